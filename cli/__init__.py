@@ -1,0 +1,1 @@
+"""The ``duomq`` command: one entry point, a module per command family."""

@@ -1,0 +1,46 @@
+"""Options every subcommand takes, and output helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from duomq.client.base import DEFAULT_CLUSTER, DEFAULT_ZOOKEEPER
+from duomq.dev.cluster import default_data_dir, read_state
+
+
+def add_endpoint(p) -> None:
+    p.add_argument("--zookeeper", help="ZooKeeper host:port[,...][/chroot] "
+                   "(default: $DUOMQ_ZOOKEEPER, else the local dev cluster)")
+    p.add_argument("--cluster", help="cluster name (default: $DUOMQ_CLUSTER, else the dev "
+                   "cluster's, else DefaultCluster)")
+
+
+def add_json(p) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def endpoint(args) -> tuple[str, str]:
+    """--zookeeper/--cluster, then the environment, then the local dev cluster."""
+    zk = args.zookeeper or os.environ.get("DUOMQ_ZOOKEEPER")
+    cluster = args.cluster or os.environ.get("DUOMQ_CLUSTER")
+    if not zk or not cluster:
+        state = read_state(getattr(args, "data_dir", None) or default_data_dir())
+        if state:
+            zk = zk or state["zookeeper"]
+            cluster = cluster or state["cluster"]
+    return zk or DEFAULT_ZOOKEEPER, cluster or DEFAULT_CLUSTER
+
+
+def emit(obj) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header)] + [fmt.format(*r) for r in rows])

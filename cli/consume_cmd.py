@@ -1,0 +1,74 @@
+"""``duomq consume TOPIC --group G``: a push consumer in the group."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import threading
+import time
+
+from duomq.cli.common import add_endpoint, add_json, emit, endpoint
+from duomq.client import PushConsumer
+
+
+def add(sub) -> None:
+    p = sub.add_parser("consume", help="consume a topic as a member of a consumer group")
+    p.add_argument("topic")
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument("--from", dest="from_", choices=["first", "last"], default="last",
+                   help="where a new group starts (default last)")
+    p.add_argument("--until-idle", type=float, metavar="SECONDS",
+                   help="stop after this long with no message")
+    p.add_argument("--count", type=int, help="stop after N messages")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    add_endpoint(p)
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def _text(body: bytes):
+    try:
+        return {"body": body.decode()}
+    except UnicodeDecodeError:
+        return {"body_base64": base64.b64encode(body).decode()}
+
+
+def run(args) -> int:
+    zookeeper, cluster = endpoint(args)
+    lock = threading.Lock()
+    state = {"n": 0, "last": time.monotonic()}
+    done = threading.Event()
+    out = sys.stdout
+
+    def on_message(m):
+        with lock:
+            state["n"] += 1
+            state["last"] = time.monotonic()
+            if not args.quiet:
+                if args.json:
+                    out.write(json.dumps({"msg_id": m.msg_id, "queue": m.queue_id,
+                                          "group": m.broker_group, "queue_offset": m.queue_offset,
+                                          "keys": m.keys, "tags": m.tags, **_text(m.body)}) + "\n")
+                else:
+                    out.write(f"{m.msg_id} q{m.queue_id}@{m.queue_offset} {m.body[:200]!r}\n")
+            if args.count and state["n"] >= args.count:
+                done.set()
+
+    t0 = time.monotonic()
+    consumer = PushConsumer(args.group, args.topic, on_message, zookeeper=zookeeper,
+                            cluster=cluster, consume_from=args.from_)
+    consumer.start()
+    try:
+        while not done.wait(0.1):
+            if args.until_idle and time.monotonic() - state["last"] > args.until_idle:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.shutdown()
+    out.flush()
+    summary = {"summary": True, "topic": args.topic, "group": args.group, "consumed": state["n"],
+               "seconds": round(time.monotonic() - t0, 3), "client_id": consumer.client_id}
+    emit(summary) if args.json else print(f"consumed {state['n']} messages", file=sys.stderr)
+    return 0

@@ -1,0 +1,57 @@
+"""``duomq dev up|status|down``: a local cluster in the background."""
+
+from __future__ import annotations
+
+from duomq.cli.common import add_endpoint, add_json, emit, table
+from duomq.dev import cluster
+
+
+def add(sub) -> None:
+    p = sub.add_parser("dev", help="a local ZooKeeper and brokers in the background")
+    dsub = p.add_subparsers(dest="dev_cmd", required=True)
+    for name, helptext in (("up", "start ZooKeeper and brokers; return once they serve"),
+                           ("status", "show what runs"), ("down", "stop everything dev up started")):
+        q = dsub.add_parser(name, help=helptext)
+        q.add_argument("--data-dir", default=cluster.default_data_dir(),
+                       help="where state, logs and stores live (default ~/.duomq/dev "
+                            "or $DUOMQ_DEV_DIR)")
+        add_endpoint(q)
+        add_json(q)
+        if name == "up":
+            q.add_argument("--groups", type=int, default=1, help="broker groups (default 1)")
+            q.add_argument("--slaves", type=int, default=0, help="slaves per group (default 0)")
+            q.add_argument("--flush", choices=["sync", "async"], default="async")
+            q.add_argument("--replication", choices=["sync", "async"], default="async")
+            q.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                           help="broker config field for every broker (repeatable)")
+        q.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.dev_cmd == "up":
+        settings = {}
+        for item in args.set:
+            k, _, v = item.partition("=")
+            settings[k] = int(v) if v.lstrip("-").isdigit() else v
+        st = cluster.up(args.data_dir, groups=args.groups, slaves=args.slaves, flush=args.flush,
+                        replication=args.replication, zookeeper=args.zookeeper,
+                        cluster=args.cluster or "DefaultCluster", settings=settings)
+    elif args.dev_cmd == "status":
+        st = cluster.status(args.data_dir)
+    else:
+        st = cluster.down(args.data_dir)
+        if args.json:
+            emit(st)
+        else:
+            print("stopped: " + (", ".join(st["stopped"]) or "nothing was running"))
+        return 0
+    if args.json:
+        emit(st)
+    elif not st.get("running"):
+        print(f"no dev cluster in {st['data_dir']}")
+    else:
+        print(f"zookeeper {st['zookeeper']}  cluster {st['cluster']}  data {st['data_dir']}")
+        print(table([[b["group"], b["id"], b["role"], b["address"], b["pid"],
+                      "yes" if b["alive"] else "no"] for b in st["brokers"]],
+                    ["group", "id", "role", "address", "pid", "alive"]))
+    return 0 if args.dev_cmd != "status" or st.get("running") else 1

@@ -1,0 +1,87 @@
+"""``duomq status``: brokers, roles, offsets and consumer lag per queue."""
+
+from __future__ import annotations
+
+from kazoo.exceptions import NoNodeError
+
+from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
+from duomq.client.remoting import RemotingClient
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+from duomq.proto import pb
+
+
+def add(sub) -> None:
+    p = sub.add_parser("status", help="brokers, roles, offsets and consumer lag")
+    add_endpoint(p)
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def collect(zookeeper: str, cluster: str) -> dict:
+    zk = zkutil.connect(zookeeper)
+    paths = ZkPaths(cluster)
+    remoting = RemotingClient("duomq-status")
+    brokers, lag = [], []
+    try:
+        try:
+            groups = sorted(zk.get_children(paths.brokers))
+        except NoNodeError:
+            groups = []
+        for g in groups:
+            try:
+                ids = sorted(zk.get_children(paths.members(g)), key=int)
+            except NoNodeError:
+                ids = []
+            for i in ids:
+                try:
+                    info = zkutil.loads(zk.get(paths.member(g, int(i)))[0])
+                except NoNodeError:
+                    continue
+                entry = {"group": g, "id": int(i), "role": info.get("role"),
+                         "epoch": info.get("epoch"), "address": info.get("address"),
+                         "flush": info.get("flush"), "pid": info.get("pid")}
+                try:
+                    status, error, resp = remoting.call(info["address"], pb.BROKER_STATUS,
+                                                        pb.BrokerStatusRequest(), 3)
+                except Exception as exc:
+                    entry["error"] = str(exc)
+                    brokers.append(entry)
+                    continue
+                entry.update(min_offset=resp.min_physical_offset,
+                             max_offset=resp.max_physical_offset,
+                             flushed_offset=resp.flushed_offset,
+                             confirmed_offset=resp.confirmed_offset,
+                             messages_stored=resp.messages_stored,
+                             bad_requests=resp.bad_requests)
+                maxes = {(q.topic, q.queue_id): q.max_offset for q in resp.queues}
+                for o in resp.group_offsets:
+                    top = maxes.get((o.topic, o.queue_id), o.offset)
+                    lag.append({"consumer_group": o.consumer_group, "topic": o.topic,
+                                "broker_group": g, "queue": o.queue_id, "offset": o.offset,
+                                "max_offset": top, "lag": max(0, top - o.offset)})
+                brokers.append(entry)
+    finally:
+        remoting.close()
+        zkutil.close(zk)
+    return {"zookeeper": zookeeper, "cluster": cluster, "brokers": brokers, "consumer_lag": lag,
+            "total_lag": sum(x["lag"] for x in lag)}
+
+
+def run(args) -> int:
+    zookeeper, cluster = endpoint(args)
+    st = collect(zookeeper, cluster)
+    if args.json:
+        emit(st)
+        return 0
+    print(f"cluster {cluster} at {zookeeper}")
+    print(table([[b["group"], b["id"], b["role"], b.get("epoch"), b["address"],
+                  b.get("max_offset", "-"), b.get("confirmed_offset", "-"),
+                  b.get("error", "")] for b in st["brokers"]],
+                ["group", "id", "role", "epoch", "address", "max", "confirmed", "error"]))
+    if st["consumer_lag"]:
+        print()
+        print(table([[x["consumer_group"], x["topic"], x["broker_group"], x["queue"], x["offset"],
+                      x["max_offset"], x["lag"]] for x in st["consumer_lag"]],
+                    ["consumer group", "topic", "broker group", "queue", "offset", "max", "lag"]))
+    return 0

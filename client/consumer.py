@@ -1,0 +1,105 @@
+"""``PullConsumer``: the application drives offsets explicitly."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from duomq.client.base import ClientBase, raise_for
+from duomq.common.config import ConsumerConfig
+from duomq.common.errors import DuomqError, for_status
+from duomq.common.message import MessageExt, MessageQueue
+from duomq.proto import pb
+from duomq.store.record import decode_records
+
+
+class PullStatus(str, enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass
+class PullResult:
+    status: PullStatus
+    messages: list[MessageExt]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+def pull_result(mq: MessageQueue, status: int, error: str, resp) -> PullResult:
+    """Turn a pull answer into a PullResult (or raise for an error status)."""
+    if status == pb.OK:
+        return PullResult(PullStatus.FOUND, decode_records(resp.records, mq.broker_group),
+                          resp.next_offset, resp.min_offset, resp.max_offset)
+    if status == pb.NO_NEW_MESSAGE:
+        return PullResult(PullStatus.NO_NEW_MESSAGE, [], resp.next_offset, resp.min_offset,
+                          resp.max_offset)
+    if status == pb.OFFSET_ILLEGAL and resp is not None:
+        return PullResult(PullStatus.OFFSET_ILLEGAL, [], resp.next_offset, resp.min_offset,
+                          resp.max_offset)
+    raise for_status(status, error)
+
+
+class PullConsumer(ClientBase):
+    def __init__(self, zookeeper: str | None = None, cluster: str | None = None,
+                 group: str = "DEFAULT_CONSUMER", *, config: ConsumerConfig | None = None,
+                 zk=None, **overrides):
+        self.config = config or ConsumerConfig(group=group, **overrides)
+        super().__init__(zookeeper, cluster, zk=zk)
+        self.timeout_s = self.config.request_timeout_ms / 1000
+
+    @property
+    def group(self) -> str:
+        return self.config.group
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        return self.route(topic).queues(readable=True)
+
+    def pull(self, mq: MessageQueue, offset: int, max_messages: int = 256,
+             max_wait_ms: int = 0) -> PullResult:
+        """Messages of ``mq`` from ``offset``; with ``max_wait_ms`` the broker
+        holds the pull until a message arrives (long polling)."""
+        req = pb.PullRequest(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
+                             queue_offset=offset, max_messages=max_messages,
+                             max_wait_ms=max_wait_ms)
+        status, error, resp = self.call(mq, pb.PULL, req, self.timeout_s + max_wait_ms / 1000)
+        return pull_result(mq, status, error, resp)
+
+    def _query(self, mq: MessageQueue, query: int, timestamp_ms: int = 0) -> int:
+        status, error, resp = self.call(
+            mq, pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic=mq.topic, queue_id=mq.queue_id,
+                                                       query=query, timestamp_ms=timestamp_ms),
+            self.timeout_s)
+        raise_for(status, error)
+        return resp.offset
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._query(mq, pb.MIN_OFFSET)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._query(mq, pb.MAX_OFFSET)
+
+    def offset_by_time(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._query(mq, pb.BY_TIME, timestamp_ms)
+
+    def commit(self, offsets: dict[MessageQueue, int]) -> None:
+        """Commit offsets (next offset to consume) to each queue's master."""
+        by_group: dict[str, list[tuple[MessageQueue, int]]] = {}
+        for mq, off in offsets.items():
+            by_group.setdefault(mq.broker_group, []).append((mq, off))
+        for items in by_group.values():
+            req = pb.CommitOffsetRequest(consumer_group=self.group)
+            for mq, off in items:
+                req.offsets.add(topic=mq.topic, queue_id=mq.queue_id, offset=off)
+            status, error, _ = self.call(items[0][0], pb.COMMIT_OFFSET, req, self.timeout_s)
+            raise_for(status, error)
+
+    def committed(self, mq: MessageQueue) -> int:
+        """The group's committed offset of ``mq``; -1 if never committed."""
+        req = pb.FetchOffsetRequest(consumer_group=self.group)
+        req.queues.add(topic=mq.topic, queue_id=mq.queue_id)
+        status, error, resp = self.call(mq, pb.FETCH_OFFSET, req, self.timeout_s)
+        raise_for(status, error)
+        return resp.offsets[0].offset

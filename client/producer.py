@@ -1,0 +1,226 @@
+"""The producer: ``send``, ``send_async``, ``send_oneway`` and ``send_batch``.
+
+A send goes to one queue (round robin, a sharding key's hash, or the user's
+selector). Records are encoded here in the commit log's layout, one request
+per batch. A failed attempt (timeout, broker gone, not master) is retried on
+another broker group up to ``retry_times_when_send_failed`` times; stored but
+not durable outcomes (``FLUSH_DISK_TIMEOUT``, ``FLUSH_SLAVE_TIMEOUT``,
+``SLAVE_NOT_AVAILABLE``) come back as results, retried elsewhere only with
+``retry_another_broker_when_not_store_ok``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import socket
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from duomq.client.base import ClientBase
+from duomq.client.selector import RoundRobinSelector, select_by_key
+from duomq.common.config import ProducerConfig
+from duomq.common.errors import (ConfigError, DuomqError, MessageTooLargeError, for_status)
+from duomq.common.message import Message, MessageQueue, make_msg_id
+from duomq.common.names import validate_name
+from duomq.proto import pb
+from duomq.store import record as rec
+
+log = logging.getLogger(__name__)
+
+
+class SendStatus(str, enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"     # stored, not fsynced in time
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"   # stored, no slave confirmed in time
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"   # stored, no in-sync slave to confirm
+
+
+_STORED = {pb.OK: SendStatus.SEND_OK, pb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+           pb.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+           pb.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
+
+
+@dataclass
+class SendResult:
+    status: SendStatus
+    msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    msg_ids: list[str] = field(default_factory=list)   # every message of a batch
+
+    @property
+    def ok(self) -> bool:
+        return self.status is SendStatus.SEND_OK
+
+
+Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
+
+
+def _local_host() -> bytes:
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        ip = "127.0.0.1"
+    return rec.pack_host(ip, os.getpid())
+
+
+class Producer(ClientBase):
+    def __init__(self, zookeeper: str | None = None, cluster: str | None = None,
+                 group: str = "DEFAULT_PRODUCER", *, config: ProducerConfig | None = None,
+                 zk=None, **overrides):
+        cfg = config or ProducerConfig(group=group, **overrides)
+        self.config = cfg
+        super().__init__(zookeeper, cluster, zk=zk)
+        self._rr = RoundRobinSelector()
+        self._host = _local_host()
+        self._callbacks = ThreadPoolExecutor(1, thread_name_prefix="duomq-send-callback")
+        self._retries = ThreadPoolExecutor(2, thread_name_prefix="duomq-send-retry")
+
+    # ------------------------------------------------------------ public API
+    def send(self, msg: Message, *, sharding_key: str | None = None,
+             selector: Selector | None = None, arg=None, queue: MessageQueue | None = None,
+             timeout_ms: int | None = None) -> SendResult:
+        """Send one message and wait for the broker's answer."""
+        return self.send_batch([msg], sharding_key=sharding_key, selector=selector, arg=arg,
+                               queue=queue, timeout_ms=timeout_ms)
+
+    def send_batch(self, msgs: Sequence[Message], *, sharding_key: str | None = None,
+                   selector: Selector | None = None, arg=None, queue: MessageQueue | None = None,
+                   timeout_ms: int | None = None) -> SendResult:
+        """Send messages of one topic as one batch to one queue (one request,
+        one write, one fsync). The result names the first message; ``msg_ids``
+        lists them all."""
+        timeout = (timeout_ms or self.config.send_timeout_ms) / 1000
+        fut = self._send(msgs, sharding_key, selector, arg, queue, timeout)
+        return fut.result(timeout + 5)
+
+    def send_async(self, msg: Message | Sequence[Message], callback: Callable | None = None, *,
+                   sharding_key: str | None = None, selector: Selector | None = None, arg=None,
+                   queue: MessageQueue | None = None, timeout_ms: int | None = None) -> Future:
+        """Send without waiting. Returns a Future of SendResult; ``callback(result,
+        exception)`` runs on a callback thread once the send ends."""
+        msgs = [msg] if isinstance(msg, Message) else list(msg)
+        timeout = (timeout_ms or self.config.send_timeout_ms) / 1000
+        fut = self._send(msgs, sharding_key, selector, arg, queue, timeout)
+        if callback is not None:
+            def done(f):
+                exc = f.exception()
+                self._callbacks.submit(callback, None if exc else f.result(), exc)
+            fut.add_done_callback(done)
+        return fut
+
+    def send_oneway(self, msg: Message, *, sharding_key: str | None = None) -> None:
+        """Fire and forget: no result, no retry."""
+        self._send([msg], sharding_key, None, None, None, self.config.send_timeout_ms / 1000,
+                   retries=0)
+
+    # ------------------------------------------------------------ internals
+    def _encode(self, msgs: Sequence[Message]) -> tuple[str, bytes]:
+        if not msgs:
+            raise ValueError("nothing to send")
+        if len(msgs) > self.config.batch_max_messages:
+            raise ValueError(f"a batch holds at most {self.config.batch_max_messages} messages "
+                             f"(batch_max_messages)")
+        topic = msgs[0].topic
+        validate_name("topic", topic, allow_system=True)
+        topic_b = topic.encode()
+        now = time.time_ns() // 1_000_000
+        host = self._host
+        limit = self.config.max_message_bytes
+        parts = []
+        for m in msgs:
+            if m.topic != topic:
+                raise ValueError(f"a batch must hold one topic: {topic!r} and {m.topic!r}")
+            r = rec.encode_record(topic_b, m.tags.encode() if m.tags else b"",
+                                  m.keys.encode() if m.keys else b"",
+                                  rec.encode_properties(m.properties) if m.properties else b"",
+                                  bytes(m.body), now, host)
+            if len(r) > limit:
+                raise MessageTooLargeError(
+                    f"message of {len(r)} bytes (with header) exceeds max_message_bytes ({limit})")
+            parts.append(r)
+        return topic, b"".join(parts)
+
+    def _choose(self, topic, msgs, sharding_key, selector, arg, queue, avoid) -> MessageQueue:
+        if queue is not None:
+            return queue
+        route = self.route(topic)
+        for g in route.groups.values():
+            self.config.check_broker({"group": g.group, **g.info})
+        queues = route.queues(writable=True)
+        if not queues:
+            raise DuomqError(f"topic {topic!r} has no writable queue")
+        if selector is not None:
+            return selector(queues, msgs[0], arg)
+        if sharding_key is not None:
+            return select_by_key(queues, sharding_key)
+        return self._rr.select(queues, avoid)
+
+    def _send(self, msgs, sharding_key, selector, arg, queue, timeout_s,
+              retries: int | None = None) -> Future:
+        topic, data = self._encode(msgs)
+        outer: Future = Future()
+        outer.set_running_or_notify_cancel()
+        state = {"left": self.config.retry_times_when_send_failed if retries is None else retries,
+                 "avoid": set(), "deadline": time.monotonic() + timeout_s, "last": None}
+        pinned = queue is not None or sharding_key is not None or selector is not None
+
+        def attempt():
+            try:
+                mq = self._choose(topic, msgs, sharding_key, selector, arg, queue, state["avoid"])
+                req = pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs),
+                                     records=data, producer_group=self.config.group)
+                left_s = max(0.001, state["deadline"] - time.monotonic())
+                inner = self.remoting.request(self.address_of(mq), pb.SEND, req, left_s)
+            except Exception as exc:
+                return retry_or_fail(exc, None)
+            inner.add_done_callback(lambda f: finished(f, mq))
+
+        def retry_or_fail(exc, mq):
+            retriable = isinstance(exc, DuomqError) and exc.retriable
+            if retriable and state["left"] > 0 and time.monotonic() < state["deadline"]:
+                state["left"] -= 1
+                if mq is not None and not pinned:
+                    state["avoid"].add(mq.broker_group)
+                log.info("send failed (%s); retrying on another broker group", exc)
+                self._retries.submit(attempt)   # never block the I/O thread on routes
+            elif state["last"] is not None:
+                outer.set_result(state["last"])  # stored earlier, just not durable
+            else:
+                outer.set_exception(exc)
+
+        def finished(f, mq):
+            try:
+                status, error, resp = f.result()
+            except Exception as exc:
+                return retry_or_fail(exc, mq)
+            send_status = _STORED.get(status)
+            if send_status is None:
+                return retry_or_fail(for_status(status, error), mq)
+            result = SendResult(send_status, "", mq, -1)
+            if resp is not None:
+                ids = [make_msg_id(resp.broker_group, p) for p in resp.physical_offsets]
+                result = SendResult(send_status, ids[0] if ids else "", mq, resp.queue_offset, ids)
+            if (send_status is not SendStatus.SEND_OK
+                    and self.config.retry_another_broker_when_not_store_ok
+                    and state["left"] > 0 and not pinned):
+                state["left"] -= 1
+                state["avoid"].add(mq.broker_group)
+                state["last"] = result
+                log.info("send stored but %s on %s; retrying on another group",
+                         send_status.value, mq.broker_group)
+                self._retries.submit(attempt)
+                return
+            outer.set_result(result)
+
+        attempt()
+        return outer
+
+    def close(self) -> None:
+        self._retries.shutdown(wait=True)
+        super().close()
+        self._callbacks.shutdown(wait=True)

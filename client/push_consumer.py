@@ -1,0 +1,276 @@
+"""``PushConsumer``: cluster consumption in a consumer group.
+
+The consumer joins the group in ZooKeeper, splits the topic's queues among
+the members with the average strategy on every membership or route change,
+long-polls each of its queues, hands messages to ``on_message`` on a consume
+thread, and commits offsets to the brokers every ``offset_commit_interval_ms``
+and on shutdown (at-least-once: a message may be seen twice around a
+rebalance or a crash, never skipped).
+
+Threads: the remoting I/O thread (pull answers are decoded there and the next
+pull issued at once), one consume thread, a scheduler for delayed retries, and
+a rebalance/commit service.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from duomq.client.allocate import allocate_averagely
+from duomq.client.consumer import PullConsumer, PullStatus, pull_result
+from duomq.client.scheduler import Scheduler
+from duomq.common.config import ConsumerConfig
+from duomq.common.message import MessageExt, MessageQueue
+from duomq.common.service import ServiceThread
+from duomq.coordinator.membership import GroupMembership
+from duomq.proto import pb
+
+log = logging.getLogger(__name__)
+PULL_RETRY_S = 1.0
+FLOW_CONTROL_RETRY_S = 0.05
+SUSPEND_ON_FAILURE_S = 1.0
+
+
+@dataclass(eq=False)
+class ProcessQueue:
+    """Local state of one assigned queue."""
+
+    mq: MessageQueue
+    next_pull: int                 # offset of the next pull
+    consumed: int                  # next offset to consume; what gets committed
+    committed: int = -1
+    inflight: int = 0              # messages pulled, not yet consumed
+    dropped: bool = False
+    pulls: int = 0
+
+
+class PushConsumer(PullConsumer):
+    def __init__(self, group: str, topic: str, on_message: Callable[[MessageExt], object], *,
+                 zookeeper: str | None = None, cluster: str | None = None,
+                 config: ConsumerConfig | None = None, zk=None, **overrides):
+        super().__init__(zookeeper, cluster, group, config=config, zk=zk, **overrides)
+        self.topic = topic
+        self.on_message = on_message
+        self.assigned: dict[MessageQueue, ProcessQueue] = {}
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._scheduler = Scheduler()
+        self._membership: GroupMembership | None = None
+        self._service = _RebalanceService(self)
+        self._consume_thread = threading.Thread(target=self._consume_loop, daemon=True,
+                                                name=f"duomq-consume-{group}")
+        self._lock = threading.RLock()
+        self._running = False
+        self.consumed_count = 0
+        self.rebalances = 0
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> "PushConsumer":
+        self.route(self.topic)  # fails early for an unknown topic
+        self._running = True
+        self._consume_thread.start()
+        self._service.start()
+        self.routes.add_listener(lambda topic: topic == self.topic and self._service.wakeup())
+        self._membership = GroupMembership(
+            self.zk, self.cluster, self.group, self.client_id,
+            {"topic": self.topic, "model": "CLUSTERING"}, lambda members: self._service.wakeup())
+        self._membership.join()
+        self._service.wakeup()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop pulling, finish the messages in hand, commit, then leave the
+        group: the member that takes over our queues starts where we stopped."""
+        if not self._running:
+            return
+        self._running = False
+        self._service.shutdown()
+        with self._lock:
+            for pq in self.assigned.values():
+                pq.dropped = True
+        self._inbox.put(None)
+        self._consume_thread.join(10)
+        self.commit_offsets()
+        if self._membership:
+            self._membership.leave()
+        self._scheduler.close()
+        self.close()
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    # ------------------------------------------------------------ rebalance
+    def rebalance(self) -> None:
+        if not self._running:
+            return
+        members = self._membership.members if self._membership else []
+        try:
+            queues = self.route(self.topic, wait_s=0).queues(readable=True)
+        except Exception as exc:
+            log.warning("rebalance of %s: no route (%s)", self.group, exc)
+            queues = []
+        mine = set(allocate_averagely(queues, members, self.client_id))
+        with self._lock:
+            current = set(self.assigned)
+            if mine == current:
+                return
+            removed = current - mine
+            added = mine - current
+            dropped = [self.assigned.pop(mq) for mq in removed]
+        self.rebalances += 1
+        for pq in dropped:
+            pq.dropped = True
+        if dropped:
+            self._commit([pq for pq in dropped])
+        for mq in sorted(added):
+            try:
+                start = self._start_offset(mq)
+            except Exception as exc:
+                log.warning("cannot find the start offset of %s (%s); retrying", mq, exc)
+                self._service.wakeup_later(PULL_RETRY_S)
+                continue
+            pq = ProcessQueue(mq, start, start, committed=start)
+            with self._lock:
+                if mq in self.assigned or not self._running:
+                    continue
+                self.assigned[mq] = pq
+            self._pull(pq)
+        log.info("consumer %s of %s now holds %d queues (members %d)", self.client_id, self.group,
+                 len(self.assigned), len(members))
+
+    def _start_offset(self, mq: MessageQueue) -> int:
+        off = self.committed(mq)
+        if off >= 0:
+            return off
+        if self.config.consume_from == "first":
+            return self.min_offset(mq)
+        if self.config.consume_from == "timestamp":
+            return self.offset_by_time(mq, self.config.consume_timestamp_ms)
+        return self.max_offset(mq)
+
+    # ------------------------------------------------------------ pulling
+    def _pull(self, pq: ProcessQueue) -> None:
+        if pq.dropped or not self._running:
+            return
+        if pq.inflight >= self.config.pull_threshold_for_queue:
+            self._scheduler.call_later(FLOW_CONTROL_RETRY_S, self._pull, pq)
+            return
+        try:
+            address = self.address_of(pq.mq)
+        except Exception:
+            self._scheduler.call_later(PULL_RETRY_S, self._pull, pq)
+            return
+        wait_ms = self.config.long_polling_timeout_ms
+        req = pb.PullRequest(consumer_group=self.group, topic=pq.mq.topic, queue_id=pq.mq.queue_id,
+                             queue_offset=pq.next_pull, max_messages=self.config.pull_batch_size,
+                             max_wait_ms=wait_ms)
+        fut = self.remoting.request(address, pb.PULL, req, self.timeout_s + wait_ms / 1000)
+        fut.add_done_callback(lambda f: self._on_pulled(pq, f))
+
+    def _on_pulled(self, pq: ProcessQueue, fut) -> None:
+        """Runs on the I/O thread: decode, hand over, pull again."""
+        if pq.dropped:
+            return
+        try:
+            result = pull_result(pq.mq, *fut.result())
+        except Exception as exc:
+            if self._running:
+                log.warning("pull of %s failed: %s", pq.mq, exc)
+                self._scheduler.call_later(PULL_RETRY_S, self._pull, pq)
+            return
+        pq.pulls += 1
+        if result.status is PullStatus.FOUND:
+            pq.next_pull = result.next_offset
+            pq.inflight += len(result.messages)
+            self._inbox.put((pq, result.messages))
+        elif result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
+                        result.next_offset)
+            pq.next_pull = result.next_offset
+            if pq.inflight == 0:
+                pq.consumed = result.next_offset
+        self._pull(pq)
+
+    # ------------------------------------------------------------ consuming
+    def _consume_loop(self) -> None:
+        inbox = self._inbox
+        handler = self.on_message
+        while True:
+            item = inbox.get()
+            if item is None:
+                return
+            pq, messages = item
+            for i, msg in enumerate(messages):
+                if pq.dropped:
+                    break
+                while True:
+                    try:
+                        handler(msg)
+                        break
+                    except Exception:
+                        log.exception("on_message failed for %s; retrying in place", msg.msg_id)
+                        time.sleep(SUSPEND_ON_FAILURE_S)
+                        if pq.dropped or not self._running:
+                            break
+                pq.consumed = msg.queue_offset + 1
+            pq.inflight -= len(messages)
+            self.consumed_count += len(messages)
+
+    # ------------------------------------------------------------ offsets
+    def commit_offsets(self) -> None:
+        with self._lock:
+            pqs = list(self.assigned.values())
+        self._commit(pqs)
+
+    def _commit(self, pqs: list[ProcessQueue]) -> None:
+        dirty = {pq.mq: pq.consumed for pq in pqs if pq.consumed != pq.committed}
+        if not dirty:
+            return
+        try:
+            self.commit(dirty)
+        except Exception as exc:
+            log.warning("offset commit of %s failed: %s", self.group, exc)
+            return
+        for pq in pqs:
+            pq.committed = dirty.get(pq.mq, pq.committed)
+
+
+class _RebalanceService(ServiceThread):
+    """Rebalances when woken (membership or route change) and every
+    ``rebalance_interval`` as a safety net; commits offsets on its interval."""
+
+    name = "duomq-rebalance"
+    REBALANCE_INTERVAL_S = 20.0
+
+    def __init__(self, consumer: PushConsumer):
+        super().__init__()
+        self.consumer = consumer
+        self._next_commit = 0.0
+        self._next_rebalance = 0.0
+        self._wake_at = None
+
+    def wakeup_later(self, delay_s: float):
+        self.consumer._scheduler.call_later(delay_s, self.wakeup)
+
+    def run(self):
+        c = self.consumer
+        interval = c.config.offset_commit_interval_ms / 1000
+        while not self.stopped:
+            now = time.monotonic()
+            woken = self._event.is_set()
+            self._event.clear()
+            if woken or now >= self._next_rebalance:
+                self._next_rebalance = now + self.REBALANCE_INTERVAL_S
+                try:
+                    c.rebalance()
+                except Exception:
+                    log.exception("rebalance failed")
+                    self.wakeup_later(PULL_RETRY_S)
+            if now >= self._next_commit:
+                self._next_commit = now + interval
+                c.commit_offsets()
+            self._event.wait(min(interval, 1.0))

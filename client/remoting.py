@@ -1,0 +1,162 @@
+"""Request/response over ZeroMQ for clients (aiokafka's ``sender``): one I/O
+thread owns a DEALER socket per broker address; callers hand it requests
+through a queue plus an eventfd wake-up and get a ``concurrent.futures.Future``
+resolved with ``(status, error, response_message)``.
+
+Many requests may be outstanding on one socket (long polls included); answers
+are matched by request id. A request with no answer by its deadline fails with
+RequestTimeoutError.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+
+import zmq
+
+from duomq.common.errors import ClientClosedError, RequestTimeoutError
+from duomq.proto import codec, pb
+
+log = logging.getLogger(__name__)
+
+
+class RemotingClient:
+    def __init__(self, name: str = "duomq-io"):
+        self.ctx = zmq.Context.instance()
+        self._ids = itertools.count(1)
+        self._outbox: deque = deque()
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._sockets: dict[str, zmq.Socket] = {}
+        self._by_socket: dict[zmq.Socket, str] = {}
+        self._pending: dict[int, tuple[Future, float, int, str]] = {}
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ caller side
+    def request(self, address: str, type_: int, message, timeout_s: float) -> Future:
+        """Send a request; the future resolves to (status, error, response or None)."""
+        fut: Future = Future()
+        if self._closed:
+            fut.set_exception(ClientClosedError("client is closed"))
+            return fut
+        rid = next(self._ids)
+        data = codec.encode_request(rid, type_, message)
+        self._outbox.append((address, rid, data, fut, time.monotonic() + timeout_s, type_))
+        os.eventfd_write(self._wake_fd, 1)
+        return fut
+
+    def call(self, address: str, type_: int, message, timeout_s: float):
+        """Blocking request: (status, error, response)."""
+        return self.request(address, type_, message, timeout_s).result(timeout_s + 5)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        os.eventfd_write(self._wake_fd, 1)
+        self._thread.join(5)
+        os.close(self._wake_fd)
+
+    # ------------------------------------------------------------ I/O thread
+    def _socket(self, address: str) -> zmq.Socket:
+        sock = self._sockets.get(address)
+        if sock is None:
+            sock = self.ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDHWM, 100_000)
+            sock.setsockopt(zmq.RCVHWM, 100_000)
+            sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            sock.connect(address)
+            self._sockets[address] = sock
+            self._by_socket[sock] = address
+            self._poller.register(sock, zmq.POLLIN)
+        return sock
+
+    def _run(self) -> None:
+        self._poller = zmq.Poller()
+        self._poller.register(self._wake_fd, zmq.POLLIN)
+        next_expiry = time.monotonic() + 0.1
+        try:
+            while not self._closed:
+                events = self._poller.poll(100)
+                for sock, _ in events:
+                    if sock == self._wake_fd:
+                        try:
+                            os.eventfd_read(self._wake_fd)
+                        except BlockingIOError:
+                            pass
+                    else:
+                        self._drain(sock)
+                self._send_outbox()
+                now = time.monotonic()
+                if now >= next_expiry:
+                    next_expiry = now + 0.05
+                    self._expire(now)
+        finally:
+            self._fail_all(ClientClosedError("client closed"))
+            for s in self._sockets.values():
+                s.close(linger=0)
+
+    def _send_outbox(self) -> None:
+        out = self._outbox
+        while out:
+            address, rid, data, fut, deadline, type_ = out.popleft()
+            if not fut.set_running_or_notify_cancel():
+                continue
+            self._pending[rid] = (fut, deadline, type_, address)
+            try:
+                self._socket(address).send(data, zmq.NOBLOCK)
+            except zmq.ZMQError as exc:
+                self._pending.pop(rid, None)
+                fut.set_exception(RequestTimeoutError(f"cannot send to {address}: {exc}"))
+
+    def _drain(self, sock) -> None:
+        pending = self._pending
+        while True:
+            try:
+                data = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                frame = codec.decode_frame(data)
+            except codec.FrameError:
+                log.warning("undecodable answer from %s dropped", self._by_socket.get(sock))
+                continue
+            entry = pending.pop(frame.request_id, None)
+            if entry is None:
+                if frame.request_id == 0 and frame.status != pb.OK:
+                    log.warning("broker %s rejected a request: %s", self._by_socket.get(sock),
+                                frame.error)
+                continue
+            fut = entry[0]
+            try:
+                message = codec.decode_response(frame) if frame.payload or frame.status == pb.OK \
+                    else None
+                fut.set_result((frame.status, frame.error, message))
+            except Exception as exc:  # a broken answer fails its request only
+                fut.set_exception(exc)
+
+    def _expire(self, now: float) -> None:
+        late = [rid for rid, (_, deadline, _, _) in self._pending.items() if deadline <= now]
+        for rid in late:
+            fut, _, type_, address = self._pending.pop(rid)
+            fut.set_exception(RequestTimeoutError(
+                f"no answer from {address} to {pb.RequestType.Name(type_)} in time"))
+
+    def _fail_all(self, exc) -> None:
+        for fut, *_ in self._pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self._pending.clear()
+        while self._outbox:
+            fut = self._outbox.popleft()[3]
+            if not fut.done():
+                fut.set_exception(exc)

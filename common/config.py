@@ -1,0 +1,249 @@
+"""Configuration: one frozen dataclass per role, units in field names, defaults
+documented beside the fields (and in the README's reference), validated in
+``__post_init__`` with an error that names the field.
+
+A broker reads its config from a TOML file, then ``DUOMQ_<FIELD>`` environment
+variables, then command-line flags (each overriding the one before).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from duomq.common.errors import ConfigError
+from duomq.common.names import validate_name
+
+
+class FlushDiskType(str, enum.Enum):
+    SYNC_FLUSH = "SYNC_FLUSH"    # ack after fsync (group commit)
+    ASYNC_FLUSH = "ASYNC_FLUSH"  # ack after the page cache; flushed periodically
+
+
+class ReplicationMode(str, enum.Enum):
+    SYNC = "SYNC"    # ack once sync_replicas slaves hold the record
+    ASYNC = "ASYNC"  # ack without waiting for slaves
+
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+def _enum(cls, value, name):
+    if isinstance(value, cls):
+        return value
+    text = str(value).upper().replace("-", "_")
+    aliases = {"SYNC": "SYNC_FLUSH", "ASYNC": "ASYNC_FLUSH"} if cls is FlushDiskType else {}
+    text = aliases.get(text, text)
+    try:
+        return cls(text)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)
+        raise ConfigError(f"{name}: {value!r} is not one of {allowed}") from None
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything one broker process needs. Times in ms, sizes in bytes."""
+
+    # --- identity and coordination
+    cluster: str = "DefaultCluster"          # cluster name (ZooKeeper path component)
+    group: str = "broker-a"                  # broker group (a master and its slaves)
+    broker_id: int = 0                       # 0 is the master in this release
+    zookeeper: str = "127.0.0.1:2181"        # ZooKeeper connect string host:port[,...][/chroot]
+    zk_session_timeout_ms: int = 6000        # ZooKeeper session timeout
+    # --- network
+    listen_host: str = "127.0.0.1"           # interface the client ROUTER binds
+    port: int = 10911                        # client port; 0 picks a free one
+    advertised_host: str = ""                # host clients dial; default listen_host
+    # --- store
+    data_dir: str = "./duomq-data"           # commit log, consume queues, checkpoint, offsets
+    segment_size_bytes: int = 1 * GIB        # commit-log segment file size (preallocated)
+    cq_entries_per_segment: int = 300_000    # consume-queue entries per segment file (20 B each)
+    max_message_bytes: int = 4 * MIB         # largest accepted record (header + fields + body)
+    file_reserved_hours: float = 72.0        # keep commit-log segments at least this long
+    retention_check_interval_ms: int = 10_000  # how often retention looks for old segments
+    retention_wait_for_consumers: bool = True  # keep a segment a consumer group has not consumed
+    # --- flush
+    flush: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    sync_flush_timeout_ms: int = 5000        # SYNC_FLUSH: answer FLUSH_DISK_TIMEOUT past this
+    flush_interval_ms: int = 500             # ASYNC_FLUSH: flush period
+    flush_least_pages: int = 4               # ASYNC_FLUSH: flush only with this many dirty 4 KiB pages
+    flush_thorough_interval_ms: int = 10_000  # ASYNC_FLUSH: flush everything this often
+    checkpoint_interval_ms: int = 1000       # flush consume queues and write the checkpoint
+    # --- replication (issue 3 brings slaves; the timeouts are validated already)
+    replication: ReplicationMode = ReplicationMode.ASYNC
+    slave_timeout_ms: int = 3000             # SYNC replication: FLUSH_SLAVE_TIMEOUT past this
+    # --- serving
+    long_polling_timeout_ms: int = 15_000    # longest a pull is held waiting for messages
+    max_pull_messages: int = 1024            # most records one pull answer carries
+    max_pull_bytes: int = 4 * MIB            # most bytes one pull answer carries
+    offset_persist_interval_ms: int = 5000   # persist consumer offsets this often
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
+        set_("flush", _enum(FlushDiskType, self.flush, "flush"))
+        set_("replication", _enum(ReplicationMode, self.replication, "replication"))
+        validate_name("cluster", self.cluster)
+        validate_name("broker group", self.group)
+        _positive(self, "zk_session_timeout_ms", "sync_flush_timeout_ms", "flush_interval_ms",
+                  "flush_thorough_interval_ms", "checkpoint_interval_ms", "slave_timeout_ms",
+                  "long_polling_timeout_ms", "max_pull_messages", "max_pull_bytes",
+                  "offset_persist_interval_ms", "retention_check_interval_ms",
+                  "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes")
+        if self.broker_id < 0:
+            raise ConfigError(f"broker_id: must be >= 0, got {self.broker_id}")
+        if not 0 <= self.port < 65536:
+            raise ConfigError(f"port: {self.port} is not a TCP port")
+        if self.flush_least_pages < 0:
+            raise ConfigError("flush_least_pages: must be >= 0")
+        if self.file_reserved_hours <= 0:
+            raise ConfigError("file_reserved_hours: must be > 0")
+        from duomq.store.record import HEADER_SIZE
+        if self.max_message_bytes < HEADER_SIZE + 1:
+            raise ConfigError(f"max_message_bytes: {self.max_message_bytes} cannot hold a "
+                              f"record header of {HEADER_SIZE} bytes")
+        if self.segment_size_bytes < self.max_message_bytes + HEADER_SIZE:
+            raise ConfigError(
+                f"segment_size_bytes ({self.segment_size_bytes}) must exceed max_message_bytes "
+                f"({self.max_message_bytes}) plus a {HEADER_SIZE}-byte end-of-segment marker: "
+                f"a record never spans two segments")
+        if self.max_pull_bytes < self.max_message_bytes:
+            raise ConfigError(
+                f"max_pull_bytes ({self.max_pull_bytes}) must be >= max_message_bytes "
+                f"({self.max_message_bytes}), or the largest message could never be pulled")
+        if self.flush_thorough_interval_ms < self.flush_interval_ms:
+            raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
+
+    # ------------------------------------------------------------ derived
+    @property
+    def address(self) -> str:
+        """The ZeroMQ endpoint clients dial."""
+        return f"tcp://{self.advertised_host or self.listen_host}:{self.port}"
+
+    @property
+    def max_ack_wait_ms(self) -> int:
+        """Longest a broker may hold a send before answering it."""
+        wait = self.sync_flush_timeout_ms if self.flush is FlushDiskType.SYNC_FLUSH else 0
+        if self.replication is ReplicationMode.SYNC:
+            wait += self.slave_timeout_ms
+        return wait
+
+    def replace(self, **changes) -> "BrokerConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["flush"] = self.flush.value
+        out["replication"] = self.replication.value
+        return out
+
+    # ------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, path: str | None = None, env: dict | None = None,
+             overrides: dict | None = None) -> "BrokerConfig":
+        """File, then ``DUOMQ_*`` environment, then explicit overrides."""
+        values: dict[str, Any] = {}
+        if path:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+            data = data.get("broker", data)
+            _check_known(cls, data, f"config file {path}")
+            values.update(data)
+        env = os.environ if env is None else env
+        for f_ in fields(cls):
+            key = "DUOMQ_" + f_.name.upper()
+            if key in env:
+                values[f_.name] = _coerce(f_, env[key], key)
+        for k, v in (overrides or {}).items():
+            if v is not None:
+                values[k] = v
+        _check_known(cls, values, "config")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ProducerConfig:
+    """A producer's settings. Times in ms."""
+
+    group: str = "DEFAULT_PRODUCER"          # producer group name
+    send_timeout_ms: int = 10_000            # must exceed the brokers' flush + slave timeouts
+    retry_times_when_send_failed: int = 2    # extra attempts, each on another broker group
+    retry_another_broker_when_not_store_ok: bool = False  # retry FLUSH_*/SLAVE_* results too
+    max_message_bytes: int = 4 * MIB         # refuse larger messages before sending
+    batch_max_messages: int = 1024           # most messages in one send_batch request
+
+    def __post_init__(self):
+        validate_name("producer group", self.group)
+        _positive(self, "send_timeout_ms", "max_message_bytes", "batch_max_messages")
+        if self.retry_times_when_send_failed < 0:
+            raise ConfigError("retry_times_when_send_failed: must be >= 0")
+
+    def check_broker(self, broker: dict) -> None:
+        """Refuse a broker whose longest ack wait reaches our send timeout."""
+        wait = int(broker.get("max_ack_wait_ms", 0))
+        if self.send_timeout_ms <= wait:
+            raise ConfigError(
+                f"send_timeout_ms ({self.send_timeout_ms}) must exceed the flush and slave "
+                f"timeouts of broker group {broker.get('group')!r} ({wait} ms: "
+                f"sync_flush_timeout_ms + slave_timeout_ms), or its answer would never arrive")
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """A consumer's settings. Times in ms."""
+
+    group: str = "DEFAULT_CONSUMER"          # consumer group name
+    consume_from: str = "last"               # new group starts at: last | first | timestamp
+    consume_timestamp_ms: int = 0            # with consume_from=timestamp
+    pull_batch_size: int = 256               # most messages per pull
+    long_polling_timeout_ms: int = 15_000    # how long a pull may wait at the broker
+    offset_commit_interval_ms: int = 5000    # commit consumed offsets this often
+    request_timeout_ms: int = 10_000         # non-pull requests
+    pull_threshold_for_queue: int = 1000     # stop pulling a queue with this many unconsumed
+
+    def __post_init__(self):
+        validate_name("consumer group", self.group)
+        if self.consume_from not in ("last", "first", "timestamp"):
+            raise ConfigError(f"consume_from: {self.consume_from!r} is not last, first or timestamp")
+        _positive(self, "pull_batch_size", "long_polling_timeout_ms", "offset_commit_interval_ms",
+                  "request_timeout_ms", "pull_threshold_for_queue")
+        if self.request_timeout_ms <= 0:
+            raise ConfigError("request_timeout_ms: must be > 0")
+
+
+def _positive(obj, *names):
+    for name in names:
+        value = getattr(obj, name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{name}: must be a positive number, got {value!r}")
+
+
+def _check_known(cls, data: dict, where: str):
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)}")
+
+
+def _coerce(f, text: str, key: str):
+    typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+    try:
+        if typ == "int":
+            return int(text)
+        if typ == "float":
+            return float(text)
+        if typ == "bool":
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+    except ValueError:
+        raise ConfigError(f"{key}: {text!r} is not a valid {typ}") from None
+    return text

@@ -1,0 +1,104 @@
+"""One exception root for duomq, with behaviour flags (aiokafka's KafkaError).
+
+Expected outcomes of a send (``FLUSH_DISK_TIMEOUT`` and friends) are values,
+not exceptions: see ``duomq.client.SendStatus``. Exceptions are for requests
+that stored nothing. Broker status codes map to classes through ``for_status``.
+"""
+
+from __future__ import annotations
+
+from duomq.proto import pb
+
+
+class DuomqError(Exception):
+    """Root of every duomq error.
+
+    ``retriable``: the same request may succeed later or on another broker
+    group (a timeout, a broker that is not master any more).
+    ``invalid_metadata``: the client's view of routes is stale; refresh it.
+    """
+
+    retriable = False
+    invalid_metadata = False
+    status = pb.SYSTEM_ERROR
+
+
+class ConfigError(DuomqError, ValueError):
+    """A configuration that contradicts itself or the brokers it talks to."""
+
+
+class InvalidNameError(DuomqError, ValueError):
+    status = pb.INVALID_NAME
+
+
+class BadRequestError(DuomqError):
+    status = pb.BAD_REQUEST
+
+
+class UnsupportedVersionError(DuomqError):
+    status = pb.UNSUPPORTED_VERSION
+
+
+class UnknownRequestTypeError(DuomqError):
+    status = pb.UNKNOWN_REQUEST_TYPE
+
+
+class MessageTooLargeError(DuomqError):
+    status = pb.MESSAGE_TOO_LARGE
+
+
+class TopicNotExistError(DuomqError):
+    status = pb.TOPIC_NOT_EXIST
+    invalid_metadata = True
+
+
+class NotMasterError(DuomqError):
+    status = pb.NOT_MASTER
+    retriable = True
+    invalid_metadata = True
+
+
+class ServiceNotAvailableError(DuomqError):
+    status = pb.SERVICE_NOT_AVAILABLE
+    retriable = True
+
+
+class BrokerSystemError(DuomqError):
+    status = pb.SYSTEM_ERROR
+    retriable = True
+
+
+class OffsetIllegalError(DuomqError):
+    status = pb.OFFSET_ILLEGAL
+
+
+class RequestTimeoutError(DuomqError, TimeoutError):
+    """No answer from the broker within the request's timeout."""
+
+    retriable = True
+    status = pb.SERVICE_NOT_AVAILABLE
+
+
+class NoRouteError(DuomqError):
+    """No broker group currently serves the topic (none alive, or none hosts it)."""
+
+    retriable = True
+    invalid_metadata = True
+    status = pb.TOPIC_NOT_EXIST
+
+
+class ClientClosedError(DuomqError):
+    """The client was shut down while the request was pending."""
+
+
+_BY_STATUS = {cls.status: cls for cls in (
+    InvalidNameError, BadRequestError, UnsupportedVersionError, UnknownRequestTypeError,
+    MessageTooLargeError, TopicNotExistError, NotMasterError, ServiceNotAvailableError,
+    BrokerSystemError, OffsetIllegalError,
+)}
+
+
+def for_status(status: int, text: str) -> DuomqError:
+    """The exception for a broker's error status (kazoo's code table)."""
+    cls = _BY_STATUS.get(status, BrokerSystemError)
+    return cls(f"{pb.Status.Name(status) if status in pb.Status.values() else status}: {text}")

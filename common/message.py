@@ -1,0 +1,79 @@
+"""Messages as users see them: ``Message`` to send, ``MessageExt`` received."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Message:
+    """A message to send.
+
+    ``keys``: one or more keys (a string with keys separated by spaces, or a
+    list); ``tags``: one tag used for filtering; ``properties``: str -> str.
+    """
+
+    topic: str
+    body: bytes
+    tags: str = ""
+    keys: str | list[str] = ""
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.body, str):
+            self.body = self.body.encode()
+        elif not isinstance(self.body, (bytes, bytearray, memoryview)):
+            raise TypeError(f"body must be bytes, got {type(self.body).__name__}")
+        if isinstance(self.keys, (list, tuple)):
+            self.keys = " ".join(self.keys)
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A stored message, as a consumer receives it."""
+
+    topic: str
+    body: bytes
+    tags: str
+    keys: str
+    properties: dict[str, str]
+    queue_id: int
+    queue_offset: int
+    physical_offset: int
+    born_timestamp_ms: int
+    store_timestamp_ms: int
+    born_host: str
+    flags: int
+    broker_group: str = ""
+
+    @property
+    def msg_id(self) -> str:
+        """Broker group + commit-log offset: valid on every member of the group."""
+        return make_msg_id(self.broker_group, self.physical_offset)
+
+    @property
+    def key_list(self) -> list[str]:
+        return self.keys.split() if self.keys else []
+
+
+def make_msg_id(broker_group: str, physical_offset: int) -> str:
+    return f"{broker_group}:{physical_offset:016X}"
+
+
+def parse_msg_id(msg_id: str) -> tuple[str, int]:
+    group, sep, hex_offset = msg_id.rpartition(":")
+    if not sep or len(hex_offset) != 16:
+        raise ValueError(f"not a duomq message id: {msg_id!r}")
+    return group, int(hex_offset, 16)
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class MessageQueue:
+    """One queue of a topic, hosted by one broker group."""
+
+    topic: str
+    broker_group: str
+    queue_id: int
+
+    def __str__(self):
+        return f"{self.topic}@{self.broker_group}#{self.queue_id}"

@@ -1,0 +1,49 @@
+"""Background loops share one base (RocketMQ's ``ServiceThread``): named,
+started and stopped the same way, woken early with ``wakeup()``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+
+class ServiceThread:
+    name = "service"
+
+    def __init__(self):
+        self._event = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            self.run()
+        except Exception:  # a dying service must be loud
+            log.exception("%s died", self.name)
+
+    def run(self) -> None:  # override
+        raise NotImplementedError
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    def wakeup(self) -> None:
+        self._event.set()
+
+    def wait_for_running(self, interval_s: float) -> None:
+        """Sleep up to ``interval_s`` or until woken or stopped."""
+        self._event.wait(interval_s)
+        self._event.clear()
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        self._stopped.set()
+        self._event.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)

@@ -1,0 +1,65 @@
+"""ZooKeeper paths of one cluster (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROOT = "/duomq"
+
+
+@dataclass(frozen=True)
+class ZkPaths:
+    cluster: str
+
+    @property
+    def cluster_root(self) -> str:
+        return f"{ROOT}/{self.cluster}"
+
+    @property
+    def brokers(self) -> str:
+        return f"{self.cluster_root}/brokers"
+
+    def broker_group(self, group: str) -> str:
+        return f"{self.brokers}/{group}"
+
+    def members(self, group: str) -> str:
+        return f"{self.broker_group(group)}/members"
+
+    def member(self, group: str, broker_id: int) -> str:
+        return f"{self.members(group)}/{broker_id}"
+
+    def master(self, group: str) -> str:
+        return f"{self.broker_group(group)}/master"
+
+    def epochs(self, group: str) -> str:
+        return f"{self.broker_group(group)}/epochs"
+
+    def epoch(self, group: str, epoch: int) -> str:
+        return f"{self.epochs(group)}/{epoch:010d}"
+
+    @property
+    def topics(self) -> str:
+        return f"{self.cluster_root}/topics"
+
+    def topic(self, topic: str) -> str:
+        return f"{self.topics}/{topic}"
+
+    @property
+    def routes(self) -> str:
+        return f"{self.cluster_root}/routes"
+
+    def topic_routes(self, topic: str) -> str:
+        return f"{self.routes}/{topic}"
+
+    def route(self, topic: str, group: str) -> str:
+        return f"{self.topic_routes(topic)}/{group}"
+
+    @property
+    def consumer_groups(self) -> str:
+        return f"{self.cluster_root}/groups"
+
+    def group_members(self, group: str) -> str:
+        return f"{self.consumer_groups}/{group}/members"
+
+    def group_member(self, group: str, client_id: str) -> str:
+        return f"{self.group_members(group)}/{client_id}"

@@ -1,0 +1,124 @@
+"""Topic configuration in ZooKeeper and the admin operations on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from duomq.common.errors import ConfigError, TopicNotExistError
+from duomq.common.names import validate_name
+from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.zk import dumps, loads
+
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_RW = PERM_READ | PERM_WRITE
+MAX_QUEUES_PER_GROUP = 1024
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    queues: dict[str, int] = field(default_factory=dict)   # broker group -> queue count
+    perm: int = PERM_RW
+    order: bool = False
+
+    def to_json(self) -> bytes:
+        return dumps({"queues": self.queues, "perm": self.perm, "order": self.order})
+
+    @classmethod
+    def from_json(cls, name: str, raw: bytes) -> "TopicConfig":
+        d = loads(raw)
+        return cls(name, {str(g): int(n) for g, n in d.get("queues", {}).items()},
+                   int(d.get("perm", PERM_RW)), bool(d.get("order", False)))
+
+    @property
+    def total_queues(self) -> int:
+        return sum(self.queues.values())
+
+
+def _check_queues(queues: dict[str, int]) -> None:
+    if not queues:
+        raise ConfigError("a topic needs at least one broker group (none is registered: "
+                          "start a broker first, or name groups explicitly)")
+    for group, n in queues.items():
+        validate_name("broker group", group)
+        if not isinstance(n, int) or not 1 <= n <= MAX_QUEUES_PER_GROUP:
+            raise ConfigError(f"queue count for group {group!r} must be 1..{MAX_QUEUES_PER_GROUP}, "
+                              f"got {n!r}")
+
+
+class TopicAdmin:
+    """Create, update, delete, describe and list topics."""
+
+    def __init__(self, zk, cluster: str):
+        self.zk = zk
+        self.paths = ZkPaths(cluster)
+
+    def broker_groups(self) -> list[str]:
+        try:
+            return sorted(self.zk.get_children(self.paths.brokers))
+        except NoNodeError:
+            return []
+
+    def _resolve(self, queues: int | dict[str, int], groups: list[str] | None) -> dict[str, int]:
+        if isinstance(queues, dict):
+            return dict(queues)
+        return {g: queues for g in (groups or self.broker_groups())}
+
+    def create(self, name: str, queues: int | dict[str, int] = 8, groups: list[str] | None = None,
+               *, order: bool = False, perm: int = PERM_RW) -> TopicConfig:
+        validate_name("topic", name)
+        cfg = TopicConfig(name, self._resolve(queues, groups), perm, order)
+        _check_queues(cfg.queues)
+        self.zk.ensure_path(self.paths.topics)
+        try:
+            self.zk.create(self.paths.topic(name), cfg.to_json())
+        except NodeExistsError:
+            raise ConfigError(f"topic {name!r} already exists (use update)") from None
+        return cfg
+
+    def update(self, name: str, queues: int | dict[str, int] | None = None,
+               groups: list[str] | None = None, *, order: bool | None = None,
+               perm: int | None = None) -> TopicConfig:
+        """Change queue counts (per group) and flags. Shrinking a group's queue
+        count hides its higher queues from producers; their data stays readable."""
+        validate_name("topic", name)
+        while True:
+            old, stat = self._get(name)
+            new_queues = dict(old.queues)
+            if queues is not None:
+                new_queues.update(self._resolve(queues, groups))
+            cfg = TopicConfig(name, new_queues, old.perm if perm is None else perm,
+                              old.order if order is None else order)
+            _check_queues(cfg.queues)
+            try:
+                self.zk.set(self.paths.topic(name), cfg.to_json(), version=stat.version)
+                return cfg
+            except BadVersionError:
+                continue
+
+    def delete(self, name: str) -> None:
+        validate_name("topic", name)
+        try:
+            self.zk.delete(self.paths.topic(name))
+        except NoNodeError:
+            raise TopicNotExistError(f"topic {name!r} does not exist") from None
+
+    def describe(self, name: str) -> TopicConfig:
+        validate_name("topic", name, allow_system=True)
+        return self._get(name)[0]
+
+    def _get(self, name: str):
+        try:
+            raw, stat = self.zk.get(self.paths.topic(name))
+        except NoNodeError:
+            raise TopicNotExistError(f"topic {name!r} does not exist") from None
+        return TopicConfig.from_json(name, raw), stat
+
+    def list(self) -> list[str]:
+        try:
+            return sorted(self.zk.get_children(self.paths.topics))
+        except NoNodeError:
+            return []

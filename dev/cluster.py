@@ -1,0 +1,184 @@
+"""The local dev cluster behind ``duomq dev up|status|down``: a ZooKeeper and
+broker processes running in the background, described by ``state.json`` in
+the data dir so that ``status`` and ``down`` find them again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from duomq.client.base import DEFAULT_CLUSTER
+from duomq.common.errors import ConfigError, DuomqError
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+from duomq.dev.ports import free_port
+from duomq.dev.zookeeper import launch, stop_pid
+
+STATE = "state.json"
+
+
+def default_data_dir() -> str:
+    return os.environ.get("DUOMQ_DEV_DIR") or os.path.join(os.path.expanduser("~"), ".duomq", "dev")
+
+
+def read_state(data_dir: str) -> dict | None:
+    try:
+        with open(os.path.join(data_dir, STATE)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def _write_state(data_dir: str, state: dict) -> None:
+    tmp = os.path.join(data_dir, STATE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(state, f, indent=2)
+    os.replace(tmp, os.path.join(data_dir, STATE))
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def broker_group_name(i: int) -> str:
+    return "broker-" + (chr(ord("a") + i) if i < 26 else str(i))
+
+
+def start_broker(data_dir: str, zookeeper: str, cluster: str, group: str, broker_id: int,
+                 settings: dict) -> dict:
+    """Start one broker process in the background; return its description."""
+    bdir = os.path.join(data_dir, f"{group}-{broker_id}")
+    os.makedirs(bdir, exist_ok=True)
+    port = settings.get("port") or free_port()
+    conf = {"cluster": cluster, "group": group, "broker_id": broker_id, "zookeeper": zookeeper,
+            "port": port, "data_dir": os.path.join(bdir, "store"),
+            **{k: v for k, v in settings.items() if k != "port"}}
+    cfg_path = os.path.join(bdir, "broker.toml")
+    with open(cfg_path, "w") as f:
+        for k, v in conf.items():
+            f.write(f"{k} = {json.dumps(v)}\n")
+    log_path = os.path.join(bdir, "broker.log")
+    with open(log_path, "ab") as logf:
+        proc = subprocess.Popen([sys.executable, "-m", "duomq", "broker", "--config", cfg_path],
+                                stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    return {"group": group, "id": broker_id, "address": f"tcp://127.0.0.1:{port}", "pid": proc.pid,
+            "config": cfg_path, "log": log_path}
+
+
+def wait_registered(zookeeper: str, cluster: str, brokers: list[dict], timeout_s: float = 30) -> None:
+    """Wait until every broker's member node is in ZooKeeper."""
+    zk = zkutil.connect(zookeeper)
+    paths = ZkPaths(cluster)
+    try:
+        deadline = time.monotonic() + timeout_s
+        for b in brokers:
+            while not zk.exists(paths.member(b["group"], b["id"])):
+                if not alive(b["pid"]):
+                    raise DuomqError(f"broker {b['group']}/{b['id']} exited; see {b['log']}:\n"
+                                     + _tail(b["log"]))
+                if time.monotonic() > deadline:
+                    raise DuomqError(f"broker {b['group']}/{b['id']} did not register in "
+                                     f"{timeout_s:g} s; see {b['log']}")
+                time.sleep(0.05)
+    finally:
+        zkutil.close(zk)
+
+
+def _tail(path: str, n: int = 30) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
+       replication: str = "async", zookeeper: str | None = None,
+       cluster: str = DEFAULT_CLUSTER, settings: dict | None = None) -> dict:
+    if slaves:
+        raise ConfigError("--slaves: slave brokers arrive with high availability (issue 3); "
+                          "this release runs masters only (--slaves 0)")
+    if groups < 1:
+        raise ConfigError("--groups: at least one broker group")
+    state = read_state(data_dir)
+    if state and (alive(state.get("zookeeper_pid")) or any(alive(b["pid"]) for b in state["brokers"])):
+        raise ConfigError(f"a dev cluster already runs from {data_dir}; run 'duomq dev down' first")
+    os.makedirs(data_dir, exist_ok=True)
+    zk = launch(zookeeper, data_dir=os.path.join(data_dir, "zookeeper"), detach=True)
+    state = {"zookeeper": zk.connect, "zookeeper_kind": zk.kind, "zookeeper_pid": zk.pid,
+             "zookeeper_log": zk.log_path, "cluster": cluster, "data_dir": os.path.abspath(data_dir),
+             "brokers": []}
+    _write_state(data_dir, state)
+    base = {"flush": "SYNC_FLUSH" if flush.lower().startswith("sync") else "ASYNC_FLUSH",
+            "replication": replication.upper(), **(settings or {})}
+    try:
+        for i in range(groups):
+            state["brokers"].append(start_broker(data_dir, zk.connect, cluster,
+                                                 broker_group_name(i), 0, base))
+            _write_state(data_dir, state)
+        wait_registered(zk.connect, cluster, state["brokers"])
+    except BaseException:
+        down(data_dir)
+        raise
+    return status(data_dir)
+
+
+def status(data_dir: str) -> dict:
+    state = read_state(data_dir)
+    if state is None:
+        return {"running": False, "data_dir": os.path.abspath(data_dir), "brokers": []}
+    out = {"running": True, "zookeeper": state["zookeeper"], "cluster": state["cluster"],
+           "data_dir": state["data_dir"], "zookeeper_pid": state.get("zookeeper_pid"),
+           "zookeeper_alive": alive(state.get("zookeeper_pid")) if state.get("zookeeper_pid")
+           else None, "brokers": []}
+    roles = {}
+    try:
+        zk = zkutil.connect(state["zookeeper"], timeout_s=3)
+        try:
+            paths = ZkPaths(state["cluster"])
+            for b in state["brokers"]:
+                node = zk.exists(paths.member(b["group"], b["id"]))
+                if node:
+                    roles[(b["group"], b["id"])] = zkutil.loads(
+                        zk.get(paths.member(b["group"], b["id"]))[0])
+        finally:
+            zkutil.close(zk)
+    except DuomqError:
+        out["zookeeper_alive"] = False
+    for b in state["brokers"]:
+        info = roles.get((b["group"], b["id"]), {})
+        out["brokers"].append({"group": b["group"], "id": b["id"], "address": b["address"],
+                               "pid": b["pid"], "alive": alive(b["pid"]),
+                               "role": info.get("role", "DOWN"), "epoch": info.get("epoch"),
+                               "log": b["log"]})
+    return out
+
+
+def down(data_dir: str) -> dict:
+    state = read_state(data_dir)
+    if state is None:
+        return {"stopped": []}
+    stopped = []
+    for b in state["brokers"]:
+        if alive(b["pid"]):
+            stop_pid(b["pid"], timeout_s=20)
+            stopped.append(f"{b['group']}/{b['id']}")
+    if state.get("zookeeper_pid") and alive(state["zookeeper_pid"]):
+        stop_pid(state["zookeeper_pid"])
+        stopped.append("zookeeper")
+    os.unlink(os.path.join(data_dir, STATE))
+    return {"stopped": stopped}

@@ -1,0 +1,209 @@
+"""One ZooKeeper launcher for ``duomq dev`` and the test fixture.
+
+Order: an explicit ``--zookeeper host:port[,...]``; else a testcontainers
+ZooKeeper when a Docker engine answers; else a local server run from Debian's
+``zookeeper`` package or from the ZooKeeper jars inside the pyspark wheel.
+Every launch uses a fresh data dir and a free port, waits until ``srvr``
+answers with a ``Mode:`` line, and stops cleanly.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from duomq.dev.ports import free_port
+
+log = logging.getLogger(__name__)
+DEBIAN_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"]
+
+
+class ZooKeeperUnavailable(RuntimeError):
+    pass
+
+
+def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0) -> str:
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def wait_ready(host: str, port: int, timeout_s: float = 30.0, proc=None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise ZooKeeperUnavailable(f"ZooKeeper exited with code {proc.returncode}")
+        try:
+            if "Mode:" in four_letter(host, port):
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise ZooKeeperUnavailable(f"ZooKeeper at {host}:{port} not ready in {timeout_s:g} s")
+
+
+@dataclass
+class ZooKeeperHandle:
+    connect: str                       # host:port for clients
+    kind: str                          # external | container | local
+    pid: int | None = None
+    data_dir: str | None = None
+    log_path: str | None = None
+    _proc: subprocess.Popen | None = field(default=None, repr=False)
+    _container: object = field(default=None, repr=False)
+    _owns_dir: bool = False
+
+    def stop(self) -> None:
+        if self._container is not None:
+            self._container.stop()
+        elif self.pid:
+            stop_pid(self.pid)
+            if self._proc is not None:
+                self._proc.wait(10)
+        if self._owns_dir and self.data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def log_tail(self, lines: int = 60) -> str:
+        if not self.log_path or not os.path.exists(self.log_path):
+            return ""
+        with open(self.log_path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+
+
+def stop_pid(pid: int, timeout_s: float = 10.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            if _is_zombie(pid):
+                return
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def classpath() -> str | None:
+    """Debian's jars, else the jars inside the pyspark wheel."""
+    if all(os.path.exists(j) for j in DEBIAN_JARS):
+        return ":".join(DEBIAN_JARS)
+    try:
+        import pyspark
+        jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+        found = glob.glob(os.path.join(jars, "zookeeper-*.jar")) + \
+            glob.glob(os.path.join(jars, "netty-*.jar")) + \
+            glob.glob(os.path.join(jars, "slf4j-*.jar")) + \
+            glob.glob(os.path.join(jars, "log4j-*.jar")) + \
+            glob.glob(os.path.join(jars, "commons-*.jar"))
+        if any("zookeeper-" in f for f in found):
+            return ":".join(sorted(found))
+    except ImportError:
+        pass
+    return None
+
+
+def docker_available() -> bool:
+    try:
+        import docker
+        client = docker.from_env(timeout=2)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+def start_container() -> ZooKeeperHandle:
+    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+    from testcontainers.core.container import DockerContainer
+    container = DockerContainer("zookeeper:3.9").with_exposed_ports(2181) \
+        .with_env("ZOO_4LW_COMMANDS_WHITELIST", "srvr,ruok,mntr")
+    container.start()
+    host = container.get_container_host_ip()
+    port = int(container.get_exposed_port(2181))
+    wait_ready(host, port)
+    return ZooKeeperHandle(f"{host}:{port}", "container", _container=container)
+
+
+def start_local(data_dir: str | None = None, port: int | None = None,
+                detach: bool = False) -> ZooKeeperHandle:
+    """Run a standalone server as a foreground Java process (ours, not systemd's)."""
+    cp = classpath()
+    java = shutil.which("java")
+    if cp is None or java is None:
+        raise ZooKeeperUnavailable(
+            "no ZooKeeper to run: install Debian's 'zookeeper' package (apt-get install "
+            "zookeeper) or pyspark, and Java 17 (" + ("java found" if java else "java missing") + ")")
+    owns = data_dir is None
+    data_dir = data_dir or tempfile.mkdtemp(prefix="duomq-zk-")
+    if os.path.isdir(os.path.join(data_dir, "version-2")):
+        shutil.rmtree(os.path.join(data_dir, "version-2"))  # fresh: no stale sessions
+    os.makedirs(data_dir, exist_ok=True)
+    port = port or free_port()
+    cfg = os.path.join(data_dir, "zoo.cfg")
+    with open(cfg, "w") as f:
+        f.write("\n".join([
+            "tickTime=500", "initLimit=20", "syncLimit=10", f"dataDir={data_dir}",
+            f"clientPort={port}", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
+            "4lw.commands.whitelist=srvr,ruok,mntr", "minSessionTimeout=1000",
+            "maxSessionTimeout=20000", "maxClientCnxns=0", ""]))
+    log_path = os.path.join(data_dir, "zookeeper.log")
+    logf = open(log_path, "ab")
+    proc = subprocess.Popen(
+        [java, "-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.admin.enableServer=false",
+         "-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg],
+        stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=detach)
+    logf.close()
+    handle = ZooKeeperHandle(f"127.0.0.1:{port}", "local", proc.pid, data_dir, log_path,
+                             _proc=None if detach else proc, _owns_dir=owns)
+    try:
+        wait_ready("127.0.0.1", port, proc=proc)
+    except ZooKeeperUnavailable:
+        tail = handle.log_tail()
+        handle.stop()
+        raise ZooKeeperUnavailable(f"local ZooKeeper did not start; log tail:\n{tail}") from None
+    return handle
+
+
+def launch(zookeeper: str | None = None, *, data_dir: str | None = None,
+           detach: bool = False) -> ZooKeeperHandle:
+    """The launcher's order of preference (see the module docstring)."""
+    if zookeeper:
+        host, _, port = zookeeper.split(",")[0].split("/")[0].rpartition(":")
+        wait_ready(host or "127.0.0.1", int(port), timeout_s=10)
+        return ZooKeeperHandle(zookeeper, "external")
+    if not detach and docker_available():
+        try:
+            return start_container()
+        except Exception as exc:
+            log.warning("testcontainers ZooKeeper failed (%s); using a local server", exc)
+    return start_local(data_dir=data_dir, detach=detach)

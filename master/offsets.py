@@ -1,0 +1,57 @@
+"""Consumer offsets kept on the broker (RocketMQ's ``ConsumerOffsetManager``),
+persisted as JSON with an atomic rename."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+
+class ConsumerOffsetManager:
+    def __init__(self, path: str):
+        self.path = path
+        self._offsets: dict[tuple[str, str, int], int] = {}
+        self._lock = threading.Lock()
+        self._dirty = False
+
+    def load(self) -> None:
+        try:
+            with open(self.path) as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return
+        with self._lock:
+            for group, topics in data.get("offsets", {}).items():
+                for topic, queues in topics.items():
+                    for qid, off in queues.items():
+                        self._offsets[(group, topic, int(qid))] = int(off)
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        with self._lock:
+            self._offsets[(group, topic, queue_id)] = offset
+            self._dirty = True
+
+    def fetch(self, group: str, topic: str, queue_id: int) -> int:
+        return self._offsets.get((group, topic, queue_id), -1)
+
+    def items(self) -> list[tuple[tuple[str, str, int], int]]:
+        with self._lock:
+            return list(self._offsets.items())
+
+    def persist(self, force: bool = False) -> bool:
+        with self._lock:
+            if not (self._dirty or force):
+                return False
+            snapshot = list(self._offsets.items())
+            self._dirty = False
+        data: dict = {}
+        for (group, topic, qid), off in snapshot:
+            data.setdefault(group, {}).setdefault(topic, {})[str(qid)] = off
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"offsets": data}, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        return True

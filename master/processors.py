@@ -1,0 +1,148 @@
+"""One handler per request type. Each takes the decoded request and returns
+``(status, error, response_message)``, or ``None`` when the answer is
+deferred (a send waiting for its flush, a held pull)."""
+
+from __future__ import annotations
+
+import time
+
+from duomq.common.errors import DuomqError
+from duomq.common.names import validate_name
+from duomq.master.ack_waiters import AckWaiter
+from duomq.master.pull_hold import HeldPull
+from duomq.proto import pb
+from duomq.store import record as rec
+
+
+class Processors:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.store
+        self.config = broker.config
+
+    # ------------------------------------------------------------ send
+    def send(self, identity: bytes, request_id: int, req: pb.SendRequest):
+        b = self.broker
+        try:
+            validate_name("topic", req.topic, allow_system=True)
+        except DuomqError as exc:
+            return pb.INVALID_NAME, str(exc), None
+        queues = b.hosted_queues(req.topic)
+        if queues is None:
+            return pb.TOPIC_NOT_EXIST, f"topic {req.topic!r} is not hosted by broker group " \
+                                       f"{self.config.group!r}", None
+        if not 0 <= req.queue_id < queues:
+            return pb.BAD_REQUEST, f"queue {req.queue_id} of topic {req.topic!r} does not exist " \
+                                   f"(this group hosts queues 0..{queues - 1})", None
+        if req.count <= 0:
+            return pb.BAD_REQUEST, "a send carries at least one record", None
+        if not b.writable():
+            return pb.SERVICE_NOT_AVAILABLE, b.not_writable_reason(), None
+        try:
+            put = self.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count)
+        except rec.RecordTooLargeError as exc:
+            return pb.MESSAGE_TOO_LARGE, str(exc), None
+        except rec.RecordError as exc:
+            return pb.BAD_REQUEST, f"malformed batch: {exc}", None
+        b.appended = True
+        resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=self.config.group)
+        resp.physical_offsets.extend(put.physical_offsets)
+        if b.sync_flush:
+            b.ack_waiters.add(AckWaiter(put.end_offset,
+                                        time.monotonic() + self.config.sync_flush_timeout_ms / 1000,
+                                        identity, request_id, resp))
+            return None
+        return pb.OK, "", resp
+
+    # ------------------------------------------------------------ pull
+    def pull(self, identity: bytes, request_id: int, req: pb.PullRequest, held: bool = False):
+        b = self.broker
+        cq = self.store.find_queue(req.topic, req.queue_id)
+        if cq is None:
+            if b.hosted_queues(req.topic) is None:
+                return pb.TOPIC_NOT_EXIST, f"topic {req.topic!r} is not hosted by broker group " \
+                                           f"{self.config.group!r}", None
+        if req.queue_offset < 0:
+            return pb.BAD_REQUEST, "queue_offset must be >= 0", None
+        max_n = min(req.max_messages or self.config.max_pull_messages, self.config.max_pull_messages)
+        max_b = min(req.max_bytes or self.config.max_pull_bytes, self.config.max_pull_bytes)
+        got = self.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_n, max_b,
+                                      b.visible_offset)
+        if got.count:
+            return pb.OK, "", pb.PullResponse(count=got.count, records=got.records,
+                                              next_offset=got.next_offset,
+                                              min_offset=got.min_offset, max_offset=got.max_offset)
+        if got.status == "OFFSET_ILLEGAL":
+            return pb.OFFSET_ILLEGAL, (f"offset {req.queue_offset} is outside "
+                                       f"[{got.min_offset}, {got.max_offset}]"), \
+                pb.PullResponse(next_offset=got.next_offset, min_offset=got.min_offset,
+                                max_offset=got.max_offset)
+        wait_ms = min(req.max_wait_ms, self.config.long_polling_timeout_ms)
+        if wait_ms > 0 and not held:
+            b.pull_hold.hold(req.topic, req.queue_id,
+                             HeldPull(identity, request_id, req, time.monotonic() + wait_ms / 1000))
+            return None
+        return pb.NO_NEW_MESSAGE, "", pb.PullResponse(next_offset=req.queue_offset,
+                                                      min_offset=got.min_offset,
+                                                      max_offset=got.max_offset)
+
+    # ------------------------------------------------------------ offsets
+    def query_offset(self, identity, request_id, req: pb.QueryOffsetRequest):
+        cq = self.store.find_queue(req.topic, req.queue_id)
+        if cq is None:
+            if self.broker.hosted_queues(req.topic) is None:
+                return pb.TOPIC_NOT_EXIST, f"topic {req.topic!r} is not hosted here", None
+            return pb.OK, "", pb.QueryOffsetResponse(offset=0)
+        if req.query == pb.MIN_OFFSET:
+            off = cq.min_offset
+        elif req.query == pb.MAX_OFFSET:
+            off = self.store.visible_max_offset(cq, self.broker.visible_offset)
+        elif req.query == pb.BY_TIME:
+            off = min(self.store.offset_by_time(req.topic, req.queue_id, req.timestamp_ms),
+                      self.store.visible_max_offset(cq, self.broker.visible_offset))
+        else:
+            return pb.BAD_REQUEST, f"unknown offset query {req.query}", None
+        return pb.OK, "", pb.QueryOffsetResponse(offset=off)
+
+    def commit_offset(self, identity, request_id, req: pb.CommitOffsetRequest):
+        try:
+            validate_name("consumer group", req.consumer_group, allow_system=True)
+        except DuomqError as exc:
+            return pb.INVALID_NAME, str(exc), None
+        for q in req.offsets:
+            if q.offset < 0:
+                return pb.BAD_REQUEST, f"offset {q.offset} for {q.topic}#{q.queue_id} is negative", None
+        for q in req.offsets:
+            self.broker.offsets.commit(req.consumer_group, q.topic, q.queue_id, q.offset)
+        return pb.OK, "", pb.CommitOffsetResponse()
+
+    def fetch_offset(self, identity, request_id, req: pb.FetchOffsetRequest):
+        resp = pb.FetchOffsetResponse()
+        for q in req.queues:
+            resp.offsets.add(topic=q.topic, queue_id=q.queue_id,
+                             offset=self.broker.offsets.fetch(req.consumer_group, q.topic,
+                                                              q.queue_id))
+        return pb.OK, "", resp
+
+    # ------------------------------------------------------------ heartbeat, status
+    def heartbeat(self, identity, request_id, req: pb.HeartbeatRequest):
+        self.broker.clients[req.client_id or identity.hex()] = (
+            time.monotonic(), list(req.producer_groups), list(req.consumer_groups))
+        return pb.OK, "", pb.HeartbeatResponse(broker_group=self.config.group,
+                                               broker_id=self.config.broker_id,
+                                               role=self.broker.role)
+
+    def broker_status(self, identity, request_id, req):
+        b, store = self.broker, self.store
+        resp = pb.BrokerStatusResponse(
+            broker_group=self.config.group, broker_id=self.config.broker_id, role=b.role,
+            flush=self.config.flush.value, min_physical_offset=store.commitlog.min_offset,
+            max_physical_offset=store.commitlog.max_offset, flushed_offset=b.flushed_offset,
+            confirmed_offset=b.visible_offset, bad_requests=b.bad_requests,
+            messages_stored=store.messages_stored)
+        for (topic, qid), cq in sorted(store.queues.items()):
+            resp.queues.add(topic=topic, queue_id=qid, min_offset=cq.min_offset,
+                            max_offset=store.visible_max_offset(cq, b.visible_offset))
+        for (group, topic, qid), off in sorted(b.offsets.items()):
+            resp.group_offsets.add(consumer_group=group, topic=topic, queue_id=qid, offset=off)
+        return pb.OK, "", resp

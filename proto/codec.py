@@ -1,0 +1,85 @@
+"""Frame encoding shared by clients and brokers (pure: no sockets).
+
+One ZeroMQ frame holds one serialized ``Frame``; its ``payload`` is the
+serialized request or response message named by ``type``.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError
+
+from duomq.proto import PROTOCOL_VERSION, pb
+
+# Request type -> (request message class, response message class).
+MESSAGES = {
+    pb.SEND: (pb.SendRequest, pb.SendResponse),
+    pb.PULL: (pb.PullRequest, pb.PullResponse),
+    pb.QUERY_OFFSET: (pb.QueryOffsetRequest, pb.QueryOffsetResponse),
+    pb.COMMIT_OFFSET: (pb.CommitOffsetRequest, pb.CommitOffsetResponse),
+    pb.FETCH_OFFSET: (pb.FetchOffsetRequest, pb.FetchOffsetResponse),
+    pb.HEARTBEAT: (pb.HeartbeatRequest, pb.HeartbeatResponse),
+    pb.BROKER_STATUS: (pb.BrokerStatusRequest, pb.BrokerStatusResponse),
+}
+
+
+class FrameError(ValueError):
+    """A frame that cannot be decoded; carries the status to answer with."""
+
+    def __init__(self, status: int, text: str, request_id: int = 0, type_: int = 0):
+        super().__init__(text)
+        self.status = status
+        self.request_id = request_id
+        self.type = type_
+
+
+def encode_request(request_id: int, type_: int, message) -> bytes:
+    return pb.Frame(
+        version=PROTOCOL_VERSION, request_id=request_id, type=type_,
+        payload=message.SerializeToString(),
+    ).SerializeToString()
+
+
+def encode_response(request_id: int, type_: int, status: int = pb.OK,
+                    error: str = "", message=None) -> bytes:
+    frame = pb.Frame(version=PROTOCOL_VERSION, request_id=request_id, type=type_,
+                     status=status, error=error)
+    if message is not None:
+        frame.payload = message.SerializeToString()
+    return frame.SerializeToString()
+
+
+def decode_frame(data: bytes) -> pb.Frame:
+    """Parse a Frame; raise FrameError(BAD_REQUEST / UNSUPPORTED_VERSION)."""
+    frame = pb.Frame()
+    try:
+        frame.ParseFromString(data)
+    except DecodeError as exc:
+        raise FrameError(pb.BAD_REQUEST, f"malformed frame: {exc}") from None
+    if frame.version != PROTOCOL_VERSION:
+        raise FrameError(pb.UNSUPPORTED_VERSION,
+                         f"protocol version {frame.version} is not supported "
+                         f"(this side speaks {PROTOCOL_VERSION})",
+                         frame.request_id, frame.type)
+    return frame
+
+
+def decode_request(frame: pb.Frame):
+    """The request message inside a decoded frame; raise FrameError."""
+    classes = MESSAGES.get(frame.type)
+    if classes is None:
+        raise FrameError(pb.UNKNOWN_REQUEST_TYPE, f"unknown request type {frame.type}",
+                         frame.request_id, frame.type)
+    message = classes[0]()
+    try:
+        message.ParseFromString(frame.payload)
+    except DecodeError as exc:
+        raise FrameError(pb.BAD_REQUEST, f"malformed {classes[0].__name__}: {exc}",
+                         frame.request_id, frame.type) from None
+    return message
+
+
+def decode_response(frame: pb.Frame):
+    """The response message inside a decoded response frame."""
+    message = MESSAGES[frame.type][1]()
+    message.ParseFromString(frame.payload)
+    return message

@@ -1,0 +1,273 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REQUEST_TYPE_UNSPECIFIED: _ClassVar[RequestType]
+    SEND: _ClassVar[RequestType]
+    PULL: _ClassVar[RequestType]
+    QUERY_OFFSET: _ClassVar[RequestType]
+    COMMIT_OFFSET: _ClassVar[RequestType]
+    FETCH_OFFSET: _ClassVar[RequestType]
+    HEARTBEAT: _ClassVar[RequestType]
+    BROKER_STATUS: _ClassVar[RequestType]
+
+class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OK: _ClassVar[Status]
+    FLUSH_DISK_TIMEOUT: _ClassVar[Status]
+    FLUSH_SLAVE_TIMEOUT: _ClassVar[Status]
+    SLAVE_NOT_AVAILABLE: _ClassVar[Status]
+    NO_NEW_MESSAGE: _ClassVar[Status]
+    OFFSET_ILLEGAL: _ClassVar[Status]
+    BAD_REQUEST: _ClassVar[Status]
+    UNSUPPORTED_VERSION: _ClassVar[Status]
+    UNKNOWN_REQUEST_TYPE: _ClassVar[Status]
+    MESSAGE_TOO_LARGE: _ClassVar[Status]
+    TOPIC_NOT_EXIST: _ClassVar[Status]
+    INVALID_NAME: _ClassVar[Status]
+    NOT_MASTER: _ClassVar[Status]
+    SERVICE_NOT_AVAILABLE: _ClassVar[Status]
+    SYSTEM_ERROR: _ClassVar[Status]
+
+class OffsetQuery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OFFSET_QUERY_UNSPECIFIED: _ClassVar[OffsetQuery]
+    MIN_OFFSET: _ClassVar[OffsetQuery]
+    MAX_OFFSET: _ClassVar[OffsetQuery]
+    BY_TIME: _ClassVar[OffsetQuery]
+REQUEST_TYPE_UNSPECIFIED: RequestType
+SEND: RequestType
+PULL: RequestType
+QUERY_OFFSET: RequestType
+COMMIT_OFFSET: RequestType
+FETCH_OFFSET: RequestType
+HEARTBEAT: RequestType
+BROKER_STATUS: RequestType
+OK: Status
+FLUSH_DISK_TIMEOUT: Status
+FLUSH_SLAVE_TIMEOUT: Status
+SLAVE_NOT_AVAILABLE: Status
+NO_NEW_MESSAGE: Status
+OFFSET_ILLEGAL: Status
+BAD_REQUEST: Status
+UNSUPPORTED_VERSION: Status
+UNKNOWN_REQUEST_TYPE: Status
+MESSAGE_TOO_LARGE: Status
+TOPIC_NOT_EXIST: Status
+INVALID_NAME: Status
+NOT_MASTER: Status
+SERVICE_NOT_AVAILABLE: Status
+SYSTEM_ERROR: Status
+OFFSET_QUERY_UNSPECIFIED: OffsetQuery
+MIN_OFFSET: OffsetQuery
+MAX_OFFSET: OffsetQuery
+BY_TIME: OffsetQuery
+
+class Frame(_message.Message):
+    __slots__ = ("version", "request_id", "type", "status", "error", "payload")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    request_id: int
+    type: RequestType
+    status: Status
+    error: str
+    payload: bytes
+    def __init__(self, version: _Optional[int] = ..., request_id: _Optional[int] = ..., type: _Optional[_Union[RequestType, str]] = ..., status: _Optional[_Union[Status, str]] = ..., error: _Optional[str] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class SendRequest(_message.Message):
+    __slots__ = ("topic", "queue_id", "count", "records", "producer_group")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    count: int
+    records: bytes
+    producer_group: str
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., producer_group: _Optional[str] = ...) -> None: ...
+
+class SendResponse(_message.Message):
+    __slots__ = ("queue_offset", "physical_offsets", "broker_group")
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    queue_offset: int
+    physical_offsets: _containers.RepeatedScalarFieldContainer[int]
+    broker_group: str
+    def __init__(self, queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., broker_group: _Optional[str] = ...) -> None: ...
+
+class PullRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "max_wait_ms")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_messages: int
+    max_bytes: int
+    max_wait_ms: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
+
+class PullResponse(_message.Message):
+    __slots__ = ("count", "records", "next_offset", "min_offset", "max_offset")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    records: bytes
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
+
+class QueryOffsetRequest(_message.Message):
+    __slots__ = ("topic", "queue_id", "query", "timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    query: OffsetQuery
+    timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., query: _Optional[_Union[OffsetQuery, str]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class QueryOffsetResponse(_message.Message):
+    __slots__ = ("offset",)
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    def __init__(self, offset: _Optional[int] = ...) -> None: ...
+
+class QueueOffset(_message.Message):
+    __slots__ = ("topic", "queue_id", "offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class CommitOffsetRequest(_message.Message):
+    __slots__ = ("consumer_group", "offsets")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    offsets: _containers.RepeatedCompositeFieldContainer[QueueOffset]
+    def __init__(self, consumer_group: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
+
+class CommitOffsetResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class FetchOffsetRequest(_message.Message):
+    __slots__ = ("consumer_group", "queues")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    queues: _containers.RepeatedCompositeFieldContainer[QueueOffset]
+    def __init__(self, consumer_group: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
+
+class FetchOffsetResponse(_message.Message):
+    __slots__ = ("offsets",)
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    offsets: _containers.RepeatedCompositeFieldContainer[QueueOffset]
+    def __init__(self, offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("client_id", "producer_groups", "consumer_groups")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    producer_groups: _containers.RepeatedScalarFieldContainer[str]
+    consumer_groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, client_id: _Optional[str] = ..., producer_groups: _Optional[_Iterable[str]] = ..., consumer_groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("broker_group", "broker_id", "role")
+    BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    broker_group: str
+    broker_id: int
+    role: str
+    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ...) -> None: ...
+
+class QueueStatus(_message.Message):
+    __slots__ = ("topic", "queue_id", "min_offset", "max_offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
+
+class GroupOffsetStatus(_message.Message):
+    __slots__ = ("consumer_group", "topic", "queue_id", "offset")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    queue_id: int
+    offset: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class BrokerStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerStatusResponse(_message.Message):
+    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored")
+    BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    FLUSH_FIELD_NUMBER: _ClassVar[int]
+    MIN_PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FLUSHED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    GROUP_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    BAD_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_STORED_FIELD_NUMBER: _ClassVar[int]
+    broker_group: str
+    broker_id: int
+    role: str
+    flush: str
+    min_physical_offset: int
+    max_physical_offset: int
+    flushed_offset: int
+    confirmed_offset: int
+    queues: _containers.RepeatedCompositeFieldContainer[QueueStatus]
+    group_offsets: _containers.RepeatedCompositeFieldContainer[GroupOffsetStatus]
+    bad_requests: int
+    messages_stored: int
+    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ...) -> None: ...

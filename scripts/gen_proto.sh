@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Regenerate proto/duomq_pb2.py from proto/duomq.proto (checked in; a test
+# checks that regeneration gives the same file).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-proto}
+python -m grpc_tools.protoc -Iproto --python_out="$out" --pyi_out="$out" proto/duomq.proto

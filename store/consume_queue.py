@@ -1,0 +1,142 @@
+"""A consume queue: per topic-queue, fixed 20-byte entries pointing into the
+commit log (RocketMQ's ``ConsumeQueue``). A queue offset is an entry's index.
+
+Entry layout, big-endian: commit-log offset (8), record size (4), tag hash (8).
+Files are named by the byte offset of their first entry (20-digit). An
+all-zero entry is empty (no record has size 0).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from duomq.store.mapped_file_queue import MappedFileQueue
+
+CQ_UNIT = struct.Struct(">qiq")
+UNIT = CQ_UNIT.size  # 20
+_structs: dict[int, struct.Struct] = {}
+
+
+def pack_entries(flat: list[int], n: int) -> bytes:
+    """Pack n entries from a flat [phys, size, hash, phys, size, hash, ...] list."""
+    s = _structs.get(n)
+    if s is None:
+        s = _structs[n] = struct.Struct(">" + "qiq" * n)
+    return s.pack(*flat)
+
+
+class ConsumeQueue:
+    def __init__(self, root: str, topic: str, queue_id: int, entries_per_segment: int):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)),
+                                   entries_per_segment * UNIT)
+        self.min_offset = 0      # first readable entry (after retention)
+        self.max_offset = 0      # one past the last entry
+
+    # ------------------------------------------------------------ load
+    def load(self) -> None:
+        self.mfq.load()
+        segs = self.mfq.segments
+        if not segs:
+            return
+        last = segs[-1]
+        data = last.mm[:]
+        used = len(data.rstrip(b"\0"))
+        used = -(-used // UNIT) * UNIT
+        last.wrote = last.flushed = used
+        self.max_offset = (last.base + used) // UNIT
+        self.min_offset = segs[0].base // UNIT
+
+    # ------------------------------------------------------------ write
+    def append(self, data: bytes, queue_offset: int) -> None:
+        """Append entries whose first index is ``queue_offset`` (== max_offset)."""
+        self._write(data, queue_offset * UNIT)
+        self.max_offset = queue_offset + len(data) // UNIT
+
+    def put_entry(self, queue_offset: int, phys: int, size: int, tag_hash: int) -> None:
+        """Write one entry in place (recovery); extends max_offset if needed."""
+        self._write(CQ_UNIT.pack(phys, size, tag_hash), queue_offset * UNIT)
+        if queue_offset + 1 > self.max_offset:
+            self.max_offset = queue_offset + 1
+
+    def _write(self, data: bytes, byte_pos: int) -> None:
+        view = memoryview(data)
+        while view:
+            seg = self.mfq.ensure(byte_pos)
+            rel = byte_pos - seg.base
+            n = min(len(view), seg.size - rel)
+            seg.write(view[:n], rel)
+            seg.wrote = max(seg.wrote, rel + n)
+            view = view[n:]
+            byte_pos += n
+
+    # ------------------------------------------------------------ read
+    def read(self, queue_offset: int, count: int):
+        """Up to ``count`` entries from ``queue_offset`` as bytes (may stop early
+        at a segment end); empty when there are none."""
+        count = min(count, self.max_offset - queue_offset)
+        if count <= 0 or queue_offset < self.min_offset:
+            return b""
+        byte_pos = queue_offset * UNIT
+        seg = self.mfq.find(byte_pos)
+        if seg is None:
+            return b""
+        rel = byte_pos - seg.base
+        n = min(count * UNIT, seg.wrote - rel)
+        return seg.mm[rel:rel + n]
+
+    def entry(self, queue_offset: int):
+        """(phys, size, tag_hash) at ``queue_offset``, or None."""
+        raw = self.read(queue_offset, 1)
+        return CQ_UNIT.unpack(raw) if len(raw) == UNIT else None
+
+    def last_phys_end(self) -> int:
+        e = self.entry(self.max_offset - 1) if self.max_offset > self.min_offset else None
+        return e[0] + e[1] if e else 0
+
+    # ------------------------------------------------------------ shrink
+    def truncate_beyond(self, phys_end: int) -> int:
+        """Drop entries whose record ends past ``phys_end``; return how many."""
+        dropped = 0
+        while self.max_offset > self.min_offset:
+            e = self.entry(self.max_offset - 1)
+            if e is not None and e[0] + e[1] <= phys_end:
+                break
+            self.max_offset -= 1
+            dropped += 1
+        if dropped:
+            self.mfq.truncate(self.max_offset * UNIT)
+        return dropped
+
+    def correct_min_offset(self, min_phys: int) -> None:
+        """Delete segments wholly below ``min_phys`` and move min_offset to the
+        first entry whose record still exists."""
+        segs = self.mfq.segments
+        drop = 0
+        for seg in segs[:-1]:
+            last_entry = seg.mm[seg.size - UNIT:seg.size]
+            phys, size, _ = CQ_UNIT.unpack(last_entry)
+            if phys + size <= min_phys:
+                drop += 1
+            else:
+                break
+        if drop:
+            self.mfq.delete_first(drop)
+        lo = max(self.min_offset, self.mfq.min_offset // UNIT)
+        hi = self.max_offset
+        while lo < hi:  # first entry with phys >= min_phys
+            mid = (lo + hi) // 2
+            e = self.entry(mid)
+            if e is not None and e[0] >= min_phys:
+                hi = mid
+            else:
+                lo = mid + 1
+        self.min_offset = lo
+
+    def flush(self) -> None:
+        self.mfq.flush()
+
+    def close(self) -> None:
+        self.mfq.close()

@@ -1,0 +1,237 @@
+"""MessageStore: the commit log plus its consume queues, for the broker.
+
+Only the broker's serving thread calls ``put_batch`` and the read methods;
+the flush services call ``commitlog.flush`` and ``checkpoint``. The store
+does no networking and knows nothing of roles.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from duomq.common.config import BrokerConfig
+from duomq.store import record as rec
+from duomq.store.checkpoint import Checkpoint
+from duomq.store.commitlog import CommitLog
+from duomq.store.consume_queue import CQ_UNIT, UNIT, ConsumeQueue, pack_entries
+from duomq.store.recovery import RecoveryReport, recover
+from duomq.store.retention import deletable_prefix
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PutResult:
+    queue_offset: int              # queue offset of the first record
+    physical_offsets: list[int]    # commit-log offset of each record
+    end_offset: int                # commit-log offset just past the batch
+
+
+@dataclass(slots=True)
+class GetResult:
+    records: bytes                 # stored records, concatenated
+    count: int
+    next_offset: int
+    min_offset: int
+    max_offset: int                # one past the newest visible entry
+    status: str = "FOUND"          # FOUND | NO_NEW_MESSAGE | NO_QUEUE | OFFSET_ILLEGAL
+
+
+class MessageStore:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        root = config.data_dir
+        os.makedirs(root, exist_ok=True)
+        self.commitlog = CommitLog(os.path.join(root, "commitlog"), config.segment_size_bytes)
+        self.cq_root = os.path.join(root, "consumequeue")
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.checkpoint_file = Checkpoint(os.path.join(root, "checkpoint"))
+        self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
+        self.recovery: RecoveryReport | None = None
+        self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
+        self.messages_stored = 0
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> RecoveryReport:
+        self.commitlog.load()
+        if os.path.isdir(self.cq_root):
+            for topic in sorted(os.listdir(self.cq_root)):
+                tdir = os.path.join(self.cq_root, topic)
+                for qid in sorted(os.listdir(tdir)):
+                    if qid.isdigit():
+                        cq = self._new_cq(topic, int(qid))
+                        cq.load()
+        self.recovery = recover(self.commitlog, self.checkpoint_file.read(), self.consume_queue)
+        end = self.commitlog.max_offset
+        for cq in list(self.queues.values()):
+            n = cq.truncate_beyond(end)
+            if n:
+                log.warning("dropped %d consume-queue entries of %s/%d past the commit log end",
+                            n, cq.topic, cq.queue_id)
+            cq.correct_min_offset(self.commitlog.min_offset)
+        self.dispatched_offset = end
+        self.checkpoint()
+        log.info("%s", self.recovery)
+        return self.recovery
+
+    def close(self) -> None:
+        self.commitlog.flush()
+        self.checkpoint()
+        for cq in list(self.queues.values()):
+            cq.close()
+        self.commitlog.close()
+
+    # ------------------------------------------------------------ queues
+    def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = ConsumeQueue(self.cq_root, topic, queue_id, self.config.cq_entries_per_segment)
+        with self._cq_lock:
+            self.queues[(topic, queue_id)] = cq
+        return cq
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        return cq if cq is not None else self._new_cq(topic, queue_id)
+
+    def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    # ------------------------------------------------------------ write
+    def put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int) -> PutResult:
+        """Validate, place, patch and write a producer's batch (one commit-log
+        write per segment touched, one consume-queue write). Raises
+        RecordError / RecordTooLargeError with nothing stored."""
+        topic_b = topic.encode()
+        bounds, borns, hashes = rec.scan_batch(buf, topic_b, self.config.max_message_bytes, count)
+        sizes = [bounds[i + 1] - bounds[i] for i in range(count)]
+        offsets, plan = self.commitlog.place(sizes)
+        cq = self.consume_queue(topic, queue_id)
+        qoff = cq.max_offset
+        now = time.time_ns() // 1_000_000
+        patch = rec.PATCH.pack_into
+        flat = []
+        extend = flat.extend
+        for i in range(count):
+            phys = offsets[i]
+            patch(buf, bounds[i] + rec.PATCH_OFFSET, queue_id, qoff + i, phys, borns[i], now)
+            extend((phys, sizes[i], hashes[i]))
+        self.commitlog.write(buf, bounds, plan)
+        cq.append(pack_entries(flat, count), qoff)
+        end = offsets[-1] + sizes[-1]
+        self.dispatched_offset = end
+        self.messages_stored += count
+        return PutResult(qoff, offsets, end)
+
+    # ------------------------------------------------------------ read
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int,
+                     max_bytes: int, visible_end: int) -> GetResult:
+        """Stored records of a queue from ``offset``, only those ending at or
+        below ``visible_end`` (the flushed or confirmed offset)."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(b"", 0, 0, 0, 0, "NO_QUEUE")
+        lo = cq.min_offset
+        hi = self.visible_max_offset(cq, visible_end)
+        if offset < lo or offset > cq.max_offset:
+            return GetResult(b"", 0, lo if offset < lo else hi, lo, hi, "OFFSET_ILLEGAL")
+        if offset >= hi:
+            return GetResult(b"", 0, offset, lo, hi, "NO_NEW_MESSAGE")
+        entries = cq.read(offset, min(max_count, hi - offset))
+        seg_size = self.commitlog.segment_size
+        read = self.commitlog.read
+        parts = []
+        run_start = run_end = -1
+        total = count = 0
+        for phys, size, _h in CQ_UNIT.iter_unpack(entries):
+            if total + size > max_bytes and count:
+                break
+            if phys == run_end and phys % seg_size:
+                run_end += size
+            else:
+                if run_start >= 0:
+                    parts.append(read(run_start, run_end - run_start))
+                run_start, run_end = phys, phys + size
+            total += size
+            count += 1
+        if run_start >= 0:
+            parts.append(read(run_start, run_end - run_start))
+        if any(p is None for p in parts):   # deleted under us by retention
+            return GetResult(b"", 0, cq.min_offset, cq.min_offset, hi, "OFFSET_ILLEGAL")
+        return GetResult(b"".join(parts), count, offset + count, lo, hi)
+
+    @staticmethod
+    def visible_max_offset(cq: ConsumeQueue, visible_end: int) -> int:
+        """One past the newest entry whose record ends at or below ``visible_end``."""
+        hi = cq.max_offset
+        if hi <= cq.min_offset:
+            return hi
+        e = cq.entry(hi - 1)
+        if e is not None and e[0] + e[1] <= visible_end:
+            return hi
+        lo = cq.min_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            e = cq.entry(mid)
+            if e is not None and e[0] + e[1] <= visible_end:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def store_timestamp(self, phys: int) -> int | None:
+        view = self.commitlog.read(phys, rec.HEADER_SIZE)
+        return rec.HEADER.unpack_from(view, 0)[7] if view is not None else None
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset whose message was stored at or after ``timestamp_ms``
+        (binary search on store time); max offset when none."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            e = cq.entry(mid)
+            ts = self.store_timestamp(e[0]) if e else None
+            if ts is None or ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def physical_at(self, topic: str, queue_id: int, queue_offset: int) -> int | None:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return None
+        e = cq.entry(queue_offset)
+        return e[0] if e else None
+
+    # ------------------------------------------------------------ durability
+    def checkpoint(self) -> int:
+        """Flush consume queues and record the offset recovery may start from:
+        the lower of the flushed commit log and the dispatched consume queues."""
+        offset = min(self.commitlog.mfq.flushed_offset(), self.dispatched_offset)
+        with self._cq_lock:
+            queues = list(self.queues.values())
+        for cq in queues:
+            cq.flush()
+        self.checkpoint_file.write(offset)
+        return offset
+
+    # ------------------------------------------------------------ retention
+    def delete_expired(self, reserved_hours: float, min_consumed_phys: int | None,
+                       now_s: float | None = None) -> int:
+        """Delete expired commit-log segments and consume-queue entries below them."""
+        mfq = self.commitlog.mfq
+        n = deletable_prefix(list(mfq.segments), time.time() if now_s is None else now_s,
+                             reserved_hours * 3600, min_consumed_phys,
+                             lambda s: os.path.getmtime(s.path))
+        if n:
+            gone = mfq.delete_first(n)
+            log.info("retention deleted %d commit-log segments up to %d", n, gone[-1].end)
+            for cq in list(self.queues.values()):
+                cq.correct_min_offset(self.commitlog.min_offset)
+        return n

@@ -1,0 +1,220 @@
+"""The commit-log record layout (pure: no I/O).
+
+Every field big-endian. One record::
+
+    offset size field
+    0      4    total_size     whole record, this field included
+    4      4    magic          RECORD_MAGIC, or BLANK_MAGIC for an end-of-segment filler
+    8      4    body_crc       CRC32 of the body
+    12     4    queue_id
+    16     8    queue_offset   index of the record's consume-queue entry
+    24     8    physical_offset  commit-log offset of this record
+    32     8    born_ts_ms     set by the producer
+    40     8    store_ts_ms    set by the broker
+    48     8    born_host      IPv4 (4) + port (4)
+    56     4    flags
+    60     2    topic_len
+    62     2    tags_len
+    64     2    keys_len
+    66     4    props_len
+    70     4    body_len
+    74     -    topic, tags, keys, properties, body (in that order)
+
+``total_size == 74 + topic_len + tags_len + keys_len + props_len + body_len``.
+Properties are ``name 0x01 value 0x02`` pairs (RocketMQ's encoding).
+
+The producer encodes records with the broker-assigned fields zero; the broker
+validates each one (``scan_batch``) and patches queue id, queue offset,
+physical offset and store time in place (``PATCH`` at offset 12). Recovery
+uses ``check_record`` on every record past the checkpoint.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from duomq.common.message import MessageExt
+
+RECORD_MAGIC = 0xD0E0_0001 - (1 << 32)      # as a signed int
+BLANK_MAGIC = 0xD0E0_0B1A - (1 << 32)
+HEADER = struct.Struct(">iiIiqqqq8siHHHII")
+HEADER_SIZE = HEADER.size                      # 74
+PATCH = struct.Struct(">iqqqq")                 # queue_id .. store_ts, at offset 12
+PATCH_OFFSET = 12
+BLANK = struct.Struct(">ii")                    # total_size, magic
+SIZE_MAGIC = struct.Struct(">ii")
+NO_HOST = b"\0" * 8
+
+PROP_SEP = "\x01"
+PAIR_SEP = "\x02"
+
+
+class RecordError(ValueError):
+    """A record that is not well formed."""
+
+
+def encode_properties(props: dict[str, str] | None) -> bytes:
+    if not props:
+        return b""
+    parts = []
+    for k, v in props.items():
+        k, v = str(k), str(v)
+        if PROP_SEP in k or PAIR_SEP in k or PROP_SEP in v or PAIR_SEP in v:
+            raise ValueError(f"property {k!r} contains a reserved separator (0x01 or 0x02)")
+        parts.append(f"{k}{PROP_SEP}{v}{PAIR_SEP}")
+    return "".join(parts).encode()
+
+
+def decode_properties(raw: bytes) -> dict[str, str]:
+    if not raw:
+        return {}
+    out = {}
+    for pair in raw.decode().split(PAIR_SEP):
+        if pair:
+            k, _, v = pair.partition(PROP_SEP)
+            out[k] = v
+    return out
+
+
+def encode_record(topic: bytes, tags: bytes, keys: bytes, props: bytes, body: bytes,
+                  born_ts_ms: int, born_host: bytes = NO_HOST, flags: int = 0,
+                  queue_id: int = 0, queue_offset: int = 0, physical_offset: int = 0,
+                  store_ts_ms: int = 0) -> bytes:
+    """One record's bytes. Field texts are already UTF-8 encoded."""
+    lt, lg, lk, lp, lb = len(topic), len(tags), len(keys), len(props), len(body)
+    if lt > 0xFFFF or lg > 0xFFFF or lk > 0xFFFF:
+        raise RecordError("topic, tags and keys are limited to 65535 bytes each")
+    total = HEADER_SIZE + lt + lg + lk + lp + lb
+    return b"".join((
+        HEADER.pack(total, RECORD_MAGIC, zlib.crc32(body), queue_id, queue_offset,
+                    physical_offset, born_ts_ms, store_ts_ms, born_host, flags,
+                    lt, lg, lk, lp, lb),
+        topic, tags, keys, props, body))
+
+
+def blank_record(size: int) -> bytes:
+    """An end-of-segment filler of ``size`` bytes (at least 8)."""
+    return BLANK.pack(size, BLANK_MAGIC) + b"\0" * (size - BLANK.size)
+
+
+def check_record(buf, pos: int, limit: int) -> int:
+    """Validate the record at ``pos``; return its size, -1 for an end-of-segment
+    filler (its size is in the first field), or raise RecordError.
+
+    Checks size bounds, magic, field lengths against the size, and the body CRC.
+    """
+    if pos + 8 > limit:
+        raise RecordError("truncated size field")
+    size, magic = SIZE_MAGIC.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC and 8 <= size <= limit - pos:
+        return -1
+    if magic != RECORD_MAGIC:
+        raise RecordError(f"bad magic at {pos}")
+    if size < HEADER_SIZE or pos + size > limit:
+        raise RecordError(f"bad size {size} at {pos}")
+    h = HEADER.unpack_from(buf, pos)
+    lt, lg, lk, lp, lb = h[10:15]
+    if HEADER_SIZE + lt + lg + lk + lp + lb != size:
+        raise RecordError(f"field lengths disagree with the size at {pos}")
+    body_start = pos + size - lb
+    if zlib.crc32(buf[body_start:pos + size]) != h[2]:
+        raise RecordError(f"body CRC mismatch at {pos}")
+    return size
+
+
+def tag_hash(tags: bytes) -> int:
+    """The consume queue's tag code: CRC32 of the tag (0 for no tag)."""
+    return zlib.crc32(tags) if tags else 0
+
+
+def decode_records(buf, broker_group: str = "", count_hint: int = 0) -> list[MessageExt]:
+    """Decode concatenated stored records (a pull answer) into MessageExt."""
+    out = []
+    append = out.append
+    unpack = HEADER.unpack_from
+    mv = memoryview(buf)
+    pos, end = 0, len(buf)
+    topics: dict[bytes, str] = {}
+    while pos < end:
+        (size, magic, _crc, qid, qoff, phys, born, stored, host, flags,
+         lt, lg, lk, lp, lb) = unpack(buf, pos)
+        if magic != RECORD_MAGIC:
+            raise RecordError(f"bad magic in pulled data at {pos}")
+        p = pos + HEADER_SIZE
+        traw = bytes(mv[p:p + lt])
+        topic = topics.get(traw)
+        if topic is None:
+            topic = topics[traw] = traw.decode()
+        p += lt
+        tags = bytes(mv[p:p + lg]).decode() if lg else ""
+        p += lg
+        keys = bytes(mv[p:p + lk]).decode() if lk else ""
+        p += lk
+        props = decode_properties(bytes(mv[p:p + lp])) if lp else {}
+        p += lp
+        append(MessageExt(topic, bytes(mv[p:p + lb]), tags, keys, props, qid, qoff, phys,
+                          born, stored, format_host(host), flags, broker_group))
+        pos += size
+    return out
+
+
+def format_host(raw: bytes) -> str:
+    if raw == NO_HOST:
+        return ""
+    port = int.from_bytes(raw[4:], "big")
+    return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}:{port}"
+
+
+def pack_host(host: str, port: int) -> bytes:
+    try:
+        parts = bytes(int(p) for p in host.split("."))
+        if len(parts) != 4:
+            raise ValueError
+    except ValueError:
+        parts = b"\0\0\0\0"
+    return parts + int(port).to_bytes(4, "big")
+
+
+class RecordTooLargeError(RecordError):
+    pass
+
+
+def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
+    """Validate a producer's batch of encoded records (all for ``topic``).
+
+    Returns ``(bounds, borns, tag_hashes)``: each record's start in ``buf``
+    (plus the end as the last bound), born time and tag hash. Raises
+    RecordTooLargeError or RecordError; nothing is stored in either case.
+    """
+    unpack = HEADER.unpack_from
+    crc32 = zlib.crc32
+    mv = memoryview(buf)
+    end = len(buf)
+    bounds, borns, hashes = [], [], []
+    pos = 0
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise RecordError(f"record {len(borns)}: truncated header")
+        (size, magic, crc, _q, _qo, _p, born, _s, _h, _f,
+         lt, lg, lk, lp, lb) = unpack(buf, pos)
+        if magic != RECORD_MAGIC:
+            raise RecordError(f"record {len(borns)}: bad magic")
+        if size != HEADER_SIZE + lt + lg + lk + lp + lb or pos + size > end:
+            raise RecordError(f"record {len(borns)}: size {size} disagrees with its fields")
+        if size > max_record_bytes:
+            raise RecordTooLargeError(
+                f"record {len(borns)} is {size} bytes, over max_message_bytes ({max_record_bytes})")
+        p = pos + HEADER_SIZE
+        if mv[p:p + lt] != topic:
+            raise RecordError(f"record {len(borns)}: topic differs from the request's topic")
+        if crc32(mv[pos + size - lb:pos + size]) != crc:
+            raise RecordError(f"record {len(borns)}: body CRC mismatch")
+        hashes.append(crc32(mv[p + lt:p + lt + lg]) if lg else 0)
+        bounds.append(pos)
+        borns.append(born)
+        pos += size
+    if len(borns) != count:
+        raise RecordError(f"batch says {count} records but holds {len(borns)}")
+    bounds.append(end)
+    return bounds, borns, hashes

@@ -1,0 +1,102 @@
+"""One preallocated, fixed-size segment file.
+
+Writes go through ``os.pwrite`` (one call per batch); reads go through a
+read-only shared ``mmap`` of the whole file, which sees the page cache and so
+every completed write. ``wrote`` and ``flushed`` are positions relative to the
+segment start; the owner publishes ``wrote`` only after the write returned.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+ZERO_CHUNK = bytes(1 << 20)
+
+
+class Segment:
+    __slots__ = ("path", "base", "size", "fd", "mm", "wrote", "flushed")
+
+    def __init__(self, path: str, base: int, size: int, fd: int, mm: mmap.mmap):
+        self.path = path
+        self.base = base
+        self.size = size
+        self.fd = fd
+        self.mm = mm
+        self.wrote = 0
+        self.flushed = 0
+
+    @classmethod
+    def open(cls, path: str, base: int, size: int, *, zero_fill: bool = False) -> "Segment":
+        """Open or create ``path``; a new file is preallocated to ``size``.
+
+        ``zero_fill`` writes real zeros (slower to create, but later
+        overwrites need no extent conversion at fdatasync: 2-3x faster syncs).
+        """
+        exists = os.path.exists(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not exists or os.fstat(fd).st_size < size:
+                if zero_fill:
+                    pos = os.fstat(fd).st_size
+                    while pos < size:
+                        n = os.pwrite(fd, ZERO_CHUNK[: min(len(ZERO_CHUNK), size - pos)], pos)
+                        pos += n
+                    os.fdatasync(fd)
+                else:
+                    try:
+                        os.posix_fallocate(fd, 0, size)
+                    except OSError:
+                        os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, base, size, fd, mm)
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.wrote
+
+    def write(self, data, rel_pos: int) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, rel_pos)
+            view = view[n:]
+            rel_pos += n
+
+    def flush(self) -> int:
+        """fdatasync if anything is unflushed; return the flushed position."""
+        wrote = self.wrote
+        if wrote > self.flushed:
+            os.fdatasync(self.fd)
+            self.flushed = wrote
+        return self.flushed
+
+    def zero_from(self, rel_pos: int) -> None:
+        """Zero [rel_pos, ...) up to the first chunk that is already all zero
+        (the file keeps its size). Stale bytes past a truncation point can
+        never be read back as records."""
+        pos = rel_pos
+        while pos < self.size:
+            n = min(len(ZERO_CHUNK), self.size - pos)
+            if pos > rel_pos and self.mm[pos:pos + n].count(0) == n:
+                break
+            self.write(ZERO_CHUNK[:n], pos)
+            pos += n
+        os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        try:
+            self.mm.close()
+        except (BufferError, ValueError):
+            pass  # a reader still holds a view; the mapping goes with the process
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        os.unlink(self.path)
