@@ -43,11 +43,30 @@ class BrokerRegistry:
         for path in (p.members(cfg.group), p.epochs(cfg.group), p.topics, p.routes,
                      p.consumer_groups):
             self.zk.ensure_path(path)
+        self._clear_stale_self()
         self._claim_master()
         self.zk.create(p.member(cfg.group, cfg.broker_id), dumps(self.info()), ephemeral=True)
         self.session_ok.set()
         self.zk.add_listener(self._on_state)
         ChildrenWatch(self.zk, p.topics, self._on_topics)
+
+    def _clear_stale_self(self) -> None:
+        """A broker restarted after kill -9 finds the ephemeral nodes of its own
+        dead session (they live until the session times out): remove them.
+        Nodes of another broker id are never touched."""
+        cfg, p = self.config, self.paths
+        own_session = self.zk.client_id[0]
+        for path in (p.master(cfg.group), p.member(cfg.group, cfg.broker_id)):
+            try:
+                raw, stat = self.zk.get(path)
+            except NoNodeError:
+                continue
+            if loads(raw).get("broker_id") == cfg.broker_id and stat.ephemeralOwner != own_session:
+                log.warning("removing %s left by a previous session of this broker", path)
+                try:
+                    self.zk.delete(path, version=stat.version)
+                except NoNodeError:
+                    pass
 
     def _claim_master(self) -> None:
         cfg, p = self.config, self.paths
@@ -135,7 +154,14 @@ class BrokerRegistry:
         try:
             self.zk.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
-            self.zk.set(path, data)
+            stat = self.zk.exists(path)
+            if stat is not None and stat.ephemeralOwner != self.zk.client_id[0]:
+                # left by a dead session of ours: it would vanish when that
+                # session expires, taking the live route with it
+                self.zk.delete(path)
+                self.zk.create(path, data, ephemeral=True, makepath=True)
+            else:
+                self.zk.set(path, data)
 
     def _remove_route(self, name: str) -> None:
         try:

@@ -102,7 +102,7 @@ class ConsumeQueue:
         dropped = 0
         while self.max_offset > self.min_offset:
             e = self.entry(self.max_offset - 1)
-            if e is not None and e[0] + e[1] <= phys_end:
+            if e is not None and e[1] and e[0] + e[1] <= phys_end:   # size 0: empty entry
                 break
             self.max_offset -= 1
             dropped += 1

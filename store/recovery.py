@@ -72,7 +72,7 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue) 
             break
         if qoff < cq.max_offset:
             e = cq.entry(qoff)
-            if e is not None and e[0] != pos:
+            if e is not None and e[1] and e[0] != pos:   # size 0: an entry lost in the crash
                 reason = f"record at {pos} disagrees with {topic}/{qid} entry {qoff}"
                 break
         cq.put_entry(qoff, pos, size, rec.tag_hash(tags))

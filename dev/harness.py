@@ -1,0 +1,158 @@
+"""Real broker processes for tests, drills and benchmarks: start, kill -9,
+SIGSTOP, restart, and read their logs. Ports are chosen once per broker so a
+restart comes back at the same address."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.topics import TopicAdmin
+from duomq.dev.ports import free_port
+
+
+class BrokerProcess:
+    def __init__(self, zookeeper: str, cluster: str, group: str, broker_id: int, data_dir: str,
+                 **settings):
+        self.zookeeper = zookeeper
+        self.cluster = cluster
+        self.group = group
+        self.broker_id = broker_id
+        self.data_dir = data_dir
+        self.port = settings.pop("port", None) or free_port()
+        self.settings = settings
+        self.proc: subprocess.Popen | None = None
+        os.makedirs(data_dir, exist_ok=True)
+        self.log_path = os.path.join(data_dir, "broker.log")
+
+    @property
+    def address(self) -> str:
+        return f"tcp://127.0.0.1:{self.port}"
+
+    def argv(self) -> list[str]:
+        args = [sys.executable, "-m", "duomq", "broker", "--zookeeper", self.zookeeper,
+                "--cluster", self.cluster, "--group", self.group, "--broker-id",
+                str(self.broker_id), "--port", str(self.port), "--data-dir",
+                os.path.join(self.data_dir, "store")]
+        for k, v in self.settings.items():
+            args += ["--set", f"{k}={v}"]
+        return args
+
+    def start(self, wait: bool = True, timeout_s: float = 30) -> "BrokerProcess":
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdout=logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        logf.close()
+        if wait:
+            self.wait_registered(timeout_s)
+        return self
+
+    def wait_registered(self, timeout_s: float = 30) -> None:
+        zk = zkutil.connect(self.zookeeper)
+        path = ZkPaths(self.cluster).member(self.group, self.broker_id)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                stat = zk.exists(path)
+                if stat is not None and self.proc and \
+                        zkutil.loads(zk.get(path)[0]).get("pid") == self.proc.pid:
+                    return
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"broker {self.group}/{self.broker_id} exited with "
+                                       f"{self.proc.returncode}:\n{self.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"broker {self.group}/{self.broker_id} did not register:\n"
+                                       f"{self.log_tail()}")
+                time.sleep(0.05)
+        finally:
+            zkutil.close(zk)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.alive():
+            self.proc.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                self.proc.wait(30)
+
+    def suspend(self) -> None:
+        self.kill(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.kill(signal.SIGCONT)
+
+    def stop(self, timeout_s: float = 20) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def restart(self, wait: bool = True) -> "BrokerProcess":
+        self.stop()
+        return self.start(wait)
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class LocalCluster:
+    """Brokers of one cluster on one ZooKeeper (a test's chroot or the dev one)."""
+
+    def __init__(self, zookeeper: str, cluster: str, base_dir: str):
+        self.zookeeper = zookeeper
+        self.cluster = cluster
+        self.base_dir = base_dir
+        self.brokers: list[BrokerProcess] = []
+
+    def add_broker(self, group: str = "broker-a", broker_id: int = 0, start: bool = True,
+                   **settings) -> BrokerProcess:
+        b = BrokerProcess(self.zookeeper, self.cluster, group, broker_id,
+                          os.path.join(self.base_dir, f"{group}-{broker_id}"), **settings)
+        self.brokers.append(b)
+        if start:
+            b.start()
+        return b
+
+    def create_topic(self, name: str, queues: int = 4, groups: list[str] | None = None,
+                     wait: bool = True) -> None:
+        zk = zkutil.connect(self.zookeeper)
+        try:
+            cfg = TopicAdmin(zk, self.cluster).create(name, queues, groups)
+            if wait:  # until every hosting master has published its route
+                paths = ZkPaths(self.cluster)
+                deadline = time.monotonic() + 15
+                while not all(zk.exists(paths.route(name, g)) for g in cfg.queues):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"routes of {name} not published")
+                    time.sleep(0.02)
+        finally:
+            zkutil.close(zk)
+
+    def stop_all(self) -> None:
+        for b in self.brokers:
+            b.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {b.group}/{b.broker_id} ({b.log_path})\n{b.log_tail()}"
+                         for b in self.brokers)

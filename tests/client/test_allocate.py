@@ -1,0 +1,48 @@
+import itertools
+
+import pytest
+
+from duomq.client.allocate import allocate_averagely
+from duomq.client.selector import RoundRobinSelector, select_by_key
+from duomq.common.message import MessageQueue
+
+
+def qs(n, groups=("a", "b")):
+    return [MessageQueue("T", g, i) for g in groups for i in range(n)]
+
+
+@pytest.mark.parametrize("nq,nm", list(itertools.product([1, 3, 8, 16], [1, 2, 3, 5, 8, 20])))
+def test_every_queue_exactly_once_and_balanced(nq, nm):
+    queues = qs(nq, groups=("a",))
+    members = [f"c{i}" for i in range(nm)]
+    shares = [allocate_averagely(queues, members, m) for m in members]
+    flat = [q for s in shares for q in s]
+    assert sorted(flat) == sorted(queues)
+    sizes = [len(s) for s in shares]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_same_answer_whatever_the_input_order():
+    queues = qs(4)
+    members = ["z", "a", "m"]
+    assert allocate_averagely(queues, members, "m") == \
+        allocate_averagely(list(reversed(queues)), sorted(members), "m")
+
+
+def test_ranges_are_contiguous_like_rocketmq():
+    queues = qs(8, groups=("a",))
+    assert [q.queue_id for q in allocate_averagely(queues, ["c1", "c2", "c3"], "c1")] == [0, 1, 2]
+    assert [q.queue_id for q in allocate_averagely(queues, ["c1", "c2", "c3"], "c3")] == [6, 7]
+
+
+def test_non_member_gets_nothing():
+    assert allocate_averagely(qs(4), ["a"], "b") == []
+
+
+def test_round_robin_skips_failed_groups_and_key_hash_is_stable():
+    sel = RoundRobinSelector()
+    queues = qs(2)
+    picks = {sel.select(queues, {"a"}).broker_group for _ in range(10)}
+    assert picks == {"b"}
+    assert sel.select(queues, {"a", "b"}) in queues  # everything failed: still pick one
+    assert select_by_key(queues, "order-42") == select_by_key(list(queues), "order-42")

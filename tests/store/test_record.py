@@ -1,0 +1,81 @@
+import zlib
+
+import pytest
+
+from duomq.store import record as rec
+
+
+def enc(body=b"hello", topic=b"T", tags=b"TagA", keys=b"k1 k2", props=None, born=1234):
+    return rec.encode_record(topic, tags, keys, rec.encode_properties(props or {"a": "1"}),
+                             body, born, rec.pack_host("10.1.2.3", 99))
+
+
+def test_layout_and_roundtrip():
+    r = enc()
+    assert rec.HEADER_SIZE == 74
+    assert len(r) == 74 + 1 + 4 + 5 + len("a\x011\x02") + 5
+    assert rec.check_record(r, 0, len(r)) == len(r)
+    (m,) = rec.decode_records(r, "broker-a")
+    assert (m.topic, m.body, m.tags, m.keys, m.properties) == ("T", b"hello", "TagA", "k1 k2", {"a": "1"})
+    assert m.born_timestamp_ms == 1234 and m.born_host == "10.1.2.3:99"
+    assert m.key_list == ["k1", "k2"]
+    assert m.msg_id == "broker-a:0000000000000000"
+
+
+def test_properties_roundtrip_and_reserved_separators():
+    props = {"x": "y", "unicode": "é", "empty": ""}
+    assert rec.decode_properties(rec.encode_properties(props)) == props
+    with pytest.raises(ValueError):
+        rec.encode_properties({"bad\x01": "v"})
+
+
+@pytest.mark.parametrize("pos,what", [(0, "bad size"), (4, "bad magic"), (-1, "body CRC")])
+def test_check_record_detects_damage(pos, what):
+    r = bytearray(enc())
+    r[pos] ^= 0xFF
+    with pytest.raises(rec.RecordError):
+        rec.check_record(r, 0, len(r))
+
+
+def test_field_lengths_must_match_size():
+    r = bytearray(enc())
+    r[61] += 1  # topic_len low byte
+    with pytest.raises(rec.RecordError, match="disagree"):
+        rec.check_record(r, 0, len(r))
+
+
+def test_blank_record():
+    b = rec.blank_record(100)
+    assert rec.check_record(b, 0, 100) == -1
+
+
+def test_scan_batch_patches_nothing_and_reports_bounds():
+    batch = bytearray(enc(b"a") + enc(b"bb", tags=b"") + enc(b"ccc"))
+    bounds, borns, hashes = rec.scan_batch(batch, b"T", 1 << 20, 3)
+    assert bounds[0] == 0 and bounds[-1] == len(batch) and len(bounds) == 4
+    assert hashes == [zlib.crc32(b"TagA"), 0, zlib.crc32(b"TagA")]
+    assert borns == [1234] * 3
+
+
+@pytest.mark.parametrize("mutate,exc,match", [
+    (lambda b: b, rec.RecordTooLargeError, "max_message_bytes"),
+])
+def test_scan_batch_too_large(mutate, exc, match):
+    batch = bytearray(enc(b"x" * 500))
+    with pytest.raises(exc, match=match):
+        rec.scan_batch(batch, b"T", 200, 1)
+
+
+def test_scan_batch_rejects_other_topic_bad_count_and_garbage():
+    with pytest.raises(rec.RecordError, match="topic"):
+        rec.scan_batch(bytearray(enc(topic=b"U")), b"T", 1 << 20, 1)
+    with pytest.raises(rec.RecordError, match="says 2"):
+        rec.scan_batch(bytearray(enc()), b"T", 1 << 20, 2)
+    with pytest.raises(rec.RecordError):
+        rec.scan_batch(bytearray(b"\x00" * 80), b"T", 1 << 20, 1)
+    with pytest.raises(rec.RecordError, match="truncated"):
+        rec.scan_batch(bytearray(enc()[:50]), b"T", 1 << 20, 1)
+    damaged = bytearray(enc())
+    damaged[-1] ^= 1
+    with pytest.raises(rec.RecordError, match="CRC"):
+        rec.scan_batch(damaged, b"T", 1 << 20, 1)

@@ -1,0 +1,68 @@
+import pytest
+
+from duomq.common.config import BrokerConfig, ConsumerConfig, FlushDiskType, ProducerConfig
+from duomq.common.errors import ConfigError, InvalidNameError
+from duomq.common.names import validate_name
+
+
+def test_defaults_match_the_documented_values():
+    c = BrokerConfig()
+    assert (c.flush, c.sync_flush_timeout_ms, c.flush_interval_ms, c.flush_least_pages,
+            c.flush_thorough_interval_ms) == (FlushDiskType.ASYNC_FLUSH, 5000, 500, 4, 10000)
+    assert (c.segment_size_bytes, c.max_message_bytes, c.long_polling_timeout_ms,
+            c.file_reserved_hours) == (1 << 30, 4 << 20, 15000, 72)
+    assert ProducerConfig().send_timeout_ms == 10000
+    assert ProducerConfig().retry_times_when_send_failed == 2
+    assert ConsumerConfig().offset_commit_interval_ms == 5000
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"segment_size_bytes": 1024, "max_message_bytes": 4096, "max_pull_bytes": 4096},
+     "segment_size_bytes"),
+    ({"max_pull_bytes": 10}, "max_pull_bytes"),
+    ({"flush_interval_ms": 0}, "flush_interval_ms"),
+    ({"flush": "SOMETIMES"}, "flush"),
+    ({"port": 70000}, "port"),
+    ({"group": "bad name"}, "broker group"),
+    ({"flush_thorough_interval_ms": 100}, "flush_thorough_interval_ms"),
+])
+def test_contradictory_broker_config_is_refused_naming_the_field(kwargs, field):
+    with pytest.raises((ConfigError, InvalidNameError), match=field):
+        BrokerConfig(**kwargs)
+
+
+def test_flush_aliases():
+    assert BrokerConfig(flush="sync").flush is FlushDiskType.SYNC_FLUSH
+    assert BrokerConfig(flush="ASYNC_FLUSH").flush is FlushDiskType.ASYNC_FLUSH
+
+
+def test_send_timeout_must_exceed_broker_waits():
+    sync = BrokerConfig(flush="SYNC_FLUSH", replication="SYNC")
+    assert sync.max_ack_wait_ms == 8000
+    ProducerConfig(send_timeout_ms=9000).check_broker({"group": "g", "max_ack_wait_ms": 8000})
+    with pytest.raises(ConfigError, match="send_timeout_ms"):
+        ProducerConfig(send_timeout_ms=5000).check_broker({"group": "g", "max_ack_wait_ms": 8000})
+
+
+def test_load_file_env_and_overrides(tmp_path):
+    f = tmp_path / "b.toml"
+    f.write_text('group = "g1"\nport = 1234\nflush = "SYNC_FLUSH"\n')
+    c = BrokerConfig.load(str(f), env={"DUOMQ_PORT": "2345", "DUOMQ_FILE_RESERVED_HOURS": "1.5"},
+                          overrides={"broker_id": 3})
+    assert (c.group, c.port, c.broker_id, c.file_reserved_hours) == ("g1", 2345, 3, 1.5)
+    f.write_text('grup = "typo"\n')
+    with pytest.raises(ConfigError, match="grup"):
+        BrokerConfig.load(str(f), env={})
+    with pytest.raises(ConfigError, match="DUOMQ_PORT"):
+        BrokerConfig.load(None, env={"DUOMQ_PORT": "many"})
+
+
+@pytest.mark.parametrize("name", ["", "a" * 128, "with space", "slash/", "%RETRY%g", "%DLQ%g", "é"])
+def test_bad_names(name):
+    with pytest.raises(InvalidNameError):
+        validate_name("topic", name)
+
+
+def test_system_names_only_when_allowed():
+    assert validate_name("topic", "%RETRY%grp", allow_system=True) == "%RETRY%grp"
+    assert validate_name("topic", "Orders_2024-x") == "Orders_2024-x"
