@@ -128,12 +128,14 @@ class PushConsumer(PullConsumer):
             self._commit([pq for pq in dropped])
         for mq in sorted(added):
             try:
-                start = self._start_offset(mq)
+                start, from_broker = self._start_offset(mq)
             except Exception as exc:
                 log.warning("cannot find the start offset of %s (%s); retrying", mq, exc)
                 self._service.wakeup_later(PULL_RETRY_S)
                 continue
-            pq = ProcessQueue(mq, start, start, committed=start)
+            # a start chosen by consume_from is committed on the next round, so
+            # the group keeps its starting position even before any message
+            pq = ProcessQueue(mq, start, start, committed=start if from_broker else -1)
             with self._lock:
                 if mq in self.assigned or not self._running:
                     continue
@@ -142,15 +144,16 @@ class PushConsumer(PullConsumer):
         log.info("consumer %s of %s now holds %d queues (members %d)", self.client_id, self.group,
                  len(self.assigned), len(members))
 
-    def _start_offset(self, mq: MessageQueue) -> int:
+    def _start_offset(self, mq: MessageQueue) -> tuple[int, bool]:
+        """(offset, came from the broker's committed offsets)."""
         off = self.committed(mq)
         if off >= 0:
-            return off
+            return off, True
         if self.config.consume_from == "first":
-            return self.min_offset(mq)
+            return self.min_offset(mq), False
         if self.config.consume_from == "timestamp":
-            return self.offset_by_time(mq, self.config.consume_timestamp_ms)
-        return self.max_offset(mq)
+            return self.offset_by_time(mq, self.config.consume_timestamp_ms), False
+        return self.max_offset(mq), False
 
     # ------------------------------------------------------------ pulling
     def _pull(self, pq: ProcessQueue) -> None:

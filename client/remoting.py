@@ -138,8 +138,8 @@ class RemotingClient:
                 continue
             fut = entry[0]
             try:
-                message = codec.decode_response(frame) if frame.payload or frame.status == pb.OK \
-                    else None
+                # an empty payload is a valid all-default message (offset 0 ...)
+                message = codec.decode_response(frame) if frame.type in codec.MESSAGES else None
                 fut.set_result((frame.status, frame.error, message))
             except Exception as exc:  # a broken answer fails its request only
                 fut.set_exception(exc)

@@ -131,13 +131,27 @@ def classpath() -> str | None:
     return None
 
 
-def docker_available() -> bool:
+def docker_available(timeout_s: float = 2.0) -> bool:
+    """Does a Docker engine answer ``GET /_ping``? (A raw probe: the docker
+    library leaks its socket when the engine is absent.)"""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     try:
-        import docker
-        client = docker.from_env(timeout=2)
-        client.ping()
-        return True
-    except Exception:
+        if host.startswith("unix://"):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout_s)
+            target = host[len("unix://"):]
+        elif host.startswith("tcp://"):
+            h, _, p = host[len("tcp://"):].rpartition(":")
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.settimeout(timeout_s)
+            target = (h, int(p))
+        else:
+            return False
+        with sock:
+            sock.connect(target)
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in sock.recv(1024)
+    except (OSError, ValueError):
         return False
 
 

@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 _OFFSET = struct.Struct(">q")
 MAX_DRAIN = 512              # client messages handled before looking at flush news
 HOUSEKEEPING_S = 0.05
+# answers that mean the request itself was wrong: counted in bad_requests
+REJECTED = frozenset({pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE, pb.TOPIC_NOT_EXIST,
+                      pb.UNSUPPORTED_VERSION, pb.UNKNOWN_REQUEST_TYPE})
 
 
 class LoopNotifier:
@@ -252,7 +255,7 @@ class Broker:
             return
         if result is not None:
             status, error, message = result
-            if status in (pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE):
+            if status in REJECTED:
                 self.bad_requests += 1
             self._reply(identity, request_id, type_, status, error, message)
 

@@ -1,0 +1,67 @@
+"""The duomq command, as a user runs it: dev up, topics, produce, consume,
+status, dev down."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def duomq(*args, env, input=None, check=True, timeout=120):
+    p = subprocess.run([sys.executable, "-m", "duomq", *args], env=env, input=input,
+                       capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"duomq {' '.join(args)} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def lines(p):
+    return [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+
+
+def test_dev_cluster_end_to_end(zk_server, tmp_path):
+    env = {**os.environ, "DUOMQ_DEV_DIR": str(tmp_path / "dev")}
+    env.pop("DUOMQ_ZOOKEEPER", None)
+    env.pop("DUOMQ_CLUSTER", None)
+    up = lines(duomq("dev", "up", "--groups", "2", "--flush", "sync", "--zookeeper",
+                     zk_server.connect, "--cluster", f"Cli{os.getpid()}", "--json", env=env))[0]
+    try:
+        assert [b["role"] for b in up["brokers"]] == ["MASTER", "MASTER"]
+        assert {"zookeeper", "cluster", "brokers"} <= set(up)
+        assert {"group", "id", "role", "address", "pid"} <= set(up["brokers"][0])
+        st = lines(duomq("dev", "status", "--json", env=env))[0]
+        assert all(b["alive"] for b in st["brokers"])
+
+        duomq("topic", "create", "CliTopic", "--queues", "3", env=env)
+        desc = lines(duomq("topic", "describe", "CliTopic", "--json", env=env))[0]
+        assert desc["queues"] == {"broker-a": 3, "broker-b": 3}
+        assert "CliTopic" in lines(duomq("topic", "list", "--json", env=env))[0]["topics"]
+        bad = duomq("topic", "create", "bad/name", env=env, check=False)
+        assert bad.returncode == 2 and "invalid" in bad.stderr
+
+        prod = lines(duomq("produce", "CliTopic", "--json", env=env,
+                           input="one\ntwo\nthree\n"))[0]
+        assert prod["statuses"] == {"SEND_OK": 3}
+        load = lines(duomq("produce", "CliTopic", "--count", "500", "--size", "64", "--json",
+                           env=env))[0]
+        assert load["statuses"] == {"SEND_OK": 500}
+
+        out = lines(duomq("consume", "CliTopic", "--group", "cli", "--from", "first",
+                          "--until-idle", "2", "--json", env=env))
+        msgs, summary = out[:-1], out[-1]
+        assert summary["consumed"] == 503 == len(msgs)
+        assert {"one", "two", "three"} <= {m.get("body") for m in msgs}
+        assert {"msg_id", "queue", "queue_offset", "keys", "tags"} <= set(msgs[0])
+
+        status = lines(duomq("status", "--json", env=env))[0]
+        assert {b["role"] for b in status["brokers"]} == {"MASTER"}
+        assert status["total_lag"] == 0
+        assert sum(1 for x in status["consumer_lag"] if x["consumer_group"] == "cli") == 6
+    finally:
+        down = lines(duomq("dev", "down", "--json", env=env))[0]
+    assert set(down["stopped"]) >= {"broker-a/0", "broker-b/0"}
+    assert not lines(duomq("dev", "status", "--json", env=env, check=False))[0]["running"]

@@ -1,0 +1,63 @@
+"""kill -9 under SYNC_FLUSH load: after a restart every acked message is there."""
+
+import threading
+import time
+
+import pytest
+
+from duomq.client import Message, Producer, PullConsumer, PullStatus, SendStatus
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_kill9_under_sync_flush_loses_no_acked_message(local_cluster, small_store):
+    broker = local_cluster.add_broker("broker-a", flush="SYNC_FLUSH", sync_flush_timeout_ms=1000,
+                                      **small_store)
+    local_cluster.create_topic("Durable", queues=4)
+    acked: set[bytes] = set()
+    degraded = 0
+    stop = threading.Event()
+    errors = []
+
+    def produce(worker):
+        nonlocal degraded
+        with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=2000,
+                      retry_times_when_send_failed=0) as p:
+            i = 0
+            while not stop.is_set():
+                batch = [Message("Durable", b"w%d-%07d" % (worker, i + k)) for k in range(8)]
+                i += 8
+                try:
+                    r = p.send_batch(batch)
+                except Exception as exc:
+                    errors.append(exc)
+                    time.sleep(0.05)
+                    continue
+                if r.status is SendStatus.SEND_OK:
+                    acked.update(m.body for m in batch)
+                else:
+                    degraded += 1
+
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < 3000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    broker.kill()                     # kill -9 mid-stream
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join(15)
+    assert len(acked) >= 3000, "producers did not get going"
+    assert errors, "the kill should have failed some in-flight sends"
+    broker.start()
+    found = set()
+    with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="audit") as c:
+        for mq in c.queues("Durable"):
+            off = 0
+            while (r := c.pull(mq, off, 1000)).status is PullStatus.FOUND:
+                found.update(m.body for m in r.messages)
+                off = r.next_offset
+    lost = acked - found
+    assert not lost, f"{len(lost)} acked messages lost"

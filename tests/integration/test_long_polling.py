@@ -1,0 +1,50 @@
+"""A pull with nothing new is held and answered at once when a message arrives."""
+
+import threading
+import time
+
+import pytest
+
+from duomq.client import Message, Producer, PullConsumer, PullStatus
+from duomq.common.message import MessageQueue
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_held_pull_wakes_when_a_message_arrives(local_cluster, small_store, flush):
+    local_cluster.add_broker("broker-a", flush=flush, **small_store)
+    local_cluster.create_topic("Waits", queues=1)
+    mq = MessageQueue("Waits", "broker-a", 0)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
+            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+        result = {}
+
+        def pull():
+            t0 = time.monotonic()
+            result["r"] = c.pull(mq, 0, max_wait_ms=10_000)
+            result["waited"] = time.monotonic() - t0
+
+        t = threading.Thread(target=pull)
+        t.start()
+        time.sleep(0.5)               # the pull is now held at the broker
+        assert t.is_alive()
+        sent_at = time.monotonic()
+        p.send(Message("Waits", b"wake up"))
+        t.join(10)
+        r = result["r"]
+        assert r.status is PullStatus.FOUND and r.messages[0].body == b"wake up"
+        assert 0.5 <= result["waited"] < 0.5 + 2.0
+        assert time.monotonic() - sent_at < 1.0
+
+
+def test_held_pull_times_out_with_no_new_message(local_cluster, small_store):
+    local_cluster.add_broker("broker-a", long_polling_timeout_ms=600, **small_store)
+    local_cluster.create_topic("Quiet", queues=1)
+    mq = MessageQueue("Quiet", "broker-a", 0)
+    with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+        t0 = time.monotonic()
+        r = c.pull(mq, 0, max_wait_ms=5000)   # capped by the broker's 600 ms
+        waited = time.monotonic() - t0
+        assert r.status is PullStatus.NO_NEW_MESSAGE and r.next_offset == 0
+        assert 0.5 < waited < 2.5

@@ -1,0 +1,64 @@
+"""A consumer group splits queues on every membership change, and offsets
+carry consumption across members: nothing is skipped."""
+
+import threading
+import time
+
+import pytest
+
+from duomq.client import Message, Producer, PushConsumer
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for(cond, timeout_s=15, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Recorder:
+    def __init__(self):
+        self.seen = []
+        self.lock = threading.Lock()
+
+    def __call__(self, msg):
+        with self.lock:
+            self.seen.append(msg.body)
+
+
+def test_group_rebalances_when_a_consumer_joins_and_leaves(local_cluster, small_store):
+    local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.add_broker("broker-b", **small_store)
+    local_cluster.create_topic("Events", queues=4)        # 8 queues over two groups
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    r1, r2 = Recorder(), Recorder()
+    c1 = PushConsumer("billing", "Events", r1, zookeeper=zk, cluster=cl, consume_from="first",
+                      offset_commit_interval_ms=200).start()
+    wait_for(lambda: len(c1.assigned) == 8, what="c1 to hold all 8 queues")
+    with Producer(zk, cl) as p:
+        for i in range(20):
+            p.send_batch([Message("Events", b"a%03d-%d" % (i, k)) for k in range(10)])
+        wait_for(lambda: len(r1.seen) >= 200, what="c1 to consume the first 200")
+        c2 = PushConsumer("billing", "Events", r2, zookeeper=zk, cluster=cl, consume_from="first",
+                          offset_commit_interval_ms=200).start()
+        wait_for(lambda: len(c1.assigned) == 4 and len(c2.assigned) == 4, what="a 4/4 split")
+        assert set(c1.assigned).isdisjoint(c2.assigned)
+        for i in range(20):
+            p.send_batch([Message("Events", b"b%03d-%d" % (i, k)) for k in range(10)])
+        wait_for(lambda: len(set(r1.seen) | set(r2.seen)) >= 400, what="all 400")
+        assert any(b.startswith(b"b") for b in r2.seen), "the newcomer got part of the traffic"
+        c1.shutdown()                                    # leaves: c2 takes everything
+        wait_for(lambda: len(c2.assigned) == 8, what="c2 to take all 8 queues")
+        for i in range(10):
+            p.send_batch([Message("Events", b"c%03d-%d" % (i, k)) for k in range(10)])
+        wait_for(lambda: sum(b.startswith(b"c") for b in r2.seen) >= 100, what="c2 to get the rest")
+    c2.shutdown()
+    everything = set(r1.seen) | set(r2.seen)
+    assert len(everything) == 500
+    # at-least-once: duplicates only around a handover, never a gap
+    assert len(r1.seen) + len(r2.seen) - 500 < 100
+    assert c1.rebalances >= 2 and c2.rebalances >= 2
