@@ -1,0 +1,30 @@
+# The two commands: `make demo` and `make test`. Each installs what is missing.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: install demo test unit bench bench-quick proto clean
+
+install:
+	bash scripts/install.sh
+
+demo: install
+	$(PY) examples/demo.py
+
+test: install
+	bash scripts/test.sh
+
+unit: install
+	bash scripts/test.sh tests -m "not integration"
+
+bench: install
+	$(PY) bench/run_all.py
+
+bench-quick: install
+	BENCH_QUICK=1 $(PY) bench/run_all.py
+
+proto: install
+	bash scripts/gen_proto.sh
+
+clean:
+	rm -rf $(VENV) .demo *.egg-info .pytest_cache

@@ -1,0 +1,74 @@
+"""pytest fixtures shared by tests/ and chaos_tests/ (their conftest files
+import them): a real ZooKeeper for the whole run (testcontainers when a Docker
+engine answers, else a local server), a chroot per test, and real broker
+processes whose logs are printed when a test fails."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from duomq.coordinator import zk as zkutil
+from duomq.dev.harness import LocalCluster
+from duomq.dev.zookeeper import launch
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    setattr(item, "rep_" + rep.when, rep)
+    return rep
+
+
+def _failed(request) -> bool:
+    rep = getattr(request.node, "rep_call", None)
+    return rep is None or rep.failed
+
+
+@pytest.fixture(scope="session")
+def zk_server():
+    handle = launch(os.environ.get("DUOMQ_TEST_ZOOKEEPER"))
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def zk_hosts(zk_server, request):
+    """A connect string with a fresh chroot for this test."""
+    chroot = f"/duomqtest-{uuid.uuid4().hex[:12]}"
+    zk = zkutil.connect(zk_server.connect)
+    zk.ensure_path(chroot)
+    yield zk_server.connect + chroot
+    try:
+        zk.delete(chroot, recursive=True)
+    except Exception:
+        pass
+    zkutil.close(zk)
+    if _failed(request) and zk_server.log_path:
+        print("----- ZooKeeper log tail -----\n" + zk_server.log_tail(30))
+
+
+@pytest.fixture
+def zk(zk_hosts):
+    client = zkutil.connect(zk_hosts)
+    yield client
+    zkutil.close(client)
+
+
+@pytest.fixture
+def local_cluster(zk_hosts, tmp_path, request):
+    """Start brokers with ``local_cluster.add_broker(...)``; all are stopped after."""
+    c = LocalCluster(zk_hosts, "TestCluster", str(tmp_path))
+    yield c
+    c.stop_all()
+    if _failed(request):
+        print("----- broker logs -----\n" + c.logs())
+
+
+@pytest.fixture
+def small_store():
+    """Broker settings with small segments, so tests roll files quickly."""
+    return {"segment_size_bytes": 1 << 20, "max_message_bytes": 64 << 10,
+            "cq_entries_per_segment": 1000, "max_pull_bytes": 1 << 20}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install what duomq needs on a fresh Debian machine, skipping what is there:
+# Java (checked), Debian's ZooKeeper server, and a virtualenv (.venv) holding
+# duomq with the extras named in $DUOMQ_EXTRAS (default: test).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+EXTRAS=${DUOMQ_EXTRAS:-test}
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
+
+need=()
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+if [ -z "$java_major" ] || [ "$java_major" -lt 11 ]; then
+  echo "Java 11 or newer is needed for ZooKeeper (found: ${java_major:-none})" >&2
+  exit 1
+fi
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "Python 3.11 or newer is needed (found $(python3 --version))" >&2; exit 1; }
+
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+stamp="$VENV/.duomq-installed"
+want="$(sha256sum pyproject.toml | cut -c1-16) $EXTRAS"
+if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e ".[$EXTRAS]"
+  echo "$want" >> "$stamp"
+fi
