@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The peers' workloads (../shared/peers) against one duomq master, in
+ASYNC_FLUSH and SYNC_FLUSH: one JSON line per figure.
+
+  produce_sync1     20,000 messages, one outstanding (capped at 30 s)
+  produce_batch256  200,000 messages in stop-and-wait batches of 256
+  consume_backlog   a new consumer process reads the 200,000-message backlog
+  e2e_latency       consumer subscribed first; 2,000 msg/s for 10 s; first 1 s dropped
+
+BENCH_QUICK=1: a one-minute subset (fewer messages, 100 B only, 3 s latency run).
+Knobs: SIZES="100 1024", FLUSHES="ASYNC_FLUSH SYNC_FLUSH", N_SYNC, N_BACKLOG, LAT_SECS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from duomq.dev.harness import LocalCluster
+from duomq.dev.zookeeper import launch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+SIZES = [int(s) for s in os.environ.get("SIZES", "100" if QUICK else "100 1024").split()]
+FLUSHES = os.environ.get("FLUSHES", "ASYNC_FLUSH SYNC_FLUSH").split()
+N_SYNC = int(os.environ.get("N_SYNC", 3000 if QUICK else 20000))
+N_BACKLOG = int(os.environ.get("N_BACKLOG", 50000 if QUICK else 200000))
+LAT_RATE = int(os.environ.get("LAT_RATE", 2000))
+LAT_SECS = float(os.environ.get("LAT_SECS", 3 if QUICK else 10))
+QUEUES = 4
+
+
+def child(args, ready=False):
+    p = subprocess.Popen([sys.executable, os.path.join(HERE, "roles.py"), *map(str, args)],
+                         stdout=subprocess.PIPE, text=True)
+    if ready:
+        for line in p.stdout:
+            if line.strip() == "READY":
+                break
+    return p
+
+
+def result(p, timeout=600):
+    out, _ = p.communicate(timeout=timeout)
+    for line in reversed(out.splitlines()):
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError("benchmark child produced no result")
+
+
+def emit(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def run_mode(zk, flush: str, size: int, base: str) -> None:
+    cluster = LocalCluster(zk, f"Bench{os.getpid()}{flush[:1]}{size}", os.path.join(base, f"{flush}-{size}"))
+    broker = cluster.add_broker("broker-a", flush=flush)
+    common = {"flush": flush, "replication": "NONE", "body_bytes": size}
+    ep = ["--zookeeper", zk, "--cluster", cluster.cluster]
+    try:
+        for topic in ("Sync1", "Backlog", "Latency"):
+            cluster.create_topic(topic, QUEUES)
+        r = result(child(["produce", *ep, "--topic", "Sync1", "--n", N_SYNC, "--batch", 1,
+                          "--size", size, "--max-s", 30]))
+        emit(name="produce_sync1", **common, msgs_per_s=round(r["rate"], 1), n=r["n"],
+             ack_p50_us=r["ack"]["p50_us"], ack_p99_us=r["ack"]["p99_us"], errors=r["errors"],
+             statuses=r["statuses"])
+        r = result(child(["produce", *ep, "--topic", "Backlog", "--n", N_BACKLOG, "--batch", 256,
+                          "--size", size, "--max-s", 120]))
+        emit(name="produce_batch256", **common, msgs_per_s=round(r["rate"], 1), n=r["n"],
+             errors=r["errors"], statuses=r["statuses"])
+        backlog = r["n"] + 1  # + the warm-up message
+        r = result(child(["consume", *ep, "--topic", "Backlog", "--expect", backlog, "--queues",
+                          QUEUES, "--group", "backlog-reader"], ready=True))
+        emit(name="consume_backlog", **common, msgs_per_s=round(r["rate"], 1), n=r["n"])
+        cons = child(["consume", *ep, "--topic", "Latency", "--latency", "--consume-from", "last",
+                      "--expect", int(LAT_RATE * LAT_SECS), "--warmup-n", LAT_RATE,
+                      "--queues", QUEUES, "--group", "latency-reader", "--idle-s", 5],
+                     ready=True)
+        prod = result(child(["latprod", *ep, "--topic", "Latency", "--rate", LAT_RATE,
+                             "--secs", LAT_SECS, "--size", size]))
+        r = result(cons)
+        emit(name="e2e_latency", **common, rate_per_s=LAT_RATE, achieved_rate=round(prod["rate"], 1),
+             p50_us=r["lat"]["p50_us"], p99_us=r["lat"]["p99_us"], p999_us=r["lat"]["p999_us"],
+             samples=r["lat"]["samples"])
+    finally:
+        cluster.stop_all()
+
+
+def main() -> int:
+    zk = launch(os.environ.get("DUOMQ_ZOOKEEPER"))
+    base = tempfile.mkdtemp(prefix="duomq-bench-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
+    t0 = time.monotonic()
+    try:
+        for flush in FLUSHES:
+            for size in SIZES:
+                run_mode(zk.connect, flush, size, base)
+    finally:
+        zk.stop()
+        subprocess.run(["rm", "-rf", base])
+    print(f"# benchmarks took {time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.2f}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
