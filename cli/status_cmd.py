@@ -53,7 +53,7 @@ def collect(zookeeper: str, cluster: str) -> dict:
                              flushed_offset=resp.flushed_offset,
                              confirmed_offset=resp.confirmed_offset,
                              messages_stored=resp.messages_stored,
-                             bad_requests=resp.bad_requests)
+                             bad_requests=resp.bad_requests, clients=resp.clients)
                 maxes = {(q.topic, q.queue_id): q.max_offset for q in resp.queues}
                 for o in resp.group_offsets:
                     top = maxes.get((o.topic, o.queue_id), o.offset)

@@ -3,6 +3,7 @@ and the remoting I/O thread."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -12,12 +13,14 @@ from kazoo.exceptions import NoNodeError
 from duomq.common.errors import NoRouteError, TopicNotExistError, for_status
 from duomq.common.message import MessageQueue
 from duomq.common.names import validate_name
+from duomq.common.service import ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.routes import RouteTable, TopicRoute
 from duomq.client.remoting import RemotingClient
 from duomq.proto import pb
 
+log = logging.getLogger(__name__)
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 DEFAULT_CLUSTER = "DefaultCluster"
 
@@ -39,6 +42,39 @@ class ClientBase:
         self.routes = RouteTable(self.zk, self.cluster)
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}")
         self._closed = False
+        self._heartbeat = _HeartbeatService(self)
+        self._heartbeat.start()
+
+    def heartbeat_groups(self) -> tuple[list[str], list[str]]:
+        """(producer groups, consumer groups) this client announces."""
+        return [], []
+
+    def registered_brokers(self) -> list[dict]:
+        """Every broker's member node in the cluster."""
+        out = []
+        try:
+            groups = self.zk.get_children(self.paths.brokers)
+        except NoNodeError:
+            return out
+        for g in groups:
+            try:
+                ids = self.zk.get_children(self.paths.members(g))
+            except NoNodeError:
+                continue
+            for i in ids:
+                try:
+                    out.append(zkutil.loads(self.zk.get(self.paths.member(g, int(i)))[0]))
+                except (NoNodeError, ValueError):
+                    continue
+        return out
+
+    def send_heartbeats(self) -> None:
+        producers, consumers = self.heartbeat_groups()
+        req = pb.HeartbeatRequest(client_id=self.client_id, producer_groups=producers,
+                                  consumer_groups=consumers)
+        for b in self.registered_brokers():
+            if b.get("address"):
+                self.remoting.request(b["address"], pb.HEARTBEAT, req, 5)
 
     def route(self, topic: str, wait_s: float = 3.0) -> TopicRoute:
         """The topic's live route; raises TopicNotExistError or NoRouteError."""
@@ -65,6 +101,7 @@ class ClientBase:
         if self._closed:
             return
         self._closed = True
+        self._heartbeat.shutdown()
         self.remoting.close()
         self.routes.close()
         if self._own_zk:
@@ -75,6 +112,26 @@ class ClientBase:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _HeartbeatService(ServiceThread):
+    """Tells every broker of the cluster who this client is, every
+    ``HEARTBEAT_INTERVAL_S`` (RocketMQ clients do the same every 30 s)."""
+
+    name = "duomq-heartbeat"
+    HEARTBEAT_INTERVAL_S = 30.0
+
+    def __init__(self, client: ClientBase):
+        super().__init__()
+        self.client = client
+
+    def run(self):
+        while not self.stopped:
+            try:
+                self.client.send_heartbeats()
+            except Exception as exc:  # best effort: heartbeats only feed status
+                log.debug("heartbeat failed: %s", exc)
+            self.wait_for_running(self.HEARTBEAT_INTERVAL_S)
 
 
 def raise_for(status: int, error: str) -> None:

@@ -54,6 +54,9 @@ class PullConsumer(ClientBase):
     def group(self) -> str:
         return self.config.group
 
+    def heartbeat_groups(self):
+        return [], [self.group]
+
     def queues(self, topic: str) -> list[MessageQueue]:
         return self.route(topic).queues(readable=True)
 

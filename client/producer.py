@@ -74,11 +74,17 @@ class Producer(ClientBase):
                  zk=None, **overrides):
         cfg = config or ProducerConfig(group=group, **overrides)
         self.config = cfg
-        super().__init__(zookeeper, cluster, zk=zk)
-        self._rr = RoundRobinSelector()
-        self._host = _local_host()
         self._callbacks = ThreadPoolExecutor(1, thread_name_prefix="duomq-send-callback")
         self._retries = ThreadPoolExecutor(2, thread_name_prefix="duomq-send-retry")
+        self._rr = RoundRobinSelector()
+        self._host = _local_host()
+        super().__init__(zookeeper, cluster, zk=zk)
+        try:
+            for broker in self.registered_brokers():   # refuse a contradiction up front
+                cfg.check_broker(broker)
+        except ConfigError:
+            self.close()
+            raise
 
     # ------------------------------------------------------------ public API
     def send(self, msg: Message, *, sharding_key: str | None = None,
@@ -117,6 +123,9 @@ class Producer(ClientBase):
         """Fire and forget: no result, no retry."""
         self._send([msg], sharding_key, None, None, None, self.config.send_timeout_ms / 1000,
                    retries=0)
+
+    def heartbeat_groups(self):
+        return [self.config.group], []
 
     # ------------------------------------------------------------ internals
     def _encode(self, msgs: Sequence[Message]) -> tuple[str, bytes]:

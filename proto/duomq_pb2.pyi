@@ -245,7 +245,7 @@ class BrokerStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatusResponse(_message.Message):
-    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored")
+    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients")
     BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -258,6 +258,7 @@ class BrokerStatusResponse(_message.Message):
     GROUP_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     BAD_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_STORED_FIELD_NUMBER: _ClassVar[int]
+    CLIENTS_FIELD_NUMBER: _ClassVar[int]
     broker_group: str
     broker_id: int
     role: str
@@ -270,4 +271,5 @@ class BrokerStatusResponse(_message.Message):
     group_offsets: _containers.RepeatedCompositeFieldContainer[GroupOffsetStatus]
     bad_requests: int
     messages_stored: int
-    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ...) -> None: ...
+    clients: int
+    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ...) -> None: ...

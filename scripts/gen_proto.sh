@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-proto}
-python -m grpc_tools.protoc -Iproto --python_out="$out" --pyi_out="$out" proto/duomq.proto
+PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+"$PY" -m grpc_tools.protoc -Iproto --python_out="$out" --pyi_out="$out" proto/duomq.proto

@@ -133,3 +133,31 @@ def test_client_side_refusals(one_broker):
             p.send(Message("NoSuchTopic", b"x"))
     with pytest.raises(ConfigError, match="send_timeout_ms"):
         Producer(one_broker.zookeeper, one_broker.cluster, send_timeout_ms=0)
+
+
+def test_producer_timeout_below_broker_flush_timeout_is_refused(local_cluster, small_store):
+    local_cluster.add_broker("broker-a", flush="SYNC_FLUSH", sync_flush_timeout_ms=5000,
+                             **small_store)
+    with pytest.raises(ConfigError, match="send_timeout_ms.*broker-a"):
+        Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=4000)
+    Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=6000).close()
+
+
+def test_clients_heartbeat_to_brokers(one_broker):
+    import zmq
+    from duomq.proto import codec, pb
+    p, c = clients(one_broker)
+    with p, c:
+        ctx = zmq.Context.instance()
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(one_broker.brokers[0].address)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            s.send(codec.encode_request(1, pb.BROKER_STATUS, pb.BrokerStatusRequest()))
+            st = codec.decode_response(codec.decode_frame(s.recv()))
+            if st.clients >= 2:
+                break
+            time.sleep(0.1)
+        s.close()
+        assert st.clients >= 2
