@@ -7,6 +7,10 @@ another broker group up to ``retry_times_when_send_failed`` times; stored but
 not durable outcomes (``FLUSH_DISK_TIMEOUT``, ``FLUSH_SLAVE_TIMEOUT``,
 ``SLAVE_NOT_AVAILABLE``) come back as results, retried elsewhere only with
 ``retry_another_broker_when_not_store_ok``.
+
+Order: blocking sends from one thread reach a queue in the order they were
+made, and so do asynchronous sends among themselves; a blocking and an
+asynchronous send travel on different sockets and keep no order between them.
 """
 
 from __future__ import annotations
@@ -99,10 +103,22 @@ class Producer(ClientBase):
                    timeout_ms: int | None = None) -> SendResult:
         """Send messages of one topic as one batch to one queue (one request,
         one write, one fsync). The result names the first message; ``msg_ids``
-        lists them all."""
-        timeout = (timeout_ms or self.config.send_timeout_ms) / 1000
-        fut = self._send(msgs, sharding_key, selector, arg, queue, timeout)
-        return fut.result(timeout + 5)
+        lists them all. Blocking sends do their own socket I/O (no thread hop)."""
+        topic, data = self._encode(msgs)
+        att = self._attempts(msgs, timeout_ms, sharding_key, selector, queue, None)
+        while True:
+            mq = None
+            try:
+                mq = self._choose(topic, msgs, sharding_key, selector, arg, queue, att.avoid)
+                raw = self.remoting.call(self.address_of(mq), pb.SEND,
+                                         self._request(topic, mq, msgs, data), att.left_s())
+                result = att.judge(*raw, mq)
+            except Exception as exc:
+                if att.retry_after_error(exc, mq):
+                    continue
+                return att.give_up(exc)
+            if result is not None:
+                return result
 
     def send_async(self, msg: Message | Sequence[Message], callback: Callable | None = None, *,
                    sharding_key: str | None = None, selector: Selector | None = None, arg=None,
@@ -110,8 +126,7 @@ class Producer(ClientBase):
         """Send without waiting. Returns a Future of SendResult; ``callback(result,
         exception)`` runs on a callback thread once the send ends."""
         msgs = [msg] if isinstance(msg, Message) else list(msg)
-        timeout = (timeout_ms or self.config.send_timeout_ms) / 1000
-        fut = self._send(msgs, sharding_key, selector, arg, queue, timeout)
+        fut = self._send(msgs, sharding_key, selector, arg, queue, timeout_ms)
         if callback is not None:
             def done(f):
                 exc = f.exception()
@@ -121,8 +136,7 @@ class Producer(ClientBase):
 
     def send_oneway(self, msg: Message, *, sharding_key: str | None = None) -> None:
         """Fire and forget: no result, no retry."""
-        self._send([msg], sharding_key, None, None, None, self.config.send_timeout_ms / 1000,
-                   retries=0)
+        self._send([msg], sharding_key, None, None, None, None, retries=0)
 
     def heartbeat_groups(self):
         return [self.config.group], []
@@ -169,62 +183,58 @@ class Producer(ClientBase):
             return select_by_key(queues, sharding_key)
         return self._rr.select(queues, avoid)
 
-    def _send(self, msgs, sharding_key, selector, arg, queue, timeout_s,
+    def _request(self, topic, mq, msgs, data) -> pb.SendRequest:
+        return pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs), records=data,
+                              producer_group=self.config.group)
+
+    def _attempts(self, msgs, timeout_ms, sharding_key, selector, queue, retries):
+        timeout_s = (timeout_ms or self.config.send_timeout_ms) / 1000
+        return _SendAttempts(self.config, timeout_s,
+                             self.config.retry_times_when_send_failed if retries is None else retries,
+                             pinned=queue is not None or sharding_key is not None
+                             or selector is not None)
+
+    def _send(self, msgs, sharding_key, selector, arg, queue, timeout_ms,
               retries: int | None = None) -> Future:
+        """The asynchronous send: attempts chained through the I/O thread's
+        callbacks; a retry is issued from the retry pool (route look-ups may block)."""
         topic, data = self._encode(msgs)
+        att = self._attempts(msgs, timeout_ms, sharding_key, selector, queue, retries)
         outer: Future = Future()
         outer.set_running_or_notify_cancel()
-        state = {"left": self.config.retry_times_when_send_failed if retries is None else retries,
-                 "avoid": set(), "deadline": time.monotonic() + timeout_s, "last": None}
-        pinned = queue is not None or sharding_key is not None or selector is not None
 
         def attempt():
+            mq = None
             try:
-                mq = self._choose(topic, msgs, sharding_key, selector, arg, queue, state["avoid"])
-                req = pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs),
-                                     records=data, producer_group=self.config.group)
-                left_s = max(0.001, state["deadline"] - time.monotonic())
-                inner = self.remoting.request(self.address_of(mq), pb.SEND, req, left_s)
+                mq = self._choose(topic, msgs, sharding_key, selector, arg, queue, att.avoid)
+                inner = self.remoting.request(self.address_of(mq), pb.SEND,
+                                              self._request(topic, mq, msgs, data), att.left_s())
             except Exception as exc:
-                return retry_or_fail(exc, None)
+                return failed(exc, mq)
             inner.add_done_callback(lambda f: finished(f, mq))
 
-        def retry_or_fail(exc, mq):
-            retriable = isinstance(exc, DuomqError) and exc.retriable
-            if retriable and state["left"] > 0 and time.monotonic() < state["deadline"]:
-                state["left"] -= 1
-                if mq is not None and not pinned:
-                    state["avoid"].add(mq.broker_group)
-                log.info("send failed (%s); retrying on another broker group", exc)
-                self._retries.submit(attempt)   # never block the I/O thread on routes
-            elif state["last"] is not None:
-                outer.set_result(state["last"])  # stored earlier, just not durable
-            else:
-                outer.set_exception(exc)
+        def failed(exc, mq):
+            if att.retry_after_error(exc, mq):
+                self._retries.submit(attempt)
+                return
+            try:
+                outer.set_result(att.give_up(exc))
+            except Exception as final:
+                outer.set_exception(final)
 
         def finished(f, mq):
             try:
-                status, error, resp = f.result()
+                raw = f.result()
             except Exception as exc:
-                return retry_or_fail(exc, mq)
-            send_status = _STORED.get(status)
-            if send_status is None:
-                return retry_or_fail(for_status(status, error), mq)
-            result = SendResult(send_status, "", mq, -1)
-            if resp is not None:
-                ids = [make_msg_id(resp.broker_group, p) for p in resp.physical_offsets]
-                result = SendResult(send_status, ids[0] if ids else "", mq, resp.queue_offset, ids)
-            if (send_status is not SendStatus.SEND_OK
-                    and self.config.retry_another_broker_when_not_store_ok
-                    and state["left"] > 0 and not pinned):
-                state["left"] -= 1
-                state["avoid"].add(mq.broker_group)
-                state["last"] = result
-                log.info("send stored but %s on %s; retrying on another group",
-                         send_status.value, mq.broker_group)
+                return failed(exc, mq)
+            try:
+                result = att.judge(*raw, mq)
+            except Exception as exc:
+                return failed(exc, mq)
+            if result is None:
                 self._retries.submit(attempt)
-                return
-            outer.set_result(result)
+            else:
+                outer.set_result(result)
 
         attempt()
         return outer
@@ -233,3 +243,56 @@ class Producer(ClientBase):
         self._retries.shutdown(wait=True)
         super().close()
         self._callbacks.shutdown(wait=True)
+
+
+class _SendAttempts:
+    """The retry policy of one send, shared by the blocking and the
+    asynchronous paths: which failures are retried, on which groups, until when."""
+
+    def __init__(self, config: ProducerConfig, timeout_s: float, retries: int, pinned: bool):
+        self.config = config
+        self.left = retries
+        self.pinned = pinned            # a chosen queue or key: never moved to another group
+        self.avoid: set[str] = set()    # groups that failed this send
+        self.deadline = time.monotonic() + timeout_s
+        self.stored: SendResult | None = None   # a stored-but-not-durable earlier answer
+
+    def left_s(self) -> float:
+        return max(0.001, self.deadline - time.monotonic())
+
+    def _take_retry(self, mq: MessageQueue | None) -> bool:
+        if self.left <= 0 or time.monotonic() >= self.deadline:
+            return False
+        self.left -= 1
+        if mq is not None and not self.pinned:
+            self.avoid.add(mq.broker_group)
+        return True
+
+    def retry_after_error(self, exc: Exception, mq: MessageQueue | None) -> bool:
+        retriable = isinstance(exc, DuomqError) and exc.retriable
+        if retriable and self._take_retry(mq):
+            log.info("send failed (%s); retrying on another broker group", exc)
+            return True
+        return False
+
+    def give_up(self, exc: Exception) -> SendResult:
+        if self.stored is not None:
+            return self.stored          # it was stored earlier, just not durable
+        raise exc
+
+    def judge(self, status: int, error: str, resp, mq: MessageQueue) -> SendResult | None:
+        """The result of an answer, or None to retry elsewhere; raises for errors."""
+        send_status = _STORED.get(status)
+        if send_status is None:
+            raise for_status(status, error)
+        result = SendResult(send_status, "", mq, -1)
+        if resp is not None:
+            ids = [make_msg_id(resp.broker_group, p) for p in resp.physical_offsets]
+            result = SendResult(send_status, ids[0] if ids else "", mq, resp.queue_offset, ids)
+        if (send_status is not SendStatus.SEND_OK and not self.pinned
+                and self.config.retry_another_broker_when_not_store_ok and self._take_retry(mq)):
+            self.stored = result
+            log.info("send stored but %s on %s; retrying on another group", send_status.value,
+                     mq.broker_group)
+            return None
+        return result

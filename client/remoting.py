@@ -1,7 +1,8 @@
 """Request/response over ZeroMQ for clients (aiokafka's ``sender``): one I/O
 thread owns a DEALER socket per broker address; callers hand it requests
 through a queue plus an eventfd wake-up and get a ``concurrent.futures.Future``
-resolved with ``(status, error, response_message)``.
+resolved with ``(status, error, response_message)``. Blocking calls
+(``call``) skip the I/O thread and use a socket of the calling thread.
 
 Many requests may be outstanding on one socket (long polls included); answers
 are matched by request id. A request with no answer by its deadline fails with
@@ -36,6 +37,9 @@ class RemotingClient:
         self._by_socket: dict[zmq.Socket, str] = {}
         self._pending: dict[int, tuple[Future, float, int, str]] = {}
         self._closed = False
+        self._local = threading.local()          # per-thread sockets of blocking calls
+        self._direct: list[zmq.Socket] = []
+        self._direct_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -53,8 +57,51 @@ class RemotingClient:
         return fut
 
     def call(self, address: str, type_: int, message, timeout_s: float):
-        """Blocking request: (status, error, response)."""
-        return self.request(address, type_, message, timeout_s).result(timeout_s + 5)
+        """Blocking request on the caller's own socket: (status, error, response).
+
+        A blocking call does its own I/O on a DEALER socket that belongs to the
+        calling thread, skipping two thread hand-offs through the I/O thread
+        (about half the round trip of a one-outstanding send)."""
+        if self._closed:
+            raise ClientClosedError("client is closed")
+        sock = self._direct_socket(address)
+        rid = next(self._ids)
+        sock.send(codec.encode_request(rid, type_, message))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or not sock.poll(left_ms):
+                # the late answer would arrive on this socket: start afresh
+                self._drop_direct_socket(address)
+                raise RequestTimeoutError(
+                    f"no answer from {address} to {pb.RequestType.Name(type_)} in "
+                    f"{timeout_s:g} s")
+            try:
+                frame = codec.decode_frame(sock.recv())
+            except codec.FrameError:
+                continue
+            if frame.request_id == rid:
+                message = codec.decode_response(frame) if frame.type in codec.MESSAGES else None
+                return frame.status, frame.error, message
+
+    def _direct_socket(self, address: str) -> zmq.Socket:
+        socks = getattr(self._local, "socks", None)
+        if socks is None:
+            socks = self._local.socks = {}
+        sock = socks.get(address)
+        if sock is None:
+            sock = socks[address] = self.ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(address)
+            with self._direct_lock:
+                self._direct.append(sock)
+        return sock
+
+    def _drop_direct_socket(self, address: str) -> None:
+        sock = self._local.socks.pop(address)
+        with self._direct_lock:
+            self._direct.remove(sock)
+        sock.close(linger=0)
 
     def close(self) -> None:
         if self._closed:
@@ -63,6 +110,10 @@ class RemotingClient:
         os.eventfd_write(self._wake_fd, 1)
         self._thread.join(5)
         os.close(self._wake_fd)
+        with self._direct_lock:
+            for sock in self._direct:
+                sock.close(linger=0)
+            self._direct.clear()
 
     # ------------------------------------------------------------ I/O thread
     def _socket(self, address: str) -> zmq.Socket:

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 _OFFSET = struct.Struct(">q")
 MAX_DRAIN = 512              # client messages handled before looking at flush news
 HOUSEKEEPING_S = 0.05
+CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
 # answers that mean the request itself was wrong: counted in bad_requests
 REJECTED = frozenset({pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE, pb.TOPIC_NOT_EXIST,
                       pb.UNSUPPORTED_VERSION, pb.UNKNOWN_REQUEST_TYPE})
@@ -319,6 +320,9 @@ class Broker:
         if now >= self._next_retention:
             self._next_retention = now + self.config.retention_check_interval_ms / 1000
             self._retention()
+            stale = [cid for cid, (seen, *_) in self.clients.items() if now - seen > CLIENT_EXPIRY_S]
+            for cid in stale:
+                del self.clients[cid]
 
     def _retention(self) -> None:
         cfg = self.config

@@ -140,7 +140,7 @@ class Processors:
             max_physical_offset=store.commitlog.max_offset, flushed_offset=b.flushed_offset,
             confirmed_offset=b.visible_offset, bad_requests=b.bad_requests,
             messages_stored=store.messages_stored,
-            clients=sum(1 for seen, *_ in b.clients.values() if time.monotonic() - seen < 120))
+            clients=len(b.clients))
         for (topic, qid), cq in sorted(store.queues.items()):
             resp.queues.add(topic=topic, queue_id=qid, min_offset=cq.min_offset,
                             max_offset=store.visible_max_offset(cq, b.visible_offset))

@@ -53,6 +53,7 @@ class MessageStore:
         self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
         self.recovery: RecoveryReport | None = None
         self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
+        self._checkpointed = -1
         self.messages_stored = 0
 
     # ------------------------------------------------------------ lifecycle
@@ -218,7 +219,9 @@ class MessageStore:
             queues = list(self.queues.values())
         for cq in queues:
             cq.flush()
-        self.checkpoint_file.write(offset)
+        if offset != self._checkpointed:
+            self.checkpoint_file.write(offset)
+            self._checkpointed = offset
         return offset
 
     # ------------------------------------------------------------ retention
