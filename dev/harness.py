@@ -18,7 +18,7 @@ from duomq.dev.ports import free_port
 
 class BrokerProcess:
     def __init__(self, zookeeper: str, cluster: str, group: str, broker_id: int, data_dir: str,
-                 **settings):
+                 env: dict | None = None, **settings):
         self.zookeeper = zookeeper
         self.cluster = cluster
         self.group = group
@@ -26,6 +26,7 @@ class BrokerProcess:
         self.data_dir = data_dir
         self.port = settings.pop("port", None) or free_port()
         self.settings = settings
+        self.env = env or {}          # extra environment (fault injection)
         self.proc: subprocess.Popen | None = None
         os.makedirs(data_dir, exist_ok=True)
         self.log_path = os.path.join(data_dir, "broker.log")
@@ -46,7 +47,7 @@ class BrokerProcess:
     def start(self, wait: bool = True, timeout_s: float = 30) -> "BrokerProcess":
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv(), stdout=logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
         logf.close()
         if wait:
             self.wait_registered(timeout_s)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Callable
 
@@ -23,6 +24,13 @@ def should_flush(dirty_bytes: int, least_pages: int, now_ms: float, last_thoroug
     return thorough or dirty_bytes >= least_pages * PAGE, thorough
 
 
+def fault_flush_delay_s() -> float:
+    """Fault injection for drills and tests: ``DUOMQ_FAULT_FLUSH_DELAY_MS``
+    makes every group commit wait that long before its (real) fdatasync, as a
+    slow or saturated disk would. Unset in production."""
+    return float(os.environ.get("DUOMQ_FAULT_FLUSH_DELAY_MS", "0")) / 1000
+
+
 class GroupCommitService(ServiceThread):
     """SYNC_FLUSH: woken by every append; each fdatasync covers everything
     written before it started, so sends that arrive during a sync share the next."""
@@ -34,11 +42,17 @@ class GroupCommitService(ServiceThread):
         self.commitlog = commitlog
         self.on_flushed = on_flushed
         self.syncs = 0
+        self.fault_delay_s = fault_flush_delay_s()
+        if self.fault_delay_s:
+            log.warning("fault injection: each flush is delayed by %.0f ms",
+                        self.fault_delay_s * 1000)
 
     def run(self) -> None:
         while not self.stopped:
             self.wait_for_running(0.01)
             if self.commitlog.mfq.unflushed_bytes():
+                if self.fault_delay_s:
+                    time.sleep(self.fault_delay_s)
                 flushed = self.commitlog.flush()
                 self.syncs += 1
                 self.on_flushed(flushed)
