@@ -91,7 +91,6 @@ def latprod(a):
 
 def consume(a):
     mono = time.monotonic_ns
-    lock = threading.Lock()
     st = {"n": 0, "t0": None, "last": None}
     lat = []
     warm = int(a.warmup_n)

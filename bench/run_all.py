@@ -58,7 +58,7 @@ def emit(**fields):
 
 def run_mode(zk, flush: str, size: int, base: str) -> None:
     cluster = LocalCluster(zk, f"Bench{os.getpid()}{flush[:1]}{size}", os.path.join(base, f"{flush}-{size}"))
-    broker = cluster.add_broker("broker-a", flush=flush)
+    cluster.add_broker("broker-a", flush=flush)
     common = {"flush": flush, "replication": "NONE", "body_bytes": size}
     ep = ["--zookeeper", zk, "--cluster", cluster.cluster]
     try:

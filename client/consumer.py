@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
 from duomq.common.config import ConsumerConfig
-from duomq.common.errors import DuomqError, for_status
+from duomq.common.errors import for_status
 from duomq.common.message import MessageExt, MessageQueue
 from duomq.proto import pb
 from duomq.store.record import decode_records

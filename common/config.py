@@ -12,7 +12,7 @@ import dataclasses
 import enum
 import os
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from duomq.common.errors import ConfigError

@@ -8,12 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 from duomq.client.base import DEFAULT_CLUSTER
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
+from duomq.dev.harness import wait_registered
 from duomq.dev.ports import free_port
 from duomq.dev.zookeeper import launch, stop_pid
 
@@ -79,31 +79,14 @@ def start_broker(data_dir: str, zookeeper: str, cluster: str, group: str, broker
             "config": cfg_path, "log": log_path}
 
 
-def wait_registered(zookeeper: str, cluster: str, brokers: list[dict], timeout_s: float = 30) -> None:
-    """Wait until every broker's member node is in ZooKeeper."""
-    zk = zkutil.connect(zookeeper)
-    paths = ZkPaths(cluster)
-    try:
-        deadline = time.monotonic() + timeout_s
-        for b in brokers:
-            while not zk.exists(paths.member(b["group"], b["id"])):
-                if not alive(b["pid"]):
-                    raise DuomqError(f"broker {b['group']}/{b['id']} exited; see {b['log']}:\n"
-                                     + _tail(b["log"]))
-                if time.monotonic() > deadline:
-                    raise DuomqError(f"broker {b['group']}/{b['id']} did not register in "
-                                     f"{timeout_s:g} s; see {b['log']}")
-                time.sleep(0.05)
-    finally:
-        zkutil.close(zk)
-
-
-def _tail(path: str, n: int = 30) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError:
-        return ""
+def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
+                        timeout_s: float = 30) -> None:
+    for b in brokers:
+        try:
+            wait_registered(zookeeper, cluster, b["group"], b["id"], b["pid"],
+                            lambda b=b: alive(b["pid"]), b["log"], timeout_s)
+        except (RuntimeError, TimeoutError) as exc:
+            raise DuomqError(str(exc)) from None
 
 
 def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
@@ -130,7 +113,7 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
             state["brokers"].append(start_broker(data_dir, zk.connect, cluster,
                                                  broker_group_name(i), 0, base))
             _write_state(data_dir, state)
-        wait_registered(zk.connect, cluster, state["brokers"])
+        wait_all_registered(zk.connect, cluster, state["brokers"])
     except BaseException:
         down(data_dir)
         raise

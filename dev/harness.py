@@ -16,6 +16,36 @@ from duomq.coordinator.topics import TopicAdmin
 from duomq.dev.ports import free_port
 
 
+def log_tail(path: str, lines: int = 80) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pid: int,
+                    alive, log_path: str, timeout_s: float = 30) -> None:
+    """Wait until the broker process ``pid`` holds its member node in ZooKeeper;
+    fail early, with its log, if ``alive()`` turns false."""
+    zk = zkutil.connect(zookeeper)
+    path = ZkPaths(cluster).member(group, broker_id)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if zk.exists(path) is not None and zkutil.loads(zk.get(path)[0]).get("pid") == pid:
+                return
+            if not alive():
+                raise RuntimeError(f"broker {group}/{broker_id} exited; log {log_path}:\n"
+                                   f"{log_tail(log_path)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker {group}/{broker_id} did not register in "
+                                   f"{timeout_s:g} s; log {log_path}:\n{log_tail(log_path)}")
+            time.sleep(0.05)
+    finally:
+        zkutil.close(zk)
+
+
 class BrokerProcess:
     def __init__(self, zookeeper: str, cluster: str, group: str, broker_id: int, data_dir: str,
                  env: dict | None = None, **settings):
@@ -54,24 +84,8 @@ class BrokerProcess:
         return self
 
     def wait_registered(self, timeout_s: float = 30) -> None:
-        zk = zkutil.connect(self.zookeeper)
-        path = ZkPaths(self.cluster).member(self.group, self.broker_id)
-        try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                stat = zk.exists(path)
-                if stat is not None and self.proc and \
-                        zkutil.loads(zk.get(path)[0]).get("pid") == self.proc.pid:
-                    return
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"broker {self.group}/{self.broker_id} exited with "
-                                       f"{self.proc.returncode}:\n{self.log_tail()}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"broker {self.group}/{self.broker_id} did not register:\n"
-                                       f"{self.log_tail()}")
-                time.sleep(0.05)
-        finally:
-            zkutil.close(zk)
+        wait_registered(self.zookeeper, self.cluster, self.group, self.broker_id, self.pid,
+                        self.alive, self.log_path, timeout_s)
 
     @property
     def pid(self) -> int | None:
@@ -110,11 +124,7 @@ class BrokerProcess:
         return self.start(wait)
 
     def log_tail(self, lines: int = 80) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
 
 class LocalCluster:

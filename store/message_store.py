@@ -17,7 +17,7 @@ from duomq.common.config import BrokerConfig
 from duomq.store import record as rec
 from duomq.store.checkpoint import Checkpoint
 from duomq.store.commitlog import CommitLog
-from duomq.store.consume_queue import CQ_UNIT, UNIT, ConsumeQueue, pack_entries
+from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.retention import deletable_prefix
 
