@@ -8,7 +8,8 @@ ASYNC_FLUSH and SYNC_FLUSH: one JSON line per figure.
   e2e_latency       consumer subscribed first; 2,000 msg/s for 10 s; first 1 s dropped
 
 BENCH_QUICK=1: a one-minute subset (fewer messages, 100 B only, 3 s latency run).
-Knobs: SIZES="100 1024", FLUSHES="ASYNC_FLUSH SYNC_FLUSH", N_SYNC, N_BACKLOG, LAT_SECS.
+Knobs: SIZES="100 1024", FLUSHES="ASYNC_FLUSH SYNC_FLUSH", N_SYNC, N_BACKLOG, LAT_SECS,
+BROKER_SETTINGS (JSON of broker config fields).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ N_BACKLOG = int(os.environ.get("N_BACKLOG", 50000 if QUICK else 200000))
 LAT_RATE = int(os.environ.get("LAT_RATE", 2000))
 LAT_SECS = float(os.environ.get("LAT_SECS", 3 if QUICK else 10))
 QUEUES = 4
+BROKER_SETTINGS = json.loads(os.environ.get("BROKER_SETTINGS", "{}"))  # e.g. '{"segment_size_bytes": 67108864}'
 
 
 def child(args, ready=False):
@@ -58,7 +60,7 @@ def emit(**fields):
 
 def run_mode(zk, flush: str, size: int, base: str) -> None:
     cluster = LocalCluster(zk, f"Bench{os.getpid()}{flush[:1]}{size}", os.path.join(base, f"{flush}-{size}"))
-    cluster.add_broker("broker-a", flush=flush)
+    cluster.add_broker("broker-a", flush=flush, **BROKER_SETTINGS)
     common = {"flush": flush, "replication": "NONE", "body_bytes": size}
     ep = ["--zookeeper", zk, "--cluster", cluster.cluster]
     try:

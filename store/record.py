@@ -70,7 +70,7 @@ def decode_properties(raw: bytes) -> dict[str, str]:
     if not raw:
         return {}
     out = {}
-    for pair in raw.decode().split(PAIR_SEP):
+    for pair in raw.decode(errors="replace").split(PAIR_SEP):
         if pair:
             k, _, v = pair.partition(PROP_SEP)
             out[k] = v
@@ -145,11 +145,12 @@ def decode_records(buf, broker_group: str = "", count_hint: int = 0) -> list[Mes
         traw = bytes(mv[p:p + lt])
         topic = topics.get(traw)
         if topic is None:
-            topic = topics[traw] = traw.decode()
+            topic = topics[traw] = traw.decode(errors="replace")
         p += lt
-        tags = bytes(mv[p:p + lg]).decode() if lg else ""
+        # tolerant decoding: a bad byte must never wedge a consumer on one record
+        tags = str(mv[p:p + lg], "utf-8", "replace") if lg else ""
         p += lg
-        keys = bytes(mv[p:p + lk]).decode() if lk else ""
+        keys = str(mv[p:p + lk], "utf-8", "replace") if lk else ""
         p += lk
         props = decode_properties(bytes(mv[p:p + lp])) if lp else {}
         p += lp
@@ -210,6 +211,12 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
             raise RecordError(f"record {len(borns)}: topic differs from the request's topic")
         if crc32(mv[pos + size - lb:pos + size]) != crc:
             raise RecordError(f"record {len(borns)}: body CRC mismatch")
+        if lg + lk + lp:   # texts a consumer decodes: refuse what it could not
+            try:
+                str(mv[p + lt:p + lt + lg + lk + lp], "utf-8")
+            except UnicodeDecodeError:
+                raise RecordError(f"record {len(borns)}: tags, keys or properties are not "
+                                  f"UTF-8") from None
         hashes.append(crc32(mv[p + lt:p + lt + lg]) if lg else 0)
         bounds.append(pos)
         borns.append(born)

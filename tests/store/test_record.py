@@ -79,3 +79,15 @@ def test_scan_batch_rejects_other_topic_bad_count_and_garbage():
     damaged[-1] ^= 1
     with pytest.raises(rec.RecordError, match="CRC"):
         rec.scan_batch(damaged, b"T", 1 << 20, 1)
+
+
+def test_scan_batch_refuses_texts_that_are_not_utf8():
+    bad = rec.encode_record(b"T", b"\xca", b"", b"", b"body", 1)
+    with pytest.raises(rec.RecordError, match="UTF-8"):
+        rec.scan_batch(bytearray(bad), b"T", 1 << 20, 1)
+
+
+def test_decoding_never_fails_on_bad_text():
+    raw = rec.encode_record(b"T", b"ok\xff", b"\xfe", b"a\x01\xff\x02", b"body", 1)
+    (m,) = rec.decode_records(raw)
+    assert m.body == b"body" and m.tags.startswith("ok") and m.properties["a"] == "\ufffd"
