@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from duomq.client.base import ClientBase
-from duomq.client.selector import RoundRobinSelector, select_by_key
+from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
 from duomq.common.config import ProducerConfig
 from duomq.common.errors import (ConfigError, DuomqError, MessageTooLargeError, for_status)
 from duomq.common.message import Message, MessageQueue, make_msg_id
@@ -81,6 +81,7 @@ class Producer(ClientBase):
         self._callbacks = ThreadPoolExecutor(1, thread_name_prefix="duomq-send-callback")
         self._retries = ThreadPoolExecutor(2, thread_name_prefix="duomq-send-retry")
         self._rr = RoundRobinSelector()
+        self._faults = FaultAvoidance(cfg.fault_avoidance_ms / 1000)
         self._host = _local_host()
         super().__init__(zookeeper, cluster, zk=zk)
         try:
@@ -181,7 +182,7 @@ class Producer(ClientBase):
             return selector(queues, msgs[0], arg)
         if sharding_key is not None:
             return select_by_key(queues, sharding_key)
-        return self._rr.select(queues, avoid)
+        return self._rr.select(queues, avoid | self._faults.avoided(time.monotonic()))
 
     def _request(self, topic, mq, msgs, data) -> pb.SendRequest:
         return pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs), records=data,
@@ -192,7 +193,7 @@ class Producer(ClientBase):
         return _SendAttempts(self.config, timeout_s,
                              self.config.retry_times_when_send_failed if retries is None else retries,
                              pinned=queue is not None or sharding_key is not None
-                             or selector is not None)
+                             or selector is not None, faults=self._faults)
 
     def _send(self, msgs, sharding_key, selector, arg, queue, timeout_ms,
               retries: int | None = None) -> Future:
@@ -249,8 +250,10 @@ class _SendAttempts:
     """The retry policy of one send, shared by the blocking and the
     asynchronous paths: which failures are retried, on which groups, until when."""
 
-    def __init__(self, config: ProducerConfig, timeout_s: float, retries: int, pinned: bool):
+    def __init__(self, config: ProducerConfig, timeout_s: float, retries: int, pinned: bool,
+                 faults: FaultAvoidance):
         self.config = config
+        self.faults = faults
         self.left = retries
         self.pinned = pinned            # a chosen queue or key: never moved to another group
         self.avoid: set[str] = set()    # groups that failed this send
@@ -270,6 +273,8 @@ class _SendAttempts:
 
     def retry_after_error(self, exc: Exception, mq: MessageQueue | None) -> bool:
         retriable = isinstance(exc, DuomqError) and exc.retriable
+        if retriable and mq is not None:
+            self.faults.failed(mq.broker_group, time.monotonic())
         if retriable and self._take_retry(mq):
             log.info("send failed (%s); retrying on another broker group", exc)
             return True

@@ -21,10 +21,11 @@ from concurrent.futures import Future
 
 import zmq
 
-from duomq.common.errors import ClientClosedError, RequestTimeoutError
+from duomq.common.errors import BrokerUnreachableError, ClientClosedError, RequestTimeoutError
 from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
+CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
 
 
 class RemotingClient:
@@ -66,7 +67,11 @@ class RemotingClient:
             raise ClientClosedError("client is closed")
         sock = self._direct_socket(address)
         rid = next(self._ids)
-        sock.send(codec.encode_request(rid, type_, message))
+        sock.setsockopt(zmq.SNDTIMEO, max(1, int(min(timeout_s, CONNECT_TIMEOUT_S) * 1000)))
+        try:
+            sock.send(codec.encode_request(rid, type_, message))
+        except zmq.Again:
+            raise BrokerUnreachableError(f"no connection to {address}") from None
         deadline = time.monotonic() + timeout_s
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
@@ -92,6 +97,11 @@ class RemotingClient:
         if sock is None:
             sock = socks[address] = self.ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
+            # queue only to a live connection: a send to a dead broker fails
+            # within CONNECT_TIMEOUT_S instead of waiting for its answer's timeout
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+            sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
             sock.connect(address)
             with self._direct_lock:
                 self._direct.append(sock)

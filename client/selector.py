@@ -19,6 +19,22 @@ class RoundRobinSelector:
         return candidates[next(self._counter) % len(candidates)]
 
 
+class FaultAvoidance:
+    """Broker groups that failed a send are avoided for ``avoid_s`` seconds
+    (RocketMQ's latency fault tolerance), so one dead master costs one failed
+    attempt, not one per send until ZooKeeper notices. Pure: the clock is passed in."""
+
+    def __init__(self, avoid_s: float):
+        self.avoid_s = avoid_s
+        self._until: dict[str, float] = {}
+
+    def failed(self, group: str, now: float) -> None:
+        self._until[group] = now + self.avoid_s
+
+    def avoided(self, now: float) -> set[str]:
+        return {g for g, until in list(self._until.items()) if until > now}
+
+
 def select_by_key(queues: list[MessageQueue], key: str) -> MessageQueue:
     """The same key always lands on the same queue while the queue set holds."""
     return queues[zlib.crc32(key.encode()) % len(queues)]

@@ -177,10 +177,13 @@ class ProducerConfig:
     retry_another_broker_when_not_store_ok: bool = False  # retry FLUSH_*/SLAVE_* results too
     max_message_bytes: int = 4 * MIB         # refuse larger messages before sending
     batch_max_messages: int = 1024           # most messages in one send_batch request
+    fault_avoidance_ms: int = 5000           # avoid a broker group this long after it failed a send
 
     def __post_init__(self):
         validate_name("producer group", self.group)
         _positive(self, "send_timeout_ms", "max_message_bytes", "batch_max_messages")
+        if self.fault_avoidance_ms < 0:
+            raise ConfigError("fault_avoidance_ms: must be >= 0")
         if self.retry_times_when_send_failed < 0:
             raise ConfigError("retry_times_when_send_failed: must be >= 0")
 

@@ -79,6 +79,10 @@ class RequestTimeoutError(DuomqError, TimeoutError):
     status = pb.SERVICE_NOT_AVAILABLE
 
 
+class BrokerUnreachableError(RequestTimeoutError):
+    """No connection to the broker could be used (it is down or restarting)."""
+
+
 class NoRouteError(DuomqError):
     """No broker group currently serves the topic (none alive, or none hosts it)."""
 

@@ -46,3 +46,11 @@ def test_round_robin_skips_failed_groups_and_key_hash_is_stable():
     assert picks == {"b"}
     assert sel.select(queues, {"a", "b"}) in queues  # everything failed: still pick one
     assert select_by_key(queues, "order-42") == select_by_key(list(queues), "order-42")
+
+
+def test_fault_avoidance_expires():
+    from duomq.client.selector import FaultAvoidance
+    f = FaultAvoidance(5.0)
+    f.failed("a", now=100.0)
+    assert f.avoided(101.0) == {"a"}
+    assert f.avoided(105.5) == set()

@@ -163,3 +163,19 @@ def test_clients_heartbeat_to_brokers(one_broker):
             time.sleep(0.1)
         s.close()
         assert st.clients >= 2
+
+
+@pytest.mark.slow
+def test_a_dead_group_costs_one_failed_attempt_not_one_per_send(local_cluster, small_store):
+    a = local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.add_broker("broker-b", **small_store)
+    local_cluster.create_topic("Spread", queues=2)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=8000) as p:
+        assert {p.send(Message("Spread", b"warm")).queue.broker_group for _ in range(4)} == \
+            {"broker-a", "broker-b"}
+        a.kill()                    # its route lingers in ZooKeeper until the session expires
+        t0 = time.monotonic()
+        results = [p.send(Message("Spread", b"after %d" % i)) for i in range(20)]
+        took = time.monotonic() - t0
+        assert all(r.ok and r.queue.broker_group == "broker-b" for r in results)
+        assert took < 4.0, f"20 sends took {took:.1f} s with one group dead"
