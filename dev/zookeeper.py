@@ -112,23 +112,25 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
-def classpath() -> str | None:
-    """Debian's jars, else the jars inside the pyspark wheel."""
-    if all(os.path.exists(j) for j in DEBIAN_JARS):
-        return ":".join(DEBIAN_JARS)
+def debian_classpath() -> str | None:
+    return ":".join(DEBIAN_JARS) if all(os.path.exists(j) for j in DEBIAN_JARS) else None
+
+
+def pyspark_classpath() -> str | None:
+    """The pyspark wheel ships ZooKeeper (and everything it needs) in jars/."""
     try:
         import pyspark
-        jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-        found = glob.glob(os.path.join(jars, "zookeeper-*.jar")) + \
-            glob.glob(os.path.join(jars, "netty-*.jar")) + \
-            glob.glob(os.path.join(jars, "slf4j-*.jar")) + \
-            glob.glob(os.path.join(jars, "log4j-*.jar")) + \
-            glob.glob(os.path.join(jars, "commons-*.jar"))
-        if any("zookeeper-" in f for f in found):
-            return ":".join(sorted(found))
     except ImportError:
-        pass
+        return None
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    if glob.glob(os.path.join(jars, "zookeeper-3*.jar")):
+        return os.path.join(jars, "*")
     return None
+
+
+def classpath() -> str | None:
+    """Debian's jars, else the jars inside the pyspark wheel."""
+    return debian_classpath() or pyspark_classpath()
 
 
 def docker_available(timeout_s: float = 2.0) -> bool:
@@ -168,9 +170,9 @@ def start_container() -> ZooKeeperHandle:
 
 
 def start_local(data_dir: str | None = None, port: int | None = None,
-                detach: bool = False) -> ZooKeeperHandle:
+                detach: bool = False, cp: str | None = None) -> ZooKeeperHandle:
     """Run a standalone server as a foreground Java process (ours, not systemd's)."""
-    cp = classpath()
+    cp = cp or classpath()
     java = shutil.which("java")
     if cp is None or java is None:
         raise ZooKeeperUnavailable(
