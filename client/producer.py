@@ -62,6 +62,7 @@ class SendResult:
 
 
 Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
+ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if retries remain
 
 
 def _local_host() -> bytes:
@@ -112,7 +113,8 @@ class Producer(ClientBase):
             try:
                 mq = self._choose(topic, msgs, sharding_key, selector, arg, queue, att.avoid)
                 raw = self.remoting.call(self.address_of(mq), pb.SEND,
-                                         self._request(topic, mq, msgs, data), att.left_s())
+                                         self._request(topic, mq, msgs, data),
+                                         att.attempt_s(self._ack_wait_s(mq)))
                 result = att.judge(*raw, mq)
             except Exception as exc:
                 if att.retry_after_error(exc, mq):
@@ -184,6 +186,11 @@ class Producer(ClientBase):
             return select_by_key(queues, sharding_key)
         return self._rr.select(queues, avoid | self._faults.avoided(time.monotonic()))
 
+    def _ack_wait_s(self, mq: MessageQueue) -> float:
+        """The longest the queue's broker may hold a send before answering."""
+        g = self.routes.get(mq.topic, wait_s=0).groups.get(mq.broker_group)
+        return int(g.info.get("max_ack_wait_ms", 0)) / 1000 if g else 0.0
+
     def _request(self, topic, mq, msgs, data) -> pb.SendRequest:
         return pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs), records=data,
                               producer_group=self.config.group)
@@ -209,7 +216,8 @@ class Producer(ClientBase):
             try:
                 mq = self._choose(topic, msgs, sharding_key, selector, arg, queue, att.avoid)
                 inner = self.remoting.request(self.address_of(mq), pb.SEND,
-                                              self._request(topic, mq, msgs, data), att.left_s())
+                                              self._request(topic, mq, msgs, data),
+                                              att.attempt_s(self._ack_wait_s(mq)))
             except Exception as exc:
                 return failed(exc, mq)
             inner.add_done_callback(lambda f: finished(f, mq))
@@ -262,6 +270,13 @@ class _SendAttempts:
 
     def left_s(self) -> float:
         return max(0.001, self.deadline - time.monotonic())
+
+    def attempt_s(self, broker_wait_s: float) -> float:
+        """One attempt's timeout: the broker's longest ack wait plus a grace,
+        so that an attempt lost with a dead broker leaves time to retry."""
+        if self.left <= 0:
+            return self.left_s()
+        return min(self.left_s(), broker_wait_s + ATTEMPT_GRACE_S)
 
     def _take_retry(self, mq: MessageQueue | None) -> bool:
         if self.left <= 0 or time.monotonic() >= self.deadline:

@@ -76,9 +76,16 @@ class BrokerConfig:
     flush_least_pages: int = 4               # ASYNC_FLUSH: flush only with this many dirty 4 KiB pages
     flush_thorough_interval_ms: int = 10_000  # ASYNC_FLUSH: flush everything this often
     checkpoint_interval_ms: int = 1000       # flush consume queues and write the checkpoint
-    # --- replication (issue 3 brings slaves; the timeouts are validated already)
+    # --- replication
     replication: ReplicationMode = ReplicationMode.ASYNC
     slave_timeout_ms: int = 3000             # SYNC replication: FLUSH_SLAVE_TIMEOUT past this
+    sync_replicas: int = 1                   # SYNC: slaves that must hold a record before SEND_OK
+    ha_port: int = 10912                     # the master's replication port; 0 picks a free one
+    ha_max_gap_bytes: int = 256 * MIB        # a slave further behind is not in sync
+    ha_housekeeping_ms: int = 20_000         # drop a replication link silent this long
+    ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often
+    ha_transfer_batch_bytes: int = 1 * MIB   # largest chunk sent to a slave
+    ha_window_bytes: int = 8 * MIB           # most bytes in flight to one slave
     # --- serving
     long_polling_timeout_ms: int = 15_000    # longest a pull is held waiting for messages
     max_pull_messages: int = 1024            # most records one pull answer carries
@@ -95,6 +102,8 @@ class BrokerConfig:
                   "flush_thorough_interval_ms", "checkpoint_interval_ms", "slave_timeout_ms",
                   "long_polling_timeout_ms", "max_pull_messages", "max_pull_bytes",
                   "offset_persist_interval_ms", "retention_check_interval_ms",
+                  "sync_replicas", "ha_max_gap_bytes", "ha_housekeeping_ms", "ha_heartbeat_ms",
+                  "ha_transfer_batch_bytes", "ha_window_bytes",
                   "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes")
         if self.broker_id < 0:
             raise ConfigError(f"broker_id: must be >= 0, got {self.broker_id}")
@@ -119,12 +128,24 @@ class BrokerConfig:
                 f"({self.max_message_bytes}), or the largest message could never be pulled")
         if self.flush_thorough_interval_ms < self.flush_interval_ms:
             raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
+        if not 0 <= self.ha_port < 65536 or (self.ha_port and self.ha_port == self.port):
+            raise ConfigError(f"ha_port: {self.ha_port} must be a TCP port other than port")
+        if self.ha_window_bytes < self.ha_transfer_batch_bytes:
+            raise ConfigError("ha_window_bytes: must be >= ha_transfer_batch_bytes")
+        if self.ha_housekeeping_ms <= 2 * self.ha_heartbeat_ms:
+            raise ConfigError("ha_housekeeping_ms: must exceed two ha_heartbeat_ms, or idle "
+                              "links would be dropped")
 
     # ------------------------------------------------------------ derived
     @property
     def address(self) -> str:
         """The ZeroMQ endpoint clients dial."""
         return f"tcp://{self.advertised_host or self.listen_host}:{self.port}"
+
+    @property
+    def ha_address(self) -> str:
+        """The ZeroMQ endpoint slaves dial for replication."""
+        return f"tcp://{self.advertised_host or self.listen_host}:{self.ha_port}"
 
     @property
     def max_ack_wait_ms(self) -> int:

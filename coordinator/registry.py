@@ -1,6 +1,12 @@
 """A broker's presence in ZooKeeper: its member node, the group's master node
-with an epoch, and a route node per topic it hosts. Follows topic changes
-through watches and re-registers after a session loss."""
+with an epoch (when it is master), and a route node per topic it hosts (the
+master publishes them). Follows topic and master changes through watches and
+re-registers after a session loss.
+
+The role at start (``initial_role``): follow a live master; with none, broker
+0 claims the master and any other broker waits as a slave for one to appear.
+Elections of an in-sync slave replace the second half with failover.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,15 @@ from duomq.coordinator.topics import TopicConfig
 from duomq.coordinator.zk import dumps, loads
 
 log = logging.getLogger(__name__)
+MASTER = "MASTER"
+SLAVE = "SLAVE"
+
+
+def initial_role(master: dict | None, broker_id: int) -> str:
+    """Pure: the role a starting broker takes, given the master node's data."""
+    if master and master.get("broker_id") != broker_id:
+        return SLAVE
+    return MASTER if broker_id == 0 else SLAVE
 
 
 class BrokerRegistry:
@@ -28,6 +43,8 @@ class BrokerRegistry:
         self.member_info = member_info
         self.max_offset = max_offset
         self.epoch = 0
+        self.role = SLAVE
+        self.master: dict = {}           # the master node's data (any role)
         # topic -> queue count for this group; replaced whole, read by the serving thread
         self.topics: dict[str, int] = {}
         self.topic_configs: dict[str, TopicConfig] = {}
@@ -38,17 +55,40 @@ class BrokerRegistry:
         self.session_ok = threading.Event()
 
     # ------------------------------------------------------------ register
-    def register(self) -> None:
+    def register(self) -> str:
+        """Register and take a role; returns MASTER or SLAVE."""
         cfg, p = self.config, self.paths
         for path in (p.members(cfg.group), p.epochs(cfg.group), p.topics, p.routes,
                      p.consumer_groups):
             self.zk.ensure_path(path)
         self._clear_stale_self()
-        self._claim_master()
+        try:
+            current = loads(self.zk.get(p.master(cfg.group))[0])
+        except NoNodeError:
+            current = None
+        self.role = initial_role(current, cfg.broker_id)
+        if self.role == MASTER:
+            self._claim_master()
         self.zk.create(p.member(cfg.group, cfg.broker_id), dumps(self.info()), ephemeral=True)
         self.session_ok.set()
         self.zk.add_listener(self._on_state)
+        DataWatch(self.zk, p.master(cfg.group), self._on_master)
         ChildrenWatch(self.zk, p.topics, self._on_topics)
+        return self.role
+
+    def _on_master(self, data, stat):
+        if self._closed:
+            return False
+        self.master = loads(data) if data else {}
+        if self.role == SLAVE:
+            self.epoch = int(self.master.get("epoch", self.epoch))
+        return True
+
+    def master_address(self) -> str | None:
+        return self.master.get("address")
+
+    def master_ha_address(self) -> str | None:
+        return self.master.get("ha_address") if self.role == SLAVE else None
 
     def _clear_stale_self(self) -> None:
         """A broker restarted after kill -9 finds the ephemeral nodes of its own
@@ -86,7 +126,8 @@ class BrokerRegistry:
         tx.create(p.epoch(cfg.group, self.epoch),
                   dumps({"broker_id": cfg.broker_id, "start_offset": self.max_offset()}))
         tx.create(p.master(cfg.group), dumps({"broker_id": cfg.broker_id, "epoch": self.epoch,
-                                              "address": cfg.address}), ephemeral=True)
+                                              "address": cfg.address,
+                                              "ha_address": cfg.ha_address}), ephemeral=True)
         results = tx.commit()
         for r in results:
             if isinstance(r, NodeExistsError):
@@ -96,7 +137,7 @@ class BrokerRegistry:
         log.info("master of %s at epoch %d", cfg.group, self.epoch)
 
     def info(self) -> dict:
-        return {**self.member_info(), "epoch": self.epoch}
+        return {**self.member_info(), "epoch": self.epoch, "role": self.role}
 
     def update_info(self) -> None:
         try:
@@ -138,7 +179,8 @@ class BrokerRegistry:
             n = cfg.queues.get(self.config.group, 0)
             if n:
                 topics[name] = n
-                self._publish_route(cfg, n)
+                if self.role == MASTER:
+                    self._publish_route(cfg, n)
             else:
                 topics.pop(name, None)
                 self._remove_route(name)
@@ -187,13 +229,14 @@ class BrokerRegistry:
 
     def _reregister(self):
         try:
-            self._claim_master()
+            if self.role == MASTER:
+                self._claim_master()
             self.zk.create(self.paths.member(self.config.group, self.config.broker_id),
                            dumps(self.info()), ephemeral=True)
             with self._lock:
                 for name, cfg in self.topic_configs.items():
                     n = cfg.queues.get(self.config.group, 0)
-                    if n:
+                    if n and self.role == MASTER:
                         self._publish_route(cfg, n)
             self.session_ok.set()
             log.info("re-registered in ZooKeeper after a session loss")
@@ -203,9 +246,12 @@ class BrokerRegistry:
     def close(self) -> None:
         self._closed = True
         p, cfg = self.paths, self.config
-        for name in list(self.topics):
-            self._remove_route(name)
-        for path in (p.master(cfg.group), p.member(cfg.group, cfg.broker_id)):
+        paths = [p.member(cfg.group, cfg.broker_id)]
+        if self.role == MASTER:
+            for name in list(self.topics):
+                self._remove_route(name)
+            paths.insert(0, p.master(cfg.group))
+        for path in paths:
             try:
                 self.zk.delete(path)
             except NoNodeError:

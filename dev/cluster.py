@@ -64,8 +64,8 @@ def start_broker(data_dir: str, zookeeper: str, cluster: str, group: str, broker
     os.makedirs(bdir, exist_ok=True)
     port = settings.get("port") or free_port()
     conf = {"cluster": cluster, "group": group, "broker_id": broker_id, "zookeeper": zookeeper,
-            "port": port, "data_dir": os.path.join(bdir, "store"),
-            **{k: v for k, v in settings.items() if k != "port"}}
+            "port": port, "ha_port": free_port(), "data_dir": os.path.join(bdir, "store"),
+            **{k: v for k, v in settings.items() if k not in ("port", "ha_port")}}
     cfg_path = os.path.join(bdir, "broker.toml")
     with open(cfg_path, "w") as f:
         for k, v in conf.items():
@@ -92,9 +92,8 @@ def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
 def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
        replication: str = "async", zookeeper: str | None = None,
        cluster: str = DEFAULT_CLUSTER, settings: dict | None = None) -> dict:
-    if slaves:
-        raise ConfigError("--slaves: slave brokers arrive with high availability (issue 3); "
-                          "this release runs masters only (--slaves 0)")
+    if slaves < 0:
+        raise ConfigError("--slaves: must be >= 0")
     if groups < 1:
         raise ConfigError("--groups: at least one broker group")
     state = read_state(data_dir)
@@ -110,9 +109,10 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
             "replication": replication.upper(), **(settings or {})}
     try:
         for i in range(groups):
-            state["brokers"].append(start_broker(data_dir, zk.connect, cluster,
-                                                 broker_group_name(i), 0, base))
-            _write_state(data_dir, state)
+            for broker_id in range(slaves + 1):   # broker 0 takes the master, the rest follow
+                state["brokers"].append(start_broker(data_dir, zk.connect, cluster,
+                                                     broker_group_name(i), broker_id, base))
+                _write_state(data_dir, state)
         wait_all_registered(zk.connect, cluster, state["brokers"])
     except BaseException:
         down(data_dir)

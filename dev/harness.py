@@ -55,6 +55,7 @@ class BrokerProcess:
         self.broker_id = broker_id
         self.data_dir = data_dir
         self.port = settings.pop("port", None) or free_port()
+        self.ha_port = settings.pop("ha_port", None) or free_port()
         self.settings = settings
         self.env = env or {}          # extra environment (fault injection)
         self.proc: subprocess.Popen | None = None
@@ -68,8 +69,8 @@ class BrokerProcess:
     def argv(self) -> list[str]:
         args = [sys.executable, "-m", "duomq", "broker", "--zookeeper", self.zookeeper,
                 "--cluster", self.cluster, "--group", self.group, "--broker-id",
-                str(self.broker_id), "--port", str(self.port), "--data-dir",
-                os.path.join(self.data_dir, "store")]
+                str(self.broker_id), "--port", str(self.port), "--set", f"ha_port={self.ha_port}",
+                "--data-dir", os.path.join(self.data_dir, "store")]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         return args

@@ -1,20 +1,26 @@
-"""Sends waiting for their durability condition (RocketMQ's GroupCommitRequest
-list). Appends happen in order, so end offsets rise: a deque released from
-the front. Pure bookkeeping."""
+"""Sends waiting for their durability conditions (RocketMQ's GroupCommitRequest
+and GroupTransferService): the flush (SYNC_FLUSH) and the replication (SYNC),
+each with its own deadline. Appends happen in order, so end offsets and
+deadlines rise: a deque served from the front. Pure bookkeeping."""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
 
+from duomq.proto import pb
+
+NEVER = float("inf")
+
 
 @dataclass(slots=True)
 class AckWaiter:
-    end_offset: int          # the send is durable once the flushed offset reaches it
-    deadline: float          # monotonic seconds
+    end_offset: int              # durable once the conditions reach this offset
+    flush_deadline: float        # monotonic s; NEVER when no flush is awaited
+    repl_deadline: float         # monotonic s; NEVER when no replication is awaited
     identity: bytes
     request_id: int
-    response: object         # the SendResponse to send on success
+    response: object             # the SendResponse to send
 
 
 class AckWaiters:
@@ -27,26 +33,32 @@ class AckWaiters:
     def add(self, w: AckWaiter) -> None:
         self._q.append(w)
 
-    def release(self, reached: int) -> list[AckWaiter]:
+    def release(self, flushed: float, replicated: float) -> list[AckWaiter]:
+        """Waiters whose record is both flushed and replicated (pass NEVER for
+        a condition that is not awaited)."""
         out = []
         q = self._q
+        reached = min(flushed, replicated)
         while q and q[0].end_offset <= reached:
             out.append(q.popleft())
         return out
 
-    def expire(self, now: float) -> list[AckWaiter]:
-        """Remove waiters past their deadline (any position: deadlines rise too,
-        so this is also a front scan)."""
+    def expire(self, now: float, flushed: float, replicated: float) -> list[tuple[AckWaiter, int]]:
+        """Waiters past a deadline with that condition unmet, with the status to
+        answer: FLUSH_DISK_TIMEOUT or FLUSH_SLAVE_TIMEOUT."""
         out = []
         q = self._q
-        while q and q[0].deadline <= now:
-            out.append(q.popleft())
+        while q:
+            w = q[0]
+            if w.end_offset > flushed and now >= w.flush_deadline:
+                out.append((q.popleft(), pb.FLUSH_DISK_TIMEOUT))
+            elif w.end_offset > replicated and now >= w.repl_deadline:
+                out.append((q.popleft(), pb.FLUSH_SLAVE_TIMEOUT))
+            else:
+                break
         return out
 
     def drain(self) -> list[AckWaiter]:
         out = list(self._q)
         self._q.clear()
         return out
-
-    def next_deadline(self) -> float | None:
-        return self._q[0].deadline if self._q else None

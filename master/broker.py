@@ -1,10 +1,17 @@
 """The broker process: one serving thread owns the client ROUTER socket, the
-store's write path, long polling and the sends waiting for their flush.
+replication ROUTER socket, the store's write path (as master), long polling
+and the sends waiting for their durability conditions.
 
-Flush threads report the flushed offset over an inproc socket; the serving
-thread then answers the sends it covers and wakes held pulls. Consumers see
-messages up to ``visible_offset``: the flushed offset under SYNC_FLUSH (so no
-consumer reads what a crash could take back), the written offset otherwise.
+A broker plays one role at a time. As MASTER it appends sends, streams its
+log to slaves (``replication.ha_service``) and acks a send once its flush
+(SYNC_FLUSH) and its replication (SYNC) conditions hold. As SLAVE it follows
+the master (``replication.ha_client``), serves read-only pulls and answers
+writes with NOT_MASTER.
+
+Consumers see messages up to ``visible_offset``: on a master the flushed
+offset under SYNC_FLUSH and the offset ``sync_replicas`` slaves hold under
+SYNC replication (so no consumer reads what a crash or a failover could take
+back); on a slave, what it holds, capped at what its master lets consumers see.
 """
 
 from __future__ import annotations
@@ -19,21 +26,24 @@ import time
 import zmq
 
 from duomq import __version__
-from duomq.common.config import BrokerConfig, FlushDiskType
+from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.service import ServiceThread
 from duomq.coordinator import zk as zkutil
-from duomq.coordinator.registry import BrokerRegistry
+from duomq.coordinator.registry import MASTER, SLAVE, BrokerRegistry
 from duomq.flush import CheckpointService, make_flush_service
-from duomq.master.ack_waiters import AckWaiters
+from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
 from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.processors import Processors
 from duomq.master.pull_hold import PullRequestHoldService
 from duomq.proto import codec, pb
+from duomq.replication.ha_client import HAClient
+from duomq.replication.ha_service import HAService
+from duomq.slave.synchronizer import SlaveSynchronizer
 from duomq.store import MessageStore
 
 log = logging.getLogger(__name__)
-_OFFSET = struct.Struct(">q")
-MAX_DRAIN = 512              # client messages handled before looking at flush news
+_NOTE = struct.Struct(">cqq")   # kind, offset, second offset
+MAX_DRAIN = 512              # client messages handled before looking at other news
 HOUSEKEEPING_S = 0.05
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
 # answers that mean the request itself was wrong: counted in bad_requests
@@ -42,27 +52,38 @@ REJECTED = frozenset({pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE, pb.
 
 
 class LoopNotifier:
-    """Lets any thread post a flushed offset to the serving thread (one PUSH
-    socket per thread: ZeroMQ sockets are not shared between threads)."""
+    """Lets any thread post news to the serving thread (one PUSH socket per
+    thread: ZeroMQ sockets are not shared between threads). Kinds: ``F``
+    flushed offset; ``S`` a slave's dispatched offset and its master's
+    confirmed offset."""
 
     def __init__(self, ctx: zmq.Context, endpoint: str):
         self.ctx = ctx
         self.endpoint = endpoint
         self._local = threading.local()
         self._sockets = []
+        self._lock = threading.Lock()
 
-    def __call__(self, offset: int) -> None:
+    def post(self, kind: bytes, a: int, b: int = 0) -> None:
         sock = getattr(self._local, "sock", None)
         if sock is None:
             sock = self._local.sock = self.ctx.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect(self.endpoint)
-            self._sockets.append(sock)
-        sock.send(_OFFSET.pack(offset))
+            with self._lock:
+                self._sockets.append(sock)
+        sock.send(_NOTE.pack(kind, a, b))
+
+    def flushed(self, offset: int) -> None:
+        self.post(b"F", offset)
+
+    def slave_progress(self, dispatched: int, confirmed: int) -> None:
+        self.post(b"S", dispatched, confirmed)
 
     def close(self):
-        for s in self._sockets:
-            s.close(linger=0)
+        with self._lock:
+            for s in self._sockets:
+                s.close(linger=0)
 
 
 class OffsetPersistService(ServiceThread):
@@ -82,26 +103,45 @@ class OffsetPersistService(ServiceThread):
                 log.exception("persisting consumer offsets failed")
 
 
-class Broker:
-    role = "MASTER"
+class MemberInfoService(ServiceThread):
+    """Refreshes this broker's member node (offsets, lag) for status and elections."""
 
+    name = "member-info"
+    INTERVAL_S = 1.0
+
+    def __init__(self, registry: BrokerRegistry):
+        super().__init__()
+        self.registry = registry
+
+    def run(self):
+        while not self.stopped:
+            self.wait_for_running(self.INTERVAL_S)
+            self.registry.update_info()
+
+
+class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
+        self.role = SLAVE
         self.store = MessageStore(config)
         self.offsets = ConsumerOffsetManager(os.path.join(config.data_dir, "consumer_offsets.json"))
         self.pull_hold = PullRequestHoldService()
         self.ack_waiters = AckWaiters()
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
+        self.sync_replication = config.replication is ReplicationMode.SYNC
         self.flushed_offset = 0
+        self.replicated_offset = 0       # master: held by sync_replicas slaves
+        self.master_confirmed = 0        # slave: what the master lets consumers see
         self.visible_offset = 0
         self.appended = False
         self.bad_requests = 0
         self.clients: dict[str, tuple] = {}
         self.ctx = zmq.Context()
-        self.router = None
-        self.notify_pull = None
+        self.router = self.ha_router = self.notify_pull = None
         self.zk = None
         self.registry: BrokerRegistry | None = None
+        self.ha: HAService | None = None
+        self.ha_client: HAClient | None = None
         self._stop = threading.Event()
         self.processors = Processors(self)
         self.handlers = {
@@ -117,47 +157,75 @@ class Broker:
         self._next_retention = 0.0
 
     # ------------------------------------------------------------ lifecycle
+    def _bind(self, sock, port: int, field_name: str) -> int:
+        host = self.config.listen_host
+        if port == 0:
+            return sock.bind_to_random_port(f"tcp://{host}")
+        sock.bind(f"tcp://{host}:{port}")
+        return port
+
     def start(self) -> None:
         cfg = self.config
-        report = self.store.start()
-        log.info("%s", report)
+        log.info("%s", self.store.start())
         self.offsets.load()
         self.flushed_offset = self.store.commitlog.mfq.flushed_offset()
-        self.visible_offset = self.flushed_offset if self.sync_flush else self.store.dispatched_offset
-        self.router = self.ctx.socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
-        self.router.setsockopt(zmq.RCVHWM, 100_000)
-        self.router.setsockopt(zmq.SNDHWM, 100_000)
-        if cfg.port == 0:
-            port = self.router.bind_to_random_port(f"tcp://{cfg.listen_host}")
-            self.config = cfg = cfg.replace(port=port)
+        self.router = self._socket(zmq.ROUTER)
+        self.ha_router = self._socket(zmq.ROUTER)
+        self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
+        port = self._bind(self.router, cfg.port, "port")
+        ha_port = self._bind(self.ha_router, cfg.ha_port, "ha_port")
+        if (port, ha_port) != (cfg.port, cfg.ha_port):
+            self.config = cfg = cfg.replace(port=port, ha_port=ha_port)
             self.processors.config = cfg
-        else:
-            self.router.bind(f"tcp://{cfg.listen_host}:{cfg.port}")
-        endpoint = f"inproc://flush-{id(self)}"
-        self.notify_pull = self.ctx.socket(zmq.PULL)
-        self.notify_pull.setsockopt(zmq.LINGER, 0)
+        endpoint = f"inproc://news-{id(self)}"
+        self.notify_pull = self._socket(zmq.PULL)
         self.notify_pull.bind(endpoint)
         self.notifier = LoopNotifier(self.ctx, endpoint)
-        self.flush_service = make_flush_service(self.store, cfg, self.notifier)
-        self._services = [self.flush_service,
-                          CheckpointService(self.store, cfg.checkpoint_interval_ms),
-                          OffsetPersistService(self.offsets, cfg.offset_persist_interval_ms)]
-        for s in self._services:
-            s.start()
+        self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed)
         self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms)
         self.registry = BrokerRegistry(self.zk, cfg, self.member_info,
                                        lambda: self.store.commitlog.max_offset)
-        self.registry.register()
-        log.info("broker %s/%d serving at %s (%s, pid %d)", cfg.group, cfg.broker_id,
-                 cfg.address, cfg.flush.value, os.getpid())
+        self.role = self.registry.register()
+        self._services = [self.flush_service,
+                          CheckpointService(self.store, cfg.checkpoint_interval_ms),
+                          OffsetPersistService(self.offsets, cfg.offset_persist_interval_ms),
+                          MemberInfoService(self.registry)]
+        if self.role == MASTER:
+            self.ha = HAService(self.store, cfg, self.ha_router, lambda: self.registry.epoch,
+                                lambda: self.visible_offset)
+        else:
+            self.ha_client = HAClient(self.store, cfg, self.registry.master_ha_address,
+                                      self.notifier.slave_progress, self.ctx)
+            self._services += [self.ha_client,
+                               SlaveSynchronizer(self.offsets, self.registry.master_address,
+                                                 cfg.offset_persist_interval_ms)]
+        for s in self._services:
+            s.start()
+        self._update_visible()
+        log.info("broker %s/%d serving at %s as %s (%s, %s replication, pid %d)", cfg.group,
+                 cfg.broker_id, cfg.address, self.role, cfg.flush.value, cfg.replication.value,
+                 os.getpid())
+
+    def _socket(self, kind) -> zmq.Socket:
+        sock = self.ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 100_000)
+        sock.setsockopt(zmq.SNDHWM, 100_000)
+        return sock
 
     def member_info(self) -> dict:
         cfg = self.config
-        return {"group": cfg.group, "broker_id": cfg.broker_id, "address": cfg.address,
-                "role": self.role, "flush": cfg.flush.value, "replication": cfg.replication.value,
-                "max_ack_wait_ms": cfg.max_ack_wait_ms, "pid": os.getpid(),
-                "version": __version__, "data_dir": os.path.abspath(cfg.data_dir)}
+        info = {"group": cfg.group, "broker_id": cfg.broker_id, "address": cfg.address,
+                "ha_address": cfg.ha_address, "role": self.role, "flush": cfg.flush.value,
+                "replication": cfg.replication.value, "max_ack_wait_ms": cfg.max_ack_wait_ms,
+                "pid": os.getpid(), "version": __version__,
+                "data_dir": os.path.abspath(cfg.data_dir),
+                "max_offset": self.store.commitlog.max_offset,
+                "confirmed_offset": self.visible_offset}
+        if self.ha_client is not None:
+            info["master_max_offset"] = self.ha_client.master_max
+            info["lag_bytes"] = max(0, self.ha_client.master_max - self.store.commitlog.max_offset)
+        return info
 
     def stop(self) -> None:
         self._stop.set()
@@ -176,13 +244,13 @@ class Broker:
         self._release_waiters()
         for w in self.ack_waiters.drain():
             self._reply(w.identity, w.request_id, pb.SEND, pb.SERVICE_NOT_AVAILABLE,
-                        "broker shutting down before the flush", None)
+                        "broker shut down before the send was durable; it is stored", None)
         self.offsets.persist(force=True)
         self.store.close()
         zkutil.close(self.zk)
         self.notifier.close()
-        self.router.close(linger=0)
-        self.notify_pull.close(linger=0)
+        for sock in (self.router, self.ha_router, self.notify_pull):
+            sock.close(linger=0)
         self.ctx.term()
         log.info("broker stopped")
 
@@ -191,36 +259,55 @@ class Broker:
         return self.registry.topics.get(topic) if self.registry else None
 
     def writable(self) -> bool:
-        return self.registry is not None and self.registry.session_ok.is_set()
+        return self.role == MASTER and self.registry.session_ok.is_set()
 
     def not_writable_reason(self) -> str:
+        if self.role != MASTER:
+            return f"broker {self.config.group}/{self.config.broker_id} is a slave; the " \
+                   f"master is at {self.registry.master_address() or 'unknown'}"
         return "broker's ZooKeeper session is not established: not accepting writes"
+
+    def slaves_available(self) -> bool:
+        return self.ha is not None and self.ha.slaves_available()
+
+    def ack_waiter(self, end_offset, identity, request_id, resp) -> bool:
+        """Register a send that waits for its conditions; False when none applies."""
+        if not (self.sync_flush or self.sync_replication):
+            return False
+        now = time.monotonic()
+        cfg = self.config
+        self.ack_waiters.add(AckWaiter(
+            end_offset,
+            now + cfg.sync_flush_timeout_ms / 1000 if self.sync_flush else NEVER,
+            now + cfg.slave_timeout_ms / 1000 if self.sync_replication else NEVER,
+            identity, request_id, resp))
+        return True
 
     # ------------------------------------------------------------ serving loop
     def serve_forever(self) -> None:
         poller = zmq.Poller()
-        poller.register(self.router, zmq.POLLIN)
-        poller.register(self.notify_pull, zmq.POLLIN)
-        router, notify = self.router, self.notify_pull
+        router, ha_router, notify = self.router, self.ha_router, self.notify_pull
+        for sock in (router, ha_router, notify):
+            poller.register(sock, zmq.POLLIN)
         try:
             while not self._stop.is_set():
-                events = dict(poller.poll(self._poll_timeout_ms()))
+                events = dict(poller.poll(int(HOUSEKEEPING_S * 1000)))
                 if notify in events:
                     self._drain_notifications()
+                if ha_router in events:
+                    self._drain_ha()
                 if router in events:
                     self._drain_router()
                 if self.appended:
                     self.appended = False
                     if self.sync_flush:
                         self.flush_service.wakeup()
-                    else:
-                        self._advance_visible(self.store.dispatched_offset)
+                if self.ha is not None:
+                    self.ha.pump(time.monotonic())
+                self._update_visible()
                 self._housekeeping()
         finally:
             self._shutdown()
-
-    def _poll_timeout_ms(self) -> int:
-        return int(HOUSEKEEPING_S * 1000)
 
     def _drain_router(self) -> None:
         router = self.router
@@ -230,6 +317,16 @@ class Broker:
             except zmq.Again:
                 return
             self._handle(parts)
+
+    def _drain_ha(self) -> None:
+        now = time.monotonic()
+        for _ in range(MAX_DRAIN):
+            try:
+                parts = self.ha_router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(parts) == 2 and self.ha is not None:
+                self.ha.on_message(parts[0], parts[1], now)
 
     def _handle(self, parts: list[bytes]) -> None:
         identity = parts[0]
@@ -242,6 +339,10 @@ class Broker:
         try:
             frame = codec.decode_frame(parts[1])
             request_id, type_ = frame.request_id, frame.type
+            if type_ not in self.handlers:
+                raise codec.FrameError(pb.UNKNOWN_REQUEST_TYPE,
+                                       f"request type {type_} is not served on this socket",
+                                       request_id, type_)
             request = codec.decode_request(frame)
             result = self.handlers[type_](identity, request_id, request)
         except codec.FrameError as exc:
@@ -258,6 +359,9 @@ class Broker:
             status, error, message = result
             if status in REJECTED:
                 self.bad_requests += 1
+            elif type_ == pb.SEND and not (self.sync_flush or self.sync_replication):
+                # acked at once: visible before the next request in this drain
+                self._update_visible()
             self._reply(identity, request_id, type_, status, error, message)
 
     def _reply(self, identity, request_id, type_, status, error, message) -> None:
@@ -268,37 +372,51 @@ class Broker:
         except zmq.ZMQError:
             log.debug("client %s gone; answer dropped", identity.hex())
 
-    # ------------------------------------------------------------ flush news
+    # ------------------------------------------------------------ news from other threads
     def _drain_notifications(self) -> None:
-        newest = None
         while True:
             try:
-                raw = self.notify_pull.recv(zmq.NOBLOCK)
+                kind, a, b = _NOTE.unpack(self.notify_pull.recv(zmq.NOBLOCK))
             except zmq.Again:
-                break
-            newest = _OFFSET.unpack(raw)[0]
-        if newest is not None and newest > self.flushed_offset:
-            self.flushed_offset = newest
+                return
+            if kind == b"F":
+                self.flushed_offset = max(self.flushed_offset, a)
+            elif kind == b"S":
+                self.master_confirmed = b
+
+    def _update_visible(self) -> None:
+        """Recompute the replicated and visible offsets; answer what they allow."""
+        end = self.store.dispatched_offset
+        if self.role == MASTER:
+            if self.ha is not None:
+                replicated = self.ha.replicated_offset()
+                self.replicated_offset = replicated if replicated is not None else -1
+            visible = end
             if self.sync_flush:
-                self._release_waiters()
-                self._advance_visible(newest)
+                visible = min(visible, self.flushed_offset)
+            if self.sync_replication:
+                visible = min(visible, max(0, self.replicated_offset))
+            self._release_waiters()
+        else:
+            visible = min(end, self.master_confirmed)
+        if visible > self.visible_offset:
+            self.visible_offset = visible
+            if self.pull_hold.held:
+                self._answer_pulls(self.pull_hold.take_ready(self._visible_max))
+
+    def _conditions(self) -> tuple[float, float]:
+        return (self.flushed_offset if self.sync_flush else NEVER,
+                self.replicated_offset if self.sync_replication else NEVER)
 
     def _release_waiters(self) -> None:
-        for w in self.ack_waiters.release(self.flushed_offset):
+        for w in self.ack_waiters.release(*self._conditions()):
             self._reply(w.identity, w.request_id, pb.SEND, pb.OK, "", w.response)
-
-    def _advance_visible(self, offset: int) -> None:
-        if offset <= self.visible_offset:
-            return
-        self.visible_offset = offset
-        if len(self.pull_hold.held):
-            self._answer_pulls(self.pull_hold.take_ready(self._visible_max))
 
     def _visible_max(self, topic: str, queue_id: int) -> int:
         cq = self.store.find_queue(topic, queue_id)
         return self.store.visible_max_offset(cq, self.visible_offset) if cq else 0
 
-    def _answer_pulls(self, pulls, held: bool = False) -> None:
+    def _answer_pulls(self, pulls) -> None:
         for p in pulls:
             try:
                 result = self.processors.pull(p.identity, p.request_id, p.request, held=True)
@@ -310,13 +428,17 @@ class Broker:
     # ------------------------------------------------------------ timers
     def _housekeeping(self) -> None:
         now = time.monotonic()
-        for w in self.ack_waiters.expire(now):
-            self._reply(w.identity, w.request_id, pb.SEND, pb.FLUSH_DISK_TIMEOUT,
-                        f"not flushed within sync_flush_timeout_ms "
-                        f"({self.config.sync_flush_timeout_ms} ms); the message is stored",
+        for w, status in self.ack_waiters.expire(now, *self._conditions()):
+            what = ("not flushed within sync_flush_timeout_ms "
+                    f"({self.config.sync_flush_timeout_ms} ms)") if status == pb.FLUSH_DISK_TIMEOUT \
+                else (f"not replicated to {self.config.sync_replicas} slave(s) within "
+                      f"slave_timeout_ms ({self.config.slave_timeout_ms} ms)")
+            self._reply(w.identity, w.request_id, pb.SEND, status, what + "; the message is stored",
                         w.response)
         if self.pull_hold.held:
             self._answer_pulls(self.pull_hold.take_expired(now))
+        if self.ha is not None:
+            self.ha.housekeeping(now)
         if now >= self._next_retention:
             self._next_retention = now + self.config.retention_check_interval_ms / 1000
             self._retention()

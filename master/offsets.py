@@ -32,6 +32,13 @@ class ConsumerOffsetManager:
             self._offsets[(group, topic, queue_id)] = offset
             self._dirty = True
 
+    def replace_all(self, offsets: dict[tuple[str, str, int], int]) -> None:
+        """A slave takes the master's offsets whole."""
+        with self._lock:
+            if offsets != self._offsets:
+                self._offsets = dict(offsets)
+                self._dirty = True
+
     def fetch(self, group: str, topic: str, queue_id: int) -> int:
         return self._offsets.get((group, topic, queue_id), -1)
 

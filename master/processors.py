@@ -8,7 +8,6 @@ import time
 
 from duomq.common.errors import DuomqError
 from duomq.common.names import validate_name
-from duomq.master.ack_waiters import AckWaiter
 from duomq.master.pull_hold import HeldPull
 from duomq.proto import pb
 from duomq.store import record as rec
@@ -23,6 +22,8 @@ class Processors:
     # ------------------------------------------------------------ send
     def send(self, identity: bytes, request_id: int, req: pb.SendRequest):
         b = self.broker
+        if b.role != "MASTER":
+            return pb.NOT_MASTER, b.not_writable_reason(), None
         try:
             validate_name("topic", req.topic, allow_system=True)
         except DuomqError as exc:
@@ -47,10 +48,11 @@ class Processors:
         b.appended = True
         resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=self.config.group)
         resp.physical_offsets.extend(put.physical_offsets)
-        if b.sync_flush:
-            b.ack_waiters.add(AckWaiter(put.end_offset,
-                                        time.monotonic() + self.config.sync_flush_timeout_ms / 1000,
-                                        identity, request_id, resp))
+        if b.sync_replication and not b.slaves_available():
+            return pb.SLAVE_NOT_AVAILABLE, (
+                f"stored, but fewer than sync_replicas ({self.config.sync_replicas}) in-sync "
+                f"slaves are connected to confirm it"), resp
+        if b.ack_waiter(put.end_offset, identity, request_id, resp):
             return None
         return pb.OK, "", resp
 
@@ -105,6 +107,8 @@ class Processors:
         return pb.OK, "", pb.QueryOffsetResponse(offset=off)
 
     def commit_offset(self, identity, request_id, req: pb.CommitOffsetRequest):
+        if self.broker.role != "MASTER":   # offsets live on the master; slaves only copy them
+            return pb.NOT_MASTER, self.broker.not_writable_reason(), None
         try:
             validate_name("consumer group", req.consumer_group, allow_system=True)
         except DuomqError as exc:
@@ -139,8 +143,15 @@ class Processors:
             flush=self.config.flush.value, min_physical_offset=store.commitlog.min_offset,
             max_physical_offset=store.commitlog.max_offset, flushed_offset=b.flushed_offset,
             confirmed_offset=b.visible_offset, bad_requests=b.bad_requests,
-            messages_stored=store.messages_stored,
-            clients=len(b.clients))
+            messages_stored=store.messages_stored, clients=len(b.clients),
+            epoch=b.registry.epoch if b.registry else 0,
+            master_address=(b.registry.master_address() or "") if b.registry else "",
+            replicated_offset=b.replicated_offset)
+        if b.ha is not None:
+            for link in b.ha.status():
+                resp.replicas.add(broker_id=link["broker_id"], address=link["address"],
+                                  state=link["state"], acked_offset=link["acked_offset"],
+                                  lag_bytes=link["lag_bytes"])
         for (topic, qid), cq in sorted(store.queues.items()):
             resp.queues.add(topic=topic, queue_id=qid, min_offset=cq.min_offset,
                             max_offset=store.visible_max_offset(cq, b.visible_offset))

@@ -19,6 +19,8 @@ MESSAGES = {
     pb.FETCH_OFFSET: (pb.FetchOffsetRequest, pb.FetchOffsetResponse),
     pb.HEARTBEAT: (pb.HeartbeatRequest, pb.HeartbeatResponse),
     pb.BROKER_STATUS: (pb.BrokerStatusRequest, pb.BrokerStatusResponse),
+    pb.HA_REPORT: (pb.HaReport, pb.HaTransfer),
+    pb.HA_TRANSFER: (pb.HaTransfer, pb.HaReport),
 }
 
 

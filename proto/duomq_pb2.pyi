@@ -17,6 +17,8 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FETCH_OFFSET: _ClassVar[RequestType]
     HEARTBEAT: _ClassVar[RequestType]
     BROKER_STATUS: _ClassVar[RequestType]
+    HA_REPORT: _ClassVar[RequestType]
+    HA_TRANSFER: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -50,6 +52,8 @@ COMMIT_OFFSET: RequestType
 FETCH_OFFSET: RequestType
 HEARTBEAT: RequestType
 BROKER_STATUS: RequestType
+HA_REPORT: RequestType
+HA_TRANSFER: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -245,7 +249,7 @@ class BrokerStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatusResponse(_message.Message):
-    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients")
+    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas")
     BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -259,6 +263,10 @@ class BrokerStatusResponse(_message.Message):
     BAD_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_STORED_FIELD_NUMBER: _ClassVar[int]
     CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     broker_group: str
     broker_id: int
     role: str
@@ -272,4 +280,52 @@ class BrokerStatusResponse(_message.Message):
     bad_requests: int
     messages_stored: int
     clients: int
-    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ...) -> None: ...
+    epoch: int
+    master_address: str
+    replicated_offset: int
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
+    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
+
+class ReplicaStatus(_message.Message):
+    __slots__ = ("broker_id", "address", "state", "acked_offset", "lag_bytes")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ACKED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    address: str
+    state: str
+    acked_offset: int
+    lag_bytes: int
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., acked_offset: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
+
+class HaReport(_message.Message):
+    __slots__ = ("broker_id", "max_offset", "acked_offset", "epoch", "address", "resync")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ACKED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RESYNC_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    max_offset: int
+    acked_offset: int
+    epoch: int
+    address: str
+    resync: bool
+    def __init__(self, broker_id: _Optional[int] = ..., max_offset: _Optional[int] = ..., acked_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., address: _Optional[str] = ..., resync: _Optional[bool] = ...) -> None: ...
+
+class HaTransfer(_message.Message):
+    __slots__ = ("epoch", "offset", "data", "master_max_offset", "confirmed_offset")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    offset: int
+    data: bytes
+    master_max_offset: int
+    confirmed_offset: int
+    def __init__(self, epoch: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., master_max_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ...) -> None: ...

@@ -126,6 +126,72 @@ class MessageStore:
         self.messages_stored += count
         return PutResult(qoff, offsets, end)
 
+    # ------------------------------------------------------------ replication
+    def read_raw(self, offset: int, max_bytes: int):
+        """Commit-log bytes from ``offset`` as they lie on disk, within one
+        segment, up to what is written (filler included): what a slave copies."""
+        seg = self.commitlog.mfq.find(offset)
+        if seg is None:
+            return b""
+        rel = offset - seg.base
+        n = min(max_bytes, seg.wrote - rel)
+        return seg.mm[rel:rel + n] if n > 0 else b""
+
+    def append_raw(self, offset: int, data) -> int:
+        """A slave's write: the master's bytes at the same offset (byte-identical
+        logs). ``offset`` must be this log's end. Returns the new end."""
+        end = self.commitlog.max_offset
+        if offset != end:
+            raise ValueError(f"replicated chunk at {offset} but the log ends at {end}")
+        mfq = self.commitlog.mfq
+        view = memoryview(data)
+        pos = offset
+        while view:
+            seg = mfq.ensure(pos)
+            rel = pos - seg.base
+            n = min(len(view), seg.size - rel)
+            seg.write(view[:n], rel)
+            seg.wrote = rel + n
+            view = view[n:]
+            pos += n
+        return pos
+
+    def dispatch(self) -> int:
+        """Build consume-queue entries for complete records past
+        ``dispatched_offset`` (RocketMQ's reput); every record is checked.
+        Returns how many records were dispatched."""
+        mfq = self.commitlog.mfq
+        pos, end, n = self.dispatched_offset, self.commitlog.max_offset, 0
+        header = rec.HEADER
+        while pos < end:
+            seg = mfq.find(pos)
+            if seg is None:
+                break
+            rel = pos - seg.base
+            if seg.size - rel < rec.BLANK.size:       # too small for a filler: segment end
+                pos = seg.end
+                continue
+            arrived = seg.wrote - rel
+            if arrived < rec.BLANK.size:
+                break
+            size, magic = rec.SIZE_MAGIC.unpack_from(seg.mm, rel)
+            if magic in (rec.RECORD_MAGIC, rec.BLANK_MAGIC) and 0 < size and arrived < size:
+                break                                  # the rest has not arrived yet
+            size = rec.check_record(seg.mm, rel, seg.wrote)   # raises on a damaged record
+            if size == -1:
+                pos = seg.end
+                continue
+            h = header.unpack_from(seg.mm, rel)
+            p = rel + rec.HEADER_SIZE
+            topic = str(seg.mm[p:p + h[10]], "utf-8")
+            tags = seg.mm[p + h[10]:p + h[10] + h[11]]
+            self.consume_queue(topic, h[3]).put_entry(h[4], pos, size, rec.tag_hash(tags))
+            pos += size
+            n += 1
+        self.dispatched_offset = pos
+        self.messages_stored += n
+        return n
+
     # ------------------------------------------------------------ read
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int,
                      max_bytes: int, visible_end: int) -> GetResult:

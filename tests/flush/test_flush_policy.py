@@ -1,5 +1,5 @@
 from duomq.flush.services import PAGE, should_flush
-from duomq.master.ack_waiters import AckWaiter, AckWaiters
+from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
 from duomq.master.pull_hold import HeldPull, PullRequestHoldService
 from duomq.proto import pb
 
@@ -15,11 +15,24 @@ def test_async_flush_waits_for_enough_dirty_pages():
 def test_one_flush_releases_every_covered_waiter_in_order():
     w = AckWaiters()
     for end in (100, 200, 300):
-        w.add(AckWaiter(end, 10.0 + end, b"id", end, None))
-    assert [x.end_offset for x in w.release(250)] == [100, 200]
+        w.add(AckWaiter(end, 10.0 + end, NEVER, b"id", end, None))
+    assert [x.end_offset for x in w.release(250, NEVER)] == [100, 200]
     assert len(w) == 1
-    assert [x.end_offset for x in w.expire(400.0)] == [300]
-    assert w.next_deadline() is None
+    assert w.expire(309.0, 250, NEVER) == []
+    assert [(x.end_offset, s) for x, s in w.expire(310.0, 250, NEVER)] == \
+        [(300, pb.FLUSH_DISK_TIMEOUT)]
+
+
+def test_sync_replication_needs_both_conditions_and_names_the_missing_one():
+    w = AckWaiters()
+    w.add(AckWaiter(100, 5.0, 3.0, b"a", 1, None))
+    w.add(AckWaiter(200, 6.0, 4.0, b"b", 2, None))
+    assert w.release(150, 50) == []                     # flushed, not replicated
+    assert [x.request_id for x in w.release(150, 120)] == [1]
+    expired = w.expire(4.5, 250, 150)                   # flushed in time, slave late
+    assert [(x.request_id, s) for x, s in expired] == [(2, pb.FLUSH_SLAVE_TIMEOUT)]
+    w.add(AckWaiter(300, 7.0, 9.0, b"c", 3, None))
+    assert [(x.request_id, s) for x, s in w.expire(7.5, 250, 400)] == [(3, pb.FLUSH_DISK_TIMEOUT)]
 
 
 def test_held_pulls_wake_on_data_and_expire():
@@ -31,3 +44,17 @@ def test_held_pulls_wake_on_data_and_expire():
     assert [p.request_id for p in ready] == [1]
     assert [p.request_id for p in h.take_expired(25.0)] == [2]
     assert len(h) == 0
+
+
+def test_confirmed_offset_and_link_states():
+    from duomq.replication.protocol import HaState, confirmed_offset, in_sync, next_state
+    assert confirmed_offset([500, 300, 900], 1) == 900
+    assert confirmed_offset([500, 300, 900], 2) == 500
+    assert confirmed_offset([500], 2) is None
+    assert in_sync(100, 200, 100) and not in_sync(99, 200, 100)
+    s = HaState.READY
+    for event, expected in [("report", HaState.HANDSHAKE), ("sent", HaState.TRANSFER),
+                            ("silence", HaState.SUSPEND), ("report", HaState.TRANSFER),
+                            ("timeout", HaState.SHUTDOWN), ("report", HaState.SHUTDOWN)]:
+        s = next_state(s, event)
+        assert s is expected

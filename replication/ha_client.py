@@ -1,0 +1,122 @@
+"""The slave side of replication: a thread with its own DEALER socket to the
+master's HA port. It reports its max offset, applies each chunk at its log's
+end (byte-identical), builds consume queues, fsyncs first under SYNC_FLUSH,
+and reports again. A silent link (``ha_housekeeping_ms``) is dropped and
+re-dialled with backoff; so is a master that changes address."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+import zmq
+
+from duomq.common.config import FlushDiskType
+from duomq.common.service import ServiceThread
+from duomq.proto import PROTOCOL_VERSION, codec, pb
+
+log = logging.getLogger(__name__)
+MAX_BACKOFF_S = 5.0
+
+
+class HAClient(ServiceThread):
+    name = "ha-client"
+
+    def __init__(self, store, config, master_ha_address: Callable[[], str | None],
+                 on_progress: Callable[[int, int], None], ctx: zmq.Context):
+        super().__init__()
+        self.store = store
+        self.config = config
+        self.master_ha_address = master_ha_address   # from ZooKeeper; None while unknown
+        self.on_progress = on_progress               # (dispatched offset, master confirmed)
+        self.ctx = ctx
+        self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
+        self.master_confirmed = 0
+        self.master_max = 0
+        self.epoch = 0
+        self.connected_to: str | None = None
+        self.last_heard = 0.0
+        self.bytes_applied = 0
+
+    def acked_offset(self) -> int:
+        if self.sync_flush:
+            return self.store.commitlog.mfq.flushed_offset()
+        return self.store.commitlog.max_offset
+
+    # ------------------------------------------------------------ loop
+    def run(self) -> None:
+        backoff = 0.1
+        while not self.stopped:
+            address = self.master_ha_address()
+            if not address:
+                self.wait_for_running(0.2)
+                continue
+            try:
+                self._follow(address)
+                backoff = 0.1
+            except Exception:
+                log.exception("replication from %s failed", address)
+            if not self.stopped:
+                self.wait_for_running(backoff)
+                backoff = min(MAX_BACKOFF_S, backoff * 2)
+
+    def _follow(self, address: str) -> None:
+        cfg = self.config
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 64)
+        sock.connect(address)
+        self.connected_to = address
+        log.info("replicating from %s (local end %d)", address, self.store.commitlog.max_offset)
+        try:
+            self._report(sock, resync=True)
+            last_report = time.monotonic()
+            self.last_heard = time.monotonic()
+            while not self.stopped:
+                if self.master_ha_address() != address:
+                    log.info("master moved: leaving %s", address)
+                    return
+                if sock.poll(100):
+                    resync = self._apply(sock.recv())
+                    self.last_heard = time.monotonic()
+                    self._report(sock, resync=resync)
+                    last_report = time.monotonic()
+                now = time.monotonic()
+                if now - self.last_heard > cfg.ha_housekeeping_ms / 1000:
+                    log.warning("replication link to %s silent for %.1f s: re-dialling", address,
+                                now - self.last_heard)
+                    return
+                if now - last_report >= cfg.ha_heartbeat_ms / 1000:
+                    self._report(sock)
+                    last_report = now
+        finally:
+            self.connected_to = None
+            sock.close(linger=0)
+
+    def _apply(self, raw: bytes) -> bool:
+        """Apply one transfer; True when it did not start at our end (resync)."""
+        frame = codec.decode_frame(raw)
+        msg = codec.decode_request(frame)
+        self.epoch = max(self.epoch, msg.epoch)
+        self.master_max = msg.master_max_offset
+        end = self.store.commitlog.max_offset
+        if msg.data:
+            if msg.offset != end:
+                return True
+            self.store.append_raw(msg.offset, msg.data)
+            self.store.dispatch()
+            self.bytes_applied += len(msg.data)
+            if self.sync_flush:
+                self.store.commitlog.flush()
+        self.master_confirmed = msg.confirmed_offset
+        self.on_progress(self.store.dispatched_offset, self.master_confirmed)
+        return False
+
+    def _report(self, sock, resync: bool = False) -> None:
+        report = pb.HaReport(broker_id=self.config.broker_id,
+                             max_offset=self.store.commitlog.max_offset,
+                             acked_offset=self.acked_offset(), epoch=self.epoch,
+                             address=self.config.address, resync=resync)
+        sock.send(pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_REPORT,
+                           payload=report.SerializeToString()).SerializeToString())

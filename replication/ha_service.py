@@ -1,0 +1,132 @@
+"""The master side of replication. The broker's serving thread owns the HA
+ROUTER socket and calls ``on_message``, ``pump`` and ``housekeeping``; no
+other thread touches this state."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import zmq
+
+from duomq.proto import PROTOCOL_VERSION, codec, pb
+from duomq.replication.protocol import HaState, confirmed_offset, in_sync, next_state
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class HAConnection:
+    identity: bytes
+    broker_id: int = -1
+    address: str = ""
+    state: HaState = HaState.READY
+    max_offset: int = 0          # slave's log end, as last reported
+    acked_offset: int = 0        # held durably by the slave (its flush mode)
+    sent_offset: int = 0         # next byte to send
+    last_heard: float = 0.0
+    last_sent: float = 0.0
+    bytes_sent: int = field(default=0)
+
+
+class HAService:
+    def __init__(self, store, config, socket: zmq.Socket, epoch_fn, confirmed_fn):
+        self.store = store
+        self.config = config
+        self.socket = socket
+        self.epoch_fn = epoch_fn            # the master's current epoch
+        self.confirmed_fn = confirmed_fn    # what consumers may see (sent to slaves)
+        self.links: dict[bytes, HAConnection] = {}
+
+    # ------------------------------------------------------------ inbound
+    def on_message(self, identity: bytes, data: bytes, now: float) -> bool:
+        """Handle a slave's report; True if an acknowledged offset moved."""
+        try:
+            frame = codec.decode_frame(data)
+            if frame.type != pb.HA_REPORT:
+                raise codec.FrameError(pb.BAD_REQUEST, f"unexpected type {frame.type} on HA socket")
+            report = codec.decode_request(frame)
+        except codec.FrameError as exc:
+            log.warning("bad replication frame from %s: %s", identity.hex(), exc)
+            return False
+        link = self.links.get(identity)
+        if link is None:
+            link = self.links[identity] = HAConnection(identity)
+        before = link.acked_offset
+        link.broker_id, link.address = report.broker_id, report.address
+        link.last_heard = now
+        end = self.store.commitlog.max_offset
+        if report.max_offset > end:
+            # the slave holds more than we do: it must truncate before it follows
+            # (an old master rejoining); nothing is sent until it does
+            log.warning("slave %d reports %d past our end %d", report.broker_id,
+                        report.max_offset, end)
+        if link.state in (HaState.READY, HaState.SUSPEND) or report.resync:
+            link.sent_offset = report.max_offset       # (re)start where the slave is
+        link.sent_offset = max(link.sent_offset, report.max_offset)
+        link.max_offset = report.max_offset
+        link.acked_offset = report.acked_offset
+        link.state = next_state(link.state, "report")
+        return link.acked_offset != before
+
+    # ------------------------------------------------------------ outbound
+    def pump(self, now: float) -> None:
+        """Send what each slave lacks, up to the window."""
+        cfg = self.config
+        end = self.store.commitlog.max_offset
+        for link in self.links.values():
+            if link.state not in (HaState.HANDSHAKE, HaState.TRANSFER):
+                continue
+            while link.sent_offset < end and \
+                    link.sent_offset - link.acked_offset < cfg.ha_window_bytes:
+                data = self.store.read_raw(link.sent_offset, cfg.ha_transfer_batch_bytes)
+                if not data or not self._send(link, bytes(data), end, now):
+                    break
+                link.sent_offset += len(data)
+                link.bytes_sent += len(data)
+                link.state = next_state(link.state, "sent")
+            if now - link.last_sent >= cfg.ha_heartbeat_ms / 1000:
+                self._send(link, b"", end, now)
+
+    def _send(self, link: HAConnection, data: bytes, end: int, now: float) -> bool:
+        msg = pb.HaTransfer(epoch=self.epoch_fn(), offset=link.sent_offset, data=data,
+                            master_max_offset=end, confirmed_offset=self.confirmed_fn())
+        frame = pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_TRANSFER,
+                         payload=msg.SerializeToString()).SerializeToString()
+        try:   # the socket is ROUTER_MANDATORY: a full or gone peer raises, never drops
+            self.socket.send_multipart([link.identity, frame], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return False   # resumed on the slave's next report
+        link.last_sent = now
+        return True
+
+    def housekeeping(self, now: float) -> None:
+        cfg = self.config
+        for identity, link in list(self.links.items()):
+            silent = now - link.last_heard
+            if silent > cfg.ha_housekeeping_ms / 1000:
+                log.warning("replication link to slave %d silent for %.1f s: dropped",
+                            link.broker_id, silent)
+                del self.links[identity]
+            elif silent > 3 * cfg.ha_heartbeat_ms / 1000:
+                link.state = next_state(link.state, "silence")
+
+    # ------------------------------------------------------------ derived
+    def in_sync_acked(self) -> list[int]:
+        end = self.store.commitlog.max_offset
+        return [link.acked_offset for link in self.links.values()
+                if link.state is HaState.TRANSFER
+                and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)]
+
+    def replicated_offset(self) -> int | None:
+        """Offset held by ``sync_replicas`` in-sync slaves (None: too few)."""
+        return confirmed_offset(self.in_sync_acked(), self.config.sync_replicas)
+
+    def slaves_available(self) -> bool:
+        return len(self.in_sync_acked()) >= self.config.sync_replicas
+
+    def status(self) -> list[dict]:
+        end = self.store.commitlog.max_offset
+        return [{"broker_id": l.broker_id, "address": l.address, "state": l.state.value,
+                 "max_offset": l.max_offset, "acked_offset": l.acked_offset,
+                 "lag_bytes": end - l.acked_offset} for l in self.links.values()]

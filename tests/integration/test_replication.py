@@ -1,0 +1,126 @@
+"""Master and slave as real processes: byte-identical logs, read-only slave
+pulls, SYNC acks that never lie, offsets copied to the slave."""
+
+import filecmp
+import os
+import time
+
+import pytest
+
+from duomq.client import Message, Producer, PullConsumer, SendStatus
+from duomq.client.remoting import RemotingClient
+from duomq.common.message import MessageQueue
+from duomq.proto import pb
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for(cond, timeout_s=20, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def status(remoting, broker):
+    st, err, resp = remoting.call(broker.address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)
+    assert st == pb.OK, err
+    return resp
+
+
+def pull(remoting, broker, topic, qid, offset, n=1000, group="g"):
+    return remoting.call(broker.address, pb.PULL, pb.PullRequest(
+        consumer_group=group, topic=topic, queue_id=qid, queue_offset=offset, max_messages=n), 5)
+
+
+def segments(broker):
+    d = os.path.join(broker.data_dir, "store", "commitlog")
+    return sorted(os.listdir(d)), d
+
+
+@pytest.fixture
+def remoting():
+    r = RemotingClient("test-io")
+    yield r
+    r.close()
+
+
+def test_async_slave_holds_a_byte_identical_log_and_serves_reads(local_cluster, small_store,
+                                                                 remoting):
+    master = local_cluster.add_broker("broker-a", 0, **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, **small_store)
+    local_cluster.create_topic("Copied", queues=2)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        for i in range(60):
+            assert p.send_batch([Message("Copied", b"m%03d-%03d" % (i, k) * 40, tags="t")
+                                 for k in range(100)]).ok
+    m_end = status(remoting, master).max_physical_offset
+    assert m_end > 2 * (1 << 20)                     # several 1 MiB segments
+    wait_for(lambda: status(remoting, slave).max_physical_offset == m_end, what="the slave")
+    s_status = status(remoting, slave)
+    assert s_status.role == "SLAVE" and s_status.master_address == master.address
+    (m_names, m_dir), (s_names, s_dir) = segments(master), segments(slave)
+    assert m_names == s_names
+    assert all(filecmp.cmp(os.path.join(m_dir, n), os.path.join(s_dir, n), shallow=False)
+               for n in m_names)
+    # reads from the slave give what the master gives
+    for qid in (0, 1):
+        a, b = pull(remoting, master, "Copied", qid, 0), pull(remoting, slave, "Copied", qid, 0)
+        assert a[0] == b[0] == pb.OK and a[2].records == b[2].records
+    # writes and offset commits are the master's
+    st, err, _ = remoting.call(slave.address, pb.SEND, pb.SendRequest(topic="Copied", count=1,
+                                                                     records=b""), 5)
+    assert st == pb.NOT_MASTER and master.address in err
+    st, err, _ = remoting.call(slave.address, pb.COMMIT_OFFSET, pb.CommitOffsetRequest(
+        consumer_group="g", offsets=[pb.QueueOffset(topic="Copied", queue_id=0, offset=5)]), 5)
+    assert st == pb.NOT_MASTER
+    m_status = status(remoting, master)
+    assert [r.broker_id for r in m_status.replicas] == [1]
+    assert m_status.replicas[0].state == "TRANSFER"
+
+
+def test_slave_copies_consumer_offsets_from_the_master(local_cluster, small_store, remoting):
+    local_cluster.add_broker("broker-a", 0, offset_persist_interval_ms=200, **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, offset_persist_interval_ms=200, **small_store)
+    local_cluster.create_topic("Offsets", queues=1)
+    mq = MessageQueue("Offsets", "broker-a", 0)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
+            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="copied") as c:
+        p.send_batch([Message("Offsets", b"x")] * 10)
+        c.commit({mq: 7})
+        wait_for(lambda: any(o.consumer_group == "copied" and o.offset == 7
+                             for o in status(remoting, slave).group_offsets),
+                 what="the slave to copy the offset")
+
+
+@pytest.mark.slow
+def test_sync_replication_never_acks_without_the_slave(local_cluster, small_store, remoting):
+    settings = dict(flush="SYNC_FLUSH", replication="SYNC", slave_timeout_ms=500,
+                    sync_flush_timeout_ms=1000, **small_store)
+    master = local_cluster.add_broker("broker-a", 0, **settings)
+    slave = local_cluster.add_broker("broker-a", 1, **settings)
+    local_cluster.create_topic("Safe", queues=1)
+    mq = MessageQueue("Safe", "broker-a", 0)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=4000,
+                  retry_times_when_send_failed=0) as p, \
+            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+        wait_for(lambda: len(status(remoting, master).replicas) == 1, what="the slave link")
+        wait_for(lambda: p.send(Message("Safe", b"probe")).ok, what="SYNC acks")
+        ok = [p.send(Message("Safe", b"ok %d" % i)) for i in range(20)]
+        assert all(r.status is SendStatus.SEND_OK for r in ok)
+        visible = c.max_offset(mq)
+        slave.kill()                                   # kill -9 the slave
+        degraded = [p.send(Message("Safe", b"degraded %d" % i)) for i in range(10)]
+        assert {r.status for r in degraded} <= {SendStatus.FLUSH_SLAVE_TIMEOUT,
+                                                SendStatus.SLAVE_NOT_AVAILABLE}
+        assert SendStatus.SLAVE_NOT_AVAILABLE in {r.status for r in degraded}
+        # consumers do not see what no slave confirmed
+        assert c.max_offset(mq) == visible
+        slave.start()                                  # it returns, catches up, acks resume
+        wait_for(lambda: p.send(Message("Safe", b"again")).ok, what="SYNC acks to resume")
+        assert c.max_offset(mq) > visible + 10          # the degraded ones are visible now
+        got = c.pull(mq, 0, 1000).messages
+        bodies = [m.body for m in got]
+        assert all(b"degraded %d" % i in bodies for i in range(10))
