@@ -8,7 +8,9 @@ ASYNC_FLUSH and SYNC_FLUSH: one JSON line per figure.
   e2e_latency       consumer subscribed first; 2,000 msg/s for 10 s; first 1 s dropped
 
 BENCH_QUICK=1: a one-minute subset (fewer messages, 100 B only, 3 s latency run).
-Knobs: SIZES="100 1024", FLUSHES="ASYNC_FLUSH SYNC_FLUSH", N_SYNC, N_BACKLOG, LAT_SECS,
+Modes: ASYNC_FLUSH and SYNC_FLUSH on a lone master, then a master and a slave with
+ASYNC replication + ASYNC_FLUSH and SYNC replication + SYNC_FLUSH.
+Knobs: SIZES="100 1024", MODES="ASYNC_FLUSH/NONE SYNC_FLUSH/SYNC ...", N_SYNC, N_BACKLOG, LAT_SECS,
 BROKER_SETTINGS (JSON of broker config fields).
 """
 
@@ -27,7 +29,9 @@ from duomq.dev.zookeeper import launch
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 SIZES = [int(s) for s in os.environ.get("SIZES", "100" if QUICK else "100 1024").split()]
-FLUSHES = os.environ.get("FLUSHES", "ASYNC_FLUSH SYNC_FLUSH").split()
+# flush/replication pairs; a replicated mode runs a master and one slave
+MODES = [tuple(m.split("/")) for m in os.environ.get(
+    "MODES", "ASYNC_FLUSH/NONE SYNC_FLUSH/NONE ASYNC_FLUSH/ASYNC SYNC_FLUSH/SYNC").split()]
 N_SYNC = int(os.environ.get("N_SYNC", 3000 if QUICK else 20000))
 N_BACKLOG = int(os.environ.get("N_BACKLOG", 50000 if QUICK else 200000))
 LAT_RATE = int(os.environ.get("LAT_RATE", 2000))
@@ -58,10 +62,15 @@ def emit(**fields):
     print(json.dumps(fields), flush=True)
 
 
-def run_mode(zk, flush: str, size: int, base: str) -> None:
-    cluster = LocalCluster(zk, f"Bench{os.getpid()}{flush[:1]}{size}", os.path.join(base, f"{flush}-{size}"))
-    cluster.add_broker("broker-a", flush=flush, **BROKER_SETTINGS)
-    common = {"flush": flush, "replication": "NONE", "body_bytes": size}
+def run_mode(zk, flush: str, replication: str, size: int, base: str) -> None:
+    name = f"{flush}-{replication}-{size}"
+    cluster = LocalCluster(zk, f"Bench{os.getpid()}{flush[:1]}{replication[:1]}{size}",
+                           os.path.join(base, name))
+    repl = "ASYNC" if replication == "NONE" else replication
+    cluster.add_broker("broker-a", 0, flush=flush, replication=repl, **BROKER_SETTINGS)
+    if replication != "NONE":
+        cluster.add_broker("broker-a", 1, flush=flush, replication=repl, **BROKER_SETTINGS)
+    common = {"flush": flush, "replication": replication, "body_bytes": size}
     ep = ["--zookeeper", zk, "--cluster", cluster.cluster]
     try:
         for topic in ("Sync1", "Backlog", "Latency"):
@@ -98,9 +107,9 @@ def main() -> int:
     base = tempfile.mkdtemp(prefix="duomq-bench-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
     t0 = time.monotonic()
     try:
-        for flush in FLUSHES:
+        for flush, replication in MODES:
             for size in SIZES:
-                run_mode(zk.connect, flush, size, base)
+                run_mode(zk.connect, flush, replication, size, base)
     finally:
         zk.stop()
         subprocess.run(["rm", "-rf", base])

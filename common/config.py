@@ -86,6 +86,9 @@ class BrokerConfig:
     ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often
     ha_transfer_batch_bytes: int = 1 * MIB   # largest chunk sent to a slave
     ha_window_bytes: int = 8 * MIB           # most bytes in flight to one slave
+    allow_lagging_promotion: bool = False    # may a slave outside the in-sync set take over?
+    election_settle_ms: int = 300            # after the master vanishes, wait this long for
+                                             # peers to publish their offsets, then elect
     # --- serving
     long_polling_timeout_ms: int = 15_000    # longest a pull is held waiting for messages
     max_pull_messages: int = 1024            # most records one pull answer carries

@@ -31,6 +31,12 @@ class ZkPaths:
     def master(self, group: str) -> str:
         return f"{self.broker_group(group)}/master"
 
+    def isr(self, group: str) -> str:
+        return f"{self.broker_group(group)}/isr"
+
+    def switchover(self, group: str) -> str:
+        return f"{self.broker_group(group)}/switchover"
+
     def epochs(self, group: str) -> str:
         return f"{self.broker_group(group)}/epochs"
 

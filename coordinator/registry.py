@@ -1,12 +1,8 @@
-"""A broker's presence in ZooKeeper: its member node, the group's master node
-with an epoch (when it is master), and a route node per topic it hosts (the
-master publishes them). Follows topic and master changes through watches and
-re-registers after a session loss.
-
-The role at start (``initial_role``): follow a live master; with none, broker
-0 claims the master and any other broker waits as a slave for one to appear.
-Elections of an in-sync slave replace the second half with failover.
-"""
+"""A broker's presence in ZooKeeper: its member node (address, role, epoch,
+offsets), a watch on the group's master node, and, while it is master, a
+route node per topic it hosts. Follows topic changes through watches and
+re-registers after a session loss. The role itself is decided by
+``ha_controller.HaController``."""
 
 from __future__ import annotations
 
@@ -18,7 +14,6 @@ from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from duomq.common.errors import ConfigError
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicConfig
 from duomq.coordinator.zk import dumps, loads
@@ -26,13 +21,6 @@ from duomq.coordinator.zk import dumps, loads
 log = logging.getLogger(__name__)
 MASTER = "MASTER"
 SLAVE = "SLAVE"
-
-
-def initial_role(master: dict | None, broker_id: int) -> str:
-    """Pure: the role a starting broker takes, given the master node's data."""
-    if master and master.get("broker_id") != broker_id:
-        return SLAVE
-    return MASTER if broker_id == 0 else SLAVE
 
 
 class BrokerRegistry:
@@ -44,6 +32,7 @@ class BrokerRegistry:
         self.max_offset = max_offset
         self.epoch = 0
         self.role = SLAVE
+        self.stepping_down = False       # a master handing over (planned switchover)
         self.master: dict = {}           # the master node's data (any role)
         # topic -> queue count for this group; replaced whole, read by the serving thread
         self.topics: dict[str, int] = {}
@@ -55,40 +44,31 @@ class BrokerRegistry:
         self.session_ok = threading.Event()
 
     # ------------------------------------------------------------ register
-    def register(self) -> str:
-        """Register and take a role; returns MASTER or SLAVE."""
+    def register(self) -> None:
         cfg, p = self.config, self.paths
         for path in (p.members(cfg.group), p.epochs(cfg.group), p.topics, p.routes,
                      p.consumer_groups):
             self.zk.ensure_path(path)
         self._clear_stale_self()
-        try:
-            current = loads(self.zk.get(p.master(cfg.group))[0])
-        except NoNodeError:
-            current = None
-        self.role = initial_role(current, cfg.broker_id)
-        if self.role == MASTER:
-            self._claim_master()
         self.zk.create(p.member(cfg.group, cfg.broker_id), dumps(self.info()), ephemeral=True)
         self.session_ok.set()
         self.zk.add_listener(self._on_state)
         DataWatch(self.zk, p.master(cfg.group), self._on_master)
         ChildrenWatch(self.zk, p.topics, self._on_topics)
-        return self.role
 
     def _on_master(self, data, stat):
         if self._closed:
             return False
         self.master = loads(data) if data else {}
-        if self.role == SLAVE:
-            self.epoch = int(self.master.get("epoch", self.epoch))
         return True
 
     def master_address(self) -> str | None:
         return self.master.get("address")
 
     def master_ha_address(self) -> str | None:
-        return self.master.get("ha_address") if self.role == SLAVE else None
+        if self.role == MASTER or self.master.get("broker_id") == self.config.broker_id:
+            return None
+        return self.master.get("ha_address")
 
     def _clear_stale_self(self) -> None:
         """A broker restarted after kill -9 finds the ephemeral nodes of its own
@@ -108,36 +88,24 @@ class BrokerRegistry:
                 except NoNodeError:
                     pass
 
-    def _claim_master(self) -> None:
-        cfg, p = self.config, self.paths
-        epochs = self.zk.get_children(p.epochs(cfg.group))
-        last = max((int(e) for e in epochs if e.isdigit()), default=0)
-        try:
-            raw, _ = self.zk.get(p.master(cfg.group))
-            holder = loads(raw)
-            if holder.get("broker_id") != cfg.broker_id:
-                raise ConfigError(
-                    f"broker group {cfg.group!r} already has a live master (broker "
-                    f"{holder.get('broker_id')} at {holder.get('address')})")
-        except NoNodeError:
-            pass
-        self.epoch = last + 1
-        tx = self.zk.transaction()
-        tx.create(p.epoch(cfg.group, self.epoch),
-                  dumps({"broker_id": cfg.broker_id, "start_offset": self.max_offset()}))
-        tx.create(p.master(cfg.group), dumps({"broker_id": cfg.broker_id, "epoch": self.epoch,
-                                              "address": cfg.address,
-                                              "ha_address": cfg.ha_address}), ephemeral=True)
-        results = tx.commit()
-        for r in results:
-            if isinstance(r, NodeExistsError):
-                raise ConfigError(f"broker group {cfg.group!r} already has a live master")
-            if isinstance(r, Exception):
-                raise r
-        log.info("master of %s at epoch %d", cfg.group, self.epoch)
-
     def info(self) -> dict:
-        return {**self.member_info(), "epoch": self.epoch, "role": self.role}
+        return {**self.member_info(), "epoch": self.epoch, "role": self.role,
+                "stepping_down": self.stepping_down}
+
+    def publish_routes(self) -> None:
+        """As the new master: publish a route for every topic this group hosts."""
+        with self._lock:
+            for name, cfg in self.topic_configs.items():
+                n = cfg.queues.get(self.config.group, 0)
+                if n:
+                    self._publish_route(cfg, n)
+
+    def remove_routes(self) -> None:
+        for name in list(self.topics):
+            try:
+                self._remove_route(name)
+            except Exception:   # gone with a lost session anyway
+                pass
 
     def update_info(self) -> None:
         try:
@@ -229,8 +197,6 @@ class BrokerRegistry:
 
     def _reregister(self):
         try:
-            if self.role == MASTER:
-                self._claim_master()
             self.zk.create(self.paths.member(self.config.group, self.config.broker_id),
                            dumps(self.info()), ephemeral=True)
             with self._lock:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+from kazoo.exceptions import NoNodeError
+
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicAdmin
@@ -24,16 +26,30 @@ def log_tail(path: str, lines: int = 80) -> str:
         return ""
 
 
+def has_role(zk, paths: ZkPaths, group: str, info: dict) -> bool:
+    """A member serves once it is the master, or a slave following the
+    current master's epoch."""
+    try:
+        master = zkutil.loads(zk.get(paths.master(group))[0])
+    except NoNodeError:
+        return False
+    if info.get("role") == "MASTER":
+        return master.get("broker_id") == info.get("broker_id")
+    return info.get("role") == "SLAVE" and info.get("epoch") == master.get("epoch")
+
+
 def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pid: int,
                     alive, log_path: str, timeout_s: float = 30) -> None:
-    """Wait until the broker process ``pid`` holds its member node in ZooKeeper;
-    fail early, with its log, if ``alive()`` turns false."""
+    """Wait until the broker process ``pid`` holds its member node in ZooKeeper
+    and has its role; fail early, with its log, if ``alive()`` turns false."""
     zk = zkutil.connect(zookeeper)
-    path = ZkPaths(cluster).member(group, broker_id)
+    paths = ZkPaths(cluster)
+    path = paths.member(group, broker_id)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
-            if zk.exists(path) is not None and zkutil.loads(zk.get(path)[0]).get("pid") == pid:
+            info = zkutil.loads(zk.get(path)[0]) if zk.exists(path) is not None else {}
+            if info.get("pid") == pid and has_role(zk, paths, group, info):
                 return
             if not alive():
                 raise RuntimeError(f"broker {group}/{broker_id} exited; log {log_path}:\n"

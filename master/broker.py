@@ -29,6 +29,7 @@ from duomq import __version__
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.service import ServiceThread
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import MASTER, SLAVE, BrokerRegistry
 from duomq.flush import CheckpointService, make_flush_service
 from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
@@ -75,10 +76,10 @@ class LoopNotifier:
         sock.send(_NOTE.pack(kind, a, b))
 
     def flushed(self, offset: int) -> None:
-        self.post(b"F", offset)
+        self.post(b"f", offset)
 
     def slave_progress(self, dispatched: int, confirmed: int) -> None:
-        self.post(b"S", dispatched, confirmed)
+        self.post(b"s", dispatched, confirmed)
 
     def close(self):
         with self._lock:
@@ -142,6 +143,9 @@ class Broker:
         self.registry: BrokerRegistry | None = None
         self.ha: HAService | None = None
         self.ha_client: HAClient | None = None
+        self.synchronizer: SlaveSynchronizer | None = None
+        self.controller: HaController | None = None
+        self.draining = False            # a master handing over: no new writes
         self._stop = threading.Event()
         self.processors = Processors(self)
         self.handlers = {
@@ -185,26 +189,99 @@ class Broker:
         self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms)
         self.registry = BrokerRegistry(self.zk, cfg, self.member_info,
                                        lambda: self.store.commitlog.max_offset)
-        self.role = self.registry.register()
+        self.registry.epoch = self.store.epoch_file.read()
+        self.registry.register()
         self._services = [self.flush_service,
                           CheckpointService(self.store, cfg.checkpoint_interval_ms),
                           OffsetPersistService(self.offsets, cfg.offset_persist_interval_ms),
                           MemberInfoService(self.registry)]
-        if self.role == MASTER:
-            self.ha = HAService(self.store, cfg, self.ha_router, lambda: self.registry.epoch,
-                                lambda: self.visible_offset)
-        else:
-            self.ha_client = HAClient(self.store, cfg, self.registry.master_ha_address,
-                                      self.notifier.slave_progress, self.ctx)
-            self._services += [self.ha_client,
-                               SlaveSynchronizer(self.offsets, self.registry.master_address,
-                                                 cfg.offset_persist_interval_ms)]
         for s in self._services:
             s.start()
+        self.controller = HaController(self.zk, cfg, self.registry,
+                                       lambda: self.store.commitlog.max_offset,
+                                       self.store.epoch_file.read, self.notifier.post)
+        self.controller.start()
         self._update_visible()
-        log.info("broker %s/%d serving at %s as %s (%s, %s replication, pid %d)", cfg.group,
-                 cfg.broker_id, cfg.address, self.role, cfg.flush.value, cfg.replication.value,
+        log.info("broker %s/%d serving at %s (%s, %s replication, pid %d); role from ZooKeeper",
+                 cfg.group, cfg.broker_id, cfg.address, cfg.flush.value, cfg.replication.value,
                  os.getpid())
+
+    # ------------------------------------------------------------ role changes (serving thread)
+    def _promote(self, epoch: int) -> None:
+        """Become master at ``epoch``: stop following, own the log, stream to slaves."""
+        self._stop_following()
+        self.store.dispatch()
+        self.flushed_offset = self.store.commitlog.flush()
+        self.store.epoch_file.write(epoch)
+        self.registry.epoch = epoch
+        self.role = MASTER
+        self.draining = False
+        self.replicated_offset = -1
+        self.ha = HAService(self.store, self.config, self.ha_router, lambda: self.registry.epoch,
+                            lambda: self.visible_offset)
+        self.registry.publish_routes()
+        self.registry.update_info()
+        log.info("serving as MASTER of %s at epoch %d from offset %d", self.config.group, epoch,
+                 self.store.commitlog.max_offset)
+
+    def _demote(self, why: str) -> None:
+        """Stop acking writes now; follow whoever is master next (an ``F`` event)."""
+        if self.role != MASTER:
+            return
+        self.role = SLAVE
+        self.ha = None
+        self.draining = False
+        for w in self.ack_waiters.drain():
+            self._reply(w.identity, w.request_id, pb.SEND, pb.FLUSH_SLAVE_TIMEOUT,
+                        f"the master stepped down ({why}) before this send was confirmed; it is "
+                        f"stored here but may be lost", w.response)
+        self.registry.remove_routes()
+        log.warning("serving as SLAVE: %s", why)
+
+    def _follow(self, epoch: int, cut: int) -> None:
+        """Follow the master of ``epoch``: truncate what the group does not share, then replicate."""
+        if self.role == MASTER:
+            self._demote(f"broker of epoch {epoch} is master")
+        self._stop_following()
+        end = self.store.commitlog.max_offset
+        if cut < end:
+            removed, records = self.store.truncate_to(cut)
+            log.warning("truncated %d bytes (%d records) past offset %d that the master of "
+                        "epoch %d does not hold", removed, records, cut, epoch)
+            self.visible_offset = min(self.visible_offset, cut)
+            self.flushed_offset = min(self.flushed_offset, cut)
+        self.store.epoch_file.write(epoch)
+        self.registry.epoch = epoch
+        self.registry.stepping_down = False
+        self.master_confirmed = min(self.master_confirmed, self.store.commitlog.max_offset)
+        cfg = self.config
+        self.ha_client = HAClient(self.store, cfg, self.registry.master_ha_address,
+                                  self.notifier.slave_progress, self.ctx)
+        self.synchronizer = SlaveSynchronizer(self.offsets, self.registry.master_address,
+                                              cfg.offset_persist_interval_ms)
+        self.ha_client.start()
+        self.synchronizer.start()
+        self.registry.update_info()
+
+    def _stop_following(self) -> None:
+        for service in (self.ha_client, self.synchronizer):
+            if service is not None:
+                service.shutdown()
+        self.ha_client = self.synchronizer = None
+
+    def _drain_for_handover(self) -> None:
+        """Planned switchover: refuse new writes; hand over once a slave holds all."""
+        if self.role != MASTER:
+            return
+        if not self.draining:
+            log.info("switchover requested: draining writes")
+            self.draining = True
+        end = self.store.commitlog.max_offset
+        caught_up = any(link["acked_offset"] >= end for link in self.ha.status()
+                        if link["state"] == "TRANSFER")
+        if caught_up and not len(self.ack_waiters):
+            self._demote("handed over by a planned switchover")
+            self.controller.hand_over()
 
     def _socket(self, kind) -> zmq.Socket:
         sock = self.ctx.socket(kind)
@@ -236,8 +313,11 @@ class Broker:
 
     def _shutdown(self) -> None:
         log.info("broker stopping")
+        if self.controller is not None:
+            self.controller.stop()
         if self.registry is not None:
             self.registry.close()
+        self._stop_following()
         for s in self._services:
             s.shutdown()
         self._drain_notifications()
@@ -259,13 +339,15 @@ class Broker:
         return self.registry.topics.get(topic) if self.registry else None
 
     def writable(self) -> bool:
-        return self.role == MASTER and self.registry.session_ok.is_set()
+        return self.role == MASTER and not self.draining and self.controller.lease_valid()
 
     def not_writable_reason(self) -> str:
         if self.role != MASTER:
             return f"broker {self.config.group}/{self.config.broker_id} is a slave; the " \
                    f"master is at {self.registry.master_address() or 'unknown'}"
-        return "broker's ZooKeeper session is not established: not accepting writes"
+        if self.draining:
+            return "the master is handing over to a slave (planned switchover)"
+        return "the master's ZooKeeper lease has lapsed: not accepting writes"
 
     def slaves_available(self) -> bool:
         return self.ha is not None and self.ha.slaves_available()
@@ -379,10 +461,19 @@ class Broker:
                 kind, a, b = _NOTE.unpack(self.notify_pull.recv(zmq.NOBLOCK))
             except zmq.Again:
                 return
-            if kind == b"F":
+            if kind == b"f":
                 self.flushed_offset = max(self.flushed_offset, a)
-            elif kind == b"S":
-                self.master_confirmed = b
+            elif kind == b"s":
+                if self.role == SLAVE:
+                    self.master_confirmed = b
+            elif kind == b"P":
+                self._promote(a)
+            elif kind == b"F":
+                self._follow(a, b)
+            elif kind == b"D":
+                self._demote("ZooKeeper session lost or master node gone")
+            elif kind == b"H":
+                self._drain_for_handover()
 
     def _update_visible(self) -> None:
         """Recompute the replicated and visible offsets; answer what they allow."""
@@ -409,6 +500,8 @@ class Broker:
                 self.replicated_offset if self.sync_replication else NEVER)
 
     def _release_waiters(self) -> None:
+        if not self.controller.lease_valid():
+            return   # a successor may exist: ack nothing until the lease is back
         for w in self.ack_waiters.release(*self._conditions()):
             self._reply(w.identity, w.request_id, pb.SEND, pb.OK, "", w.response)
 
@@ -439,6 +532,9 @@ class Broker:
             self._answer_pulls(self.pull_hold.take_expired(now))
         if self.ha is not None:
             self.ha.housekeeping(now)
+            self.controller.request_isr(set(self.ha.in_sync_ids()))
+            if self.draining:
+                self._drain_for_handover()
         if now >= self._next_retention:
             self._next_retention = now + self.config.retention_check_interval_ms / 1000
             self._retention()

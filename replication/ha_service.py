@@ -112,6 +112,12 @@ class HAService:
                 link.state = next_state(link.state, "silence")
 
     # ------------------------------------------------------------ derived
+    def in_sync_ids(self) -> list[int]:
+        end = self.store.commitlog.max_offset
+        return [link.broker_id for link in self.links.values()
+                if link.state is HaState.TRANSFER
+                and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)]
+
     def in_sync_acked(self) -> list[int]:
         end = self.store.commitlog.max_offset
         return [link.acked_offset for link in self.links.values()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from duomq.common.config import BrokerConfig
 from duomq.store import record as rec
 from duomq.store.checkpoint import Checkpoint
+from duomq.store.epoch_file import EpochFile
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.recovery import RecoveryReport, recover
@@ -50,6 +51,7 @@ class MessageStore:
         self.cq_root = os.path.join(root, "consumequeue")
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint_file = Checkpoint(os.path.join(root, "checkpoint"))
+        self.epoch_file = EpochFile(os.path.join(root, "epoch"))
         self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
         self.recovery: RecoveryReport | None = None
         self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
@@ -127,6 +129,24 @@ class MessageStore:
         return PutResult(qoff, offsets, end)
 
     # ------------------------------------------------------------ replication
+    def truncate_to(self, offset: int) -> tuple[int, int]:
+        """Cut the log at ``offset`` (a record boundary shared with the new
+        master): commit log, consume queues, checkpoint. Returns the bytes and
+        records removed. Only while nothing else writes or reads the store."""
+        end = self.commitlog.max_offset
+        if offset >= end:
+            return 0, 0
+        records = 0
+        with self._cq_lock:
+            for cq in self.queues.values():
+                records += cq.truncate_beyond(offset)
+        self.commitlog.mfq.truncate(offset)
+        self.dispatched_offset = min(self.dispatched_offset, offset)
+        self.messages_stored = max(0, self.messages_stored - records)
+        self._checkpointed = -1
+        self.checkpoint()
+        return end - offset, records
+
     def read_raw(self, offset: int, max_bytes: int):
         """Commit-log bytes from ``offset`` as they lie on disk, within one
         segment, up to what is written (filler included): what a slave copies."""

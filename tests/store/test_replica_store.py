@@ -63,3 +63,19 @@ def test_replica_recovers_like_any_store(tmp_path):
     assert again.commitlog.max_offset == master.commitlog.max_offset
     assert {k: q.max_offset for k, q in again.queues.items()} == \
         {k: q.max_offset for k, q in master.queues.items()}
+
+
+def test_truncate_to_cuts_log_and_queues_and_survives_restart(tmp_path):
+    s = MessageStore(cfg(tmp_path))
+    s.start()
+    fill(s, 60)
+    cut = s.physical_at("T", 0, 10)        # record 30 (queue 0 holds every third)
+    removed_bytes, removed_records = s.truncate_to(cut)
+    assert removed_bytes > 0 and removed_records == 30
+    assert s.commitlog.max_offset == cut
+    assert {k[1]: q.max_offset for k, q in s.queues.items()} == {0: 10, 1: 10, 2: 10}
+    fill(s, 3)                              # appends continue at the cut
+    s.close()
+    again = MessageStore(cfg(tmp_path))
+    again.start()
+    assert {k[1]: q.max_offset for k, q in again.queues.items()} == {0: 11, 1: 11, 2: 11}

@@ -1,0 +1,79 @@
+"""Failover decisions, pure functions of a snapshot (Patroni's run_cycle style),
+testable without a server.
+
+The in-sync set (ISR, a persistent node the master keeps current) names the
+brokers that hold every acknowledged message: the master and its in-sync
+slaves. When the master's ephemeral node is gone, the live ISR member with the
+highest commit-log offset (then the lowest id) claims the master; a broker
+outside the ISR only with ``allow_lagging_promotion``. A new group (no ISR
+yet) elects among everyone, which at offset 0 means broker 0.
+
+A broker returning from an older epoch truncates its log to the start offset
+of the first epoch after its own: everything before it is shared with the
+new master, anything after may differ (``truncation_point``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Member:
+    broker_id: int
+    max_offset: int
+    epoch: int = 0              # the last epoch this broker led or followed
+    stepping_down: bool = False  # a master handing over (planned switchover)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    members: tuple[Member, ...]          # live brokers of the group
+    isr: frozenset[int] | None           # None: a new group with no ISR yet
+    master_id: int | None                # holder of the master node, if any
+    allow_lagging_promotion: bool = False
+    preferred: int | None = None         # switchover target
+
+
+@dataclass(frozen=True)
+class Decision:
+    candidate: int | None
+    reason: str                           # logged every cycle
+    lagging: bool = False                 # promoted from outside the ISR
+    eligible: tuple[int, ...] = field(default=())
+
+
+def choose_master(s: Snapshot) -> Decision:
+    """Who should claim the master now (None: nobody, with the reason)."""
+    if s.master_id is not None:
+        return Decision(None, f"broker {s.master_id} is master")
+    live = [m for m in s.members if not m.stepping_down]
+    if not live:
+        return Decision(None, "no live broker can take over")
+    in_isr = live if s.isr is None else [m for m in live if m.broker_id in s.isr]
+    lagging = False
+    if not in_isr:
+        if not s.allow_lagging_promotion:
+            ids = sorted(m.broker_id for m in live)
+            return Decision(None, f"no in-sync broker is alive (ISR {sorted(s.isr)}, live "
+                                  f"{ids}); allow_lagging_promotion is off, so nobody is "
+                                  f"promoted and no acknowledged message is lost")
+        in_isr, lagging = live, True
+    best = max(in_isr, key=lambda m: (m.broker_id == s.preferred, m.max_offset, -m.broker_id))
+    why = "lagging broker (allow_lagging_promotion)" if lagging else "in-sync broker"
+    return Decision(best.broker_id, f"{why} {best.broker_id} at offset {best.max_offset} takes "
+                                    f"over", lagging, tuple(sorted(m.broker_id for m in in_isr)))
+
+
+def truncation_point(local_epoch: int, local_max: int, history: list[tuple[int, int]]) -> int:
+    """Where a broker whose log was last written in ``local_epoch`` must cut it
+    before following: the start offset of the first later epoch in
+    ``history`` [(epoch, start_offset)], or its own end if none is later."""
+    later = [start for epoch, start in sorted(history) if epoch > local_epoch]
+    return min(local_max, later[0]) if later else local_max
+
+
+def isr_after(current: set[int], master_id: int, caught_up: set[int], lagging: set[int]) -> set[int]:
+    """The ISR the master should publish: itself, plus slaves that caught up,
+    minus slaves that fell behind or went silent."""
+    return ({master_id} | (current | caught_up)) - (lagging - {master_id})

@@ -1,0 +1,47 @@
+from duomq.coordinator.election import (Member, Snapshot, choose_master, isr_after,
+                                        truncation_point)
+
+
+def snap(members, isr=None, master=None, lagging=False, preferred=None):
+    return Snapshot(tuple(Member(*m) for m in members), None if isr is None else frozenset(isr),
+                    master, lagging, preferred)
+
+
+def test_nobody_while_a_master_holds_the_node():
+    assert choose_master(snap([(1, 100)], {0, 1}, master=0)).candidate is None
+
+
+def test_in_sync_slave_with_most_data_wins_then_lowest_id():
+    assert choose_master(snap([(1, 100), (2, 300)], {0, 1, 2})).candidate == 2
+    assert choose_master(snap([(2, 300), (1, 300)], {0, 1, 2})).candidate == 1
+
+
+def test_out_of_sync_slave_is_not_promoted_unless_allowed():
+    d = choose_master(snap([(1, 100)], {0}))
+    assert d.candidate is None and "allow_lagging_promotion" in d.reason
+    d = choose_master(snap([(1, 100)], {0}, lagging=True))
+    assert d.candidate == 1 and d.lagging
+
+
+def test_new_group_elects_broker_zero_at_offset_zero():
+    assert choose_master(snap([(1, 0), (0, 0)])).candidate == 0
+
+
+def test_stepping_down_master_is_excluded_and_target_preferred():
+    s = Snapshot((Member(0, 500, stepping_down=True), Member(1, 500), Member(2, 500)),
+                 frozenset({0, 1, 2}), None, preferred=2)
+    assert choose_master(s).candidate == 2
+
+
+def test_truncation_point():
+    history = [(1, 0), (2, 1000), (3, 5000)]
+    assert truncation_point(1, 1500, history) == 1000   # old epoch-1 master: cut its tail
+    assert truncation_point(2, 4000, history) == 4000   # behind the epoch-3 start: keep all
+    assert truncation_point(2, 7000, history) == 5000
+    assert truncation_point(3, 7000, history) == 7000   # current epoch: nothing to cut
+
+
+def test_isr_changes():
+    assert isr_after({0, 1}, 0, set(), {1}) == {0}
+    assert isr_after({0}, 0, {1, 2}, set()) == {0, 1, 2}
+    assert isr_after({0, 1}, 0, set(), {0}) == {0, 1}     # the master never drops itself
