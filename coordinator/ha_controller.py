@@ -256,7 +256,7 @@ class HaController:
 
     def _publish_isr(self) -> None:
         wanted = self.isr_wanted
-        if wanted is not None and wanted != self.isr_published:
+        if wanted is not None and (wanted | {self.config.broker_id}) != self.isr_published:
             self._write_isr(wanted | {self.config.broker_id})
             log.info("in-sync set of %s is now %s", self.config.group, sorted(self.isr_published))
 
