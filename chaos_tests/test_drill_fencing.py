@@ -2,9 +2,7 @@
 the takeover. And ASYNC replication: a slave promoted while behind, the old
 master truncating the tail the group does not share (the loss is logged)."""
 
-import os
 import re
-import signal
 import threading
 import time
 
@@ -15,7 +13,7 @@ from duomq.client.remoting import RemotingClient
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.dev.drills import DrillReport, read_all
-from duomq.proto import codec, pb
+from duomq.proto import pb
 from duomq.store import record as rec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

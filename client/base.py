@@ -15,6 +15,7 @@ from duomq.common.message import MessageQueue
 from duomq.common.names import validate_name
 from duomq.common.service import ServiceThread
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.members import BrokerMembers
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.routes import RouteTable, TopicRoute
 from duomq.client.remoting import RemotingClient
@@ -40,6 +41,7 @@ class ClientBase:
         self._own_zk = zk is None
         self.zk = zk if zk is not None else zkutil.connect(self.zookeeper)
         self.routes = RouteTable(self.zk, self.cluster)
+        self.members = BrokerMembers(self.zk, self.cluster)
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}")
         self._closed = False
         self._heartbeat = _HeartbeatService(self)
@@ -86,6 +88,16 @@ class ClientBase:
             raise NoRouteError(f"no live broker group serves topic {topic!r}")
         return route
 
+    def master_address(self, group: str, topic: str | None = None) -> str:
+        """The live master of a broker group (its member node, else a route)."""
+        for info in self.members.of(group).values():
+            if info.get("role") == "MASTER" and info.get("address"):
+                return info["address"]
+        addr = self.routes.get(topic, wait_s=0).address(group) if topic else None
+        if addr is None:
+            raise NoRouteError(f"broker group {group!r} has no live master")
+        return addr
+
     def address_of(self, mq: MessageQueue) -> str:
         addr = self.routes.get(mq.topic, wait_s=0).address(mq.broker_group)
         if addr is None:
@@ -104,6 +116,7 @@ class ClientBase:
         self._heartbeat.shutdown()
         self.remoting.close()
         self.routes.close()
+        self.members.close()
         if self._own_zk:
             zkutil.close(self.zk)
 

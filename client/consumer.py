@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
 from duomq.common.config import ConsumerConfig
-from duomq.common.errors import for_status
+from duomq.common.errors import NoRouteError, TopicNotExistError, for_status
 from duomq.common.message import MessageExt, MessageQueue
+from duomq.coordinator.members import read_target
+from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 from duomq.store.record import decode_records
 
@@ -26,13 +29,17 @@ class PullResult:
     next_offset: int
     min_offset: int
     max_offset: int
+    suggest_broker_id: int | None = None   # read advice from the broker
+    advice_ttl_ms: int = 0
 
 
 def pull_result(mq: MessageQueue, status: int, error: str, resp) -> PullResult:
     """Turn a pull answer into a PullResult (or raise for an error status)."""
     if status == pb.OK:
+        advice = resp.suggest_broker_id if resp.HasField("suggest_broker_id") else None
         return PullResult(PullStatus.FOUND, decode_records(resp.records, mq.broker_group),
-                          resp.next_offset, resp.min_offset, resp.max_offset)
+                          resp.next_offset, resp.min_offset, resp.max_offset, advice,
+                          resp.advice_ttl_ms)
     if status == pb.NO_NEW_MESSAGE:
         return PullResult(PullStatus.NO_NEW_MESSAGE, [], resp.next_offset, resp.min_offset,
                           resp.max_offset)
@@ -49,6 +56,8 @@ class PullConsumer(ClientBase):
         self.config = config or ConsumerConfig(group=group, **overrides)
         super().__init__(zookeeper, cluster, zk=zk)
         self.timeout_s = self.config.request_timeout_ms / 1000
+        self._advice: dict[MessageQueue, tuple[int, float]] = {}   # mq -> (broker id, until)
+        self.reads_by_broker: dict[tuple[str, int], int] = {}
 
     @property
     def group(self) -> str:
@@ -58,7 +67,35 @@ class PullConsumer(ClientBase):
         return [], [self.group]
 
     def queues(self, topic: str) -> list[MessageQueue]:
-        return self.route(topic).queues(readable=True)
+        """Every readable queue of the topic, from its configuration: a group
+        whose master is down still has its queues (a slave serves them)."""
+        try:
+            cfg = TopicAdmin(self.zk, self.cluster).describe(topic)
+        except TopicNotExistError:
+            raise TopicNotExistError(f"topic {topic!r} does not exist in cluster "
+                                     f"{self.cluster!r}") from None
+        return [MessageQueue(topic, g, q) for g in sorted(cfg.queues) for q in range(cfg.queues[g])]
+
+    # ------------------------------------------------------------ where reads go
+    def read_address(self, mq: MessageQueue) -> str:
+        """The member a read of ``mq`` goes to: ``read_from``, and (when reading
+        from the master) the brokers' read advice while it lasts."""
+        advice = None
+        if self.config.read_from == "master":
+            held = self._advice.get(mq)
+            if held is not None and held[1] > time.monotonic():
+                advice = held[0]
+        target = read_target(self.members.of(mq.broker_group), self.config.read_from, advice)
+        if target is None:
+            raise NoRouteError(f"no live broker of group {mq.broker_group!r}")
+        key = (mq.broker_group, int(target.get("broker_id", -1)))
+        self.reads_by_broker[key] = self.reads_by_broker.get(key, 0) + 1
+        return target["address"]
+
+    def note_advice(self, mq: MessageQueue, result: PullResult) -> None:
+        if result.suggest_broker_id is not None:
+            self._advice[mq] = (result.suggest_broker_id,
+                                time.monotonic() + result.advice_ttl_ms / 1000)
 
     def pull(self, mq: MessageQueue, offset: int, max_messages: int = 256,
              max_wait_ms: int = 0) -> PullResult:
@@ -67,14 +104,17 @@ class PullConsumer(ClientBase):
         req = pb.PullRequest(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
                              queue_offset=offset, max_messages=max_messages,
                              max_wait_ms=max_wait_ms)
-        status, error, resp = self.call(mq, pb.PULL, req, self.timeout_s + max_wait_ms / 1000)
-        return pull_result(mq, status, error, resp)
+        raw = self.remoting.call(self.read_address(mq), pb.PULL, req,
+                                 self.timeout_s + max_wait_ms / 1000)
+        result = pull_result(mq, *raw)
+        self.note_advice(mq, result)
+        return result
 
     def _query(self, mq: MessageQueue, query: int, timestamp_ms: int = 0) -> int:
-        status, error, resp = self.call(
-            mq, pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic=mq.topic, queue_id=mq.queue_id,
-                                                       query=query, timestamp_ms=timestamp_ms),
-            self.timeout_s)
+        status, error, resp = self.remoting.call(
+            self.read_address(mq), pb.QUERY_OFFSET,
+            pb.QueryOffsetRequest(topic=mq.topic, queue_id=mq.queue_id, query=query,
+                                  timestamp_ms=timestamp_ms), self.timeout_s)
         raise_for(status, error)
         return resp.offset
 
@@ -96,13 +136,19 @@ class PullConsumer(ClientBase):
             req = pb.CommitOffsetRequest(consumer_group=self.group)
             for mq, off in items:
                 req.offsets.add(topic=mq.topic, queue_id=mq.queue_id, offset=off)
-            status, error, _ = self.call(items[0][0], pb.COMMIT_OFFSET, req, self.timeout_s)
+            mq = items[0][0]
+            status, error, _ = self.remoting.call(self.master_address(mq.broker_group, mq.topic),
+                                                  pb.COMMIT_OFFSET, req, self.timeout_s)
             raise_for(status, error)
 
     def committed(self, mq: MessageQueue) -> int:
         """The group's committed offset of ``mq``; -1 if never committed."""
         req = pb.FetchOffsetRequest(consumer_group=self.group)
         req.queues.add(topic=mq.topic, queue_id=mq.queue_id)
-        status, error, resp = self.call(mq, pb.FETCH_OFFSET, req, self.timeout_s)
+        try:
+            address = self.master_address(mq.broker_group, mq.topic)
+        except NoRouteError:
+            address = self.read_address(mq)      # a slave keeps a copy of the offsets
+        status, error, resp = self.remoting.call(address, pb.FETCH_OFFSET, req, self.timeout_s)
         raise_for(status, error)
         return resp.offsets[0].offset

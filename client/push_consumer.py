@@ -70,7 +70,7 @@ class PushConsumer(PullConsumer):
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "PushConsumer":
-        self.route(self.topic)  # fails early for an unknown topic
+        self.queues(self.topic)  # fails early for an unknown topic
         self._running = True
         self._consume_thread.start()
         self._service.start()
@@ -109,7 +109,7 @@ class PushConsumer(PullConsumer):
             return
         members = self._membership.members if self._membership else []
         try:
-            queues = self.route(self.topic, wait_s=0).queues(readable=True)
+            queues = self.queues(self.topic)
         except Exception as exc:
             log.warning("rebalance of %s: no route (%s)", self.group, exc)
             queues = []
@@ -163,7 +163,7 @@ class PushConsumer(PullConsumer):
             self._scheduler.call_later(FLOW_CONTROL_RETRY_S, self._pull, pq)
             return
         try:
-            address = self.address_of(pq.mq)
+            address = self.read_address(pq.mq)
         except Exception:
             self._scheduler.call_later(PULL_RETRY_S, self._pull, pq)
             return
@@ -186,6 +186,7 @@ class PushConsumer(PullConsumer):
                 self._scheduler.call_later(PULL_RETRY_S, self._pull, pq)
             return
         pq.pulls += 1
+        self.note_advice(pq.mq, result)
         if result.status is PullStatus.FOUND:
             pq.next_pull = result.next_offset
             pq.inflight += len(result.messages)

@@ -87,6 +87,11 @@ class BrokerConfig:
     ha_transfer_batch_bytes: int = 1 * MIB   # largest chunk sent to a slave
     ha_window_bytes: int = 8 * MIB           # most bytes in flight to one slave
     allow_lagging_promotion: bool = False    # may a slave outside the in-sync set take over?
+    promotable: bool = True                  # false: a read replica that never takes over
+    # --- reads from slaves
+    access_in_memory_max_ratio: float = 0.40  # backlog past this share of RAM goes to a slave
+    slave_read_back_ratio: float = 0.30      # a slave sends readers back below this share
+    read_advice_ttl_ms: int = 10_000         # clients follow read advice this long
     election_settle_ms: int = 300            # after the master vanishes, wait this long for
                                              # peers to publish their offsets, then elect
     # --- serving
@@ -106,7 +111,7 @@ class BrokerConfig:
                   "long_polling_timeout_ms", "max_pull_messages", "max_pull_bytes",
                   "offset_persist_interval_ms", "retention_check_interval_ms",
                   "sync_replicas", "ha_max_gap_bytes", "ha_housekeeping_ms", "ha_heartbeat_ms",
-                  "ha_transfer_batch_bytes", "ha_window_bytes",
+                  "ha_transfer_batch_bytes", "ha_window_bytes", "read_advice_ttl_ms",
                   "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes")
         if self.broker_id < 0:
             raise ConfigError(f"broker_id: must be >= 0, got {self.broker_id}")
@@ -133,6 +138,9 @@ class BrokerConfig:
             raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
         if not 0 <= self.ha_port < 65536 or (self.ha_port and self.ha_port == self.port):
             raise ConfigError(f"ha_port: {self.ha_port} must be a TCP port other than port")
+        if not 0 < self.slave_read_back_ratio < self.access_in_memory_max_ratio <= 1:
+            raise ConfigError("slave_read_back_ratio must be below access_in_memory_max_ratio "
+                              "(both in (0, 1]), or readers would bounce between brokers")
         if self.ha_window_bytes < self.ha_transfer_batch_bytes:
             raise ConfigError("ha_window_bytes: must be >= ha_transfer_batch_bytes")
         if self.ha_housekeeping_ms <= 2 * self.ha_heartbeat_ms:
@@ -233,9 +241,13 @@ class ConsumerConfig:
     offset_commit_interval_ms: int = 5000    # commit consumed offsets this often
     request_timeout_ms: int = 10_000         # non-pull requests
     pull_threshold_for_queue: int = 1000     # stop pulling a queue with this many unconsumed
+    read_from: str = "master"                # master | slave | slave_preferred
 
     def __post_init__(self):
         validate_name("consumer group", self.group)
+        if self.read_from not in ("master", "slave", "slave_preferred"):
+            raise ConfigError(f"read_from: {self.read_from!r} is not master, slave or "
+                              f"slave_preferred")
         if self.consume_from not in ("last", "first", "timestamp"):
             raise ConfigError(f"consume_from: {self.consume_from!r} is not last, first or timestamp")
         _positive(self, "pull_batch_size", "long_polling_timeout_ms", "offset_commit_interval_ms",

@@ -24,6 +24,7 @@ class Member:
     max_offset: int
     epoch: int = 0              # the last epoch this broker led or followed
     stepping_down: bool = False  # a master handing over (planned switchover)
+    promotable: bool = True      # false: a read replica
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def choose_master(s: Snapshot) -> Decision:
     """Who should claim the master now (None: nobody, with the reason)."""
     if s.master_id is not None:
         return Decision(None, f"broker {s.master_id} is master")
-    live = [m for m in s.members if not m.stepping_down]
+    live = [m for m in s.members if not m.stepping_down and m.promotable]
     if not live:
         return Decision(None, "no live broker can take over")
     in_isr = live if s.isr is None else [m for m in live if m.broker_id in s.isr]

@@ -150,7 +150,8 @@ class HaController:
             except (NoNodeError, ValueError):
                 continue
             members.append(Member(int(child), int(info.get("max_offset", 0)),
-                                  int(info.get("epoch", 0)), bool(info.get("stepping_down"))))
+                                  int(info.get("epoch", 0)), bool(info.get("stepping_down")),
+                                  bool(info.get("promotable", True))))
         try:
             isr_data = loads(self.zk.get(p.isr(g))[0])
             isr = frozenset(int(m) for m in isr_data.get("members", []))

@@ -23,6 +23,7 @@ import struct
 import threading
 import time
 
+import psutil
 import zmq
 
 from duomq import __version__
@@ -159,6 +160,8 @@ class Broker:
         }
         self._services: list[ServiceThread] = []
         self._next_retention = 0.0
+        self.total_memory = psutil.virtual_memory().total
+        self.redirects = 0
 
     # ------------------------------------------------------------ lifecycle
     def _bind(self, sock, port: int, field_name: str) -> int:
@@ -298,7 +301,7 @@ class Broker:
                 "pid": os.getpid(), "version": __version__,
                 "data_dir": os.path.abspath(cfg.data_dir),
                 "max_offset": self.store.commitlog.max_offset,
-                "confirmed_offset": self.visible_offset}
+                "confirmed_offset": self.visible_offset, "promotable": cfg.promotable}
         if self.ha_client is not None:
             info["master_max_offset"] = self.ha_client.master_max
             info["lag_bytes"] = max(0, self.ha_client.master_max - self.store.commitlog.max_offset)

@@ -9,8 +9,13 @@ import time
 from duomq.common.errors import DuomqError
 from duomq.common.names import validate_name
 from duomq.master.pull_hold import HeldPull
+from duomq.master.read_advice import (ADVICE_MIN_BEHIND, master_says_go_to_slave,
+                                     slave_says_go_back)
 from duomq.proto import pb
 from duomq.store import record as rec
+from duomq.store.residency import resident_fraction
+
+PROBE_BYTES = 64 << 10        # the page-cache window probed at the pull position
 
 
 class Processors:
@@ -68,12 +73,18 @@ class Processors:
             return pb.BAD_REQUEST, "queue_offset must be >= 0", None
         max_n = min(req.max_messages or self.config.max_pull_messages, self.config.max_pull_messages)
         max_b = min(req.max_bytes or self.config.max_pull_bytes, self.config.max_pull_bytes)
+        advice = self._advice(cq, req.queue_offset) if cq is not None else None
         got = self.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_n, max_b,
                                       b.visible_offset)
         if got.count:
-            return pb.OK, "", pb.PullResponse(count=got.count, records=got.records,
-                                              next_offset=got.next_offset,
-                                              min_offset=got.min_offset, max_offset=got.max_offset)
+            resp = pb.PullResponse(count=got.count, records=got.records,
+                                   next_offset=got.next_offset, min_offset=got.min_offset,
+                                   max_offset=got.max_offset)
+            if advice is not None:
+                resp.suggest_broker_id = advice
+                resp.advice_ttl_ms = self.config.read_advice_ttl_ms
+                b.redirects += 1
+            return pb.OK, "", resp
         if got.status == "OFFSET_ILLEGAL":
             return pb.OFFSET_ILLEGAL, (f"offset {req.queue_offset} is outside "
                                        f"[{got.min_offset}, {got.max_offset}]"), \
@@ -87,6 +98,35 @@ class Processors:
         return pb.NO_NEW_MESSAGE, "", pb.PullResponse(next_offset=req.queue_offset,
                                                       min_offset=got.min_offset,
                                                       max_offset=got.max_offset)
+
+    def _advice(self, cq, queue_offset: int) -> int | None:
+        """Read advice for a pull at ``queue_offset`` (decided before the read,
+        which would warm the pages it probes): a cold or deep backlog goes to an
+        in-sync slave; a slave sends a reader that caught up back to the master."""
+        b, cfg = self.broker, self.config
+        entry = cq.entry(queue_offset)
+        if entry is None:
+            return None
+        phys = entry[0]
+        if b.role == "MASTER":
+            behind = self.store.commitlog.max_offset - phys
+            if b.ha is None or behind < ADVICE_MIN_BEHIND:
+                return None
+            slaves = b.ha.in_sync_ids()
+            if not slaves:
+                return None
+            seg = self.store.commitlog.mfq.find(phys)
+            resident = resident_fraction(seg.fd, phys - seg.base, PROBE_BYTES) if seg else None
+            if master_says_go_to_slave(behind, b.total_memory, cfg.access_in_memory_max_ratio,
+                                       resident, True):
+                return min(slaves)
+        elif b.ha_client is not None:
+            master_id = b.registry.master.get("broker_id")
+            lag = max(0, b.ha_client.master_max - phys)
+            if master_id is not None and slave_says_go_back(lag, b.total_memory,
+                                                            cfg.slave_read_back_ratio, True):
+                return int(master_id)
+        return None
 
     # ------------------------------------------------------------ offsets
     def query_offset(self, identity, request_id, req: pb.QueryOffsetRequest):

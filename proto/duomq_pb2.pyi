@@ -133,18 +133,22 @@ class PullRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
 
 class PullResponse(_message.Message):
-    __slots__ = ("count", "records", "next_offset", "min_offset", "max_offset")
+    __slots__ = ("count", "records", "next_offset", "min_offset", "max_offset", "suggest_broker_id", "advice_ttl_ms")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SUGGEST_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADVICE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
     count: int
     records: bytes
     next_offset: int
     min_offset: int
     max_offset: int
-    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
+    suggest_broker_id: int
+    advice_ttl_ms: int
+    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., suggest_broker_id: _Optional[int] = ..., advice_ttl_ms: _Optional[int] = ...) -> None: ...
 
 class QueryOffsetRequest(_message.Message):
     __slots__ = ("topic", "queue_id", "query", "timestamp_ms")

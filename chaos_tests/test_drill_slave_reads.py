@@ -1,0 +1,139 @@
+"""Drills 5 and 6: a cold backlog is redirected to the slave and comes back
+once caught up; with the master dead and no promotion possible, consumers
+drain the slave to the end. And pinned reads."""
+
+import os
+import threading
+import time
+
+import pytest
+
+from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer
+from duomq.client.remoting import RemotingClient
+from duomq.common.message import MessageQueue
+from duomq.dev.drills import DrillReport
+from duomq.proto import pb
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+BASE = dict(zk_session_timeout_ms=4000, segment_size_bytes=8 << 20, max_message_bytes=64 << 10,
+            max_pull_bytes=1 << 20)
+
+
+def wait_for(cond, timeout_s=30, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def max_offset(broker):
+    r = RemotingClient("probe")
+    try:
+        return r.call(broker.address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)[2] \
+            .max_physical_offset
+    finally:
+        r.close()
+
+
+def evict(broker):
+    """Make the master's commit log cold: write back, then drop from the page cache."""
+    d = os.path.join(broker.data_dir, "store", "commitlog")
+    for name in os.listdir(d):
+        fd = os.open(os.path.join(d, name), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    master = local_cluster.add_broker("broker-a", 0, **BASE)
+    # a read replica keeps the roles put across the master's restart below
+    slave = local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
+    local_cluster.create_topic("Backlog", queues=1)
+    mq = MessageQueue("Backlog", "broker-a", 0)
+    body = b"x" * 1000
+
+    def produce(batches, start):
+        with Producer(zk, cl) as p:
+            for i in range(start, start + batches):
+                p.send_batch([Message("Backlog", b"%06d" % (i * 256 + k) + body)
+                              for k in range(256)])
+
+    produce(80, 0)                                           # a ~21 MB backlog ...
+    wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
+    master.restart()                                         # ... that nothing has mapped
+    evict(master)                                            # ... and the page cache dropped
+    produce(40, 80)                                          # a fresh, hot ~10 MB tail
+    wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
+    sources = []
+    with PullConsumer(zk, cl, group="catch-up") as c:
+        off, seen = 0, 0
+        while (r := c.pull(mq, off, 256)).status is PullStatus.FOUND:
+            assert int(r.messages[0].body[:6]) == seen      # in order, nothing skipped
+            seen += len(r.messages)
+            off = r.next_offset
+            sources.append(dict(c.reads_by_broker))
+        assert seen == 120 * 256
+        by_broker = c.reads_by_broker
+    report = DrillReport("cold_backlog_redirect", attempted=seen, acked_full=seen,
+                         notes={"pulls_from_master": by_broker.get(("broker-a", 0), 0),
+                                "pulls_from_slave": by_broker.get(("broker-a", 1), 0)})
+    report.write()
+    assert by_broker.get(("broker-a", 1), 0) > 10, "the cold backlog was not read from the slave"
+    # back on the master for the hot tail
+    last = sources[-1]
+    before = sources[-2]
+    assert last.get(("broker-a", 0), 0) > before.get(("broker-a", 0), 0)
+
+
+def test_master_dead_no_promotion_consumers_drain_the_slave(local_cluster):
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    master = local_cluster.add_broker("broker-a", 0, **BASE)
+    local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)   # a read replica
+    local_cluster.create_topic("Drain", queues=2)
+    with Producer(zk, cl) as p:
+        for i in range(20):
+            p.send_batch([Message("Drain", b"m%05d" % (i * 100 + k)) for k in range(100)])
+    time.sleep(1.0)
+    got, lock = set(), threading.Lock()
+
+    def on_message(m):
+        with lock:
+            got.add(m.body)
+
+    master.kill()                                           # no slave may take over
+    consumer = PushConsumer("drainers", "Drain", on_message, zookeeper=zk, cluster=cl,
+                            consume_from="first").start()
+    try:
+        wait_for(lambda: len(got) == 2000, timeout_s=40, what="the slave to be drained")
+    finally:
+        consumer.shutdown()
+    DrillReport("drain_slave_master_dead", attempted=2000, acked_full=2000,
+                lost=2000 - len(got)).write()
+
+
+def test_pinned_slave_reads_commit_to_the_master(local_cluster):
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    local_cluster.add_broker("broker-a", 0, **BASE)
+    local_cluster.add_broker("broker-a", 1, **BASE)
+    local_cluster.create_topic("Pinned", queues=2)
+    with Producer(zk, cl) as p:
+        p.send_batch([Message("Pinned", b"p%d" % i) for i in range(100)])
+    seen = []
+    consumer = PushConsumer("pinned", "Pinned", lambda m: seen.append(m.body), zookeeper=zk,
+                            cluster=cl, consume_from="first", read_from="slave",
+                            offset_commit_interval_ms=200).start()
+    try:
+        wait_for(lambda: len(seen) == 100, what="the pinned reads")
+        assert set(k[1] for k in consumer.reads_by_broker) == {1}
+    finally:
+        consumer.shutdown()
+    with PullConsumer(zk, cl, group="pinned") as c:
+        assert sum(c.committed(MessageQueue("Pinned", "broker-a", q)) for q in (0, 1)) == 100
