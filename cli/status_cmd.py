@@ -61,6 +61,11 @@ def collect(zookeeper: str, cluster: str) -> dict:
                                 "broker_group": g, "queue": o.queue_id, "offset": o.offset,
                                 "max_offset": top, "lag": max(0, top - o.offset)})
                 brokers.append(entry)
+        for b in brokers:   # replication lag: bytes the slave lacks against its master
+            master = next((m for m in brokers if m["group"] == b["group"]
+                           and m.get("role") == "MASTER" and "max_offset" in m), None)
+            if b.get("role") == "SLAVE" and master and "max_offset" in b:
+                b["lag_bytes"] = max(0, master["max_offset"] - b["max_offset"])
     finally:
         remoting.close()
         zkutil.close(zk)
@@ -77,8 +82,9 @@ def run(args) -> int:
     print(f"cluster {cluster} at {zookeeper}")
     print(table([[b["group"], b["id"], b["role"], b.get("epoch"), b["address"],
                   b.get("max_offset", "-"), b.get("confirmed_offset", "-"),
-                  b.get("error", "")] for b in st["brokers"]],
-                ["group", "id", "role", "epoch", "address", "max", "confirmed", "error"]))
+                  b.get("lag_bytes", "-"), b.get("error", "")] for b in st["brokers"]],
+                ["group", "id", "role", "epoch", "address", "max", "confirmed", "lag bytes",
+                 "error"]))
     if st["consumer_lag"]:
         print()
         print(table([[x["consumer_group"], x["topic"], x["broker_group"], x["queue"], x["offset"],

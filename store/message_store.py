@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 
 from duomq.common.config import BrokerConfig
@@ -178,39 +179,73 @@ class MessageStore:
 
     def dispatch(self) -> int:
         """Build consume-queue entries for complete records past
-        ``dispatched_offset`` (RocketMQ's reput); every record is checked.
+        ``dispatched_offset`` (RocketMQ's reput); every record is checked
+        (magic, lengths, CRC) and entries are written once per queue per call.
         Returns how many records were dispatched."""
         mfq = self.commitlog.mfq
         pos, end, n = self.dispatched_offset, self.commitlog.max_offset, 0
-        header = rec.HEADER
+        unpack, crc32, tag_hash = rec.HEADER.unpack_from, zlib.crc32, rec.tag_hash
+        HS, RECORD, BLANK_ = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.BLANK_MAGIC
+        pending: dict[tuple[bytes, int], list] = {}   # (topic, queue) -> [first qoff, flat]
+        seg = mv = None
         while pos < end:
-            seg = mfq.find(pos)
-            if seg is None:
-                break
+            if seg is None or not seg.base <= pos < seg.end:
+                seg = mfq.find(pos)
+                if seg is None:
+                    break
+                mv = memoryview(seg.mm)
             rel = pos - seg.base
+            wrote = seg.wrote
             if seg.size - rel < rec.BLANK.size:       # too small for a filler: segment end
                 pos = seg.end
                 continue
-            arrived = seg.wrote - rel
-            if arrived < rec.BLANK.size:
+            if wrote - rel < HS:                       # a filler, or a record not all here
+                if wrote - rel >= rec.BLANK.size:
+                    fsize, fmagic = rec.SIZE_MAGIC.unpack_from(mv, rel)
+                    if fmagic == BLANK_ and fsize <= wrote - rel:
+                        pos = seg.end
+                        continue
                 break
-            size, magic = rec.SIZE_MAGIC.unpack_from(seg.mm, rel)
-            if magic in (rec.RECORD_MAGIC, rec.BLANK_MAGIC) and 0 < size and arrived < size:
-                break                                  # the rest has not arrived yet
-            size = rec.check_record(seg.mm, rel, seg.wrote)   # raises on a damaged record
-            if size == -1:
+            (size, magic, crc, qid, qoff, _p, _b, _s, _h, _f,
+             lt, lg, lk, lp, lb) = unpack(mv, rel)
+            if magic == BLANK_:
+                if size > wrote - rel:
+                    break
                 pos = seg.end
                 continue
-            h = header.unpack_from(seg.mm, rel)
-            p = rel + rec.HEADER_SIZE
-            topic = str(seg.mm[p:p + h[10]], "utf-8")
-            tags = seg.mm[p + h[10]:p + h[10] + h[11]]
-            self.consume_queue(topic, h[3]).put_entry(h[4], pos, size, rec.tag_hash(tags))
+            if magic == RECORD and size > wrote - rel:
+                break                                  # the rest has not arrived yet
+            if magic != RECORD or size != HS + lt + lg + lk + lp + lb or \
+                    crc32(mv[rel + size - lb:rel + size]) != crc:
+                raise rec.RecordError(f"damaged replicated record at {pos}")
+            p = rel + HS
+            key = (bytes(mv[p:p + lt]), qid)
+            batch = pending.get(key)
+            if batch is None:
+                batch = pending[key] = [qoff, []]
+            elif qoff != batch[0] + len(batch[1]) // 3:   # not contiguous: write what we have
+                self._dispatch_entries(key, batch)
+                batch[0], batch[1] = qoff, []
+            batch[1].extend((pos, size, tag_hash(mv[p + lt:p + lt + lg]) if lg else 0))
             pos += size
             n += 1
+        for key, batch in pending.items():          # one consume-queue write per queue
+            self._dispatch_entries(key, batch)
         self.dispatched_offset = pos
         self.messages_stored += n
         return n
+
+    def _dispatch_entries(self, key, batch) -> None:
+        first, flat = batch
+        if not flat:
+            return
+        cq = self.consume_queue(str(key[0], "utf-8"), key[1])
+        count = len(flat) // 3
+        if first == cq.max_offset:
+            cq.append(pack_entries(flat, count), first)
+        else:                                        # recovery-style: place each entry
+            for i in range(count):
+                cq.put_entry(first + i, *flat[3 * i:3 * i + 3])
 
     # ------------------------------------------------------------ read
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from duomq.client import Message, Producer, PullConsumer, SendStatus
+from duomq.client import Message, Producer, PullConsumer
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
 from duomq.proto import pb
@@ -93,34 +93,3 @@ def test_slave_copies_consumer_offsets_from_the_master(local_cluster, small_stor
         wait_for(lambda: any(o.consumer_group == "copied" and o.offset == 7
                              for o in status(remoting, slave).group_offsets),
                  what="the slave to copy the offset")
-
-
-@pytest.mark.slow
-def test_sync_replication_never_acks_without_the_slave(local_cluster, small_store, remoting):
-    settings = dict(flush="SYNC_FLUSH", replication="SYNC", slave_timeout_ms=500,
-                    sync_flush_timeout_ms=1000, **small_store)
-    master = local_cluster.add_broker("broker-a", 0, **settings)
-    slave = local_cluster.add_broker("broker-a", 1, **settings)
-    local_cluster.create_topic("Safe", queues=1)
-    mq = MessageQueue("Safe", "broker-a", 0)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=4000,
-                  retry_times_when_send_failed=0) as p, \
-            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
-        wait_for(lambda: len(status(remoting, master).replicas) == 1, what="the slave link")
-        wait_for(lambda: p.send(Message("Safe", b"probe")).ok, what="SYNC acks")
-        ok = [p.send(Message("Safe", b"ok %d" % i)) for i in range(20)]
-        assert all(r.status is SendStatus.SEND_OK for r in ok)
-        visible = c.max_offset(mq)
-        slave.kill()                                   # kill -9 the slave
-        degraded = [p.send(Message("Safe", b"degraded %d" % i)) for i in range(10)]
-        assert {r.status for r in degraded} <= {SendStatus.FLUSH_SLAVE_TIMEOUT,
-                                                SendStatus.SLAVE_NOT_AVAILABLE}
-        assert SendStatus.SLAVE_NOT_AVAILABLE in {r.status for r in degraded}
-        # consumers do not see what no slave confirmed
-        assert c.max_offset(mq) == visible
-        slave.start()                                  # it returns, catches up, acks resume
-        wait_for(lambda: p.send(Message("Safe", b"again")).ok, what="SYNC acks to resume")
-        assert c.max_offset(mq) > visible + 10          # the degraded ones are visible now
-        got = c.pull(mq, 0, 1000).messages
-        bodies = [m.body for m in got]
-        assert all(b"degraded %d" % i in bodies for i in range(10))
