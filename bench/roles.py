@@ -110,7 +110,8 @@ def consume(a):
             done.set()
 
     c = PushConsumer(a.group, a.topic, on_message, zookeeper=a.zookeeper, cluster=a.cluster,
-                     consume_from=a.consume_from, pull_batch_size=a.pull_batch)
+                     consume_from=a.consume_from, pull_batch_size=a.pull_batch,
+                     read_from=a.read_from)
     c.start()
     deadline = time.monotonic() + 20
     while len(c.assigned) < a.queues and time.monotonic() < deadline:
@@ -128,7 +129,8 @@ def consume(a):
                 break
     c.shutdown()
     el = (st["last"] - st["t0"]) if st["t0"] else 0.0
-    out = {"n": st["n"], "secs": el, "rate": st["n"] / el if el else 0.0}
+    out = {"n": st["n"], "secs": el, "rate": st["n"] / el if el else 0.0,
+           "reads_by_broker": {f"{g}/{b}": n for (g, b), n in c.reads_by_broker.items()}}
     if a.latency:
         out["lat"] = summary(lat)
     emit(out)
@@ -155,6 +157,7 @@ def main():
     ap.add_argument("--pull-batch", type=int, default=256)
     ap.add_argument("--idle-s", type=float, default=3)
     ap.add_argument("--max-wait-s", type=float, default=60)
+    ap.add_argument("--read-from", default="master")
     a = ap.parse_args()
     {"produce": produce, "latprod": latprod, "consume": consume}[a.role](a)
 

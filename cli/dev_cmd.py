@@ -25,6 +25,26 @@ def add(sub) -> None:
             q.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                            help="broker config field for every broker (repeatable)")
         q.set_defaults(func=run)
+    for name, helptext in (("kill", "kill -9 one broker (failover drills)"),
+                           ("start", "start a stopped broker again"),
+                           ("drop-cache", "drop one broker's commit log from the page cache "
+                                          "(read-redirect drills)")):
+        q = dsub.add_parser(name, help=helptext)
+        q.add_argument("broker", help="GROUP/ID, e.g. broker-a/0")
+        q.add_argument("--data-dir", default=cluster.default_data_dir())
+        add_json(q)
+        q.set_defaults(func=run_one)
+
+
+def run_one(args) -> int:
+    fn = {"kill": cluster.kill_broker, "start": cluster.start_again,
+          "drop-cache": cluster.drop_cache}[args.dev_cmd]
+    out = fn(args.data_dir, args.broker)
+    if args.json:
+        emit(out)
+    else:
+        print(" ".join(f"{k}={v}" for k, v in out.items()))
+    return 0
 
 
 def run(args) -> int:

@@ -165,3 +165,65 @@ def down(data_dir: str) -> dict:
         stopped.append("zookeeper")
     os.unlink(os.path.join(data_dir, STATE))
     return {"stopped": stopped}
+
+
+def find_broker(state: dict, name: str) -> dict:
+    """``group/id`` (or ``group`` for its broker 0) in the dev state."""
+    group, _, bid = name.partition("/")
+    for b in state["brokers"]:
+        if b["group"] == group and b["id"] == int(bid or 0):
+            return b
+    raise ConfigError(f"no broker {name!r} in the dev cluster (have: "
+                      + ", ".join(f"{b['group']}/{b['id']}" for b in state["brokers"]) + ")")
+
+
+def kill_broker(data_dir: str, name: str, sig: int = 9) -> dict:
+    """kill -9 (or another signal) one dev broker: for failover drills."""
+    state = read_state(data_dir)
+    if state is None:
+        raise ConfigError(f"no dev cluster in {data_dir}")
+    b = find_broker(state, name)
+    if alive(b["pid"]):
+        os.kill(b["pid"], sig)
+        deadline = time.monotonic() + 10
+        while sig == 9 and alive(b["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return {"broker": f"{b['group']}/{b['id']}", "pid": b["pid"], "signal": sig}
+
+
+def start_again(data_dir: str, name: str) -> dict:
+    """Start a stopped dev broker again with its config and store."""
+    state = read_state(data_dir)
+    if state is None:
+        raise ConfigError(f"no dev cluster in {data_dir}")
+    b = find_broker(state, name)
+    if alive(b["pid"]):
+        raise ConfigError(f"broker {name} is running (pid {b['pid']})")
+    with open(b["log"], "ab") as logf:
+        proc = subprocess.Popen([sys.executable, "-m", "duomq", "broker", "--config", b["config"]],
+                                stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    b["pid"] = proc.pid
+    _write_state(data_dir, state)
+    wait_all_registered(state["zookeeper"], state["cluster"], [b])
+    return {"broker": f"{b['group']}/{b['id']}", "pid": proc.pid}
+
+
+def drop_cache(data_dir: str, name: str) -> dict:
+    """Write back and drop one broker's commit log from the page cache
+    (posix_fadvise DONTNEED), making its backlog cold: for read-redirect drills.
+    Pages the broker process has mapped stay resident."""
+    state = read_state(data_dir)
+    if state is None:
+        raise ConfigError(f"no dev cluster in {data_dir}")
+    b = find_broker(state, name)
+    d = os.path.join(os.path.dirname(b["config"]), "store", "commitlog")
+    files = sorted(os.listdir(d)) if os.path.isdir(d) else []
+    for f in files:
+        fd = os.open(os.path.join(d, f), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return {"broker": f"{b['group']}/{b['id']}", "segments": len(files)}

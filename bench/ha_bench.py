@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""High-availability benchmarks, one JSON line each:
+
+  replication_lag   slave lag (bytes) sampled every 50 ms under batch produce, ASYNC replication
+  slave_catch_up    a slave started 1 GiB behind (BENCH_QUICK: 256 MiB): MB/s until caught up
+  cold_reader       batch produce rate alone, then while a consumer reads a cold backlog
+                    (redirected to the slave); the ratio should stay >= 0.9
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from duomq.client import Message, Producer
+from duomq.client.remoting import RemotingClient
+from duomq.dev.harness import LocalCluster
+from duomq.dev.zookeeper import launch
+from duomq.proto import pb
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_all import child, emit, result  # noqa: E402  (same directory)
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+CATCH_UP_BYTES = int(os.environ.get("CATCH_UP_BYTES", (256 if QUICK else 1024) << 20))
+SEG = {"segment_size_bytes": 64 << 20}
+
+
+def status(remoting, address):
+    return remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)[2]
+
+
+def fill(zk, cluster, topic, nbytes, size=1024):
+    body = b"x" * size
+    per_batch = 256 * (size + 80)
+    with Producer(zk, cluster) as p:
+        for _ in range(max(1, nbytes // per_batch)):
+            p.send_batch([Message(topic, body)] * 256)
+
+
+def replication_lag(zk, base):
+    c = LocalCluster(zk, f"Lag{os.getpid()}", os.path.join(base, "lag"))
+    master = c.add_broker("broker-a", 0, replication="ASYNC", **SEG)
+    c.add_broker("broker-a", 1, replication="ASYNC", **SEG)
+    c.create_topic("Lag", 4)
+    samples, stop = [], threading.Event()
+    remoting = RemotingClient("lag-probe")
+
+    def sample():
+        while not stop.wait(0.05):
+            st = status(remoting, master.address)
+            if st.replicas:
+                samples.append(max(r.lag_bytes for r in st.replicas))
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        r = result(child(["produce", "--zookeeper", zk, "--cluster", c.cluster, "--topic", "Lag",
+                          "--n", 200_000, "--batch", 256, "--size", 100, "--max-s", 60]))
+    finally:
+        stop.set()
+        t.join()
+        remoting.close()
+        c.stop_all()
+    samples.sort()
+    emit(name="replication_lag", flush="ASYNC_FLUSH", replication="ASYNC", body_bytes=100,
+         msgs_per_s=round(r["rate"], 1), lag_p50_bytes=samples[len(samples) // 2] if samples else None,
+         lag_max_bytes=samples[-1] if samples else None, samples=len(samples))
+
+
+def catch_up(zk, base):
+    c = LocalCluster(zk, f"Catch{os.getpid()}", os.path.join(base, "catch"))
+    master = c.add_broker("broker-a", 0, replication="ASYNC", **SEG)
+    c.create_topic("Behind", 4)
+    fill(zk, c.cluster, "Behind", CATCH_UP_BYTES)
+    remoting = RemotingClient("catch-probe")
+    try:
+        end = status(remoting, master.address).max_physical_offset
+        slave = c.add_broker("broker-a", 1, replication="ASYNC", start=False, **SEG)
+        slave.start(wait=False)
+        first = None                # (time, offset) of the first replicated bytes seen
+        while True:
+            try:
+                got = status(remoting, slave.address).max_physical_offset
+            except Exception:
+                got = 0             # not serving yet
+            now = time.monotonic()
+            if got and first is None:
+                first = (now, got)
+            if got >= end:
+                break
+            time.sleep(0.02)
+        el = now - first[0]
+        copied = end - first[1]
+    finally:
+        remoting.close()
+        c.stop_all()
+    emit(name="slave_catch_up", flush="ASYNC_FLUSH", replication="ASYNC", body_bytes=1024,
+         behind_bytes=end, measured_bytes=copied, seconds=round(el, 3),
+         mb_per_s=round(copied / el / 1e6, 1) if el > 0 else None)
+
+
+def cold_reader(zk, base):
+    c = LocalCluster(zk, f"Cold{os.getpid()}", os.path.join(base, "cold"))
+    master = c.add_broker("broker-a", 0, replication="ASYNC", **SEG)
+    slave = c.add_broker("broker-a", 1, replication="ASYNC", promotable="false", **SEG)
+    c.create_topic("Backlog", 4)
+    c.create_topic("Live", 4)
+    backlog = CATCH_UP_BYTES // 2
+    fill(zk, c.cluster, "Backlog", backlog)
+    remoting = RemotingClient("cold-probe")
+    try:
+        end = status(remoting, master.address).max_physical_offset
+        while status(remoting, slave.address).max_physical_offset < end:
+            time.sleep(0.05)
+        master.restart()                   # nothing mapped ...
+        d = os.path.join(master.data_dir, "store", "commitlog")
+        for name in os.listdir(d):         # ... and nothing cached: a cold backlog
+            fd = os.open(os.path.join(d, name), os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        ep = ["--zookeeper", zk, "--cluster", c.cluster]
+        secs = 5 if QUICK else 10
+        alone = result(child(["produce", *ep, "--topic", "Live", "--n", 10**9, "--batch", 256,
+                              "--size", 100, "--max-s", secs]))
+        reader = child(["consume", *ep, "--topic", "Backlog", "--queues", 4, "--expect", 10**9,
+                        "--group", "cold-reader", "--idle-s", 3], ready=True)
+        loaded = result(child(["produce", *ep, "--topic", "Live", "--n", 10**9, "--batch", 256,
+                               "--size", 100, "--max-s", secs]))
+        read = result(reader)
+        redirects = status(remoting, master.address)
+    finally:
+        remoting.close()
+        c.stop_all()
+    emit(name="cold_reader", flush="ASYNC_FLUSH", replication="ASYNC", body_bytes=100,
+         msgs_per_s_alone=round(alone["rate"], 1), msgs_per_s_with_reader=round(loaded["rate"], 1),
+         ratio=round(loaded["rate"] / alone["rate"], 3), reader_msgs=read["n"],
+         reader_msgs_per_s=round(read["rate"], 1), reads_by_broker=read.get("reads_by_broker"),
+         backlog_bytes=backlog)
+
+
+def main() -> int:
+    zk = launch(os.environ.get("DUOMQ_ZOOKEEPER"))
+    base = tempfile.mkdtemp(prefix="duomq-habench-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
+    try:
+        replication_lag(zk.connect, base)
+        catch_up(zk.connect, base)
+        cold_reader(zk.connect, base)
+    finally:
+        zk.stop()
+        subprocess.run(["rm", "-rf", base])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
