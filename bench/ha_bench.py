@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -133,7 +132,6 @@ def cold_reader(zk, base):
         loaded = result(child(["produce", *ep, "--topic", "Live", "--n", 10**9, "--batch", 256,
                                "--size", 100, "--max-s", secs]))
         read = result(reader)
-        redirects = status(remoting, master.address)
     finally:
         remoting.close()
         c.stop_all()

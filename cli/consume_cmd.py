@@ -22,6 +22,8 @@ def add(sub) -> None:
                    help="stop after this long with no message")
     p.add_argument("--count", type=int, help="stop after N messages")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("--read-from", choices=["master", "slave", "slave_preferred"], default="master",
+                   help="where reads go (default master, following the brokers' read advice)")
     add_endpoint(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -57,7 +59,7 @@ def run(args) -> int:
 
     t0 = time.monotonic()
     consumer = PushConsumer(args.group, args.topic, on_message, zookeeper=zookeeper,
-                            cluster=cluster, consume_from=args.from_)
+                            cluster=cluster, consume_from=args.from_, read_from=args.read_from)
     consumer.start()
     try:
         while not done.wait(0.1):
@@ -69,6 +71,8 @@ def run(args) -> int:
         consumer.shutdown()
     out.flush()
     summary = {"summary": True, "topic": args.topic, "group": args.group, "consumed": state["n"],
-               "seconds": round(time.monotonic() - t0, 3), "client_id": consumer.client_id}
+               "seconds": round(time.monotonic() - t0, 3), "client_id": consumer.client_id,
+               "pulls_by_broker": {f"{g}/{b}": n for (g, b), n in
+                                   sorted(consumer.reads_by_broker.items())}}
     emit(summary) if args.json else print(f"consumed {state['n']} messages", file=sys.stderr)
     return 0

@@ -55,7 +55,8 @@ def collect(zookeeper: str, cluster: str) -> dict:
                              messages_stored=resp.messages_stored,
                              bad_requests=resp.bad_requests, clients=resp.clients)
                 maxes = {(q.topic, q.queue_id): q.max_offset for q in resp.queues}
-                for o in resp.group_offsets:
+                # consumer offsets live on the master; a slave's copy may be stale
+                for o in (resp.group_offsets if resp.role == "MASTER" else ()):
                     top = maxes.get((o.topic, o.queue_id), o.offset)
                     lag.append({"consumer_group": o.consumer_group, "topic": o.topic,
                                 "broker_group": g, "queue": o.queue_id, "offset": o.offset,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import sys
 
 from duomq.client.base import DEFAULT_CLUSTER

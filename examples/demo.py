@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""`make demo`: a local ZooKeeper and a master broker, a topic, 100,000
-messages, a consumer group of two, counts and lag 0, then everything stops.
+"""`make demo`: a local ZooKeeper, a master and its slave, a topic, 100,000
+messages, a consumer group of two, counts and lag 0; then a failover (kill -9
+the master: the slave takes over, the group goes on), the old master
+rejoining as a slave, a planned switchback, and a catch-up reader redirected
+to the slave because the master's backlog is cold. Then everything stops.
 
 Every step is the `duomq` command a user would type; each is printed first.
 """
@@ -43,15 +46,63 @@ def group_members(zookeeper, cluster):
         zkutil.close(zk)
 
 
+def roles() -> dict:
+    st = json.loads(subprocess.run([sys.executable, "-m", "duomq", "status", "--json"], env=ENV,
+                                   capture_output=True, text=True, check=True).stdout)
+    return {f"{b['group']}/{b['id']}": (b["role"], b.get("epoch"), b.get("lag_bytes"))
+            for b in st["brokers"]}
+
+
+def wait_role(broker: str, role: str, timeout_s: float = 30) -> float:
+    t0 = time.monotonic()
+    while roles().get(broker, ("",))[0] != role:
+        if time.monotonic() - t0 > timeout_s:
+            raise RuntimeError(f"{broker} did not become {role}")
+        time.sleep(0.1)
+    return time.monotonic() - t0
+
+
+def ha_tour(state) -> bool:
+    print("\n--- failover: kill -9 the master under a live consumer group")
+    duomq("dev", "kill", "broker-a/0")
+    took = wait_role("broker-a/1", "MASTER")
+    print(f"  broker-a/1 is master {took:.1f} s after the kill (session timeout + election)")
+    more = json.loads(duomq("produce", TOPIC, "--count", "10000", "--size", "100", "--json",
+                            capture=True))
+    after = json.loads(duomq("consume", TOPIC, "--group", GROUP, "--until-idle", "3", "--json",
+                             "--quiet", capture=True).strip().splitlines()[-1])
+    print(f"  produced {more['sent']} more ({more['statuses']}); the group consumed "
+          f"{after['consumed']} from the new master")
+    print("\n--- the old master returns: it rejoins as a slave of epoch 2 and catches up")
+    duomq("dev", "start", "broker-a/0")
+    duomq("status")
+    print("\n--- planned switchback, then a catch-up reader on a cold backlog")
+    duomq("failover", "broker-a", "--to", "0")
+    duomq("dev", "drop-cache", "broker-a/0")
+    reader = json.loads(duomq("consume", TOPIC, "--group", "catch-up", "--from", "first",
+                              "--until-idle", "3", "--json", "--quiet",
+                              capture=True).strip().splitlines()[-1])
+    pulls = reader["pulls_by_broker"]
+    print(f"  the catch-up reader consumed {reader['consumed']} messages; pulls by broker: "
+          f"{pulls}. The master sent pulls of its cold (not cached) backlog to the slave and "
+          f"served what was still in its page cache itself")
+    final = json.loads(duomq("status", "--json", capture=True))
+    print(f"  consumer lag of every group: {final['total_lag']}")
+    return (more["statuses"] == {"SEND_OK": 10000} and after["consumed"] >= 10000
+            and reader["consumed"] >= COUNT + 10000 and pulls.get("broker-a/1", 0) > 0
+            and final["total_lag"] == 0)
+
+
 def main() -> int:
     subprocess.run([sys.executable, "-m", "duomq", "dev", "down"], env=ENV,
                    capture_output=True)
     shutil.rmtree(DATA, ignore_errors=True)
     consumers = []
     try:
-        state = json.loads(duomq("dev", "up", "--json", capture=True))
-        print(f"  ZooKeeper {state['zookeeper']}, broker "
-              f"{state['brokers'][0]['group']} at {state['brokers'][0]['address']}")
+        state = json.loads(duomq("dev", "up", "--slaves", "1", "--json", capture=True))
+        print(f"  ZooKeeper {state['zookeeper']}; "
+              + ", ".join(f"{b['group']}/{b['id']} {b['role']} at {b['address']}"
+                          for b in state["brokers"]))
         duomq("topic", "create", TOPIC, "--queues", "8")
         for i in range(2):
             args = ["consume", TOPIC, "--group", GROUP, "--from", "first", "--until-idle", "4",
@@ -83,6 +134,7 @@ def main() -> int:
               f"lag {status['total_lag']}")
         ok = produced["statuses"] == {"SEND_OK": COUNT} and consumed >= COUNT \
             and status["total_lag"] == 0
+        ok = ha_tour(state) and ok
         print("demo OK" if ok else "demo FAILED")
         return 0 if ok else 1
     finally:

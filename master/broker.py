@@ -40,7 +40,6 @@ from duomq.master.pull_hold import PullRequestHoldService
 from duomq.proto import codec, pb
 from duomq.replication.ha_client import HAClient
 from duomq.replication.ha_service import HAService
-from duomq.slave.synchronizer import SlaveSynchronizer
 from duomq.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -144,7 +143,6 @@ class Broker:
         self.registry: BrokerRegistry | None = None
         self.ha: HAService | None = None
         self.ha_client: HAClient | None = None
-        self.synchronizer: SlaveSynchronizer | None = None
         self.controller: HaController | None = None
         self.draining = False            # a master handing over: no new writes
         self._stop = threading.Event()
@@ -221,7 +219,7 @@ class Broker:
         self.draining = False
         self.replicated_offset = -1
         self.ha = HAService(self.store, self.config, self.ha_router, lambda: self.registry.epoch,
-                            lambda: self.visible_offset)
+                            lambda: self.visible_offset, self.offsets)
         self.registry.publish_routes()
         self.registry.update_info()
         log.info("serving as MASTER of %s at epoch %d from offset %d", self.config.group, epoch,
@@ -259,18 +257,14 @@ class Broker:
         self.master_confirmed = min(self.master_confirmed, self.store.commitlog.max_offset)
         cfg = self.config
         self.ha_client = HAClient(self.store, cfg, self.registry.master_ha_address,
-                                  self.notifier.slave_progress, self.ctx)
-        self.synchronizer = SlaveSynchronizer(self.offsets, self.registry.master_address,
-                                              cfg.offset_persist_interval_ms)
+                                  self.notifier.slave_progress, self.ctx, self.offsets)
         self.ha_client.start()
-        self.synchronizer.start()
         self.registry.update_info()
 
     def _stop_following(self) -> None:
-        for service in (self.ha_client, self.synchronizer):
-            if service is not None:
-                service.shutdown()
-        self.ha_client = self.synchronizer = None
+        if self.ha_client is not None:
+            self.ha_client.shutdown()
+        self.ha_client = None
 
     def _drain_for_handover(self) -> None:
         """Planned switchover: refuse new writes; hand over once a slave holds all."""

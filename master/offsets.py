@@ -1,5 +1,7 @@
 """Consumer offsets kept on the broker (RocketMQ's ``ConsumerOffsetManager``),
-persisted as JSON with an atomic rename."""
+persisted as JSON with an atomic rename. Every change gets a version, so the
+master pushes exactly the changes each slave lacks over the replication link
+(a slave never writes offsets back)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ class ConsumerOffsetManager:
     def __init__(self, path: str):
         self.path = path
         self._offsets: dict[tuple[str, str, int], int] = {}
+        self._versions: dict[tuple[str, str, int], int] = {}   # key -> version of its last change
+        self.version = 0                                       # rises with every change
         self._lock = threading.Lock()
         self._dirty = False
 
@@ -28,16 +32,20 @@ class ConsumerOffsetManager:
                         self._offsets[(group, topic, int(qid))] = int(off)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = (group, topic, queue_id)
         with self._lock:
-            self._offsets[(group, topic, queue_id)] = offset
-            self._dirty = True
-
-    def replace_all(self, offsets: dict[tuple[str, str, int], int]) -> None:
-        """A slave takes the master's offsets whole."""
-        with self._lock:
-            if offsets != self._offsets:
-                self._offsets = dict(offsets)
+            if self._offsets.get(key) != offset:
+                self._offsets[key] = offset
+                self.version += 1
+                self._versions[key] = self.version
                 self._dirty = True
+
+    def changes_since(self, version: int) -> tuple[int, list[tuple[tuple[str, str, int], int]]]:
+        """(current version, entries changed after ``version``): what a slave
+        that has seen ``version`` still lacks."""
+        with self._lock:
+            return self.version, [(k, self._offsets[k]) for k, v in self._versions.items()
+                                  if v > version]
 
     def fetch(self, group: str, topic: str, queue_id: int) -> int:
         return self._offsets.get((group, topic, queue_id), -1)

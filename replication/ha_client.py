@@ -1,7 +1,7 @@
 """The slave side of replication: a thread with its own DEALER socket to the
 master's HA port. It reports its max offset, applies each chunk at its log's
 end (byte-identical), builds consume queues, fsyncs first under SYNC_FLUSH,
-and reports again. A silent link (``ha_housekeeping_ms``) is dropped and
+takes the consumer-offset changes the master sends along, and reports again. A silent link (``ha_housekeeping_ms``) is dropped and
 re-dialled with backoff; so is a master that changes address."""
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ class HAClient(ServiceThread):
     name = "ha-client"
 
     def __init__(self, store, config, master_ha_address: Callable[[], str | None],
-                 on_progress: Callable[[int, int], None], ctx: zmq.Context):
+                 on_progress: Callable[[int, int], None], ctx: zmq.Context, offsets=None):
         super().__init__()
+        self.offsets = offsets      # ConsumerOffsetManager: takes the master's changes
         self.store = store
         self.config = config
         self.master_ha_address = master_ha_address   # from ZooKeeper; None while unknown
@@ -109,6 +110,9 @@ class HAClient(ServiceThread):
             self.bytes_applied += len(msg.data)
             if self.sync_flush:
                 self.store.commitlog.flush()
+        if self.offsets is not None:
+            for o in msg.offsets:
+                self.offsets.commit(o.consumer_group, o.topic, o.queue_id, o.offset)
         self.master_confirmed = msg.confirmed_offset
         self.on_progress(self.store.dispatched_offset, self.master_confirmed)
         return False

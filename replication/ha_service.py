@@ -27,11 +27,13 @@ class HAConnection:
     last_heard: float = 0.0
     last_sent: float = 0.0
     bytes_sent: int = field(default=0)
+    offsets_version: int = 0    # consumer-offset changes this slave has been sent
 
 
 class HAService:
-    def __init__(self, store, config, socket: zmq.Socket, epoch_fn, confirmed_fn):
+    def __init__(self, store, config, socket: zmq.Socket, epoch_fn, confirmed_fn, offsets=None):
         self.store = store
+        self.offsets = offsets              # ConsumerOffsetManager: changes go to slaves
         self.config = config
         self.socket = socket
         self.epoch_fn = epoch_fn            # the master's current epoch
@@ -63,6 +65,7 @@ class HAService:
                         report.max_offset, end)
         if link.state in (HaState.READY, HaState.SUSPEND) or report.resync:
             link.sent_offset = report.max_offset       # (re)start where the slave is
+            link.offsets_version = 0                   # and send every consumer offset again
         link.sent_offset = max(link.sent_offset, report.max_offset)
         link.max_offset = report.max_offset
         link.acked_offset = report.acked_offset
@@ -85,12 +88,19 @@ class HAService:
                 link.sent_offset += len(data)
                 link.bytes_sent += len(data)
                 link.state = next_state(link.state, "sent")
+            if self.offsets is not None and self.offsets.version > link.offsets_version:
+                version, changes = self.offsets.changes_since(link.offsets_version)
+                if self._send(link, b"", end, now, changes):
+                    link.offsets_version = version
             if now - link.last_sent >= cfg.ha_heartbeat_ms / 1000:
                 self._send(link, b"", end, now)
 
-    def _send(self, link: HAConnection, data: bytes, end: int, now: float) -> bool:
+    def _send(self, link: HAConnection, data: bytes, end: int, now: float,
+              offsets=()) -> bool:
         msg = pb.HaTransfer(epoch=self.epoch_fn(), offset=link.sent_offset, data=data,
                             master_max_offset=end, confirmed_offset=self.confirmed_fn())
+        for (group, topic, qid), off in offsets:
+            msg.offsets.add(consumer_group=group, topic=topic, queue_id=qid, offset=off)
         frame = pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_TRANSFER,
                          payload=msg.SerializeToString()).SerializeToString()
         try:   # the socket is ROUTER_MANDATORY: a full or gone peer raises, never drops

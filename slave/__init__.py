@@ -1,3 +1,9 @@
-"""The slave role (next release, the HA issue): apply the replicated log to the
-local store, serve read-only pulls, answer sends with NOT_MASTER, promote on
-failover. Empty until then; the master role lives in ``duomq.master``."""
+"""The slave role. A broker process plays master or slave and switches
+without a restart (``master.broker.Broker._promote`` / ``_follow`` /
+``_demote``, driven by ``coordinator.ha_controller``). As a slave it applies
+the replicated log (``replication.ha_client``: byte-identical chunks, consume
+queues rebuilt by ``store.MessageStore.dispatch``, consumer offsets taken
+from the master's stream), serves read-only pulls capped at the master's
+confirmed offset, sends readers back to the master when they catch up
+(``master.read_advice``), and answers writes and offset commits with
+NOT_MASTER and the master's address."""
