@@ -48,8 +48,9 @@ class LoadGenerator:
         self.zookeeper, self.cluster, self.topic = zookeeper, cluster, topic
         self.settings = producer_settings
         self.outcomes: dict[bytes, str] = {}
-        self.ok_times: list[float] = []        # SEND_OK
-        self.stored_times: list[float] = []    # any stored answer (SEND_OK or degraded)
+        # (started, answered) of each send answered SEND_OK / stored (OK or degraded)
+        self.ok_times: list[tuple[float, float]] = []
+        self.stored_times: list[tuple[float, float]] = []
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
         self.threads = [threading.Thread(target=self._work, args=(w,), daemon=True)
@@ -68,6 +69,7 @@ class LoadGenerator:
                 seq += 1
                 with self.lock:
                     self.outcomes[body] = "pending"
+                started = time.monotonic()
                 try:
                     status = p.send(Message(self.topic, body)).status.value
                 except Exception as exc:
@@ -76,22 +78,24 @@ class LoadGenerator:
                 with self.lock:
                     self.outcomes[body] = status
                     if status == SendStatus.SEND_OK.value:
-                        self.ok_times.append(time.monotonic())
+                        self.ok_times.append((started, time.monotonic()))
                     if not status.startswith("ERROR"):
-                        self.stored_times.append(time.monotonic())
+                        self.stored_times.append((started, time.monotonic()))
 
     def acked(self) -> int:
         with self.lock:
             return len(self.ok_times)
 
     def first_ok_after(self, t: float) -> float | None:
+        """When the first send started after ``t`` was answered SEND_OK."""
         with self.lock:
-            later = [x for x in self.ok_times if x > t]
+            later = [done for started, done in self.ok_times if started > t]
         return min(later) if later else None
 
     def first_stored_after(self, t: float) -> float | None:
+        """When the first send started after ``t`` was stored (any status)."""
         with self.lock:
-            later = [x for x in self.stored_times if x > t]
+            later = [done for started, done in self.stored_times if started > t]
         return min(later) if later else None
 
     def stop(self) -> None:
