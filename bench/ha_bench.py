@@ -18,7 +18,7 @@ import time
 
 from duomq.client import Message, Producer
 from duomq.client.remoting import RemotingClient
-from duomq.dev.harness import LocalCluster
+from duomq.dev.harness import LocalCluster, drop_page_cache
 from duomq.dev.zookeeper import launch
 from duomq.proto import pb
 
@@ -118,11 +118,7 @@ def cold_reader(zk, base):
         while status(remoting, slave.address).max_physical_offset < end:
             time.sleep(0.05)
         master.restart()                   # nothing mapped ...
-        d = os.path.join(master.data_dir, "store", "commitlog")
-        for name in os.listdir(d):         # ... and nothing cached: a cold backlog
-            fd = os.open(os.path.join(d, name), os.O_RDONLY)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            os.close(fd)
+        drop_page_cache(os.path.join(master.data_dir, "store", "commitlog"))   # ... nor cached
         ep = ["--zookeeper", zk, "--cluster", c.cluster]
         secs = 5 if QUICK else 10
         alone = result(child(["produce", *ep, "--topic", "Live", "--n", 10**9, "--batch", 256,

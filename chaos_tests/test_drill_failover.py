@@ -8,10 +8,8 @@ import os
 import time
 
 import pytest
-
-from duomq.coordinator import zk as zkutil
-from duomq.coordinator.paths import ZkPaths
 from duomq.dev.drills import LoadGenerator, audit, read_all
+from duomq.dev.harness import master_info, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -20,23 +18,8 @@ SYNC_PAIR = dict(flush="SYNC_FLUSH", replication="SYNC", zk_session_timeout_ms=4
                  max_message_bytes=64 << 10, max_pull_bytes=1 << 20)
 
 
-def wait_for(cond, timeout_s=30, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
-def master_of(zookeeper, cluster, group="broker-a"):
-    zk = zkutil.connect(zookeeper)
-    try:
-        raw = zk.exists(ZkPaths(cluster).master(group)) and zk.get(ZkPaths(cluster).master(group))[0]
-        return zkutil.loads(raw) if raw else {}
-    finally:
-        zkutil.close(zk)
 
 
 def commitlog_files(broker):
@@ -54,7 +37,7 @@ def test_kill9_master_under_sync_load_then_old_master_rejoins(local_cluster):
         wait_for(lambda: load.acked() >= 300, what="acked load before the fault")
         fault_at = time.monotonic()
         old.kill()                                        # kill -9 the master
-        wait_for(lambda: master_of(zk, cl).get("broker_id") == 1, what="the slave to take over")
+        wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the slave to take over")
         # SYNC with the only slave gone: stored, answered SLAVE_NOT_AVAILABLE, never SEND_OK
         wait_for(lambda: load.first_stored_after(fault_at), what="writes after the failover")
         assert load.first_ok_after(fault_at) is None
@@ -65,7 +48,7 @@ def test_kill9_master_under_sync_load_then_old_master_rejoins(local_cluster):
     finally:
         load.stop()
     report = audit("failover_sync_kill9", load, read_all(zk, cl, "Drill"), fault_at)
-    report.notes["new_master_epoch"] = master_of(zk, cl).get("epoch")
+    report.notes["new_master_epoch"] = master_info(zk, cl).get("epoch")
     report.write()
     assert report.lost == 0 and report.unexpected == 0
     assert report.acked_full >= 300 and report.acked_degraded > 0

@@ -7,12 +7,10 @@ import threading
 import time
 
 import pytest
-
 from duomq.client import Message, Producer, SendStatus
 from duomq.client.remoting import RemotingClient
-from duomq.coordinator import zk as zkutil
-from duomq.coordinator.paths import ZkPaths
 from duomq.dev.drills import DrillReport, read_all
+from duomq.dev.harness import master_info, wait_for
 from duomq.proto import pb
 from duomq.store import record as rec
 
@@ -22,23 +20,8 @@ BASE = dict(zk_session_timeout_ms=4000, segment_size_bytes=1 << 20, max_message_
             max_pull_bytes=1 << 20)
 
 
-def wait_for(cond, timeout_s=30, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
-def master_id(zookeeper, cluster, group="broker-a"):
-    zk = zkutil.connect(zookeeper)
-    try:
-        path = ZkPaths(cluster).master(group)
-        return zkutil.loads(zk.get(path)[0]).get("broker_id") if zk.exists(path) else None
-    finally:
-        zkutil.close(zk)
 
 
 @pytest.mark.parametrize("replication", ["ASYNC", "SYNC"])
@@ -68,7 +51,7 @@ def test_sigstopped_master_acks_nothing_after_the_takeover(local_cluster, replic
     stopped_at = time.monotonic()
     t = threading.Thread(target=hammer)
     t.start()
-    wait_for(lambda: master_id(zk, cl) == 1, what="the slave to take over")
+    wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the slave to take over")
     took_over = time.monotonic()
     old.resume()                                          # SIGCONT: it wakes up stale
     time.sleep(3.0)
@@ -104,7 +87,7 @@ def test_async_lagging_promotion_truncates_the_old_masters_tail(local_cluster):
             assert r.status is SendStatus.SEND_OK         # ASYNC: acked by the master alone
     old.kill()                                            # ... and the master dies
     slave.resume()
-    wait_for(lambda: master_id(zk, cl) == 1, what="the in-sync slave to take over")
+    wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the in-sync slave to take over")
     old.start()
     log_text = wait_for(lambda: re.search(r"truncated (\d+) bytes \((\d+) records\)",
                                           old.log_tail(10_000)), what="the truncation")

@@ -5,23 +5,16 @@ of them; when the slave returns it catches up and SYNC acks resume."""
 import time
 
 import pytest
-
 from duomq.client import Message, Producer, PullConsumer, SendStatus
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
 from duomq.dev.drills import DrillReport
+from duomq.dev.harness import wait_for
 from duomq.proto import pb
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def wait_for(cond, timeout_s=20, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def status(remoting, broker):

@@ -7,11 +7,11 @@ import threading
 import time
 
 import pytest
-
 from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
 from duomq.dev.drills import DrillReport
+from duomq.dev.harness import drop_page_cache, wait_for
 from duomq.proto import pb
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -20,14 +20,6 @@ BASE = dict(zk_session_timeout_ms=4000, segment_size_bytes=8 << 20, max_message_
             max_pull_bytes=1 << 20)
 
 
-def wait_for(cond, timeout_s=30, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def max_offset(broker):
@@ -39,16 +31,6 @@ def max_offset(broker):
         r.close()
 
 
-def evict(broker):
-    """Make the master's commit log cold: write back, then drop from the page cache."""
-    d = os.path.join(broker.data_dir, "store", "commitlog")
-    for name in os.listdir(d):
-        fd = os.open(os.path.join(d, name), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
@@ -69,7 +51,7 @@ def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
     produce(80, 0)                                           # a ~21 MB backlog ...
     wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
     master.restart()                                         # ... that nothing has mapped
-    evict(master)                                            # ... and the page cache dropped
+    drop_page_cache(os.path.join(master.data_dir, "store", "commitlog"))  # ... nor cached
     produce(40, 80)                                          # a fresh, hot ~10 MB tail
     wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
     sources = []

@@ -4,7 +4,6 @@ import threading
 import time
 
 import pytest
-
 from duomq.client import Message, Producer, PullConsumer, PullStatus, SendStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import sys
+import time
 
 from duomq.client.base import DEFAULT_CLUSTER
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
-from duomq.dev.harness import wait_registered
+from duomq.dev.harness import drop_page_cache, wait_registered
 from duomq.dev.ports import free_port
 from duomq.dev.zookeeper import launch, stop_pid
 
@@ -218,13 +218,5 @@ def drop_cache(data_dir: str, name: str) -> dict:
     if state is None:
         raise ConfigError(f"no dev cluster in {data_dir}")
     b = find_broker(state, name)
-    d = os.path.join(os.path.dirname(b["config"]), "store", "commitlog")
-    files = sorted(os.listdir(d)) if os.path.isdir(d) else []
-    for f in files:
-        fd = os.open(os.path.join(d, f), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return {"broker": f"{b['group']}/{b['id']}", "segments": len(files)}
+    n = drop_page_cache(os.path.join(os.path.dirname(b["config"]), "store", "commitlog"))
+    return {"broker": f"{b['group']}/{b['id']}", "segments": n}

@@ -10,12 +10,49 @@ import subprocess
 import sys
 import time
 
-from kazoo.exceptions import NoNodeError
-
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicAdmin
 from duomq.dev.ports import free_port
+from kazoo.exceptions import NoNodeError
+
+
+def wait_for(cond, timeout_s: float = 30, what: str = "condition"):
+    """Poll ``cond`` until it returns something true (returned) or time is up
+    (AssertionError naming ``what``): tests wait on conditions, never sleep."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def master_info(zookeeper: str, cluster: str, group: str = "broker-a") -> dict:
+    """The group's master node ({} when there is none)."""
+    zk = zkutil.connect(zookeeper)
+    try:
+        return zkutil.loads(zk.get(ZkPaths(cluster).master(group))[0])
+    except NoNodeError:
+        return {}
+    finally:
+        zkutil.close(zk)
+
+
+def drop_page_cache(directory: str) -> int:
+    """Write back and drop every file of ``directory`` from the page cache
+    (posix_fadvise DONTNEED): a cold backlog for read-redirect drills. Pages a
+    process has mapped stay resident. Returns the number of files."""
+    names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    for name in names:
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return len(names)
 
 
 def log_tail(path: str, lines: int = 80) -> str:

@@ -9,7 +9,6 @@ import os
 import uuid
 
 import pytest
-
 from duomq.coordinator import zk as zkutil
 from duomq.dev.harness import LocalCluster
 from duomq.dev.zookeeper import launch

@@ -79,7 +79,7 @@ class HAClient(ServiceThread):
                     log.info("master moved: leaving %s", address)
                     return
                 if sock.poll(100):
-                    resync = self._apply(sock.recv())
+                    resync = self._apply(sock.recv_multipart(copy=False))
                     self.last_heard = time.monotonic()
                     self._report(sock, resync=resync)
                     last_report = time.monotonic()
@@ -95,19 +95,20 @@ class HAClient(ServiceThread):
             self.connected_to = None
             sock.close(linger=0)
 
-    def _apply(self, raw: bytes) -> bool:
-        """Apply one transfer; True when it did not start at our end (resync)."""
-        frame = codec.decode_frame(raw)
-        msg = codec.decode_request(frame)
+    def _apply(self, frames) -> bool:
+        """Apply one transfer (a header frame, then the log bytes); True when it
+        did not start at our end (resync)."""
+        msg = codec.decode_request(codec.decode_frame(frames[0].bytes))
+        data = frames[1].buffer if len(frames) > 1 else b""
         self.epoch = max(self.epoch, msg.epoch)
         self.master_max = msg.master_max_offset
         end = self.store.commitlog.max_offset
-        if msg.data:
+        if len(data):
             if msg.offset != end:
                 return True
-            self.store.append_raw(msg.offset, msg.data)
+            self.store.append_raw(msg.offset, data)
             self.store.dispatch()
-            self.bytes_applied += len(msg.data)
+            self.bytes_applied += len(data)
             if self.sync_flush:
                 self.store.commitlog.flush()
         if self.offsets is not None:

@@ -16,10 +16,9 @@ def segment_name(base: int) -> str:
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, segment_size: int, *, zero_fill: bool = False):
+    def __init__(self, directory: str, segment_size: int):
         self.dir = directory
         self.segment_size = segment_size
-        self.zero_fill = zero_fill
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self._lock = threading.Lock()  # guards the list against retention and rolls
@@ -65,8 +64,7 @@ class MappedFileQueue:
 
     # ------------------------------------------------------------ growth
     def create(self, base: int) -> Segment:
-        seg = Segment.open(os.path.join(self.dir, segment_name(base)), base,
-                           self.segment_size, zero_fill=self.zero_fill)
+        seg = Segment.open(os.path.join(self.dir, segment_name(base)), base, self.segment_size)
         with self._lock:
             self.segments.append(seg)
             self._bases.append(base)

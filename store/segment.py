@@ -27,27 +27,17 @@ class Segment:
         self.flushed = 0
 
     @classmethod
-    def open(cls, path: str, base: int, size: int, *, zero_fill: bool = False) -> "Segment":
-        """Open or create ``path``; a new file is preallocated to ``size``.
-
-        ``zero_fill`` writes real zeros (slower to create, but later
-        overwrites need no extent conversion at fdatasync: 2-3x faster syncs).
-        """
+    def open(cls, path: str, base: int, size: int) -> "Segment":
+        """Open or create ``path``; a new file is preallocated to ``size``
+        (fallocate: the space is reserved, reads of unwritten parts give zeros)."""
         exists = os.path.exists(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if not exists or os.fstat(fd).st_size < size:
-                if zero_fill:
-                    pos = os.fstat(fd).st_size
-                    while pos < size:
-                        n = os.pwrite(fd, ZERO_CHUNK[: min(len(ZERO_CHUNK), size - pos)], pos)
-                        pos += n
-                    os.fdatasync(fd)
-                else:
-                    try:
-                        os.posix_fallocate(fd, 0, size)
-                    except OSError:
-                        os.ftruncate(fd, size)
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except OSError:
+                    os.ftruncate(fd, size)
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
         except BaseException:
             os.close(fd)

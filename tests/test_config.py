@@ -1,6 +1,10 @@
 import pytest
-
-from duomq.common.config import BrokerConfig, ConsumerConfig, FlushDiskType, ProducerConfig
+from duomq.common.config import (
+    BrokerConfig,
+    ConsumerConfig,
+    FlushDiskType,
+    ProducerConfig,
+)
 from duomq.common.errors import ConfigError, InvalidNameError
 from duomq.common.names import validate_name
 

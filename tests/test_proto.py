@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from duomq.proto import PROTOCOL_VERSION, codec, pb
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -1,7 +1,6 @@
 import itertools
 
 import pytest
-
 from duomq.client.allocate import allocate_averagely
 from duomq.client.selector import RoundRobinSelector, select_by_key
 from duomq.common.message import MessageQueue

@@ -1,5 +1,10 @@
-from duomq.coordinator.election import (Member, Snapshot, choose_master, isr_after,
-                                        truncation_point)
+from duomq.coordinator.election import (
+    Member,
+    Snapshot,
+    choose_master,
+    isr_after,
+    truncation_point,
+)
 
 
 def snap(members, isr=None, master=None, lagging=False, preferred=None):

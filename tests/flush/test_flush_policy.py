@@ -47,7 +47,12 @@ def test_held_pulls_wake_on_data_and_expire():
 
 
 def test_confirmed_offset_and_link_states():
-    from duomq.replication.protocol import HaState, confirmed_offset, in_sync, next_state
+    from duomq.replication.protocol import (
+        HaState,
+        confirmed_offset,
+        in_sync,
+        next_state,
+    )
     assert confirmed_offset([500, 300, 900], 1) == 900
     assert confirmed_offset([500, 300, 900], 2) == 500
     assert confirmed_offset([500], 2) is None

@@ -2,9 +2,12 @@
 
 import pytest
 import zmq
-
 from duomq.client import Message, Producer
-from duomq.common.errors import (InvalidNameError, MessageTooLargeError, TopicNotExistError)
+from duomq.common.errors import (
+    InvalidNameError,
+    MessageTooLargeError,
+    TopicNotExistError,
+)
 from duomq.proto import codec, pb
 from duomq.store import record as rec
 

@@ -5,7 +5,6 @@ import random
 
 import pytest
 import zmq
-
 from duomq.proto import codec, pb
 from duomq.store import record as rec
 

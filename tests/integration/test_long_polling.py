@@ -4,7 +4,6 @@ import threading
 import time
 
 import pytest
-
 from duomq.client import Message, Producer, PullConsumer, PullStatus
 from duomq.common.message import MessageQueue
 

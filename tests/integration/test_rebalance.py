@@ -2,22 +2,14 @@
 carry consumption across members: nothing is skipped."""
 
 import threading
-import time
 
 import pytest
-
 from duomq.client import Message, Producer, PushConsumer
+from duomq.dev.harness import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def wait_for(cond, timeout_s=15, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Recorder:

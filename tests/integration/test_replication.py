@@ -3,25 +3,17 @@ pulls, SYNC acks that never lie, offsets copied to the slave."""
 
 import filecmp
 import os
-import time
 
 import pytest
-
 from duomq.client import Message, Producer, PullConsumer
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
+from duomq.dev.harness import wait_for
 from duomq.proto import pb
 
 pytestmark = pytest.mark.integration
 
 
-def wait_for(cond, timeout_s=20, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def status(remoting, broker):

@@ -4,7 +4,6 @@ import threading
 import time
 
 import pytest
-
 from duomq.client import Message, Producer, PullConsumer, PullStatus, SendStatus
 from duomq.common.errors import ConfigError, MessageTooLargeError, TopicNotExistError
 from duomq.common.message import MessageQueue, parse_msg_id

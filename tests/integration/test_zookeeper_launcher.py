@@ -6,7 +6,6 @@ import socket
 import threading
 
 import pytest
-
 from duomq.coordinator import zk as zkutil
 from duomq.dev import zookeeper as zkl
 

@@ -1,7 +1,6 @@
 import zlib
 
 import pytest
-
 from duomq.store import record as rec
 
 

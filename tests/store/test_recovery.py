@@ -1,7 +1,6 @@
 import os
 
 import pytest
-
 from duomq.common.config import BrokerConfig
 from duomq.store import MessageStore
 from duomq.store import record as rec

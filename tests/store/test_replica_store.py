@@ -2,7 +2,6 @@
 queues rebuilt by dispatch, byte-identical logs."""
 
 import pytest
-
 from duomq.common.config import BrokerConfig
 from duomq.store import MessageStore
 from duomq.store import record as rec
