@@ -80,6 +80,8 @@ class BrokerConfig:
     replication: ReplicationMode = ReplicationMode.ASYNC
     slave_timeout_ms: int = 3000             # SYNC replication: FLUSH_SLAVE_TIMEOUT past this
     sync_replicas: int = 1                   # SYNC: slaves that must hold a record before SEND_OK
+    slave_flush: FlushDiskType | None = None  # as a slave: SYNC_FLUSH acks only fsynced bytes;
+                                             # default: the same as `flush`
     ha_port: int = 10912                     # the master's replication port; 0 picks a free one
     ha_max_gap_bytes: int = 256 * MIB        # a slave further behind is not in sync
     ha_housekeeping_ms: int = 20_000         # drop a replication link silent this long
@@ -104,6 +106,8 @@ class BrokerConfig:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
         set_("flush", _enum(FlushDiskType, self.flush, "flush"))
         set_("replication", _enum(ReplicationMode, self.replication, "replication"))
+        set_("slave_flush", self.flush if self.slave_flush in (None, "")
+             else _enum(FlushDiskType, self.slave_flush, "slave_flush"))
         validate_name("cluster", self.cluster)
         validate_name("broker group", self.group)
         _positive(self, "zk_session_timeout_ms", "sync_flush_timeout_ms", "flush_interval_ms",
@@ -173,6 +177,7 @@ class BrokerConfig:
         out = dataclasses.asdict(self)
         out["flush"] = self.flush.value
         out["replication"] = self.replication.value
+        out["slave_flush"] = self.slave_flush.value
         return out
 
     # ------------------------------------------------------------ loading

@@ -32,7 +32,7 @@ class HAClient(ServiceThread):
         self.master_ha_address = master_ha_address   # from ZooKeeper; None while unknown
         self.on_progress = on_progress               # (dispatched offset, master confirmed)
         self.ctx = ctx
-        self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
+        self.sync_flush = config.slave_flush is FlushDiskType.SYNC_FLUSH
         self.master_confirmed = 0
         self.master_max = 0
         self.epoch = 0
@@ -79,7 +79,13 @@ class HAClient(ServiceThread):
                     log.info("master moved: leaving %s", address)
                     return
                 if sock.poll(100):
-                    resync = self._apply(sock.recv_multipart(copy=False))
+                    # apply every chunk already here, then report once: under load
+                    # reports coalesce; an idle link reports each chunk at once
+                    resync = False
+                    while not resync:
+                        resync = self._apply(sock.recv_multipart(copy=False))
+                        if not sock.poll(0):
+                            break
                     self.last_heard = time.monotonic()
                     self._report(sock, resync=resync)
                     last_report = time.monotonic()

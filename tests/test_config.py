@@ -70,3 +70,11 @@ def test_bad_names(name):
 def test_system_names_only_when_allowed():
     assert validate_name("topic", "%RETRY%grp", allow_system=True) == "%RETRY%grp"
     assert validate_name("topic", "Orders_2024-x") == "Orders_2024-x"
+
+
+def test_slave_flush_defaults_to_flush():
+    assert BrokerConfig(flush="SYNC_FLUSH").slave_flush is FlushDiskType.SYNC_FLUSH
+    assert BrokerConfig(flush="SYNC_FLUSH", slave_flush="ASYNC_FLUSH").slave_flush \
+        is FlushDiskType.ASYNC_FLUSH
+    with pytest.raises(ConfigError, match="slave_flush"):
+        BrokerConfig(slave_flush="SOMETIMES")
