@@ -53,7 +53,8 @@ def collect(zookeeper: str, cluster: str) -> dict:
                              flushed_offset=resp.flushed_offset,
                              confirmed_offset=resp.confirmed_offset,
                              messages_stored=resp.messages_stored,
-                             bad_requests=resp.bad_requests, clients=resp.clients)
+                             bad_requests=resp.bad_requests, clients=resp.clients,
+                             flushes=resp.flushes, read_redirects=resp.read_redirects)
                 maxes = {(q.topic, q.queue_id): q.max_offset for q in resp.queues}
                 # consumer offsets live on the master; a slave's copy may be stale
                 for o in (resp.group_offsets if resp.role == "MASTER" else ()):

@@ -255,7 +255,6 @@ class _RebalanceService(ServiceThread):
         self.consumer = consumer
         self._next_commit = 0.0
         self._next_rebalance = 0.0
-        self._wake_at = None
 
     def wakeup_later(self, delay_s: float):
         self.consumer._scheduler.call_later(delay_s, self.wakeup)

@@ -173,13 +173,6 @@ class BrokerConfig:
     def replace(self, **changes) -> "BrokerConfig":
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["flush"] = self.flush.value
-        out["replication"] = self.replication.value
-        out["slave_flush"] = self.slave_flush.value
-        return out
-
     # ------------------------------------------------------------ loading
     @classmethod
     def load(cls, path: str | None = None, env: dict | None = None,

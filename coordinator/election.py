@@ -73,8 +73,3 @@ def truncation_point(local_epoch: int, local_max: int, history: list[tuple[int, 
     later = [start for epoch, start in sorted(history) if epoch > local_epoch]
     return min(local_max, later[0]) if later else local_max
 
-
-def isr_after(current: set[int], master_id: int, caught_up: set[int], lagging: set[int]) -> set[int]:
-    """The ISR the master should publish: itself, plus slaves that caught up,
-    minus slaves that fell behind or went silent."""
-    return ({master_id} | (current | caught_up)) - (lagging - {master_id})

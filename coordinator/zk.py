@@ -31,18 +31,6 @@ def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10
     return zk
 
 
-def ensure_chroot(hosts: str) -> None:
-    """Create the chroot path of a connect string if it has one."""
-    if "/" not in hosts:
-        return
-    base, _, chroot = hosts.partition("/")
-    zk = connect(base)
-    try:
-        zk.ensure_path("/" + chroot)
-    finally:
-        zk.stop()
-        zk.close()
-
 
 def dumps(data: dict) -> bytes:
     return json.dumps(data, sort_keys=True).encode()

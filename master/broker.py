@@ -162,7 +162,7 @@ class Broker:
         self.redirects = 0
 
     # ------------------------------------------------------------ lifecycle
-    def _bind(self, sock, port: int, field_name: str) -> int:
+    def _bind(self, sock, port: int) -> int:
         host = self.config.listen_host
         if port == 0:
             return sock.bind_to_random_port(f"tcp://{host}")
@@ -177,8 +177,8 @@ class Broker:
         self.router = self._socket(zmq.ROUTER)
         self.ha_router = self._socket(zmq.ROUTER)
         self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
-        port = self._bind(self.router, cfg.port, "port")
-        ha_port = self._bind(self.ha_router, cfg.ha_port, "ha_port")
+        port = self._bind(self.router, cfg.port)
+        ha_port = self._bind(self.ha_router, cfg.ha_port)
         if (port, ha_port) != (cfg.port, cfg.ha_port):
             self.config = cfg = cfg.replace(port=port, ha_port=ha_port)
             self.processors.config = cfg

@@ -186,7 +186,8 @@ class Processors:
             messages_stored=store.messages_stored, clients=len(b.clients),
             epoch=b.registry.epoch if b.registry else 0,
             master_address=(b.registry.master_address() or "") if b.registry else "",
-            replicated_offset=b.replicated_offset)
+            replicated_offset=b.replicated_offset, flushes=b.flush_service.syncs,
+            read_redirects=b.redirects)
         if b.ha is not None:
             for link in b.ha.status():
                 resp.replicas.add(broker_id=link["broker_id"], address=link["address"],

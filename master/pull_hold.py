@@ -55,5 +55,3 @@ class PullRequestHoldService:
                     del self.held[key]
         return expired
 
-    def next_deadline(self) -> float | None:
-        return min((p.deadline for ps in self.held.values() for p in ps), default=None)

@@ -36,9 +36,7 @@ class HAClient(ServiceThread):
         self.master_confirmed = 0
         self.master_max = 0
         self.epoch = 0
-        self.connected_to: str | None = None
         self.last_heard = 0.0
-        self.bytes_applied = 0
 
     def acked_offset(self) -> int:
         if self.sync_flush:
@@ -68,7 +66,6 @@ class HAClient(ServiceThread):
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 64)
         sock.connect(address)
-        self.connected_to = address
         log.info("replicating from %s (local end %d)", address, self.store.commitlog.max_offset)
         try:
             self._report(sock, resync=True)
@@ -98,7 +95,6 @@ class HAClient(ServiceThread):
                     self._report(sock)
                     last_report = now
         finally:
-            self.connected_to = None
             sock.close(linger=0)
 
     def _apply(self, frames) -> bool:
@@ -114,7 +110,6 @@ class HAClient(ServiceThread):
                 return True
             self.store.append_raw(msg.offset, data)
             self.store.dispatch()
-            self.bytes_applied += len(data)
             if self.sync_flush:
                 self.store.commitlog.flush()
         if self.offsets is not None:

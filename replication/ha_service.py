@@ -5,7 +5,7 @@ other thread touches this state."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import zmq
 
@@ -26,7 +26,6 @@ class HAConnection:
     sent_offset: int = 0         # next byte to send
     last_heard: float = 0.0
     last_sent: float = 0.0
-    bytes_sent: int = field(default=0)
     offsets_version: int = 0    # consumer-offset changes this slave has been sent
 
 
@@ -86,7 +85,6 @@ class HAService:
                 if not data or not self._send(link, data, end, now):
                     break
                 link.sent_offset += len(data)
-                link.bytes_sent += len(data)
                 link.state = next_state(link.state, "sent")
             if self.offsets is not None and self.offsets.version > link.offsets_version:
                 version, changes = self.offsets.changes_since(link.offsets_version)

@@ -92,10 +92,6 @@ class ConsumeQueue:
         raw = self.read(queue_offset, 1)
         return CQ_UNIT.unpack(raw) if len(raw) == UNIT else None
 
-    def last_phys_end(self) -> int:
-        e = self.entry(self.max_offset - 1) if self.max_offset > self.min_offset else None
-        return e[0] + e[1] if e else 0
-
     # ------------------------------------------------------------ shrink
     def truncate_beyond(self, phys_end: int) -> int:
         """Drop entries whose record ends past ``phys_end``; return how many."""

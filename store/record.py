@@ -128,7 +128,7 @@ def tag_hash(tags: bytes) -> int:
     return zlib.crc32(tags) if tags else 0
 
 
-def decode_records(buf, broker_group: str = "", count_hint: int = 0) -> list[MessageExt]:
+def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
     """Decode concatenated stored records (a pull answer) into MessageExt."""
     out = []
     append = out.append

@@ -48,10 +48,6 @@ class Segment:
     def end(self) -> int:
         return self.base + self.size
 
-    @property
-    def remaining(self) -> int:
-        return self.size - self.wrote
-
     def write(self, data, rel_pos: int) -> None:
         view = memoryview(data)
         while view:

@@ -2,7 +2,6 @@ from duomq.coordinator.election import (
     Member,
     Snapshot,
     choose_master,
-    isr_after,
     truncation_point,
 )
 
@@ -45,8 +44,3 @@ def test_truncation_point():
     assert truncation_point(2, 7000, history) == 5000
     assert truncation_point(3, 7000, history) == 7000   # current epoch: nothing to cut
 
-
-def test_isr_changes():
-    assert isr_after({0, 1}, 0, set(), {1}) == {0}
-    assert isr_after({0}, 0, {1, 2}, set()) == {0, 1, 2}
-    assert isr_after({0, 1}, 0, set(), {0}) == {0, 1}     # the master never drops itself
