@@ -21,7 +21,7 @@ import socket
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from duomq.client.base import ClientBase
@@ -51,14 +51,21 @@ _STORED = {pb.OK: SendStatus.SEND_OK, pb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DI
 @dataclass
 class SendResult:
     status: SendStatus
-    msg_id: str
+    msg_id: str                               # the first message of the batch
     queue: MessageQueue
-    queue_offset: int
-    msg_ids: list[str] = field(default_factory=list)   # every message of a batch
+    queue_offset: int                         # queue offset of the first message
+    physical_offsets: Sequence[int] = ()      # commit-log offset of every message
+    broker_group: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status is SendStatus.SEND_OK
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """Every message id of the batch (formatted on demand: most callers
+        never read them, and formatting 256 ids costs as much as a send)."""
+        return [make_msg_id(self.broker_group, p) for p in self.physical_offsets]
 
 
 Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
@@ -82,6 +89,7 @@ class Producer(ClientBase):
         self._callbacks = ThreadPoolExecutor(1, thread_name_prefix="duomq-send-callback")
         self._retries = ThreadPoolExecutor(2, thread_name_prefix="duomq-send-retry")
         self._rr = RoundRobinSelector()
+        self._checked: set[tuple[str, object]] = set()
         self._faults = FaultAvoidance(cfg.fault_avoidance_ms / 1000)
         self._host = _local_host()
         super().__init__(zookeeper, cluster, zk=zk)
@@ -176,7 +184,10 @@ class Producer(ClientBase):
             return queue
         route = self.route(topic)
         for g in route.groups.values():
-            self.config.check_broker({"group": g.group, **g.info})
+            key = (g.group, g.info.get("max_ack_wait_ms"))
+            if key not in self._checked:       # once per broker setting, not per send
+                self.config.check_broker({"group": g.group, **g.info})
+                self._checked.add(key)
         queues = route.queues(writable=True)
         if not queues:
             raise DuomqError(f"topic {topic!r} has no writable queue")
@@ -307,8 +318,10 @@ class _SendAttempts:
             raise for_status(status, error)
         result = SendResult(send_status, "", mq, -1)
         if resp is not None:
-            ids = [make_msg_id(resp.broker_group, p) for p in resp.physical_offsets]
-            result = SendResult(send_status, ids[0] if ids else "", mq, resp.queue_offset, ids)
+            offsets = resp.physical_offsets
+            result = SendResult(send_status,
+                                make_msg_id(resp.broker_group, offsets[0]) if offsets else "",
+                                mq, resp.queue_offset, offsets, resp.broker_group)
         if (send_status is not SendStatus.SEND_OK and not self.pinned
                 and self.config.retry_another_broker_when_not_store_ok and self._take_retry(mq)):
             self.stored = result
