@@ -1,6 +1,6 @@
 """The slave role. A broker process plays master or slave and switches
-without a restart (``master.broker.Broker._promote`` / ``_follow`` /
-``_demote``, driven by ``coordinator.ha_controller``). As a slave it applies
+without a restart: ``roles.RoleChanges`` (promote, follow with truncation,
+demote, drain for a handover), driven by ``coordinator.ha_controller``. As a slave it applies
 the replicated log (``replication.ha_client``: byte-identical chunks, consume
 queues rebuilt by ``store.MessageStore.dispatch``, consumer offsets taken
 from the master's stream), serves read-only pulls capped at the master's
