@@ -11,9 +11,8 @@ import uuid
 from kazoo.exceptions import NoNodeError
 
 from duomq.common.errors import NoRouteError, TopicNotExistError, for_status
-from duomq.common.message import MessageQueue
 from duomq.common.names import validate_name
-from duomq.common.service import ServiceThread
+from duomq.common.service import PeriodicService
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.members import BrokerMembers
 from duomq.coordinator.paths import ZkPaths
@@ -23,6 +22,7 @@ from duomq.proto import pb
 
 log = logging.getLogger(__name__)
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
+HEARTBEAT_INTERVAL_S = 30.0
 DEFAULT_CLUSTER = "DefaultCluster"
 
 
@@ -44,7 +44,9 @@ class ClientBase:
         self.members = BrokerMembers(self.zk, self.cluster)
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}")
         self._closed = False
-        self._heartbeat = _HeartbeatService(self)
+        # RocketMQ clients also tell every broker who they are every 30 s
+        self._heartbeat = PeriodicService("duomq-heartbeat", HEARTBEAT_INTERVAL_S,
+                                          self.send_heartbeats, run_first=True)
         self._heartbeat.start()
 
     def heartbeat_groups(self) -> tuple[list[str], list[str]]:
@@ -98,17 +100,6 @@ class ClientBase:
             raise NoRouteError(f"broker group {group!r} has no live master")
         return addr
 
-    def address_of(self, mq: MessageQueue) -> str:
-        addr = self.routes.get(mq.topic, wait_s=0).address(mq.broker_group)
-        if addr is None:
-            raise NoRouteError(f"broker group {mq.broker_group!r} is not serving {mq.topic!r}")
-        return addr
-
-    def call(self, mq: MessageQueue, type_: int, message, timeout_s: float):
-        """A blocking request to the queue's broker; raises on error statuses
-        other than the ones the caller handles (returned as (status, error, resp))."""
-        return self.remoting.call(self.address_of(mq), type_, message, timeout_s)
-
     def close(self) -> None:
         if self._closed:
             return
@@ -125,26 +116,6 @@ class ClientBase:
 
     def __exit__(self, *exc):
         self.close()
-
-
-class _HeartbeatService(ServiceThread):
-    """Tells every broker of the cluster who this client is, every
-    ``HEARTBEAT_INTERVAL_S`` (RocketMQ clients do the same every 30 s)."""
-
-    name = "duomq-heartbeat"
-    HEARTBEAT_INTERVAL_S = 30.0
-
-    def __init__(self, client: ClientBase):
-        super().__init__()
-        self.client = client
-
-    def run(self):
-        while not self.stopped:
-            try:
-                self.client.send_heartbeats()
-            except Exception as exc:  # best effort: heartbeats only feed status
-                log.debug("heartbeat failed: %s", exc)
-            self.wait_for_running(self.HEARTBEAT_INTERVAL_S)
 
 
 def raise_for(status: int, error: str) -> None:

@@ -27,7 +27,8 @@ from typing import Callable, Sequence
 from duomq.client.base import ClientBase
 from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
 from duomq.common.config import ProducerConfig
-from duomq.common.errors import (ConfigError, DuomqError, MessageTooLargeError, for_status)
+from duomq.common.errors import (ConfigError, DuomqError, MessageTooLargeError, NoRouteError,
+                                 for_status)
 from duomq.common.message import Message, MessageQueue, make_msg_id
 from duomq.common.names import validate_name
 from duomq.proto import pb
@@ -119,10 +120,10 @@ class Producer(ClientBase):
         while True:
             mq = None
             try:
-                mq = self._choose(topic, msgs, sharding_key, selector, arg, queue, att.avoid)
-                raw = self.remoting.call(self.address_of(mq), pb.SEND,
-                                         self._request(topic, mq, msgs, data),
-                                         att.attempt_s(self._ack_wait_s(mq)))
+                mq, address, timeout_s = self._target(topic, msgs, sharding_key, selector, arg,
+                                                      queue, att)
+                raw = self.remoting.call(address, pb.SEND, self._request(topic, mq, msgs, data),
+                                         timeout_s)
                 result = att.judge(*raw, mq)
             except Exception as exc:
                 if att.retry_after_error(exc, mq):
@@ -179,28 +180,32 @@ class Producer(ClientBase):
             parts.append(r)
         return topic, b"".join(parts)
 
-    def _choose(self, topic, msgs, sharding_key, selector, arg, queue, avoid) -> MessageQueue:
-        if queue is not None:
-            return queue
+    def _target(self, topic, msgs, sharding_key, selector, arg, queue, att):
+        """One attempt's (queue, broker address, timeout), all from one route
+        snapshot: the queue chosen (given, by selector, by key, or round robin
+        away from failed groups), its master's address, and the broker's
+        longest ack wait plus the attempt grace."""
         route = self.route(topic)
         for g in route.groups.values():
             key = (g.group, g.info.get("max_ack_wait_ms"))
             if key not in self._checked:       # once per broker setting, not per send
                 self.config.check_broker({"group": g.group, **g.info})
                 self._checked.add(key)
-        queues = route.queues(writable=True)
-        if not queues:
-            raise DuomqError(f"topic {topic!r} has no writable queue")
-        if selector is not None:
-            return selector(queues, msgs[0], arg)
-        if sharding_key is not None:
-            return select_by_key(queues, sharding_key)
-        return self._rr.select(queues, avoid | self._faults.avoided(time.monotonic()))
-
-    def _ack_wait_s(self, mq: MessageQueue) -> float:
-        """The longest the queue's broker may hold a send before answering."""
-        g = self.routes.get(mq.topic, wait_s=0).groups.get(mq.broker_group)
-        return int(g.info.get("max_ack_wait_ms", 0)) / 1000 if g else 0.0
+        mq = queue
+        if mq is None:
+            queues = route.queues(writable=True)
+            if not queues:
+                raise DuomqError(f"topic {topic!r} has no writable queue")
+            if selector is not None:
+                mq = selector(queues, msgs[0], arg)
+            elif sharding_key is not None:
+                mq = select_by_key(queues, sharding_key)
+            else:
+                mq = self._rr.select(queues, att.avoid | self._faults.avoided(time.monotonic()))
+        g = route.groups.get(mq.broker_group)
+        if g is None:
+            raise NoRouteError(f"broker group {mq.broker_group!r} is not serving {topic!r}")
+        return mq, g.address, att.attempt_s(int(g.info.get("max_ack_wait_ms", 0)) / 1000)
 
     def _request(self, topic, mq, msgs, data) -> pb.SendRequest:
         return pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs), records=data,
@@ -225,10 +230,10 @@ class Producer(ClientBase):
         def attempt():
             mq = None
             try:
-                mq = self._choose(topic, msgs, sharding_key, selector, arg, queue, att.avoid)
-                inner = self.remoting.request(self.address_of(mq), pb.SEND,
-                                              self._request(topic, mq, msgs, data),
-                                              att.attempt_s(self._ack_wait_s(mq)))
+                mq, address, timeout_s = self._target(topic, msgs, sharding_key, selector, arg,
+                                                      queue, att)
+                inner = self.remoting.request(address, pb.SEND,
+                                              self._request(topic, mq, msgs, data), timeout_s)
             except Exception as exc:
                 return failed(exc, mq)
             inner.add_done_callback(lambda f: finished(f, mq))

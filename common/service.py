@@ -47,3 +47,25 @@ class ServiceThread:
         self._event.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
+
+
+class PeriodicService(ServiceThread):
+    """Calls ``task`` every ``interval_s`` (after the first wait, or at once
+    with ``run_first``), logging a failure and going on."""
+
+    def __init__(self, name: str, interval_s: float, task, *, run_first: bool = False):
+        super().__init__()
+        self.name = name
+        self.interval_s = interval_s
+        self.task = task
+        self.run_first = run_first
+
+    def run(self) -> None:
+        if not self.run_first:
+            self.wait_for_running(self.interval_s)
+        while not self.stopped:
+            try:
+                self.task()
+            except Exception:
+                log.exception("%s failed; trying again in %.1f s", self.name, self.interval_s)
+            self.wait_for_running(self.interval_s)

@@ -49,7 +49,6 @@ class HaController:
         self.local_epoch = local_epoch
         self.post = post
         self.role = SLAVE                 # what we last told the serving thread
-        self.epoch = 0
         self.following_epoch = -1
         self.lease_until = 0.0            # monotonic; a master acks only before it
         self.isr_wanted: set[int] | None = None
@@ -194,7 +193,6 @@ class HaController:
             if epoch != self.following_epoch:
                 cut = truncation_point(self.local_epoch(), self.max_offset(), history)
                 self.following_epoch = epoch
-                self.epoch = epoch
                 log.info("following broker %d at epoch %d (local epoch %d, cut at %d)",
                          snap.master_id, epoch, self.local_epoch(), cut)
                 self.post(b"F", epoch, cut)
@@ -224,7 +222,7 @@ class HaController:
         if any(isinstance(r, Exception) for r in results):
             log.info("claim of epoch %d lost: %s", epoch, results)
             return False
-        self.epoch = epoch
+        self.registry.epoch = epoch
         self.lease_until = time.monotonic() + cfg.zk_session_timeout_ms / 2000
         self._write_isr({cfg.broker_id})
         if lagging:
@@ -232,7 +230,6 @@ class HaController:
                         "the old master held past it are lost", start)
         log.info("became master of %s at epoch %d, start offset %d", g, epoch, start)
         self._set_role(MASTER)
-        self.registry.epoch = epoch
         self.post(b"P", epoch, start)
         if self.switchover:
             try:
@@ -244,7 +241,7 @@ class HaController:
     # ------------------------------------------------------------ master duties
     def _write_isr(self, members: set[int]) -> None:
         p, g = self.paths, self.config.group
-        data = dumps({"epoch": self.epoch, "master": self.config.broker_id,
+        data = dumps({"epoch": self.registry.epoch, "master": self.config.broker_id,
                       "members": sorted(members)})
         try:
             self.zk.set(p.isr(g), data)

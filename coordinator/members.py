@@ -4,70 +4,23 @@ master is gone (routes vanish with the master; members do not)."""
 
 from __future__ import annotations
 
-import logging
-import threading
-
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
-
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.watches import ChildrenData
 from duomq.coordinator.zk import loads
-
-log = logging.getLogger(__name__)
 
 
 class BrokerMembers:
     def __init__(self, zk, cluster: str):
-        self.zk = zk
         self.paths = ZkPaths(cluster)
-        self._members: dict[str, dict[int, dict]] = {}
-        self._watched: set[str] = set()
-        self._nodes: set[tuple[str, int]] = set()
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def watch(self, group: str) -> None:
-        with self._lock:
-            if group in self._watched:
-                return
-            self._watched.add(group)
-            self._members.setdefault(group, {})
-        self.zk.ensure_path(self.paths.members(group))
-        ChildrenWatch(self.zk, self.paths.members(group),
-                      lambda children: self._on_children(group, children))
-
-    def _on_children(self, group, children):
-        if self._closed:
-            return False
-        ids = {int(c) for c in children if c.isdigit()}
-        with self._lock:
-            for gone in set(self._members.get(group, {})) - ids:
-                self._members[group].pop(gone, None)
-        for i in ids:
-            if (group, i) not in self._nodes:
-                self._nodes.add((group, i))
-                DataWatch(self.zk, self.paths.member(group, i), self._node_watcher(group, i))
-        return True
-
-    def _node_watcher(self, group, broker_id):
-        return lambda data, stat: self._on_node(group, broker_id, data)
-
-    def _on_node(self, group, broker_id, data):
-        if self._closed:
-            return False
-        with self._lock:
-            if data is None:
-                self._members.get(group, {}).pop(broker_id, None)
-            else:
-                self._members.setdefault(group, {})[broker_id] = loads(data)
-        return True
+        self._nodes = ChildrenData(zk, loads)
 
     def of(self, group: str) -> dict[int, dict]:
-        self.watch(group)
-        with self._lock:
-            return dict(self._members.get(group, {}))
+        """The group's live members by broker id."""
+        self._nodes.watch(group, self.paths.members(group))
+        return {int(k): v for k, v in self._nodes.get(group).items() if k.isdigit()}
 
     def close(self) -> None:
-        self._closed = True
+        self._nodes.close()
 
 
 def read_target(members: dict[int, dict], read_from: str, advice: int | None = None) -> dict | None:

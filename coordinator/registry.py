@@ -41,7 +41,6 @@ class BrokerRegistry:
         self._lock = threading.RLock()
         self._closed = False
         self._lost = False
-        self.session_ok = threading.Event()
 
     # ------------------------------------------------------------ register
     def register(self) -> None:
@@ -51,7 +50,6 @@ class BrokerRegistry:
             self.zk.ensure_path(path)
         self._clear_stale_self()
         self.zk.create(p.member(cfg.group, cfg.broker_id), dumps(self.info()), ephemeral=True)
-        self.session_ok.set()
         self.zk.add_listener(self._on_state)
         DataWatch(self.zk, p.master(cfg.group), self._on_master)
         ChildrenWatch(self.zk, p.topics, self._on_topics)
@@ -181,19 +179,14 @@ class BrokerRegistry:
 
     # ------------------------------------------------------------ session
     def _on_state(self, state):
+        """Re-create our nodes after a session loss (writes are fenced by the
+        HA controller's lease, not here)."""
         if state == KazooState.LOST:
             self._lost = True
-            self.session_ok.clear()
             log.error("ZooKeeper session lost: registration gone until it is re-established")
-        elif state == KazooState.SUSPENDED:
-            self.session_ok.clear()
-            log.warning("ZooKeeper connection suspended")
-        elif state == KazooState.CONNECTED:
-            if self._lost and not self._closed:
-                self._lost = False
-                self.zk.handler.spawn(self._reregister)
-            else:
-                self.session_ok.set()
+        elif state == KazooState.CONNECTED and self._lost and not self._closed:
+            self._lost = False
+            self.zk.handler.spawn(self._reregister)
 
     def _reregister(self):
         try:
@@ -204,7 +197,6 @@ class BrokerRegistry:
                     n = cfg.queues.get(self.config.group, 0)
                     if n and self.role == MASTER:
                         self._publish_route(cfg, n)
-            self.session_ok.set()
             log.info("re-registered in ZooKeeper after a session loss")
         except Exception:
             log.exception("re-registration failed")

@@ -88,27 +88,6 @@ class FlushRealTimeService(ServiceThread):
         self.on_flushed(self.commitlog.flush())
 
 
-class CheckpointService(ServiceThread):
-    """Flush consume queues and write the checkpoint every ``checkpoint_interval_ms``."""
-
-    name = "checkpoint"
-
-    def __init__(self, store, interval_ms: int):
-        super().__init__()
-        self.store = store
-        self.interval_s = interval_ms / 1000
-
-    def run(self) -> None:
-        while not self.stopped:
-            self.wait_for_running(self.interval_s)
-            if self.stopped:
-                break
-            try:
-                self.store.checkpoint()
-            except OSError:
-                log.exception("checkpoint failed; will retry")
-
-
 def make_flush_service(store, config: BrokerConfig, on_flushed) -> ServiceThread:
     if config.flush is FlushDiskType.SYNC_FLUSH:
         return GroupCommitService(store.commitlog, on_flushed)

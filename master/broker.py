@@ -28,11 +28,11 @@ import zmq
 
 from duomq import __version__
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
-from duomq.common.service import ServiceThread
+from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import MASTER, SLAVE, BrokerRegistry
-from duomq.flush import CheckpointService, make_flush_service
+from duomq.flush import make_flush_service
 from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
 from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.processors import Processors
@@ -48,6 +48,7 @@ _NOTE = struct.Struct(">cqq")   # kind, offset, second offset
 MAX_DRAIN = 512              # client messages handled before looking at other news
 HOUSEKEEPING_S = 0.05
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
+MEMBER_INFO_INTERVAL_S = 1.0  # refresh of this broker's member node
 # answers that mean the request itself was wrong: counted in bad_requests
 REJECTED = frozenset({pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE, pb.TOPIC_NOT_EXIST,
                       pb.UNSUPPORTED_VERSION, pb.UNKNOWN_REQUEST_TYPE})
@@ -86,39 +87,6 @@ class LoopNotifier:
         with self._lock:
             for s in self._sockets:
                 s.close(linger=0)
-
-
-class OffsetPersistService(ServiceThread):
-    name = "offset-persist"
-
-    def __init__(self, offsets: ConsumerOffsetManager, interval_ms: int):
-        super().__init__()
-        self.offsets = offsets
-        self.interval_s = interval_ms / 1000
-
-    def run(self):
-        while not self.stopped:
-            self.wait_for_running(self.interval_s)
-            try:
-                self.offsets.persist()
-            except OSError:
-                log.exception("persisting consumer offsets failed")
-
-
-class MemberInfoService(ServiceThread):
-    """Refreshes this broker's member node (offsets, lag) for status and elections."""
-
-    name = "member-info"
-    INTERVAL_S = 1.0
-
-    def __init__(self, registry: BrokerRegistry):
-        super().__init__()
-        self.registry = registry
-
-    def run(self):
-        while not self.stopped:
-            self.wait_for_running(self.INTERVAL_S)
-            self.registry.update_info()
 
 
 class Broker(RoleChanges):
@@ -162,6 +130,7 @@ class Broker(RoleChanges):
         }
         self._services: list[ServiceThread] = []
         self._next_retention = 0.0
+        self._next_scan = 0.0
         self.total_memory = psutil.virtual_memory().total
         self.redirects = 0
 
@@ -197,9 +166,13 @@ class Broker(RoleChanges):
         self.registry.epoch = self.store.epoch_file.read()
         self.registry.register()
         self._services = [self.flush_service,
-                          CheckpointService(self.store, cfg.checkpoint_interval_ms),
-                          OffsetPersistService(self.offsets, cfg.offset_persist_interval_ms),
-                          MemberInfoService(self.registry)]
+                          PeriodicService("checkpoint", cfg.checkpoint_interval_ms / 1000,
+                                          self.store.checkpoint),
+                          PeriodicService("offset-persist", cfg.offset_persist_interval_ms / 1000,
+                                          self.offsets.persist),
+                          # offsets and lag in the member node, for status and elections
+                          PeriodicService("member-info", MEMBER_INFO_INTERVAL_S,
+                                          self.registry.update_info)]
         for s in self._services:
             s.start()
         self.controller = HaController(self.zk, cfg, self.registry,
@@ -448,6 +421,8 @@ class Broker(RoleChanges):
 
     # ------------------------------------------------------------ timers
     def _housekeeping(self) -> None:
+        """Deadlines every iteration (a front check); scans of held pulls and
+        replication links every HOUSEKEEPING_S, not once per drained batch."""
         now = time.monotonic()
         for w, status in self.ack_waiters.expire(now, *self._conditions()):
             what = ("not flushed within sync_flush_timeout_ms "
@@ -456,6 +431,9 @@ class Broker(RoleChanges):
                       f"slave_timeout_ms ({self.config.slave_timeout_ms} ms)")
             self._reply(w.identity, w.request_id, pb.SEND, status, what + "; the message is stored",
                         w.response)
+        if now < self._next_scan:
+            return
+        self._next_scan = now + HOUSEKEEPING_S
         if self.pull_hold.held:
             self._answer_pulls(self.pull_hold.take_expired(now))
         if self.ha is not None:

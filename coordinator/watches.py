@@ -1,0 +1,98 @@
+"""The data of every child of watched ZooKeeper nodes, kept current by a
+children watch per parent and a data watch per child (no polling). Routes and
+broker members are both kept this way."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+log = logging.getLogger(__name__)
+
+
+class ChildrenData:
+    """``key -> {child name -> parse(child data)}`` for each watched parent.
+
+    ``parse`` turns node data into a value (a node it cannot parse is left
+    out, with a warning); ``on_change(key)`` runs in kazoo's thread after any
+    change under that key."""
+
+    def __init__(self, zk, parse: Callable[[bytes], object],
+                 on_change: Callable[[str], None] | None = None):
+        self.zk = zk
+        self.parse = parse
+        self.on_change = on_change
+        self._data: dict[str, dict[str, object]] = {}
+        self._paths: dict[str, str] = {}
+        self._nodes: set[tuple[str, str]] = set()
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def watch(self, key: str, path: str) -> None:
+        with self._cond:
+            if key in self._paths:
+                return
+            self._paths[key] = path
+            self._data.setdefault(key, {})
+        self.zk.ensure_path(path)
+        ChildrenWatch(self.zk, path, lambda children: self._on_children(key, children))
+
+    def get(self, key: str, wait_s: float = 0.0) -> dict[str, object]:
+        """A copy of the key's children data, waiting up to ``wait_s`` for a
+        first non-empty answer."""
+        with self._cond:
+            if wait_s > 0:
+                self._cond.wait_for(lambda: self._data.get(key), timeout=wait_s)
+            return dict(self._data.get(key, {}))
+
+    def _on_children(self, key, children):
+        if self._closed:
+            return False
+        for child in children:
+            if (key, child) not in self._nodes:
+                self._nodes.add((key, child))
+                # kazoo passes the event as a third argument to a callback that
+                # takes three, so the names are bound by closure
+                DataWatch(self.zk, f"{self._paths[key]}/{child}", self._node_watcher(key, child))
+        with self._cond:
+            known = self._data.setdefault(key, {})
+            gone = set(known) - set(children)
+            for child in gone:
+                known.pop(child, None)
+            self._cond.notify_all()
+        if gone:
+            self._changed(key)
+        return True
+
+    def _node_watcher(self, key, child):
+        return lambda data, stat: self._on_node(key, child, data)
+
+    def _on_node(self, key, child, data):
+        if self._closed:
+            return False
+        with self._cond:
+            known = self._data.setdefault(key, {})
+            if data is None:
+                known.pop(child, None)
+            else:
+                try:
+                    known[child] = self.parse(data)
+                except (KeyError, ValueError, TypeError):
+                    known.pop(child, None)
+                    log.warning("unreadable node %s/%s ignored", self._paths[key], child)
+            self._cond.notify_all()
+        self._changed(key)
+        return True
+
+    def _changed(self, key) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change(key)
+            except Exception:
+                log.exception("watch listener failed")
+
+    def close(self) -> None:
+        self._closed = True
