@@ -20,6 +20,7 @@ import logging
 import socket
 import os
 import time
+import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -71,6 +72,43 @@ class SendResult:
 
 Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if retries remain
+
+
+def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: bytes,
+                 max_message_bytes: int) -> bytes:
+    """The records of a batch of messages of ``topic``, concatenated (pure).
+    The producer's hot path: a message with no tags, keys or properties is
+    packed inline; the others go through ``record.encode_record``."""
+    topic_b = topic.encode()
+    lt = len(topic_b)
+    plain_size = rec.HEADER_SIZE + lt
+    pack, crc32, magic = rec.HEADER.pack, zlib.crc32, rec.RECORD_MAGIC
+    parts = []
+    append = parts.append
+    for m in msgs:
+        if m.topic != topic:
+            raise ValueError(f"a batch must hold one topic: {topic!r} and {m.topic!r}")
+        body = m.body
+        if type(body) is not bytes:   # bytearray or memoryview: len() must count bytes
+            body = bytes(body)
+        if m.tags or m.keys or m.properties:
+            r = rec.encode_record(topic_b, m.tags.encode() if m.tags else b"",
+                                  m.keys.encode() if m.keys else b"",
+                                  rec.encode_properties(m.properties) if m.properties else b"",
+                                  body, born_ts_ms, host)
+            size = len(r)
+        else:
+            lb = len(body)
+            size = plain_size + lb
+            append(pack(size, magic, crc32(body), 0, 0, 0, born_ts_ms, 0, host, 0, lt, 0, 0, 0,
+                        lb))
+            append(topic_b)
+            r = body
+        if size > max_message_bytes:
+            raise MessageTooLargeError(f"message of {size} bytes (with header) exceeds "
+                                       f"max_message_bytes ({max_message_bytes})")
+        append(r)
+    return b"".join(parts)
 
 
 def _local_host() -> bytes:
@@ -162,23 +200,8 @@ class Producer(ClientBase):
                              f"(batch_max_messages)")
         topic = msgs[0].topic
         validate_name("topic", topic, allow_system=True)
-        topic_b = topic.encode()
-        now = time.time_ns() // 1_000_000
-        host = self._host
-        limit = self.config.max_message_bytes
-        parts = []
-        for m in msgs:
-            if m.topic != topic:
-                raise ValueError(f"a batch must hold one topic: {topic!r} and {m.topic!r}")
-            r = rec.encode_record(topic_b, m.tags.encode() if m.tags else b"",
-                                  m.keys.encode() if m.keys else b"",
-                                  rec.encode_properties(m.properties) if m.properties else b"",
-                                  bytes(m.body), now, host)
-            if len(r) > limit:
-                raise MessageTooLargeError(
-                    f"message of {len(r)} bytes (with header) exceeds max_message_bytes ({limit})")
-            parts.append(r)
-        return topic, b"".join(parts)
+        return topic, encode_batch(msgs, topic, time.time_ns() // 1_000_000, self._host,
+                                   self.config.max_message_bytes)
 
     def _target(self, topic, msgs, sharding_key, selector, arg, queue, att):
         """One attempt's (queue, broker address, timeout), all from one route

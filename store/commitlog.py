@@ -9,6 +9,8 @@ threads read positions and fsync.
 
 from __future__ import annotations
 
+import itertools
+
 from duomq.store import record as rec
 from duomq.store.mapped_file_queue import MappedFileQueue
 
@@ -44,6 +46,9 @@ class CommitLog:
         seg_size = self.segment_size
         pos = self.max_offset
         base = pos - pos % seg_size
+        if pos + sum(sizes) <= base + seg_size:   # the common case: it all fits
+            offsets = list(itertools.accumulate(sizes[:-1], initial=pos))
+            return offsets, [(base, 0, len(sizes))]
         offsets = []
         plan = []
         start = 0

@@ -7,8 +7,11 @@ does no networking and knows nothing of roles.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 import os
+import struct
 import threading
 import time
 import zlib
@@ -24,6 +27,10 @@ from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.retention import deletable_prefix
 
 log = logging.getLogger(__name__)
+
+
+# the header fields dispatch reads: size, magic, crc, queue id, queue offset | lengths
+_DISPATCH = struct.Struct(">iiIiq36xHHHII")
 
 
 @dataclass(slots=True)
@@ -110,18 +117,16 @@ class MessageStore:
         RecordError / RecordTooLargeError with nothing stored."""
         topic_b = topic.encode()
         bounds, borns, hashes = rec.scan_batch(buf, topic_b, self.config.max_message_bytes, count)
-        sizes = [bounds[i + 1] - bounds[i] for i in range(count)]
+        sizes = list(map(operator.sub, bounds[1:], bounds))
         offsets, plan = self.commitlog.place(sizes)
         cq = self.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
-        patch = rec.PATCH.pack_into
-        flat = []
-        extend = flat.extend
-        for i in range(count):
-            phys = offsets[i]
-            patch(buf, bounds[i] + rec.PATCH_OFFSET, queue_id, qoff + i, phys, borns[i], now)
-            extend((phys, sizes[i], hashes[i]))
+        patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET
+        for qo, start, phys, born in zip(itertools.count(qoff), bounds, offsets, borns):
+            patch(buf, start + at, queue_id, qo, phys, born, now)
+        flat = [0] * (3 * count)   # [phys, size, tag hash] per entry, interleaved in C
+        flat[0::3], flat[1::3], flat[2::3] = offsets, sizes, hashes
         self.commitlog.write(buf, bounds, plan)
         cq.append(pack_entries(flat, count), qoff)
         end = offsets[-1] + sizes[-1]
@@ -184,56 +189,71 @@ class MessageStore:
         Returns how many records were dispatched."""
         mfq = self.commitlog.mfq
         pos, end, n = self.dispatched_offset, self.commitlog.max_offset, 0
-        unpack, crc32, tag_hash = rec.HEADER.unpack_from, zlib.crc32, rec.tag_hash
-        HS, RECORD, BLANK_ = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.BLANK_MAGIC
         pending: dict[tuple[bytes, int], list] = {}   # (topic, queue) -> [first qoff, flat]
-        seg = mv = None
         while pos < end:
-            if seg is None or not seg.base <= pos < seg.end:
-                seg = mfq.find(pos)
-                if seg is None:
-                    break
-                mv = memoryview(seg.mm)
-            rel = pos - seg.base
-            wrote = seg.wrote
-            if seg.size - rel < rec.BLANK.size:       # too small for a filler: segment end
-                pos = seg.end
-                continue
-            if wrote - rel < HS:                       # a filler, or a record not all here
-                if wrote - rel >= rec.BLANK.size:
-                    fsize, fmagic = rec.SIZE_MAGIC.unpack_from(mv, rel)
-                    if fmagic == BLANK_ and fsize <= wrote - rel:
-                        pos = seg.end
-                        continue
+            seg = mfq.find(pos)
+            if seg is None:
                 break
-            (size, magic, crc, qid, qoff, _p, _b, _s, _h, _f,
-             lt, lg, lk, lp, lb) = unpack(mv, rel)
-            if magic == BLANK_:
-                if size > wrote - rel:
-                    break
-                pos = seg.end
-                continue
-            if magic == RECORD and size > wrote - rel:
-                break                                  # the rest has not arrived yet
-            if magic != RECORD or size != HS + lt + lg + lk + lp + lb or \
-                    crc32(mv[rel + size - lb:rel + size]) != crc:
-                raise rec.RecordError(f"damaged replicated record at {pos}")
-            p = rel + HS
-            key = (bytes(mv[p:p + lt]), qid)
-            batch = pending.get(key)
-            if batch is None:
-                batch = pending[key] = [qoff, []]
-            elif qoff != batch[0] + len(batch[1]) // 3:   # not contiguous: write what we have
-                self._dispatch_entries(key, batch)
-                batch[0], batch[1] = qoff, []
-            batch[1].extend((pos, size, tag_hash(mv[p + lt:p + lt + lg]) if lg else 0))
-            pos += size
-            n += 1
+            rel, k = self._dispatch_segment(seg, pos - seg.base, pending)
+            n += k
+            if rel is None:                          # the segment is done: the next one
+                pos = seg.base + seg.size
+            else:                                    # a record not all here yet
+                pos = seg.base + rel
+                break
         for key, batch in pending.items():          # one consume-queue write per queue
             self._dispatch_entries(key, batch)
         self.dispatched_offset = pos
         self.messages_stored += n
         return n
+
+    def _dispatch_segment(self, seg, rel: int, pending: dict) -> tuple[int | None, int]:
+        """Collect the entries of one segment's records from ``rel`` into
+        ``pending``. Returns ``(None, count)`` when the segment is done (a
+        filler, or too little room left for one), else ``(rel, count)`` with
+        ``rel`` where an incomplete record starts. The slave's hot loop."""
+        unpack, crc32 = _DISPATCH.unpack_from, zlib.crc32
+        HS, RECORD, BLANK_, MIN = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.BLANK_MAGIC, rec.BLANK.size
+        mm = seg.mm
+        mv = memoryview(mm)
+        base, wrote, seg_size = seg.base, seg.wrote, seg.size
+        n = 0
+        last_qid, last_topic, next_qoff, flat = -1, None, -1, None
+        while True:
+            left = wrote - rel
+            if seg_size - rel < MIN:                 # too small for a filler: segment end
+                return None, n
+            if left < HS:                            # a filler, or a record not all here
+                if left >= MIN:
+                    fsize, fmagic = rec.SIZE_MAGIC.unpack_from(mv, rel)
+                    if fmagic == BLANK_ and fsize <= left:
+                        return None, n
+                return rel, n
+            size, magic, crc, qid, qoff, lt, lg, lk, lp, lb = unpack(mv, rel)
+            if magic != RECORD:
+                if magic == BLANK_:
+                    return (None, n) if size <= left else (rel, n)
+                raise rec.RecordError(f"damaged replicated record at {base + rel}")
+            if size > left:
+                return rel, n                        # the rest has not arrived yet
+            nxt = rel + size
+            if size != HS + lt + lg + lk + lp + lb or crc32(mv[nxt - lb:nxt]) != crc:
+                raise rec.RecordError(f"damaged replicated record at {base + rel}")
+            p = rel + HS
+            topic = mm[p:p + lt]
+            if qid != last_qid or qoff != next_qoff or topic != last_topic:
+                key = (topic, qid)
+                batch = pending.get(key)
+                if batch is None:
+                    batch = pending[key] = [qoff, []]
+                elif qoff != batch[0] + len(batch[1]) // 3:   # not contiguous: write what we have
+                    self._dispatch_entries(key, batch)
+                    batch[0], batch[1] = qoff, []
+                flat, last_qid, last_topic = batch[1], qid, topic
+            flat.extend((base + rel, size, crc32(mm[p + lt:p + lt + lg]) if lg else 0))
+            next_qoff = qoff + 1
+            rel = nxt
+            n += 1
 
     def _dispatch_entries(self, key, batch) -> None:
         first, flat = batch

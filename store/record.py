@@ -181,47 +181,68 @@ class RecordTooLargeError(RecordError):
     pass
 
 
+# size, magic, crc | born_ts | topic_len, tags_len, keys_len, props_len, body_len
+_SCAN = struct.Struct(">iiI20xq20xHHHII")
+
+
 def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
     """Validate a producer's batch of encoded records (all for ``topic``).
 
     Returns ``(bounds, borns, tag_hashes)``: each record's start in ``buf``
     (plus the end as the last bound), born time and tag hash. Raises
     RecordTooLargeError or RecordError; nothing is stored in either case.
+    The broker's hot path: one unpack of only the fields it checks, and one
+    combined test per record (the slow path then names what is wrong).
     """
-    unpack = HEADER.unpack_from
+    unpack = _SCAN.unpack_from
     crc32 = zlib.crc32
     mv = memoryview(buf)
+    startswith = buf.startswith
     end = len(buf)
+    last_header = end - HEADER_SIZE
+    tlen = len(topic)
+    HS, RM = HEADER_SIZE, RECORD_MAGIC
     bounds, borns, hashes = [], [], []
+    add_bound, add_born, add_hash = bounds.append, borns.append, hashes.append
     pos = 0
     while pos < end:
-        if end - pos < HEADER_SIZE:
+        if pos > last_header:
             raise RecordError(f"record {len(borns)}: truncated header")
-        (size, magic, crc, _q, _qo, _p, born, _s, _h, _f,
-         lt, lg, lk, lp, lb) = unpack(buf, pos)
-        if magic != RECORD_MAGIC:
-            raise RecordError(f"record {len(borns)}: bad magic")
-        if size != HEADER_SIZE + lt + lg + lk + lp + lb or pos + size > end:
-            raise RecordError(f"record {len(borns)}: size {size} disagrees with its fields")
-        if size > max_record_bytes:
-            raise RecordTooLargeError(
-                f"record {len(borns)} is {size} bytes, over max_message_bytes ({max_record_bytes})")
-        p = pos + HEADER_SIZE
-        if mv[p:p + lt] != topic:
-            raise RecordError(f"record {len(borns)}: topic differs from the request's topic")
-        if crc32(mv[pos + size - lb:pos + size]) != crc:
-            raise RecordError(f"record {len(borns)}: body CRC mismatch")
+        size, magic, crc, born, lt, lg, lk, lp, lb = unpack(buf, pos)
+        nxt = pos + size
+        if magic != RM or size != HS + lt + lg + lk + lp + lb or nxt > end \
+                or size > max_record_bytes or lt != tlen or not startswith(topic, pos + HS) \
+                or crc32(mv[nxt - lb:nxt]) != crc:
+            _refuse(len(borns), mv, pos, end, topic, max_record_bytes)
         if lg + lk + lp:   # texts a consumer decodes: refuse what it could not
+            p = pos + HS + lt
             try:
-                str(mv[p + lt:p + lt + lg + lk + lp], "utf-8")
+                str(mv[p:p + lg + lk + lp], "utf-8")
             except UnicodeDecodeError:
                 raise RecordError(f"record {len(borns)}: tags, keys or properties are not "
                                   f"UTF-8") from None
-        hashes.append(crc32(mv[p + lt:p + lt + lg]) if lg else 0)
-        bounds.append(pos)
-        borns.append(born)
-        pos += size
+            add_hash(crc32(mv[p:p + lg]) if lg else 0)
+        else:
+            add_hash(0)
+        add_bound(pos)
+        add_born(born)
+        pos = nxt
     if len(borns) != count:
         raise RecordError(f"batch says {count} records but holds {len(borns)}")
     bounds.append(end)
     return bounds, borns, hashes
+
+
+def _refuse(i: int, mv, pos: int, end: int, topic: bytes, max_record_bytes: int):
+    """Raise the error that says what is wrong with record ``i`` at ``pos``."""
+    size, magic, crc, _born, lt, lg, lk, lp, lb = _SCAN.unpack_from(mv, pos)
+    if magic != RECORD_MAGIC:
+        raise RecordError(f"record {i}: bad magic")
+    if size != HEADER_SIZE + lt + lg + lk + lp + lb or pos + size > end:
+        raise RecordError(f"record {i}: size {size} disagrees with its fields")
+    if size > max_record_bytes:
+        raise RecordTooLargeError(
+            f"record {i} is {size} bytes, over max_message_bytes ({max_record_bytes})")
+    if mv[pos + HEADER_SIZE:pos + HEADER_SIZE + lt] != topic:
+        raise RecordError(f"record {i}: topic differs from the request's topic")
+    raise RecordError(f"record {i}: body CRC mismatch")

@@ -78,3 +78,18 @@ def test_truncate_to_cuts_log_and_queues_and_survives_restart(tmp_path):
     again = MessageStore(cfg(tmp_path))
     again.start()
     assert {k[1]: q.max_offset for k, q in again.queues.items()} == {0: 11, 1: 11, 2: 11}
+
+
+def test_dispatch_refuses_a_damaged_record(tmp_path):
+    master, slave = MessageStore(cfg(tmp_path / "m")), MessageStore(cfg(tmp_path / "s"))
+    master.start()
+    slave.start()
+    fill(master, 3)
+    data = bytearray(master.read_raw(0, 1 << 20))
+    second = rec.SIZE_MAGIC.unpack_from(data, 0)[0]
+    third = second + rec.SIZE_MAGIC.unpack_from(data, second)[0]
+    data[third - 1] ^= 0xFF                           # the second record's body: CRC mismatch
+    slave.append_raw(0, bytes(data))
+    with pytest.raises(rec.RecordError, match=f"damaged replicated record at {second}"):
+        slave.dispatch()
+    assert slave.dispatched_offset == 0               # the call dispatched nothing
