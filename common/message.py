@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(init=False, slots=True)
 class Message:
     """A message to send.
 
-    ``keys``: one or more keys (a string with keys separated by spaces, or a
-    list); ``tags``: one tag used for filtering; ``properties``: str -> str.
+    ``body``: bytes (a str is encoded as UTF-8); ``keys``: one or more keys (a
+    string with keys separated by spaces, or a list); ``tags``: one tag used
+    for filtering; ``properties``: str -> str.
     """
 
     topic: str
     body: bytes
-    tags: str = ""
-    keys: str | list[str] = ""
-    properties: dict[str, str] = field(default_factory=dict)
+    tags: str
+    keys: str
+    properties: dict[str, str]
 
-    def __post_init__(self):
-        if isinstance(self.body, str):
-            self.body = self.body.encode()
-        elif not isinstance(self.body, (bytes, bytearray, memoryview)):
-            raise TypeError(f"body must be bytes, got {type(self.body).__name__}")
-        if isinstance(self.keys, (list, tuple)):
-            self.keys = " ".join(self.keys)
+    def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, tags: str = "",
+                 keys: str | list[str] = "", properties: dict[str, str] | None = None):
+        # written by hand: one call per message on the producer's hot path
+        if type(body) is not bytes:
+            if isinstance(body, str):
+                body = body.encode()
+            elif not isinstance(body, (bytes, bytearray, memoryview)):
+                raise TypeError(f"body must be bytes, got {type(body).__name__}")
+        if type(keys) is not str:
+            if not isinstance(keys, (list, tuple)):
+                raise TypeError(f"keys must be a str or a list, got {type(keys).__name__}")
+            keys = " ".join(keys)
+        self.topic = topic
+        self.body = body
+        self.tags = tags
+        self.keys = keys
+        self.properties = {} if properties is None else properties
 
 
 @dataclass(slots=True)

@@ -39,3 +39,13 @@ def test_one_topic_per_batch_and_size_limit():
     for m in (Message("T", b"x" * 11), Message("T", b"x" * 10, tags="t")):
         with pytest.raises(MessageTooLargeError, match="exceeds max_message_bytes"):
             encode_batch([m], "T", 1, HOST, limit)
+
+
+def test_message_normalises_body_and_keys_and_refuses_other_types():
+    m = Message("T", "héllo", keys=["a", "b"])
+    assert (m.body, m.keys, m.properties) == ("héllo".encode(), "a b", {})
+    assert Message("T", b"x") == Message("T", b"x") and Message("T", b"x") != Message("T", b"y")
+    with pytest.raises(TypeError, match="body must be bytes"):
+        Message("T", 42)
+    with pytest.raises(TypeError, match="keys must be"):
+        Message("T", b"x", keys=7)
