@@ -40,8 +40,10 @@ QUEUES = 4
 BROKER_SETTINGS = json.loads(os.environ.get("BROKER_SETTINGS", "{}"))  # e.g. '{"segment_size_bytes": 67108864}'
 
 
-def child(args, ready=False):
-    p = subprocess.Popen([sys.executable, os.path.join(HERE, "roles.py"), *map(str, args)],
+def child(args, ready=False, cpus=None):
+    """A roles.py process; ``cpus``: pin it to these CPUs (``taskset -c``)."""
+    pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+    p = subprocess.Popen([*pin, sys.executable, os.path.join(HERE, "roles.py"), *map(str, args)],
                          stdout=subprocess.PIPE, text=True)
     if ready:
         for line in p.stdout:

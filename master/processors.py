@@ -15,7 +15,11 @@ from duomq.proto import pb
 from duomq.store import record as rec
 from duomq.store.residency import resident_fraction
 
-PROBE_BYTES = 64 << 10        # the page-cache window probed at the pull position
+PROBE_BYTES = 64 << 10        # the page-cache windows probed for a pull
+# A sequential reader's next position is usually cached by the kernel's
+# readahead even deep in a cold backlog (this machine's disk reads 8 MiB
+# ahead), so a second window is probed this far past the pull position.
+PROBE_AHEAD = 16 << 20
 
 
 class Processors:
@@ -115,8 +119,7 @@ class Processors:
             slaves = b.ha.in_sync_ids()
             if not slaves:
                 return None
-            seg = self.store.commitlog.mfq.find(phys)
-            resident = resident_fraction(seg.fd, phys - seg.base, PROBE_BYTES) if seg else None
+            resident = self._residency(phys, behind)
             if master_says_go_to_slave(behind, b.total_memory, cfg.access_in_memory_max_ratio,
                                        resident, True):
                 return min(slaves)
@@ -127,6 +130,21 @@ class Processors:
                                                             cfg.slave_read_back_ratio, True):
                 return int(master_id)
         return None
+
+    def _residency(self, phys: int, behind: int) -> float | None:
+        """The lower page-cache residency of the window at ``phys`` and of the
+        one ``PROBE_AHEAD`` past it (when the log reaches that far); None
+        when it cannot be told."""
+        mfq = self.store.commitlog.mfq
+        probes = [phys] + ([phys + PROBE_AHEAD] if behind > PROBE_AHEAD + PROBE_BYTES else [])
+        fractions = []
+        for at in probes:
+            seg = mfq.find(at)
+            if seg is not None:
+                f = resident_fraction(seg.fd, at - seg.base, min(PROBE_BYTES, seg.end - at))
+                if f is not None:
+                    fractions.append(f)
+        return min(fractions) if fractions else None
 
     # ------------------------------------------------------------ offsets
     def query_offset(self, identity, request_id, req: pb.QueryOffsetRequest):

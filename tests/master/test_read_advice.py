@@ -1,6 +1,12 @@
 import os
+from types import SimpleNamespace
 
+import pytest
+from duomq.common.config import BrokerConfig
+from duomq.master.processors import PROBE_AHEAD, PROBE_BYTES, Processors
 from duomq.master.read_advice import master_says_go_to_slave, slave_says_go_back
+from duomq.store import MessageStore
+from duomq.store import record as rec
 from duomq.store.residency import resident_fraction
 
 GIB = 1 << 30
@@ -36,3 +42,26 @@ def test_mincore_sees_eviction(tmp_path):
         assert resident_fraction(fd, 0, 1 << 20) < 0.5
     finally:
         os.close(fd)
+
+
+def test_a_cached_pull_position_deep_in_a_cold_log_is_still_cold(tmp_path):
+    """Readahead caches a sequential reader's next window: the window
+    PROBE_AHEAD further on tells that the backlog is cold."""
+    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), segment_size_bytes=64 << 20))
+    store.start()
+    body = b"x" * 4000
+    one = rec.encode_record(b"T", b"", b"", b"", body, 1)
+    while store.commitlog.max_offset < PROBE_AHEAD + 4 * PROBE_BYTES:
+        store.put_batch("T", 0, bytearray(one * 64), 64)
+    store.commitlog.flush()
+    seg = store.commitlog.mfq.find(0)
+    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    if resident_fraction(seg.fd, 0, seg.wrote) > 0.1:
+        pytest.skip("the page cache kept the file (mapped pages)")
+    os.pread(seg.fd, PROBE_BYTES, 0)                  # the pull position is cached now
+    probe = SimpleNamespace(store=store)
+    behind = store.commitlog.max_offset
+    assert resident_fraction(seg.fd, 0, PROBE_BYTES) == 1.0
+    assert Processors._residency(probe, 0, behind) < 0.5
+    assert Processors._residency(probe, 0, PROBE_AHEAD) == 1.0   # no room for a second window
+    store.close()
