@@ -140,17 +140,17 @@ def cold_reader(zk, base):
             for b, cpus in ((master, near), (slave, far)):
                 pin_threads(b.pid, cpus or all_cpus)
 
-            def produce():
+            def produce(cpus):
                 return result(child(["produce", *ep, "--topic", "Live", "--n", 10**9, "--batch",
-                                     256, "--size", 100, "--max-s", secs], cpus=near))["rate"]
+                                     256, "--size", 100, "--max-s", secs], cpus=cpus))["rate"]
 
-            before = produce()
+            before = produce(near)
             reader = child(["consume", *ep, "--topic", "Backlog", "--queues", 4, "--expect",
                             10**9, "--group", f"cold-reader-{layout}", "--idle-s", 3],
                            ready=True, cpus=far)
-            loaded = produce()
+            loaded = produce(near)
             read = result(reader)
-            after = produce()
+            after = produce(near)
             alone = (before + after) / 2
             emit(name="cold_reader", layout=layout, flush="ASYNC_FLUSH", replication="ASYNC",
                  body_bytes=100, msgs_per_s_alone=round(alone, 1),
