@@ -325,15 +325,17 @@ class HaReport(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., max_offset: _Optional[int] = ..., acked_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., address: _Optional[str] = ..., resync: _Optional[bool] = ...) -> None: ...
 
 class HaTransfer(_message.Message):
-    __slots__ = ("epoch", "offset", "master_max_offset", "confirmed_offset", "offsets")
+    __slots__ = ("epoch", "offset", "master_max_offset", "confirmed_offset", "offsets", "ack_now")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     CONFIRMED_OFFSET_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    ACK_NOW_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     offset: int
     master_max_offset: int
     confirmed_offset: int
     offsets: _containers.RepeatedCompositeFieldContainer[GroupOffsetStatus]
-    def __init__(self, epoch: _Optional[int] = ..., offset: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ...) -> None: ...
+    ack_now: bool
+    def __init__(self, epoch: _Optional[int] = ..., offset: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., ack_now: _Optional[bool] = ...) -> None: ...

@@ -1,7 +1,9 @@
 """The slave side of replication: a thread with its own DEALER socket to the
 master's HA port. It reports its max offset, applies each chunk at its log's
 end (byte-identical), builds consume queues, fsyncs first under SYNC_FLUSH,
-takes the consumer-offset changes the master sends along, and reports again. A silent link (``ha_housekeeping_ms``) is dropped and
+takes the consumer-offset changes the master sends along, and reports again:
+at once when the master waits on the report (``ack_now``), else within
+``REPORT_DELAY_S``. A silent link (``ha_housekeeping_ms``) is dropped and
 re-dialled with backoff; so is a master that changes address."""
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from duomq.proto import PROTOCOL_VERSION, codec, pb
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 5.0
+# A transfer nothing waits on (ASYNC replication) is reported this late, so
+# that one report covers the chunks of many sends
+REPORT_DELAY_S = 0.005
 
 
 class HAClient(ServiceThread):
@@ -71,35 +76,43 @@ class HAClient(ServiceThread):
             self._report(sock, resync=True)
             last_report = time.monotonic()
             self.last_heard = time.monotonic()
+            report_at = None   # a delayed report is due then (chunks nothing waits on)
             while not self.stopped:
                 if self.master_ha_address() != address:
                     log.info("master moved: leaving %s", address)
                     return
-                if sock.poll(100):
+                timeout_ms = 100 if report_at is None else \
+                    max(0, min(100, int((report_at - time.monotonic()) * 1000) + 1))
+                if sock.poll(timeout_ms):
                     # apply every chunk already here, then report once: under load
-                    # reports coalesce; an idle link reports each chunk at once
-                    resync = False
+                    # reports coalesce; one the master waits on goes at once
+                    urgent = resync = False
                     while not resync:
-                        resync = self._apply(sock.recv_multipart(copy=False))
+                        resync, wanted = self._apply(sock.recv_multipart(copy=False))
+                        urgent = urgent or wanted
                         if not sock.poll(0):
                             break
                     self.last_heard = time.monotonic()
-                    self._report(sock, resync=resync)
-                    last_report = time.monotonic()
+                    if urgent or resync:
+                        self._report(sock, resync=resync)
+                        last_report, report_at = time.monotonic(), None
+                    elif report_at is None:
+                        report_at = self.last_heard + REPORT_DELAY_S
                 now = time.monotonic()
                 if now - self.last_heard > cfg.ha_housekeeping_ms / 1000:
                     log.warning("replication link to %s silent for %.1f s: re-dialling", address,
                                 now - self.last_heard)
                     return
-                if now - last_report >= cfg.ha_heartbeat_ms / 1000:
+                if (report_at is not None and now >= report_at) or \
+                        now - last_report >= cfg.ha_heartbeat_ms / 1000:
                     self._report(sock)
-                    last_report = now
+                    last_report, report_at = now, None
         finally:
             sock.close(linger=0)
 
-    def _apply(self, frames) -> bool:
-        """Apply one transfer (a header frame, then the log bytes); True when it
-        did not start at our end (resync)."""
+    def _apply(self, frames) -> tuple[bool, bool]:
+        """Apply one transfer (a header frame, then the log bytes). Returns
+        (resync: it did not start at our end, the master wants a report now)."""
         msg = codec.decode_request(codec.decode_frame(frames[0].bytes))
         data = frames[1].buffer if len(frames) > 1 else b""
         self.epoch = max(self.epoch, msg.epoch)
@@ -107,7 +120,7 @@ class HAClient(ServiceThread):
         end = self.store.commitlog.max_offset
         if len(data):
             if msg.offset != end:
-                return True
+                return True, True
             self.store.append_raw(msg.offset, data)
             self.store.dispatch()
             if self.sync_flush:
@@ -117,7 +130,7 @@ class HAClient(ServiceThread):
                 self.offsets.commit(o.consumer_group, o.topic, o.queue_id, o.offset)
         self.master_confirmed = msg.confirmed_offset
         self.on_progress(self.store.dispatched_offset, self.master_confirmed)
-        return False
+        return False, msg.ack_now
 
     def _report(self, sock, resync: bool = False) -> None:
         report = pb.HaReport(broker_id=self.config.broker_id,

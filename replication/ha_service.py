@@ -30,8 +30,10 @@ class HAConnection:
 
 
 class HAService:
-    def __init__(self, store, config, socket: zmq.Socket, epoch_fn, confirmed_fn, offsets=None):
+    def __init__(self, store, config, socket: zmq.Socket, epoch_fn, confirmed_fn, offsets=None,
+                 waiting_fn=lambda: True):
         self.store = store
+        self.waiting_fn = waiting_fn        # does the master wait on slave reports right now?
         self.offsets = offsets              # ConsumerOffsetManager: changes go to slaves
         self.config = config
         self.socket = socket
@@ -97,8 +99,13 @@ class HAService:
               offsets=()) -> bool:
         # the log bytes travel as a second ZeroMQ frame, sent without a copy:
         # nesting a 1 MiB chunk in two protobuf messages cost four copies
+        # a report at once only when something waits on it: under ASYNC
+        # replication the slave reports on its timer (one report per many chunks)
+        ack_now = self.waiting_fn() or \
+            link.sent_offset + len(data) - link.acked_offset > self.config.ha_window_bytes // 2
         msg = pb.HaTransfer(epoch=self.epoch_fn(), offset=link.sent_offset,
-                            master_max_offset=end, confirmed_offset=self.confirmed_fn())
+                            master_max_offset=end, confirmed_offset=self.confirmed_fn(),
+                            ack_now=ack_now)
         for (group, topic, qid), off in offsets:
             msg.offsets.add(consumer_group=group, topic=topic, queue_id=qid, offset=off)
         frame = pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_TRANSFER,

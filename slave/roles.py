@@ -28,7 +28,9 @@ class RoleChanges:
         self.draining = False
         self.replicated_offset = -1
         self.ha = HAService(self.store, self.config, self.ha_router, lambda: self.registry.epoch,
-                            lambda: self.visible_offset, self.offsets)
+                            lambda: self.visible_offset, self.offsets,
+                            lambda: self.draining or (self.sync_replication
+                                                      and len(self.ack_waiters) > 0))
         self.registry.publish_routes()
         self.registry.update_info()
         log.info("serving as MASTER of %s at epoch %d from offset %d", self.config.group, epoch,

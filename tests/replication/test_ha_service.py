@@ -1,0 +1,59 @@
+"""The master's replication service against a real store and a real ZeroMQ
+pair: what a slave receives, and when it is asked to report at once."""
+
+import zmq
+from duomq.common.config import BrokerConfig
+from duomq.proto import codec, pb
+from duomq.replication.ha_service import HAService
+from duomq.store import MessageStore
+from duomq.store import record as rec
+
+
+def report(max_offset, acked):
+    r = pb.HaReport(broker_id=1, max_offset=max_offset, acked_offset=acked, address="x")
+    return pb.Frame(version=1, type=pb.HA_REPORT, payload=r.SerializeToString()).SerializeToString()
+
+
+def transfers(sock):
+    out = []
+    while sock.poll(200):
+        frames = sock.recv_multipart()
+        out.append((codec.decode_request(codec.decode_frame(frames[0])), frames[1:]))
+    return out
+
+
+def test_ack_now_only_when_the_master_waits_or_the_window_fills(tmp_path):
+    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), ha_window_bytes=1 << 20))
+    store.start()
+    ctx = zmq.Context()
+    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    dealer.connect(f"tcp://127.0.0.1:{port}")
+    waiting = [False]
+    ha = HAService(store, store.config, router, lambda: 3, lambda: 0, None, lambda: waiting[0])
+    try:
+        dealer.send(report(0, 0))
+        assert router.poll(2000)
+        identity, data = router.recv_multipart()
+        ha.on_message(identity, data, 0.0)
+        one = rec.encode_record(b"T", b"", b"", b"", b"x" * 1000, 1)
+        store.put_batch("T", 0, bytearray(one * 100), 100)
+        ha.pump(1.0)                                   # nothing waits: report on the timer
+        (msg, data), = transfers(dealer)
+        assert (msg.epoch, msg.offset, msg.ack_now) == (3, 0, False)
+        assert len(data[0]) == store.commitlog.max_offset
+        waiting[0] = True                              # a SYNC send waits on this slave
+        store.put_batch("T", 0, bytearray(one), 1)
+        ha.pump(1.0)
+        (msg, _), = transfers(dealer)
+        assert msg.ack_now
+        waiting[0] = False                             # more than half the window unacked
+        store.put_batch("T", 0, bytearray(one * 500), 500)
+        ha.pump(1.0)
+        assert [m.ack_now for m, _ in transfers(dealer)][-1]
+    finally:
+        router.close(0)
+        dealer.close(0)
+        ctx.term()
+        store.close()
