@@ -23,18 +23,22 @@ class BrokerMembers:
         self._nodes.close()
 
 
+def read_candidates(members: dict[int, dict], read_from: str) -> list[dict]:
+    """Pure: the live members in the order a read tries them. ``master``: the
+    master, then slaves (so a dead master's queues still drain); ``slave`` or
+    ``slave_preferred``: slaves (the most advanced first), then the master."""
+    alive = [m for _, m in sorted(members.items()) if m.get("address")]
+    masters = [m for m in alive if m.get("role") == "MASTER"]
+    slaves = sorted((m for m in alive if m.get("role") == "SLAVE"),
+                    key=lambda m: (-m.get("max_offset", 0), m.get("broker_id", 0)))
+    return slaves + masters if read_from in ("slave", "slave_preferred") else masters + slaves
+
+
 def read_target(members: dict[int, dict], read_from: str, advice: int | None = None) -> dict | None:
-    """Pure: the member a read goes to. ``read_from``: ``master`` (fall back to a
-    slave only when no master is alive, so a dead master's queues still drain),
-    ``slave`` or ``slave_preferred`` (a live slave, else the master). ``advice``:
-    a broker id the brokers suggested for this queue, followed while it is alive."""
-    alive = {i: m for i, m in members.items() if m.get("address")}
-    if advice is not None and advice in alive:
-        return alive[advice]
-    masters = [m for i, m in sorted(alive.items()) if m.get("role") == "MASTER"]
-    slaves = [m for i, m in sorted(alive.items()) if m.get("role") == "SLAVE"]
-    if read_from in ("slave", "slave_preferred") and slaves:
-        return max(slaves, key=lambda m: (m.get("max_offset", 0), -m.get("broker_id", 0)))
-    if masters:
-        return masters[0]
-    return max(slaves, key=lambda m: m.get("max_offset", 0)) if slaves else None
+    """Pure: the member a read goes to: the first of ``read_candidates``, or
+    ``advice`` (a broker id the brokers suggested for this queue) while it is alive."""
+    advised = members.get(advice) if advice is not None else None
+    if advised is not None and advised.get("address"):
+        return advised
+    candidates = read_candidates(members, read_from)
+    return candidates[0] if candidates else None

@@ -71,3 +71,26 @@ def small_store():
     """Broker settings with small segments, so tests roll files quickly."""
     return {"segment_size_bytes": 1 << 20, "max_message_bytes": 64 << 10,
             "cq_entries_per_segment": 1000, "max_pull_bytes": 1 << 20}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the whole run (start-up costs 5-9 s),
+    with the duomq data source registered."""
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from duomq.client.spark import register
+    session = (SparkSession.builder.master("local[2]").appName("duomq-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()

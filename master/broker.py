@@ -285,9 +285,9 @@ class Broker(RoleChanges):
                     self.appended = False
                     if self.sync_flush:
                         self.flush_service.wakeup()
+                self._update_visible()   # first: transfers carry the newest confirmed offset
                 if self.ha is not None:
                     self.ha.pump(time.monotonic())
-                self._update_visible()
                 self._housekeeping()
         finally:
             self._shutdown()

@@ -27,6 +27,7 @@ class HAConnection:
     last_heard: float = 0.0
     last_sent: float = 0.0
     offsets_version: int = 0    # consumer-offset changes this slave has been sent
+    confirmed_sent: int = -1     # the confirmed offset this slave was last told
 
 
 class HAService:
@@ -92,7 +93,10 @@ class HAService:
                 version, changes = self.offsets.changes_since(link.offsets_version)
                 if self._send(link, b"", end, now, changes):
                     link.offsets_version = version
-            if now - link.last_sent >= cfg.ha_heartbeat_ms / 1000:
+            # the slave caps its readers at the confirmed offset: tell it as soon
+            # as it moves (a SYNC ack), not at the next heartbeat
+            if self.confirmed_fn() > link.confirmed_sent or \
+                    now - link.last_sent >= cfg.ha_heartbeat_ms / 1000:
                 self._send(link, b"", end, now)
 
     def _send(self, link: HAConnection, data: bytes, end: int, now: float,
@@ -103,9 +107,9 @@ class HAService:
         # replication the slave reports on its timer (one report per many chunks)
         ack_now = self.waiting_fn() or \
             link.sent_offset + len(data) - link.acked_offset > self.config.ha_window_bytes // 2
+        confirmed = self.confirmed_fn()
         msg = pb.HaTransfer(epoch=self.epoch_fn(), offset=link.sent_offset,
-                            master_max_offset=end, confirmed_offset=self.confirmed_fn(),
-                            ack_now=ack_now)
+                            master_max_offset=end, confirmed_offset=confirmed, ack_now=ack_now)
         for (group, topic, qid), off in offsets:
             msg.offsets.add(consumer_group=group, topic=topic, queue_id=qid, offset=off)
         frame = pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_TRANSFER,
@@ -116,6 +120,7 @@ class HAService:
         except zmq.ZMQError:
             return False   # resumed on the slave's next report
         link.last_sent = now
+        link.confirmed_sent = confirmed
         return True
 
     def housekeeping(self, now: float) -> None:

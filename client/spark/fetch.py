@@ -1,0 +1,121 @@
+"""What a Spark task runs: read one queue's offset range from a member of its
+broker group over its own ZeroMQ socket, in large pulls, as Arrow batches.
+
+Every member of a group holds the same records at the same queue offsets, so
+a task that loses its member (a failover, a dead slave) goes on from the
+same offset on the next one; only the planner's addresses age, and they are
+looked up again in ZooKeeper when all of them fail."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from duomq.client.remoting import RemotingClient
+from duomq.client.spark.arrow import records_to_batch
+from duomq.common.errors import DuomqError, RequestTimeoutError, for_status
+from duomq.proto import pb
+
+log = logging.getLogger(__name__)
+PULL_TIMEOUT_S = 10.0
+STALL_TIMEOUT_S = 120.0       # no progress this long on any member: the task fails
+RETRY_PAUSE_S = 0.2
+
+
+class DataLossError(DuomqError):
+    """Offsets a query needs were deleted by retention (failOnDataLoss=true)."""
+
+
+@dataclass
+class ReadTask:
+    """One Spark partition: queue offsets [start, end) and where to read them."""
+
+    topic: str
+    group: str
+    queue_id: int
+    start: int
+    end: int
+    addresses: list[str]          # members in the order to try (readFrom)
+    zookeeper: str
+    cluster: str
+    read_from: str
+    fail_on_data_loss: bool
+    fetch_messages: int
+    consumer_group: str
+
+
+def lookup_addresses(task: ReadTask) -> list[str]:
+    """The group's members now, from ZooKeeper (when every known one failed)."""
+    from duomq.coordinator import zk as zkutil
+    from duomq.coordinator.members import BrokerMembers, read_candidates
+    zk = zkutil.connect(task.zookeeper)
+    members = BrokerMembers(zk, task.cluster)
+    try:
+        return [m["address"] for m in read_candidates(members.of(task.group), task.read_from)]
+    finally:
+        members.close()
+        zkutil.close(zk)
+
+
+def read_task(task: ReadTask, remoting: RemotingClient | None = None):
+    """Yield Arrow record batches of the task's range, in queue order."""
+    own = remoting is None
+    remoting = remoting or RemotingClient("duomq-spark-read")
+    try:
+        yield from _read(task, remoting)
+    finally:
+        if own:
+            remoting.close()
+
+
+def _read(task: ReadTask, remoting: RemotingClient):
+    off, addresses, i = task.start, list(task.addresses), 0
+    last_progress = time.monotonic()
+    while off < task.end:
+        if time.monotonic() - last_progress > STALL_TIMEOUT_S:
+            raise DuomqError(f"{task.topic}@{task.group}#{task.queue_id}: no member served offset "
+                             f"{off} for {STALL_TIMEOUT_S:g} s (tried {', '.join(addresses)})")
+        if not addresses or i >= len(addresses):
+            time.sleep(RETRY_PAUSE_S)
+            addresses, i = lookup_addresses(task), 0
+            continue
+        address = addresses[i]
+        req = pb.PullRequest(consumer_group=task.consumer_group, topic=task.topic,
+                             queue_id=task.queue_id, queue_offset=off,
+                             max_messages=min(task.fetch_messages, task.end - off))
+        try:
+            status, error, resp = remoting.call(address, pb.PULL, req, PULL_TIMEOUT_S)
+        except RequestTimeoutError as exc:
+            log.warning("reading %s#%d from %s: %s; trying the next member", task.group,
+                        task.queue_id, address, exc)
+            i += 1
+            continue
+        if status == pb.OK and resp.count:
+            batch = records_to_batch(resp.records, task.topic, task.group, task.queue_id)
+            if batch.num_rows and batch.column(3)[0].as_py() != off:
+                raise DuomqError(f"{task.group}#{task.queue_id}: asked for offset {off}, "
+                                 f"got {batch.column(3)[0].as_py()}")
+            off = resp.next_offset
+            last_progress = time.monotonic()
+            yield batch
+        elif status == pb.OFFSET_ILLEGAL and resp is not None and resp.min_offset > off:
+            off = _data_loss(task, off, resp.min_offset)
+        elif status in (pb.NO_NEW_MESSAGE, pb.OFFSET_ILLEGAL, pb.OK, pb.TOPIC_NOT_EXIST,
+                        pb.SERVICE_NOT_AVAILABLE, pb.NOT_MASTER):
+            # this member does not hold the range yet (a slave behind after a
+            # failover, a restarted broker): pause, then the next member
+            time.sleep(RETRY_PAUSE_S)
+            i += 1
+        else:
+            raise for_status(status, error)
+
+
+def _data_loss(task: ReadTask, wanted: int, kept: int) -> int:
+    what = (f"{task.topic}@{task.group}#{task.queue_id}: offsets {wanted}..{kept - 1} were "
+            f"deleted by retention")
+    if task.fail_on_data_loss:
+        raise DataLossError(f"{what}. The query cannot read them; set failOnDataLoss=false to "
+                            f"skip them, or start from later offsets")
+    log.warning("%s: skipped (failOnDataLoss=false)", what)
+    return min(kept, task.end)

@@ -1,0 +1,178 @@
+"""Options and offset planning of the Spark source and sink (pure: no I/O).
+
+Offsets are JSON per topic, broker group and queue, as in Spark's Kafka
+source: ``{"Clicks": {"broker-a": {"0": 42, "1": -2}}}`` where -2 means the
+earliest and -1 the latest offset of that queue. Inside, a flat form keyed
+by ``(topic, group, queue_id)`` is used.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from duomq.common.errors import ConfigError
+
+EARLIEST, LATEST = -2, -1
+READ_FROM = ("slave", "slave_preferred", "master")
+
+QueueKey = tuple[str, str, int]           # (topic, broker group, queue id)
+Flat = dict[QueueKey, int]
+
+
+def _bool(name: str, value: str) -> bool:
+    v = str(value).strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"option {name}: {value!r} is not true or false")
+
+
+def _int(name: str, value, minimum: int) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"option {name}: {value!r} is not an integer") from None
+    if n < minimum:
+        raise ConfigError(f"option {name}: {n} is below {minimum}")
+    return n
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    zookeeper: str | None
+    cluster: str | None
+    topics: tuple[str, ...]
+    starting: str | Flat             # "earliest", "latest" or per-queue offsets
+    ending: str | Flat               # batch only: "latest" or per-queue offsets
+    starting_timestamp: int | None   # ms: the first message stored at or after it
+    ending_timestamp: int | None     # ms, batch only: messages stored before it
+    max_offsets_per_trigger: int | None
+    max_records_per_partition: int
+    fail_on_data_loss: bool
+    consumer_group: str | None
+    read_from: str
+    fetch_messages: int              # most messages one pull asks for
+
+    @classmethod
+    def parse(cls, options, streaming: bool) -> SourceOptions:
+        o = {str(k).lower(): v for k, v in dict(options).items()}
+        known = {"zookeeper", "cluster", "topic", "startingoffsets", "endingoffsets",
+                 "startingtimestamp", "endingtimestamp", "maxoffsetspertrigger",
+                 "maxrecordsperpartition", "failondataloss", "consumergroup", "readfrom",
+                 "fetchmessages", "path"}
+        unknown = sorted(set(o) - known)
+        if unknown:
+            raise ConfigError(f"unknown duomq source option(s): {', '.join(unknown)}")
+        topics = tuple(t.strip() for t in str(o.get("topic", "")).split(",") if t.strip())
+        if not topics:
+            raise ConfigError("option topic is required (one topic or a comma-separated list)")
+        starting = parse_offsets("startingOffsets", o.get("startingoffsets",
+                                                          "latest" if streaming else "earliest"))
+        ending = parse_offsets("endingOffsets", o.get("endingoffsets", "latest"))
+        if streaming and "endingoffsets" in o:
+            raise ConfigError("option endingOffsets is for batch queries only")
+        if ending == "earliest":
+            raise ConfigError("option endingOffsets cannot be earliest")
+        if isinstance(ending, dict) and any(v == EARLIEST for v in ending.values()):
+            raise ConfigError("option endingOffsets cannot hold -2 (earliest)")
+        start_ts = _int("startingTimestamp", o["startingtimestamp"], 0) \
+            if "startingtimestamp" in o else None
+        end_ts = _int("endingTimestamp", o["endingtimestamp"], 0) \
+            if "endingtimestamp" in o else None
+        if end_ts is not None and streaming:
+            raise ConfigError("option endingTimestamp is for batch queries only")
+        if start_ts is not None and end_ts is not None and end_ts < start_ts:
+            raise ConfigError("option endingTimestamp is before startingTimestamp")
+        read_from = str(o.get("readfrom", "slave")).strip().lower()
+        if read_from not in READ_FROM:
+            raise ConfigError(f"option readFrom: {read_from!r} is not one of {', '.join(READ_FROM)}")
+        return cls(
+            zookeeper=o.get("zookeeper"), cluster=o.get("cluster"), topics=topics,
+            starting=starting, ending=ending, starting_timestamp=start_ts,
+            ending_timestamp=end_ts,
+            max_offsets_per_trigger=_int("maxOffsetsPerTrigger", o["maxoffsetspertrigger"], 1)
+            if "maxoffsetspertrigger" in o else None,
+            max_records_per_partition=_int("maxRecordsPerPartition",
+                                           o.get("maxrecordsperpartition", 1_000_000), 1),
+            fail_on_data_loss=_bool("failOnDataLoss", o.get("failondataloss", "true")),
+            consumer_group=o.get("consumergroup") or None, read_from=read_from,
+            fetch_messages=_int("fetchMessages", o.get("fetchmessages", 1024), 1))
+
+
+def parse_offsets(name: str, value) -> str | Flat:
+    """``earliest``, ``latest`` or the JSON form; raise ConfigError."""
+    if isinstance(value, str) and value.strip().lower() in ("earliest", "latest"):
+        return value.strip().lower()
+    try:
+        doc = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"option {name}: not earliest, latest or JSON offsets ({exc})") from None
+    try:
+        flat = flatten(doc)
+    except (AttributeError, TypeError, ValueError):
+        raise ConfigError(f"option {name}: JSON offsets look like "
+                          '{"topic": {"broker-group": {"0": 12, "1": -2}}}') from None
+    if any(v < EARLIEST for v in flat.values()):
+        raise ConfigError(f"option {name}: an offset is below -2")
+    return flat
+
+
+def flatten(doc: dict) -> Flat:
+    return {(str(t), str(g), int(q)): int(off)
+            for t, groups in doc.items() for g, queues in groups.items()
+            for q, off in queues.items()}
+
+
+def nest(flat: Flat) -> dict:
+    """The JSON form Spark checkpoints (sorted, so equal offsets serialise equally)."""
+    out: dict = {}
+    for (t, g, q), off in sorted(flat.items()):
+        out.setdefault(t, {}).setdefault(g, {})[str(q)] = off
+    return out
+
+
+@dataclass(frozen=True)
+class Range:
+    """Queue offsets [start, end) of one Spark partition."""
+
+    topic: str
+    group: str
+    queue_id: int
+    start: int
+    end: int
+
+
+def plan_ranges(start: Flat, end: Flat, max_records: int) -> list[Range]:
+    """One range per queue with something to read, split above ``max_records``.
+    A queue missing from ``start`` (new since the query began) starts at 0."""
+    out = []
+    for key in sorted(end):
+        s, e = start.get(key, 0), end[key]
+        while s < e:
+            n = min(max_records, e - s)
+            out.append(Range(*key, s, s + n))
+            s += n
+    return out
+
+
+def cap_by_limit(start: Flat, latest: Flat, max_rows: int) -> Flat:
+    """Spread ``max_rows`` over the queues in proportion to what each has to
+    read (Spark's Kafka ``maxOffsetsPerTrigger``); every queue with data moves
+    by at least one while the limit allows."""
+    avail = {k: max(0, latest[k] - start.get(k, 0)) for k in latest}
+    total = sum(avail.values())
+    if total <= max_rows:
+        return dict(latest)
+    out, left = {}, max_rows
+    for k in sorted(avail, key=lambda k: -avail[k]):
+        share = min(avail[k], left, max(1, avail[k] * max_rows // total) if avail[k] else 0)
+        out[k] = start.get(k, 0) + share
+        left -= share
+    return out
+
+
+def data_loss(start: Flat, earliest: Flat) -> dict[QueueKey, tuple[int, int]]:
+    """Queues whose wanted start was deleted by retention: key -> (wanted, first kept)."""
+    return {k: (s, earliest[k]) for k, s in start.items() if k in earliest and s < earliest[k]}

@@ -1,0 +1,117 @@
+"""The Spark sink: ``df.write.format("duomq")`` and ``writeStream``. Each task
+produces its rows through one producer in batches (one request per batch
+and topic); any send that is not SEND_OK fails the task, and the commit
+message reports what each partition sent."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from duomq.client.producer import Producer, SendStatus
+from duomq.common.errors import ConfigError, DuomqError
+from duomq.common.message import Message
+from pyspark.sql.datasource import (
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+
+log = logging.getLogger(__name__)
+BATCH = 256
+
+
+@dataclass
+class SinkOptions:
+    zookeeper: str | None
+    cluster: str | None
+    topic: str | None
+    batch: int
+
+    @classmethod
+    def parse(cls, options, columns: list[str]) -> SinkOptions:
+        o = {str(k).lower(): v for k, v in dict(options).items()}
+        unknown = sorted(set(o) - {"zookeeper", "cluster", "topic", "batchsize", "path"})
+        if unknown:
+            raise ConfigError(f"unknown duomq sink option(s): {', '.join(unknown)}")
+        if "body" not in columns:
+            raise ConfigError(f"the sink needs a body column (has {', '.join(columns)})")
+        if "topic" not in columns and not o.get("topic"):
+            raise ConfigError("the sink needs a topic column or the topic option")
+        extra = sorted(set(columns) - {"topic", "body", "keys", "tags", "properties"})
+        if extra:
+            raise ConfigError(f"the sink takes topic, body, keys, tags and properties; "
+                              f"not {', '.join(extra)}")
+        batch = int(o.get("batchsize", BATCH))
+        if not 1 <= batch <= 1024:
+            raise ConfigError(f"option batchSize: {batch} is not within 1..1024")
+        return cls(o.get("zookeeper"), o.get("cluster"), o.get("topic") or None, batch)
+
+
+@dataclass
+class SinkCommit(WriterCommitMessage):
+    rows: int = 0
+    batches: int = 0
+    by_topic: dict = field(default_factory=dict)
+
+
+def row_message(row, default_topic: str | None) -> Message:
+    d = row.asDict()
+    topic = d.get("topic") or default_topic
+    if not topic:
+        raise DuomqError("a row has no topic (null topic column and no topic option)")
+    body = d["body"]
+    if body is None:
+        raise DuomqError("a row has a null body")
+    keys = d.get("keys") or ""
+    return Message(topic, bytes(body) if isinstance(body, bytearray) else body,
+                   tags=d.get("tags") or "", keys=keys if isinstance(keys, str) else list(keys),
+                   properties=dict(d.get("properties") or {}))
+
+
+class DuomqWriter(DataSourceWriter):
+    def __init__(self, options, schema):
+        self.opts = SinkOptions.parse(options, [f.name for f in schema.fields])
+
+    def write(self, iterator) -> SinkCommit:
+        o = self.opts
+        done = SinkCommit()
+        pending: dict[str, list[Message]] = {}
+        with Producer(o.zookeeper, o.cluster, group="duomq-spark-sink") as producer:
+            def flush(topic):
+                msgs = pending.pop(topic)
+                r = producer.send_batch(msgs)
+                if r.status is not SendStatus.SEND_OK:
+                    raise DuomqError(f"sending {len(msgs)} rows to {topic}: {r.status.value}")
+                done.rows += len(msgs)
+                done.batches += 1
+                done.by_topic[topic] = done.by_topic.get(topic, 0) + len(msgs)
+
+            for row in iterator:
+                m = row_message(row, o.topic)
+                batch = pending.setdefault(m.topic, [])
+                batch.append(m)
+                if len(batch) >= o.batch:
+                    flush(m.topic)
+            for topic in list(pending):
+                flush(topic)
+        return done
+
+    def commit(self, messages) -> None:
+        rows = sum(m.rows for m in messages if m is not None)
+        log.info("duomq sink: %d rows from %d tasks", rows, len(messages))
+
+    def abort(self, messages) -> None:
+        rows = sum(m.rows for m in messages if m is not None)
+        log.error("duomq sink aborted after %d rows were sent (at-least-once: a retried task "
+                  "sends its rows again)", rows)
+
+
+class DuomqStreamWriter(DuomqWriter, DataSourceStreamWriter):
+    def commit(self, messages, batchId: int) -> None:
+        rows = sum(m.rows for m in messages if m is not None)
+        log.info("duomq sink: batch %d, %d rows", batchId, rows)
+
+    def abort(self, messages, batchId: int) -> None:
+        rows = sum(m.rows for m in messages if m is not None)
+        log.error("duomq sink: batch %d aborted after %d rows were sent", batchId, rows)

@@ -1,0 +1,234 @@
+"""The Spark source (batch and streaming) and its planning side.
+
+Planning runs in the driver (one long-lived Python process per streaming
+query): it lists the queues of the topics, asks the members the query reads
+from (``readFrom``) for their offsets, and cuts ranges. Reading runs in
+executor workers on a pickled copy of the reader: no ZooKeeper session or
+socket crosses the pickle (``__getstate__``)."""
+
+from __future__ import annotations
+
+import logging
+
+from duomq.client.consumer import PullConsumer
+from duomq.client.spark.arrow import SCHEMA_DDL
+from duomq.client.spark.fetch import DataLossError, ReadTask, read_task
+from duomq.client.spark.options import (
+    EARLIEST,
+    LATEST,
+    Flat,
+    SourceOptions,
+    cap_by_limit,
+    data_loss,
+    flatten,
+    nest,
+    plan_ranges,
+)
+from duomq.common.message import MessageQueue
+from duomq.coordinator.members import read_candidates
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+log = logging.getLogger(__name__)
+DEFAULT_GROUP = "duomq-spark"
+
+
+class DuomqPartition(InputPartition):
+    def __init__(self, task: ReadTask):
+        super().__init__(task)
+        self.task = task
+
+
+class _Planner:
+    """Driver-side view of the topics: queues, offsets, member addresses."""
+
+    def __init__(self, opts: SourceOptions):
+        self.opts = opts
+        self.client = PullConsumer(opts.zookeeper, opts.cluster,
+                                   opts.consumer_group or DEFAULT_GROUP, read_from=opts.read_from)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def queues(self) -> list[MessageQueue]:
+        return [mq for t in self.opts.topics for mq in self.client.queues(t)]
+
+    def _each(self, fn) -> Flat:
+        return {(mq.topic, mq.broker_group, mq.queue_id): fn(mq) for mq in self.queues()}
+
+    def earliest(self) -> Flat:
+        return self._each(self.client.min_offset)
+
+    def latest(self) -> Flat:
+        return self._each(self.client.max_offset)
+
+    def by_time(self, timestamp_ms: int) -> Flat:
+        return self._each(lambda mq: self.client.offset_by_time(mq, timestamp_ms))
+
+    def resolve(self, wanted: str | Flat, timestamp_ms: int | None, default_latest: bool) -> Flat:
+        """Concrete offsets for every queue: a timestamp, earliest, latest, or
+        the JSON offsets (-2/-1 per queue; queues it omits take the default)."""
+        if timestamp_ms is not None:
+            return self.by_time(timestamp_ms)
+        if wanted == "earliest":
+            return self.earliest()
+        if wanted == "latest":
+            return self.latest()
+        earliest, latest = self.earliest(), self.latest()
+        out = {}
+        for key in latest:
+            v = wanted.get(key, LATEST if default_latest else EARLIEST)
+            out[key] = earliest[key] if v == EARLIEST else latest[key] if v == LATEST else v
+        unknown = sorted(set(wanted) - set(latest))
+        if unknown:
+            raise ValueError(f"offsets name queues the topics do not have: {unknown}")
+        return out
+
+    def check_loss(self, start: Flat) -> Flat:
+        """Move starts that retention deleted to the first kept offset, or fail."""
+        lost = data_loss(start, self.earliest())
+        if not lost:
+            return start
+        what = "; ".join(f"{t}@{g}#{q}: wanted {w}, first kept {k}"
+                         for (t, g, q), (w, k) in sorted(lost.items()))
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(f"offsets were deleted by retention ({what}). Set "
+                                f"failOnDataLoss=false to skip them")
+        log.warning("skipping offsets deleted by retention (failOnDataLoss=false): %s", what)
+        return {**start, **{k: kept for k, (_, kept) in lost.items()}}
+
+    def partitions(self, start: Flat, end: Flat) -> list[DuomqPartition]:
+        o = self.opts
+        addresses: dict[str, list[str]] = {}
+        out = []
+        for r in plan_ranges(start, end, o.max_records_per_partition):
+            if r.group not in addresses:
+                addresses[r.group] = [m["address"] for m in read_candidates(
+                    self.client.members.of(r.group), o.read_from)]
+            out.append(DuomqPartition(ReadTask(
+                r.topic, r.group, r.queue_id, r.start, r.end, addresses[r.group],
+                self.client.zookeeper, self.client.cluster, o.read_from, o.fail_on_data_loss,
+                o.fetch_messages, o.consumer_group or DEFAULT_GROUP)))
+        return out
+
+    def commit(self, offsets: Flat) -> None:
+        """Lag reporting for ``consumerGroup`` (the checkpoint stays the truth)."""
+        by_mq = {MessageQueue(t, g, q): off for (t, g, q), off in offsets.items()}
+        self.client.commit(by_mq)
+
+
+class _Planned:
+    """A planner made on first use and dropped from pickles."""
+
+    def __init__(self, options, streaming: bool):
+        self.opts = SourceOptions.parse(options, streaming)
+        self._planner = None
+
+    @property
+    def planner(self) -> _Planner:
+        if self._planner is None:
+            self._planner = _Planner(self.opts)
+        return self._planner
+
+    def __getstate__(self):
+        return {**self.__dict__, "_planner": None}
+
+    def read(self, partition: DuomqPartition):
+        yield from read_task(partition.task)
+
+
+class DuomqBatchReader(_Planned, DataSourceReader):
+    def __init__(self, options):
+        _Planned.__init__(self, options, streaming=False)
+
+    def partitions(self):
+        p, o = self.planner, self.opts
+        try:
+            start = p.check_loss(p.resolve(o.starting, o.starting_timestamp, False))
+            end = p.resolve(o.ending, o.ending_timestamp, True)
+            end = {k: max(v, start.get(k, 0)) for k, v in end.items()}
+            return p.partitions(start, end)
+        finally:
+            p.close()
+            self._planner = None
+
+
+class DuomqStreamReader(_Planned, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options):
+        _Planned.__init__(self, options, streaming=True)
+        self._target: Flat | None = None      # Trigger.AvailableNow: read up to here
+
+    def initialOffset(self) -> dict:
+        o = self.opts
+        return nest(self.planner.resolve(o.starting, o.starting_timestamp, True))
+
+    def getDefaultReadLimit(self):
+        n = self.opts.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.planner.latest()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        begin = flatten(start)
+        latest = self._target if self._target is not None else self.planner.latest()
+        latest = {k: max(v, begin.get(k, 0)) for k, v in latest.items()}
+        if isinstance(limit, ReadMaxRows):
+            latest = cap_by_limit(begin, latest, limit.max_rows)
+        return nest(latest)
+
+    def reportLatestOffset(self):
+        return nest(self.planner.latest())
+
+    def partitions(self, start: dict, end: dict):
+        p = self.planner
+        end_f = flatten(end)
+        begin = flatten(start)
+        if set(end_f) - set(begin):                   # queues added since: from their start
+            earliest = p.earliest()
+            begin = {**{k: earliest.get(k, 0) for k in end_f}, **begin}
+        return p.partitions(p.check_loss(begin), end_f)
+
+    def commit(self, end: dict) -> None:
+        if self.opts.consumer_group:
+            self.planner.commit(flatten(end))
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.close()
+            self._planner = None
+
+
+class DuomqDataSource(DataSource):
+    """``spark.read.format("duomq")``, ``spark.readStream.format("duomq")`` and
+    the sink ``df.write.format("duomq")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "duomq"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema):
+        return DuomqBatchReader(self.options)
+
+    def streamReader(self, schema):
+        return DuomqStreamReader(self.options)
+
+    def writer(self, schema, overwrite: bool):
+        from duomq.client.spark.sink import DuomqWriter
+        return DuomqWriter(self.options, schema)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from duomq.client.spark.sink import DuomqStreamWriter
+        return DuomqStreamWriter(self.options, schema)

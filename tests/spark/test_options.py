@@ -1,0 +1,84 @@
+"""Spark source options and offset planning (pure)."""
+
+import pytest
+from duomq.client.spark.options import (
+    Range,
+    SourceOptions,
+    cap_by_limit,
+    data_loss,
+    flatten,
+    nest,
+    parse_offsets,
+    plan_ranges,
+)
+from duomq.common.errors import ConfigError
+from duomq.coordinator.members import read_candidates, read_target
+
+
+def test_defaults_follow_spark_kafka():
+    batch = SourceOptions.parse({"topic": "A, B"}, streaming=False)
+    assert batch.topics == ("A", "B") and batch.starting == "earliest" and batch.ending == "latest"
+    assert batch.read_from == "slave" and batch.fail_on_data_loss
+    assert SourceOptions.parse({"topic": "A"}, streaming=True).starting == "latest"
+
+
+@pytest.mark.parametrize("options, error", [
+    ({}, "topic is required"),
+    ({"topic": "A", "readFrom": "leader"}, "readFrom"),
+    ({"topic": "A", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+    ({"topic": "A", "maxOffsetsPerTrigger": "0"}, "below 1"),
+    ({"topic": "A", "startingOffsets": "{nope"}, "JSON"),
+    ({"topic": "A", "startingOffsets": '{"A": 3}'}, "look like"),
+    ({"topic": "A", "endingOffsets": "earliest"}, "cannot be earliest"),
+    ({"topic": "A", "startingTimestamp": "20", "endingTimestamp": "10"}, "before"),
+    ({"topic": "A", "subscribe": "A"}, "unknown duomq source option"),
+])
+def test_bad_options_are_refused_clearly(options, error):
+    with pytest.raises(ConfigError, match=error):
+        SourceOptions.parse(options, streaming=False)
+
+
+def test_stream_only_and_batch_only_options():
+    with pytest.raises(ConfigError, match="batch queries only"):
+        SourceOptions.parse({"topic": "A", "endingOffsets": "latest"}, streaming=True)
+
+
+def test_offsets_json_roundtrip():
+    flat = parse_offsets("x", '{"A": {"g1": {"0": 5, "1": -2}}, "B": {"g2": {"3": -1}}}')
+    assert flat == {("A", "g1", 0): 5, ("A", "g1", 1): -2, ("B", "g2", 3): -1}
+    assert flatten(nest(flat)) == flat
+
+
+def test_plan_ranges_splits_and_starts_new_queues_at_zero():
+    start = {("A", "g", 0): 10}
+    end = {("A", "g", 0): 35, ("A", "g", 1): 5, ("A", "g", 2): 0}
+    assert plan_ranges(start, end, 10) == [
+        Range("A", "g", 0, 10, 20), Range("A", "g", 0, 20, 30), Range("A", "g", 0, 30, 35),
+        Range("A", "g", 1, 0, 5)]
+
+
+def test_cap_by_limit_is_proportional_and_exact():
+    start = {("A", "g", 0): 0, ("A", "g", 1): 100, ("A", "g", 2): 7}
+    latest = {("A", "g", 0): 900, ("A", "g", 1): 200, ("A", "g", 2): 7}
+    capped = cap_by_limit(start, latest, 100)
+    moved = {k: capped[k] - start[k] for k in start}
+    assert sum(moved.values()) == 100 and moved[("A", "g", 0)] == 90
+    assert moved[("A", "g", 2)] == 0
+    assert cap_by_limit(start, latest, 10_000) == latest
+
+
+def test_data_loss_names_the_deleted_ranges():
+    assert data_loss({("A", "g", 0): 3, ("A", "g", 1): 50},
+                     {("A", "g", 0): 10, ("A", "g", 1): 10}) == {("A", "g", 0): (3, 10)}
+
+
+def test_read_candidates_order_by_read_from():
+    members = {0: {"broker_id": 0, "role": "MASTER", "address": "m"},
+               1: {"broker_id": 1, "role": "SLAVE", "address": "s1", "max_offset": 5},
+               2: {"broker_id": 2, "role": "SLAVE", "address": "s2", "max_offset": 9},
+               3: {"broker_id": 3, "role": "SLAVE"}}              # no address: not alive
+    assert [m["address"] for m in read_candidates(members, "slave")] == ["s2", "s1", "m"]
+    assert [m["address"] for m in read_candidates(members, "master")] == ["m", "s2", "s1"]
+    assert read_target(members, "master", advice=1)["address"] == "s1"
+    assert read_target(members, "master", advice=3)["address"] == "m"
+    assert read_target({}, "slave") is None
