@@ -9,6 +9,7 @@ socket crosses the pickle (``__getstate__``)."""
 from __future__ import annotations
 
 import logging
+import time
 
 from duomq.client.consumer import PullConsumer
 from duomq.client.spark.arrow import SCHEMA_DDL
@@ -24,6 +25,8 @@ from duomq.client.spark.options import (
     nest,
     plan_ranges,
 )
+from duomq.common.errors import (DuomqError, NoRouteError, NotMasterError,
+                                 RequestTimeoutError, ServiceNotAvailableError)
 from duomq.common.message import MessageQueue
 from duomq.coordinator.members import read_candidates
 from pyspark.sql.datasource import (
@@ -40,6 +43,7 @@ from pyspark.sql.streaming.datasource import (
 
 log = logging.getLogger(__name__)
 DEFAULT_GROUP = "duomq-spark"
+PLAN_RETRY_S = 60.0           # planning waits this long for a member to answer
 
 
 class DuomqPartition(InputPartition):
@@ -63,7 +67,18 @@ class _Planner:
         return [mq for t in self.opts.topics for mq in self.client.queues(t)]
 
     def _each(self, fn) -> Flat:
-        return {(mq.topic, mq.broker_group, mq.queue_id): fn(mq) for mq in self.queues()}
+        """``fn`` of every queue, retried through a failover (no member
+        answering for a while must not fail a streaming query)."""
+        deadline = time.monotonic() + PLAN_RETRY_S
+        while True:
+            try:
+                return {(mq.topic, mq.broker_group, mq.queue_id): fn(mq) for mq in self.queues()}
+            except (RequestTimeoutError, NoRouteError, ServiceNotAvailableError,
+                    NotMasterError) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("offsets unavailable (%s); retrying", exc)
+                time.sleep(0.5)
 
     def earliest(self) -> Flat:
         return self._each(self.client.min_offset)
@@ -121,9 +136,13 @@ class _Planner:
         return out
 
     def commit(self, offsets: Flat) -> None:
-        """Lag reporting for ``consumerGroup`` (the checkpoint stays the truth)."""
+        """Lag reporting for ``consumerGroup`` (the checkpoint stays the truth,
+        so a commit that fails during a failover is only logged)."""
         by_mq = {MessageQueue(t, g, q): off for (t, g, q), off in offsets.items()}
-        self.client.commit(by_mq)
+        try:
+            self.client.commit(by_mq)
+        except DuomqError as exc:
+            log.warning("could not commit the query's offsets for lag reporting: %s", exc)
 
 
 class _Planned:
