@@ -31,8 +31,8 @@ class HAConnection:
 
 
 class HAService:
-    def __init__(self, store, config, socket: zmq.Socket, epoch_fn, confirmed_fn, offsets=None,
-                 waiting_fn=lambda: True):
+    def __init__(self, store, config, socket: zmq.Socket, epoch_fn, confirmed_fn, offsets,
+                 waiting_fn):
         self.store = store
         self.waiting_fn = waiting_fn        # does the master wait on slave reports right now?
         self.offsets = offsets              # ConsumerOffsetManager: changes go to slaves

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from duomq.client.remoting import RemotingClient
 from duomq.client.spark.arrow import records_to_batch
 from duomq.common.errors import DuomqError, RequestTimeoutError, for_status
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.members import BrokerMembers, read_candidates
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
@@ -47,8 +49,6 @@ class ReadTask:
 
 def lookup_addresses(task: ReadTask) -> list[str]:
     """The group's members now, from ZooKeeper (when every known one failed)."""
-    from duomq.coordinator import zk as zkutil
-    from duomq.coordinator.members import BrokerMembers, read_candidates
     zk = zkutil.connect(task.zookeeper)
     members = BrokerMembers(zk, task.cluster)
     try:

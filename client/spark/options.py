@@ -171,8 +171,3 @@ def cap_by_limit(start: Flat, latest: Flat, max_rows: int) -> Flat:
         out[k] = start.get(k, 0) + share
         left -= share
     return out
-
-
-def data_loss(start: Flat, earliest: Flat) -> dict[QueueKey, tuple[int, int]]:
-    """Queues whose wanted start was deleted by retention: key -> (wanted, first kept)."""
-    return {k: (s, earliest[k]) for k, s in start.items() if k in earliest and s < earliest[k]}

@@ -50,9 +50,18 @@ class SinkOptions:
 
 @dataclass
 class SinkCommit(WriterCommitMessage):
-    rows: int = 0
-    batches: int = 0
+    """What one task sent: rows per topic."""
+
     by_topic: dict = field(default_factory=dict)
+
+
+def sent(messages) -> dict[str, int]:
+    """Rows per topic over the tasks' commit messages (None for a failed task)."""
+    total: dict[str, int] = {}
+    for m in messages:
+        for topic, n in (m.by_topic if m is not None else {}).items():
+            total[topic] = total.get(topic, 0) + n
+    return total
 
 
 def row_message(row, default_topic: str | None) -> Message:
@@ -63,9 +72,7 @@ def row_message(row, default_topic: str | None) -> Message:
     body = d["body"]
     if body is None:
         raise DuomqError("a row has a null body")
-    keys = d.get("keys") or ""
-    return Message(topic, bytes(body) if isinstance(body, bytearray) else body,
-                   tags=d.get("tags") or "", keys=keys if isinstance(keys, str) else list(keys),
+    return Message(topic, body, tags=d.get("tags") or "", keys=d.get("keys") or "",
                    properties=dict(d.get("properties") or {}))
 
 
@@ -83,8 +90,6 @@ class DuomqWriter(DataSourceWriter):
                 r = producer.send_batch(msgs)
                 if r.status is not SendStatus.SEND_OK:
                     raise DuomqError(f"sending {len(msgs)} rows to {topic}: {r.status.value}")
-                done.rows += len(msgs)
-                done.batches += 1
                 done.by_topic[topic] = done.by_topic.get(topic, 0) + len(msgs)
 
             for row in iterator:
@@ -98,20 +103,16 @@ class DuomqWriter(DataSourceWriter):
         return done
 
     def commit(self, messages) -> None:
-        rows = sum(m.rows for m in messages if m is not None)
-        log.info("duomq sink: %d rows from %d tasks", rows, len(messages))
+        log.info("duomq sink: %s from %d tasks", sent(messages), len(messages))
 
     def abort(self, messages) -> None:
-        rows = sum(m.rows for m in messages if m is not None)
-        log.error("duomq sink aborted after %d rows were sent (at-least-once: a retried task "
-                  "sends its rows again)", rows)
+        log.error("duomq sink aborted after sending %s (at-least-once: a retried task sends "
+                  "its rows again)", sent(messages))
 
 
 class DuomqStreamWriter(DuomqWriter, DataSourceStreamWriter):
     def commit(self, messages, batchId: int) -> None:
-        rows = sum(m.rows for m in messages if m is not None)
-        log.info("duomq sink: batch %d, %d rows", batchId, rows)
+        log.info("duomq sink: batch %d sent %s", batchId, sent(messages))
 
     def abort(self, messages, batchId: int) -> None:
-        rows = sum(m.rows for m in messages if m is not None)
-        log.error("duomq sink: batch %d aborted after %d rows were sent", batchId, rows)
+        log.error("duomq sink: batch %d aborted after sending %s", batchId, sent(messages))

@@ -13,14 +13,13 @@ import time
 
 from duomq.client.consumer import PullConsumer
 from duomq.client.spark.arrow import SCHEMA_DDL
-from duomq.client.spark.fetch import DataLossError, ReadTask, read_task
+from duomq.client.spark.fetch import ReadTask, read_task
 from duomq.client.spark.options import (
     EARLIEST,
     LATEST,
     Flat,
     SourceOptions,
     cap_by_limit,
-    data_loss,
     flatten,
     nest,
     plan_ranges,
@@ -44,12 +43,6 @@ from pyspark.sql.streaming.datasource import (
 log = logging.getLogger(__name__)
 DEFAULT_GROUP = "duomq-spark"
 PLAN_RETRY_S = 60.0           # planning waits this long for a member to answer
-
-
-class DuomqPartition(InputPartition):
-    def __init__(self, task: ReadTask):
-        super().__init__(task)
-        self.task = task
 
 
 class _Planner:
@@ -108,20 +101,7 @@ class _Planner:
             raise ValueError(f"offsets name queues the topics do not have: {unknown}")
         return out
 
-    def check_loss(self, start: Flat) -> Flat:
-        """Move starts that retention deleted to the first kept offset, or fail."""
-        lost = data_loss(start, self.earliest())
-        if not lost:
-            return start
-        what = "; ".join(f"{t}@{g}#{q}: wanted {w}, first kept {k}"
-                         for (t, g, q), (w, k) in sorted(lost.items()))
-        if self.opts.fail_on_data_loss:
-            raise DataLossError(f"offsets were deleted by retention ({what}). Set "
-                                f"failOnDataLoss=false to skip them")
-        log.warning("skipping offsets deleted by retention (failOnDataLoss=false): %s", what)
-        return {**start, **{k: kept for k, (_, kept) in lost.items()}}
-
-    def partitions(self, start: Flat, end: Flat) -> list[DuomqPartition]:
+    def partitions(self, start: Flat, end: Flat) -> list[InputPartition]:
         o = self.opts
         addresses: dict[str, list[str]] = {}
         out = []
@@ -129,7 +109,7 @@ class _Planner:
             if r.group not in addresses:
                 addresses[r.group] = [m["address"] for m in read_candidates(
                     self.client.members.of(r.group), o.read_from)]
-            out.append(DuomqPartition(ReadTask(
+            out.append(InputPartition(ReadTask(
                 r.topic, r.group, r.queue_id, r.start, r.end, addresses[r.group],
                 self.client.zookeeper, self.client.cluster, o.read_from, o.fail_on_data_loss,
                 o.fetch_messages, o.consumer_group or DEFAULT_GROUP)))
@@ -161,8 +141,8 @@ class _Planned:
     def __getstate__(self):
         return {**self.__dict__, "_planner": None}
 
-    def read(self, partition: DuomqPartition):
-        yield from read_task(partition.task)
+    def read(self, partition: InputPartition):
+        yield from read_task(partition.value)
 
 
 class DuomqBatchReader(_Planned, DataSourceReader):
@@ -172,7 +152,7 @@ class DuomqBatchReader(_Planned, DataSourceReader):
     def partitions(self):
         p, o = self.planner, self.opts
         try:
-            start = p.check_loss(p.resolve(o.starting, o.starting_timestamp, False))
+            start = p.resolve(o.starting, o.starting_timestamp, False)
             end = p.resolve(o.ending, o.ending_timestamp, True)
             end = {k: max(v, start.get(k, 0)) for k, v in end.items()}
             return p.partitions(start, end)
@@ -185,6 +165,7 @@ class DuomqStreamReader(_Planned, DataSourceStreamReader, SupportsTriggerAvailab
     def __init__(self, options):
         _Planned.__init__(self, options, streaming=True)
         self._target: Flat | None = None      # Trigger.AvailableNow: read up to here
+        self._seen: Flat | None = None        # the latest offsets latestOffset last saw
 
     def initialOffset(self) -> dict:
         o = self.opts
@@ -199,14 +180,14 @@ class DuomqStreamReader(_Planned, DataSourceStreamReader, SupportsTriggerAvailab
 
     def latestOffset(self, start: dict, limit) -> dict:
         begin = flatten(start)
-        latest = self._target if self._target is not None else self.planner.latest()
-        latest = {k: max(v, begin.get(k, 0)) for k, v in latest.items()}
+        self._seen = self.planner.latest() if self._target is None else self._target
+        latest = {k: max(v, begin.get(k, 0)) for k, v in self._seen.items()}
         if isinstance(limit, ReadMaxRows):
             latest = cap_by_limit(begin, latest, limit.max_rows)
         return nest(latest)
 
     def reportLatestOffset(self):
-        return nest(self.planner.latest())
+        return nest(self._seen) if self._seen is not None else None
 
     def partitions(self, start: dict, end: dict):
         p = self.planner
@@ -215,7 +196,7 @@ class DuomqStreamReader(_Planned, DataSourceStreamReader, SupportsTriggerAvailab
         if set(end_f) - set(begin):                   # queues added since: from their start
             earliest = p.earliest()
             begin = {**{k: earliest.get(k, 0) for k in end_f}, **begin}
-        return p.partitions(p.check_loss(begin), end_f)
+        return p.partitions(begin, end_f)
 
     def commit(self, end: dict) -> None:
         if self.opts.consumer_group:

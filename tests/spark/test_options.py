@@ -5,12 +5,12 @@ from duomq.client.spark.options import (
     Range,
     SourceOptions,
     cap_by_limit,
-    data_loss,
     flatten,
     nest,
     parse_offsets,
     plan_ranges,
 )
+from duomq.client.spark.fetch import DataLossError, ReadTask, _data_loss
 from duomq.common.errors import ConfigError
 from duomq.coordinator.members import read_candidates, read_target
 
@@ -67,11 +67,6 @@ def test_cap_by_limit_is_proportional_and_exact():
     assert cap_by_limit(start, latest, 10_000) == latest
 
 
-def test_data_loss_names_the_deleted_ranges():
-    assert data_loss({("A", "g", 0): 3, ("A", "g", 1): 50},
-                     {("A", "g", 0): 10, ("A", "g", 1): 10}) == {("A", "g", 0): (3, 10)}
-
-
 def test_read_candidates_order_by_read_from():
     members = {0: {"broker_id": 0, "role": "MASTER", "address": "m"},
                1: {"broker_id": 1, "role": "SLAVE", "address": "s1", "max_offset": 5},
@@ -82,3 +77,17 @@ def test_read_candidates_order_by_read_from():
     assert read_target(members, "master", advice=1)["address"] == "s1"
     assert read_target(members, "master", advice=3)["address"] == "m"
     assert read_target({}, "slave") is None
+
+
+def test_data_loss_fails_or_skips_to_the_first_kept_offset():
+    def task(fail):
+        return ReadTask("A", "g", 0, 3, 50, [], "zk", "c", "slave", fail, 1024, "grp")
+    with pytest.raises(DataLossError, match=r"A@g#0: offsets 3..9 were deleted by retention"):
+        _data_loss(task(True), 3, 10)
+    assert _data_loss(task(False), 3, 10) == 10
+    assert _data_loss(task(False), 3, 80) == 50          # the whole range is gone
+
+
+def test_sink_totals_rows_per_topic_over_tasks():
+    from duomq.client.spark.sink import SinkCommit, sent
+    assert sent([SinkCommit({"A": 3, "B": 1}), None, SinkCommit({"A": 2})]) == {"A": 5, "B": 1}
