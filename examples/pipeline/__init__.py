@@ -1,0 +1,9 @@
+"""A shop's event pipeline on duomq and Spark.
+
+Producers write click and order events to a topic (``events``, ``produce``);
+a Structured Streaming job pinned to slave reads aggregates them per minute
+of event time into Parquet with a checkpoint (``minutes``); a batch job reads
+one day's range by store timestamp and reports it (``daily``). ``run`` ties
+them together for ``make demo`` and prints Spark's figures beside what was
+produced.
+"""
