@@ -2,9 +2,13 @@
 """Spark batch read of a backlog from a slave (local[2]), one JSON line:
 
   spark_read   1,000,000 messages of 100 B (SPARK_N) read by spark.read.format("duomq")
-               pinned to the slave into Spark's noop sink: rows/s, with Spark's start-up
-               and the read timed apart; the master's batch produce rate alone and while
-               the read runs (the ratio should stay >= 0.9)
+               pinned to the slave into Spark's noop sink, twice: Spark's session
+               start-up, the first read (which also starts the Python workers and
+               warms the JIT) and the second, warm read are timed apart. A batch
+               producer writes to the master throughout both reads; its rate over
+               exactly each read, from the master's offsets, is compared with its
+               rate alone (before Spark starts and after it stops): the ratio should
+               stay >= 0.9
 
 Two layouts, each in its own process: "shared" lets Spark, the brokers and the
 producer share both cores of this machine; "pinned" puts the master and the
@@ -15,11 +19,11 @@ BENCH_QUICK=1: 200,000 messages. SPARK_LAYOUTS="shared pinned".
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,12 +63,42 @@ def main() -> int:
     return 0
 
 
+def produced(probe, mqs) -> int:
+    """Messages stored so far on the Live topic, from the master's offsets."""
+    return sum(probe.max_offset(mq) for mq in mqs)
+
+
+@contextlib.contextmanager
+def live_producer(ep, cpus, probe, mqs):
+    """A batch producer on the Live topic, running at full speed; yields a
+    counter of stored messages, so a window's rate is measured exactly."""
+    p = child(["produce", *ep, "--topic", "Live", "--n", 10**12, "--batch", 256, "--size", 100,
+               "--max-s", 900], cpus=cpus)
+    try:
+        first = produced(probe, mqs)
+        wait_for(lambda: produced(probe, mqs) > first, 30, "the producer to start")
+        time.sleep(1.0)
+        yield lambda: produced(probe, mqs)
+    finally:
+        p.kill()
+        p.wait()
+
+
+def timed(count, fn):
+    """Run fn; its seconds and the producer's rate over exactly that time."""
+    c0, t0 = count(), time.monotonic()
+    fn()
+    secs = time.monotonic() - t0
+    return secs, (count() - c0) / secs
+
+
 def run(layout: str) -> int:
     cpus = sorted(os.sched_getaffinity(0))
     near, far = ([cpus[0]], [cpus[-1]]) if layout == "pinned" and len(cpus) > 1 else (None, None)
     zk = launch(os.environ.get("DUOMQ_ZOOKEEPER"))
     base = tempfile.mkdtemp(prefix="duomq-sparkbench-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
     c = LocalCluster(zk.connect, f"Spark{os.getpid()}", base)
+    probes = []
     try:
         c.add_broker("broker-a", 0, replication="ASYNC")
         c.add_broker("broker-a", 1, replication="ASYNC")
@@ -74,53 +108,55 @@ def run(layout: str) -> int:
         if near:
             pin_threads(c.brokers[0].pid, near)
             pin_threads(c.brokers[1].pid, far)
-            os.sched_setaffinity(0, far)     # Spark's JVM and workers inherit it
+            os.sched_setaffinity(0, far)     # Spark's JVM and workers, and the probes, inherit it
         result(child(["produce", *ep, "--topic", "Backlog", "--n", N - 1, "--batch", 256,
                       "--size", 100, "--max-s", 300]))
-        probe = {rf: PullConsumer(zk.connect, c.cluster, "probe", read_from=rf)
-                 for rf in ("master", "slave")}
-        mqs = [MessageQueue("Backlog", "broker-a", q) for q in range(QUEUES)]
-        wait_for(lambda: all(probe["slave"].max_offset(mq) == probe["master"].max_offset(mq)
-                             for mq in mqs), 60, "the slave to hold the backlog")
-        total = sum(probe["slave"].max_offset(mq) for mq in mqs)
-        for p in probe.values():
-            p.close()
+        on = {rf: PullConsumer(zk.connect, c.cluster, "probe", read_from=rf)
+              for rf in ("master", "slave")}
+        probes.extend(on.values())
+        backlog = [MessageQueue("Backlog", "broker-a", q) for q in range(QUEUES)]
+        live = [MessageQueue("Live", "broker-a", q) for q in range(QUEUES)]
+        wait_for(lambda: all(on["slave"].max_offset(mq) == on["master"].max_offset(mq)
+                             for mq in backlog), 60, "the slave to hold the backlog")
+        total = sum(on["slave"].max_offset(mq) for mq in backlog)
 
-        def produce(secs):
-            return result(child(["produce", *ep, "--topic", "Live", "--n", 10**9, "--batch", 256,
-                                 "--size", 100, "--max-s", secs], cpus=near))["rate"]
+        def alone() -> float:
+            with live_producer(ep, near, on["master"], live) as count:
+                return timed(count, lambda: time.sleep(6))[1]
 
-        alone = produce(8)
+        before = alone()
         t0 = time.monotonic()
         spark = spark_session()
         startup = time.monotonic() - t0
         df = (spark.read.format("duomq").option("zookeeper", zk.connect)
               .option("cluster", c.cluster).option("topic", "Backlog").option("readFrom", "slave")
               .load())
-        during = {}
-        done = threading.Event()
 
-        def load():   # the producer runs while the read does
-            time.sleep(1.0)
-            during["rate"] = produce(6)
-            done.set()
+        def read():
+            df.write.format("noop").mode("overwrite").save()
 
-        t = threading.Thread(target=load)
-        t.start()
-        t1 = time.monotonic()
-        df.write.format("noop").mode("overwrite").save()
-        read_s = time.monotonic() - t1
-        t.join()
+        with live_producer(ep, near, on["master"], live) as count:
+            cold_s, cold_rate = timed(count, read)     # Python workers start, the JIT warms
+            warm_s, warm_rate = timed(count, read)
         spark.stop()
+        after = alone()
+        base_rate = (before + after) / 2
         emit(name="spark_read", layout=layout, read_from="slave", body_bytes=100, rows=total,
-             spark_startup_s=round(startup, 2), read_s=round(read_s, 2),
-             rows_per_s=round(total / read_s, 1), produce_alone=round(alone, 1),
-             produce_during_read=round(during["rate"], 1),
-             produce_ratio=round(during["rate"] / alone, 3))
+             spark_startup_s=round(startup, 2),
+             first_read_s=round(cold_s, 2), first_rows_per_s=round(total / cold_s, 1),
+             warm_read_s=round(warm_s, 2), warm_rows_per_s=round(total / warm_s, 1),
+             produce_alone=round(base_rate, 1), produce_alone_before_after=[round(before, 1),
+                                                                            round(after, 1)],
+             produce_during_first_read=round(cold_rate, 1),
+             produce_during_warm_read=round(warm_rate, 1),
+             produce_ratio_first=round(cold_rate / base_rate, 3),
+             produce_ratio_warm=round(warm_rate / base_rate, 3))
     finally:
+        for p in probes:
+            p.close()
         c.stop_all()
         zk.stop()
-        subprocess.run(["rm", "-rf", base])
+        subprocess.run(["rm", "-rf", base], check=False)
     return 0
 
 
