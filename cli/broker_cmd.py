@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 
 from duomq.common.config import BrokerConfig
 
 
 def add(sub) -> None:
     p = sub.add_parser("broker", help="run one broker in the foreground")
-    p.add_argument("--config", help="TOML file with broker settings (see the README)")
+    p.add_argument("--config", default=os.environ.get("DUOMQ_CONFIG"),
+                   help="TOML file with broker settings (default: $DUOMQ_CONFIG; see the README)")
     p.add_argument("--zookeeper")
     p.add_argument("--cluster")
     p.add_argument("--group", help="broker group name")

@@ -1,7 +1,11 @@
 """``duomq failover GROUP [--to ID]``: a planned switchover. The master stops
 taking writes, waits until an in-sync slave holds everything, and hands the
 master node over; producers follow through ZooKeeper watches. Nothing acked
-is lost."""
+is lost.
+
+``duomq failover --step-down``, a pod's ``preStop``: when the local broker
+(found as ``duomq health`` finds it) is a master, it hands over to an
+in-sync slave before the pod stops; a slave just leaves."""
 
 from __future__ import annotations
 
@@ -10,18 +14,23 @@ import time
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint
+from duomq.cli.health_cmd import add_target, broker_status, target
 from duomq.common.errors import DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.registry import MASTER
 
 
 def add(sub) -> None:
     p = sub.add_parser("failover", help="planned switchover of a broker group's master")
-    p.add_argument("group", help="broker group")
+    p.add_argument("group", nargs="?", help="broker group (not with --step-down)")
+    p.add_argument("--step-down", action="store_true",
+                   help="for a pod's preStop: the local broker, if master, hands over")
     p.add_argument("--to", type=int, dest="target", help="broker id to hand over to "
                    "(default: the in-sync slave with the most data)")
     p.add_argument("--timeout", type=float, default=30, help="seconds to wait (30)")
     add_endpoint(p)
+    add_target(p)
     add_json(p)
     p.set_defaults(func=run)
 
@@ -63,13 +72,45 @@ def switchover(zk, cluster: str, group: str, target: int | None, timeout_s: floa
                      f"in-sync slave connected?)")
 
 
-def run(args) -> int:
+def step_down(args) -> dict:
+    address, _, cfg = target(args)
+    st, _ = broker_status(address, min(args.timeout, 5.0))
+    who = f"{st.broker_group}/{st.broker_id}"
+    if st.role != MASTER:
+        return {"group": st.broker_group, "broker": who, "role": st.role, "handed_over": False,
+                "message": f"broker {who} is a slave: it leaves without a hand-over"}
+    if cfg is not None:      # the broker's own ZooKeeper, unless told otherwise
+        args.zookeeper = args.zookeeper or cfg.zookeeper
+        args.cluster = args.cluster or cfg.cluster
+    out = run_switchover(args, st.broker_group, None)
+    return {**out, "broker": who, "role": MASTER, "handed_over": True,
+            "message": f"broker {who} handed {st.broker_group} over to broker {out['to']} at "
+                       f"epoch {out['epoch']} in {out['seconds']} s"}
+
+
+def run_switchover(args, group: str, target_id: int | None) -> dict:
     zookeeper, cluster = endpoint(args)
     zk = zkutil.connect(zookeeper)
     try:
-        out = switchover(zk, cluster, args.group, args.target, args.timeout)
+        return switchover(zk, cluster, group, target_id, args.timeout)
     finally:
         zkutil.close(zk)
+
+
+def run(args) -> int:
+    if args.step_down:
+        if args.group or args.target is not None:
+            raise DuomqError("--step-down hands over the local broker's group: give no GROUP "
+                             "or --to")
+        out = step_down(args)
+        if args.json:
+            emit(out)
+        else:
+            print(out["message"])
+        return 0
+    if not args.group:
+        raise DuomqError("give the broker GROUP to switch over, or --step-down")
+    out = run_switchover(args, args.group, args.target)
     if args.json:
         emit(out)
     else:

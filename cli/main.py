@@ -7,8 +7,8 @@ import logging
 import sys
 
 from duomq import __version__
-from duomq.cli import (broker_cmd, consume_cmd, dev_cmd, failover_cmd, produce_cmd, status_cmd,
-                       topic_cmd)
+from duomq.cli import (broker_cmd, consume_cmd, dev_cmd, failover_cmd, health_cmd, produce_cmd,
+                       status_cmd, topic_cmd)
 from duomq.common.errors import DuomqError
 
 
@@ -16,7 +16,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="duomq", description="duomq: a replicated message broker")
     p.add_argument("--version", action="version", version=f"duomq {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for mod in (dev_cmd, broker_cmd, topic_cmd, produce_cmd, consume_cmd, status_cmd, failover_cmd):
+    for mod in (dev_cmd, broker_cmd, topic_cmd, produce_cmd, consume_cmd, status_cmd, failover_cmd,
+                health_cmd):
         mod.add(sub)
     return p
 

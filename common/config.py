@@ -57,6 +57,8 @@ class BrokerConfig:
     broker_id: int = 0                       # 0 is the master in this release
     zookeeper: str = "127.0.0.1:2181"        # ZooKeeper connect string host:port[,...][/chroot]
     zk_session_timeout_ms: int = 6000        # ZooKeeper session timeout
+    pod_name: str = ""                       # a StatefulSet pod, `<group>-<ordinal>`: the
+                                             # group and broker_id follow from it
     # --- network
     listen_host: str = "127.0.0.1"           # interface the client ROUTER binds
     port: int = 10911                        # client port; 0 picks a free one
@@ -140,6 +142,9 @@ class BrokerConfig:
                 f"({self.max_message_bytes}), or the largest message could never be pulled")
         if self.flush_thorough_interval_ms < self.flush_interval_ms:
             raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
+        if self.listen_host in ("0.0.0.0", "::", "*") and not self.advertised_host:
+            raise ConfigError(f"listen_host {self.listen_host!r} binds every interface: set "
+                              f"advertised_host, the address clients and slaves dial")
         if not 0 <= self.ha_port < 65536 or (self.ha_port and self.ha_port == self.port):
             raise ConfigError(f"ha_port: {self.ha_port} must be a TCP port other than port")
         if not 0 < self.slave_read_back_ratio < self.access_in_memory_max_ratio <= 1:
@@ -194,7 +199,25 @@ class BrokerConfig:
             if v is not None:
                 values[k] = v
         _check_known(cls, values, "config")
+        if values.get("pod_name"):
+            group, ordinal = parse_pod_name(values["pod_name"])
+            for field_, derived in (("group", group), ("broker_id", ordinal)):
+                given = values.get(field_)
+                if given is not None and str(given) != str(derived):
+                    raise ConfigError(
+                        f"{field_} {given!r} contradicts pod_name {values['pod_name']!r}, "
+                        f"which makes it {derived!r}: set one of them")
+            values["group"], values["broker_id"] = group, ordinal
         return cls(**values)
+
+
+def parse_pod_name(name: str) -> tuple[str, int]:
+    """A StatefulSet pod's name, ``<statefulset>-<ordinal>``, as (broker group,
+    broker id): the pod ``broker-a-1`` is broker 1 of group ``broker-a``."""
+    group, sep, ordinal = str(name).strip().rpartition("-")
+    if not sep or not group or not ordinal.isdigit():
+        raise ConfigError(f"pod_name {name!r} is not <statefulset>-<ordinal>")
+    return group, int(ordinal)
 
 
 @dataclass(frozen=True)

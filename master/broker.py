@@ -32,6 +32,7 @@ from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import MASTER, SLAVE, BrokerRegistry
+from duomq.master.health import BrokerHealth
 from duomq.flush import make_flush_service
 from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
 from duomq.master.offsets import ConsumerOffsetManager
@@ -238,6 +239,17 @@ class Broker(RoleChanges):
     # ------------------------------------------------------------ state for processors
     def hosted_queues(self, topic: str) -> int | None:
         return self.registry.topics.get(topic) if self.registry else None
+
+    def health(self) -> BrokerHealth:
+        following = self.ha_client is not None
+        heard = self.ha_client.last_received if following else 0.0
+        return BrokerHealth(
+            role=self.role, following=following,
+            lease_valid=self.controller is not None and self.controller.lease_valid(),
+            draining=self.draining, epoch=self.registry.epoch if self.registry else 0,
+            lag_bytes=max(0, self.ha_client.master_max - self.store.commitlog.max_offset)
+            if following else 0,
+            master_silent_s=time.monotonic() - heard if heard else -1.0)
 
     def writable(self) -> bool:
         return self.role == MASTER and not self.draining and self.controller.lease_valid()

@@ -8,6 +8,7 @@ import time
 
 from duomq.common.errors import DuomqError
 from duomq.common.names import validate_name
+from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
 from duomq.master.read_advice import (ADVICE_MIN_BEHIND, master_says_go_to_slave,
                                      slave_says_go_back)
@@ -206,6 +207,12 @@ class Processors:
             master_address=(b.registry.master_address() or "") if b.registry else "",
             replicated_offset=b.replicated_offset, flushes=b.flush_service.syncs,
             read_redirects=b.redirects)
+        health = b.health()
+        resp.ready, resp.ready_reason = readiness(health, self.config.ha_max_gap_bytes,
+                                                  self.config.ha_housekeeping_ms / 1000)
+        resp.master_silent_s = health.master_silent_s
+        if b.ha_client is not None:
+            resp.master_max_offset = b.ha_client.master_max
         if b.ha is not None:
             for link in b.ha.status():
                 resp.replicas.add(broker_id=link["broker_id"], address=link["address"],

@@ -41,7 +41,8 @@ class HAClient(ServiceThread):
         self.master_confirmed = 0
         self.master_max = 0
         self.epoch = 0
-        self.last_heard = 0.0
+        self.last_heard = 0.0         # the link's silence clock (starts when it is dialled)
+        self.last_received = 0.0      # when the master's last transfer arrived; 0: never
 
     def acked_offset(self) -> int:
         if self.sync_flush:
@@ -92,7 +93,7 @@ class HAClient(ServiceThread):
                         urgent = urgent or wanted
                         if not sock.poll(0):
                             break
-                    self.last_heard = time.monotonic()
+                    self.last_heard = self.last_received = time.monotonic()
                     if urgent or resync:
                         self._report(sock, resync=resync)
                         last_report, report_at = time.monotonic(), None

@@ -1,0 +1,47 @@
+"""Is a broker ready to be in service? (pure)
+
+Readiness is what a Kubernetes readiness probe asks (``duomq health
+--ready``), and through the PodDisruptionBudget what a node drain waits for:
+a slave that is not in sync is not ready, so its master's node is not
+drained until it is. Liveness is only "the process answers on its ports";
+it never depends on ZooKeeper, so a ZooKeeper outage restarts no broker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from duomq.coordinator.registry import MASTER
+
+
+@dataclass(frozen=True)
+class BrokerHealth:
+    role: str                  # MASTER or SLAVE
+    following: bool            # a slave: replication from its master has started
+    lease_valid: bool          # a master: its ZooKeeper lease allows writes
+    draining: bool             # a master handing over (planned switchover)
+    epoch: int
+    lag_bytes: int             # a slave: its master's end minus its own
+    master_silent_s: float     # a slave: since its master was last heard; -1: never
+
+
+def readiness(h: BrokerHealth, ha_max_gap_bytes: int, ha_housekeeping_s: float) -> tuple[bool, str]:
+    """(ready, why): a master that may take writes; a slave that follows a
+    master it heard from lately and is within ``ha_max_gap_bytes`` of it."""
+    if h.role == MASTER:
+        if h.draining:
+            return False, f"master at epoch {h.epoch}, handing over to a slave"
+        if not h.lease_valid:
+            return False, (f"master at epoch {h.epoch} whose ZooKeeper lease lapsed: "
+                           f"not accepting writes")
+        return True, f"master at epoch {h.epoch}"
+    if not h.following:
+        return False, "no role yet: waiting for the group's election"
+    if h.master_silent_s < 0:
+        return False, "slave that has not heard from its master yet"
+    if h.master_silent_s > ha_housekeeping_s:
+        return False, f"slave whose master has been silent for {h.master_silent_s:.1f} s"
+    if h.lag_bytes > ha_max_gap_bytes:
+        return False, (f"slave {h.lag_bytes} bytes behind its master (in sync within "
+                       f"{ha_max_gap_bytes})")
+    return True, f"slave at epoch {h.epoch}, {h.lag_bytes} bytes behind its master"

@@ -1,0 +1,84 @@
+"""`duomq health --live|--ready` and `duomq failover --step-down` against real
+brokers, as a pod's probes and preStop hook run them."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from duomq.dev.harness import LocalCluster, master_info, wait_for
+from duomq.dev.zookeeper import launch
+
+pytestmark = pytest.mark.integration
+
+
+def duomq(*args, env=None):
+    p = subprocess.run([sys.executable, "-m", "duomq", *args, "--json"], capture_output=True,
+                       text=True, timeout=60, env={**os.environ, **(env or {})})
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+def probe(broker, what, timeout=1.0):
+    return duomq("health", f"--{what}", "--address", broker.address, "--ha-port",
+                 str(broker.ha_port), "--timeout", str(timeout))
+
+
+def test_probes_of_a_master_and_its_slave(local_cluster):
+    master = local_cluster.add_broker("broker-a", 0, replication="SYNC")
+    slave = local_cluster.add_broker("broker-a", 1, replication="SYNC", promotable="false",
+                                     ha_housekeeping_ms=3000, ha_heartbeat_ms=500)
+    wait_for(lambda: probe(slave, "ready")[0] == 0, 20, "the slave to be ready")
+    rc, out = probe(master, "live")
+    assert rc == 0 and out["ok"] and "replication port" in out["reason"]
+    rc, out = probe(master, "ready")
+    assert rc == 0 and "master at epoch 1" in out["reason"] and out["role"] == "MASTER"
+    rc, out = probe(slave, "ready")
+    assert rc == 0 and "slave at epoch 1" in out["reason"]
+    # the broker found from its own config, as in a pod: DUOMQ_* variables
+    rc, out = duomq("health", "--live", env={"DUOMQ_PORT": str(slave.port),
+                                             "DUOMQ_HA_PORT": str(slave.ha_port)})
+    assert rc == 0 and out["broker"] == "broker-a/1"
+
+    master.suspend()            # a hung master: not live; its slave stops being ready
+    try:
+        rc, out = probe(master, "live")
+        assert rc == 1 and "no answer" in out["reason"]
+        wait_for(lambda: probe(slave, "ready")[0] == 1, 15, "the slave to be unready")
+        assert "silent" in probe(slave, "ready")[1]["reason"]
+        assert probe(slave, "live")[0] == 0
+    finally:
+        master.resume()
+    wait_for(lambda: probe(slave, "ready")[0] == 0, 20, "the slave to be ready again")
+
+
+def test_liveness_does_not_depend_on_zookeeper(tmp_path):
+    zk = launch(data_dir=str(tmp_path / "zk"))
+    c = LocalCluster(zk.connect, "Health", str(tmp_path / "brokers"))
+    try:
+        b = c.add_broker("broker-a", 0)
+        wait_for(lambda: probe(b, "ready")[0] == 0, 20, "the master to be ready")
+        zk.stop()
+        # the master's lease lapses: no longer ready for writes, but alive
+        wait_for(lambda: probe(b, "ready")[0] == 1, 30, "the master to be unready")
+        assert "lease" in probe(b, "ready")[1]["reason"]
+        rc, out = probe(b, "live")
+        assert rc == 0 and out["ok"]
+    finally:
+        c.stop_all()
+        zk.stop()
+
+
+def test_step_down_hands_a_master_over_and_lets_a_slave_leave(local_cluster):
+    master = local_cluster.add_broker("broker-a", 0, replication="SYNC")
+    slave = local_cluster.add_broker("broker-a", 1, replication="SYNC")
+    wait_for(lambda: probe(slave, "ready")[0] == 0, 20, "the slave to be ready")
+    endpoint = ["--zookeeper", local_cluster.zookeeper, "--cluster", local_cluster.cluster]
+    rc, out = duomq("failover", "--step-down", "--address", master.address, *endpoint)
+    assert rc == 0 and out["handed_over"] and out["to"] == 1, out
+    assert master_info(local_cluster.zookeeper, local_cluster.cluster)["broker_id"] == 1
+    rc, out = duomq("failover", "--step-down", "--address", master.address, *endpoint)
+    assert rc == 0 and not out["handed_over"] and "leaves without a hand-over" in out["message"]
+    assert master_info(local_cluster.zookeeper, local_cluster.cluster)["broker_id"] == 1
+    wait_for(lambda: probe(master, "ready")[0] == 0, 20, "the old master to follow, ready")
