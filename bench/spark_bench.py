@@ -32,6 +32,7 @@ from ha_bench import pin_threads  # noqa: E402  (same directory)
 from run_all import child, emit, result  # noqa: E402
 
 from duomq.client import PullConsumer  # noqa: E402
+from duomq.client.spark import local_session  # noqa: E402
 from duomq.common.message import MessageQueue  # noqa: E402
 from duomq.dev.harness import LocalCluster, wait_for  # noqa: E402
 from duomq.dev.zookeeper import launch  # noqa: E402
@@ -39,20 +40,6 @@ from duomq.dev.zookeeper import launch  # noqa: E402
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("SPARK_N", 200_000 if QUICK else 1_000_000))
 QUEUES = 4
-
-
-def spark_session():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    from duomq.client.spark import register
-    s = (SparkSession.builder.master("local[2]").appName("duomq-bench")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    register(s)
-    return s
 
 
 def main() -> int:
@@ -126,7 +113,7 @@ def run(layout: str) -> int:
 
         before = alone()
         t0 = time.monotonic()
-        spark = spark_session()
+        spark = local_session("duomq-bench")
         startup = time.monotonic() - t0
         df = (spark.read.format("duomq").option("zookeeper", zk.connect)
               .option("cluster", c.cluster).option("topic", "Backlog").option("readFrom", "slave")

@@ -77,20 +77,7 @@ def small_store():
 def spark():
     """One local[2] SparkSession for the whole run (start-up costs 5-9 s),
     with the duomq data source registered."""
-    import sys
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    from duomq.client.spark import register
-    session = (SparkSession.builder.master("local[2]").appName("duomq-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    from duomq.client.spark import local_session
+    session = local_session("duomq-tests")
     yield session
     session.stop()

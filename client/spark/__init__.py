@@ -10,6 +10,9 @@ Options are those of Spark's Kafka source where they apply (see
 ``options.SourceOptions``). Needs the ``spark`` extra (pyspark, pyarrow).
 """
 
+import os
+import sys
+
 from duomq.client.spark.source import DuomqDataSource
 
 
@@ -18,4 +21,23 @@ def register(spark) -> None:
     spark.dataSource.register(DuomqDataSource)
 
 
-__all__ = ["DuomqDataSource", "register"]
+def local_session(app: str = "duomq", cores: int = 2):
+    """A ``local[cores]`` SparkSession with the ``duomq`` format registered:
+    Python workers run this interpreter (they import duomq too), UTC session
+    time, no web UI or console progress bars, few shuffle partitions."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master(f"local[{cores}]").appName(app)
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", str(cores))
+             .config("spark.sql.session.timeZone", "UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+__all__ = ["DuomqDataSource", "local_session", "register"]

@@ -7,3 +7,10 @@ one day's range by store timestamp and reports it (``daily``). ``run`` ties
 them together for ``make demo`` and prints Spark's figures beside what was
 produced.
 """
+
+
+def add_cluster_options(ap) -> None:
+    """Where the jobs find duomq: --zookeeper, --cluster and --topic."""
+    ap.add_argument("--zookeeper", default="127.0.0.1:2181")
+    ap.add_argument("--cluster", default="DefaultCluster")
+    ap.add_argument("--topic", default="ShopEvents")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
+from duomq.client.spark import local_session
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .minutes import parse_events, session
+from . import add_cluster_options
+from .minutes import parse_events
 
 
 def day_range(day: str) -> tuple[int, int]:
@@ -45,9 +47,7 @@ def per_country(df: DataFrame) -> DataFrame:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--zookeeper", default="127.0.0.1:2181")
-    ap.add_argument("--cluster", default="DefaultCluster")
-    ap.add_argument("--topic", default="ShopEvents")
+    add_cluster_options(ap)
     ap.add_argument("--day", default=dt.datetime.now(dt.UTC).date().isoformat())
     ap.add_argument("--since", help="ISO time, UTC (instead of --day)")
     ap.add_argument("--until", help="ISO time, UTC (instead of --day)")
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     if a.until:
         until = int(dt.datetime.fromisoformat(a.until).replace(tzinfo=dt.UTC)
                     .timestamp() * 1000)
-    spark = session("duomq-daily")
+    spark = local_session("duomq-daily")
     report = per_country(read_range(spark, a.zookeeper, a.cluster, a.topic, since, until))
     report.show(truncate=False)
     if a.out:

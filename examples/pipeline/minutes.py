@@ -12,34 +12,19 @@ stopped, a micro-batch every ``--trigger`` seconds.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-from duomq.client.spark import register
+from duomq.client.spark import local_session
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from . import add_cluster_options
 
 EVENT = StructType([StructField("type", StringType()), StructField("user", StringType()),
                     StructField("item", StringType()), StructField("country", StringType()),
                     StructField("amount_cents", LongType()), StructField("ts", LongType())])
 WATERMARK = "2 minutes"
 WATERMARK_MS = 120_000
-
-
-def session(app: str) -> SparkSession:
-    """A local[2] session with the duomq format registered."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers import duomq too
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (SparkSession.builder.master("local[2]").appName(app)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
 
 
 def parse_events(df: DataFrame) -> DataFrame:
@@ -81,15 +66,13 @@ def start(spark: SparkSession, zookeeper: str, cluster: str, topic: str, out: st
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--zookeeper", default="127.0.0.1:2181")
-    ap.add_argument("--cluster", default="DefaultCluster")
-    ap.add_argument("--topic", default="ShopEvents")
+    add_cluster_options(ap)
     ap.add_argument("--out", required=True)
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--available-now", action="store_true")
     ap.add_argument("--trigger", type=int, default=10, help="seconds between micro-batches")
     a = ap.parse_args(argv)
-    spark = session("duomq-minutes")
+    spark = local_session("duomq-minutes")
     query = start(spark, a.zookeeper, a.cluster, a.topic, a.out, a.checkpoint,
                   a.available_now, a.trigger)
     query.awaitTermination()

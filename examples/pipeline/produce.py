@@ -11,6 +11,7 @@ import time
 
 from duomq.client import Message, Producer
 
+from . import add_cluster_options
 from .events import MINUTE_MS, Event, generate
 
 
@@ -30,9 +31,7 @@ def send(zookeeper: str, cluster: str, topic: str, events: list[Event], batch: i
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--zookeeper", default="127.0.0.1:2181")
-    ap.add_argument("--cluster", default="DefaultCluster")
-    ap.add_argument("--topic", default="ShopEvents")
+    add_cluster_options(ap)
     ap.add_argument("--start", type=int, default=None,
                     help="event time of the first minute, ms (default: --minutes before this minute)")
     ap.add_argument("--minutes", type=int, default=30)

@@ -16,8 +16,9 @@ import shutil
 import time
 
 from duomq.client import PullConsumer
+from duomq.client.spark import local_session
 
-from . import daily, minutes
+from . import add_cluster_options, daily, minutes
 from .events import MINUTE_MS, closed_minutes, generate, per_country, per_minute
 from .produce import send
 
@@ -137,13 +138,11 @@ def run(spark, zookeeper: str, cluster: str, topic: str, workdir: str,
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--zookeeper", default="127.0.0.1:2181")
-    ap.add_argument("--cluster", default="DefaultCluster")
-    ap.add_argument("--topic", default="ShopEvents")
+    add_cluster_options(ap)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--per-minute", type=int, default=2000)
     a = ap.parse_args(argv)
-    spark = minutes.session("duomq-pipeline")
+    spark = local_session("duomq-pipeline")
     ok = run(spark, a.zookeeper, a.cluster, a.topic, a.workdir, per_min=a.per_minute)
     print("pipeline OK" if ok else "pipeline FAILED")
     return 0 if ok else 1
