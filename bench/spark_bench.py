@@ -34,7 +34,7 @@ from run_all import child, emit, result  # noqa: E402
 from duomq.client import PullConsumer  # noqa: E402
 from duomq.client.spark import local_session  # noqa: E402
 from duomq.common.message import MessageQueue  # noqa: E402
-from duomq.dev.harness import LocalCluster, wait_for  # noqa: E402
+from duomq.dev.harness import LocalCluster, wait_for, wait_slaves_hold  # noqa: E402
 from duomq.dev.zookeeper import launch  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -98,17 +98,13 @@ def run(layout: str) -> int:
             os.sched_setaffinity(0, far)     # Spark's JVM and workers, and the probes, inherit it
         result(child(["produce", *ep, "--topic", "Backlog", "--n", N - 1, "--batch", 256,
                       "--size", 100, "--max-s", 300]))
-        on = {rf: PullConsumer(zk.connect, c.cluster, "probe", read_from=rf)
-              for rf in ("master", "slave")}
-        probes.extend(on.values())
-        backlog = [MessageQueue("Backlog", "broker-a", q) for q in range(QUEUES)]
+        total = wait_slaves_hold(zk.connect, c.cluster, "Backlog", 60)
+        master = PullConsumer(zk.connect, c.cluster, "probe", read_from="master")
+        probes.append(master)
         live = [MessageQueue("Live", "broker-a", q) for q in range(QUEUES)]
-        wait_for(lambda: all(on["slave"].max_offset(mq) == on["master"].max_offset(mq)
-                             for mq in backlog), 60, "the slave to hold the backlog")
-        total = sum(on["slave"].max_offset(mq) for mq in backlog)
 
         def alone() -> float:
-            with live_producer(ep, near, on["master"], live) as count:
+            with live_producer(ep, near, master, live) as count:
                 return timed(count, lambda: time.sleep(6))[1]
 
         before = alone()
@@ -122,7 +118,7 @@ def run(layout: str) -> int:
         def read():
             df.write.format("noop").mode("overwrite").save()
 
-        with live_producer(ep, near, on["master"], live) as count:
+        with live_producer(ep, near, master, live) as count:
             cold_s, cold_rate = timed(count, read)     # Python workers start, the JIT warms
             warm_s, warm_rate = timed(count, read)
         spark.stop()

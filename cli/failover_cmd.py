@@ -79,20 +79,20 @@ def step_down(args) -> dict:
     if st.role != MASTER:
         return {"group": st.broker_group, "broker": who, "role": st.role, "handed_over": False,
                 "message": f"broker {who} is a slave: it leaves without a hand-over"}
-    if cfg is not None:      # the broker's own ZooKeeper, unless told otherwise
-        args.zookeeper = args.zookeeper or cfg.zookeeper
-        args.cluster = args.cluster or cfg.cluster
-    out = run_switchover(args, st.broker_group, None)
+    # the broker's own ZooKeeper and cluster, unless told otherwise
+    zookeeper, cluster = endpoint(args) if cfg is None else \
+        (args.zookeeper or cfg.zookeeper, args.cluster or cfg.cluster)
+    out = run_switchover(zookeeper, cluster, st.broker_group, None, args.timeout)
     return {**out, "broker": who, "role": MASTER, "handed_over": True,
             "message": f"broker {who} handed {st.broker_group} over to broker {out['to']} at "
                        f"epoch {out['epoch']} in {out['seconds']} s"}
 
 
-def run_switchover(args, group: str, target_id: int | None) -> dict:
-    zookeeper, cluster = endpoint(args)
+def run_switchover(zookeeper: str, cluster: str, group: str, target_id: int | None,
+                   timeout_s: float) -> dict:
     zk = zkutil.connect(zookeeper)
     try:
-        return switchover(zk, cluster, group, target_id, args.timeout)
+        return switchover(zk, cluster, group, target_id, timeout_s)
     finally:
         zkutil.close(zk)
 
@@ -110,7 +110,7 @@ def run(args) -> int:
         return 0
     if not args.group:
         raise DuomqError("give the broker GROUP to switch over, or --step-down")
-    out = run_switchover(args, args.group, args.target)
+    out = run_switchover(*endpoint(args), args.group, args.target, args.timeout)
     if args.json:
         emit(out)
     else:

@@ -24,9 +24,6 @@ from duomq.common.config import BrokerConfig
 from duomq.common.errors import DuomqError
 from duomq.proto import pb
 
-ANY_HOST = ("0.0.0.0", "*", "", "::")
-
-
 def add(sub) -> None:
     p = sub.add_parser("health", help="liveness and readiness probes of a local broker")
     what = p.add_mutually_exclusive_group(required=True)
@@ -50,8 +47,7 @@ def target(args) -> tuple[str, int | None, BrokerConfig | None]:
     if args.address:
         return args.address, args.ha_port, None
     cfg = BrokerConfig.load(args.config)
-    host = "127.0.0.1" if cfg.listen_host in ANY_HOST else cfg.listen_host
-    return f"tcp://{host}:{cfg.port}", args.ha_port or cfg.ha_port, cfg
+    return cfg.local_address, args.ha_port or cfg.ha_port, cfg
 
 
 def broker_status(address: str, timeout_s: float) -> tuple[pb.BrokerStatusResponse, float]:

@@ -47,6 +47,9 @@ def _enum(cls, value, name):
         raise ConfigError(f"{name}: {value!r} is not one of {allowed}") from None
 
 
+ANY_HOSTS = ("0.0.0.0", "::", "*")        # listen_host values that bind every interface
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Everything one broker process needs. Times in ms, sizes in bytes."""
@@ -142,7 +145,7 @@ class BrokerConfig:
                 f"({self.max_message_bytes}), or the largest message could never be pulled")
         if self.flush_thorough_interval_ms < self.flush_interval_ms:
             raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
-        if self.listen_host in ("0.0.0.0", "::", "*") and not self.advertised_host:
+        if self.listen_host in ANY_HOSTS and not self.advertised_host:
             raise ConfigError(f"listen_host {self.listen_host!r} binds every interface: set "
                               f"advertised_host, the address clients and slaves dial")
         if not 0 <= self.ha_port < 65536 or (self.ha_port and self.ha_port == self.port):
@@ -161,6 +164,12 @@ class BrokerConfig:
     def address(self) -> str:
         """The ZeroMQ endpoint clients dial."""
         return f"tcp://{self.advertised_host or self.listen_host}:{self.port}"
+
+    @property
+    def local_address(self) -> str:
+        """The client endpoint as dialled on the broker's own host (probes)."""
+        host = "127.0.0.1" if self.listen_host in ANY_HOSTS else self.listen_host
+        return f"tcp://{host}:{self.port}"
 
     @property
     def ha_address(self) -> str:

@@ -40,6 +40,27 @@ def master_info(zookeeper: str, cluster: str, group: str = "broker-a") -> dict:
         zkutil.close(zk)
 
 
+def wait_slaves_hold(zookeeper: str, cluster: str, topic: str, timeout_s: float = 30) -> int:
+    """Wait until slave-pinned reads see every message of ``topic`` that the
+    master shows (a slave serves only what it holds and was told is
+    confirmed); returns the topic's message count."""
+    from duomq.client import PullConsumer
+    on_master = PullConsumer(zookeeper, cluster, "probe", read_from="master")
+    on_slave = PullConsumer(zookeeper, cluster, "probe", read_from="slave")
+    try:
+        queues = on_master.queues(topic)
+
+        def ends(consumer):
+            return [consumer.max_offset(q) for q in queues]
+
+        wait_for(lambda: ends(on_slave) == ends(on_master), timeout_s,
+                 f"the slaves to hold every message of {topic}")
+        return sum(ends(on_slave))
+    finally:
+        on_master.close()
+        on_slave.close()
+
+
 def drop_page_cache(directory: str) -> int:
     """Write back and drop every file of ``directory`` from the page cache
     (posix_fadvise DONTNEED): a cold backlog for read-redirect drills. Pages a

@@ -203,8 +203,13 @@ class Broker(RoleChanges):
                 "confirmed_offset": self.visible_offset, "promotable": cfg.promotable}
         if self.ha_client is not None:
             info["master_max_offset"] = self.ha_client.master_max
-            info["lag_bytes"] = max(0, self.ha_client.master_max - self.store.commitlog.max_offset)
+            info["lag_bytes"] = self.replication_lag()
         return info
+
+    def replication_lag(self) -> int:
+        """A slave: bytes its master holds that it does not (as last heard)."""
+        return max(0, self.ha_client.master_max - self.store.commitlog.max_offset) \
+            if self.ha_client is not None else 0
 
     def stop(self) -> None:
         self._stop.set()
@@ -247,8 +252,7 @@ class Broker(RoleChanges):
             role=self.role, following=following,
             lease_valid=self.controller is not None and self.controller.lease_valid(),
             draining=self.draining, epoch=self.registry.epoch if self.registry else 0,
-            lag_bytes=max(0, self.ha_client.master_max - self.store.commitlog.max_offset)
-            if following else 0,
+            lag_bytes=self.replication_lag(),
             master_silent_s=time.monotonic() - heard if heard else -1.0)
 
     def writable(self) -> bool:

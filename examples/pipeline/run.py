@@ -15,8 +15,8 @@ import os
 import shutil
 import time
 
-from duomq.client import PullConsumer
 from duomq.client.spark import local_session
+from duomq.dev.harness import wait_slaves_hold
 
 from . import add_cluster_options, daily, minutes
 from .events import MINUTE_MS, closed_minutes, generate, per_country, per_minute
@@ -25,23 +25,6 @@ from .produce import send
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def wait_slaves_hold_all(zookeeper: str, cluster: str, topic: str, timeout_s: float = 30) -> None:
-    """Slave-pinned reads see only what slaves hold: wait until they hold
-    every queue's end before a run is checked against what was produced."""
-    on_master = PullConsumer(zookeeper, cluster, "pipeline-check", read_from="master")
-    on_slave = PullConsumer(zookeeper, cluster, "pipeline-check", read_from="slave")
-    try:
-        queues = on_master.queues(topic)
-        deadline = time.monotonic() + timeout_s
-        while any(on_slave.max_offset(q) < on_master.max_offset(q) for q in queues):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the slaves did not catch up on {topic} in {timeout_s} s")
-            time.sleep(0.1)
-    finally:
-        on_master.close()
-        on_slave.close()
 
 
 def _minute(ms: int, fmt: str = "%H:%M") -> str:
@@ -107,7 +90,7 @@ def run(spark, zookeeper: str, cluster: str, topic: str, workdir: str,
         time.sleep(0.002)            # so no event of this wave is stored in the mark's ms
         marks.append(_now_ms())
         print(f"    produced {sent['sent']} at {sent['events_per_s']} events/s (SEND_OK)")
-        wait_slaves_hold_all(zookeeper, cluster, topic)
+        wait_slaves_hold(zookeeper, cluster, topic)   # slave-pinned reads see what it holds
         t0 = time.monotonic()
         query = minutes.start(spark, zookeeper, cluster, topic, out, ckpt, available_now=True)
         query.awaitTermination()

@@ -5,7 +5,7 @@ import time
 import pytest
 from duomq.client import Message, Producer, PullConsumer
 from duomq.common.message import MessageQueue
-from duomq.dev.harness import wait_for
+from duomq.dev.harness import wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 
@@ -20,19 +20,6 @@ def produce(zk, cluster, topic, n, tag_every=0, start=0):
             assert r.status.value == "SEND_OK"
             sent.extend(msgs)
     return sent
-
-
-def wait_slave_sees_all(cluster, topic, queues):
-    """Slave-pinned reads see what the slave was told is confirmed: wait for it."""
-    m = PullConsumer(cluster.zookeeper, cluster.cluster, "probe", read_from="master")
-    s = PullConsumer(cluster.zookeeper, cluster.cluster, "probe", read_from="slave")
-    try:
-        mqs = [MessageQueue(topic, "broker-a", q) for q in range(queues)]
-        wait_for(lambda: all(s.max_offset(mq) == m.max_offset(mq) for mq in mqs), 10,
-                 "the slave to see every message")
-    finally:
-        m.close()
-        s.close()
 
 
 @pytest.fixture
@@ -53,7 +40,7 @@ def reader(spark, cluster, **options):
 
 def test_batch_read_of_an_offset_range_equals_what_was_produced(spark, pair):
     produce(pair.zookeeper, pair.cluster, "Clicks", 1000, tag_every=2)
-    wait_slave_sees_all(pair, "Clicks", 2)
+    wait_slaves_hold(pair.zookeeper, pair.cluster, "Clicks")
     df = reader(spark, pair, startingOffsets='{"Clicks": {"broker-a": {"0": 100, "1": -2}}}',
                 endingOffsets='{"Clicks": {"broker-a": {"0": 300, "1": -1}}}',
                 maxRecordsPerPartition=64)
@@ -79,7 +66,7 @@ def test_batch_read_by_timestamp(spark, pair):
     cut = int(time.time() * 1000)
     time.sleep(0.05)
     produce(pair.zookeeper, pair.cluster, "Clicks", 200, start=400)
-    wait_slave_sees_all(pair, "Clicks", 2)
+    wait_slaves_hold(pair.zookeeper, pair.cluster, "Clicks")
     bodies = sorted(bytes(r.body) for r in reader(spark, pair, startingTimestamp=cut).collect())
     assert bodies == [b"m%06d" % j for j in range(400, 600)]
     before = reader(spark, pair, endingTimestamp=cut).count()
@@ -103,7 +90,7 @@ def stream(spark, cluster, checkpoint, out, trigger, **options):
 def test_streaming_available_now_restarted_midway_writes_every_message_once(spark, pair,
                                                                            tmp_path):
     sent = produce(pair.zookeeper, pair.cluster, "Clicks", 1200)
-    wait_slave_sees_all(pair, "Clicks", 2)
+    wait_slaves_hold(pair.zookeeper, pair.cluster, "Clicks")
     ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
     q = stream(spark, pair, ck, out, {"processingTime": "1 second"},
                startingOffsets="earliest", maxOffsetsPerTrigger=300, consumerGroup="spark-clicks")
@@ -112,7 +99,7 @@ def test_streaming_available_now_restarted_midway_writes_every_message_once(spar
     first = spark.read.parquet(out).count()
     assert 0 < first < 1200
     sent += produce(pair.zookeeper, pair.cluster, "Clicks", 400, start=1200)
-    wait_slave_sees_all(pair, "Clicks", 2)
+    wait_slaves_hold(pair.zookeeper, pair.cluster, "Clicks")
     q = stream(spark, pair, ck, out, {"availableNow": True}, startingOffsets="earliest",
                maxOffsetsPerTrigger=300, consumerGroup="spark-clicks")
     q.awaitTermination(120)
