@@ -191,23 +191,39 @@ class BrokerConfig:
     @classmethod
     def load(cls, path: str | None = None, env: dict | None = None,
              overrides: dict | None = None) -> "BrokerConfig":
-        """File, then ``DUOMQ_*`` environment, then explicit overrides."""
-        values: dict[str, Any] = {}
+        """File, then ``DUOMQ_*`` environment, then explicit overrides.
+
+        The file holds a ``[broker]`` table for every broker and, optionally, a
+        ``[groups.<group>]`` table per broker group layered over it, so that one
+        file (one ConfigMap) sets each group's flush and replication modes."""
+        file_values: dict[str, Any] = {}
+        sections: dict[str, dict] = {}
         if path:
             with open(path, "rb") as f:
                 data = tomllib.load(f)
+            sections = data.pop("groups", {})
             data = data.get("broker", data)
             _check_known(cls, data, f"config file {path}")
-            values.update(data)
+            file_values.update(data)
+            for name, section in sections.items():
+                validate_name(f"config file {path}: [groups] table", name)
+                if not isinstance(section, dict):
+                    raise ConfigError(f"config file {path}: groups.{name} is not a table")
+                _check_known(cls, section, f"config file {path}: [groups.{name}]")
+                fixed = sorted(set(section) & {"group", "broker_id", "pod_name"})
+                if fixed:
+                    raise ConfigError(f"config file {path}: [groups.{name}] sets "
+                                      f"{', '.join(fixed)}: a group table cannot move a "
+                                      f"broker to another group")
         env = os.environ if env is None else env
+        later: dict[str, Any] = {}
         for f_ in fields(cls):
             key = "DUOMQ_" + f_.name.upper()
             if key in env:
-                values[f_.name] = _coerce(f_, env[key], key)
-        for k, v in (overrides or {}).items():
-            if v is not None:
-                values[k] = v
-        _check_known(cls, values, "config")
+                later[f_.name] = _coerce(f_, env[key], key)
+        later.update((k, v) for k, v in (overrides or {}).items() if v is not None)
+        _check_known(cls, later, "config")
+        values = {**file_values, **later}
         if values.get("pod_name"):
             group, ordinal = parse_pod_name(values["pod_name"])
             for field_, derived in (("group", group), ("broker_id", ordinal)):
@@ -217,6 +233,10 @@ class BrokerConfig:
                         f"{field_} {given!r} contradicts pod_name {values['pod_name']!r}, "
                         f"which makes it {derived!r}: set one of them")
             values["group"], values["broker_id"] = group, ordinal
+        group = values.get("group", cls.group)
+        if group in sections:
+            values = {**file_values, **sections[group], **later,
+                      "group": group, "broker_id": values.get("broker_id", cls.broker_id)}
         return cls(**values)
 
 

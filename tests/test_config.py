@@ -4,6 +4,7 @@ from duomq.common.config import (
     ConsumerConfig,
     FlushDiskType,
     ProducerConfig,
+    ReplicationMode,
 )
 from duomq.common.errors import ConfigError, InvalidNameError
 from duomq.common.names import validate_name
@@ -59,6 +60,28 @@ def test_load_file_env_and_overrides(tmp_path):
         BrokerConfig.load(str(f), env={})
     with pytest.raises(ConfigError, match="DUOMQ_PORT"):
         BrokerConfig.load(None, env={"DUOMQ_PORT": "many"})
+
+
+def test_group_tables_layer_over_the_broker_table(tmp_path):
+    f = tmp_path / "duomq.toml"
+    f.write_text('[broker]\ncluster = "prod"\nflush = "SYNC_FLUSH"\nreplication = "SYNC"\n'
+                 '[groups.broker-b]\nreplication = "ASYNC"\nflush = "ASYNC_FLUSH"\n')
+    a = BrokerConfig.load(str(f), env={"DUOMQ_POD_NAME": "broker-a-1"})
+    b = BrokerConfig.load(str(f), env={"DUOMQ_POD_NAME": "broker-b-0"})
+    assert (a.cluster, a.group, a.broker_id, a.replication, a.flush) == \
+        ("prod", "broker-a", 1, ReplicationMode.SYNC, FlushDiskType.SYNC_FLUSH)
+    assert (b.cluster, b.group, b.broker_id, b.replication, b.flush) == \
+        ("prod", "broker-b", 0, ReplicationMode.ASYNC, FlushDiskType.ASYNC_FLUSH)
+    # the environment still wins over the group's table
+    b2 = BrokerConfig.load(str(f), env={"DUOMQ_GROUP": "broker-b", "DUOMQ_FLUSH": "SYNC_FLUSH"})
+    assert (b2.replication, b2.flush) == (ReplicationMode.ASYNC, FlushDiskType.SYNC_FLUSH)
+    for bad, match in (('[groups.broker-b]\nbroker_id = 1\n', "cannot move"),
+                       ('[groups.broker-b]\nreplicaton = "SYNC"\n', "replicaton"),
+                       ('[groups."bad name"]\nport = 1\n', "bad name"),
+                       ('[broker]\n[groups]\nbroker-b = 3\n', "not a table")):
+        f.write_text(bad)
+        with pytest.raises((ConfigError, InvalidNameError), match=match):
+            BrokerConfig.load(str(f), env={})
 
 
 @pytest.mark.parametrize("name", ["", "a" * 128, "with space", "slash/", "%RETRY%g", "%DLQ%g", "é"])

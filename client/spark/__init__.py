@@ -21,16 +21,18 @@ def register(spark) -> None:
     spark.dataSource.register(DuomqDataSource)
 
 
-def local_session(app: str = "duomq", cores: int = 2):
+def local_session(app: str = "duomq", cores: int = 2, ui_port: int | None = None):
     """A ``local[cores]`` SparkSession with the ``duomq`` format registered:
     Python workers run this interpreter (they import duomq too), UTC session
-    time, no web UI or console progress bars, few shuffle partitions."""
+    time, no console progress bars, few shuffle partitions, and no web UI
+    unless ``ui_port`` is given (a pod's probes ask it)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master(f"local[{cores}]").appName(app)
-             .config("spark.ui.enabled", "false")
+             .config("spark.ui.enabled", "false" if ui_port is None else "true")
+             .config("spark.ui.port", str(ui_port or 4040))
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", str(cores))
              .config("spark.sql.session.timeZone", "UTC")

@@ -71,8 +71,10 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--available-now", action="store_true")
     ap.add_argument("--trigger", type=int, default=10, help="seconds between micro-batches")
+    ap.add_argument("--ui-port", type=int, help="serve Spark's web UI and REST API here, on "
+                    "127.0.0.1 (a pod's probes ask it); default: no UI")
     a = ap.parse_args(argv)
-    spark = local_session("duomq-minutes")
+    spark = local_session("duomq-minutes", ui_port=a.ui_port)
     query = start(spark, a.zookeeper, a.cluster, a.topic, a.out, a.checkpoint,
                   a.available_now, a.trigger)
     query.awaitTermination()

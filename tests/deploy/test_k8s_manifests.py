@@ -1,0 +1,304 @@
+"""deploy/k8s, checked offline: each overlay rendered (duomq.dev.kustomize),
+validated against Kubernetes' schemas with unknown fields refused, and held
+to our policies: what RocketMQ's charts and operator lack (disruption
+budgets, required anti-affinity, probes) and what a broker pair needs."""
+
+import re
+
+import kubernetes_validate
+import pytest
+from duomq import __version__
+from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
+from duomq.dev.k8s import (OVERLAYS, component, container_env, generated, mounted_config,
+                           named, of_kind, render, selects, workloads)
+from kubernetes_validate import utils as kv_utils
+from packaging.version import Version
+
+VERSIONS = sorted({v for v in kv_utils.all_versions() if Version(v) >= Version("1.29")},
+                  key=Version)
+PROBES = ("livenessProbe", "readinessProbe")
+
+
+def containers(docs):
+    for doc, meta, spec in workloads(docs):
+        for c in spec["containers"] + spec.get("initContainers", []):
+            yield doc, spec, c
+
+
+def test_versions_run_from_1_29_to_the_newest_bundled():
+    assert VERSIONS[0] == "1.29.0" and Version(VERSIONS[-1]) >= Version("1.33")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_manifest_passes_strict_schema_validation(overlay, version):
+    docs = render(f"overlays/{overlay}")
+    assert len(docs) >= 12
+    for d in docs:
+        try:
+            kubernetes_validate.validate(d, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{overlay} {d['kind']}/{d['metadata']['name']} on {version}: "
+                        f"{exc.message} at {'.'.join(map(str, exc.path))}")
+
+
+def test_strict_validation_refuses_a_misspelled_field():
+    sts = named(render("overlays/dev"), "StatefulSet", "broker-a")
+    sts["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(sts, VERSIONS[-1], strict=True)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_statefulset_has_a_disruption_budget_that_selects_it(overlay):
+    docs = render(f"overlays/{overlay}")
+    for sts in of_kind(docs, "StatefulSet"):
+        labels = sts["spec"]["template"]["metadata"]["labels"]
+        assert selects(sts["spec"]["selector"], labels)
+        pdbs = [p for p in of_kind(docs, "PodDisruptionBudget")
+                if p["metadata"]["namespace"] == sts["metadata"]["namespace"]
+                and selects(p["spec"]["selector"], labels)]
+        assert len(pdbs) == 1, f"{sts['metadata']['name']}: {len(pdbs)} budgets select it"
+        assert pdbs[0]["spec"].get("maxUnavailable") == 1, sts["metadata"]["name"]
+        # and the budget covers nobody else's pods
+        for other in of_kind(docs, "StatefulSet"):
+            if other is not sts:
+                assert not selects(pdbs[0]["spec"]["selector"],
+                                   other["spec"]["template"]["metadata"]["labels"])
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pairs_and_the_ensemble_have_required_anti_affinity(overlay):
+    docs = render(f"overlays/{overlay}")
+    for sts in of_kind(docs, "StatefulSet"):
+        spec = sts["spec"]["template"]["spec"]
+        labels = sts["spec"]["template"]["metadata"]["labels"]
+        required = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert any(t["topologyKey"] == "kubernetes.io/hostname" and selects(t["labelSelector"], labels)
+                   for t in required), f"{sts['metadata']['name']}: two pods may share a node"
+        if component(sts) == "broker":
+            assert sts["spec"]["replicas"] == 2
+            assert sts["metadata"]["name"] == labels["duomq.io/group"]
+            for other in of_kind(docs, "StatefulSet"):     # a pair only repels itself
+                if other is not sts:
+                    assert not any(selects(t["labelSelector"],
+                                           other["spec"]["template"]["metadata"]["labels"])
+                                   for t in required)
+
+
+def test_prod_spreads_each_pair_over_zones():
+    for sts in of_kind(render("overlays/prod"), "StatefulSet"):
+        spread = sts["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        zone = [s for s in spread if s["topologyKey"] == "topology.kubernetes.io/zone"]
+        assert zone and zone[0]["maxSkew"] == 1 and zone[0]["whenUnsatisfiable"] == "DoNotSchedule"
+        if component(sts) == "broker":
+            assert zone[0]["matchLabelKeys"] == ["duomq.io/group"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_has_probes_resources_and_a_pinned_image(overlay):
+    docs = render(f"overlays/{overlay}")
+    seen = 0
+    for doc, _, c in containers(docs):
+        who = f"{doc['kind']}/{doc['metadata']['name']}/{c['name']}"
+        for probe in PROBES:
+            assert c.get(probe), f"{who}: no {probe}"
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(c["resources"][kind]), f"{who}: {kind}"
+        image = c["image"]
+        m = re.fullmatch(r"([\w./-]+):([\w.-]+)", image)
+        assert m and m.group(2) != "latest" and re.search(r"\d", m.group(2)), \
+            f"{who}: image {image} is not pinned to a version"
+        if m.group(1).startswith("duomq/"):
+            assert m.group(2) == __version__, f"{who}: {image} is not duomq {__version__}"
+        assert doc["kind"] != "StatefulSet" or c.get("startupProbe") or \
+            c["livenessProbe"].get("initialDelaySeconds"), f"{who}: liveness from the first second"
+        seen += 1
+    assert seen >= 3
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_liveness_never_calls_zookeeper(overlay):
+    docs = render(f"overlays/{overlay}")
+    for doc, _, c in containers(docs):
+        if component(doc) == "zookeeper":
+            continue            # ZooKeeper's own liveness asks its own process
+        for probe in ("livenessProbe", "startupProbe"):
+            if probe not in c:
+                continue
+            command = " ".join(c[probe]["exec"]["command"])
+            assert not re.search(r"zookeeper|\bzk\b|2181|--ready", command), command
+        if component(doc) == "broker":
+            assert c["livenessProbe"]["exec"]["command"] == ["duomq", "health", "--live"]
+            assert c["readinessProbe"]["exec"]["command"] == ["duomq", "health", "--ready"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_brokers_hand_over_before_they_stop(overlay):
+    for sts in of_kind(render(f"overlays/{overlay}"), "StatefulSet"):
+        if component(sts) != "broker":
+            continue
+        spec = sts["spec"]["template"]["spec"]
+        (c,) = spec["containers"]
+        command = c["lifecycle"]["preStop"]["exec"]["command"]
+        assert command[:3] == ["duomq", "failover", "--step-down"]
+        timeout = float(command[command.index("--timeout") + 1])
+        assert spec["terminationGracePeriodSeconds"] >= timeout + 20, \
+            "the grace period must cover the hand-over and the broker's own shutdown"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_stores_are_on_persistent_volumes(overlay):
+    docs = render(f"overlays/{overlay}")
+    for doc, _, spec in workloads(docs):
+        claims = {t["metadata"]["name"] for t in doc["spec"].get("volumeClaimTemplates", [])}
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for v in volumes.values():
+            assert "hostPath" not in v, f"{doc['metadata']['name']}: hostPath volume"
+            if "emptyDir" in v:
+                assert v["emptyDir"].get("sizeLimit"), f"{v['name']}: unbounded emptyDir"
+            if "persistentVolumeClaim" in v:
+                named(docs, "PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"])
+        for c in spec["containers"]:
+            for m in c.get("volumeMounts", []):
+                durable = m["name"] in claims or "persistentVolumeClaim" in volumes.get(m["name"], {})
+                if component(doc) == "zookeeper" and m["mountPath"] in ("/data", "/datalog"):
+                    assert durable, f"zookeeper {m['mountPath']} is not persistent"
+                if m["mountPath"] in ("/state",):
+                    assert durable, f"{doc['metadata']['name']}: {m['mountPath']} not persistent"
+            if component(doc) == "broker":
+                env = {e["name"]: e.get("value") for e in c["env"]}
+                mount = next(m for m in c["volumeMounts"] if m["mountPath"] == env["DUOMQ_DATA_DIR"])
+                assert mount["name"] in claims, "the broker's store must be on its claim"
+        if doc["kind"] == "StatefulSet":       # deleting or scaling keeps the data
+            assert claims and doc["spec"]["persistentVolumeClaimRetentionPolicy"] == \
+                {"whenDeleted": "Retain", "whenScaled": "Retain"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_zookeeper_ensemble_is_odd_and_consistent(overlay):
+    docs = render(f"overlays/{overlay}")
+    zk = named(docs, "StatefulSet", "zk")
+    n = zk["spec"]["replicas"]
+    assert n % 2 == 1 and zk["spec"]["podManagementPolicy"] == "Parallel"
+    (c,) = zk["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    service = zk["spec"]["serviceName"]
+    servers = env["ZOO_SERVERS"].split()
+    assert servers == [f"server.{i + 1}={zk['metadata']['name']}-{i}.{service}:2888:3888;2181"
+                       for i in range(n)]
+    assert "ruok" in env["ZOO_4LW_COMMANDS_WHITELIST"] and "srvr" in env["ZOO_4LW_COMMANDS_WHITELIST"]
+    assert " ".join(c["livenessProbe"]["exec"]["command"]).count("ruok") == 1
+    assert " ".join(c["readinessProbe"]["exec"]["command"]).count("srvr") == 1
+    script = c["args"][0]
+    assert "ZOO_MY_ID=${HOSTNAME##*-}+1" in script, "myid from the ordinal"
+    # every duomq process is told each server of the ensemble
+    cluster = generated(docs, "ConfigMap", "duomq-cluster")["data"]
+    assert cluster["DUOMQ_ZOOKEEPER"].split(",") == \
+        [f"{zk['metadata']['name']}-{i}.{service}:2181" for i in range(n)]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_statefulsets_have_headless_services_that_publish_unready_pods(overlay):
+    docs = render(f"overlays/{overlay}")
+    for sts in of_kind(docs, "StatefulSet"):
+        svc = named(docs, "Service", sts["spec"]["serviceName"])
+        assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"]
+        assert selects({"matchLabels": svc["spec"]["selector"]},
+                       sts["spec"]["template"]["metadata"]["labels"])
+        if component(sts) == "broker":
+            client = named(docs, "Service", sts["metadata"]["name"] + "-client")
+            assert client["spec"].get("clusterIP") != "None"
+            assert client["spec"]["selector"] == svc["spec"]["selector"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_reference_resolves(overlay):
+    from duomq.dev.kustomize import pod_references
+    docs = render(f"overlays/{overlay}")
+    for doc, _, spec in workloads(docs):
+        for kind, holder, key in pod_references(spec):
+            if not holder.get("optional"):
+                named(docs, kind, holder[key])
+        for v in spec.get("volumes", []):
+            if "configMap" in v or "secret" in v:
+                continue
+            assert {"emptyDir", "persistentVolumeClaim"} & set(v) or \
+                v["name"] in {t["metadata"]["name"] for t in doc["spec"].get("volumeClaimTemplates", [])}
+        for c in spec["containers"]:
+            for m in c.get("volumeMounts", []):
+                assert m["name"] in {v["name"] for v in spec.get("volumes", [])} | \
+                    {t["metadata"]["name"] for t in doc["spec"].get("volumeClaimTemplates", [])}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_nothing_runs_as_root_or_keeps_capabilities(overlay):
+    for doc, _, c in containers(render(f"overlays/{overlay}")):
+        pod = next(s for d, _, s in workloads([doc]))
+        assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+
+@pytest.mark.parametrize("overlay,groups,flush,replication", [
+    ("dev", ["broker-a"], FlushDiskType.ASYNC_FLUSH, ReplicationMode.ASYNC),
+    ("prod", ["broker-a", "broker-b", "broker-c"], FlushDiskType.SYNC_FLUSH,
+     ReplicationMode.SYNC),
+])
+def test_each_broker_pod_reads_the_config_its_overlay_means(tmp_path, overlay, groups, flush,
+                                                            replication):
+    """The broker's own config loader, given what each pod would have: the
+    mounted ConfigMap and the environment the kubelet builds."""
+    docs = render(f"overlays/{overlay}")
+    brokers = [s for s in of_kind(docs, "StatefulSet") if component(s) == "broker"]
+    assert sorted(s["metadata"]["name"] for s in brokers) == groups
+    namespace = brokers[0]["metadata"]["namespace"]
+    for sts in brokers:
+        spec = sts["spec"]["template"]["spec"]
+        (c,) = spec["containers"]
+        for ordinal in range(sts["spec"]["replicas"]):
+            pod = f"{sts['metadata']['name']}-{ordinal}"
+            env = container_env(docs, sts, c, pod)
+            path = tmp_path / f"{pod}.toml"
+            path.write_text(mounted_config(docs, spec, c, env["DUOMQ_CONFIG"]))
+            cfg = BrokerConfig.load(str(path), env=env)
+            assert (cfg.group, cfg.broker_id) == (sts["metadata"]["name"], ordinal)
+            assert (cfg.flush, cfg.replication) == (flush, replication)
+            assert cfg.slave_flush == flush
+            assert cfg.cluster == f"duomq-{overlay}"
+            assert cfg.zookeeper == env["DUOMQ_ZOOKEEPER"]
+            assert cfg.advertised_host == f"{pod}.{sts['spec']['serviceName']}.{namespace}.svc"
+            assert cfg.listen_host == "0.0.0.0" and cfg.local_address == "tcp://127.0.0.1:10911"
+            ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+            assert (ports["client"], ports["ha"]) == (cfg.port, cfg.ha_port)
+
+
+def test_derived_groups_are_the_base_group_renamed():
+    base = render("base/broker")
+    for group in ("broker-b", "broker-c"):
+        docs = render(f"groups/{group}")
+        text = repr(docs)
+        assert "broker-a" not in text, f"{group} still names broker-a somewhere"
+        assert eval(text.replace(group, "broker-a")) == base    # noqa: S307 (our own repr)
+
+
+def test_dev_and_prod_differ_where_they_mean_to():
+    dev, prod = render("overlays/dev"), render("overlays/prod")
+    assert named(dev, "StatefulSet", "zk")["spec"]["replicas"] == 1
+    assert named(prod, "StatefulSet", "zk")["spec"]["replicas"] == 3
+    assert {d["metadata"]["namespace"] for d in dev} == {"duomq-dev"}
+    assert {d["metadata"]["namespace"] for d in prod} == {"duomq"}
+    # a changed config changes the ConfigMap's name, so pods roll to it
+    assert generated(dev, "ConfigMap", "duomq-config")["metadata"]["name"] != \
+        generated(prod, "ConfigMap", "duomq-config")["metadata"]["name"]
+
+
+def test_the_spark_job_reads_from_slaves_and_never_overlaps():
+    docs = render("overlays/prod")
+    job = named(docs, "CronJob", "spark-minutes")
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    (c,) = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert c["image"].startswith("duomq/duomq-spark:")
+    assert "--available-now" in c["args"] and "--checkpoint" in c["args"]
+    env = container_env(docs, job, c, "spark-minutes-1")
+    assert env["DUOMQ_CLUSTER"] == "duomq-prod" and "zk-0" in env["DUOMQ_ZOOKEEPER"]
