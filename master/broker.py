@@ -23,11 +23,11 @@ import struct
 import threading
 import time
 
-import psutil
 import zmq
 
 from duomq import __version__
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
+from duomq.common.memory import usable_memory
 from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
@@ -132,7 +132,7 @@ class Broker(RoleChanges):
         self._services: list[ServiceThread] = []
         self._next_retention = 0.0
         self._next_scan = 0.0
-        self.total_memory = psutil.virtual_memory().total
+        self.total_memory = usable_memory()      # the machine's, or a pod's limit
         self.redirects = 0
 
     # ------------------------------------------------------------ lifecycle
