@@ -6,8 +6,6 @@ import json
 import os
 import sys
 
-from duomq.client.base import DEFAULT_CLUSTER, DEFAULT_ZOOKEEPER
-from duomq.dev.cluster import default_data_dir, read_state
 
 
 def add_endpoint(p) -> None:
@@ -23,6 +21,8 @@ def add_json(p) -> None:
 
 def endpoint(args) -> tuple[str, str]:
     """--zookeeper/--cluster, then the environment, then the local dev cluster."""
+    from duomq.client.base import DEFAULT_CLUSTER, DEFAULT_ZOOKEEPER
+    from duomq.dev.cluster import default_data_dir, read_state
     zk = args.zookeeper or os.environ.get("DUOMQ_ZOOKEEPER")
     cluster = args.cluster or os.environ.get("DUOMQ_CLUSTER")
     if not zk or not cluster:

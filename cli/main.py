@@ -3,27 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 
 from duomq import __version__
-from duomq.cli import (broker_cmd, consume_cmd, dev_cmd, failover_cmd, health_cmd, produce_cmd,
-                       status_cmd, topic_cmd)
 from duomq.common.errors import DuomqError
 
+# subcommand -> its module; only the one being run is imported, so that a
+# pod's probes (`duomq health`, every few seconds) start fast
+COMMANDS = {"dev": "dev_cmd", "broker": "broker_cmd", "topic": "topic_cmd",
+            "produce": "produce_cmd", "consume": "consume_cmd", "status": "status_cmd",
+            "failover": "failover_cmd", "health": "health_cmd"}
 
-def parser() -> argparse.ArgumentParser:
+
+def parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or only subcommand ``only``'s part of it."""
     p = argparse.ArgumentParser(prog="duomq", description="duomq: a replicated message broker")
     p.add_argument("--version", action="version", version=f"duomq {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for mod in (dev_cmd, broker_cmd, topic_cmd, produce_cmd, consume_cmd, status_cmd, failover_cmd,
-                health_cmd):
-        mod.add(sub)
+    for name, module in COMMANDS.items():
+        if only in (None, name):
+            importlib.import_module(f"duomq.cli.{module}").add(sub)
     return p
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # the first word that is not an option names the subcommand
+    first = next((a for a in argv if not a.startswith("-")), None)
+    args = parser(first if first in COMMANDS else None).parse_args(argv)
     if args.command != "broker":
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -3,14 +3,34 @@
     from duomq.client import Producer, Message
     with Producer(zookeeper="127.0.0.1:2181", cluster="DefaultCluster") as p:
         result = p.send(Message("Orders", b"hello"))
+
+The names are imported on first use, so that a module of this package
+(``duomq.client.remoting`` for the health probes) loads without the rest.
 """
 
-from duomq.client.consumer import PullConsumer, PullResult, PullStatus
-from duomq.client.producer import Producer, SendResult, SendStatus
-from duomq.client.push_consumer import PushConsumer
-from duomq.common.config import ConsumerConfig, ProducerConfig
-from duomq.common.message import Message, MessageExt, MessageQueue
+import importlib
 
-__all__ = ["Producer", "SendResult", "SendStatus", "PullConsumer", "PullResult", "PullStatus",
-           "PushConsumer", "Message", "MessageExt", "MessageQueue", "ProducerConfig",
-           "ConsumerConfig"]
+_HOME = {
+    "PullConsumer": "consumer", "PullResult": "consumer", "PullStatus": "consumer",
+    "Producer": "producer", "SendResult": "producer", "SendStatus": "producer",
+    "PushConsumer": "push_consumer",
+    "ConsumerConfig": "duomq.common.config", "ProducerConfig": "duomq.common.config",
+    "Message": "duomq.common.message", "MessageExt": "duomq.common.message",
+    "MessageQueue": "duomq.common.message",
+}
+
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(home if "." in home else f"{__name__}.{home}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
