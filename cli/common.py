@@ -7,7 +7,6 @@ import os
 import sys
 
 
-
 def add_endpoint(p) -> None:
     p.add_argument("--zookeeper", help="ZooKeeper host:port[,...][/chroot] "
                    "(default: $DUOMQ_ZOOKEEPER, else the local dev cluster)")

@@ -224,20 +224,18 @@ class BrokerConfig:
         later.update((k, v) for k, v in (overrides or {}).items() if v is not None)
         _check_known(cls, later, "config")
         values = {**file_values, **later}
+        identity = {}
         if values.get("pod_name"):
             group, ordinal = parse_pod_name(values["pod_name"])
-            for field_, derived in (("group", group), ("broker_id", ordinal)):
+            identity = {"group": group, "broker_id": ordinal}
+            for field_, derived in identity.items():
                 given = values.get(field_)
                 if given is not None and str(given) != str(derived):
                     raise ConfigError(
                         f"{field_} {given!r} contradicts pod_name {values['pod_name']!r}, "
                         f"which makes it {derived!r}: set one of them")
-            values["group"], values["broker_id"] = group, ordinal
-        group = values.get("group", cls.group)
-        if group in sections:
-            values = {**file_values, **sections[group], **later,
-                      "group": group, "broker_id": values.get("broker_id", cls.broker_id)}
-        return cls(**values)
+        group = identity.get("group", values.get("group", cls.group))
+        return cls(**{**file_values, **sections.get(group, {}), **later, **identity})
 
 
 def parse_pod_name(name: str) -> tuple[str, int]:

@@ -10,7 +10,7 @@ import functools
 import os
 import re
 
-from duomq.dev.kustomize import build, pod_spec
+from duomq.dev.kustomize import build, pod_template
 
 K8S = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "deploy", "k8s")
 OVERLAYS = ("dev", "prod")
@@ -47,12 +47,9 @@ def generated(docs, kind, base_name):
 def workloads(docs):
     """(doc, pod template metadata, pod spec) of every workload."""
     for d in docs:
-        spec = pod_spec(d)
-        if spec is None:
-            continue
-        template = d["spec"]["jobTemplate"]["spec"]["template"] if d["kind"] == "CronJob" \
-            else d["spec"]["template"]
-        yield d, template.get("metadata", {}), spec
+        template = pod_template(d)
+        if template is not None:
+            yield d, template.get("metadata", {}), template["spec"]
 
 
 def component(doc) -> str:
@@ -87,7 +84,7 @@ def container_env(docs, doc, container, pod_name: str) -> dict:
     """A container's environment as the kubelet builds it for the pod
     ``pod_name`` of workload ``doc``: ``envFrom`` first, then ``env`` in order,
     each value expanded with the variables before it."""
-    meta = doc["spec"]["template"]["metadata"] if "template" in doc["spec"] else {}
+    meta = pod_template(doc).get("metadata", {})
     fields = {"metadata.name": pod_name, "metadata.namespace": doc["metadata"]["namespace"]}
     for k, v in (meta.get("labels") or {}).items():
         fields[f"metadata.labels['{k}']"] = v

@@ -168,8 +168,9 @@ def _generate(out: list[Resource], kind: str, spec: dict, directory: str) -> Non
         key, sep, value = str(item).partition("=")
         if not sep or not key:
             raise KustomizeError(f"{where}: literal {item!r} is not KEY=VALUE")
-        data[key] = value.strip("'\"") if len(value) > 1 and value[0] == value[-1] \
-            and value[0] in "'\"" else value
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]                         # KEY="a b", as kustomize reads it
+        data[key] = value
     for item in spec.get("files") or []:
         key, sep, rel = str(item).partition("=")
         if not sep:
@@ -345,16 +346,22 @@ def _without_directives(value):
 
 # ---------------------------------------------------------------- references
 
-def pod_spec(doc: dict) -> dict | None:
-    """The pod spec inside a workload, or None."""
+def pod_template(doc: dict) -> dict | None:
+    """The pod template (``metadata`` and ``spec``) of a workload, or None."""
     kind, spec = doc.get("kind"), doc.get("spec") or {}
     if kind == "Pod":
-        return spec
+        return doc
     if kind == "CronJob":
         spec = (spec.get("jobTemplate") or {}).get("spec") or {}
     elif kind not in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
         return None
-    return (spec.get("template") or {}).get("spec")
+    return spec.get("template")
+
+
+def pod_spec(doc: dict) -> dict | None:
+    """The pod spec inside a workload, or None."""
+    template = pod_template(doc)
+    return template.get("spec") if template else None
 
 
 def pod_references(spec: dict):

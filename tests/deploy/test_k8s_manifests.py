@@ -233,9 +233,9 @@ def test_every_reference_resolves(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_nothing_runs_as_root_or_keeps_capabilities(overlay):
-    for doc, _, c in containers(render(f"overlays/{overlay}")):
-        pod = next(s for d, _, s in workloads([doc]))
+    for doc, pod, c in containers(render(f"overlays/{overlay}")):
         assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
+        assert pod["automountServiceAccountToken"] is False, "no pod needs the API server"
         assert c["securityContext"]["allowPrivilegeEscalation"] is False
         assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
