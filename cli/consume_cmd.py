@@ -24,6 +24,8 @@ def add(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.add_argument("--read-from", choices=["master", "slave", "slave_preferred"], default="master",
                    help="where reads go (default master, following the brokers' read advice)")
+    p.add_argument("--tags", default="*", metavar="EXPRESSION",
+                   help="subscription: `*` (default) or `TagA || TagB`")
     add_endpoint(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -59,7 +61,8 @@ def run(args) -> int:
 
     t0 = time.monotonic()
     consumer = PushConsumer(args.group, args.topic, on_message, zookeeper=zookeeper,
-                            cluster=cluster, consume_from=args.from_, read_from=args.read_from)
+                            cluster=cluster, consume_from=args.from_, read_from=args.read_from,
+                            subscription=args.tags)
     consumer.start()
     try:
         while not done.wait(0.1):

@@ -10,15 +10,20 @@ from duomq.client.base import ClientBase, raise_for
 from duomq.common.config import ConsumerConfig
 from duomq.common.errors import NoRouteError, TopicNotExistError, for_status
 from duomq.common.message import MessageExt, MessageQueue
+from duomq.common.subscription import Subscription, parse
 from duomq.coordinator.members import read_target
 from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 from duomq.store.record import decode_records
 
 
+EVERYTHING = parse("*")
+
+
 class PullStatus(str, enum.Enum):
     FOUND = "FOUND"
     NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"   # all filtered out; pull on from next_offset
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
@@ -33,16 +38,20 @@ class PullResult:
     advice_ttl_ms: int = 0
 
 
-def pull_result(mq: MessageQueue, status: int, error: str, resp) -> PullResult:
-    """Turn a pull answer into a PullResult (or raise for an error status)."""
+def pull_result(mq: MessageQueue, status: int, error: str, resp,
+                sub: Subscription = EVERYTHING) -> PullResult:
+    """Turn a pull answer into a PullResult (or raise for an error status).
+    The broker filtered by tag code; the tags themselves are checked here."""
     if status == pb.OK:
         advice = resp.suggest_broker_id if resp.HasField("suggest_broker_id") else None
-        return PullResult(PullStatus.FOUND, decode_records(resp.records, mq.broker_group),
-                          resp.next_offset, resp.min_offset, resp.max_offset, advice,
-                          resp.advice_ttl_ms)
-    if status == pb.NO_NEW_MESSAGE:
-        return PullResult(PullStatus.NO_NEW_MESSAGE, [], resp.next_offset, resp.min_offset,
-                          resp.max_offset)
+        messages = decode_records(resp.records, mq.broker_group)
+        if not sub.everything:
+            messages = [m for m in messages if sub.matches(m.tags)]
+        return PullResult(PullStatus.FOUND, messages, resp.next_offset, resp.min_offset,
+                          resp.max_offset, advice, resp.advice_ttl_ms)
+    if status in (pb.NO_NEW_MESSAGE, pb.NO_MATCHED_MESSAGE):
+        return PullResult(PullStatus(pb.Status.Name(status)), [], resp.next_offset,
+                          resp.min_offset, resp.max_offset)
     if status == pb.OFFSET_ILLEGAL and resp is not None:
         return PullResult(PullStatus.OFFSET_ILLEGAL, [], resp.next_offset, resp.min_offset,
                           resp.max_offset)
@@ -98,15 +107,18 @@ class PullConsumer(ClientBase):
                                 time.monotonic() + result.advice_ttl_ms / 1000)
 
     def pull(self, mq: MessageQueue, offset: int, max_messages: int = 256,
-             max_wait_ms: int = 0) -> PullResult:
+             max_wait_ms: int = 0, subscription: str = "*") -> PullResult:
         """Messages of ``mq`` from ``offset``; with ``max_wait_ms`` the broker
-        holds the pull until a message arrives (long polling)."""
+        holds the pull until a message arrives (long polling); ``subscription``
+        (``TagA || TagB``) keeps only those tags (NO_MATCHED_MESSAGE when a
+        stretch of the queue held none of them: pull on from ``next_offset``)."""
+        sub = parse(subscription)
         req = pb.PullRequest(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
                              queue_offset=offset, max_messages=max_messages,
-                             max_wait_ms=max_wait_ms)
+                             max_wait_ms=max_wait_ms, subscription=sub.expression)
         raw = self.remoting.call(self.read_address(mq), pb.PULL, req,
                                  self.timeout_s + max_wait_ms / 1000)
-        result = pull_result(mq, *raw)
+        result = pull_result(mq, *raw, sub)
         self.note_advice(mq, result)
         return result
 

@@ -27,6 +27,7 @@ from duomq.client.scheduler import Scheduler
 from duomq.common.config import ConsumerConfig
 from duomq.common.message import MessageExt, MessageQueue
 from duomq.common.service import ServiceThread
+from duomq.common.subscription import parse
 from duomq.coordinator.membership import GroupMembership
 from duomq.proto import pb
 
@@ -51,10 +52,12 @@ class ProcessQueue:
 
 class PushConsumer(PullConsumer):
     def __init__(self, group: str, topic: str, on_message: Callable[[MessageExt], object], *,
-                 zookeeper: str | None = None, cluster: str | None = None,
-                 config: ConsumerConfig | None = None, zk=None, **overrides):
+                 subscription: str = "*", zookeeper: str | None = None,
+                 cluster: str | None = None, config: ConsumerConfig | None = None, zk=None,
+                 **overrides):
         super().__init__(zookeeper, cluster, group, config=config, zk=zk, **overrides)
         self.topic = topic
+        self.subscription = parse(subscription)    # `*` or `TagA || TagB`
         self.on_message = on_message
         self.assigned: dict[MessageQueue, ProcessQueue] = {}
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -170,7 +173,7 @@ class PushConsumer(PullConsumer):
         wait_ms = self.config.long_polling_timeout_ms
         req = pb.PullRequest(consumer_group=self.group, topic=pq.mq.topic, queue_id=pq.mq.queue_id,
                              queue_offset=pq.next_pull, max_messages=self.config.pull_batch_size,
-                             max_wait_ms=wait_ms)
+                             max_wait_ms=wait_ms, subscription=self.subscription.expression)
         fut = self.remoting.request(address, pb.PULL, req, self.timeout_s + wait_ms / 1000)
         fut.add_done_callback(lambda f: self._on_pulled(pq, f))
 
@@ -179,7 +182,7 @@ class PushConsumer(PullConsumer):
         if pq.dropped:
             return
         try:
-            result = pull_result(pq.mq, *fut.result())
+            result = pull_result(pq.mq, *fut.result(), self.subscription)
         except Exception as exc:
             if self._running:
                 log.warning("pull of %s failed: %s", pq.mq, exc)
@@ -187,10 +190,11 @@ class PushConsumer(PullConsumer):
             return
         pq.pulls += 1
         self.note_advice(pq.mq, result)
-        if result.status is PullStatus.FOUND:
+        if result.status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MESSAGE):
+            # filtered-out entries count as consumed once the batch before them is
             pq.next_pull = result.next_offset
             pq.inflight += len(result.messages)
-            self._inbox.put((pq, result.messages))
+            self._inbox.put((pq, result.messages, result.next_offset))
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
                         result.next_offset)
@@ -207,7 +211,7 @@ class PushConsumer(PullConsumer):
             item = inbox.get()
             if item is None:
                 return
-            pq, messages = item
+            pq, messages, next_offset = item
             for i, msg in enumerate(messages):
                 if pq.dropped:
                     break
@@ -221,6 +225,9 @@ class PushConsumer(PullConsumer):
                         if pq.dropped or not self._running:
                             break
                 pq.consumed = msg.queue_offset + 1
+            else:
+                if not pq.dropped:
+                    pq.consumed = max(pq.consumed, next_offset)   # past filtered entries
             pq.inflight -= len(messages)
             self.consumed_count += len(messages)
 

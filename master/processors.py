@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from duomq.common.errors import DuomqError
+from duomq.common import subscription
+from duomq.common.errors import BadRequestError, DuomqError
 from duomq.common.names import validate_name
 from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
@@ -78,9 +79,13 @@ class Processors:
             return pb.BAD_REQUEST, "queue_offset must be >= 0", None
         max_n = min(req.max_messages or self.config.max_pull_messages, self.config.max_pull_messages)
         max_b = min(req.max_bytes or self.config.max_pull_bytes, self.config.max_pull_bytes)
+        try:
+            sub = subscription.parse(req.subscription)
+        except BadRequestError as exc:
+            return pb.BAD_REQUEST, str(exc), None
         advice = self._advice(cq, req.queue_offset) if cq is not None else None
         got = self.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_n, max_b,
-                                      b.visible_offset)
+                                      b.visible_offset, None if sub.everything else sub.codes)
         if got.count:
             resp = pb.PullResponse(count=got.count, records=got.records,
                                    next_offset=got.next_offset, min_offset=got.min_offset,
@@ -90,6 +95,9 @@ class Processors:
                 resp.advice_ttl_ms = self.config.read_advice_ttl_ms
                 b.redirects += 1
             return pb.OK, "", resp
+        if got.status == "NO_MATCHED_MESSAGE":   # the client pulls again from next_offset
+            return pb.NO_MATCHED_MESSAGE, "", pb.PullResponse(
+                next_offset=got.next_offset, min_offset=got.min_offset, max_offset=got.max_offset)
         if got.status == "OFFSET_ILLEGAL":
             return pb.OFFSET_ILLEGAL, (f"offset {req.queue_offset} is outside "
                                        f"[{got.min_offset}, {got.max_offset}]"), \

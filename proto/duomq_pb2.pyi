@@ -28,6 +28,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SLAVE_NOT_AVAILABLE: _ClassVar[Status]
     NO_NEW_MESSAGE: _ClassVar[Status]
     OFFSET_ILLEGAL: _ClassVar[Status]
+    NO_MATCHED_MESSAGE: _ClassVar[Status]
     BAD_REQUEST: _ClassVar[Status]
     UNSUPPORTED_VERSION: _ClassVar[Status]
     UNKNOWN_REQUEST_TYPE: _ClassVar[Status]
@@ -60,6 +61,7 @@ FLUSH_SLAVE_TIMEOUT: Status
 SLAVE_NOT_AVAILABLE: Status
 NO_NEW_MESSAGE: Status
 OFFSET_ILLEGAL: Status
+NO_MATCHED_MESSAGE: Status
 BAD_REQUEST: Status
 UNSUPPORTED_VERSION: Status
 UNKNOWN_REQUEST_TYPE: Status
@@ -115,7 +117,7 @@ class SendResponse(_message.Message):
     def __init__(self, queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., broker_group: _Optional[str] = ...) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "max_wait_ms")
+    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "max_wait_ms", "subscription")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +125,7 @@ class PullRequest(_message.Message):
     MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     queue_id: int
@@ -130,7 +133,8 @@ class PullRequest(_message.Message):
     max_messages: int
     max_bytes: int
     max_wait_ms: int
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
+    subscription: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., subscription: _Optional[str] = ...) -> None: ...
 
 class PullResponse(_message.Message):
     __slots__ = ("count", "records", "next_offset", "min_offset", "max_offset", "suggest_broker_id", "advice_ttl_ms")

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 
 # the header fields dispatch reads: size, magic, crc, queue id, queue offset | lengths
+FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
 _DISPATCH = struct.Struct(">iiIiq36xHHHII")
 
 
@@ -48,6 +49,7 @@ class GetResult:
     min_offset: int
     max_offset: int                # one past the newest visible entry
     status: str = "FOUND"          # FOUND | NO_NEW_MESSAGE | NO_QUEUE | OFFSET_ILLEGAL
+                                   # | NO_MATCHED_MESSAGE (all scanned entries filtered out)
 
 
 class MessageStore:
@@ -269,9 +271,14 @@ class MessageStore:
 
     # ------------------------------------------------------------ read
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int,
-                     max_bytes: int, visible_end: int) -> GetResult:
+                     max_bytes: int, visible_end: int,
+                     tag_codes: frozenset[int] | None = None) -> GetResult:
         """Stored records of a queue from ``offset``, only those ending at or
-        below ``visible_end`` (the flushed or confirmed offset)."""
+        below ``visible_end`` (the flushed or confirmed offset). With
+        ``tag_codes``, entries whose tag code is not among them are skipped on
+        the consume queue alone (up to FILTER_SCAN_ENTRIES of them per call):
+        the commit log is read for matching records only, and ``next_offset``
+        moves past the skipped ones."""
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             return GetResult(b"", 0, 0, 0, 0, "NO_QUEUE")
@@ -281,14 +288,18 @@ class MessageStore:
             return GetResult(b"", 0, lo if offset < lo else hi, lo, hi, "OFFSET_ILLEGAL")
         if offset >= hi:
             return GetResult(b"", 0, offset, lo, hi, "NO_NEW_MESSAGE")
-        entries = cq.read(offset, min(max_count, hi - offset))
+        scan = max_count if tag_codes is None else max(max_count, FILTER_SCAN_ENTRIES)
+        entries = cq.read(offset, min(scan, hi - offset))
         seg_size = self.commitlog.segment_size
         read = self.commitlog.read
         parts = []
         run_start = run_end = -1
-        total = count = 0
-        for phys, size, _h in CQ_UNIT.iter_unpack(entries):
-            if total + size > max_bytes and count:
+        total = count = scanned = 0
+        for phys, size, code in CQ_UNIT.iter_unpack(entries):
+            if tag_codes is not None and code not in tag_codes:
+                scanned += 1
+                continue
+            if count == max_count or (total + size > max_bytes and count):
                 break
             if phys == run_end and phys % seg_size:
                 run_end += size
@@ -298,11 +309,13 @@ class MessageStore:
                 run_start, run_end = phys, phys + size
             total += size
             count += 1
+            scanned += 1
         if run_start >= 0:
             parts.append(read(run_start, run_end - run_start))
         if any(p is None for p in parts):   # deleted under us by retention
             return GetResult(b"", 0, cq.min_offset, cq.min_offset, hi, "OFFSET_ILLEGAL")
-        return GetResult(b"".join(parts), count, offset + count, lo, hi)
+        status = "FOUND" if count else "NO_MATCHED_MESSAGE"
+        return GetResult(b"".join(parts), count, offset + scanned, lo, hi, status)
 
     @staticmethod
     def visible_max_offset(cq: ConsumeQueue, visible_end: int) -> int:

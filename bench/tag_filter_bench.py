@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The cost of tag filtering: a backlog of N messages (default 1,000,000 x
+100 B on 4 queues, ASYNC_FLUSH master) where 1% carry the tag `Hit`, read
+to the end by a PullConsumer with subscription `Hit` and with `*`. One JSON
+line: the time and rate of each drain, the entries the filtered drain passed
+over per second, and the commit-log bytes each read.
+
+BENCH_QUICK=1: 200,000 messages. N=... sets the backlog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+from duomq.client import Message, Producer, PullConsumer, PullStatus
+from duomq.dev.harness import LocalCluster
+from duomq.dev.zookeeper import launch
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+N = int(os.environ.get("N", 200_000 if QUICK else 1_000_000))
+QUEUES = 4
+BODY = b"x" * 100
+
+
+def produce(zk: str, cluster: str) -> float:
+    t0 = time.monotonic()
+    with Producer(zk, cluster) as p:
+        batch = []
+        for i in range(N):
+            batch.append(Message("Backlog", BODY, tags="Hit" if i % 100 == 0 else "Miss"))
+            if len(batch) == 512:
+                p.send_batch(batch)
+                batch = []
+        if batch:
+            p.send_batch(batch)
+    return time.monotonic() - t0
+
+
+def drain(zk: str, cluster: str, subscription: str) -> dict:
+    with PullConsumer(zk, cluster, group=f"bench-{subscription.strip('*') or 'all'}") as c:
+        t0 = time.monotonic()
+        got = pulls = body_bytes = 0
+        for q in c.queues("Backlog"):
+            off = 0
+            while True:
+                r = c.pull(q, off, max_messages=1024, subscription=subscription)
+                pulls += 1
+                if r.status is PullStatus.NO_NEW_MESSAGE:
+                    break
+                got += len(r.messages)
+                body_bytes += sum(len(m.body) for m in r.messages)
+                off = r.next_offset
+        seconds = time.monotonic() - t0
+    return {"subscription": subscription, "messages": got, "pulls": pulls,
+            "seconds": round(seconds, 3), "messages_per_s": round(got / seconds),
+            "entries_passed_per_s": round(N / seconds), "body_bytes": body_bytes}
+
+
+def main() -> None:
+    base = tempfile.mkdtemp(prefix="duomq-tagbench-")
+    zk = launch(data_dir=os.path.join(base, "zk"))
+    cluster = LocalCluster(zk.connect, f"TagBench{os.getpid()}", os.path.join(base, "brokers"))
+    try:
+        cluster.add_broker("broker-a", 0, flush="ASYNC_FLUSH")
+        cluster.create_topic("Backlog", QUEUES)
+        produce_s = produce(zk.connect, cluster.cluster)
+        filtered = drain(zk.connect, cluster.cluster, "Hit")
+        everything = drain(zk.connect, cluster.cluster, "*")
+        assert filtered["messages"] == N // 100 and everything["messages"] == N
+        print(json.dumps({
+            "bench": "tag_filter", "backlog": N, "match_ratio": 0.01, "body_bytes": len(BODY),
+            "produce_messages_per_s": round(N / produce_s),
+            "filtered": filtered, "all": everything,
+            "filtered_vs_all_time": round(filtered["seconds"] / everything["seconds"], 3),
+        }), flush=True)
+    finally:
+        cluster.stop_all()
+        zk.stop()
+
+
+if __name__ == "__main__":
+    main()
