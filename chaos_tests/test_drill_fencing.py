@@ -10,7 +10,7 @@ import pytest
 from duomq.client import Message, Producer, SendStatus
 from duomq.client.remoting import RemotingClient
 from duomq.dev.drills import DrillReport, read_all
-from duomq.dev.harness import master_info, wait_for
+from duomq.dev.harness import isr_members, master_info, wait_for
 from duomq.proto import pb
 from duomq.store import record as rec
 
@@ -33,6 +33,8 @@ def test_sigstopped_master_acks_nothing_after_the_takeover(local_cluster, replic
     local_cluster.create_topic("Fence", queues=1)
     with Producer(zk, cl) as p:
         assert p.send(Message("Fence", b"before")).ok
+    # only an in-sync slave may take over: stop the master once the slave is one
+    wait_for(lambda: 1 in isr_members(zk, cl), what="the slave to be in sync")
     # a raw client keeps sending straight to the old master's address
     remoting = RemotingClient("fence-io")
     record = rec.encode_record(b"Fence", b"", b"", b"", b"stale", 1)
@@ -81,6 +83,7 @@ def test_async_lagging_promotion_truncates_the_old_masters_tail(local_cluster):
         for i in range(10):
             assert p.send_batch([Message("Lag", b"shared %d-%d" % (i, k)) for k in range(50)]).ok
         time.sleep(0.5)                                   # replicated
+        wait_for(lambda: 1 in isr_members(zk, cl), what="the slave to be in sync")
         slave.suspend()                                   # the slave falls behind ...
         for i in range(4):
             r = p.send_batch([Message("Lag", b"tail %d-%d" % (i, k)) for k in range(50)])

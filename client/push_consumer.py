@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from duomq.client.allocate import allocate_averagely
+from duomq.client.allocate import Strategy, strategy
 from duomq.client.consumer import PullConsumer, PullStatus, pull_result
 from duomq.client.scheduler import Scheduler
 from duomq.common.config import ConsumerConfig
@@ -52,12 +52,14 @@ class ProcessQueue:
 
 class PushConsumer(PullConsumer):
     def __init__(self, group: str, topic: str, on_message: Callable[[MessageExt], object], *,
-                 subscription: str = "*", zookeeper: str | None = None,
-                 cluster: str | None = None, config: ConsumerConfig | None = None, zk=None,
-                 **overrides):
+                 subscription: str = "*", allocate: Strategy | None = None,
+                 zookeeper: str | None = None, cluster: str | None = None,
+                 config: ConsumerConfig | None = None, zk=None, **overrides):
         super().__init__(zookeeper, cluster, group, config=config, zk=zk, **overrides)
         self.topic = topic
         self.subscription = parse(subscription)    # `*` or `TagA || TagB`
+        # a user's function, else config.allocate_strategy by name
+        self.allocate = strategy(allocate or self.config.allocate_strategy)
         self.on_message = on_message
         self.assigned: dict[MessageQueue, ProcessQueue] = {}
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -116,7 +118,12 @@ class PushConsumer(PullConsumer):
         except Exception as exc:
             log.warning("rebalance of %s: no route (%s)", self.group, exc)
             queues = []
-        mine = set(allocate_averagely(queues, members, self.client_id))
+        known = set(queues)
+        mine = set(self.allocate(queues, members, self.client_id))
+        if not mine <= known:
+            log.warning("allocation of %s named queues the topic does not have: %s", self.group,
+                        sorted(mine - known))
+            mine &= known
         with self._lock:
             current = set(self.assigned)
             if mine == current:
@@ -255,7 +262,6 @@ class _RebalanceService(ServiceThread):
     ``rebalance_interval`` as a safety net; commits offsets on its interval."""
 
     name = "duomq-rebalance"
-    REBALANCE_INTERVAL_S = 20.0
 
     def __init__(self, consumer: PushConsumer):
         super().__init__()
@@ -274,7 +280,7 @@ class _RebalanceService(ServiceThread):
             woken = self._event.is_set()
             self._event.clear()
             if woken or now >= self._next_rebalance:
-                self._next_rebalance = now + self.REBALANCE_INTERVAL_S
+                self._next_rebalance = now + c.config.rebalance_interval_ms / 1000
                 try:
                     c.rebalance()
                 except Exception:

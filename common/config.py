@@ -47,7 +47,8 @@ def _enum(cls, value, name):
         raise ConfigError(f"{name}: {value!r} is not one of {allowed}") from None
 
 
-ANY_HOSTS = ("0.0.0.0", "::", "*")        # listen_host values that bind every interface
+ANY_HOSTS = ("0.0.0.0", "::", "*")
+ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.allocate        # listen_host values that bind every interface
 
 
 @dataclass(frozen=True)
@@ -290,16 +291,22 @@ class ConsumerConfig:
     request_timeout_ms: int = 10_000         # non-pull requests
     pull_threshold_for_queue: int = 1000     # stop pulling a queue with this many unconsumed
     read_from: str = "master"                # master | slave | slave_preferred
+    allocate_strategy: str = "average"       # average | circle | consistent_hash (or pass
+                                             # a function to PushConsumer(allocate=...))
+    rebalance_interval_ms: int = 20_000      # rebalance this often besides on membership watches
 
     def __post_init__(self):
         validate_name("consumer group", self.group)
+        if self.allocate_strategy not in ALLOCATE_STRATEGIES:
+            raise ConfigError(f"allocate_strategy: {self.allocate_strategy!r} is not one of "
+                              f"{', '.join(ALLOCATE_STRATEGIES)}")
         if self.read_from not in ("master", "slave", "slave_preferred"):
             raise ConfigError(f"read_from: {self.read_from!r} is not master, slave or "
                               f"slave_preferred")
         if self.consume_from not in ("last", "first", "timestamp"):
             raise ConfigError(f"consume_from: {self.consume_from!r} is not last, first or timestamp")
         _positive(self, "pull_batch_size", "long_polling_timeout_ms", "offset_commit_interval_ms",
-                  "request_timeout_ms", "pull_threshold_for_queue")
+                  "request_timeout_ms", "pull_threshold_for_queue", "rebalance_interval_ms")
         if self.request_timeout_ms <= 0:
             raise ConfigError("request_timeout_ms: must be > 0")
 

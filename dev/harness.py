@@ -29,6 +29,18 @@ def wait_for(cond, timeout_s: float = 30, what: str = "condition"):
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
+def isr_members(zookeeper: str, cluster: str, group: str = "broker-a") -> set[int]:
+    """The group's in-sync set as ZooKeeper holds it (empty when unpublished)."""
+    zk = zkutil.connect(zookeeper)
+    try:
+        return {int(m) for m in zkutil.loads(zk.get(ZkPaths(cluster).isr(group))[0])
+                .get("members", [])}
+    except NoNodeError:
+        return set()
+    finally:
+        zkutil.close(zk)
+
+
 def master_info(zookeeper: str, cluster: str, group: str = "broker-a") -> dict:
     """The group's master node ({} when there is none)."""
     zk = zkutil.connect(zookeeper)

@@ -19,6 +19,8 @@ def test_defaults_match_the_documented_values():
     assert ProducerConfig().send_timeout_ms == 10000
     assert ProducerConfig().retry_times_when_send_failed == 2
     assert ConsumerConfig().offset_commit_interval_ms == 5000
+    assert (ConsumerConfig().allocate_strategy, ConsumerConfig().rebalance_interval_ms) == \
+        ("average", 20000)
 
 
 @pytest.mark.parametrize("kwargs,field", [

@@ -54,3 +54,42 @@ def test_group_rebalances_when_a_consumer_joins_and_leaves(local_cluster, small_
     # at-least-once: duplicates only around a handover, never a gap
     assert len(r1.seen) + len(r2.seen) - 500 < 100
     assert c1.rebalances >= 2 and c2.rebalances >= 2
+
+
+def test_members_split_queues_by_the_strategy_they_name(local_cluster):
+    local_cluster.add_broker("broker-a")
+    local_cluster.add_broker("broker-b")
+    local_cluster.create_topic("Events", queues=4)        # 8 queues over two groups
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    from duomq.client.allocate import allocate_by_circle
+
+    def pull_nothing(msg):
+        pass
+
+    members = [PushConsumer("circle", "Events", pull_nothing, zookeeper=zk, cluster=cl,
+                            allocate_strategy="circle", rebalance_interval_ms=500).start()
+               for _ in range(2)]
+    try:
+        wait_for(lambda: sorted(len(m.assigned) for m in members) == [4, 4], what="a 4/4 split")
+        ids = [m.client_id for m in members]
+        queues = members[0].queues("Events")
+        for m in members:
+            assert set(m.assigned) == set(allocate_by_circle(queues, ids, m.client_id))
+            assert {q.broker_group for q in m.assigned} == {"broker-a", "broker-b"}
+    finally:
+        for m in members:
+            m.shutdown()
+    # a user's strategy: every queue of broker-b to one member, the rest to nobody
+    first = []
+
+    def only_b(queues, group_members, me):
+        first.append(me)
+        return [q for q in queues if q.broker_group == "broker-b"]
+
+    c = PushConsumer("mine", "Events", pull_nothing, zookeeper=zk, cluster=cl,
+                     allocate=only_b).start()
+    try:
+        wait_for(lambda: len(c.assigned) == 4, what="the user strategy's 4 queues")
+        assert {q.broker_group for q in c.assigned} == {"broker-b"} and first
+    finally:
+        c.shutdown()
