@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 import queue
+import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from duomq.client.allocate import Strategy, strategy
+from duomq.client.offset_file import LocalOffsetStore, default_path
 from duomq.client.consumer import PullConsumer, PullStatus, pull_result
 from duomq.client.scheduler import Scheduler
 from duomq.common.config import ConsumerConfig
@@ -60,6 +62,11 @@ class PushConsumer(PullConsumer):
         self.subscription = parse(subscription)    # `*` or `TagA || TagB`
         # a user's function, else config.allocate_strategy by name
         self.allocate = strategy(allocate or self.config.allocate_strategy)
+        self.broadcasting = self.config.message_model == "broadcasting"
+        # broadcasting: every member reads every queue and keeps its own offsets
+        self.local_offsets = LocalOffsetStore(default_path(
+            self.config.offset_store_dir, self.cluster, group,
+            self.config.instance_name or socket.gethostname())) if self.broadcasting else None
         self.on_message = on_message
         self.assigned: dict[MessageQueue, ProcessQueue] = {}
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -82,7 +89,8 @@ class PushConsumer(PullConsumer):
         self.routes.add_listener(lambda topic: topic == self.topic and self._service.wakeup())
         self._membership = GroupMembership(
             self.zk, self.cluster, self.group, self.client_id,
-            {"topic": self.topic, "model": "CLUSTERING"}, lambda members: self._service.wakeup())
+            {"topic": self.topic, "model": self.config.message_model.upper()},
+            lambda members: self._service.wakeup())
         self._membership.join()
         self._service.wakeup()
         return self
@@ -119,7 +127,7 @@ class PushConsumer(PullConsumer):
             log.warning("rebalance of %s: no route (%s)", self.group, exc)
             queues = []
         known = set(queues)
-        mine = set(self.allocate(queues, members, self.client_id))
+        mine = known if self.broadcasting else set(self.allocate(queues, members, self.client_id))
         if not mine <= known:
             log.warning("allocation of %s named queues the topic does not have: %s", self.group,
                         sorted(mine - known))
@@ -155,8 +163,8 @@ class PushConsumer(PullConsumer):
                  len(self.assigned), len(members))
 
     def _start_offset(self, mq: MessageQueue) -> tuple[int, bool]:
-        """(offset, came from the broker's committed offsets)."""
-        off = self.committed(mq)
+        """(offset, came from the committed offsets)."""
+        off = self.local_offsets.committed(mq) if self.broadcasting else self.committed(mq)
         if off >= 0:
             return off, True
         if self.config.consume_from == "first":
@@ -249,7 +257,7 @@ class PushConsumer(PullConsumer):
         if not dirty:
             return
         try:
-            self.commit(dirty)
+            (self.local_offsets.commit if self.broadcasting else self.commit)(dirty)
         except Exception as exc:
             log.warning("offset commit of %s failed: %s", self.group, exc)
             return

@@ -294,9 +294,19 @@ class ConsumerConfig:
     allocate_strategy: str = "average"       # average | circle | consistent_hash (or pass
                                              # a function to PushConsumer(allocate=...))
     rebalance_interval_ms: int = 20_000      # rebalance this often besides on membership watches
+    message_model: str = "clustering"        # clustering: the group shares the queues;
+                                             # broadcasting: every member reads every message
+    offset_store_dir: str = ""               # broadcasting: local offset files (~/.duomq/offsets)
+    instance_name: str = ""                  # broadcasting: this member's offset file name
+                                             # (default: the host name)
 
     def __post_init__(self):
         validate_name("consumer group", self.group)
+        if self.message_model not in ("clustering", "broadcasting"):
+            raise ConfigError(f"message_model: {self.message_model!r} is not clustering or "
+                              f"broadcasting")
+        if self.instance_name:
+            validate_name("instance", self.instance_name)
         if self.allocate_strategy not in ALLOCATE_STRATEGIES:
             raise ConfigError(f"allocate_strategy: {self.allocate_strategy!r} is not one of "
                               f"{', '.join(ALLOCATE_STRATEGIES)}")
