@@ -48,6 +48,7 @@ class ProcessQueue:
     consumed: int                  # next offset to consume; what gets committed
     committed: int = -1
     inflight: int = 0              # messages pulled, not yet consumed
+    inflight_bytes: int = 0        # ... and their bodies' bytes
     dropped: bool = False
     pulls: int = 0
 
@@ -62,6 +63,7 @@ class PushConsumer(PullConsumer):
         self.subscription = parse(subscription)    # `*` or `TagA || TagB`
         # a user's function, else config.allocate_strategy by name
         self.allocate = strategy(allocate or self.config.allocate_strategy)
+        self.pull_threshold_bytes = self.config.pull_threshold_size_for_queue_mib << 20
         self.broadcasting = self.config.message_model == "broadcasting"
         # broadcasting: every member reads every queue and keeps its own offsets
         self.local_offsets = LocalOffsetStore(default_path(
@@ -177,7 +179,8 @@ class PushConsumer(PullConsumer):
     def _pull(self, pq: ProcessQueue) -> None:
         if pq.dropped or not self._running:
             return
-        if pq.inflight >= self.config.pull_threshold_for_queue:
+        if pq.inflight >= self.config.pull_threshold_for_queue or \
+                pq.inflight_bytes >= self.pull_threshold_bytes:
             self._scheduler.call_later(FLOW_CONTROL_RETRY_S, self._pull, pq)
             return
         try:
@@ -209,6 +212,7 @@ class PushConsumer(PullConsumer):
             # filtered-out entries count as consumed once the batch before them is
             pq.next_pull = result.next_offset
             pq.inflight += len(result.messages)
+            pq.inflight_bytes += sum(len(m.body) for m in result.messages)
             self._inbox.put((pq, result.messages, result.next_offset))
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
@@ -244,6 +248,7 @@ class PushConsumer(PullConsumer):
                 if not pq.dropped:
                     pq.consumed = max(pq.consumed, next_offset)   # past filtered entries
             pq.inflight -= len(messages)
+            pq.inflight_bytes -= sum(len(m.body) for m in messages)
             self.consumed_count += len(messages)
 
     # ------------------------------------------------------------ offsets

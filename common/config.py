@@ -290,6 +290,7 @@ class ConsumerConfig:
     offset_commit_interval_ms: int = 5000    # commit consumed offsets this often
     request_timeout_ms: int = 10_000         # non-pull requests
     pull_threshold_for_queue: int = 1000     # stop pulling a queue with this many unconsumed
+    pull_threshold_size_for_queue_mib: int = 100  # ... or with this many MiB of bodies unconsumed
     read_from: str = "master"                # master | slave | slave_preferred
     allocate_strategy: str = "average"       # average | circle | consistent_hash (or pass
                                              # a function to PushConsumer(allocate=...))
@@ -316,7 +317,8 @@ class ConsumerConfig:
         if self.consume_from not in ("last", "first", "timestamp"):
             raise ConfigError(f"consume_from: {self.consume_from!r} is not last, first or timestamp")
         _positive(self, "pull_batch_size", "long_polling_timeout_ms", "offset_commit_interval_ms",
-                  "request_timeout_ms", "pull_threshold_for_queue", "rebalance_interval_ms")
+                  "request_timeout_ms", "pull_threshold_for_queue", "rebalance_interval_ms",
+                  "pull_threshold_size_for_queue_mib")
         if self.request_timeout_ms <= 0:
             raise ConfigError("request_timeout_ms: must be > 0")
 

@@ -2,6 +2,7 @@
 carry consumption across members: nothing is skipped."""
 
 import threading
+import time
 
 import pytest
 from duomq.client import Message, Producer, PushConsumer
@@ -93,3 +94,28 @@ def test_members_split_queues_by_the_strategy_they_name(local_cluster):
         assert {q.broker_group for q in c.assigned} == {"broker-b"} and first
     finally:
         c.shutdown()
+
+
+def test_flow_control_bounds_the_bytes_held_per_queue(local_cluster):
+    local_cluster.add_broker("broker-a")
+    local_cluster.create_topic("Big", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    with Producer(zk, cl) as p:
+        for _ in range(8):
+            p.send_batch([Message("Big", b"x" * (64 << 10)) for _ in range(8)])   # 4 MiB
+    peak, seen = [0], []
+
+    def slow(msg):
+        pq = next(iter(c.assigned.values()))
+        peak[0] = max(peak[0], pq.inflight_bytes)
+        seen.append(msg)
+        time.sleep(0.01)
+
+    c = PushConsumer("slow", "Big", slow, zookeeper=zk, cluster=cl, consume_from="first",
+                     pull_batch_size=4, pull_threshold_size_for_queue_mib=1).start()
+    try:
+        wait_for(lambda: len(seen) == 64, what="all 64 messages")
+    finally:
+        c.shutdown()
+    # the threshold is checked before each pull: at most one batch beyond it
+    assert (1 << 20) <= peak[0] <= (1 << 20) + 4 * (64 << 10), peak[0]
