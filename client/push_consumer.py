@@ -212,8 +212,9 @@ class PushConsumer(PullConsumer):
             # filtered-out entries count as consumed once the batch before them is
             pq.next_pull = result.next_offset
             pq.inflight += len(result.messages)
-            pq.inflight_bytes += sum(len(m.body) for m in result.messages)
-            self._inbox.put((pq, result.messages, result.next_offset))
+            nbytes = sum(len(m.body) for m in result.messages)    # once per batch
+            pq.inflight_bytes += nbytes
+            self._inbox.put((pq, result.messages, result.next_offset, nbytes))
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
                         result.next_offset)
@@ -230,7 +231,7 @@ class PushConsumer(PullConsumer):
             item = inbox.get()
             if item is None:
                 return
-            pq, messages, next_offset = item
+            pq, messages, next_offset, nbytes = item
             for i, msg in enumerate(messages):
                 if pq.dropped:
                     break
@@ -248,7 +249,7 @@ class PushConsumer(PullConsumer):
                 if not pq.dropped:
                     pq.consumed = max(pq.consumed, next_offset)   # past filtered entries
             pq.inflight -= len(messages)
-            pq.inflight_bytes -= sum(len(m.body) for m in messages)
+            pq.inflight_bytes -= nbytes
             self.consumed_count += len(messages)
 
     # ------------------------------------------------------------ offsets

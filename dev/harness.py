@@ -29,27 +29,25 @@ def wait_for(cond, timeout_s: float = 30, what: str = "condition"):
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
-def isr_members(zookeeper: str, cluster: str, group: str = "broker-a") -> set[int]:
-    """The group's in-sync set as ZooKeeper holds it (empty when unpublished)."""
+def read_node(zookeeper: str, path: str) -> dict:
+    """A JSON node's content from a short-lived session ({} when absent)."""
     zk = zkutil.connect(zookeeper)
     try:
-        return {int(m) for m in zkutil.loads(zk.get(ZkPaths(cluster).isr(group))[0])
-                .get("members", [])}
-    except NoNodeError:
-        return set()
-    finally:
-        zkutil.close(zk)
-
-
-def master_info(zookeeper: str, cluster: str, group: str = "broker-a") -> dict:
-    """The group's master node ({} when there is none)."""
-    zk = zkutil.connect(zookeeper)
-    try:
-        return zkutil.loads(zk.get(ZkPaths(cluster).master(group))[0])
+        return zkutil.loads(zk.get(path)[0])
     except NoNodeError:
         return {}
     finally:
         zkutil.close(zk)
+
+
+def isr_members(zookeeper: str, cluster: str, group: str = "broker-a") -> set[int]:
+    """The group's in-sync set as ZooKeeper holds it (empty when unpublished)."""
+    return {int(m) for m in read_node(zookeeper, ZkPaths(cluster).isr(group)).get("members", [])}
+
+
+def master_info(zookeeper: str, cluster: str, group: str = "broker-a") -> dict:
+    """The group's master node ({} when there is none)."""
+    return read_node(zookeeper, ZkPaths(cluster).master(group))
 
 
 def wait_slaves_hold(zookeeper: str, cluster: str, topic: str, timeout_s: float = 30) -> int:

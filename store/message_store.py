@@ -294,12 +294,13 @@ class MessageStore:
         read = self.commitlog.read
         parts = []
         run_start = run_end = -1
-        total = count = scanned = 0
-        for phys, size, code in CQ_UNIT.iter_unpack(entries):
+        total = count = 0
+        scanned = len(entries) // CQ_UNIT.size       # unless a limit stops the scan early
+        for i, (phys, size, code) in enumerate(CQ_UNIT.iter_unpack(entries)):
             if tag_codes is not None and code not in tag_codes:
-                scanned += 1
                 continue
             if count == max_count or (total + size > max_bytes and count):
+                scanned = i
                 break
             if phys == run_end and phys % seg_size:
                 run_end += size
@@ -309,7 +310,6 @@ class MessageStore:
                 run_start, run_end = phys, phys + size
             total += size
             count += 1
-            scanned += 1
         if run_start >= 0:
             parts.append(read(run_start, run_end - run_start))
         if any(p is None for p in parts):   # deleted under us by retention
