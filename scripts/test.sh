@@ -3,6 +3,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
+# The suite starts real brokers that preallocate their segments: say what
+# disk there is, so a run that fails for want of it says so.
+df -h . "${TMPDIR:-/tmp}" | awk 'NR == 1 || !seen[$0]++'
 "$VENV/bin/python" -m pytest "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
