@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
 
@@ -79,6 +80,7 @@ def main() -> None:
     finally:
         cluster.stop_all()
         zk.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,30 +1,32 @@
-"""``PushConsumer``: cluster consumption in a consumer group.
+"""``PushConsumer``: cluster or broadcast consumption in a consumer group.
 
 The consumer joins the group in ZooKeeper, splits the topic's queues among
-the members with the average strategy on every membership or route change,
-long-polls each of its queues, hands messages to ``on_message`` on a consume
-thread, and commits offsets to the brokers every ``offset_commit_interval_ms``
-and on shutdown (at-least-once: a message may be seen twice around a
-rebalance or a crash, never skipped).
+the members with its allocation strategy on every membership or route change,
+long-polls each of its queues, runs ``on_message`` on a pool of consume
+threads (concurrently, or orderly per queue: ``consume_service``), and commits
+each queue's consumed offset (``process_queue``: the low end of its window)
+every ``offset_commit_interval_ms`` and on shutdown. At-least-once: a message
+may be seen twice around a rebalance or a crash, never skipped.
 
-Threads: the remoting I/O thread (pull answers are decoded there and the next
-pull issued at once), one consume thread, a scheduler for delayed retries, and
-a rebalance/commit service.
+Threads: the remoting I/O thread (pull answers are decoded there, handed to
+the consume service and the next pull issued at once), ``consume_threads``
+consume threads, a scheduler for delayed work, and a rebalance/commit service.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from duomq.client.allocate import Strategy, strategy
+from duomq.client.base import raise_for
 from duomq.client.offset_file import LocalOffsetStore, default_path
+from duomq.client.consume_service import ConcurrentService, OrderlyService
 from duomq.client.consumer import PullConsumer, PullStatus, pull_result
+from duomq.client.process_queue import ProcessQueue
 from duomq.client.scheduler import Scheduler
 from duomq.common.config import ConsumerConfig
 from duomq.common.message import MessageExt, MessageQueue
@@ -36,21 +38,10 @@ from duomq.proto import pb
 log = logging.getLogger(__name__)
 PULL_RETRY_S = 1.0
 FLOW_CONTROL_RETRY_S = 0.05
-SUSPEND_ON_FAILURE_S = 1.0
-
-
-@dataclass(eq=False)
-class ProcessQueue:
-    """Local state of one assigned queue."""
-
-    mq: MessageQueue
-    next_pull: int                 # offset of the next pull
-    consumed: int                  # next offset to consume; what gets committed
-    committed: int = -1
-    inflight: int = 0              # messages pulled, not yet consumed
-    inflight_bytes: int = 0        # ... and their bodies' bytes
-    dropped: bool = False
-    pulls: int = 0
+LOCK_RENEW_S = 20.0         # orderly: renew queue locks this often
+CLIENT_LOCK_TTL_S = 30.0    # ... and consume a queue this long after its last renewal
+                            # (the broker keeps a lock 60 s)
+RELEASE_WAIT_S = 1.0        # orderly: wait for the message in hand before unlocking
 
 
 class PushConsumer(PullConsumer):
@@ -70,23 +61,26 @@ class PushConsumer(PullConsumer):
             self.config.offset_store_dir, self.cluster, group,
             self.config.instance_name or socket.gethostname())) if self.broadcasting else None
         self.on_message = on_message
+        self.orderly = self.config.consume_mode == "orderly"
+        self.locking = self.orderly and not self.broadcasting   # queue locks on the master
         self.assigned: dict[MessageQueue, ProcessQueue] = {}
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._scheduler = Scheduler()
+        self.call_later = self._scheduler.call_later
         self._membership: GroupMembership | None = None
         self._service = _RebalanceService(self)
-        self._consume_thread = threading.Thread(target=self._consume_loop, daemon=True,
-                                                name=f"duomq-consume-{group}")
+        self._consume = (OrderlyService if self.orderly else ConcurrentService)(self)
         self._lock = threading.RLock()
         self._running = False
-        self.consumed_count = 0
         self.rebalances = 0
+
+    @property
+    def consumed_count(self) -> int:
+        return self._consume.consumed
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "PushConsumer":
         self.queues(self.topic)  # fails early for an unknown topic
         self._running = True
-        self._consume_thread.start()
         self._service.start()
         self.routes.add_listener(lambda topic: topic == self.topic and self._service.wakeup())
         self._membership = GroupMembership(
@@ -107,9 +101,10 @@ class PushConsumer(PullConsumer):
         with self._lock:
             for pq in self.assigned.values():
                 pq.dropped = True
-        self._inbox.put(None)
-        self._consume_thread.join(10)
-        self.commit_offsets()
+        self._consume.shutdown(10)     # each thread ends its message in hand
+        with self._lock:
+            held = list(self.assigned.values())
+        self._release(held)
         if self._membership:
             self._membership.leave()
         self._scheduler.close()
@@ -145,8 +140,13 @@ class PushConsumer(PullConsumer):
         for pq in dropped:
             pq.dropped = True
         if dropped:
-            self._commit([pq for pq in dropped])
+            self._release(dropped)
+        locks = self._lock_queues(added) if self.locking else {}
         for mq in sorted(added):
+            if self.locking and mq not in locks:
+                # its last owner has not let it go yet: try again soon
+                self._service.wakeup_later(PULL_RETRY_S)
+                continue
             try:
                 start, from_broker = self._start_offset(mq)
             except Exception as exc:
@@ -155,7 +155,8 @@ class PushConsumer(PullConsumer):
                 continue
             # a start chosen by consume_from is committed on the next round, so
             # the group keeps its starting position even before any message
-            pq = ProcessQueue(mq, start, start, committed=start if from_broker else -1)
+            pq = ProcessQueue(mq, start, committed=start if from_broker else -1)
+            pq.locked_until = locks.get(mq, 0.0)
             with self._lock:
                 if mq in self.assigned or not self._running:
                     continue
@@ -163,6 +164,73 @@ class PushConsumer(PullConsumer):
             self._pull(pq)
         log.info("consumer %s of %s now holds %d queues (members %d)", self.client_id, self.group,
                  len(self.assigned), len(members))
+
+    def _release(self, pqs: list[ProcessQueue]) -> None:
+        """Queues no longer ours: commit where they stopped; orderly, first let
+        the message in hand finish and, after the commit, unlock them, so the
+        next owner starts exactly there."""
+        if self.locking:
+            deadline = time.monotonic() + RELEASE_WAIT_S
+            while any(pq.busy for pq in pqs) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        self._commit(pqs)
+        if self.locking:
+            # a queue still busy keeps its lock until it expires on the broker
+            self._unlock_queues([pq.mq for pq in pqs if not pq.busy])
+
+    # ------------------------------------------------------------ orderly: queue locks
+    def _lock_queues(self, mqs) -> dict[MessageQueue, float]:
+        """Lock ``mqs`` on their masters; return those held and until when
+        (monotonic) this client may consume them without renewing."""
+        held: dict[MessageQueue, float] = {}
+        by_group: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_group.setdefault(mq.broker_group, []).append(mq)
+        for group, items in by_group.items():
+            until = time.monotonic() + CLIENT_LOCK_TTL_S
+            req = pb.LockQueuesRequest(consumer_group=self.group, client_id=self.client_id)
+            for mq in items:
+                req.queues.add(topic=mq.topic, queue_id=mq.queue_id)
+            try:
+                status, error, resp = self.remoting.call(
+                    self.master_address(group, items[0].topic), pb.LOCK_QUEUES, req,
+                    self.timeout_s)
+                raise_for(status, error)
+            except Exception as exc:
+                log.warning("cannot lock queues of %s on %s: %s", self.group, group, exc)
+                continue
+            got = {(q.topic, q.queue_id) for q in resp.locked}
+            held.update((mq, until) for mq in items if (mq.topic, mq.queue_id) in got)
+        return held
+
+    def _unlock_queues(self, mqs: list[MessageQueue]) -> None:
+        by_group: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_group.setdefault(mq.broker_group, []).append(mq)
+        for group, items in by_group.items():
+            req = pb.LockQueuesRequest(consumer_group=self.group, client_id=self.client_id)
+            for mq in items:
+                req.queues.add(topic=mq.topic, queue_id=mq.queue_id)
+            try:
+                status, error, _ = self.remoting.call(
+                    self.master_address(group, items[0].topic), pb.UNLOCK_QUEUES, req,
+                    self.timeout_s)
+                raise_for(status, error)
+            except Exception as exc:
+                log.warning("cannot unlock queues of %s on %s: %s", self.group, group, exc)
+
+    def renew_locks(self) -> None:
+        """Renew the locks of every queue held; a queue whose lock is lost stops
+        being consumed once its time is up, and resumes when it is taken again."""
+        with self._lock:
+            pqs = {pq.mq: pq for pq in self.assigned.values()}
+        held = self._lock_queues(pqs)
+        for mq, pq in pqs.items():
+            if mq in held:
+                pq.locked_until = held[mq]
+                self._consume.schedule(pq)
+            else:
+                log.warning("queue %s of %s is not locked by this consumer", mq, self.group)
 
     def _start_offset(self, mq: MessageQueue) -> tuple[int, bool]:
         """(offset, came from the committed offsets)."""
@@ -180,7 +248,7 @@ class PushConsumer(PullConsumer):
         if pq.dropped or not self._running:
             return
         if pq.inflight >= self.config.pull_threshold_for_queue or \
-                pq.inflight_bytes >= self.pull_threshold_bytes:
+                pq.inflight_bytes >= self.pull_threshold_bytes or self._consume.paused(pq):
             self._scheduler.call_later(FLOW_CONTROL_RETRY_S, self._pull, pq)
             return
         try:
@@ -209,48 +277,31 @@ class PushConsumer(PullConsumer):
         pq.pulls += 1
         self.note_advice(pq.mq, result)
         if result.status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MESSAGE):
-            # filtered-out entries count as consumed once the batch before them is
-            pq.next_pull = result.next_offset
-            pq.inflight += len(result.messages)
+            # filtered-out entries count as consumed once the messages before them are
             nbytes = sum(len(m.body) for m in result.messages)    # once per batch
-            pq.inflight_bytes += nbytes
-            self._inbox.put((pq, result.messages, result.next_offset, nbytes))
+            self._consume.dispatch(pq, result.messages, result.next_offset, nbytes)
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
                         result.next_offset)
-            pq.next_pull = result.next_offset
-            if pq.inflight == 0:
-                pq.consumed = result.next_offset
+            pq.skip_to(result.next_offset)
         self._pull(pq)
 
-    # ------------------------------------------------------------ consuming
-    def _consume_loop(self) -> None:
-        inbox = self._inbox
-        handler = self.on_message
-        while True:
-            item = inbox.get()
-            if item is None:
-                return
-            pq, messages, next_offset, nbytes = item
-            for i, msg in enumerate(messages):
-                if pq.dropped:
-                    break
-                while True:
-                    try:
-                        handler(msg)
-                        break
-                    except Exception:
-                        log.exception("on_message failed for %s; retrying in place", msg.msg_id)
-                        time.sleep(SUSPEND_ON_FAILURE_S)
-                        if pq.dropped or not self._running:
-                            break
-                pq.consumed = msg.queue_offset + 1
-            else:
-                if not pq.dropped:
-                    pq.consumed = max(pq.consumed, next_offset)   # past filtered entries
-            pq.inflight -= len(messages)
-            pq.inflight_bytes -= nbytes
-            self.consumed_count += len(messages)
+    # ------------------------------------------------------------ failures
+    def handle_failure(self, msg: MessageExt, exc: Exception, attempts: int) -> bool:
+        """``on_message`` raised: True when the message is dealt with (passed),
+        False to try it again here after ``suspend_current_queue_ms``."""
+        if attempts > self.config.max_reconsume_times:
+            log.error("on_message failed %d times for %s; giving it up: %s", attempts,
+                      msg.msg_id, exc)
+            return True
+        log.warning("on_message failed for %s (attempt %d): %s", msg.msg_id, attempts, exc)
+        return False
+
+    def dead_letter(self, msg: MessageExt, exc: Exception) -> bool:
+        """Orderly consumption gave ``msg`` up; True once it is set aside."""
+        log.error("orderly consumption gives %s up after %d attempts: %s", msg.msg_id,
+                  self.config.max_reconsume_times + 1, exc)
+        return True
 
     # ------------------------------------------------------------ offsets
     def commit_offsets(self) -> None:
@@ -259,7 +310,11 @@ class PushConsumer(PullConsumer):
         self._commit(pqs)
 
     def _commit(self, pqs: list[ProcessQueue]) -> None:
-        dirty = {pq.mq: pq.consumed for pq in pqs if pq.consumed != pq.committed}
+        dirty = {}
+        for pq in pqs:
+            off = pq.consumed_offset()
+            if off != pq.committed:
+                dirty[pq.mq] = off
         if not dirty:
             return
         try:
@@ -282,6 +337,7 @@ class _RebalanceService(ServiceThread):
         self.consumer = consumer
         self._next_commit = 0.0
         self._next_rebalance = 0.0
+        self._next_lock = time.monotonic() + LOCK_RENEW_S
 
     def wakeup_later(self, delay_s: float):
         self.consumer._scheduler.call_later(delay_s, self.wakeup)
@@ -300,6 +356,9 @@ class _RebalanceService(ServiceThread):
                 except Exception:
                     log.exception("rebalance failed")
                     self.wakeup_later(PULL_RETRY_S)
+            if c.locking and now >= self._next_lock:
+                self._next_lock = now + LOCK_RENEW_S
+                c.renew_locks()
             if now >= self._next_commit:
                 self._next_commit = now + interval
                 c.commit_offsets()

@@ -300,6 +300,13 @@ class ConsumerConfig:
     offset_store_dir: str = ""               # broadcasting: local offset files (~/.duomq/offsets)
     instance_name: str = ""                  # broadcasting: this member's offset file name
                                              # (default: the host name)
+    consume_mode: str = "concurrently"       # concurrently: a thread pool, any order;
+                                             # orderly: one thread per queue, queue order
+    consume_threads: int = 20                # consume thread pool size
+    consume_concurrently_max_span: int = 2000  # concurrently: stop pulling a queue whose oldest
+                                             # unconsumed message is this many offsets back
+    suspend_current_queue_ms: int = 1000     # pause before a failed message is tried again here
+    max_reconsume_times: int = 16            # retries before a message goes to %DLQ%<group>
 
     def __post_init__(self):
         validate_name("consumer group", self.group)
@@ -311,6 +318,10 @@ class ConsumerConfig:
         if self.allocate_strategy not in ALLOCATE_STRATEGIES:
             raise ConfigError(f"allocate_strategy: {self.allocate_strategy!r} is not one of "
                               f"{', '.join(ALLOCATE_STRATEGIES)}")
+        if self.consume_mode not in ("concurrently", "orderly"):
+            raise ConfigError(f"consume_mode: {self.consume_mode!r} is not concurrently or orderly")
+        if self.max_reconsume_times < 0:
+            raise ConfigError("max_reconsume_times: must be >= 0")
         if self.read_from not in ("master", "slave", "slave_preferred"):
             raise ConfigError(f"read_from: {self.read_from!r} is not master, slave or "
                               f"slave_preferred")
@@ -318,7 +329,8 @@ class ConsumerConfig:
             raise ConfigError(f"consume_from: {self.consume_from!r} is not last, first or timestamp")
         _positive(self, "pull_batch_size", "long_polling_timeout_ms", "offset_commit_interval_ms",
                   "request_timeout_ms", "pull_threshold_for_queue", "rebalance_interval_ms",
-                  "pull_threshold_size_for_queue_mib")
+                  "pull_threshold_size_for_queue_mib", "consume_threads",
+                  "consume_concurrently_max_span", "suspend_current_queue_ms")
         if self.request_timeout_ms <= 0:
             raise ConfigError("request_timeout_ms: must be > 0")
 

@@ -38,6 +38,7 @@ from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
 from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.processors import Processors
 from duomq.master.pull_hold import PullRequestHoldService
+from duomq.master.queue_locks import QueueLocks
 from duomq.proto import codec, pb
 from duomq.replication.ha_client import HAClient
 from duomq.replication.ha_service import HAService
@@ -101,6 +102,7 @@ class Broker(RoleChanges):
         self.offsets = ConsumerOffsetManager(os.path.join(config.data_dir, "consumer_offsets.json"))
         self.pull_hold = PullRequestHoldService()
         self.ack_waiters = AckWaiters()
+        self.queue_locks = QueueLocks()
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.flushed_offset = 0
@@ -128,6 +130,8 @@ class Broker(RoleChanges):
             pb.FETCH_OFFSET: self.processors.fetch_offset,
             pb.HEARTBEAT: self.processors.heartbeat,
             pb.BROKER_STATUS: self.processors.broker_status,
+            pb.LOCK_QUEUES: self.processors.lock_queues,
+            pb.UNLOCK_QUEUES: self.processors.unlock_queues,
         }
         self._services: list[ServiceThread] = []
         self._next_retention = 0.0

@@ -195,6 +195,40 @@ class Processors:
                                                               q.queue_id))
         return pb.OK, "", resp
 
+    # ------------------------------------------------------------ queue locks
+    def lock_queues(self, identity, request_id, req: pb.LockQueuesRequest):
+        if self.broker.role != "MASTER":   # locks live on the master
+            return pb.NOT_MASTER, self.broker.not_writable_reason(), None
+        bad = self._check_lock_request(req)
+        if bad:
+            return bad
+        got = self.broker.queue_locks.lock(req.consumer_group, req.client_id,
+                                           [(q.topic, q.queue_id) for q in req.queues],
+                                           time.monotonic())
+        resp = pb.LockQueuesResponse()
+        for topic, qid in got:
+            resp.locked.add(topic=topic, queue_id=qid)
+        return pb.OK, "", resp
+
+    def unlock_queues(self, identity, request_id, req: pb.LockQueuesRequest):
+        if self.broker.role != "MASTER":
+            return pb.NOT_MASTER, self.broker.not_writable_reason(), None
+        bad = self._check_lock_request(req)
+        if bad:
+            return bad
+        self.broker.queue_locks.unlock(req.consumer_group, req.client_id,
+                                       [(q.topic, q.queue_id) for q in req.queues])
+        return pb.OK, "", pb.LockQueuesResponse()
+
+    def _check_lock_request(self, req: pb.LockQueuesRequest):
+        try:
+            validate_name("consumer group", req.consumer_group, allow_system=True)
+        except DuomqError as exc:
+            return pb.INVALID_NAME, str(exc), None
+        if not req.client_id:
+            return pb.BAD_REQUEST, "a lock request names its client", None
+        return None
+
     # ------------------------------------------------------------ heartbeat, status
     def heartbeat(self, identity, request_id, req: pb.HeartbeatRequest):
         self.broker.clients[req.client_id or identity.hex()] = (

@@ -21,6 +21,11 @@ MESSAGES = {
     pb.BROKER_STATUS: (pb.BrokerStatusRequest, pb.BrokerStatusResponse),
     pb.HA_REPORT: (pb.HaReport, pb.HaTransfer),
     pb.HA_TRANSFER: (pb.HaTransfer, pb.HaReport),
+    pb.LOCK_QUEUES: (pb.LockQueuesRequest, pb.LockQueuesResponse),
+    pb.UNLOCK_QUEUES: (pb.LockQueuesRequest, pb.LockQueuesResponse),
+    pb.SEND_BACK: (pb.SendBackRequest, pb.SendBackResponse),
+    pb.GET_MESSAGE: (pb.GetMessageRequest, pb.GetMessageResponse),
+    pb.QUERY_BY_KEY: (pb.QueryByKeyRequest, pb.QueryByKeyResponse),
 }
 
 

@@ -19,6 +19,11 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BROKER_STATUS: _ClassVar[RequestType]
     HA_REPORT: _ClassVar[RequestType]
     HA_TRANSFER: _ClassVar[RequestType]
+    LOCK_QUEUES: _ClassVar[RequestType]
+    UNLOCK_QUEUES: _ClassVar[RequestType]
+    SEND_BACK: _ClassVar[RequestType]
+    GET_MESSAGE: _ClassVar[RequestType]
+    QUERY_BY_KEY: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -55,6 +60,11 @@ HEARTBEAT: RequestType
 BROKER_STATUS: RequestType
 HA_REPORT: RequestType
 HA_TRANSFER: RequestType
+LOCK_QUEUES: RequestType
+UNLOCK_QUEUES: RequestType
+SEND_BACK: RequestType
+GET_MESSAGE: RequestType
+QUERY_BY_KEY: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -351,3 +361,83 @@ class HaTransfer(_message.Message):
     offsets: _containers.RepeatedCompositeFieldContainer[GroupOffsetStatus]
     ack_now: bool
     def __init__(self, epoch: _Optional[int] = ..., offset: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., ack_now: _Optional[bool] = ...) -> None: ...
+
+class QueueRef(_message.Message):
+    __slots__ = ("topic", "queue_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
+
+class LockQueuesRequest(_message.Message):
+    __slots__ = ("consumer_group", "client_id", "queues")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[QueueRef]
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueRef, _Mapping]]] = ...) -> None: ...
+
+class LockQueuesResponse(_message.Message):
+    __slots__ = ("locked",)
+    LOCKED_FIELD_NUMBER: _ClassVar[int]
+    locked: _containers.RepeatedCompositeFieldContainer[QueueRef]
+    def __init__(self, locked: _Optional[_Iterable[_Union[QueueRef, _Mapping]]] = ...) -> None: ...
+
+class SendBackRequest(_message.Message):
+    __slots__ = ("consumer_group", "physical_offset", "delay_level", "max_reconsume_times", "dead_letter")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MAX_RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    physical_offset: int
+    delay_level: int
+    max_reconsume_times: int
+    dead_letter: bool
+    def __init__(self, consumer_group: _Optional[str] = ..., physical_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., max_reconsume_times: _Optional[int] = ..., dead_letter: _Optional[bool] = ...) -> None: ...
+
+class SendBackResponse(_message.Message):
+    __slots__ = ("topic", "physical_offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    physical_offset: int
+    def __init__(self, topic: _Optional[str] = ..., physical_offset: _Optional[int] = ...) -> None: ...
+
+class GetMessageRequest(_message.Message):
+    __slots__ = ("physical_offset",)
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    physical_offset: int
+    def __init__(self, physical_offset: _Optional[int] = ...) -> None: ...
+
+class GetMessageResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: bytes
+    def __init__(self, record: _Optional[bytes] = ...) -> None: ...
+
+class QueryByKeyRequest(_message.Message):
+    __slots__ = ("topic", "key", "begin_ms", "end_ms", "max_messages")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    key: str
+    begin_ms: int
+    end_ms: int
+    max_messages: int
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., begin_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., max_messages: _Optional[int] = ...) -> None: ...
+
+class QueryByKeyResponse(_message.Message):
+    __slots__ = ("count", "records")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    records: bytes
+    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...

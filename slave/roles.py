@@ -26,6 +26,7 @@ class RoleChanges:
         self.registry.epoch = epoch
         self.role = MASTER
         self.draining = False
+        self.queue_locks.clear()       # holders take their queues again on renewal
         self.replicated_offset = -1
         self.ha = HAService(self.store, self.config, self.ha_router, lambda: self.registry.epoch,
                             lambda: self.visible_offset, self.offsets,

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Push consumer throughput: a backlog of N messages (default 500,000 x 100 B
+on 8 queues, ASYNC_FLUSH master) drained by a PushConsumer with a no-op
+handler, once per consume mode (concurrently on a pool of 20 threads, and
+orderly: one thread at a time per queue, queues locked on the master). One
+JSON line: per mode, messages per second from the first message to the last,
+and the offsets committed afterwards (they must reach the end of each queue).
+
+BENCH_QUICK=1: 200,000 messages. N=... sets the backlog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+from duomq.client import Message, Producer, PullConsumer, PushConsumer
+from duomq.dev.harness import LocalCluster
+from duomq.dev.zookeeper import launch
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+N = int(os.environ.get("N", 200_000 if QUICK else 500_000))
+QUEUES = 8
+BODY = b"x" * 100
+
+
+def produce(zk: str, cluster: str) -> float:
+    t0 = time.monotonic()
+    with Producer(zk, cluster) as p:
+        batch = [Message("Backlog", BODY) for _ in range(512)]
+        for _ in range(N // 512):
+            p.send_batch(batch)
+        if N % 512:
+            p.send_batch(batch[:N % 512])
+    return time.monotonic() - t0
+
+
+def drain(zk: str, cluster: str, mode: str) -> dict:
+    lock = threading.Lock()
+    state = {"n": 0, "first": None, "last": None}
+    done = threading.Event()
+
+    def on_message(msg):             # no-op but for counting, as a user's handler would
+        with lock:
+            state["n"] += 1
+            if state["n"] == 1:
+                state["first"] = time.perf_counter()
+            if state["n"] == N:
+                state["last"] = time.perf_counter()
+                done.set()
+
+    group = f"bench-{mode}"
+    c = PushConsumer(group, "Backlog", on_message, zookeeper=zk, cluster=cluster,
+                     consume_from="first", consume_mode=mode)
+    c.start()
+    finished = done.wait(300)
+    c.shutdown()
+    with PullConsumer(zk, cluster, group=group) as pc:
+        committed = sum(pc.committed(q) for q in pc.queues("Backlog"))
+    seconds = state["last"] - state["first"] if finished else float("nan")
+    return {"messages": state["n"], "seconds": round(seconds, 3),
+            "messages_per_s": round(N / seconds) if finished else 0, "committed": committed}
+
+
+def main() -> None:
+    base = tempfile.mkdtemp(prefix="duomq-pushbench-")
+    zk = launch(data_dir=os.path.join(base, "zk"))
+    cluster = LocalCluster(zk.connect, f"PushBench{os.getpid()}", os.path.join(base, "brokers"))
+    try:
+        cluster.add_broker("broker-a", 0, flush="ASYNC_FLUSH", segment_size_bytes=256 << 20)
+        cluster.create_topic("Backlog", QUEUES)
+        produce_s = produce(zk.connect, cluster.cluster)
+        out = {"bench": "push_consumer", "backlog": N, "queues": QUEUES,
+               "body_bytes": len(BODY), "produce_messages_per_s": round(N / produce_s)}
+        for mode in os.environ.get("MODES", "concurrently,orderly").split(","):
+            out[mode] = drain(zk.connect, cluster.cluster, mode)
+        print(json.dumps(out), flush=True)
+    finally:
+        cluster.stop_all()
+        zk.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""How a push consumer runs its handler: on a pool of consume threads, either
+concurrently (any thread takes any chunk; the committed offset is the window's
+low end) or orderly (one thread at a time per queue, in queue order, only
+while the queue is locked on its master).
+
+``dispatch`` is called on the remoting I/O thread with each pull answer;
+handler failures go to ``consumer.handle_failure`` (send back for a retry),
+else the message is tried again after ``suspend_current_queue_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+from duomq.client.process_queue import Chunk, ProcessQueue
+
+log = logging.getLogger(__name__)
+CHUNK_MIN = 32                 # fewer messages per task cost more than they win
+MAX_TIME_CONTINUOUSLY_S = 1.0  # orderly: a thread gives a queue up this often (fairness)
+
+
+class ConsumePool:
+    """``threads`` daemon threads running ``fn(arg)`` tasks from one queue."""
+
+    def __init__(self, threads: int, name: str):
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
+                         for i in range(threads)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn, arg) -> None:
+        self._tasks.put((fn, arg))
+
+    def _work(self) -> None:
+        get = self._tasks.get
+        while True:
+            task = get()
+            if task is None:
+                return
+            fn, arg = task
+            try:
+                fn(arg)
+            except Exception:
+                log.exception("consume task failed")
+
+    def shutdown(self, timeout_s: float) -> None:
+        """Finish the tasks already queued, then stop."""
+        for _ in self._threads:
+            self._tasks.put(None)
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
+class _Service:
+    def __init__(self, consumer):
+        self.consumer = consumer
+        cfg = consumer.config
+        self.threads = cfg.consume_threads
+        self.suspend_s = cfg.suspend_current_queue_ms / 1000
+        self.pool = ConsumePool(self.threads, f"duomq-consume-{cfg.group}")
+        self.consumed = 0
+        self._count_lock = threading.Lock()
+
+    def _finish(self, chunk: Chunk) -> None:
+        chunk.pq.finish(chunk)
+        with self._count_lock:
+            self.consumed += len(chunk.messages)
+
+    def shutdown(self, timeout_s: float) -> None:
+        self.pool.shutdown(timeout_s)
+
+
+class ConcurrentService(_Service):
+    """Chunks of a pull go to any consume thread; a failed message is sent
+    back for a later retry (or retried here after a pause if that fails),
+    and holds the queue's committed offset until it is through."""
+
+    def dispatch(self, pq: ProcessQueue, messages, next_offset: int, nbytes: int) -> None:
+        size = max(CHUNK_MIN, -(-len(messages) // self.threads))
+        for chunk in pq.add(messages, next_offset, nbytes, size):
+            if chunk.messages:
+                self.pool.submit(self._run, chunk)
+
+    def paused(self, pq: ProcessQueue) -> bool:
+        return pq.span() > self.consumer.config.consume_concurrently_max_span
+
+    def _run(self, chunk: Chunk) -> None:
+        pq = chunk.pq
+        handler = self.consumer.on_message
+        messages = chunk.messages
+        i = chunk.i
+        for msg in messages[i:] if i else messages:
+            if pq.dropped:       # no longer ours: the next owner consumes the rest
+                return
+            try:
+                handler(msg)
+            except Exception as exc:
+                chunk.attempts += 1
+                if not self.consumer.handle_failure(msg, exc, chunk.attempts):
+                    # not passed on: this message holds the window until it is through
+                    self.consumer.call_later(self.suspend_s, self.pool.submit, self._run, chunk)
+                    return
+                chunk.attempts = 0
+            i += 1
+            chunk.i = i
+        self._finish(chunk)
+
+
+class OrderlyService(_Service):
+    """One consume thread at a time per queue, messages in queue order, and
+    only while the consumer holds the queue's lock on its master (clustering);
+    a failure suspends the queue and retries the message in place, up to
+    ``max_reconsume_times``, then sends it to the dead-letter queue."""
+
+    def __init__(self, consumer):
+        super().__init__(consumer)
+        self._lock = threading.Lock()
+        self.needs_lock = not consumer.broadcasting
+
+    def dispatch(self, pq: ProcessQueue, messages, next_offset: int, nbytes: int) -> None:
+        pq.add(messages, next_offset, nbytes, max(CHUNK_MIN, len(messages)))
+        self.schedule(pq)
+
+    def paused(self, pq: ProcessQueue) -> bool:
+        return False
+
+    def schedule(self, pq: ProcessQueue) -> None:
+        with self._lock:
+            if pq.busy or pq.dropped or time.monotonic() < pq.suspended_until:
+                return
+            pq.busy = True
+        self.pool.submit(self._run, pq)
+
+    def _run(self, pq: ProcessQueue) -> None:
+        try:
+            self._consume(pq)
+        finally:
+            with self._lock:
+                pq.busy = False
+            # a pull answer that came while we were busy has its chunks queued
+            if pq.first_pending() is not None and time.monotonic() >= pq.suspended_until:
+                self.schedule(pq)
+
+    def _consume(self, pq: ProcessQueue) -> None:
+        handler = self.consumer.on_message
+        give_up_at = time.monotonic() + MAX_TIME_CONTINUOUSLY_S
+        while not pq.dropped:
+            if self.needs_lock and pq.locked_until < time.monotonic():
+                # not (or no longer) ours on the master: wait for the lock service
+                pq.suspended_until = time.monotonic() + self.suspend_s
+                self.consumer.call_later(self.suspend_s, self.schedule, pq)
+                return
+            chunk = pq.first_pending()
+            if chunk is None:
+                return
+            messages = chunk.messages
+            while chunk.i < len(messages):
+                if pq.dropped:
+                    return
+                msg = messages[chunk.i]
+                try:
+                    handler(msg)
+                except Exception as exc:
+                    chunk.attempts += 1
+                    if chunk.attempts <= self.consumer.config.max_reconsume_times or \
+                            not self.consumer.dead_letter(msg, exc):
+                        log.warning("orderly consumption of %s failed (%d times): %s; queue %s "
+                                    "suspended for %g s", msg.msg_id, chunk.attempts, exc, pq.mq,
+                                    self.suspend_s)
+                        pq.suspended_until = time.monotonic() + self.suspend_s
+                        self.consumer.call_later(self.suspend_s, self.schedule, pq)
+                        return
+                chunk.attempts = 0
+                chunk.i += 1
+            self._finish(chunk)
+            if time.monotonic() > give_up_at:
+                return          # _run reschedules: other queues get a thread too

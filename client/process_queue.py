@@ -1,0 +1,120 @@
+"""A push consumer's local state of one queue and its consume window.
+
+Pulled messages are cut into *chunks* (runs of messages in queue order) that
+consume threads take one at a time; a chunk is consumed front to back, so its
+position (the offset of its next message) says what of it is done. The
+offset a queue may commit is the position of its oldest unfinished chunk: a
+slow or stuck message holds the committed offset at itself however far the
+other threads get (the sliding window of RocketMQ's ``ProcessQueue``, kept
+per chunk instead of per message so that the work per message stays small).
+
+Pure bookkeeping, no I/O: the consume services drive it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from duomq.common.message import MessageExt, MessageQueue
+
+
+class Chunk:
+    """Messages of one queue, in offset order, consumed front to back."""
+
+    __slots__ = ("pq", "messages", "i", "end", "nbytes", "attempts")
+
+    def __init__(self, pq: "ProcessQueue", messages: list[MessageExt], end: int, nbytes: int):
+        self.pq = pq
+        self.messages = messages
+        self.i = 0              # index of the next message to consume
+        self.end = end          # the offset after the chunk (past filtered-out entries too)
+        self.nbytes = nbytes    # body bytes, released from flow control when finished
+        self.attempts = 0       # failed attempts at messages[i] (orderly: in place)
+
+    @property
+    def finished(self) -> bool:
+        return self.i >= len(self.messages)
+
+    def position(self) -> int:
+        """The first offset of this chunk not yet consumed."""
+        return self.messages[self.i].queue_offset if self.i < len(self.messages) else self.end
+
+
+class ProcessQueue:
+    """One assigned queue: where to pull next and the window of pulled,
+    unconsumed chunks."""
+
+    def __init__(self, mq: MessageQueue, start: int, committed: int = -1):
+        self.mq = mq
+        self.next_pull = start       # offset of the next pull
+        self.committed = committed   # last offset committed (-1: none yet)
+        self.dropped = False         # no longer ours: stop pulling and consuming
+        self.pulls = 0
+        self.inflight = 0            # messages pulled, not yet consumed
+        self.inflight_bytes = 0      # ... and their bodies' bytes
+        self.locked_until = 0.0      # orderly: monotonic time the broker lock is held until
+        self.busy = False            # orderly: a consume thread has this queue
+        self.suspended_until = 0.0   # orderly: monotonic time a failed queue resumes at
+        self._low = start            # consumed offset when no chunk is pending
+        self._chunks: deque[Chunk] = deque()
+        self._lock = threading.Lock()
+
+    def add(self, messages: list[MessageExt], next_offset: int, nbytes: int,
+            chunk_size: int) -> list[Chunk]:
+        """Record a pull answer (``messages`` may be empty when every entry was
+        filtered out) and return its chunks of at most ``chunk_size``."""
+        if not messages:
+            chunks = [Chunk(self, messages, next_offset, 0)]
+        else:
+            n = len(messages)
+            chunks = []
+            for lo in range(0, n, chunk_size):
+                part = messages[lo:lo + chunk_size]
+                hi = lo + chunk_size
+                end = messages[hi].queue_offset if hi < n else next_offset
+                # bytes go with the first chunk only: summed once per pull
+                chunks.append(Chunk(self, part, end, nbytes if lo == 0 else 0))
+        with self._lock:
+            self._chunks.extend(chunks)
+            self.inflight += len(messages)
+            self.inflight_bytes += nbytes
+            self.next_pull = next_offset
+        return chunks
+
+    def finish(self, chunk: Chunk) -> None:
+        """A consume thread is done with ``chunk``."""
+        with self._lock:
+            self.inflight -= len(chunk.messages)
+            self.inflight_bytes -= chunk.nbytes
+
+    def skip_to(self, offset: int) -> None:
+        """The broker moved us (an illegal offset): pull from ``offset``, and
+        commit it once everything pulled before is consumed."""
+        with self._lock:
+            self.next_pull = offset
+            self._chunks.append(Chunk(self, [], offset, 0))
+
+    def consumed_offset(self) -> int:
+        """The offset to commit: nothing before it is left to consume."""
+        with self._lock:
+            chunks = self._chunks
+            while chunks and chunks[0].finished:
+                self._low = chunks.popleft().end
+            return chunks[0].position() if chunks else self._low
+
+    def span(self) -> int:
+        """Offsets between the oldest unconsumed message and the next pull."""
+        return self.next_pull - self.consumed_offset()
+
+    def pending(self) -> list[Chunk]:
+        """Unfinished chunks in queue order (orderly consumption takes the first)."""
+        with self._lock:
+            return [c for c in self._chunks if not c.finished]
+
+    def first_pending(self) -> Chunk | None:
+        with self._lock:
+            for c in self._chunks:
+                if not c.finished:
+                    return c
+            return None

@@ -1,0 +1,62 @@
+"""The consume window: the committed offset is the oldest unconsumed message."""
+
+from duomq.client.process_queue import ProcessQueue
+from duomq.common.message import MessageExt, MessageQueue
+
+MQ = MessageQueue("T", "broker-a", 0)
+
+
+def msgs(*offsets):
+    return [MessageExt("T", b"x", "", "", {}, 0, o, 0, 0, 0, "", 0, "broker-a") for o in offsets]
+
+
+def consume(chunk, n=None):
+    chunk.i = len(chunk.messages) if n is None else n
+
+
+def test_a_stuck_message_holds_the_offset_however_far_the_others_get():
+    pq = ProcessQueue(MQ, 100)
+    chunks = pq.add(msgs(*range(100, 200)), 200, 10_000, chunk_size=32)
+    assert [len(c.messages) for c in chunks] == [32, 32, 32, 4]
+    assert pq.inflight == 100 and pq.inflight_bytes == 10_000
+    for c in chunks[1:]:
+        consume(c)
+        pq.finish(c)
+    consume(chunks[0], 5)             # the sixth message of the first chunk is stuck
+    assert pq.consumed_offset() == 105
+    assert pq.span() == 95
+    consume(chunks[0])
+    pq.finish(chunks[0])
+    assert pq.consumed_offset() == 200 and pq.inflight == 0 and pq.inflight_bytes == 0
+
+
+def test_filtered_entries_pass_once_the_messages_before_them_are_consumed():
+    pq = ProcessQueue(MQ, 0)
+    first = pq.add(msgs(0, 7), 50, 2, chunk_size=32)     # 2..6, 8..49 filtered out
+    empty = pq.add([], 90, 0, chunk_size=32)              # a stretch with no match
+    assert empty[0].finished
+    assert pq.consumed_offset() == 0
+    consume(first[0], 1)
+    assert pq.consumed_offset() == 7
+    consume(first[0])
+    assert pq.consumed_offset() == 90 and pq.next_pull == 90
+
+
+def test_an_illegal_offset_moves_on_after_what_was_pulled_before():
+    pq = ProcessQueue(MQ, 10)
+    c = pq.add(msgs(10, 11), 12, 2, chunk_size=32)[0]
+    pq.skip_to(500)
+    assert pq.next_pull == 500 and pq.consumed_offset() == 10
+    consume(c)
+    assert pq.consumed_offset() == 500
+
+
+def test_orderly_takes_the_first_unfinished_chunk():
+    pq = ProcessQueue(MQ, 0)
+    a = pq.add(msgs(0, 1), 2, 0, chunk_size=32)[0]
+    b = pq.add(msgs(2, 3), 4, 0, chunk_size=32)[0]
+    assert pq.first_pending() is a
+    consume(a)
+    assert pq.first_pending() is b
+    consume(b)
+    assert pq.first_pending() is None and pq.consumed_offset() == 4
