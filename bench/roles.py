@@ -114,7 +114,7 @@ def consume(a):
                      read_from=a.read_from)
     c.start()
     deadline = time.monotonic() + 20
-    while len(c.assigned) < a.queues and time.monotonic() < deadline:
+    while len(c.held()) < a.queues and time.monotonic() < deadline:
         time.sleep(0.02)
     sys.stdout.write("READY\n")
     sys.stdout.flush()

@@ -43,3 +43,16 @@ def table(rows: list[list], header: list[str]) -> str:
               for i, h in enumerate(header)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join([fmt.format(*header)] + [fmt.format(*r) for r in rows])
+
+
+def message_json(m) -> dict:
+    """A received message as JSON (a body that is not UTF-8 in base64)."""
+    import base64
+    out = {"msg_id": m.msg_id, "topic": m.topic, "group": m.broker_group, "queue": m.queue_id,
+           "queue_offset": m.queue_offset, "tags": m.tags, "keys": m.keys,
+           "store_timestamp_ms": m.store_timestamp_ms, "properties": m.properties}
+    try:
+        out["body"] = m.body.decode()
+    except UnicodeDecodeError:
+        out["body_base64"] = base64.b64encode(m.body).decode()
+    return out

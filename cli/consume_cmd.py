@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 import threading
 import time
 
-from duomq.cli.common import add_endpoint, add_json, emit, endpoint
+from duomq.cli.common import add_endpoint, add_json, emit, endpoint, message_json
 from duomq.client import PushConsumer
 
 
@@ -31,13 +30,6 @@ def add(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _text(body: bytes):
-    try:
-        return {"body": body.decode()}
-    except UnicodeDecodeError:
-        return {"body_base64": base64.b64encode(body).decode()}
-
-
 def run(args) -> int:
     zookeeper, cluster = endpoint(args)
     lock = threading.Lock()
@@ -51,9 +43,7 @@ def run(args) -> int:
             state["last"] = time.monotonic()
             if not args.quiet:
                 if args.json:
-                    out.write(json.dumps({"msg_id": m.msg_id, "queue": m.queue_id,
-                                          "group": m.broker_group, "queue_offset": m.queue_offset,
-                                          "keys": m.keys, "tags": m.tags, **_text(m.body)}) + "\n")
+                    out.write(json.dumps(message_json(m)) + "\n")
                 else:
                     out.write(f"{m.msg_id} q{m.queue_id}@{m.queue_offset} {m.body[:200]!r}\n")
             if args.count and state["n"] >= args.count:

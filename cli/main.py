@@ -14,7 +14,8 @@ from duomq.common.errors import DuomqError
 # pod's probes (`duomq health`, every few seconds) start fast
 COMMANDS = {"dev": "dev_cmd", "broker": "broker_cmd", "topic": "topic_cmd",
             "produce": "produce_cmd", "consume": "consume_cmd", "status": "status_cmd",
-            "failover": "failover_cmd", "health": "health_cmd"}
+            "failover": "failover_cmd", "health": "health_cmd", "message": "message_cmd",
+            "dlq": "dlq_cmd"}
 
 
 def parser(only: str | None = None) -> argparse.ArgumentParser:

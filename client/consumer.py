@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
 from duomq.common.config import ConsumerConfig
-from duomq.common.errors import NoRouteError, TopicNotExistError, for_status
-from duomq.common.message import MessageExt, MessageQueue
+from duomq.common.errors import BadRequestError, NoRouteError, TopicNotExistError, for_status
+from duomq.common.message import MessageExt, MessageQueue, parse_msg_id
 from duomq.common.subscription import Subscription, parse
 from duomq.coordinator.members import read_target
 from duomq.coordinator.topics import TopicAdmin
@@ -121,6 +121,26 @@ class PullConsumer(ClientBase):
         result = pull_result(mq, *raw, sub)
         self.note_advice(mq, result)
         return result
+
+    def get_message(self, msg_id: str) -> MessageExt:
+        """A stored message by its id (broker group + commit-log offset), from
+        the group's master, else from any live member."""
+        try:
+            group, offset = parse_msg_id(msg_id)
+        except ValueError as exc:
+            raise BadRequestError(str(exc)) from None
+        try:
+            address = self.master_address(group)
+        except NoRouteError:
+            target = read_target(self.members.of(group), "slave_preferred", None)
+            if target is None:
+                raise NoRouteError(f"no live broker of group {group!r}") from None
+            address = target["address"]
+        status, error, resp = self.remoting.call(address, pb.GET_MESSAGE,
+                                                 pb.GetMessageRequest(physical_offset=offset),
+                                                 self.timeout_s)
+        raise_for(status, error)
+        return decode_records(resp.record, group)[0]
 
     def _query(self, mq: MessageQueue, query: int, timestamp_ms: int = 0) -> int:
         status, error, resp = self.remoting.call(

@@ -32,6 +32,7 @@ from duomq.common.errors import (ConfigError, DuomqError, MessageTooLargeError, 
                                  for_status)
 from duomq.common.message import Message, MessageQueue, make_msg_id
 from duomq.common.names import validate_name
+from duomq.common.delay import SCHEDULING
 from duomq.proto import pb
 from duomq.store import record as rec
 
@@ -231,8 +232,11 @@ class Producer(ClientBase):
         return mq, g.address, att.attempt_s(int(g.info.get("max_ack_wait_ms", 0)) / 1000)
 
     def _request(self, topic, mq, msgs, data) -> pb.SendRequest:
+        # delayed messages are held by the broker; a batch of plain ones costs
+        # one look at each message's (usually empty) properties
+        scheduled = any(m.properties and not SCHEDULING.isdisjoint(m.properties) for m in msgs)
         return pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs), records=data,
-                              producer_group=self.config.group)
+                              producer_group=self.config.group, scheduled=scheduled)
 
     def _attempts(self, msgs, timeout_ms, sharding_key, selector, queue, retries):
         timeout_s = (timeout_ms or self.config.send_timeout_ms) / 1000

@@ -25,14 +25,17 @@ from duomq.client.allocate import Strategy, strategy
 from duomq.client.base import raise_for
 from duomq.client.offset_file import LocalOffsetStore, default_path
 from duomq.client.consume_service import ConcurrentService, OrderlyService
-from duomq.client.consumer import PullConsumer, PullStatus, pull_result
+from duomq.client.consumer import EVERYTHING, PullConsumer, PullStatus, pull_result
 from duomq.client.process_queue import ProcessQueue
 from duomq.client.scheduler import Scheduler
 from duomq.common.config import ConsumerConfig
 from duomq.common.message import MessageExt, MessageQueue
 from duomq.common.service import ServiceThread
+from duomq.common.delay import RETRY_TOPIC
+from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.subscription import parse
 from duomq.coordinator.membership import GroupMembership
+from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,11 @@ class PushConsumer(PullConsumer):
             self.config.offset_store_dir, self.cluster, group,
             self.config.instance_name or socket.gethostname())) if self.broadcasting else None
         self.on_message = on_message
+        # clustering: failed messages come back through the group's retry topic
+        self.retry_topic = None if self.broadcasting else RETRY_PREFIX + group
+        self.topics = {topic: self.subscription}          # topic -> subscription
+        if self.retry_topic:
+            self.topics[self.retry_topic] = EVERYTHING
         self.orderly = self.config.consume_mode == "orderly"
         self.locking = self.orderly and not self.broadcasting   # queue locks on the master
         self.assigned: dict[MessageQueue, ProcessQueue] = {}
@@ -72,6 +80,14 @@ class PushConsumer(PullConsumer):
         self._lock = threading.RLock()
         self._running = False
         self.rebalances = 0
+        self.sent_back = [0, 0]        # to the retry topic, to the dead-letter topic
+
+    def held(self, topic: str | None = None) -> list[MessageQueue]:
+        """The queues of ``topic`` (default: the subscribed topic, not the
+        group's retry topic) this consumer holds now."""
+        topic = topic or self.topic
+        with self._lock:
+            return sorted(mq for mq in self.assigned if mq.topic == topic)
 
     @property
     def consumed_count(self) -> int:
@@ -80,9 +96,11 @@ class PushConsumer(PullConsumer):
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "PushConsumer":
         self.queues(self.topic)  # fails early for an unknown topic
+        if self.retry_topic:
+            self._ensure_group_topics()
         self._running = True
         self._service.start()
-        self.routes.add_listener(lambda topic: topic == self.topic and self._service.wakeup())
+        self.routes.add_listener(lambda topic: topic in self.topics and self._service.wakeup())
         self._membership = GroupMembership(
             self.zk, self.cluster, self.group, self.client_id,
             {"topic": self.topic, "model": self.config.message_model.upper()},
@@ -113,18 +131,29 @@ class PushConsumer(PullConsumer):
     def __exit__(self, *exc):
         self.shutdown()
 
+    def _ensure_group_topics(self) -> None:
+        """The group's retry and dead-letter topics, one queue on every broker
+        group of the topic (a failed message goes back to the group it came from)."""
+        admin = TopicAdmin(self.zk, self.cluster)
+        groups = sorted(admin.describe(self.topic).queues)
+        for name in (self.retry_topic, DLQ_PREFIX + self.group):
+            admin.ensure_system(name, groups)
+
     # ------------------------------------------------------------ rebalance
     def rebalance(self) -> None:
         if not self._running:
             return
         members = self._membership.members if self._membership else []
-        try:
-            queues = self.queues(self.topic)
-        except Exception as exc:
-            log.warning("rebalance of %s: no route (%s)", self.group, exc)
-            queues = []
-        known = set(queues)
-        mine = known if self.broadcasting else set(self.allocate(queues, members, self.client_id))
+        mine, known = set(), set()
+        for topic in self.topics:          # each topic split on its own, as RocketMQ does
+            try:
+                queues = self.queues(topic)
+            except Exception as exc:
+                log.warning("rebalance of %s: no route to %s (%s)", self.group, topic, exc)
+                continue
+            known.update(queues)
+            mine.update(queues if self.broadcasting
+                        else self.allocate(queues, members, self.client_id))
         if not mine <= known:
             log.warning("allocation of %s named queues the topic does not have: %s", self.group,
                         sorted(mine - known))
@@ -259,7 +288,8 @@ class PushConsumer(PullConsumer):
         wait_ms = self.config.long_polling_timeout_ms
         req = pb.PullRequest(consumer_group=self.group, topic=pq.mq.topic, queue_id=pq.mq.queue_id,
                              queue_offset=pq.next_pull, max_messages=self.config.pull_batch_size,
-                             max_wait_ms=wait_ms, subscription=self.subscription.expression)
+                             max_wait_ms=wait_ms,
+                             subscription=self.topics[pq.mq.topic].expression)
         fut = self.remoting.request(address, pb.PULL, req, self.timeout_s + wait_ms / 1000)
         fut.add_done_callback(lambda f: self._on_pulled(pq, f))
 
@@ -268,7 +298,7 @@ class PushConsumer(PullConsumer):
         if pq.dropped:
             return
         try:
-            result = pull_result(pq.mq, *fut.result(), self.subscription)
+            result = pull_result(pq.mq, *fut.result(), self.topics[pq.mq.topic])
         except Exception as exc:
             if self._running:
                 log.warning("pull of %s failed: %s", pq.mq, exc)
@@ -279,6 +309,9 @@ class PushConsumer(PullConsumer):
         if result.status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MESSAGE):
             # filtered-out entries count as consumed once the messages before them are
             nbytes = sum(len(m.body) for m in result.messages)    # once per batch
+            if pq.mq.topic == self.retry_topic:                   # retries: as first sent
+                for m in result.messages:
+                    m.topic = m.properties.get(RETRY_TOPIC, m.topic)
             self._consume.dispatch(pq, result.messages, result.next_offset, nbytes)
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
@@ -288,19 +321,43 @@ class PushConsumer(PullConsumer):
 
     # ------------------------------------------------------------ failures
     def handle_failure(self, msg: MessageExt, exc: Exception, attempts: int) -> bool:
-        """``on_message`` raised: True when the message is dealt with (passed),
-        False to try it again here after ``suspend_current_queue_ms``."""
-        if attempts > self.config.max_reconsume_times:
-            log.error("on_message failed %d times for %s; giving it up: %s", attempts,
-                      msg.msg_id, exc)
-            return True
-        log.warning("on_message failed for %s (attempt %d): %s", msg.msg_id, attempts, exc)
-        return False
+        """``on_message`` raised: True when the message is dealt with (sent
+        back for a delayed retry, or to the dead-letter queue after
+        ``max_reconsume_times`` retries), False to try it again here after
+        ``suspend_current_queue_ms`` (the send back failed; broadcasting,
+        where there is no retry topic, up to ``max_reconsume_times``)."""
+        if self.broadcasting:
+            if attempts > self.config.max_reconsume_times:
+                log.error("on_message failed %d times for %s; giving it up: %s", attempts,
+                          msg.msg_id, exc)
+                return True
+            log.warning("on_message failed for %s (attempt %d): %s", msg.msg_id, attempts, exc)
+            return False
+        log.info("on_message failed for %s (retried %d times): %s", msg.msg_id,
+                 msg.reconsume_times, exc)
+        return self._send_back(msg, dead_letter=False)
 
     def dead_letter(self, msg: MessageExt, exc: Exception) -> bool:
         """Orderly consumption gave ``msg`` up; True once it is set aside."""
         log.error("orderly consumption gives %s up after %d attempts: %s", msg.msg_id,
                   self.config.max_reconsume_times + 1, exc)
+        return self.broadcasting or self._send_back(msg, dead_letter=True)
+
+    def _send_back(self, msg: MessageExt, dead_letter: bool) -> bool:
+        req = pb.SendBackRequest(consumer_group=self.group, physical_offset=msg.physical_offset,
+                                 max_reconsume_times=self.config.max_reconsume_times,
+                                 dead_letter=dead_letter)
+        try:
+            status, error, resp = self.remoting.call(
+                self.master_address(msg.broker_group, msg.topic), pb.SEND_BACK, req,
+                self.timeout_s)
+            raise_for(status, error)
+        except Exception as exc:
+            log.warning("cannot send %s back to %s: %s; trying it again here", msg.msg_id,
+                        msg.broker_group, exc)
+            return False
+        with self._lock:
+            self.sent_back[resp.topic.startswith(DLQ_PREFIX)] += 1
         return True
 
     # ------------------------------------------------------------ offsets

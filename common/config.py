@@ -17,6 +17,7 @@ from typing import Any
 
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
+from duomq.common.delay import DEFAULT_LEVELS, parse_levels
 
 
 class FlushDiskType(str, enum.Enum):
@@ -107,6 +108,8 @@ class BrokerConfig:
     max_pull_messages: int = 1024            # most records one pull answer carries
     max_pull_bytes: int = 4 * MIB            # most bytes one pull answer carries
     offset_persist_interval_ms: int = 5000   # persist consumer offsets this often
+    # --- delays, retries
+    message_delay_level: str = DEFAULT_LEVELS  # delay levels 1..N (RocketMQ's 18 by default)
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
@@ -123,6 +126,7 @@ class BrokerConfig:
                   "sync_replicas", "ha_max_gap_bytes", "ha_housekeeping_ms", "ha_heartbeat_ms",
                   "ha_transfer_batch_bytes", "ha_window_bytes", "read_advice_ttl_ms",
                   "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes")
+        parse_levels(self.message_delay_level)
         if self.broker_id < 0:
             raise ConfigError(f"broker_id: must be >= 0, got {self.broker_id}")
         if not 0 <= self.port < 65536:

@@ -11,7 +11,10 @@ class Message:
 
     ``body``: bytes (a str is encoded as UTF-8); ``keys``: one or more keys (a
     string with keys separated by spaces, or a list); ``tags``: one tag used
-    for filtering; ``properties``: str -> str.
+    for filtering; ``properties``: str -> str. ``delay_level`` (1..18 with the
+    default levels ``1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h
+    2h``) or ``deliver_at_ms`` (epoch ms) holds the message at the broker until
+    then (kept in properties as ``DELAY`` and ``DELIVER_AT``).
     """
 
     topic: str
@@ -21,7 +24,8 @@ class Message:
     properties: dict[str, str]
 
     def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, tags: str = "",
-                 keys: str | list[str] = "", properties: dict[str, str] | None = None):
+                 keys: str | list[str] = "", properties: dict[str, str] | None = None,
+                 delay_level: int = 0, deliver_at_ms: int = 0):
         # written by hand: one call per message on the producer's hot path
         if type(body) is not bytes:
             if isinstance(body, str):
@@ -37,6 +41,17 @@ class Message:
         self.tags = tags
         self.keys = keys
         self.properties = {} if properties is None else properties
+        if delay_level or deliver_at_ms:
+            self.properties = dict(self.properties)
+            if delay_level:
+                if type(delay_level) is not int or delay_level < 0:
+                    raise ValueError(f"delay_level must be a level >= 1, got {delay_level!r}")
+                self.properties["DELAY"] = str(delay_level)
+            if deliver_at_ms:
+                if type(deliver_at_ms) is not int or deliver_at_ms < 0:
+                    raise ValueError(f"deliver_at_ms must be epoch milliseconds, got "
+                                     f"{deliver_at_ms!r}")
+                self.properties["DELIVER_AT"] = str(deliver_at_ms)
 
 
 @dataclass(slots=True)
@@ -61,6 +76,11 @@ class MessageExt:
     def msg_id(self) -> str:
         """Broker group + commit-log offset: valid on every member of the group."""
         return make_msg_id(self.broker_group, self.physical_offset)
+
+    @property
+    def reconsume_times(self) -> int:
+        """How many times this message was sent back for a retry."""
+        return int(self.properties.get("RECONSUME_TIME", 0) or 0)
 
     @property
     def key_list(self) -> list[str]:

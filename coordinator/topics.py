@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from duomq.common.errors import ConfigError, TopicNotExistError
-from duomq.common.names import validate_name
+from duomq.common.names import SYSTEM_PREFIXES, validate_name
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.zk import dumps, loads
 
@@ -78,6 +78,35 @@ class TopicAdmin:
         except NodeExistsError:
             raise ConfigError(f"topic {name!r} already exists (use update)") from None
         return cfg
+
+    def ensure_system(self, name: str, groups: list[str], queues: int = 1) -> TopicConfig:
+        """A consumer group's ``%RETRY%`` or ``%DLQ%`` topic, with ``queues`` on
+        each of ``groups`` (created, or extended to groups it lacks; never
+        shrunk). Safe to race: every consumer of a group calls it at start."""
+        validate_name("topic", name, allow_system=True)
+        if not name.startswith(SYSTEM_PREFIXES):
+            raise ConfigError(f"{name!r} is not a retry or dead-letter topic")
+        self.zk.ensure_path(self.paths.topics)
+        while True:
+            try:
+                old, stat = self._get(name)
+            except TopicNotExistError:
+                cfg = TopicConfig(name, {g: queues for g in groups})
+                _check_queues(cfg.queues)
+                try:
+                    self.zk.create(self.paths.topic(name), cfg.to_json())
+                    return cfg
+                except NodeExistsError:
+                    continue
+            missing = {g: queues for g in groups if g not in old.queues}
+            if not missing:
+                return old
+            cfg = TopicConfig(name, {**old.queues, **missing}, old.perm, old.order)
+            try:
+                self.zk.set(self.paths.topic(name), cfg.to_json(), version=stat.version)
+                return cfg
+            except BadVersionError:
+                continue
 
     def update(self, name: str, queues: int | dict[str, int] | None = None,
                groups: list[str] | None = None, *, order: bool | None = None,

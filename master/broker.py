@@ -27,6 +27,7 @@ import zmq
 
 from duomq import __version__
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
+from duomq.common.delay import parse_levels
 from duomq.common.memory import usable_memory
 from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
@@ -39,6 +40,7 @@ from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.processors import Processors
 from duomq.master.pull_hold import PullRequestHoldService
 from duomq.master.queue_locks import QueueLocks
+from duomq.master.schedule import ScheduleService
 from duomq.proto import codec, pb
 from duomq.replication.ha_client import HAClient
 from duomq.replication.ha_service import HAService
@@ -49,6 +51,7 @@ log = logging.getLogger(__name__)
 _NOTE = struct.Struct(">cqq")   # kind, offset, second offset
 MAX_DRAIN = 512              # client messages handled before looking at other news
 HOUSEKEEPING_S = 0.05
+SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
 MEMBER_INFO_INTERVAL_S = 1.0  # refresh of this broker's member node
 # answers that mean the request itself was wrong: counted in bad_requests
@@ -103,6 +106,9 @@ class Broker(RoleChanges):
         self.pull_hold = PullRequestHoldService()
         self.ack_waiters = AckWaiters()
         self.queue_locks = QueueLocks()
+        self.delay_levels = parse_levels(config.message_delay_level)
+        self.schedule: ScheduleService | None = None    # master only
+        self._next_schedule = 0.0
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.flushed_offset = 0
@@ -132,6 +138,8 @@ class Broker(RoleChanges):
             pb.BROKER_STATUS: self.processors.broker_status,
             pb.LOCK_QUEUES: self.processors.lock_queues,
             pb.UNLOCK_QUEUES: self.processors.unlock_queues,
+            pb.SEND_BACK: self.processors.send_back,
+            pb.GET_MESSAGE: self.processors.get_message,
         }
         self._services: list[ServiceThread] = []
         self._next_retention = 0.0
@@ -305,12 +313,22 @@ class Broker(RoleChanges):
                     self.appended = False
                     if self.sync_flush:
                         self.flush_service.wakeup()
+                self._pump_schedule()
                 self._update_visible()   # first: transfers carry the newest confirmed offset
                 if self.ha is not None:
                     self.ha.pump(time.monotonic())
                 self._housekeeping()
         finally:
             self._shutdown()
+
+    def _pump_schedule(self) -> None:
+        """Deliver delayed messages that came due (a master taking writes)."""
+        now = time.monotonic()
+        if self.schedule is None or now < self._next_schedule or not self.writable():
+            return
+        self._next_schedule = now + SCHEDULE_INTERVAL_S
+        if self.schedule.pump(time.time_ns() // 1_000_000, self.visible_offset):
+            self.appended = True
 
     def _drain_router(self) -> None:
         router = self.router

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import time
 
+from duomq.common import delay as d
 from duomq.common import subscription
 from duomq.common.errors import BadRequestError, DuomqError
-from duomq.common.names import validate_name
+from duomq.common.names import RETRY_PREFIX, validate_name
+from duomq.master import requeue
 from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
 from duomq.master.read_advice import (ADVICE_MIN_BEHIND, master_says_go_to_slave,
@@ -51,21 +53,52 @@ class Processors:
         if not b.writable():
             return pb.SERVICE_NOT_AVAILABLE, b.not_writable_reason(), None
         try:
-            put = self.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count)
+            if req.scheduled:
+                resp, end = self._put_scheduled(req)
+            else:
+                put = self.store.put_batch(req.topic, req.queue_id, bytearray(req.records),
+                                           req.count)
+                resp = pb.SendResponse(queue_offset=put.queue_offset,
+                                       broker_group=self.config.group)
+                resp.physical_offsets.extend(put.physical_offsets)
+                end = put.end_offset
         except rec.RecordTooLargeError as exc:
             return pb.MESSAGE_TOO_LARGE, str(exc), None
         except rec.RecordError as exc:
             return pb.BAD_REQUEST, f"malformed batch: {exc}", None
+        except BadRequestError as exc:
+            return pb.BAD_REQUEST, str(exc), None
         b.appended = True
-        resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=self.config.group)
-        resp.physical_offsets.extend(put.physical_offsets)
         if b.sync_replication and not b.slaves_available():
             return pb.SLAVE_NOT_AVAILABLE, (
                 f"stored, but fewer than sync_replicas ({self.config.sync_replicas}) in-sync "
                 f"slaves are connected to confirm it"), resp
-        if b.ack_waiter(put.end_offset, identity, request_id, resp):
+        if b.ack_waiter(end, identity, request_id, resp):
             return None
         return pb.OK, "", resp
+
+    def _put_scheduled(self, req: pb.SendRequest):
+        """A batch with delayed messages: each goes to its level's queue of the
+        schedule topic (or, when not delayed, to its queue), one record at a
+        time (delays are rare; the batch path stays as it is). Everything is
+        validated before anything is stored."""
+        buf = bytearray(req.records)
+        rec.scan_batch(buf, req.topic.encode(), self.config.max_message_bytes, req.count)
+        now = int(time.time() * 1000)
+        placed = [requeue.schedule(m, req.queue_id, self.broker.delay_levels, now)
+                  for m in rec.decode_records(buf, self.config.group)]
+        for _topic, _qid, record in placed:
+            if len(record) > self.config.max_message_bytes:
+                raise rec.RecordTooLargeError(
+                    f"a delayed record is {len(record)} bytes with its schedule properties, "
+                    f"over max_message_bytes ({self.config.max_message_bytes})")
+        resp = pb.SendResponse(broker_group=self.config.group, queue_offset=-1)
+        end = 0
+        for topic, qid, record in placed:
+            put = self.store.put_batch(topic, qid, bytearray(record), 1)
+            resp.physical_offsets.extend(put.physical_offsets)
+            end = put.end_offset
+        return resp, end
 
     # ------------------------------------------------------------ pull
     def pull(self, identity: bytes, request_id: int, req: pb.PullRequest, held: bool = False):
@@ -194,6 +227,45 @@ class Processors:
                              offset=self.broker.offsets.fetch(req.consumer_group, q.topic,
                                                               q.queue_id))
         return pb.OK, "", resp
+
+    # ------------------------------------------------------------ send back, lookups
+    def send_back(self, identity, request_id, req: pb.SendBackRequest):
+        """A consumer failed a message stored here: write it again into the
+        group's retry topic (delayed) or dead-letter topic."""
+        b = self.broker
+        if b.role != "MASTER":
+            return pb.NOT_MASTER, b.not_writable_reason(), None
+        try:
+            validate_name("consumer group", req.consumer_group)
+        except DuomqError as exc:
+            return pb.INVALID_NAME, str(exc), None
+        if not b.writable():
+            return pb.SERVICE_NOT_AVAILABLE, b.not_writable_reason(), None
+        view = self.store.read_record(req.physical_offset, self.store.commitlog.max_offset)
+        if view is None:
+            return pb.BAD_REQUEST, f"no message is stored at offset {req.physical_offset} " \
+                                   f"of broker group {self.config.group!r}", None
+        msg = rec.decode_records(view, self.config.group)[0]
+        topic, qid, record = requeue.send_back(
+            msg, req.consumer_group, b.delay_levels, max(req.max_reconsume_times, 0),
+            req.delay_level, req.dead_letter)
+        try:
+            put = self.store.put_batch(topic, qid, bytearray(record), 1)
+        except rec.RecordError as exc:
+            return pb.MESSAGE_TOO_LARGE, f"cannot store the message again: {exc}", None
+        b.appended = True
+        where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
+        resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
+        if b.ack_waiter(put.end_offset, identity, request_id, resp):
+            return None
+        return pb.OK, "", resp
+
+    def get_message(self, identity, request_id, req: pb.GetMessageRequest):
+        view = self.store.read_record(req.physical_offset, self.broker.visible_offset)
+        if view is None:
+            return pb.BAD_REQUEST, f"no message is stored at offset {req.physical_offset} " \
+                                   f"of broker group {self.config.group!r}", None
+        return pb.OK, "", pb.GetMessageResponse(record=bytes(view))
 
     # ------------------------------------------------------------ queue locks
     def lock_queues(self, identity, request_id, req: pb.LockQueuesRequest):

@@ -103,18 +103,20 @@ class Frame(_message.Message):
     def __init__(self, version: _Optional[int] = ..., request_id: _Optional[int] = ..., type: _Optional[_Union[RequestType, str]] = ..., status: _Optional[_Union[Status, str]] = ..., error: _Optional[str] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class SendRequest(_message.Message):
-    __slots__ = ("topic", "queue_id", "count", "records", "producer_group")
+    __slots__ = ("topic", "queue_id", "count", "records", "producer_group", "scheduled")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     count: int
     records: bytes
     producer_group: str
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., producer_group: _Optional[str] = ...) -> None: ...
+    scheduled: bool
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., producer_group: _Optional[str] = ..., scheduled: _Optional[bool] = ...) -> None: ...
 
 class SendResponse(_message.Message):
     __slots__ = ("queue_offset", "physical_offsets", "broker_group")

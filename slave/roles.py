@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from duomq.coordinator.registry import MASTER, SLAVE
+from duomq.master.schedule import ScheduleService
 from duomq.proto import pb
 from duomq.replication.ha_client import HAClient
 from duomq.replication.ha_service import HAService
@@ -27,6 +28,9 @@ class RoleChanges:
         self.role = MASTER
         self.draining = False
         self.queue_locks.clear()       # holders take their queues again on renewal
+        # delayed messages resume from the progress the old master replicated
+        self.schedule = ScheduleService(self.store, self.offsets, self.delay_levels,
+                                        self.config.group)
         self.replicated_offset = -1
         self.ha = HAService(self.store, self.config, self.ha_router, lambda: self.registry.epoch,
                             lambda: self.visible_offset, self.offsets,
@@ -43,6 +47,7 @@ class RoleChanges:
             return
         self.role = SLAVE
         self.ha = None
+        self.schedule = None
         self.draining = False
         for w in self.ack_waiters.drain():
             self._reply(w.identity, w.request_id, pb.SEND, pb.FLUSH_SLAVE_TIMEOUT,

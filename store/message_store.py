@@ -336,6 +336,28 @@ class MessageStore:
                 hi = mid
         return lo
 
+    def read_record(self, phys: int, visible_end: int | None = None):
+        """The stored record that starts at ``phys`` (a message id's offset),
+        checked (magic, lengths, CRC); None if no record starts there or it
+        ends past ``visible_end``."""
+        head = self.commitlog.read(phys, 8) if phys >= self.commitlog.min_offset else None
+        if head is None:
+            return None
+        size, magic = rec.SIZE_MAGIC.unpack_from(head, 0)
+        if magic != rec.RECORD_MAGIC or size < rec.HEADER_SIZE or \
+                (visible_end is not None and phys + size > visible_end):
+            return None
+        view = self.commitlog.read(phys, size)
+        if view is None:
+            return None
+        try:
+            rec.check_record(view, 0, size)
+        except rec.RecordError:
+            return None
+        if rec.HEADER.unpack_from(view, 0)[5] != phys:    # a body that looks like a record
+            return None
+        return view
+
     def store_timestamp(self, phys: int) -> int | None:
         view = self.commitlog.read(phys, rec.HEADER_SIZE)
         return rec.HEADER.unpack_from(view, 0)[7] if view is not None else None

@@ -34,4 +34,5 @@ def test_every_subcommand_is_still_there():
 def _minimal(name: str) -> list[str]:
     return {"topic": ["topic", "list"], "produce": ["produce", "T"],
             "consume": ["consume", "T", "--group", "g"], "health": ["health", "--live"],
-            "dev": ["dev", "status"]}.get(name, [name])
+            "dev": ["dev", "status"], "message": ["message", "get", "broker-a:" + "0" * 16],
+            "dlq": ["dlq", "list", "--group", "g"]}.get(name, [name])

@@ -38,7 +38,7 @@ def test_every_member_gets_every_message_and_resumes_from_its_file(local_cluster
         p.send_batch([Message("Config", b"v%d" % i) for i in range(100)])
         wait_for(lambda: len(r1) == 100 and len(r2) == 100, what="both members to get all 100")
         assert sorted(r1) == sorted(r2) == sorted(b"v%d" % i for i in range(100))
-        assert len(m1.assigned) == len(m2.assigned) == 4
+        assert len(m1.held()) == len(m2.held()) == 4
         m2.shutdown()                                    # commits to host-2.json
         p.send_batch([Message("Config", b"w%d" % i) for i in range(50)])
         wait_for(lambda: len(r1) == 150, what="the remaining member to get the next 50")

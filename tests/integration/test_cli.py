@@ -60,7 +60,9 @@ def test_dev_cluster_end_to_end(zk_server, tmp_path):
         status = lines(duomq("status", "--json", env=env))[0]
         assert {b["role"] for b in status["brokers"]} == {"MASTER"}
         assert status["total_lag"] == 0
-        assert sum(1 for x in status["consumer_lag"] if x["consumer_group"] == "cli") == 6
+        lag = [x for x in status["consumer_lag"] if x["consumer_group"] == "cli"]
+        assert sum(x["topic"] == "CliTopic" for x in lag) == 6
+        assert sum(x["topic"] == "%RETRY%cli" for x in lag) == 2   # one per broker group
     finally:
         down = lines(duomq("dev", "down", "--json", env=env))[0]
     assert set(down["stopped"]) >= {"broker-a/0", "broker-b/0"}

@@ -47,7 +47,7 @@ def test_a_stuck_message_holds_the_committed_offset_and_the_window(local_cluster
         # the others go on, up to the window: 300 past the stuck one, plus one pull
         wait_for(lambda: len(done) >= 300, what="the other messages to be consumed")
         time.sleep(0.5)
-        pq = next(iter(c.assigned.values()))
+        pq = c.assigned[c.held()[0]]
         assert 50 + 300 <= pq.next_pull <= 50 + 300 + 32, "pulling paused at the span"
         assert max(done) < pq.next_pull and 50 not in done
         c.commit_offsets()
@@ -136,11 +136,11 @@ def test_orderly_keeps_queue_order_through_a_rebalance(local_cluster, small_stor
     c1 = PushConsumer("ordered", "Ordered", check.handler("c1"), **opts).start()
     c2 = None
     try:
-        wait_for(lambda: len(c1.assigned) == 4, what="c1 to hold all 4 queues")
+        wait_for(lambda: len(c1.held()) == 4, what="c1 to hold all 4 queues")
         produce(zk, cl, "Ordered", 1200, batch=40)
         wait_for(lambda: sum(map(len, check.order.values())) >= 200, what="c1 under way")
         c2 = PushConsumer("ordered", "Ordered", check.handler("c2"), **opts).start()
-        wait_for(lambda: len(c1.assigned) == 2 and len(c2.assigned) == 2, what="a 2/2 split")
+        wait_for(lambda: len(c1.held()) == 2 and len(c2.held()) == 2, what="a 2/2 split")
         wait_for(lambda: sum(len(set(check.offsets(k))) for k in list(check.order)) == 1200,
                  what="all 1200")
     finally:

@@ -31,21 +31,21 @@ def test_group_rebalances_when_a_consumer_joins_and_leaves(local_cluster, small_
     r1, r2 = Recorder(), Recorder()
     c1 = PushConsumer("billing", "Events", r1, zookeeper=zk, cluster=cl, consume_from="first",
                       offset_commit_interval_ms=200).start()
-    wait_for(lambda: len(c1.assigned) == 8, what="c1 to hold all 8 queues")
+    wait_for(lambda: len(c1.held()) == 8, what="c1 to hold all 8 queues")
     with Producer(zk, cl) as p:
         for i in range(20):
             p.send_batch([Message("Events", b"a%03d-%d" % (i, k)) for k in range(10)])
         wait_for(lambda: len(r1.seen) >= 200, what="c1 to consume the first 200")
         c2 = PushConsumer("billing", "Events", r2, zookeeper=zk, cluster=cl, consume_from="first",
                           offset_commit_interval_ms=200).start()
-        wait_for(lambda: len(c1.assigned) == 4 and len(c2.assigned) == 4, what="a 4/4 split")
-        assert set(c1.assigned).isdisjoint(c2.assigned)
+        wait_for(lambda: len(c1.held()) == 4 and len(c2.held()) == 4, what="a 4/4 split")
+        assert set(c1.held()).isdisjoint(c2.held())
         for i in range(20):
             p.send_batch([Message("Events", b"b%03d-%d" % (i, k)) for k in range(10)])
         wait_for(lambda: len(set(r1.seen) | set(r2.seen)) >= 400, what="all 400")
         assert any(b.startswith(b"b") for b in r2.seen), "the newcomer got part of the traffic"
         c1.shutdown()                                    # leaves: c2 takes everything
-        wait_for(lambda: len(c2.assigned) == 8, what="c2 to take all 8 queues")
+        wait_for(lambda: len(c2.held()) == 8, what="c2 to take all 8 queues")
         for i in range(10):
             p.send_batch([Message("Events", b"c%03d-%d" % (i, k)) for k in range(10)])
         wait_for(lambda: sum(b.startswith(b"c") for b in r2.seen) >= 100, what="c2 to get the rest")
@@ -71,12 +71,12 @@ def test_members_split_queues_by_the_strategy_they_name(local_cluster):
                             allocate_strategy="circle", rebalance_interval_ms=500).start()
                for _ in range(2)]
     try:
-        wait_for(lambda: sorted(len(m.assigned) for m in members) == [4, 4], what="a 4/4 split")
+        wait_for(lambda: sorted(len(m.held()) for m in members) == [4, 4], what="a 4/4 split")
         ids = [m.client_id for m in members]
         queues = members[0].queues("Events")
         for m in members:
-            assert set(m.assigned) == set(allocate_by_circle(queues, ids, m.client_id))
-            assert {q.broker_group for q in m.assigned} == {"broker-a", "broker-b"}
+            assert set(m.held()) == set(allocate_by_circle(queues, ids, m.client_id))
+            assert {q.broker_group for q in m.held()} == {"broker-a", "broker-b"}
     finally:
         for m in members:
             m.shutdown()
@@ -90,8 +90,8 @@ def test_members_split_queues_by_the_strategy_they_name(local_cluster):
     c = PushConsumer("mine", "Events", pull_nothing, zookeeper=zk, cluster=cl,
                      allocate=only_b).start()
     try:
-        wait_for(lambda: len(c.assigned) == 4, what="the user strategy's 4 queues")
-        assert {q.broker_group for q in c.assigned} == {"broker-b"} and first
+        wait_for(lambda: len(c.held()) == 4, what="the user strategy's 4 queues")
+        assert {q.broker_group for q in c.held()} == {"broker-b"} and first
     finally:
         c.shutdown()
 
@@ -106,7 +106,7 @@ def test_flow_control_bounds_the_bytes_held_per_queue(local_cluster):
     peak, seen = [0], []
 
     def slow(msg):
-        pq = next(iter(c.assigned.values()))
+        pq = c.assigned[c.held()[0]]
         peak[0] = max(peak[0], pq.inflight_bytes)
         seen.append(msg)
         time.sleep(0.01)

@@ -1,0 +1,93 @@
+import pytest
+from duomq.common import delay as d
+from duomq.common.errors import ConfigError, BadRequestError
+from duomq.common.message import MessageExt
+from duomq.master import requeue
+from duomq.store import record as rec
+
+LEVELS = d.parse_levels(d.DEFAULT_LEVELS)
+
+
+def test_the_default_levels_are_rocketmqs_18():
+    assert len(LEVELS) == 18
+    assert LEVELS[:4] == (1000, 5000, 10_000, 30_000) and LEVELS[-1] == 7_200_000
+
+
+@pytest.mark.parametrize("text", ["", "1s 1s", "5s 1s", "1x", "0s", "1.5s"])
+def test_bad_levels_are_refused(text):
+    with pytest.raises(ConfigError):
+        d.parse_levels(text)
+
+
+@pytest.mark.parametrize("remaining,level", [
+    (-5, 0), (0, 0), (1, 1), (999, 1), (1000, 1), (4999, 1), (5000, 2), (59_999, 4),
+    (3_600_000, 17), (10 ** 9, 18)])
+def test_a_delivery_time_hops_to_the_longest_level_not_past_it(remaining, level):
+    assert d.hop_level(LEVELS, remaining) == level
+
+
+def test_hops_reach_any_time_within_the_shortest_level():
+    for remaining in (1, 700, 4321, 61_000, 7_199_999, 3 * 86_400_000 + 17):
+        t, hops = 0, 0
+        while (level := d.hop_level(LEVELS, remaining - t)):
+            t += LEVELS[level - 1]
+            hops += 1
+        assert remaining <= t < remaining + 1000 or remaining <= 0
+        assert hops < 60
+
+
+def test_retry_levels_start_at_3_and_stop_at_the_last():
+    assert [d.retry_level(LEVELS, n) for n in (0, 1, 15, 16, 40)] == [3, 4, 18, 18, 18]
+
+
+def stored(topic="T", props=None, body=b"b"):
+    raw = rec.encode_record(topic.encode(), b"tag", b"k1 k2", rec.encode_properties(props or {}),
+                            body, 123, rec.pack_host("10.0.0.1", 99), physical_offset=4096)
+    return rec.decode_records(raw, "broker-a")[0]
+
+
+def decode(requeued):
+    topic, qid, raw = requeued
+    return topic, qid, rec.decode_records(raw)[0]
+
+
+def test_a_message_asking_for_a_delay_goes_to_its_level_queue_and_back():
+    topic, qid, m = decode(requeue.schedule(stored(props={"DELAY": "3", "x": "1"}), 2, LEVELS, 0))
+    assert (topic, qid) == (d.SCHEDULE_TOPIC, 2)
+    assert m.properties == {"DELAY": "3", "x": "1", "REAL_TOPIC": "T", "REAL_QID": "2"}
+    topic, qid, back = decode(requeue.due(m, LEVELS, 10_000))
+    assert (topic, qid) == ("T", 2) and back.properties == {"x": "1"}
+    assert (back.body, back.tags, back.keys, back.born_timestamp_ms, back.born_host) == \
+        (b"b", "tag", "k1 k2", 123, "10.0.0.1:99")
+
+
+def test_a_delivery_time_rides_the_levels():
+    m = stored(props={"DELIVER_AT": str(65_000)})
+    topic, qid, s = decode(requeue.schedule(m, 0, LEVELS, 0))
+    assert (topic, qid) == (d.SCHEDULE_TOPIC, 4)                      # 1m
+    topic, qid, s2 = decode(requeue.due(s, LEVELS, 60_000))
+    assert (topic, qid) == (d.SCHEDULE_TOPIC, 1)                      # 5s left: 5s
+    assert decode(requeue.due(s2, LEVELS, 65_000))[:2] == ("T", 0)    # due
+    assert decode(requeue.schedule(stored(props={"DELIVER_AT": "5"}), 1, LEVELS, 10))[:2] == ("T", 1)
+
+
+def test_a_bad_delay_property_is_a_bad_request():
+    with pytest.raises(BadRequestError):
+        requeue.schedule(stored(props={"DELAY": "soon"}), 0, LEVELS, 0)
+
+
+def test_send_back_counts_retries_then_dead_letters():
+    m = stored()
+    topic, qid, r = decode(requeue.send_back(m, "g", LEVELS, 16))
+    assert (topic, qid) == (d.SCHEDULE_TOPIC, 2)                      # level 3
+    assert r.properties["REAL_TOPIC"] == "%RETRY%g" and r.properties["RECONSUME_TIME"] == "1"
+    assert r.properties["RETRY_TOPIC"] == "T" and r.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
+    retried = MessageExt(**{**{f: getattr(r, f) for f in r.__dataclass_fields__},
+                            "topic": "%RETRY%g", "physical_offset": 9999,
+                            "properties": {**r.properties, "RECONSUME_TIME": "16"}})
+    topic, qid, dead = decode(requeue.send_back(retried, "g", LEVELS, 16))
+    assert (topic, qid) == ("%DLQ%g", 0)
+    assert dead.properties["RETRY_TOPIC"] == "T" and dead.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
+    assert "REAL_TOPIC" not in dead.properties
+    assert decode(requeue.send_back(m, "g", LEVELS, 16, dead_letter=True))[0] == "%DLQ%g"
+    assert decode(requeue.send_back(m, "g", LEVELS, 16, delay_level=1))[1] == 0
