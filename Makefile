@@ -22,12 +22,14 @@ bench: install
 	$(PY) bench/ha_bench.py
 	$(PY) bench/spark_bench.py
 	$(PY) bench/tag_filter_bench.py
+	$(PY) bench/push_consumer_bench.py
 
 bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/run_all.py
 	BENCH_QUICK=1 $(PY) bench/ha_bench.py
 	BENCH_QUICK=1 $(PY) bench/spark_bench.py
 	BENCH_QUICK=1 $(PY) bench/tag_filter_bench.py
+	BENCH_QUICK=1 $(PY) bench/push_consumer_bench.py
 
 proto: install
 	bash scripts/gen_proto.sh
