@@ -107,11 +107,6 @@ class ProcessQueue:
         """Offsets between the oldest unconsumed message and the next pull."""
         return self.next_pull - self.consumed_offset()
 
-    def pending(self) -> list[Chunk]:
-        """Unfinished chunks in queue order (orderly consumption takes the first)."""
-        with self._lock:
-            return [c for c in self._chunks if not c.finished]
-
     def first_pending(self) -> Chunk | None:
         with self._lock:
             for c in self._chunks:

@@ -212,41 +212,34 @@ class PushConsumer(PullConsumer):
         """Lock ``mqs`` on their masters; return those held and until when
         (monotonic) this client may consume them without renewing."""
         held: dict[MessageQueue, float] = {}
-        by_group: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_group.setdefault(mq.broker_group, []).append(mq)
-        for group, items in by_group.items():
+        for items in _by_group(mqs).values():
             until = time.monotonic() + CLIENT_LOCK_TTL_S
-            req = pb.LockQueuesRequest(consumer_group=self.group, client_id=self.client_id)
-            for mq in items:
-                req.queues.add(topic=mq.topic, queue_id=mq.queue_id)
-            try:
-                status, error, resp = self.remoting.call(
-                    self.master_address(group, items[0].topic), pb.LOCK_QUEUES, req,
-                    self.timeout_s)
-                raise_for(status, error)
-            except Exception as exc:
-                log.warning("cannot lock queues of %s on %s: %s", self.group, group, exc)
-                continue
-            got = {(q.topic, q.queue_id) for q in resp.locked}
-            held.update((mq, until) for mq in items if (mq.topic, mq.queue_id) in got)
+            resp = self._locks_request(pb.LOCK_QUEUES, items)
+            if resp is not None:
+                got = {(q.topic, q.queue_id) for q in resp.locked}
+                held.update((mq, until) for mq in items if (mq.topic, mq.queue_id) in got)
         return held
 
     def _unlock_queues(self, mqs: list[MessageQueue]) -> None:
-        by_group: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_group.setdefault(mq.broker_group, []).append(mq)
-        for group, items in by_group.items():
-            req = pb.LockQueuesRequest(consumer_group=self.group, client_id=self.client_id)
-            for mq in items:
-                req.queues.add(topic=mq.topic, queue_id=mq.queue_id)
-            try:
-                status, error, _ = self.remoting.call(
-                    self.master_address(group, items[0].topic), pb.UNLOCK_QUEUES, req,
-                    self.timeout_s)
-                raise_for(status, error)
-            except Exception as exc:
-                log.warning("cannot unlock queues of %s on %s: %s", self.group, group, exc)
+        for items in _by_group(mqs).values():
+            self._locks_request(pb.UNLOCK_QUEUES, items)
+
+    def _locks_request(self, type_: int, items: list[MessageQueue]):
+        """LOCK_QUEUES or UNLOCK_QUEUES for queues of one broker group; the
+        answer, or None (logged) when it failed."""
+        req = pb.LockQueuesRequest(consumer_group=self.group, client_id=self.client_id)
+        for mq in items:
+            req.queues.add(topic=mq.topic, queue_id=mq.queue_id)
+        group = items[0].broker_group
+        try:
+            status, error, resp = self.remoting.call(
+                self.master_address(group, items[0].topic), type_, req, self.timeout_s)
+            raise_for(status, error)
+        except Exception as exc:
+            log.warning("%s of %s on %s failed: %s", pb.RequestType.Name(type_), self.group,
+                        group, exc)
+            return None
+        return resp
 
     def renew_locks(self) -> None:
         """Renew the locks of every queue held; a queue whose lock is lost stops
@@ -381,6 +374,13 @@ class PushConsumer(PullConsumer):
             return
         for pq in pqs:
             pq.committed = dirty.get(pq.mq, pq.committed)
+
+
+def _by_group(mqs) -> dict[str, list[MessageQueue]]:
+    out: dict[str, list[MessageQueue]] = {}
+    for mq in mqs:
+        out.setdefault(mq.broker_group, []).append(mq)
+    return out
 
 
 class _RebalanceService(ServiceThread):
