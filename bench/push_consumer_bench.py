@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
-from duomq.dev.harness import LocalCluster
-from duomq.dev.zookeeper import launch
+from one_broker import one_broker
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 200_000 if QUICK else 500_000))
@@ -67,22 +64,14 @@ def drain(zk: str, cluster: str, mode: str) -> dict:
 
 
 def main() -> None:
-    base = tempfile.mkdtemp(prefix="duomq-pushbench-")
-    zk = launch(data_dir=os.path.join(base, "zk"))
-    cluster = LocalCluster(zk.connect, f"PushBench{os.getpid()}", os.path.join(base, "brokers"))
-    try:
-        cluster.add_broker("broker-a", 0, flush="ASYNC_FLUSH", segment_size_bytes=256 << 20)
-        cluster.create_topic("Backlog", QUEUES)
-        produce_s = produce(zk.connect, cluster.cluster)
+    with one_broker("PushBench", "Backlog", QUEUES, flush="ASYNC_FLUSH",
+                    segment_size_bytes=256 << 20) as (zk, cluster):
+        produce_s = produce(zk, cluster)
         out = {"bench": "push_consumer", "backlog": N, "queues": QUEUES,
                "body_bytes": len(BODY), "produce_messages_per_s": round(N / produce_s)}
         for mode in os.environ.get("MODES", "concurrently,orderly").split(","):
-            out[mode] = drain(zk.connect, cluster.cluster, mode)
-        print(json.dumps(out), flush=True)
-    finally:
-        cluster.stop_all()
-        zk.stop()
-        shutil.rmtree(base, ignore_errors=True)
+            out[mode] = drain(zk, cluster, mode)
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 
 from duomq.client import Message, Producer, PullConsumer, PullStatus
-from duomq.dev.harness import LocalCluster
-from duomq.dev.zookeeper import launch
+from one_broker import one_broker
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 200_000 if QUICK else 1_000_000))
@@ -61,26 +58,17 @@ def drain(zk: str, cluster: str, subscription: str) -> dict:
 
 
 def main() -> None:
-    base = tempfile.mkdtemp(prefix="duomq-tagbench-")
-    zk = launch(data_dir=os.path.join(base, "zk"))
-    cluster = LocalCluster(zk.connect, f"TagBench{os.getpid()}", os.path.join(base, "brokers"))
-    try:
-        cluster.add_broker("broker-a", 0, flush="ASYNC_FLUSH")
-        cluster.create_topic("Backlog", QUEUES)
-        produce_s = produce(zk.connect, cluster.cluster)
-        filtered = drain(zk.connect, cluster.cluster, "Hit")
-        everything = drain(zk.connect, cluster.cluster, "*")
-        assert filtered["messages"] == N // 100 and everything["messages"] == N
-        print(json.dumps({
-            "bench": "tag_filter", "backlog": N, "match_ratio": 0.01, "body_bytes": len(BODY),
-            "produce_messages_per_s": round(N / produce_s),
-            "filtered": filtered, "all": everything,
-            "filtered_vs_all_time": round(filtered["seconds"] / everything["seconds"], 3),
-        }), flush=True)
-    finally:
-        cluster.stop_all()
-        zk.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    with one_broker("TagBench", "Backlog", QUEUES, flush="ASYNC_FLUSH") as (zk, cluster):
+        produce_s = produce(zk, cluster)
+        filtered = drain(zk, cluster, "Hit")
+        everything = drain(zk, cluster, "*")
+    assert filtered["messages"] == N // 100 and everything["messages"] == N
+    print(json.dumps({
+        "bench": "tag_filter", "backlog": N, "match_ratio": 0.01, "body_bytes": len(BODY),
+        "produce_messages_per_s": round(N / produce_s),
+        "filtered": filtered, "all": everything,
+        "filtered_vs_all_time": round(filtered["seconds"] / everything["seconds"], 3),
+    }), flush=True)
 
 
 if __name__ == "__main__":

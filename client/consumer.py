@@ -58,6 +58,14 @@ def pull_result(mq: MessageQueue, status: int, error: str, resp,
     raise for_status(status, error)
 
 
+def by_broker_group(mqs) -> dict[str, list[MessageQueue]]:
+    """Queues grouped by the broker group that holds them (one request each)."""
+    out: dict[str, list[MessageQueue]] = {}
+    for mq in mqs:
+        out.setdefault(mq.broker_group, []).append(mq)
+    return out
+
+
 class PullConsumer(ClientBase):
     def __init__(self, zookeeper: str | None = None, cluster: str | None = None,
                  group: str = "DEFAULT_CONSUMER", *, config: ConsumerConfig | None = None,
@@ -161,14 +169,11 @@ class PullConsumer(ClientBase):
 
     def commit(self, offsets: dict[MessageQueue, int]) -> None:
         """Commit offsets (next offset to consume) to each queue's master."""
-        by_group: dict[str, list[tuple[MessageQueue, int]]] = {}
-        for mq, off in offsets.items():
-            by_group.setdefault(mq.broker_group, []).append((mq, off))
-        for items in by_group.values():
+        for items in by_broker_group(offsets).values():
             req = pb.CommitOffsetRequest(consumer_group=self.group)
-            for mq, off in items:
-                req.offsets.add(topic=mq.topic, queue_id=mq.queue_id, offset=off)
-            mq = items[0][0]
+            for mq in items:
+                req.offsets.add(topic=mq.topic, queue_id=mq.queue_id, offset=offsets[mq])
+            mq = items[0]
             status, error, _ = self.remoting.call(self.master_address(mq.broker_group, mq.topic),
                                                   pb.COMMIT_OFFSET, req, self.timeout_s)
             raise_for(status, error)

@@ -73,8 +73,10 @@ class ProcessQueue:
                 part = messages[lo:lo + chunk_size]
                 hi = lo + chunk_size
                 end = messages[hi].queue_offset if hi < n else next_offset
-                # bytes go with the first chunk only: summed once per pull
-                chunks.append(Chunk(self, part, end, nbytes if lo == 0 else 0))
+                # the pull's body bytes, shared by message count (each chunk
+                # releases its share when done, in whatever order they finish)
+                share = nbytes * min(hi, n) // n - nbytes * lo // n
+                chunks.append(Chunk(self, part, end, share))
         with self._lock:
             self._chunks.extend(chunks)
             self.inflight += len(messages)
@@ -98,18 +100,22 @@ class ProcessQueue:
     def consumed_offset(self) -> int:
         """The offset to commit: nothing before it is left to consume."""
         with self._lock:
-            chunks = self._chunks
-            while chunks and chunks[0].finished:
-                self._low = chunks.popleft().end
-            return chunks[0].position() if chunks else self._low
+            first = self._first()
+            return first.position() if first is not None else self._low
 
     def span(self) -> int:
         """Offsets between the oldest unconsumed message and the next pull."""
         return self.next_pull - self.consumed_offset()
 
     def first_pending(self) -> Chunk | None:
+        """The oldest unfinished chunk (orderly consumption takes it next);
+        finished ones before it leave the window here, as in ``consumed_offset``,
+        so the look stays short however many chunks were consumed since a commit."""
         with self._lock:
-            for c in self._chunks:
-                if not c.finished:
-                    return c
-            return None
+            return self._first()
+
+    def _first(self) -> Chunk | None:
+        chunks = self._chunks
+        while chunks and chunks[0].finished:
+            self._low = chunks.popleft().end
+        return chunks[0] if chunks else None

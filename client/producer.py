@@ -76,16 +76,18 @@ ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if r
 
 
 def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: bytes,
-                 max_message_bytes: int) -> bytes:
-    """The records of a batch of messages of ``topic``, concatenated (pure).
-    The producer's hot path: a message with no tags, keys or properties is
-    packed inline; the others go through ``record.encode_record``."""
+                 max_message_bytes: int) -> tuple[bytes, bool]:
+    """The records of a batch of messages of ``topic``, concatenated, and
+    whether one of them asks for a delay (pure). The producer's hot path: a
+    message with no tags, keys or properties is packed inline; the others go
+    through ``record.encode_record``."""
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt
     pack, crc32, magic = rec.HEADER.pack, zlib.crc32, rec.RECORD_MAGIC
     parts = []
     append = parts.append
+    scheduled = False
     for m in msgs:
         if m.topic != topic:
             raise ValueError(f"a batch must hold one topic: {topic!r} and {m.topic!r}")
@@ -93,6 +95,8 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
         if type(body) is not bytes:   # bytearray or memoryview: len() must count bytes
             body = bytes(body)
         if m.tags or m.keys or m.properties:
+            if m.properties and not scheduled:
+                scheduled = not SCHEDULING.isdisjoint(m.properties)
             r = rec.encode_record(topic_b, m.tags.encode() if m.tags else b"",
                                   m.keys.encode() if m.keys else b"",
                                   rec.encode_properties(m.properties) if m.properties else b"",
@@ -109,7 +113,7 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
             raise MessageTooLargeError(f"message of {size} bytes (with header) exceeds "
                                        f"max_message_bytes ({max_message_bytes})")
         append(r)
-    return b"".join(parts)
+    return b"".join(parts), scheduled
 
 
 def _local_host() -> bytes:
@@ -154,15 +158,15 @@ class Producer(ClientBase):
         """Send messages of one topic as one batch to one queue (one request,
         one write, one fsync). The result names the first message; ``msg_ids``
         lists them all. Blocking sends do their own socket I/O (no thread hop)."""
-        topic, data = self._encode(msgs)
+        topic, encoded = self._encode(msgs)
         att = self._attempts(msgs, timeout_ms, sharding_key, selector, queue, None)
         while True:
             mq = None
             try:
                 mq, address, timeout_s = self._target(topic, msgs, sharding_key, selector, arg,
                                                       queue, att)
-                raw = self.remoting.call(address, pb.SEND, self._request(topic, mq, msgs, data),
-                                         timeout_s)
+                raw = self.remoting.call(address, pb.SEND,
+                                         self._request(topic, mq, msgs, encoded), timeout_s)
                 result = att.judge(*raw, mq)
             except Exception as exc:
                 if att.retry_after_error(exc, mq):
@@ -193,7 +197,7 @@ class Producer(ClientBase):
         return [self.config.group], []
 
     # ------------------------------------------------------------ internals
-    def _encode(self, msgs: Sequence[Message]) -> tuple[str, bytes]:
+    def _encode(self, msgs: Sequence[Message]) -> tuple[str, tuple[bytes, bool]]:
         if not msgs:
             raise ValueError("nothing to send")
         if len(msgs) > self.config.batch_max_messages:
@@ -231,10 +235,8 @@ class Producer(ClientBase):
             raise NoRouteError(f"broker group {mq.broker_group!r} is not serving {topic!r}")
         return mq, g.address, att.attempt_s(int(g.info.get("max_ack_wait_ms", 0)) / 1000)
 
-    def _request(self, topic, mq, msgs, data) -> pb.SendRequest:
-        # delayed messages are held by the broker; a batch of plain ones costs
-        # one look at each message's (usually empty) properties
-        scheduled = any(m.properties and not SCHEDULING.isdisjoint(m.properties) for m in msgs)
+    def _request(self, topic, mq, msgs, encoded) -> pb.SendRequest:
+        data, scheduled = encoded      # scheduled: the broker holds the delayed ones
         return pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs), records=data,
                               producer_group=self.config.group, scheduled=scheduled)
 
@@ -249,7 +251,7 @@ class Producer(ClientBase):
               retries: int | None = None) -> Future:
         """The asynchronous send: attempts chained through the I/O thread's
         callbacks; a retry is issued from the retry pool (route look-ups may block)."""
-        topic, data = self._encode(msgs)
+        topic, encoded = self._encode(msgs)
         att = self._attempts(msgs, timeout_ms, sharding_key, selector, queue, retries)
         outer: Future = Future()
         outer.set_running_or_notify_cancel()
@@ -260,7 +262,7 @@ class Producer(ClientBase):
                 mq, address, timeout_s = self._target(topic, msgs, sharding_key, selector, arg,
                                                       queue, att)
                 inner = self.remoting.request(address, pb.SEND,
-                                              self._request(topic, mq, msgs, data), timeout_s)
+                                              self._request(topic, mq, msgs, encoded), timeout_s)
             except Exception as exc:
                 return failed(exc, mq)
             inner.add_done_callback(lambda f: finished(f, mq))

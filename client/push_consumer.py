@@ -25,7 +25,8 @@ from duomq.client.allocate import Strategy, strategy
 from duomq.client.base import raise_for
 from duomq.client.offset_file import LocalOffsetStore, default_path
 from duomq.client.consume_service import ConcurrentService, OrderlyService
-from duomq.client.consumer import EVERYTHING, PullConsumer, PullStatus, pull_result
+from duomq.client.consumer import (EVERYTHING, PullConsumer, PullStatus, by_broker_group,
+                                   pull_result)
 from duomq.client.process_queue import ProcessQueue
 from duomq.client.scheduler import Scheduler
 from duomq.common.config import ConsumerConfig
@@ -212,7 +213,7 @@ class PushConsumer(PullConsumer):
         """Lock ``mqs`` on their masters; return those held and until when
         (monotonic) this client may consume them without renewing."""
         held: dict[MessageQueue, float] = {}
-        for items in _by_group(mqs).values():
+        for items in by_broker_group(mqs).values():
             until = time.monotonic() + CLIENT_LOCK_TTL_S
             resp = self._locks_request(pb.LOCK_QUEUES, items)
             if resp is not None:
@@ -221,7 +222,7 @@ class PushConsumer(PullConsumer):
         return held
 
     def _unlock_queues(self, mqs: list[MessageQueue]) -> None:
-        for items in _by_group(mqs).values():
+        for items in by_broker_group(mqs).values():
             self._locks_request(pb.UNLOCK_QUEUES, items)
 
     def _locks_request(self, type_: int, items: list[MessageQueue]):
@@ -374,13 +375,6 @@ class PushConsumer(PullConsumer):
             return
         for pq in pqs:
             pq.committed = dirty.get(pq.mq, pq.committed)
-
-
-def _by_group(mqs) -> dict[str, list[MessageQueue]]:
-    out: dict[str, list[MessageQueue]] = {}
-    for mq in mqs:
-        out.setdefault(mq.broker_group, []).append(mq)
-    return out
 
 
 class _RebalanceService(ServiceThread):

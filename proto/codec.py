@@ -25,7 +25,6 @@ MESSAGES = {
     pb.UNLOCK_QUEUES: (pb.LockQueuesRequest, pb.LockQueuesResponse),
     pb.SEND_BACK: (pb.SendBackRequest, pb.SendBackResponse),
     pb.GET_MESSAGE: (pb.GetMessageRequest, pb.GetMessageResponse),
-    pb.QUERY_BY_KEY: (pb.QueryByKeyRequest, pb.QueryByKeyResponse),
 }
 
 

@@ -23,8 +23,10 @@ def test_plain_and_full_messages_encode_like_encode_record():
             Message("T", memoryview(array.array("i", [1, 2, 3]))),   # 12 bytes, 3 items
             Message("T", b"tagged", tags="TagA"), Message("T", b"", keys=["k1", "k2"]),
             Message("T", "text body", properties={"a": "1"}), Message("T", b"last")]
-    data = encode_batch(msgs, "T", 1234, HOST, 1 << 20)
+    data, scheduled = encode_batch(msgs, "T", 1234, HOST, 1 << 20)
     assert data == reference(msgs, 1234)
+    assert not scheduled
+    assert encode_batch(msgs + [Message("T", b"later", delay_level=2)], "T", 1, HOST, 1 << 20)[1]
     bounds, borns, hashes = rec.scan_batch(bytearray(data), b"T", 1 << 20, len(msgs))
     assert borns == [1234] * len(msgs)
     assert hashes[3] == rec.tag_hash(b"TagA") and hashes[0] == 0
