@@ -32,6 +32,39 @@ def endpoint(args) -> tuple[str, str]:
     return zk or DEFAULT_ZOOKEEPER, cluster or DEFAULT_CLUSTER
 
 
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_time(text: str, now_ms: int | None = None) -> int:
+    """A point in time as epoch milliseconds, from epoch milliseconds
+    (``1763800000000``), ISO 8601 (``2026-11-22T10:00``, local time unless it
+    names a zone) or a time ago (``30m``, ``2h``, ``1d``, ``45s``; a leading
+    ``-`` is allowed)."""
+    import datetime
+    import time
+    t = text.strip()
+    if t.isdigit():
+        return int(t)
+    ago = t[1:] if t.startswith("-") else t
+    if ago[-1:] in _UNITS_MS and ago[:-1].isdigit():
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return now - int(ago[:-1]) * _UNITS_MS[ago[-1]]
+    try:
+        return int(datetime.datetime.fromisoformat(t).timestamp() * 1000)
+    except ValueError:
+        raise ValueError(f"not a time: {text!r} (epoch ms, ISO 8601 such as "
+                         f"2026-11-22T10:00:00, or a time ago such as 30m)") from None
+
+
+def time_arg(text: str) -> int:
+    """argparse type for a time (see parse_time)."""
+    import argparse
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def emit(obj) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()

@@ -1,8 +1,9 @@
-"""``duomq message get ID``: a stored message by its id."""
+"""``duomq message get ID`` and ``duomq message find --topic T --key K``:
+stored messages by id, and by key through the brokers' key index."""
 
 from __future__ import annotations
 
-from duomq.cli.common import add_endpoint, add_json, emit, endpoint, message_json
+from duomq.cli.common import add_endpoint, add_json, emit, endpoint, message_json, time_arg
 
 
 def add(sub) -> None:
@@ -11,19 +12,46 @@ def add(sub) -> None:
     g = verbs.add_parser("get", help="a message by id (broker group:commit-log offset, as "
                          "send and consume print it)")
     g.add_argument("ids", nargs="+", metavar="ID")
-    add_endpoint(g)
-    add_json(g)
+    f = verbs.add_parser("find", help="messages of a topic by key, newest first")
+    f.add_argument("--topic", required=True)
+    f.add_argument("--key", required=True, help="one key (a message's keys are separated "
+                   "by spaces)")
+    f.add_argument("--begin", type=time_arg, default=0, metavar="TIME",
+                   help="stored at or after (epoch ms, ISO 8601, or a time ago: 2h)")
+    f.add_argument("--end", type=time_arg, default=0, metavar="TIME",
+                   help="stored at or before (default: now)")
+    f.add_argument("--max", type=int, default=32, dest="max_num",
+                   help="most messages (default 32, at most 64 per broker group)")
+    for q in (g, f):
+        add_endpoint(q)
+        add_json(q)
     g.set_defaults(func=get)
+    f.set_defaults(func=find)
+
+
+def _show(args, messages) -> None:
+    for m in messages:
+        row = message_json(m)
+        if args.json:
+            emit(row)
+        else:
+            print("\n".join(f"{k:>20}: {v}" for k, v in row.items()) + "\n")
 
 
 def get(args) -> int:
     from duomq.client import PullConsumer
     zookeeper, cluster = endpoint(args)
     with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
-        for msg_id in args.ids:
-            m = message_json(c.get_message(msg_id))
-            if args.json:
-                emit(m)
-            else:
-                print("\n".join(f"{k:>20}: {v}" for k, v in m.items()) + "\n")
+        _show(args, [c.get_message(msg_id) for msg_id in args.ids])
+    return 0
+
+
+def find(args) -> int:
+    from duomq.client import PullConsumer
+    zookeeper, cluster = endpoint(args)
+    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+        found = c.query_by_key(args.topic, args.key, args.begin, args.end, args.max_num)
+    _show(args, found)
+    if not args.json:
+        print(f"{len(found)} message(s) with key {args.key!r} in {args.topic!r}")
     return 0

@@ -137,18 +137,42 @@ class PullConsumer(ClientBase):
             group, offset = parse_msg_id(msg_id)
         except ValueError as exc:
             raise BadRequestError(str(exc)) from None
-        try:
-            address = self.master_address(group)
-        except NoRouteError:
-            target = read_target(self.members.of(group), "slave_preferred", None)
-            if target is None:
-                raise NoRouteError(f"no live broker of group {group!r}") from None
-            address = target["address"]
-        status, error, resp = self.remoting.call(address, pb.GET_MESSAGE,
+        status, error, resp = self.remoting.call(self._lookup_address(group), pb.GET_MESSAGE,
                                                  pb.GetMessageRequest(physical_offset=offset),
                                                  self.timeout_s)
         raise_for(status, error)
         return decode_records(resp.record, group)[0]
+
+    def query_by_key(self, topic: str, key: str, begin_ms: int = 0, end_ms: int = 0,
+                     max_num: int = 32) -> list[MessageExt]:
+        """Messages of ``topic`` that carry ``key`` among their keys, stored
+        within ``[begin_ms, end_ms]`` (0: unbounded), newest first, at most
+        ``max_num`` (a broker answers 64 at most): from every broker group of
+        the topic, each through its key index on the master, else a live slave."""
+        if not key or len(key.split()) != 1 or key != key.strip():
+            raise BadRequestError(f"a key is one word without spaces, got {key!r}")
+        if max_num <= 0:
+            raise BadRequestError(f"max_num must be positive, got {max_num}")
+        req = pb.QueryByKeyRequest(topic=topic, key=key, begin_timestamp_ms=begin_ms,
+                                   end_timestamp_ms=end_ms, max_num=max_num)
+        found: list[MessageExt] = []
+        for group in sorted({mq.broker_group for mq in self.queues(topic)}):
+            status, error, resp = self.remoting.call(self._lookup_address(group),
+                                                     pb.QUERY_BY_KEY, req, self.timeout_s)
+            raise_for(status, error)
+            found += decode_records(resp.records, group)
+        found.sort(key=lambda m: m.store_timestamp_ms, reverse=True)
+        return found[:max_num]
+
+    def _lookup_address(self, group: str) -> str:
+        """Where a lookup goes: the group's master, else any live member."""
+        try:
+            return self.master_address(group)
+        except NoRouteError:
+            target = read_target(self.members.of(group), "slave_preferred", None)
+            if target is None:
+                raise NoRouteError(f"no live broker of group {group!r}") from None
+            return target["address"]
 
     def _query(self, mq: MessageQueue, query: int, timestamp_ms: int = 0) -> int:
         status, error, resp = self.remoting.call(

@@ -36,6 +36,7 @@ from duomq.common.delay import RETRY_TOPIC
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.subscription import parse
 from duomq.coordinator.membership import GroupMembership
+from duomq.coordinator.offset_reset import ResetWatch
 from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 
@@ -76,6 +77,9 @@ class PushConsumer(PullConsumer):
         self._scheduler = Scheduler()
         self.call_later = self._scheduler.call_later
         self._membership: GroupMembership | None = None
+        self._reset_watch: ResetWatch | None = None
+        self._pending_reset: dict[MessageQueue, int] | None = None
+        self.resets = 0
         self._service = _RebalanceService(self)
         self._consume = (OrderlyService if self.orderly else ConcurrentService)(self)
         self._lock = threading.RLock()
@@ -107,6 +111,8 @@ class PushConsumer(PullConsumer):
             {"topic": self.topic, "model": self.config.message_model.upper()},
             lambda members: self._service.wakeup())
         self._membership.join()
+        self._reset_watch = ResetWatch(self.zk, self.cluster, self.group, self.topic,
+                                       self._on_reset)
         self._service.wakeup()
         return self
 
@@ -116,6 +122,8 @@ class PushConsumer(PullConsumer):
         if not self._running:
             return
         self._running = False
+        if self._reset_watch:
+            self._reset_watch.close()
         self._service.shutdown()
         with self._lock:
             for pq in self.assigned.values():
@@ -194,6 +202,41 @@ class PushConsumer(PullConsumer):
             self._pull(pq)
         log.info("consumer %s of %s now holds %d queues (members %d)", self.client_id, self.group,
                  len(self.assigned), len(members))
+
+    # ------------------------------------------------------------ offset resets
+    def _on_reset(self, offsets: dict[MessageQueue, int]) -> None:
+        """An operator reset the group's offsets (a ZooKeeper watch thread):
+        the rebalance service applies it, between its own commits."""
+        with self._lock:
+            self._pending_reset = offsets
+        self._service.wakeup()
+
+    def apply_reset(self) -> None:
+        """Move every held queue named by a pending reset to its new offset:
+        a fresh window from there (the old one is dropped: its pulls and
+        messages in hand are forgotten), committed at once."""
+        with self._lock:
+            offsets, self._pending_reset = self._pending_reset, None
+            if not offsets or not self._running:
+                return
+            moved, olds = [], []
+            for mq, old in list(self.assigned.items()):
+                if mq in offsets:
+                    old.dropped = True
+                    pq = ProcessQueue(mq, offsets[mq])
+                    pq.locked_until = old.locked_until
+                    self.assigned[mq] = pq
+                    moved.append(pq)
+                    olds.append(old)
+        if self.orderly:     # one thread per queue: let the message in hand finish first
+            deadline = time.monotonic() + RELEASE_WAIT_S
+            while any(old.busy for old in olds) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        self.resets += 1
+        log.info("offset reset of %s: %d queues moved", self.group, len(moved))
+        self._commit(moved)
+        for pq in moved:
+            self._pull(pq)
 
     def _release(self, pqs: list[ProcessQueue]) -> None:
         """Queues no longer ours: commit where they stopped; orderly, first let
@@ -400,6 +443,7 @@ class _RebalanceService(ServiceThread):
             now = time.monotonic()
             woken = self._event.is_set()
             self._event.clear()
+            c.apply_reset()
             if woken or now >= self._next_rebalance:
                 self._next_rebalance = now + c.config.rebalance_interval_ms / 1000
                 try:

@@ -76,6 +76,9 @@ class BrokerConfig:
     file_reserved_hours: float = 72.0        # keep commit-log segments at least this long
     retention_check_interval_ms: int = 10_000  # how often retention looks for old segments
     retention_wait_for_consumers: bool = True  # keep a segment a consumer group has not consumed
+    index_slot_count: int = 5_000_000        # key index: hash slots per index file (4 B each)
+    index_max_entries: int = 20_000_000      # key index: entries per index file (20 B each;
+                                             # files are sparse, disk is taken as they fill)
     # --- flush
     flush: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     sync_flush_timeout_ms: int = 5000        # SYNC_FLUSH: answer FLUSH_DISK_TIMEOUT past this
@@ -125,8 +128,12 @@ class BrokerConfig:
                   "offset_persist_interval_ms", "retention_check_interval_ms",
                   "sync_replicas", "ha_max_gap_bytes", "ha_housekeeping_ms", "ha_heartbeat_ms",
                   "ha_transfer_batch_bytes", "ha_window_bytes", "read_advice_ttl_ms",
-                  "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes")
+                  "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes",
+                  "index_slot_count", "index_max_entries")
         parse_levels(self.message_delay_level)
+        for name in ("index_slot_count", "index_max_entries"):
+            if getattr(self, name) >= 1 << 31:
+                raise ConfigError(f"{name}: must be below 2**31, got {getattr(self, name)}")
         if self.broker_id < 0:
             raise ConfigError(f"broker_id: must be >= 0, got {self.broker_id}")
         if not 0 <= self.port < 65536:

@@ -69,3 +69,6 @@ class ZkPaths:
 
     def group_member(self, group: str, client_id: str) -> str:
         return f"{self.group_members(group)}/{client_id}"
+
+    def group_reset(self, group: str, topic: str) -> str:
+        return f"{self.consumer_groups}/{group}/resets/{topic}"

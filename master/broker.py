@@ -140,6 +140,7 @@ class Broker(RoleChanges):
             pb.UNLOCK_QUEUES: self.processors.unlock_queues,
             pb.SEND_BACK: self.processors.send_back,
             pb.GET_MESSAGE: self.processors.get_message,
+            pb.QUERY_BY_KEY: self.processors.query_by_key,
         }
         self._services: list[ServiceThread] = []
         self._next_retention = 0.0

@@ -24,6 +24,8 @@ PROBE_BYTES = 64 << 10        # the page-cache windows probed for a pull
 # readahead even deep in a cold backlog (this machine's disk reads 8 MiB
 # ahead), so a second window is probed this far past the pull position.
 PROBE_AHEAD = 16 << 20
+QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
+QUERY_MAX_NUM = 64            # ... and at most
 
 
 class Processors:
@@ -266,6 +268,21 @@ class Processors:
             return pb.BAD_REQUEST, f"no message is stored at offset {req.physical_offset} " \
                                    f"of broker group {self.config.group!r}", None
         return pb.OK, "", pb.GetMessageResponse(record=bytes(view))
+
+    def query_by_key(self, identity, request_id, req: pb.QueryByKeyRequest):
+        try:
+            validate_name("topic", req.topic, allow_system=True)
+        except DuomqError as exc:
+            return pb.INVALID_NAME, str(exc), None
+        if not req.key or req.key != req.key.strip() or len(req.key.split()) != 1:
+            return pb.BAD_REQUEST, f"a key is one word without spaces, got {req.key!r}", None
+        if req.max_num < 0 or req.begin_timestamp_ms < 0 or req.end_timestamp_ms < 0:
+            return pb.BAD_REQUEST, "max_num and the time range must not be negative", None
+        end = req.end_timestamp_ms or int(time.time() * 1000) + 1000
+        max_num = min(req.max_num or QUERY_DEFAULT_NUM, QUERY_MAX_NUM)
+        found = self.store.query_by_key(req.topic, req.key, req.begin_timestamp_ms, end, max_num,
+                                        self.config.max_pull_bytes, self.broker.visible_offset)
+        return pb.OK, "", pb.QueryByKeyResponse(count=len(found), records=b"".join(found))
 
     # ------------------------------------------------------------ queue locks
     def lock_queues(self, identity, request_id, req: pb.LockQueuesRequest):

@@ -25,6 +25,7 @@ MESSAGES = {
     pb.UNLOCK_QUEUES: (pb.LockQueuesRequest, pb.LockQueuesResponse),
     pb.SEND_BACK: (pb.SendBackRequest, pb.SendBackResponse),
     pb.GET_MESSAGE: (pb.GetMessageRequest, pb.GetMessageResponse),
+    pb.QUERY_BY_KEY: (pb.QueryByKeyRequest, pb.QueryByKeyResponse),
 }
 
 

@@ -23,6 +23,7 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNLOCK_QUEUES: _ClassVar[RequestType]
     SEND_BACK: _ClassVar[RequestType]
     GET_MESSAGE: _ClassVar[RequestType]
+    QUERY_BY_KEY: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -63,6 +64,7 @@ LOCK_QUEUES: RequestType
 UNLOCK_QUEUES: RequestType
 SEND_BACK: RequestType
 GET_MESSAGE: RequestType
+QUERY_BY_KEY: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -419,3 +421,25 @@ class GetMessageResponse(_message.Message):
     RECORD_FIELD_NUMBER: _ClassVar[int]
     record: bytes
     def __init__(self, record: _Optional[bytes] = ...) -> None: ...
+
+class QueryByKeyRequest(_message.Message):
+    __slots__ = ("topic", "key", "begin_timestamp_ms", "end_timestamp_ms", "max_num")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    key: str
+    begin_timestamp_ms: int
+    end_timestamp_ms: int
+    max_num: int
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., max_num: _Optional[int] = ...) -> None: ...
+
+class QueryByKeyResponse(_message.Message):
+    __slots__ = ("count", "records")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    records: bytes
+    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...

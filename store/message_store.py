@@ -23,6 +23,7 @@ from duomq.store.checkpoint import Checkpoint
 from duomq.store.epoch_file import EpochFile
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
+from duomq.store.key_index import KeyIndex
 from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.retention import deletable_prefix
 
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 # the header fields dispatch reads: size, magic, crc, queue id, queue offset | lengths
 FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
 _DISPATCH = struct.Struct(">iiIiq36xHHHII")
+_STORE_TS = struct.Struct(">40xq")
 
 
 @dataclass(slots=True)
@@ -62,6 +64,8 @@ class MessageStore:
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint_file = Checkpoint(os.path.join(root, "checkpoint"))
         self.epoch_file = EpochFile(os.path.join(root, "epoch"))
+        self.index = KeyIndex(os.path.join(root, "index"), config.index_slot_count,
+                              config.index_max_entries)
         self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
         self.recovery: RecoveryReport | None = None
         self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
@@ -78,7 +82,9 @@ class MessageStore:
                     if qid.isdigit():
                         cq = self._new_cq(topic, int(qid))
                         cq.load()
-        self.recovery = recover(self.commitlog, self.checkpoint_file.read(), self.consume_queue)
+        self.index.load()
+        self.recovery = recover(self.commitlog, self.checkpoint_file.read(), self.consume_queue,
+                                self.index)
         end = self.commitlog.max_offset
         for cq in list(self.queues.values()):
             n = cq.truncate_beyond(end)
@@ -96,6 +102,7 @@ class MessageStore:
         self.checkpoint()
         for cq in list(self.queues.values()):
             cq.close()
+        self.index.close()
         self.commitlog.close()
 
     # ------------------------------------------------------------ queues
@@ -118,7 +125,8 @@ class MessageStore:
         write per segment touched, one consume-queue write). Raises
         RecordError / RecordTooLargeError with nothing stored."""
         topic_b = topic.encode()
-        bounds, borns, hashes = rec.scan_batch(buf, topic_b, self.config.max_message_bytes, count)
+        bounds, borns, hashes, keyed = rec.scan_batch(buf, topic_b, self.config.max_message_bytes,
+                                                      count)
         sizes = list(map(operator.sub, bounds[1:], bounds))
         offsets, plan = self.commitlog.place(sizes)
         cq = self.consume_queue(topic, queue_id)
@@ -131,6 +139,9 @@ class MessageStore:
         flat[0::3], flat[1::3], flat[2::3] = offsets, sizes, hashes
         self.commitlog.write(buf, bounds, plan)
         cq.append(pack_entries(flat, count), qoff)
+        if keyed:
+            self.index.add([(topic_b, bytes(buf[p:p + n]), offsets[i], now)
+                            for i, p, n in keyed])
         end = offsets[-1] + sizes[-1]
         self.dispatched_offset = end
         self.messages_stored += count
@@ -149,6 +160,7 @@ class MessageStore:
             for cq in self.queues.values():
                 records += cq.truncate_beyond(offset)
         self.commitlog.mfq.truncate(offset)
+        self.index.truncate(offset)
         self.dispatched_offset = min(self.dispatched_offset, offset)
         self.messages_stored = max(0, self.messages_stored - records)
         self._checkpointed = -1
@@ -192,11 +204,12 @@ class MessageStore:
         mfq = self.commitlog.mfq
         pos, end, n = self.dispatched_offset, self.commitlog.max_offset, 0
         pending: dict[tuple[bytes, int], list] = {}   # (topic, queue) -> [first qoff, flat]
+        keyed: list = []                              # (topic, keys, phys, store time)
         while pos < end:
             seg = mfq.find(pos)
             if seg is None:
                 break
-            rel, k = self._dispatch_segment(seg, pos - seg.base, pending)
+            rel, k = self._dispatch_segment(seg, pos - seg.base, pending, keyed)
             n += k
             if rel is None:                          # the segment is done: the next one
                 pos = seg.base + seg.size
@@ -205,13 +218,16 @@ class MessageStore:
                 break
         for key, batch in pending.items():          # one consume-queue write per queue
             self._dispatch_entries(key, batch)
+        if keyed:
+            self.index.add(keyed)
         self.dispatched_offset = pos
         self.messages_stored += n
         return n
 
-    def _dispatch_segment(self, seg, rel: int, pending: dict) -> tuple[int | None, int]:
+    def _dispatch_segment(self, seg, rel: int, pending: dict, keyed: list
+                          ) -> tuple[int | None, int]:
         """Collect the entries of one segment's records from ``rel`` into
-        ``pending``. Returns ``(None, count)`` when the segment is done (a
+        ``pending``, and those with keys into ``keyed``. Returns ``(None, count)`` when the segment is done (a
         filler, or too little room left for one), else ``(rel, count)`` with
         ``rel`` where an incomplete record starts. The slave's hot loop."""
         unpack, crc32 = _DISPATCH.unpack_from, zlib.crc32
@@ -253,6 +269,9 @@ class MessageStore:
                     batch[0], batch[1] = qoff, []
                 flat, last_qid, last_topic = batch[1], qid, topic
             flat.extend((base + rel, size, crc32(mm[p + lt:p + lt + lg]) if lg else 0))
+            if lk:
+                k = p + lt + lg
+                keyed.append((topic, mm[k:k + lk], base + rel, _STORE_TS.unpack_from(mv, rel)[0]))
             next_qoff = qoff + 1
             rel = nxt
             n += 1
@@ -358,6 +377,33 @@ class MessageStore:
             return None
         return view
 
+    def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int, max_num: int,
+                     max_bytes: int, visible_end: int) -> list:
+        """Stored records of ``topic`` with ``key`` among their keys, stored
+        within ``[begin_ms, end_ms]``, newest first: at most ``max_num`` of
+        them, and no more once ``max_bytes`` is reached. Each candidate from
+        the index is checked against its record."""
+        topic_b, key_b = topic.encode(), key.encode()
+        out, seen, total = [], set(), 0
+        for phys in self.index.candidates(topic_b, key_b, begin_ms, end_ms):
+            if phys in seen:
+                continue
+            seen.add(phys)
+            view = self.read_record(phys, visible_end)
+            if view is None:
+                continue
+            h = rec.HEADER.unpack_from(view, 0)
+            stored, lt, lg, lk = h[7], h[10], h[11], h[12]
+            p = rec.HEADER_SIZE
+            if not begin_ms <= stored <= end_ms or view[p:p + lt] != topic_b or \
+                    key_b not in bytes(view[p + lt + lg:p + lt + lg + lk]).split():
+                continue
+            out.append(view)
+            total += len(view)
+            if len(out) >= max_num or total >= max_bytes:
+                break
+        return out
+
     def store_timestamp(self, phys: int) -> int | None:
         view = self.commitlog.read(phys, rec.HEADER_SIZE)
         return rec.HEADER.unpack_from(view, 0)[7] if view is not None else None
@@ -395,6 +441,7 @@ class MessageStore:
             queues = list(self.queues.values())
         for cq in queues:
             cq.flush()
+        self.index.flush()
         if offset != self._checkpointed:
             self.checkpoint_file.write(offset)
             self._checkpointed = offset
@@ -413,4 +460,5 @@ class MessageStore:
             log.info("retention deleted %d commit-log segments up to %d", n, gone[-1].end)
             for cq in list(self.queues.values()):
                 cq.correct_min_offset(self.commitlog.min_offset)
+            self.index.delete_below(self.commitlog.min_offset)
         return n

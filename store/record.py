@@ -188,8 +188,9 @@ _SCAN = struct.Struct(">iiI20xq20xHHHII")
 def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
     """Validate a producer's batch of encoded records (all for ``topic``).
 
-    Returns ``(bounds, borns, tag_hashes)``: each record's start in ``buf``
-    (plus the end as the last bound), born time and tag hash. Raises
+    Returns ``(bounds, borns, tag_hashes, keyed)``: each record's start in
+    ``buf`` (plus the end as the last bound), born time and tag hash, and
+    ``(index, keys start, keys length)`` of the records that have keys. Raises
     RecordTooLargeError or RecordError; nothing is stored in either case.
     The broker's hot path: one unpack of only the fields it checks, and one
     combined test per record (the slow path then names what is wrong).
@@ -202,7 +203,7 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
     last_header = end - HEADER_SIZE
     tlen = len(topic)
     HS, RM = HEADER_SIZE, RECORD_MAGIC
-    bounds, borns, hashes = [], [], []
+    bounds, borns, hashes, keyed = [], [], [], []
     add_bound, add_born, add_hash = bounds.append, borns.append, hashes.append
     pos = 0
     while pos < end:
@@ -222,6 +223,8 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
                 raise RecordError(f"record {len(borns)}: tags, keys or properties are not "
                                   f"UTF-8") from None
             add_hash(crc32(mv[p:p + lg]) if lg else 0)
+            if lk:
+                keyed.append((len(borns), p + lg, lk))
         else:
             add_hash(0)
         add_bound(pos)
@@ -230,7 +233,7 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
     if len(borns) != count:
         raise RecordError(f"batch says {count} records but holds {len(borns)}")
     bounds.append(end)
-    return bounds, borns, hashes
+    return bounds, borns, hashes, keyed
 
 
 def _refuse(i: int, mv, pos: int, end: int, topic: bytes, max_record_bytes: int):

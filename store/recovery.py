@@ -31,8 +31,10 @@ class RecoveryReport:
                 + ("; truncated there" if self.truncated else ""))
 
 
-def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue) -> RecoveryReport:
-    """``consume_queue(topic, queue_id)`` returns (creating) the queue to rebuild."""
+def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
+            index=None) -> RecoveryReport:
+    """``consume_queue(topic, queue_id)`` returns (creating) the queue to rebuild;
+    ``index`` (a KeyIndex) gets the keys of the records scanned."""
     mfq = commitlog.mfq
     if not mfq.segments:
         return RecoveryReport(0, 0, 0, "empty")
@@ -41,6 +43,7 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue) 
     scanned = 0
     reason = "end of data"
     header = rec.HEADER
+    keyed = []
     while True:
         seg = mfq.find(pos)
         if seg is None:
@@ -59,9 +62,10 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue) 
             pos = seg.end
             continue
         h = header.unpack_from(seg.mm, rel)
-        qid, qoff, lt, lg = h[3], h[4], h[10], h[11]
+        qid, qoff, lt, lg, lk = h[3], h[4], h[10], h[11], h[12]
         p = rel + rec.HEADER_SIZE
-        topic = bytes(seg.mm[p:p + lt]).decode()
+        topic_b = bytes(seg.mm[p:p + lt])
+        topic = topic_b.decode()
         tags = bytes(seg.mm[p + lt:p + lt + lg])
         if h[5] != pos:
             reason = f"record at {pos} claims physical offset {h[5]}"
@@ -76,7 +80,12 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue) 
                 reason = f"record at {pos} disagrees with {topic}/{qid} entry {qoff}"
                 break
         cq.put_entry(qoff, pos, size, rec.tag_hash(tags))
+        if lk:
+            k = p + lt + lg
+            keyed.append((topic_b, bytes(seg.mm[k:k + lk]), pos, h[7]))
         scanned += 1
         pos += size
     mfq.truncate(pos)
+    if index is not None:
+        index.add(keyed)
     return RecoveryReport(start, pos, scanned, reason)

@@ -35,4 +35,5 @@ def _minimal(name: str) -> list[str]:
     return {"topic": ["topic", "list"], "produce": ["produce", "T"],
             "consume": ["consume", "T", "--group", "g"], "health": ["health", "--live"],
             "dev": ["dev", "status"], "message": ["message", "get", "broker-a:" + "0" * 16],
-            "dlq": ["dlq", "list", "--group", "g"]}.get(name, [name])
+            "dlq": ["dlq", "list", "--group", "g"],
+            "group": ["group", "lag", "--group", "g"]}.get(name, [name])

@@ -27,7 +27,7 @@ def test_plain_and_full_messages_encode_like_encode_record():
     assert data == reference(msgs, 1234)
     assert not scheduled
     assert encode_batch(msgs + [Message("T", b"later", delay_level=2)], "T", 1, HOST, 1 << 20)[1]
-    bounds, borns, hashes = rec.scan_batch(bytearray(data), b"T", 1 << 20, len(msgs))
+    bounds, borns, hashes, _keyed = rec.scan_batch(bytearray(data), b"T", 1 << 20, len(msgs))
     assert borns == [1234] * len(msgs)
     assert hashes[3] == rec.tag_hash(b"TagA") and hashes[0] == 0
     assert bounds[3] - bounds[2] == rec.HEADER_SIZE + 1 + 12

@@ -50,10 +50,15 @@ def test_blank_record():
 
 def test_scan_batch_patches_nothing_and_reports_bounds():
     batch = bytearray(enc(b"a") + enc(b"bb", tags=b"") + enc(b"ccc"))
-    bounds, borns, hashes = rec.scan_batch(batch, b"T", 1 << 20, 3)
+    bounds, borns, hashes, keyed = rec.scan_batch(batch, b"T", 1 << 20, 3)
     assert bounds[0] == 0 and bounds[-1] == len(batch) and len(bounds) == 4
     assert hashes == [zlib.crc32(b"TagA"), 0, zlib.crc32(b"TagA")]
     assert borns == [1234] * 3
+    lk = len(b"k1 k2")
+    assert [(i, bytes(batch[p:p + n])) for i, p, n in keyed] == [(0, b"k1 k2"), (1, b"k1 k2"),
+                                                                  (2, b"k1 k2")]
+    assert all(n == lk for _i, _p, n in keyed)
+    assert rec.scan_batch(bytearray(enc(keys=b"")), b"T", 1 << 20, 1)[3] == []
 
 
 def test_scan_batch_too_large():
