@@ -6,7 +6,8 @@ processes whose logs are printed when a test fails.
 Brokers started by tests preallocate 64 MiB commit-log segments instead of the
 default 1 GiB (``DUOMQ_SEGMENT_SIZE_BYTES``, unless the run sets it): each
 broker reserves its first segment with fallocate, and with 1 GiB a run of the
-suite reserved 25 GB of disk, which a CI machine need not have."""
+suite reserved 25 GB of disk, which a CI machine need not have. Key-index
+files likewise reserve 2 MB of slots instead of 20 MB."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ from duomq.dev.zookeeper import launch
 
 
 TEST_SEGMENT_BYTES = 64 << 20
+TEST_INDEX_SLOTS = 500_000
 
 
 def pytest_configure(config):
     os.environ.setdefault("DUOMQ_SEGMENT_SIZE_BYTES", str(TEST_SEGMENT_BYTES))
+    # a key-index file reserves 4 bytes per slot: 2 MB here instead of 20 MB
+    os.environ.setdefault("DUOMQ_INDEX_SLOT_COUNT", str(TEST_INDEX_SLOTS))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from duomq.client.remoting import RemotingClient
 from duomq.client.spark.arrow import records_to_batch
 from duomq.common.errors import DuomqError, RequestTimeoutError, for_status
+from duomq.common.subscription import parse
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.members import BrokerMembers, read_candidates
 from duomq.proto import pb
@@ -45,6 +46,7 @@ class ReadTask:
     fail_on_data_loss: bool
     fetch_messages: int
     consumer_group: str
+    subscription: str = "*"       # tags: the broker skips others on its consume queue
 
 
 def lookup_addresses(task: ReadTask) -> list[str]:
@@ -70,6 +72,7 @@ def read_task(task: ReadTask, remoting: RemotingClient | None = None):
 
 
 def _read(task: ReadTask, remoting: RemotingClient):
+    sub = parse(task.subscription)
     off, addresses, i = task.start, list(task.addresses), 0
     last_progress = time.monotonic()
     while off < task.end:
@@ -83,7 +86,8 @@ def _read(task: ReadTask, remoting: RemotingClient):
         address = addresses[i]
         req = pb.PullRequest(consumer_group=task.consumer_group, topic=task.topic,
                              queue_id=task.queue_id, queue_offset=off,
-                             max_messages=min(task.fetch_messages, task.end - off))
+                             max_messages=min(task.fetch_messages, task.end - off),
+                             subscription=sub.expression)
         try:
             status, error, resp = remoting.call(address, pb.PULL, req, PULL_TIMEOUT_S)
         except RequestTimeoutError as exc:
@@ -93,12 +97,19 @@ def _read(task: ReadTask, remoting: RemotingClient):
             continue
         if status == pb.OK and resp.count:
             batch = records_to_batch(resp.records, task.topic, task.group, task.queue_id)
-            if batch.num_rows and batch.column(3)[0].as_py() != off:
+            first = batch.column(3)[0].as_py() if batch.num_rows else off
+            if first < off or (sub.everything and first != off):
                 raise DuomqError(f"{task.group}#{task.queue_id}: asked for offset {off}, "
-                                 f"got {batch.column(3)[0].as_py()}")
+                                 f"got {first}")
             off = resp.next_offset
             last_progress = time.monotonic()
-            yield batch
+            if not sub.everything:
+                batch = keep_subscribed(batch, sub, task.end)
+            if batch.num_rows:
+                yield batch
+        elif status == pb.NO_MATCHED_MESSAGE and resp is not None and resp.next_offset > off:
+            off = resp.next_offset               # a stretch with none of the tags
+            last_progress = time.monotonic()
         elif status == pb.OFFSET_ILLEGAL and resp is not None and resp.min_offset > off:
             off = _data_loss(task, off, resp.min_offset)
         elif status in (pb.NO_NEW_MESSAGE, pb.OFFSET_ILLEGAL, pb.OK, pb.TOPIC_NOT_EXIST,
@@ -109,6 +120,17 @@ def _read(task: ReadTask, remoting: RemotingClient):
             i += 1
         else:
             raise for_status(status, error)
+
+
+def keep_subscribed(batch, sub, end: int):
+    """The rows of the task's range whose tag is subscribed: the broker
+    filtered by tag code, which two tags can share, and its scan for matches
+    may run past the range's end."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    keep = pc.and_(pc.less(batch.column(3), end),
+                   pc.is_in(batch.column(6), value_set=pa.array(sorted(sub.tags), pa.string())))
+    return batch.filter(keep)
 
 
 def _data_loss(task: ReadTask, wanted: int, kept: int) -> int:

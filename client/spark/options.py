@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from duomq.common.errors import ConfigError
+from duomq.common.errors import BadRequestError, ConfigError
+from duomq.common.subscription import parse as parse_subscription
 
 EARLIEST, LATEST = -2, -1
 READ_FROM = ("slave", "slave_preferred", "master")
@@ -54,6 +55,7 @@ class SourceOptions:
     consumer_group: str | None
     read_from: str
     fetch_messages: int              # most messages one pull asks for
+    subscription: str = "*"          # `*` or `TagA || TagB`: only messages with those tags
 
     @classmethod
     def parse(cls, options, streaming: bool) -> SourceOptions:
@@ -61,7 +63,7 @@ class SourceOptions:
         known = {"zookeeper", "cluster", "topic", "startingoffsets", "endingoffsets",
                  "startingtimestamp", "endingtimestamp", "maxoffsetspertrigger",
                  "maxrecordsperpartition", "failondataloss", "consumergroup", "readfrom",
-                 "fetchmessages", "path"}
+                 "fetchmessages", "subscription", "path"}
         unknown = sorted(set(o) - known)
         if unknown:
             raise ConfigError(f"unknown duomq source option(s): {', '.join(unknown)}")
@@ -85,6 +87,10 @@ class SourceOptions:
             raise ConfigError("option endingTimestamp is for batch queries only")
         if start_ts is not None and end_ts is not None and end_ts < start_ts:
             raise ConfigError("option endingTimestamp is before startingTimestamp")
+        try:
+            subscription = parse_subscription(str(o.get("subscription", "*"))).expression
+        except BadRequestError as exc:
+            raise ConfigError(f"option subscription: {exc}") from None
         read_from = str(o.get("readfrom", "slave")).strip().lower()
         if read_from not in READ_FROM:
             raise ConfigError(f"option readFrom: {read_from!r} is not one of {', '.join(READ_FROM)}")
@@ -98,7 +104,8 @@ class SourceOptions:
                                            o.get("maxrecordsperpartition", 1_000_000), 1),
             fail_on_data_loss=_bool("failOnDataLoss", o.get("failondataloss", "true")),
             consumer_group=o.get("consumergroup") or None, read_from=read_from,
-            fetch_messages=_int("fetchMessages", o.get("fetchmessages", 1024), 1))
+            fetch_messages=_int("fetchMessages", o.get("fetchmessages", 1024), 1),
+            subscription=subscription)
 
 
 def parse_offsets(name: str, value) -> str | Flat:

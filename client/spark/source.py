@@ -112,7 +112,7 @@ class _Planner:
             out.append(InputPartition(ReadTask(
                 r.topic, r.group, r.queue_id, r.start, r.end, addresses[r.group],
                 self.client.zookeeper, self.client.cluster, o.read_from, o.fail_on_data_loss,
-                o.fetch_messages, o.consumer_group or DEFAULT_GROUP)))
+                o.fetch_messages, o.consumer_group or DEFAULT_GROUP, o.subscription)))
         return out
 
     def commit(self, offsets: Flat) -> None:

@@ -20,6 +20,9 @@ def test_defaults_follow_spark_kafka():
     assert batch.topics == ("A", "B") and batch.starting == "earliest" and batch.ending == "latest"
     assert batch.read_from == "slave" and batch.fail_on_data_loss
     assert SourceOptions.parse({"topic": "A"}, streaming=True).starting == "latest"
+    assert batch.subscription == "*"
+    assert SourceOptions.parse({"topic": "A", "subscription": "B ||A"},
+                               streaming=False).subscription == "A || B"
 
 
 @pytest.mark.parametrize("options, error", [
@@ -32,6 +35,8 @@ def test_defaults_follow_spark_kafka():
     ({"topic": "A", "endingOffsets": "earliest"}, "cannot be earliest"),
     ({"topic": "A", "startingTimestamp": "20", "endingTimestamp": "10"}, "before"),
     ({"topic": "A", "subscribe": "A"}, "unknown duomq source option"),
+    ({"topic": "A", "subscription": "TagA || "}, "subscription"),
+    ({"topic": "A", "subscription": "* || TagA"}, "subscription"),
 ])
 def test_bad_options_are_refused_clearly(options, error):
     with pytest.raises(ConfigError, match=error):

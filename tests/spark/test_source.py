@@ -60,6 +60,19 @@ def test_batch_read_of_an_offset_range_equals_what_was_produced(spark, pair):
     assert df.rdd.getNumPartitions() == 4 + 8       # 200 and 500 split by 64
 
 
+def test_batch_read_with_a_subscription_keeps_only_those_tags(spark, pair):
+    sent = produce(pair.zookeeper, pair.cluster, "Clicks", 1000, tag_every=2)
+    wait_slaves_hold(pair.zookeeper, pair.cluster, "Clicks")
+    df = reader(spark, pair, subscription="even", maxRecordsPerPartition=64)
+    rows = df.orderBy("queue_id", "queue_offset").collect()
+    assert sorted(bytes(r.body) for r in rows) == sorted(m.body for m in sent if m.tags == "even")
+    assert {r.tags for r in rows} == {"even"}
+    # every row once, at its own offset, though the broker's filtered scans
+    # run past each 64-offset partition
+    assert len({(r.queue_id, r.queue_offset) for r in rows}) == len(rows) == 500
+    assert reader(spark, pair, subscription="odd || none").count() == 0
+
+
 def test_batch_read_by_timestamp(spark, pair):
     produce(pair.zookeeper, pair.cluster, "Clicks", 400)
     time.sleep(0.05)
