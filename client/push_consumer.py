@@ -389,12 +389,13 @@ class PushConsumer(PullConsumer):
                 self.master_address(msg.broker_group, msg.topic), pb.SEND_BACK, req,
                 self.timeout_s)
             raise_for(status, error)
+            to_dlq = resp.topic.startswith(DLQ_PREFIX)
         except Exception as exc:
             log.warning("cannot send %s back to %s: %s; trying it again here", msg.msg_id,
                         msg.broker_group, exc)
             return False
         with self._lock:
-            self.sent_back[resp.topic.startswith(DLQ_PREFIX)] += 1
+            self.sent_back[to_dlq] += 1
         return True
 
     # ------------------------------------------------------------ offsets

@@ -20,7 +20,8 @@ class AckWaiter:
     repl_deadline: float         # monotonic s; NEVER when no replication is awaited
     identity: bytes
     request_id: int
-    response: object             # the SendResponse to send
+    response: object             # the answer to send (a SendResponse, a SendBackResponse)
+    type: int = pb.SEND          # the request's type, which the answer repeats
 
 
 class AckWaiters:

@@ -243,7 +243,7 @@ class Broker(RoleChanges):
         self._drain_notifications()
         self._release_waiters()
         for w in self.ack_waiters.drain():
-            self._reply(w.identity, w.request_id, pb.SEND, pb.SERVICE_NOT_AVAILABLE,
+            self._reply(w.identity, w.request_id, w.type, pb.SERVICE_NOT_AVAILABLE,
                         "broker shut down before the send was durable; it is stored", None)
         self.offsets.persist(force=True)
         self.store.close()
@@ -282,8 +282,9 @@ class Broker(RoleChanges):
     def slaves_available(self) -> bool:
         return self.ha is not None and self.ha.slaves_available()
 
-    def ack_waiter(self, end_offset, identity, request_id, resp) -> bool:
-        """Register a send that waits for its conditions; False when none applies."""
+    def ack_waiter(self, end_offset, identity, request_id, resp, type_: int = pb.SEND) -> bool:
+        """Register a write (a send, a send back) that waits for its
+        conditions; False when none applies."""
         if not (self.sync_flush or self.sync_replication):
             return False
         now = time.monotonic()
@@ -292,7 +293,7 @@ class Broker(RoleChanges):
             end_offset,
             now + cfg.sync_flush_timeout_ms / 1000 if self.sync_flush else NEVER,
             now + cfg.slave_timeout_ms / 1000 if self.sync_replication else NEVER,
-            identity, request_id, resp))
+            identity, request_id, resp, type_))
         return True
 
     # ------------------------------------------------------------ serving loop
@@ -443,7 +444,7 @@ class Broker(RoleChanges):
         if not self.controller.lease_valid():
             return   # a successor may exist: ack nothing until the lease is back
         for w in self.ack_waiters.release(*self._conditions()):
-            self._reply(w.identity, w.request_id, pb.SEND, pb.OK, "", w.response)
+            self._reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
 
     def _visible_max(self, topic: str, queue_id: int) -> int:
         cq = self.store.find_queue(topic, queue_id)
@@ -468,7 +469,7 @@ class Broker(RoleChanges):
                     f"({self.config.sync_flush_timeout_ms} ms)") if status == pb.FLUSH_DISK_TIMEOUT \
                 else (f"not replicated to {self.config.sync_replicas} slave(s) within "
                       f"slave_timeout_ms ({self.config.slave_timeout_ms} ms)")
-            self._reply(w.identity, w.request_id, pb.SEND, status, what + "; the message is stored",
+            self._reply(w.identity, w.request_id, w.type, status, what + "; the message is stored",
                         w.response)
         if now < self._next_scan:
             return

@@ -258,7 +258,7 @@ class Processors:
         b.appended = True
         where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
         resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
-        if b.ack_waiter(put.end_offset, identity, request_id, resp):
+        if b.ack_waiter(put.end_offset, identity, request_id, resp, pb.SEND_BACK):
             return None
         return pb.OK, "", resp
 
