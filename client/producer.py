@@ -79,8 +79,8 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
                  max_message_bytes: int) -> tuple[bytes, bool]:
     """The records of a batch of messages of ``topic``, concatenated, and
     whether one of them asks for a delay (pure). The producer's hot path: a
-    message with no tags, keys or properties is packed inline; the others go
-    through ``record.encode_record``."""
+    message without properties is packed inline; the others go through
+    ``record.encode_record``."""
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt
@@ -94,14 +94,26 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
         body = m.body
         if type(body) is not bytes:   # bytearray or memoryview: len() must count bytes
             body = bytes(body)
-        if m.tags or m.keys or m.properties:
-            if m.properties and not scheduled:
+        if m.properties:
+            if not scheduled:
                 scheduled = not SCHEDULING.isdisjoint(m.properties)
             r = rec.encode_record(topic_b, m.tags.encode() if m.tags else b"",
                                   m.keys.encode() if m.keys else b"",
-                                  rec.encode_properties(m.properties) if m.properties else b"",
-                                  body, born_ts_ms, host)
+                                  rec.encode_properties(m.properties), body, born_ts_ms, host)
             size = len(r)
+        elif m.tags or m.keys:
+            tags = m.tags.encode() if m.tags else b""
+            keys = m.keys.encode() if m.keys else b""
+            lg, lk, lb = len(tags), len(keys), len(body)
+            if lg > 0xFFFF or lk > 0xFFFF:
+                raise rec.RecordError("tags and keys are limited to 65535 bytes each")
+            size = plain_size + lg + lk + lb
+            append(pack(size, magic, crc32(body), 0, 0, 0, born_ts_ms, 0, host, 0, lt, lg, lk, 0,
+                        lb))
+            append(topic_b)
+            append(tags)
+            append(keys)
+            r = body
         else:
             lb = len(body)
             size = plain_size + lb

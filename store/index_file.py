@@ -18,17 +18,19 @@ the entries part is sparse, takes disk as it fills and is written with one
 
 from __future__ import annotations
 
-import array
 import mmap
 import os
 import struct
-import sys
+
+import numpy as np
 
 HEADER = struct.Struct("<qqqqII")
 ENTRY = struct.Struct("<IqiI")
 SLOT = struct.Struct("<I")
 HEADER_SIZE = HEADER.size     # 40
 ENTRY_SIZE = ENTRY.size       # 20
+ENTRIES = np.dtype([("hash", "<u4"), ("phys", "<i8"), ("ts_diff_s", "<i4"), ("prev", "<u4")])
+assert ENTRIES.itemsize == ENTRY_SIZE
 
 
 def file_size(slot_count: int, max_entries: int) -> int:
@@ -36,7 +38,7 @@ def file_size(slot_count: int, max_entries: int) -> int:
 
 
 class IndexFile:
-    __slots__ = ("path", "slot_count", "max_entries", "fd", "mm", "begin_ts", "end_ts",
+    __slots__ = ("path", "slot_count", "max_entries", "fd", "mm", "slots", "begin_ts", "end_ts",
                  "begin_phys", "end_phys", "count", "_entries_at")
 
     def __init__(self, path: str, slot_count: int, max_entries: int):
@@ -59,6 +61,8 @@ class IndexFile:
             raise
         self.fd = fd
         self._entries_at = HEADER_SIZE + slot_count * SLOT.size
+        self.slots = np.frombuffer(self.mm, "<u4", slot_count, HEADER_SIZE)   # a view: writes
+                                                                             # go to the file
         (self.begin_ts, self.end_ts, self.begin_phys, self.end_phys, self.count,
          _) = HEADER.unpack_from(self.mm, 0)
         if self.count > max_entries:
@@ -75,33 +79,39 @@ class IndexFile:
     def room(self) -> int:
         return self.max_entries - self.count
 
-    def add(self, items) -> None:
-        """Append entries ``(key_hash, phys, store_ts_ms)``, in commit-log order,
-        at most ``room()`` of them."""
-        if not items:
+    def add(self, hashes: list[int], phys: list[int], ts: list[int]) -> None:
+        """Append entries (key hash, commit-log offset, store time in ms), in
+        commit-log order, at most ``room()`` of them: one vector pass, one
+        write of the entries, then the slots point at them."""
+        k = len(hashes)
+        if not k:
             return
         if self.count == 0:
-            self.begin_ts, self.begin_phys = items[0][2], items[0][1]
-        mm, base_ts = self.mm, self.begin_ts
-        first = n = self.count
-        parts = []
-        slot_count = self.slot_count
-        unpack_slot, pack = SLOT.unpack_from, ENTRY.pack
-        heads = {}                                   # slot -> newest entry of this batch
-        for key_hash, phys, ts in items:
-            n += 1
-            at = HEADER_SIZE + 4 * (key_hash % slot_count)
-            prev = heads.get(at)
-            if prev is None:
-                prev = unpack_slot(mm, at)[0]
-            parts.append(pack(key_hash, phys, max(0, (ts - base_ts) // 1000), prev))
-            heads[at] = n
-        self._pwrite(b"".join(parts), self._entries_at + first * ENTRY_SIZE)
-        pack_slot = SLOT.pack_into                   # the entries are in: point the slots at them
-        for at, head in heads.items():
-            pack_slot(mm, at, head)
-        self.count = n
-        self.end_phys, self.end_ts = items[-1][1], max(self.end_ts, items[-1][2])
+            self.begin_ts, self.begin_phys = ts[0], phys[0]
+        first = self.count
+        h = np.array(hashes, np.uint32)
+        slot = (h % self.slot_count).astype(np.intp)
+        nums = np.arange(first + 1, first + k + 1, dtype=np.uint32)
+        # each entry's prev: the entry before it in its slot, from this batch
+        # (a stable sort keeps batch order within a slot) or the slot's head
+        order = np.argsort(slot, kind="stable")
+        by_slot, nums_by_slot = slot[order], nums[order]
+        starts = np.ones(k, bool)
+        starts[1:] = by_slot[1:] != by_slot[:-1]
+        prev = np.empty(k, np.uint32)
+        prev[1:] = nums_by_slot[:-1]
+        prev[starts] = self.slots[by_slot[starts]]
+        e = np.empty(k, ENTRIES)
+        e["hash"] = h
+        e["phys"] = phys
+        e["ts_diff_s"] = np.maximum(0, (np.array(ts, np.int64) - self.begin_ts) // 1000)
+        e["prev"][order] = prev
+        self._pwrite(e.tobytes(), self._entries_at + first * ENTRY_SIZE)
+        ends = np.ones(k, bool)                          # the newest entry of each slot
+        ends[:-1] = starts[1:]
+        self.slots[by_slot[ends]] = nums_by_slot[ends]   # the entries are in: point at them
+        self.count = first + k
+        self.end_phys, self.end_ts = phys[-1], max(self.end_ts, ts[-1])
         self._write_header()
 
     def _write_header(self) -> None:
@@ -154,14 +164,11 @@ class IndexFile:
         keep, dropped = lo, self.count - lo
         if not dropped:
             return 0
-        slots = array.array("I", self.mm[HEADER_SIZE:self._entries_at])
-        if sys.byteorder == "big":
-            slots.byteswap()
-        for slot, head in enumerate(slots):
-            if head > keep:
-                while head > keep:
-                    head = self.entry(head)[3]
-                SLOT.pack_into(self.mm, HEADER_SIZE + 4 * slot, head)
+        for slot in np.flatnonzero(self.slots > keep):
+            head = int(self.slots[slot])
+            while head > keep:
+                head = self.entry(head)[3]
+            self.slots[slot] = head
         self.count = keep                            # entries past the count are never read
         if keep:
             self.end_phys = self.entry(keep)[1]
@@ -177,6 +184,7 @@ class IndexFile:
         os.fdatasync(self.fd)                        # ... and the entries
 
     def close(self) -> None:
+        self.slots = None                            # the view holds the mapping
         try:
             self.mm.close()
         except (BufferError, ValueError):

@@ -68,8 +68,8 @@ class KeyIndex:
         A write that fails (disk full) is logged and loses only index entries:
         the messages are stored."""
         last = self.last_phys
-        items = []
-        add, crc32, seeds = items.append, zlib.crc32, {}
+        hashes, offsets, times = [], [], []
+        crc32, seeds = zlib.crc32, {}
         for topic, keys, phys, ts in records:
             if phys <= last:
                 continue
@@ -77,19 +77,35 @@ class KeyIndex:
             if seed is None:
                 seed = seeds[topic] = topic_seed(topic)
             for key in keys.split():
-                add((crc32(key, seed), phys, ts))
+                hashes.append(crc32(key, seed))
+                offsets.append(phys)
+                times.append(ts)
+        self._append(hashes, offsets, times)
+
+    def _append(self, hashes: list[int], offsets: list[int], times: list[int]) -> None:
         try:
-            while items:
-                f = self.files[-1] if self.files and not self.files[-1].full else self._new(items[0][1])
+            while hashes:
+                f = self.files[-1] if self.files and not self.files[-1].full else \
+                    self._new(offsets[0])
                 n = f.room()
-                f.add(items[:n])
+                f.add(hashes[:n], offsets[:n], times[:n])
                 self._dirty.add(f)
-                items = items[n:]
+                hashes, offsets, times = hashes[n:], offsets[n:], times[n:]
         except OSError as exc:
             if not self._failed:
                 log.error("the key index could not be written (%s): messages are stored, "
                           "lookups by key will miss them", exc)
             self._failed = True
+
+    def add_batch(self, topic: bytes, keys: list[bytes], offsets: list[int], ts: int) -> None:
+        """``add`` for one stored batch (one topic, one store time): the
+        master's hot path, one hash per record when each has a single key."""
+        if offsets[0] <= self.last_phys or \
+                len(b" ".join(keys).split()) != len(keys):   # several keys in some record
+            self.add([(topic, k, p, ts) for k, p in zip(keys, offsets)])
+            return
+        seed, crc32 = topic_seed(topic), zlib.crc32
+        self._append([crc32(k, seed) for k in keys], offsets, [ts] * len(keys))
 
     def _new(self, phys: int) -> IndexFile:
         f = IndexFile(os.path.join(self.dir, f"{phys:020d}"), self.slot_count, self.max_entries)

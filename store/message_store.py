@@ -140,8 +140,8 @@ class MessageStore:
         self.commitlog.write(buf, bounds, plan)
         cq.append(pack_entries(flat, count), qoff)
         if keyed:
-            self.index.add([(topic_b, bytes(buf[p:p + n]), offsets[i], now)
-                            for i, p, n in keyed])
+            self.index.add_batch(topic_b, [bytes(buf[p:p + n]) for _i, p, n in keyed],
+                                 [offsets[i] for i, _p, _n in keyed], now)
         end = offsets[-1] + sizes[-1]
         self.dispatched_offset = end
         self.messages_stored += count

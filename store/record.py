@@ -203,8 +203,9 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
     last_header = end - HEADER_SIZE
     tlen = len(topic)
     HS, RM = HEADER_SIZE, RECORD_MAGIC
-    bounds, borns, hashes, keyed = [], [], [], []
-    add_bound, add_born, add_hash = bounds.append, borns.append, hashes.append
+    bounds, borns, hashes, keyed, texts = [], [], [], [], []
+    add_bound, add_born, add_hash, add_text = bounds.append, borns.append, hashes.append, \
+        texts.append
     pos = 0
     while pos < end:
         if pos > last_header:
@@ -215,13 +216,9 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
                 or size > max_record_bytes or lt != tlen or not startswith(topic, pos + HS) \
                 or crc32(mv[nxt - lb:nxt]) != crc:
             _refuse(len(borns), mv, pos, end, topic, max_record_bytes)
-        if lg + lk + lp:   # texts a consumer decodes: refuse what it could not
+        if lg + lk + lp:   # texts a consumer decodes: checked as UTF-8 after the loop
             p = pos + HS + lt
-            try:
-                str(mv[p:p + lg + lk + lp], "utf-8")
-            except UnicodeDecodeError:
-                raise RecordError(f"record {len(borns)}: tags, keys or properties are not "
-                                  f"UTF-8") from None
+            add_text(mv[p:p + lg + lk + lp])
             add_hash(crc32(mv[p:p + lg]) if lg else 0)
             if lk:
                 keyed.append((len(borns), p + lg, lk))
@@ -232,8 +229,25 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
         pos = nxt
     if len(borns) != count:
         raise RecordError(f"batch says {count} records but holds {len(borns)}")
+    if texts:
+        try:       # one decode for all: a newline ends any sequence a text leaves open
+            str(b"\n".join(texts), "utf-8")
+        except UnicodeDecodeError:
+            _refuse_text(mv, bounds)
     bounds.append(end)
     return bounds, borns, hashes, keyed
+
+
+def _refuse_text(mv, bounds: list[int]):
+    """Raise the error that names the first record whose texts are not UTF-8."""
+    for i, pos in enumerate(bounds):
+        lt, lg, lk, lp = _SCAN.unpack_from(mv, pos)[4:8]
+        p = pos + HEADER_SIZE + lt
+        try:
+            str(mv[p:p + lg + lk + lp], "utf-8")
+        except UnicodeDecodeError:
+            raise RecordError(f"record {i}: tags, keys or properties are not UTF-8") from None
+    raise RecordError("tags, keys or properties are not UTF-8")
 
 
 def _refuse(i: int, mv, pos: int, end: int, topic: bytes, max_record_bytes: int):

@@ -22,6 +22,7 @@ def test_plain_and_full_messages_encode_like_encode_record():
     msgs = [Message("T", b"plain"), Message("T", bytearray(b"from a bytearray")),
             Message("T", memoryview(array.array("i", [1, 2, 3]))),   # 12 bytes, 3 items
             Message("T", b"tagged", tags="TagA"), Message("T", b"", keys=["k1", "k2"]),
+            Message("T", b"both", tags="T\u00e4g", keys="k\u00e9 k2"),
             Message("T", "text body", properties={"a": "1"}), Message("T", b"last")]
     data, scheduled = encode_batch(msgs, "T", 1234, HOST, 1 << 20)
     assert data == reference(msgs, 1234)

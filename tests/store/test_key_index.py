@@ -157,12 +157,13 @@ def test_retention_deletes_old_index_files(store):
 
 def test_index_file_truncate_repoints_slots(tmp_path):
     f = IndexFile(str(tmp_path / "f"), 4, 100)
-    f.add([(h, 100 * i, 1000 + i) for i, h in enumerate([1, 5, 1, 2, 5, 1])])
+    hs = [1, 5, 1, 2, 5, 1]
+    f.add(hs, [100 * i for i in range(6)], [1000 + i for i in range(6)])
     assert list(f.chain(1, 0, BIG)) == [500, 200, 0] and list(f.chain(5, 0, BIG)) == [400, 100]
     assert f.truncate(250) == 3
     assert list(f.chain(1, 0, BIG)) == [200, 0] and list(f.chain(5, 0, BIG)) == [100]
     assert list(f.chain(2, 0, BIG)) == []
-    f.add([(2, 300, 2000)])
+    f.add([2], [300], [2000])
     assert list(f.chain(2, 0, BIG)) == [300] and f.count == 4
     f.close()
     again = IndexFile(str(tmp_path / "f"), 4, 100)

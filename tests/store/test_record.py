@@ -86,6 +86,14 @@ def test_scan_batch_refuses_texts_that_are_not_utf8():
     bad = rec.encode_record(b"T", b"\xca", b"", b"", b"body", 1)
     with pytest.raises(rec.RecordError, match="UTF-8"):
         rec.scan_batch(bytearray(bad), b"T", 1 << 20, 1)
+    # texts checked together: the culprit is still named, and a sequence one
+    # record leaves open is not completed by the next record's text
+    good = enc(tags=b"T\xc3\xa4g")
+    batch = good + rec.encode_record(b"T", b"", b"k\xc3", b"", b"b", 1) + \
+        rec.encode_record(b"T", b"\xa4", b"", b"", b"b", 1)
+    with pytest.raises(rec.RecordError, match="record 1: tags, keys or properties are not UTF-8"):
+        rec.scan_batch(bytearray(batch), b"T", 1 << 20, 3)
+    assert len(rec.scan_batch(bytearray(good * 3), b"T", 1 << 20, 3)[0]) == 4
 
 
 def test_decoding_never_fails_on_bad_text():
