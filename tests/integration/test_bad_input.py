@@ -52,6 +52,10 @@ def good_record(body=b"ok", topic=b"Safe"):
     return rec.encode_record(topic, b"", b"", b"", body, 1)
 
 
+def query_req(**fields):
+    return codec.encode_request(6, pb.QUERY_BY_KEY, pb.QueryByKeyRequest(**fields))
+
+
 @pytest.mark.parametrize("parts,expected", [
     ([b"\xff\x00garbage"], pb.BAD_REQUEST),
     ([b"two", b"frames"], pb.BAD_REQUEST),
@@ -66,6 +70,12 @@ def good_record(body=b"ok", topic=b"Safe"):
     ([send_req("Nope", good_record(topic=b"Nope"), 1)], pb.TOPIC_NOT_EXIST),
     ([send_req("bad name!", good_record(topic=b"bad name!"), 1)], pb.INVALID_NAME),
     ([send_req("Safe", good_record(), 1, queue_id=9)], pb.BAD_REQUEST),
+    ([query_req(topic="Safe", key="")], pb.BAD_REQUEST),
+    ([query_req(topic="Safe", key="two keys")], pb.BAD_REQUEST),
+    ([query_req(topic="Safe", key=" k")], pb.BAD_REQUEST),
+    ([query_req(topic="Safe", key="k", max_num=-1)], pb.BAD_REQUEST),
+    ([query_req(topic="Safe", key="k", begin_timestamp_ms=-5)], pb.BAD_REQUEST),
+    ([query_req(topic="bad name!", key="k")], pb.INVALID_NAME),
 ])
 def test_garbage_gets_an_error_and_nothing_is_stored(raw, parts, expected):
     before = status(raw)
