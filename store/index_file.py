@@ -24,6 +24,8 @@ import struct
 
 import numpy as np
 
+from duomq.store.segment import pwrite_all
+
 HEADER = struct.Struct("<qqqqII")
 ENTRY = struct.Struct("<IqiI")
 SLOT = struct.Struct("<I")
@@ -66,6 +68,7 @@ class IndexFile:
         (self.begin_ts, self.end_ts, self.begin_phys, self.end_phys, self.count,
          _) = HEADER.unpack_from(self.mm, 0)
         if self.count > max_entries:
+            self.close()
             raise ValueError(f"index file {path} claims {self.count} entries, over "
                              f"{max_entries}")
         if self.count == 0:
@@ -106,7 +109,7 @@ class IndexFile:
         e["phys"] = phys
         e["ts_diff_s"] = np.maximum(0, (np.array(ts, np.int64) - self.begin_ts) // 1000)
         e["prev"][order] = prev
-        self._pwrite(e.tobytes(), self._entries_at + first * ENTRY_SIZE)
+        pwrite_all(self.fd, e.tobytes(), self._entries_at + first * ENTRY_SIZE)
         ends = np.ones(k, bool)                          # the newest entry of each slot
         ends[:-1] = starts[1:]
         self.slots[by_slot[ends]] = nums_by_slot[ends]   # the entries are in: point at them
@@ -118,12 +121,6 @@ class IndexFile:
         HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
                          self.end_phys, self.count, 0)
 
-    def _pwrite(self, data, pos: int) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.pwrite(self.fd, view, pos)
-            view = view[n:]
-            pos += n
 
     # ------------------------------------------------------------ read
     def entry(self, n: int) -> tuple[int, int, int, int]:

@@ -36,7 +36,9 @@ class KeyIndex:
         self.slot_count = slot_count
         self.max_entries = max_entries
         self.files: list[IndexFile] = []
-        self._lock = threading.Lock()       # the list: writer and lookups vs. retention
+        # the list and the files' lives: the writer, lookups, retention and
+        # truncation vs. the checkpoint thread's flush
+        self._lock = threading.Lock()
         self._dirty: set[IndexFile] = set()
         self._failed = False
         os.makedirs(directory, exist_ok=True)
@@ -128,15 +130,15 @@ class KeyIndex:
     def truncate(self, phys: int) -> int:
         """Forget records at or past ``phys`` (a slave's log was cut there)."""
         dropped = 0
-        while self.files and self.files[-1].begin_phys >= phys:
-            with self._lock:
+        with self._lock:
+            while self.files and self.files[-1].begin_phys >= phys:
                 f = self.files.pop()
-            dropped += f.count
-            self._dirty.discard(f)
-            f.destroy()
-        if self.files:
-            dropped += self.files[-1].truncate(phys)
-            self._dirty.add(self.files[-1])
+                dropped += f.count
+                self._dirty.discard(f)
+                f.destroy()
+            if self.files:
+                dropped += self.files[-1].truncate(phys)
+                self._dirty.add(self.files[-1])
         return dropped
 
     def delete_below(self, min_phys: int) -> int:
@@ -147,15 +149,16 @@ class KeyIndex:
             while n < len(self.files) - 1 and self.files[n].end_phys < min_phys:
                 n += 1
             gone, self.files = self.files[:n], self.files[n:]
-        for f in gone:
-            self._dirty.discard(f)
-            f.destroy()
+            for f in gone:
+                self._dirty.discard(f)
+                f.destroy()
         return len(gone)
 
     def flush(self) -> None:
-        for f in list(self._dirty):
-            self._dirty.discard(f)
-            f.flush()
+        with self._lock:
+            for f in list(self._dirty):
+                self._dirty.discard(f)
+                f.flush()
 
     def close(self) -> None:
         for f in self.files:

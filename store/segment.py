@@ -14,6 +14,15 @@ import os
 ZERO_CHUNK = bytes(1 << 20)
 
 
+def pwrite_all(fd: int, data, pos: int) -> None:
+    """Write all of ``data`` at ``pos`` (pwrite may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view = view[n:]
+        pos += n
+
+
 class Segment:
     __slots__ = ("path", "base", "size", "fd", "mm", "wrote", "flushed")
 
@@ -49,11 +58,7 @@ class Segment:
         return self.base + self.size
 
     def write(self, data, rel_pos: int) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.pwrite(self.fd, view, rel_pos)
-            view = view[n:]
-            rel_pos += n
+        pwrite_all(self.fd, data, rel_pos)
 
     def flush(self) -> int:
         """fdatasync if anything is unflushed; return the flushed position."""
