@@ -15,8 +15,8 @@ import os
 import random
 import time
 
-from duomq.client import Message, Producer, PullConsumer
-from one_broker import one_broker
+from duomq.client import Message, PullConsumer
+from one_broker import one_broker, send_all
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 100_000 if QUICK else 500_000))
@@ -27,12 +27,8 @@ BATCH = 512
 
 
 def produce(zk: str, cluster: str, keyed: bool) -> float:
-    msgs = [Message("Orders", BODY, keys=f"order-{i}" if keyed else "") for i in range(N)]
-    t0 = time.monotonic()
-    with Producer(zk, cluster) as p:
-        for lo in range(0, N, BATCH):
-            p.send_batch(msgs[lo:lo + BATCH])
-    return time.monotonic() - t0
+    return send_all(zk, cluster, [Message("Orders", BODY, keys=f"order-{i}" if keyed else "")
+                                  for i in range(N)], BATCH)
 
 
 def lookups(zk: str, cluster: str) -> list[float]:

@@ -1,5 +1,5 @@
 """A throwaway cluster for a benchmark: a local ZooKeeper and one broker
-group in a temporary directory, removed afterwards."""
+group in a temporary directory, removed afterwards; and a backlog sender."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 
+from duomq.client import Producer
 from duomq.dev.harness import LocalCluster
 from duomq.dev.zookeeper import launch
 
@@ -26,3 +28,12 @@ def one_broker(name: str, topic: str, queues: int, **settings):
         cluster.stop_all()
         zk.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def send_all(zk: str, cluster: str, messages, batch: int = 512) -> float:
+    """Send ``messages`` in stop-and-wait batches; returns the seconds taken."""
+    t0 = time.monotonic()
+    with Producer(zk, cluster) as p:
+        for lo in range(0, len(messages), batch):
+            p.send_batch(messages[lo:lo + batch])
+    return time.monotonic() - t0

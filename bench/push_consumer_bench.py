@@ -16,24 +16,13 @@ import os
 import threading
 import time
 
-from duomq.client import Message, Producer, PullConsumer, PushConsumer
-from one_broker import one_broker
+from duomq.client import Message, PullConsumer, PushConsumer
+from one_broker import one_broker, send_all
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 200_000 if QUICK else 500_000))
 QUEUES = 8
 BODY = b"x" * 100
-
-
-def produce(zk: str, cluster: str) -> float:
-    t0 = time.monotonic()
-    with Producer(zk, cluster) as p:
-        batch = [Message("Backlog", BODY) for _ in range(512)]
-        for _ in range(N // 512):
-            p.send_batch(batch)
-        if N % 512:
-            p.send_batch(batch[:N % 512])
-    return time.monotonic() - t0
 
 
 def drain(zk: str, cluster: str, mode: str) -> dict:
@@ -66,7 +55,7 @@ def drain(zk: str, cluster: str, mode: str) -> dict:
 def main() -> None:
     with one_broker("PushBench", "Backlog", QUEUES, flush="ASYNC_FLUSH",
                     segment_size_bytes=256 << 20) as (zk, cluster):
-        produce_s = produce(zk, cluster)
+        produce_s = send_all(zk, cluster, [Message("Backlog", BODY)] * N)
         out = {"bench": "push_consumer", "backlog": N, "queues": QUEUES,
                "body_bytes": len(BODY), "produce_messages_per_s": round(N / produce_s)}
         for mode in os.environ.get("MODES", "concurrently,orderly").split(","):

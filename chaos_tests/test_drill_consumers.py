@@ -44,12 +44,9 @@ def test_delayed_messages_are_delivered_by_the_new_master(local_cluster):
         with lock:
             arrivals[m.body].append(time.time())
 
-    c = PushConsumer("timers", "Timers", on_message, zookeeper=zk, cluster=cl,
-                     consume_from="first").start()
-    try:
+    with PushConsumer("timers", "Timers", on_message, zookeeper=zk, cluster=cl,
+                      consume_from="first").start():
         wait_for(lambda: len(arrivals) == 30, timeout_s=40, what="all 30 timers")
-    finally:
-        c.shutdown()
     for body, at in due.items():
         assert min(arrivals[body]) >= at - 0.05, f"{body!r} came early"
 

@@ -81,9 +81,9 @@ class Processors:
 
     def _put_scheduled(self, req: pb.SendRequest):
         """A batch with delayed messages: each goes to its level's queue of the
-        schedule topic (or, when not delayed, to its queue), one record at a
-        time (delays are rare; the batch path stays as it is). Everything is
-        validated before anything is stored."""
+        schedule topic (or, when not delayed, to its queue), one write per run
+        of records bound for one queue. Everything is validated before anything
+        is stored."""
         buf = bytearray(req.records)
         rec.scan_batch(buf, req.topic.encode(), self.config.max_message_bytes, req.count)
         now = int(time.time() * 1000)
@@ -95,12 +95,10 @@ class Processors:
                     f"a delayed record is {len(record)} bytes with its schedule properties, "
                     f"over max_message_bytes ({self.config.max_message_bytes})")
         resp = pb.SendResponse(broker_group=self.config.group, queue_offset=-1)
-        end = 0
-        for topic, qid, record in placed:
-            put = self.store.put_batch(topic, qid, bytearray(record), 1)
+        puts = self.store.put_records(placed)
+        for put in puts:
             resp.physical_offsets.extend(put.physical_offsets)
-            end = put.end_offset
-        return resp, end
+        return resp, puts[-1].end_offset
 
     # ------------------------------------------------------------ pull
     def pull(self, identity: bytes, request_id: int, req: pb.PullRequest, held: bool = False):

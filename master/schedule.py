@@ -44,10 +44,10 @@ class ScheduleService:
     def pump(self, now_ms: int, visible_end: int) -> int:
         """Deliver what is due; commit progress that is visible. Returns the
         number of records written."""
-        wrote = 0
         if len(self._pending) >= MAX_PENDING:   # nothing becomes visible (no slave): wait
             self._commit(visible_end)
             return 0
+        taken = []                             # (level, next offset, onward record or None)
         find, read = self.store.find_queue, self.store.commitlog.read
         for i, delay in enumerate(self.levels):
             if now_ms < self._due[i]:
@@ -68,26 +68,35 @@ class ScheduleService:
                 if due_at > now_ms:
                     self._due[i] = due_at
                     break
-                written_end = self._deliver(view, now_ms)
-                wrote += written_end is not None
                 off += 1
-                self._pending.append((i, off, written_end or e[0] + e[1]))
+                taken.append((i, off, self._onward(view, now_ms)))
             self._next[i] = off
+        placed = [p for _i, _off, p in taken if p is not None]
+        if placed:                             # one write per run bound for one queue
+            end = self.store.put_records(placed)[-1].end_offset
+            self.delivered += len(placed)
+        else:
+            end = 0                            # nothing written: progress is visible at once
+        self._pending.extend((i, off, end) for i, off, _p in taken)
         self._commit(visible_end)
-        return wrote
+        return len(placed)
 
-    def _deliver(self, view, now_ms: int) -> int | None:
-        """Write a due message onward; the end offset of what was written."""
+    def _onward(self, view, now_ms: int):
+        """Where a due message goes: ``(topic, queue_id, record)``, or None
+        (logged) when it cannot be delivered and stays where it is."""
         msg = rec.decode_records(view, self.broker_group)[0]
         try:
             topic, qid, record = requeue.due(msg, self.levels, now_ms)
-            put = self.store.put_batch(topic, qid, bytearray(record), 1)
-        except (BadRequestError, rec.RecordError) as exc:
-            log.error("scheduled message %s cannot be delivered and stays in %s: %s",
-                      msg.msg_id, d.SCHEDULE_TOPIC, exc)
-            return None
-        self.delivered += 1
-        return put.end_offset
+        except BadRequestError as exc:
+            error = str(exc)
+        else:
+            if len(record) <= self.store.config.max_message_bytes:
+                return topic, qid, record
+            error = (f"with its schedule properties it is {len(record)} bytes, over "
+                     f"max_message_bytes ({self.store.config.max_message_bytes})")
+        log.error("scheduled message %s cannot be delivered and stays in %s: %s", msg.msg_id,
+                  d.SCHEDULE_TOPIC, error)
+        return None
 
     def _commit(self, visible_end: int) -> None:
         pending, last = self._pending, {}

@@ -147,6 +147,16 @@ class MessageStore:
         self.messages_stored += count
         return PutResult(qoff, offsets, end)
 
+    def put_records(self, items: list[tuple[str, int, bytes]]) -> list[PutResult]:
+        """Store records the broker writes again (delayed, due, sent back),
+        ``(topic, queue_id, record)`` in order: one ``put_batch`` per run of
+        records bound for the same queue. Returns the PutResult of each run."""
+        out = []
+        for (topic, qid), run in itertools.groupby(items, key=lambda t: t[:2]):
+            records = [r for _t, _q, r in run]
+            out.append(self.put_batch(topic, qid, bytearray(b"".join(records)), len(records)))
+        return out
+
     # ------------------------------------------------------------ replication
     def truncate_to(self, offset: int) -> tuple[int, int]:
         """Cut the log at ``offset`` (a record boundary shared with the new

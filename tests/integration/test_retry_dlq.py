@@ -103,11 +103,8 @@ def test_a_retry_survives_the_consumer_and_goes_to_the_next_member(local_cluster
     finally:
         c1.shutdown()
     second = Attempts()
-    c2 = PushConsumer("hand", "Hand", second, zookeeper=zk, cluster=cl).start()
-    try:
+    with PushConsumer("hand", "Hand", second, zookeeper=zk, cluster=cl).start():
         wait_for(lambda: second.seen[b"m"], what="the retry at the next member")
-    finally:
-        c2.shutdown()
     assert second.seen[b"m"][0][1] >= 1, "it came as a retry"
 
 
@@ -147,11 +144,8 @@ def test_an_operator_lists_reads_and_resends_dead_letters(local_cluster, small_s
     [resent] = duomq("dlq", "resend", "--group", "billing", "--id", row["msg_id"])
     assert resent["status"] == "SEND_OK" and resent["topic"] == "Orders"
     fixed = Attempts()
-    c2 = PushConsumer("billing", "Orders", fixed, zookeeper=zk, cluster=cl).start()
-    try:
+    with PushConsumer("billing", "Orders", fixed, zookeeper=zk, cluster=cl).start():
         wait_for(lambda: fixed.seen[b"bad"], what="the resent message")
-    finally:
-        c2.shutdown()
     assert list(fixed.seen) == [b"bad"], "only the resent message: the rest was consumed"
     bad = subprocess.run([sys.executable, "-m", "duomq", "message", "get", "broker-a:nonsense"],
                          env=env, capture_output=True, text=True, timeout=60)

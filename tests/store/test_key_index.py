@@ -10,7 +10,7 @@ from duomq.common.config import BrokerConfig
 from duomq.store import MessageStore
 from duomq.store import record as rec
 from duomq.store.index_file import IndexFile
-from duomq.store.key_index import KeyIndex, key_hash
+from duomq.store.key_index import key_hash
 
 BIG = 1 << 30
 
