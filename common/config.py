@@ -98,6 +98,7 @@ class BrokerConfig:
     ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often
     ha_transfer_batch_bytes: int = 1 * MIB   # largest chunk sent to a slave
     ha_window_bytes: int = 8 * MIB           # most bytes in flight to one slave
+    ha_apply_nice: int = 10                  # a slave's replication thread runs this much nicer
     allow_lagging_promotion: bool = False    # may a slave outside the in-sync set take over?
     promotable: bool = True                  # false: a read replica that never takes over
     # --- reads from slaves
@@ -165,6 +166,9 @@ class BrokerConfig:
         if not 0 < self.slave_read_back_ratio < self.access_in_memory_max_ratio <= 1:
             raise ConfigError("slave_read_back_ratio must be below access_in_memory_max_ratio "
                               "(both in (0, 1]), or readers would bounce between brokers")
+        if not 0 <= self.ha_apply_nice <= 19:
+            raise ConfigError(f"ha_apply_nice: must be in 0..19 (0 keeps the broker's "
+                              f"priority), got {self.ha_apply_nice}")
         if self.ha_window_bytes < self.ha_transfer_batch_bytes:
             raise ConfigError("ha_window_bytes: must be >= ha_transfer_batch_bytes")
         if self.ha_housekeeping_ms <= 2 * self.ha_heartbeat_ms:

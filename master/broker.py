@@ -61,9 +61,10 @@ REJECTED = frozenset({pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE, pb.
 
 class LoopNotifier:
     """Lets any thread post news to the serving thread (one PUSH socket per
-    thread: ZeroMQ sockets are not shared between threads). Kinds: ``F``
-    flushed offset; ``S`` a slave's dispatched offset and its master's
-    confirmed offset."""
+    thread: ZeroMQ sockets are not shared between threads). Kinds: ``f``
+    flushed offset; ``s`` a slave's dispatched offset and its master's
+    confirmed offset (a wake-up: the values are already set); ``P``, ``F``,
+    ``D``, ``H`` role changes."""
 
     def __init__(self, ctx: zmq.Context, endpoint: str):
         self.ctx = ctx
@@ -310,6 +311,8 @@ class Broker(RoleChanges):
                 if ha_router in events:
                     self._drain_ha()
                 if router in events:
+                    if self.role == SLAVE:
+                        self._update_visible()   # replication moved it without waking us
                     self._drain_router()
                 if self.appended:
                     self.appended = False
@@ -405,8 +408,7 @@ class Broker(RoleChanges):
             if kind == b"f":
                 self.flushed_offset = max(self.flushed_offset, a)
             elif kind == b"s":
-                if self.role == SLAVE:
-                    self.master_confirmed = b
+                pass   # a wake-up only: slave_progress set master_confirmed already
             elif kind == b"P":
                 self._promote(a)
             elif kind == b"F":

@@ -4,17 +4,27 @@ end (byte-identical), builds consume queues, fsyncs first under SYNC_FLUSH,
 takes the consumer-offset changes the master sends along, and reports again:
 at once when the master waits on the report (``ack_now``), else within
 ``REPORT_DELAY_S``. A silent link (``ha_housekeeping_ms``) is dropped and
-re-dialled with backoff; so is a master that changes address."""
+re-dialled with backoff; so is a master that changes address.
+
+The thread has a ZeroMQ context of its own, whose I/O thread it starts.
+Under ASYNC replication it first makes itself ``ha_apply_nice`` nicer than
+the broker, which that I/O thread inherits: where a slave shares a host with
+a master (crossed pairs, or one test machine), applying the log then yields
+the CPU to the master's writers and to readers instead of taking it in the
+middle of their round trips. Under SYNC replication every ack waits on this
+thread, so it keeps the broker's priority."""
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from typing import Callable
 
 import zmq
 
-from duomq.common.config import FlushDiskType
+from duomq.common.config import FlushDiskType, ReplicationMode
 from duomq.common.service import ServiceThread
 from duomq.proto import PROTOCOL_VERSION, codec, pb
 
@@ -29,14 +39,14 @@ class HAClient(ServiceThread):
     name = "ha-client"
 
     def __init__(self, store, config, master_ha_address: Callable[[], str | None],
-                 on_progress: Callable[[int, int], None], ctx: zmq.Context, offsets=None):
+                 on_progress: Callable[[int, int], None], offsets=None):
         super().__init__()
         self.offsets = offsets      # ConsumerOffsetManager: takes the master's changes
         self.store = store
         self.config = config
         self.master_ha_address = master_ha_address   # from ZooKeeper; None while unknown
         self.on_progress = on_progress               # (dispatched offset, master confirmed)
-        self.ctx = ctx
+        self.ctx: zmq.Context | None = None   # the link's own, made by the thread
         self.sync_flush = config.slave_flush is FlushDiskType.SYNC_FLUSH
         self.master_confirmed = 0
         self.master_max = 0
@@ -51,6 +61,15 @@ class HAClient(ServiceThread):
 
     # ------------------------------------------------------------ loop
     def run(self) -> None:
+        if self.config.replication is ReplicationMode.ASYNC:   # under SYNC, acks wait on us
+            lower_priority(self.config.ha_apply_nice)
+        self.ctx = zmq.Context(1)     # after the nice: its I/O thread inherits it
+        try:
+            self._run()
+        finally:
+            self.ctx.term()
+
+    def _run(self) -> None:
         backoff = 0.1
         while not self.stopped:
             address = self.master_ha_address()
@@ -140,3 +159,15 @@ class HAClient(ServiceThread):
                              address=self.config.address, resync=resync)
         sock.send(pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_REPORT,
                            payload=report.SerializeToString()).SerializeToString())
+
+
+def lower_priority(nice: int) -> None:
+    """Make the calling thread (and the threads it starts) ``nice`` nicer
+    (Linux niceness is per thread). Best effort: logged if refused."""
+    if nice <= 0:
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError as exc:
+        log.warning("could not lower the replication thread's priority: %s", exc)

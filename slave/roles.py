@@ -74,9 +74,20 @@ class RoleChanges:
         self.master_confirmed = min(self.master_confirmed, self.store.commitlog.max_offset)
         cfg = self.config
         self.ha_client = HAClient(self.store, cfg, self.registry.master_ha_address,
-                                  self.notifier.slave_progress, self.ctx, self.offsets)
+                                  self._slave_progress, self.offsets)
         self.ha_client.start()
         self.registry.update_info()
+
+    def _slave_progress(self, dispatched: int, confirmed: int) -> None:
+        """The replication thread's news after each transfer. The serving thread
+        reads the offsets on every loop, so it is woken only when a pull waits
+        on them: a wake-up per transfer cost the slave a thread switch per
+        send. (This thread sets the offset, then looks for held pulls; the
+        serving thread holds a pull, then reads the offset: one of the two
+        always sees the other.)"""
+        self.master_confirmed = confirmed
+        if self.pull_hold.held:
+            self.notifier.slave_progress(dispatched, confirmed)
 
     def _stop_following(self) -> None:
         if self.ha_client is not None:

@@ -6,6 +6,7 @@ import time
 import pytest
 from duomq.client import Message, Producer, PullConsumer, PullStatus
 from duomq.common.message import MessageQueue
+from duomq.dev.harness import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -47,3 +48,40 @@ def test_held_pull_times_out_with_no_new_message(local_cluster, small_store):
         waited = time.monotonic() - t0
         assert r.status is PullStatus.NO_NEW_MESSAGE and r.next_offset == 0
         assert 0.5 < waited < 2.5
+
+
+@pytest.mark.parametrize("replication", ["ASYNC", "SYNC"])
+def test_held_pull_on_a_slave_wakes_when_the_message_is_replicated(local_cluster, small_store,
+                                                                   replication):
+    """The replication thread wakes the slave's serving thread only while a
+    pull is held there: that wake-up must come."""
+    local_cluster.add_broker("broker-a", 0, replication=replication, **small_store)
+    local_cluster.add_broker("broker-a", 1, replication=replication, **small_store)
+    local_cluster.create_topic("SlaveWaits", queues=1)
+    mq = MessageQueue("SlaveWaits", "broker-a", 0)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
+            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g",
+                         read_from="slave") as c:
+        assert p.send(Message("SlaveWaits", b"first")).ok   # the link is up and carrying
+        wait_for(lambda: c.pull(mq, 0).status is PullStatus.FOUND, what="the first message")
+        waits = []
+        for i in range(9):   # each pull is held at the slave, then woken by replication
+            result = {}
+
+            def pull(offset=1 + i):
+                result["r"] = c.pull(mq, offset, max_wait_ms=10_000)
+                result["at"] = time.monotonic()
+
+            t = threading.Thread(target=pull)
+            t.start()
+            # sends fall all over the serving loop's 50 ms housekeeping round,
+            # which would find the message too, but late
+            time.sleep(0.3 + 0.0055 * i)
+            assert t.is_alive()
+            sent_at = time.monotonic()
+            assert p.send(Message("SlaveWaits", b"wake %d" % i)).ok
+            t.join(10)
+            r = result["r"]
+            waits.append(result["at"] - sent_at)
+            assert r.status is PullStatus.FOUND and r.messages[0].body == b"wake %d" % i
+        assert sorted(waits)[len(waits) // 2] < 0.015, waits

@@ -85,3 +85,32 @@ def test_slave_copies_consumer_offsets_from_the_master(local_cluster, small_stor
         wait_for(lambda: any(o.consumer_group == "copied" and o.offset == 7
                              for o in status(remoting, slave).group_offsets),
                  what="the slave to copy the offset")
+
+
+def thread_niceness(pid: int) -> dict[int, int]:
+    """Each thread's nice value (field 19 of /proc/<pid>/task/<tid>/stat)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            out[int(tid)] = int(f.read().rsplit(")", 1)[1].split()[16])
+    return out
+
+
+@pytest.mark.parametrize("replication,nicer", [("ASYNC", 10), ("SYNC", 0)])
+def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, small_store,
+                                                               replication, nicer):
+    """Under ASYNC replication the slave's replication thread and its link's
+    ZeroMQ threads run ha_apply_nice nicer; the serving thread and the rest
+    keep the broker's priority. Under SYNC every ack waits on them: no change."""
+    local_cluster.add_broker("broker-a", 0, replication=replication, **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, replication=replication, **small_store)
+    local_cluster.create_topic("Nice", queues=1)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        assert p.send(Message("Nice", b"x")).ok
+    if nicer:
+        wait_for(lambda: sum(v == nicer for v in thread_niceness(slave.pid).values()) >= 3,
+                 what="the replication thread, its I/O thread and reaper at nice 10")
+    nice = thread_niceness(slave.pid)
+    assert nice[slave.pid] == 0                       # the serving thread
+    assert sorted(set(nice.values())) == sorted({0, nicer})
+    assert sum(v == nicer for v in nice.values()) == (3 if nicer else len(nice))
