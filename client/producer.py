@@ -79,12 +79,15 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
                  max_message_bytes: int) -> tuple[bytes, bool]:
     """The records of a batch of messages of ``topic``, concatenated, and
     whether one of them asks for a delay (pure). The producer's hot path: a
-    message without properties is packed inline; the others go through
-    ``record.encode_record``."""
+    message without properties is packed inline (a plain one from its size,
+    CRC and body length around a header middle shared by the batch); the
+    others go through ``record.encode_record``."""
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt
     pack, crc32, magic = rec.HEADER.pack, zlib.crc32, rec.RECORD_MAGIC
+    lead, middle = rec.LEAD.pack, rec.plain_header_middle(born_ts_ms, host, lt)
+    tails: dict[int, bytes] = {}   # body length -> its 4 bytes and the topic that follows
     parts = []
     append = parts.append
     scheduled = False
@@ -117,9 +120,12 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
         else:
             lb = len(body)
             size = plain_size + lb
-            append(pack(size, magic, crc32(body), 0, 0, 0, born_ts_ms, 0, host, 0, lt, 0, 0, 0,
-                        lb))
-            append(topic_b)
+            tail = tails.get(lb)
+            if tail is None:
+                tail = tails[lb] = rec.BODY_LEN.pack(lb) + topic_b
+            append(lead(size, magic, crc32(body)))
+            append(middle)
+            append(tail)
             r = body
         if size > max_message_bytes:
             raise MessageTooLargeError(f"message of {size} bytes (with header) exceeds "

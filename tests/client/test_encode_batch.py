@@ -34,6 +34,16 @@ def test_plain_and_full_messages_encode_like_encode_record():
     assert bounds[3] - bounds[2] == rec.HEADER_SIZE + 1 + 12
 
 
+def test_plain_messages_of_repeated_and_large_lengths_encode_like_encode_record():
+    """Plain records share a header middle and, per body length, its tail."""
+    msgs = [Message("Topic", bytes([i]) * n) for i, n in
+            enumerate([3, 3, 0, 70_000, 3, 0, 70_000, 1])]
+    for born in (0, 1_700_000_000_000):
+        data, _ = encode_batch(msgs, "Topic", born, HOST, 1 << 20)
+        assert data == reference(msgs, born)
+    rec.scan_batch(bytearray(data), b"Topic", 1 << 20, len(msgs))
+
+
 def test_one_topic_per_batch_and_size_limit():
     with pytest.raises(ValueError, match="one topic"):
         encode_batch([Message("T", b"a"), Message("U", b"b")], "T", 1, HOST, 1 << 20)
