@@ -37,8 +37,10 @@ class Chunk:
         return self.i >= len(self.messages)
 
     def position(self) -> int:
-        """The first offset of this chunk not yet consumed."""
-        return self.messages[self.i].queue_offset if self.i < len(self.messages) else self.end
+        """The first offset of this chunk not yet consumed. ``i`` is read once:
+        a consume thread may move it on between a check and an index."""
+        i = self.i
+        return self.messages[i].queue_offset if i < len(self.messages) else self.end
 
 
 class ProcessQueue:
