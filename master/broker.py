@@ -62,9 +62,8 @@ REJECTED = frozenset({pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE, pb.
 class LoopNotifier:
     """Lets any thread post news to the serving thread (one PUSH socket per
     thread: ZeroMQ sockets are not shared between threads). Kinds: ``f``
-    flushed offset; ``s`` a slave's dispatched offset and its master's
-    confirmed offset (a wake-up: the values are already set); ``P``, ``F``,
-    ``D``, ``H`` role changes."""
+    flushed offset; ``w`` only a wake-up (the serving loop re-reads what
+    moved); ``P``, ``F``, ``D``, ``H`` role changes."""
 
     def __init__(self, ctx: zmq.Context, endpoint: str):
         self.ctx = ctx
@@ -86,8 +85,8 @@ class LoopNotifier:
     def flushed(self, offset: int) -> None:
         self.post(b"f", offset)
 
-    def slave_progress(self, dispatched: int, confirmed: int) -> None:
-        self.post(b"s", dispatched, confirmed)
+    def wake(self) -> None:
+        self.post(b"w", 0)
 
     def close(self):
         with self._lock:
@@ -407,8 +406,8 @@ class Broker(RoleChanges):
                 return
             if kind == b"f":
                 self.flushed_offset = max(self.flushed_offset, a)
-            elif kind == b"s":
-                pass   # a wake-up only: slave_progress set master_confirmed already
+            elif kind == b"w":
+                pass   # the loop's _update_visible reads what moved
             elif kind == b"P":
                 self._promote(a)
             elif kind == b"F":

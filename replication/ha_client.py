@@ -39,13 +39,13 @@ class HAClient(ServiceThread):
     name = "ha-client"
 
     def __init__(self, store, config, master_ha_address: Callable[[], str | None],
-                 on_progress: Callable[[int, int], None], offsets=None):
+                 on_progress: Callable[[int], None], offsets=None):
         super().__init__()
         self.offsets = offsets      # ConsumerOffsetManager: takes the master's changes
         self.store = store
         self.config = config
         self.master_ha_address = master_ha_address   # from ZooKeeper; None while unknown
-        self.on_progress = on_progress               # (dispatched offset, master confirmed)
+        self.on_progress = on_progress   # (master confirmed), after the store's dispatched offset
         self.ctx: zmq.Context | None = None   # the link's own, made by the thread
         self.sync_flush = config.slave_flush is FlushDiskType.SYNC_FLUSH
         self.master_confirmed = 0
@@ -149,7 +149,7 @@ class HAClient(ServiceThread):
             for o in msg.offsets:
                 self.offsets.commit(o.consumer_group, o.topic, o.queue_id, o.offset)
         self.master_confirmed = msg.confirmed_offset
-        self.on_progress(self.store.dispatched_offset, self.master_confirmed)
+        self.on_progress(self.master_confirmed)
         return False, msg.ack_now
 
     def _report(self, sock, resync: bool = False) -> None:

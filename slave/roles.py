@@ -78,7 +78,7 @@ class RoleChanges:
         self.ha_client.start()
         self.registry.update_info()
 
-    def _slave_progress(self, dispatched: int, confirmed: int) -> None:
+    def _slave_progress(self, confirmed: int) -> None:
         """The replication thread's news after each transfer. The serving thread
         reads the offsets on every loop, so it is woken only when a pull waits
         on them: a wake-up per transfer cost the slave a thread switch per
@@ -87,7 +87,7 @@ class RoleChanges:
         always sees the other.)"""
         self.master_confirmed = confirmed
         if self.pull_hold.held:
-            self.notifier.slave_progress(dispatched, confirmed)
+            self.notifier.wake()
 
     def _stop_following(self) -> None:
         if self.ha_client is not None:

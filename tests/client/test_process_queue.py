@@ -60,3 +60,22 @@ def test_orderly_takes_the_first_unfinished_chunk():
     assert pq.first_pending() is b
     consume(b)
     assert pq.first_pending() is None and pq.consumed_offset() == 4
+
+
+def test_position_reads_the_index_once():
+    """A consume thread may move a chunk past its last message while a pull
+    callback reads its position: the read must not index with the moved value.
+    (The move is made from inside the length check, where a thread switch
+    would make it.)"""
+    pq = ProcessQueue(MQ, 0)
+    chunk = pq.add(msgs(0, 1), 2, 2, 32)[0]
+
+    class Moving(list):
+        def __len__(self):
+            n = super().__len__()
+            chunk.i = n          # the consume thread finished the chunk just now
+            return n
+
+    chunk.messages = Moving(chunk.messages)
+    chunk.i = 1
+    assert chunk.position() in (1, 2)
