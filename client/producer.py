@@ -20,7 +20,6 @@ import logging
 import socket
 import os
 import time
-import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -85,7 +84,7 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt
-    pack, crc32, magic = rec.HEADER.pack, zlib.crc32, rec.RECORD_MAGIC
+    pack, crc32, magic = rec.HEADER.pack, rec.body_crc, rec.RECORD_MAGIC
     lead, middle = rec.LEAD.pack, rec.plain_header_middle(born_ts_ms, host, lt)
     tails: dict[int, bytes] = {}   # body length -> its 4 bytes and the topic that follows
     parts = []

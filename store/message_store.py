@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass
 
 from duomq.common.config import BrokerConfig
+from duomq.common.errors import UnsupportedVersionError
 from duomq.store import record as rec
 from duomq.store.checkpoint import Checkpoint
 from duomq.store.epoch_file import EpochFile
@@ -74,7 +75,15 @@ class MessageStore:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> RecoveryReport:
+        try:
+            return self._start()
+        except BaseException:       # nothing written: close what was opened, as it is
+            self._close_files()
+            raise
+
+    def _start(self) -> RecoveryReport:
         self.commitlog.load()
+        self._check_format()
         if os.path.isdir(self.cq_root):
             for topic in sorted(os.listdir(self.cq_root)):
                 tdir = os.path.join(self.cq_root, topic)
@@ -97,9 +106,22 @@ class MessageStore:
         log.info("%s", self.recovery)
         return self.recovery
 
+    def _check_format(self) -> None:
+        """Refuse a log written in an earlier record format: recovery would
+        take its records for damage and truncate them."""
+        segments = self.commitlog.mfq.segments
+        if segments and rec.SIZE_MAGIC.unpack_from(segments[0].mm, 0)[1] == rec.RECORD_MAGIC_V1:
+            raise UnsupportedVersionError(
+                f"the commit log in {self.config.data_dir} is in record format 1 (CRC-32 "
+                f"bodies); this version reads format 2 only. Nothing was changed: drain it "
+                f"with the version that wrote it, or start this broker on an empty data_dir")
+
     def close(self) -> None:
         self.commitlog.flush()
         self.checkpoint()
+        self._close_files()
+
+    def _close_files(self) -> None:
         for cq in list(self.queues.values()):
             cq.close()
         self.index.close()
@@ -240,7 +262,7 @@ class MessageStore:
         ``pending``, and those with keys into ``keyed``. Returns ``(None, count)`` when the segment is done (a
         filler, or too little room left for one), else ``(rel, count)`` with
         ``rel`` where an incomplete record starts. The slave's hot loop."""
-        unpack, crc32 = _DISPATCH.unpack_from, zlib.crc32
+        unpack, crc32, body_crc = _DISPATCH.unpack_from, zlib.crc32, rec.body_crc
         HS, RECORD, BLANK_, MIN = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.BLANK_MAGIC, rec.BLANK.size
         mm = seg.mm
         mv = memoryview(mm)
@@ -265,7 +287,7 @@ class MessageStore:
             if size > left:
                 return rel, n                        # the rest has not arrived yet
             nxt = rel + size
-            if size != HS + lt + lg + lk + lp + lb or crc32(mv[nxt - lb:nxt]) != crc:
+            if size != HS + lt + lg + lk + lp + lb or body_crc(mv[nxt - lb:nxt]) != crc:
                 raise rec.RecordError(f"damaged replicated record at {base + rel}")
             p = rel + HS
             topic = mm[p:p + lt]

@@ -54,6 +54,8 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
             continue
         try:
             size = rec.check_record(seg.mm, rel, seg.size)
+        except rec.OldFormatError:
+            raise                       # not damage: never truncate a log we cannot read
         except rec.RecordError as exc:
             if any(seg.mm[rel:rel + 8]):
                 reason = str(exc)

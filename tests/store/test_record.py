@@ -100,3 +100,27 @@ def test_decoding_never_fails_on_bad_text():
     raw = rec.encode_record(b"T", b"ok\xff", b"\xfe", b"a\x01\xff\x02", b"body", 1)
     (m,) = rec.decode_records(raw)
     assert m.body == b"body" and m.tags.startswith("ok") and m.properties["a"] == "\ufffd"
+
+
+def test_body_checksum_is_crc32c():
+    # the standard check value of CRC-32C (Castagnoli), not zlib's CRC-32 (0xCBF43926)
+    assert rec.body_crc(b"123456789") == 0xE3069283
+    r = enc(b"payload")
+    assert rec.HEADER.unpack_from(r, 0)[2] == rec.body_crc(b"payload") != zlib.crc32(b"payload")
+
+
+def as_format_1(record: bytes) -> bytearray:
+    """A format-1 record: the old magic, the body checked with zlib's CRC-32."""
+    r = bytearray(record)
+    lb = rec.HEADER.unpack_from(r, 0)[14]
+    rec.LEAD.pack_into(r, 0, len(r), rec.RECORD_MAGIC_V1, zlib.crc32(r[len(r) - lb:]))
+    return r
+
+
+def test_a_format_1_record_is_named_not_taken_for_damage():
+    old = as_format_1(enc())
+    with pytest.raises(rec.OldFormatError, match="format-1"):
+        rec.check_record(old, 0, len(old))
+    batch = bytearray(enc(b"new")) + old
+    with pytest.raises(rec.OldFormatError, match="record 1 is in record format 1.*upgrade"):
+        rec.scan_batch(batch, b"T", 1 << 20, 2)

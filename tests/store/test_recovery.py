@@ -1,7 +1,9 @@
 import os
+import pathlib
 
 import pytest
 from duomq.common.config import BrokerConfig
+from duomq.common.errors import UnsupportedVersionError
 from duomq.store import MessageStore
 from duomq.store import record as rec
 
@@ -100,3 +102,31 @@ def test_damaged_checkpoint_means_full_scan(cfg):
     s2 = MessageStore(cfg)
     report = s2.start()
     assert report.start_offset == 0 and report.records_scanned == 20
+
+
+
+def rewrite_as_format_1(path: str, pos: int) -> None:
+    """Give the record at ``pos`` the magic of record format 1 (CRC-32 bodies)."""
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        size = int.from_bytes(f.read(4), "big")
+        f.seek(pos + 4)
+        f.write(rec.LEAD.pack(size, rec.RECORD_MAGIC_V1, 0)[4:8])
+
+
+@pytest.mark.parametrize("which", ["first", "past the checkpoint"])
+def test_a_log_in_record_format_1_is_refused_and_left_untouched(cfg, which):
+    s = MessageStore(cfg)
+    s.start()
+    second = put(s, 10).physical_offsets[1]
+    seg = s.commitlog.mfq.segments[0].path
+    s.close()
+    if which == "first":      # refused up front, by the first record
+        rewrite_as_format_1(seg, 0)
+    else:                     # met by recovery: a checkpoint-less scan
+        rewrite_as_format_1(seg, second)
+        os.unlink(s.checkpoint_file.path)
+    before = pathlib.Path(seg).read_bytes()
+    with pytest.raises((UnsupportedVersionError, rec.OldFormatError), match="format.1"):
+        MessageStore(cfg).start()
+    assert pathlib.Path(seg).read_bytes() == before
