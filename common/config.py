@@ -98,7 +98,8 @@ class BrokerConfig:
     ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often
     ha_transfer_batch_bytes: int = 1 * MIB   # largest chunk sent to a slave
     ha_window_bytes: int = 8 * MIB           # most bytes in flight to one slave
-    ha_apply_nice: int = 10                  # a slave's replication thread runs this much nicer
+    ha_apply_idle: bool = True               # ASYNC: a slave applies the log under SCHED_IDLE
+    ha_apply_nice: int = 10                  # ... or, without it, this much nicer
     allow_lagging_promotion: bool = False    # may a slave outside the in-sync set take over?
     promotable: bool = True                  # false: a read replica that never takes over
     # --- reads from slaves

@@ -87,30 +87,44 @@ def test_slave_copies_consumer_offsets_from_the_master(local_cluster, small_stor
                  what="the slave to copy the offset")
 
 
-def thread_niceness(pid: int) -> dict[int, int]:
-    """Each thread's nice value (field 19 of /proc/<pid>/task/<tid>/stat)."""
+def thread_priorities(pid: int) -> dict[int, tuple[str, int]]:
+    """Each thread's (scheduling policy, nice value): fields 41 and 19 of
+    /proc/<pid>/task/<tid>/stat."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{tid}/stat") as f:
-            out[int(tid)] = int(f.read().rsplit(")", 1)[1].split()[16])
+            fields = f.read().rsplit(")", 1)[1].split()
+        policy = {os.SCHED_OTHER: "other", os.SCHED_IDLE: "idle"}.get(int(fields[38]), fields[38])
+        out[int(tid)] = (policy, int(fields[16]))
     return out
 
 
-@pytest.mark.parametrize("replication,nicer", [("ASYNC", 10), ("SYNC", 0)])
+@pytest.mark.parametrize("replication,settings,lowered", [
+    ("ASYNC", {}, ("idle", 0)),
+    ("ASYNC", {"ha_apply_idle": False}, ("other", 10)),
+    ("ASYNC", {"ha_apply_idle": False, "ha_apply_nice": 0}, None),
+    ("SYNC", {}, None),
+])
 def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, small_store,
-                                                               replication, nicer):
+                                                               remoting, replication, settings,
+                                                               lowered):
     """Under ASYNC replication the slave's replication thread and its link's
-    ZeroMQ threads run ha_apply_nice nicer; the serving thread and the rest
-    keep the broker's priority. Under SYNC every ack waits on them: no change."""
-    local_cluster.add_broker("broker-a", 0, replication=replication, **small_store)
-    slave = local_cluster.add_broker("broker-a", 1, replication=replication, **small_store)
+    ZeroMQ threads (I/O and reaper) run under SCHED_IDLE, or ha_apply_nice
+    nicer; the serving thread and the rest keep the broker's priority. Under
+    SYNC every ack waits on them: no change."""
+    master = local_cluster.add_broker("broker-a", 0, replication=replication, **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, replication=replication, **small_store,
+                                     **settings)
     local_cluster.create_topic("Nice", queues=1)
     with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
         assert p.send(Message("Nice", b"x")).ok
-    if nicer:
-        wait_for(lambda: sum(v == nicer for v in thread_niceness(slave.pid).values()) >= 3,
-                 what="the replication thread, its I/O thread and reaper at nice 10")
-    nice = thread_niceness(slave.pid)
-    assert nice[slave.pid] == 0                       # the serving thread
-    assert sorted(set(nice.values())) == sorted({0, nicer})
-    assert sum(v == nicer for v in nice.values()) == (3 if nicer else len(nice))
+    if lowered:
+        wait_for(lambda: sum(v == lowered for v in thread_priorities(slave.pid).values()) >= 3,
+                 what=f"the replication thread, its I/O thread and reaper at {lowered}")
+    else:   # the thread has run: it copied the send
+        end = status(remoting, master).max_physical_offset
+        wait_for(lambda: status(remoting, slave).max_physical_offset == end, what="the slave")
+    prio = thread_priorities(slave.pid)
+    assert prio[slave.pid] == ("other", 0)            # the serving thread
+    assert sum(v == lowered for v in prio.values()) == (3 if lowered else 0)
+    assert all(v == ("other", 0) for v in prio.values() if v != lowered)
