@@ -190,6 +190,9 @@ def test_the_spark_cronjob_runs_and_answers_its_probes(local_cluster, tmp_path):
         if job_proc.poll() is None:
             os.killpg(job_proc.pid, signal.SIGKILL)
             job_proc.wait(30)
-    assert probe("livenessProbe") != 0                  # the driver is gone
+    # the driver is gone: the probe fails once its JVM, which outlives the
+    # Python process by a moment, has stopped serving the UI
+    wait_for(lambda: probe("livenessProbe") != 0, timeout_s=30,
+             what="the liveness probe to fail after the job ended")
     written = [f for f in os.listdir(tmp_path / "state" / "minutes") if f.endswith(".parquet")]
     assert written and "clicks" in log.read_text()      # the closed minutes, shown at the end
