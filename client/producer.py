@@ -84,7 +84,7 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt
-    pack, crc32, magic = rec.HEADER.pack, rec.body_crc, rec.RECORD_MAGIC
+    pack, body_crc, magic = rec.HEADER.pack, rec.body_crc, rec.RECORD_MAGIC
     lead, middle = rec.LEAD.pack, rec.plain_header_middle(born_ts_ms, host, lt)
     tails: dict[int, bytes] = {}   # body length -> its 4 bytes and the topic that follows
     parts = []
@@ -110,7 +110,7 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
             if lg > 0xFFFF or lk > 0xFFFF:
                 raise rec.RecordError("tags and keys are limited to 65535 bytes each")
             size = plain_size + lg + lk + lb
-            append(pack(size, magic, crc32(body), 0, 0, 0, born_ts_ms, 0, host, 0, lt, lg, lk, 0,
+            append(pack(size, magic, body_crc(body), 0, 0, 0, born_ts_ms, 0, host, 0, lt, lg, lk, 0,
                         lb))
             append(topic_b)
             append(tags)
@@ -122,7 +122,7 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
             tail = tails.get(lb)
             if tail is None:
                 tail = tails[lb] = rec.BODY_LEN.pack(lb) + topic_b
-            append(lead(size, magic, crc32(body)))
+            append(lead(size, magic, body_crc(body)))
             append(middle)
             append(tail)
             r = body

@@ -283,6 +283,9 @@ class MessageStore:
             if magic != RECORD:
                 if magic == BLANK_:
                     return (None, n) if size <= left else (rel, n)
+                if magic == rec.RECORD_MAGIC_V1:
+                    raise rec.OldFormatError(f"replicated record at {base + rel} is in record "
+                                             f"format 1: the master runs an older duomq")
                 raise rec.RecordError(f"damaged replicated record at {base + rel}")
             if size > left:
                 return rel, n                        # the rest has not arrived yet

@@ -224,7 +224,7 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
     combined test per record (the slow path then names what is wrong).
     """
     unpack = _SCAN.unpack_from
-    crc32, body = zlib.crc32, body_crc
+    crc32, crc32c_ = zlib.crc32, body_crc   # tag hashes, bodies
     mv = memoryview(buf)
     startswith = buf.startswith
     end = len(buf)
@@ -242,7 +242,7 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
         nxt = pos + size
         if magic != RM or size != HS + lt + lg + lk + lp + lb or nxt > end \
                 or size > max_record_bytes or lt != tlen or not startswith(topic, pos + HS) \
-                or body(mv[nxt - lb:nxt]) != crc:
+                or crc32c_(mv[nxt - lb:nxt]) != crc:
             _refuse(len(borns), mv, pos, end, topic, max_record_bytes)
         if lg + lk + lp:   # texts a consumer decodes: checked as UTF-8 after the loop
             p = pos + HS + lt

@@ -93,3 +93,20 @@ def test_dispatch_refuses_a_damaged_record(tmp_path):
     with pytest.raises(rec.RecordError, match=f"damaged replicated record at {second}"):
         slave.dispatch()
     assert slave.dispatched_offset == 0               # the call dispatched nothing
+
+
+def test_dispatch_names_a_record_of_format_1(tmp_path):
+    """A master of an older duomq replicating format-1 records: named, not 'damaged'."""
+    master, slave = MessageStore(cfg(tmp_path / "m")), MessageStore(cfg(tmp_path / "s"))
+    master.start()
+    slave.start()
+    fill(master, 2)
+    data = bytearray(master.read_raw(0, 1 << 20))
+    second = rec.SIZE_MAGIC.unpack_from(data, 0)[0]
+    rec.SIZE_MAGIC.pack_into(data, second, rec.SIZE_MAGIC.unpack_from(data, second)[0],
+                             rec.RECORD_MAGIC_V1)
+    slave.append_raw(0, bytes(data))
+    with pytest.raises(rec.OldFormatError, match=f"{second} is in record format 1: the master"):
+        slave.dispatch()
+    for s in (master, slave):
+        s.close()
