@@ -80,13 +80,19 @@ def test_truncate_to_cuts_log_and_queues_and_survives_restart(tmp_path):
     assert {k[1]: q.max_offset for k, q in again.queues.items()} == {0: 11, 1: 11, 2: 11}
 
 
-def test_dispatch_refuses_a_damaged_record(tmp_path):
+def master_log(tmp_path, n):
+    """A started (master, slave) pair, the master's log after ``n`` records,
+    and where its second record starts."""
     master, slave = MessageStore(cfg(tmp_path / "m")), MessageStore(cfg(tmp_path / "s"))
     master.start()
     slave.start()
-    fill(master, 3)
+    fill(master, n)
     data = bytearray(master.read_raw(0, 1 << 20))
-    second = rec.SIZE_MAGIC.unpack_from(data, 0)[0]
+    return master, slave, data, rec.SIZE_MAGIC.unpack_from(data, 0)[0]
+
+
+def test_dispatch_refuses_a_damaged_record(tmp_path):
+    master, slave, data, second = master_log(tmp_path, 3)
     third = second + rec.SIZE_MAGIC.unpack_from(data, second)[0]
     data[third - 1] ^= 0xFF                           # the second record's body: CRC mismatch
     slave.append_raw(0, bytes(data))
@@ -97,12 +103,7 @@ def test_dispatch_refuses_a_damaged_record(tmp_path):
 
 def test_dispatch_names_a_record_of_format_1(tmp_path):
     """A master of an older duomq replicating format-1 records: named, not 'damaged'."""
-    master, slave = MessageStore(cfg(tmp_path / "m")), MessageStore(cfg(tmp_path / "s"))
-    master.start()
-    slave.start()
-    fill(master, 2)
-    data = bytearray(master.read_raw(0, 1 << 20))
-    second = rec.SIZE_MAGIC.unpack_from(data, 0)[0]
+    master, slave, data, second = master_log(tmp_path, 2)
     rec.SIZE_MAGIC.pack_into(data, second, rec.SIZE_MAGIC.unpack_from(data, second)[0],
                              rec.RECORD_MAGIC_V1)
     slave.append_raw(0, bytes(data))
