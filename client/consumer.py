@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from duomq.client.base import ClientBase, raise_for
 from duomq.common.config import ConsumerConfig
 from duomq.common.errors import BadRequestError, NoRouteError, TopicNotExistError, for_status
-from duomq.common.message import MessageExt, MessageQueue, parse_msg_id
+from duomq.common.message import MessageExt, MessageQueue, lookup_key, parse_msg_id
 from duomq.common.subscription import Subscription, parse
 from duomq.coordinator.members import read_target
 from duomq.coordinator.topics import TopicAdmin
@@ -149,8 +149,7 @@ class PullConsumer(ClientBase):
         within ``[begin_ms, end_ms]`` (0: unbounded), newest first, at most
         ``max_num`` (a broker answers 64 at most): from every broker group of
         the topic, each through its key index on the master, else a live slave."""
-        if not key or len(key.split()) != 1 or key != key.strip():
-            raise BadRequestError(f"a key is one word without spaces, got {key!r}")
+        lookup_key(key)
         if max_num <= 0:
             raise BadRequestError(f"max_num must be positive, got {max_num}")
         req = pb.QueryByKeyRequest(topic=topic, key=key, begin_timestamp_ms=begin_ms,

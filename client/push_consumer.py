@@ -49,6 +49,14 @@ CLIENT_LOCK_TTL_S = 30.0    # ... and consume a queue this long after its last r
 RELEASE_WAIT_S = 1.0        # orderly: wait for the message in hand before unlocking
 
 
+def _wait_idle(pqs: list[ProcessQueue]) -> None:
+    """Orderly: let the message in hand of each queue finish (at most
+    RELEASE_WAIT_S) before its position is committed or moved."""
+    deadline = time.monotonic() + RELEASE_WAIT_S
+    while any(pq.busy for pq in pqs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class PushConsumer(PullConsumer):
     def __init__(self, group: str, topic: str, on_message: Callable[[MessageExt], object], *,
                  subscription: str = "*", allocate: Strategy | None = None,
@@ -229,9 +237,7 @@ class PushConsumer(PullConsumer):
                     moved.append(pq)
                     olds.append(old)
         if self.orderly:     # one thread per queue: let the message in hand finish first
-            deadline = time.monotonic() + RELEASE_WAIT_S
-            while any(old.busy for old in olds) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_idle(olds)
         self.resets += 1
         log.info("offset reset of %s: %d queues moved", self.group, len(moved))
         self._commit(moved)
@@ -243,9 +249,7 @@ class PushConsumer(PullConsumer):
         the message in hand finish and, after the commit, unlock them, so the
         next owner starts exactly there."""
         if self.locking:
-            deadline = time.monotonic() + RELEASE_WAIT_S
-            while any(pq.busy for pq in pqs) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_idle(pqs)
         self._commit(pqs)
         if self.locking:
             # a queue still busy keeps its lock until it expires on the broker

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from duomq.common.errors import BadRequestError
+
 
 @dataclass(init=False, slots=True)
 class Message:
@@ -85,6 +87,14 @@ class MessageExt:
     @property
     def key_list(self) -> list[str]:
         return self.keys.split() if self.keys else []
+
+
+def lookup_key(key: str) -> str:
+    """``key`` if it can be looked up by (one of a message's space-separated
+    keys: one word), else BadRequestError. Clients and brokers check alike."""
+    if not key or key != key.strip() or len(key.split()) != 1:
+        raise BadRequestError(f"a key is one word without spaces, got {key!r}")
+    return key
 
 
 def make_msg_id(broker_group: str, physical_offset: int) -> str:

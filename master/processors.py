@@ -9,6 +9,7 @@ import time
 from duomq.common import delay as d
 from duomq.common import subscription
 from duomq.common.errors import BadRequestError, DuomqError
+from duomq.common.message import lookup_key
 from duomq.common.names import RETRY_PREFIX, validate_name
 from duomq.master import requeue
 from duomq.master.health import readiness
@@ -272,8 +273,10 @@ class Processors:
             validate_name("topic", req.topic, allow_system=True)
         except DuomqError as exc:
             return pb.INVALID_NAME, str(exc), None
-        if not req.key or req.key != req.key.strip() or len(req.key.split()) != 1:
-            return pb.BAD_REQUEST, f"a key is one word without spaces, got {req.key!r}", None
+        try:
+            lookup_key(req.key)
+        except BadRequestError as exc:
+            return pb.BAD_REQUEST, str(exc), None
         if req.max_num < 0 or req.begin_timestamp_ms < 0 or req.end_timestamp_ms < 0:
             return pb.BAD_REQUEST, "max_num and the time range must not be negative", None
         end = req.end_timestamp_ms or int(time.time() * 1000) + 1000

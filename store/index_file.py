@@ -121,7 +121,6 @@ class IndexFile:
         HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
                          self.end_phys, self.count, 0)
 
-
     # ------------------------------------------------------------ read
     def entry(self, n: int) -> tuple[int, int, int, int]:
         """Entry number ``n`` (1-based): key hash, phys, store time (ms, to the
