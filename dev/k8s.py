@@ -1,7 +1,8 @@
-"""``deploy/k8s`` rendered and read as the kubelet and the scheduler would:
-label selectors, a container's environment, the pod specs inside workloads.
-The offline policy tests and the tests that run a manifest's commands against
-real processes share it."""
+"""``deploy/k8s`` rendered by the real kustomize (``kubectl kustomize``, the
+build ``kubectl apply -k`` applies) and read as the kubelet and the scheduler
+would: label selectors, a container's environment, the pod specs inside
+workloads. The offline policy tests and the tests that run a manifest's
+commands, as processes or in containers, share it."""
 
 from __future__ import annotations
 
@@ -9,16 +10,49 @@ import copy
 import functools
 import os
 import re
+import shutil
+import subprocess
 
-from duomq.dev.kustomize import build, pod_template
+import yaml
 
 K8S = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "deploy", "k8s")
 OVERLAYS = ("dev", "prod")
+KUBECTL_MIN = (1, 27)        # kustomize v5 built in: `labels`, JSON patches by label
+
+
+class KustomizeError(RuntimeError):
+    """kubectl is missing or too old, or a directory does not build."""
+
+
+@functools.cache
+def kubectl() -> str:
+    """The path of a kubectl new enough to build the manifests."""
+    path = shutil.which("kubectl")
+    if path is None:
+        raise KustomizeError(f"kubectl {KUBECTL_MIN[0]}.{KUBECTL_MIN[1]} or newer is needed to "
+                             "render deploy/k8s (its built-in kustomize); it is not on PATH")
+    out = subprocess.run([path, "version", "--client"], capture_output=True, text=True,
+                         timeout=30).stdout
+    m = re.search(r"Client Version: v(\d+)\.(\d+)", out)
+    if not m or (int(m.group(1)), int(m.group(2))) < KUBECTL_MIN:
+        raise KustomizeError(f"kubectl {KUBECTL_MIN[0]}.{KUBECTL_MIN[1]} or newer is needed to "
+                             f"render deploy/k8s; {path} says: {out.strip() or 'nothing'}")
+    return path
+
+
+def kustomize(directory: str) -> str:
+    """``kubectl kustomize DIRECTORY``: the YAML stream, or KustomizeError
+    with kustomize's own message."""
+    p = subprocess.run([kubectl(), "kustomize", directory], capture_output=True, text=True,
+                       timeout=120)
+    if p.returncode != 0:
+        raise KustomizeError(f"kubectl kustomize {directory} failed:\n{p.stderr.strip()}")
+    return p.stdout
 
 
 @functools.cache
 def _render(path: str) -> tuple:
-    return tuple(build(os.path.join(K8S, path)))
+    return tuple(d for d in yaml.safe_load_all(kustomize(os.path.join(K8S, path))) if d)
 
 
 def render(path: str) -> list[dict]:
@@ -50,6 +84,45 @@ def workloads(docs):
         template = pod_template(d)
         if template is not None:
             yield d, template.get("metadata", {}), template["spec"]
+
+
+def pod_template(doc: dict) -> dict | None:
+    """The pod template (``metadata`` and ``spec``) of a workload, or None."""
+    kind, spec = doc.get("kind"), doc.get("spec") or {}
+    if kind == "Pod":
+        return doc
+    if kind == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    elif kind not in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+        return None
+    return spec.get("template")
+
+
+def pod_references(spec: dict):
+    """(kind, holder dict, key) of every ConfigMap and Secret a pod spec names."""
+    for v in spec.get("volumes") or []:
+        if "configMap" in v:
+            yield "ConfigMap", v["configMap"], "name"
+        if "secret" in v:
+            yield "Secret", v["secret"], "secretName"
+        for source in (v.get("projected") or {}).get("sources") or []:
+            for kind, field in (("ConfigMap", "configMap"), ("Secret", "secret")):
+                if field in source:
+                    yield kind, source[field], "name"
+    for s in spec.get("imagePullSecrets") or []:
+        yield "Secret", s, "name"
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for e in c.get("envFrom") or []:
+            if "configMapRef" in e:
+                yield "ConfigMap", e["configMapRef"], "name"
+            if "secretRef" in e:
+                yield "Secret", e["secretRef"], "name"
+        for e in c.get("env") or []:
+            source = e.get("valueFrom") or {}
+            if "configMapKeyRef" in source:
+                yield "ConfigMap", source["configMapKeyRef"], "name"
+            if "secretKeyRef" in source:
+                yield "Secret", source["secretKeyRef"], "name"
 
 
 def component(doc) -> str:
@@ -111,3 +184,57 @@ def mounted_config(docs, spec, container, path: str) -> str:
             cm = named(docs, "ConfigMap", volume["configMap"]["name"])
             return cm["data"][path[len(m["mountPath"].rstrip("/")) + 1:]]
     raise AssertionError(f"nothing is mounted at {path}")
+
+
+def container_port(spec: dict, port) -> int | None:
+    """The number of a pod's port given by number or by a container port's name."""
+    if isinstance(port, int):
+        return port
+    for c in spec.get("containers") or []:
+        for p in c.get("ports") or []:
+            if p.get("name") == port:
+                return p["containerPort"]
+    return None
+
+
+def ingress_allowed(docs, target: tuple[str, dict, dict], port: int,
+                    source: tuple[str, dict, dict]) -> bool:
+    """Whether NetworkPolicies let a TCP connection in to ``port`` of the
+    ``target`` pod from the ``source`` pod, each given as (namespace, pod
+    labels, namespace labels). Kubernetes' rules: a pod no Ingress policy
+    selects admits everything; a selected pod admits what some rule of some
+    policy selecting it allows (port and peer); a peer with a podSelector
+    alone means the policy's own namespace."""
+    t_ns, t_labels, t_pod_spec = target
+    s_ns, s_labels, s_ns_labels = source
+    policies = [p for p in of_kind(docs, "NetworkPolicy")
+                if p["metadata"].get("namespace") == t_ns
+                and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+                and (not p["spec"]["podSelector"] or selects(p["spec"]["podSelector"], t_labels))]
+    if not policies:
+        return True
+    for policy in policies:
+        for rule in policy["spec"].get("ingress") or []:
+            ports = rule.get("ports")
+            if ports and not any(p.get("protocol", "TCP") == "TCP"
+                                 and container_port(t_pod_spec, p.get("port")) == port
+                                 for p in ports):
+                continue
+            peers = rule.get("from")
+            if not peers or any(_peer_matches(peer, t_ns, s_ns, s_labels, s_ns_labels)
+                                for peer in peers):
+                return True
+    return False
+
+
+def _peer_matches(peer: dict, policy_ns: str, s_ns: str, s_labels: dict,
+                  s_ns_labels: dict) -> bool:
+    if "ipBlock" in peer:
+        return False                 # pod-to-pod traffic is judged by the selectors
+    if "namespaceSelector" in peer:
+        ns_ok = peer["namespaceSelector"] == {} or selects(peer["namespaceSelector"], s_ns_labels)
+    else:
+        ns_ok = s_ns == policy_ns
+    pod_ok = "podSelector" not in peer or peer["podSelector"] == {} or \
+        selects(peer["podSelector"], s_labels)
+    return ns_ok and pod_ok

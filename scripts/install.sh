@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what duomq needs on a fresh Debian machine, skipping what is there:
-# Java (checked), Debian's ZooKeeper server, and a virtualenv (.venv) holding
+# Java and kubectl (checked), Debian's ZooKeeper server, and a virtualenv (.venv) holding
 # duomq with the extras named in $DUOMQ_EXTRAS (default: test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,16 @@ fi
 java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
 if [ -z "$java_major" ] || [ "$java_major" -lt 11 ]; then
   echo "Java 11 or newer is needed for ZooKeeper (found: ${java_major:-none})" >&2
+  exit 1
+fi
+# deploy/k8s is rendered by the real kustomize, the one built into kubectl
+# 1.27+ (Debian's kubernetes-client is 1.20, too old; install kubectl from
+# https://kubernetes.io/docs/tasks/tools/).
+kubectl_version=$( (kubectl version --client 2>/dev/null || true) | sed -n 's/^Client Version: v\([0-9]*\.[0-9]*\).*/\1/p')
+if [ -z "$kubectl_version" ] || [ "${kubectl_version%%.*}" -lt 1 ] || \
+   { [ "${kubectl_version%%.*}" -eq 1 ] && [ "${kubectl_version#*.}" -lt 27 ]; }; then
+  echo "kubectl 1.27 or newer is needed to render deploy/k8s with its built-in kustomize" \
+       "(found: ${kubectl_version:-none}); install it from https://kubernetes.io/docs/tasks/tools/" >&2
   exit 1
 fi
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
