@@ -4,31 +4,47 @@
 #                                                        for Spark jobs pinned to slave reads
 # Every dependency ships as a wheel, so no stage needs a compiler; the final
 # stages hold a virtualenv, no pip cache and no build tools, and run as an
-# unprivileged user.
+# unprivileged user (uid 10001).
+#
+# Offline (`make image`, scripts/image.sh): no registry and no package index
+# is reachable, so the build is given
+#   PYTHON_IMAGE  a Debian 12 base with python3.11 made locally (debootstrap,
+#                 `podman import`); for the spark target one that also has Java
+#   WHEELS        a directory of every wheel the image needs, mounted into the
+#                 build (podman build --volume), so pip never asks an index
+# and runs with --network none. Without them (Docker and the internet) the
+# stages pull python:3.11-slim, install from PyPI and, for spark, Java from
+# Debian, exactly as before.
 ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm
 
 # ---- build: the package and its dependencies into /opt/duomq --------------
 FROM ${PYTHON_IMAGE} AS build
+ARG WHEELS=
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY . .
 RUN python -m venv /opt/duomq \
- && /opt/duomq/bin/pip install . \
+ && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} . \
  && /opt/duomq/bin/python -m duomq --version
 
 FROM ${PYTHON_IMAGE} AS build-spark
+ARG WHEELS=
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY . .
 RUN python -m venv /opt/duomq \
- && /opt/duomq/bin/pip install ".[spark]" \
+ && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} ".[spark]" \
  && /opt/duomq/bin/python -c "import duomq.client.spark"
 
 # ---- spark: Spark jobs (spark-submit in local mode) -------------------------
 FROM ${PYTHON_IMAGE} AS spark
-RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
- && rm -rf /var/lib/apt/lists/* \
+# Java from Debian unless the base has it (the offline base does)
+RUN if ! command -v java >/dev/null; then \
+      apt-get update \
+      && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi \
+ && java -version \
  && useradd --uid 10001 --create-home --shell /usr/sbin/nologin duomq
 COPY --from=build-spark /opt/duomq /opt/duomq
 COPY examples /opt/duomq-examples

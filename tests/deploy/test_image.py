@@ -1,5 +1,6 @@
-"""The container image, checked offline (no Docker engine here): the
-Dockerfile's policy, and the non-editable install it performs."""
+"""The Dockerfile's policy and the non-editable install it performs. The
+images themselves are built by `make image` and run in
+test_containers.py."""
 
 import os
 import re

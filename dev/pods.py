@@ -1,0 +1,140 @@
+"""A pod of a rendered workload (``dev.k8s``) run as a podman container
+(``dev.podman``): the image, command and arguments, the environment the
+kubelet builds, the security context, its volumes (ConfigMaps as read-only
+files, claims as directories owned by the pod's fsGroup, emptyDirs as
+tmpfs) and the DNS names a StatefulSet's pod has. Probes and hooks run in
+it with ``podman exec``, as the kubelet runs them.
+
+Kept as in the cluster: everything above. Not: CPU and memory limits (this
+host has 2 cores and cgroups v1), and the Service objects themselves (each
+container's /etc/hosts names every pod, at an address that stays across
+restarts, instead of cluster DNS).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from duomq.dev.k8s import container_env, named, pod_template
+from duomq.dev.podman import Container, Network, PodSecurity
+
+
+class PodContainer:
+    """Pod ``ordinal`` of ``workload`` (a StatefulSet; ``ordinal`` None for
+    a Job's pod). ``image``, ``entrypoint`` and ``args`` replace the
+    manifest's where it names an image this host cannot have."""
+
+    def __init__(self, net: Network, docs: list[dict], workload: dict, root: pathlib.Path,
+                 ordinal: int | None = None, *, pod_name: str | None = None,
+                 image: str | None = None, entrypoint: list[str] | None = None,
+                 args: list[str] | None = None, extra_env: dict[str, str] | None = None,
+                 extra_volumes: list[str] = (), extra_tmpfs: list[str] = ()):
+        template = pod_template(workload)
+        self.spec = template["spec"]
+        self.labels = dict((template.get("metadata") or {}).get("labels") or {})
+        (self.container,) = self.spec["containers"]
+        base = workload["metadata"]["name"]
+        self.name = pod_name or (f"{base}-{ordinal}" if ordinal is not None else f"{base}-pod")
+        self.namespace = workload["metadata"]["namespace"]
+        self.env = container_env(docs, workload, self.container, self.name)
+        self.env.update(extra_env or {})
+        self.security = PodSecurity.of(self.spec, self.container)
+        self.dir = root / self.name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.volumes = list(extra_volumes) + self._volumes(docs, workload)
+        self.tmpfs = list(extra_tmpfs) + self._tmpfs()
+        self.aliases = []
+        if workload["kind"] == "StatefulSet":
+            service = workload["spec"]["serviceName"]
+            self.aliases = [f"{self.name}.{service}", f"{self.name}.{service}.{self.namespace}.svc",
+                            f"{self.name}.{service}.{self.namespace}.svc.cluster.local"]
+        self.image = image or self.container["image"]
+        self.entrypoint = entrypoint or self.container.get("command")
+        self.args = args if args is not None else list(self.container.get("args") or [])
+        self.net = net
+        net.reserve(self.name, self.aliases)     # known to every pod started after it
+        self.handle: Container | None = None
+
+    # ---------------------------------------------------------------- volumes
+
+    def _owner(self) -> tuple[int, int]:
+        pod = self.spec.get("securityContext") or {}
+        uid = pod.get("runAsUser", 0)
+        return uid, pod.get("fsGroup", pod.get("runAsGroup", uid))
+
+    def _claim_dir(self, name: str) -> str:
+        path = self.dir / "claims" / name
+        if not path.exists():
+            path.mkdir(parents=True)
+            os.chown(path, *self._owner())
+            path.chmod(0o2775)
+        return str(path)
+
+    def _volumes(self, docs, workload) -> list[str]:
+        volumes = {v["name"]: v for v in self.spec.get("volumes") or []}
+        claims = {t["metadata"]["name"] for t in workload["spec"].get("volumeClaimTemplates", [])}
+        out = []
+        for m in self.container.get("volumeMounts") or []:
+            target, ro = m["mountPath"], ":ro" if m.get("readOnly") else ""
+            v = volumes.get(m["name"], {})
+            if m["name"] in claims:
+                out.append(f"{self._claim_dir(m['name'])}:{target}")
+            elif "persistentVolumeClaim" in v:
+                out.append(f"{self._claim_dir(v['persistentVolumeClaim']['claimName'])}:{target}")
+            elif "configMap" in v or "secret" in v:
+                if "configMap" in v:
+                    data = named(docs, "ConfigMap", v["configMap"]["name"]).get("data") or {}
+                else:
+                    secret = [d for d in docs if d["kind"] == "Secret"
+                              and d["metadata"]["name"] == v["secret"]["secretName"]]
+                    if not secret and v["secret"].get("optional"):
+                        continue
+                    data = {}       # the tests' secrets hold nothing yet
+                files = self.dir / "mounts" / m["name"]
+                files.mkdir(parents=True, exist_ok=True)
+                for key, text in data.items():
+                    (files / key).write_text(text)
+                files.chmod(0o755)
+                out.append(f"{files}:{target}{ro or ':ro'}")
+        return out
+
+    def _tmpfs(self) -> list[str]:
+        volumes = {v["name"]: v for v in self.spec.get("volumes") or []}
+        out = []
+        for m in self.container.get("volumeMounts") or []:
+            v = volumes.get(m["name"], {})
+            if "emptyDir" in v:
+                size = v["emptyDir"].get("sizeLimit", "64Mi").replace("i", "")
+                out.append(f"{m['mountPath']}:rw,size={size.lower()},mode=1777")
+        return out
+
+    # -------------------------------------------------------------- lifecycle
+
+    def start(self) -> "PodContainer":
+        """The pod's first start; later starts (``restart``) keep the
+        container, its name and its volumes, as a StatefulSet's pod."""
+        self.handle = self.net.run(self.name, self.image, self.args, env=self.env,
+                                   aliases=self.aliases, volumes=self.volumes, tmpfs=self.tmpfs,
+                                   security=self.security, entrypoint=self.entrypoint,
+                                   labels=self.labels)
+        return self
+
+    def restart(self) -> None:
+        self.handle.start()
+
+    def exec(self, command: list[str], timeout_s: float) -> tuple[int, str]:
+        return self.handle.exec(command, timeout_s)
+
+    def probe(self, which: str) -> int:
+        """Run the container's ``which`` probe (its exec command) once."""
+        probe = self.container[which]
+        return self.exec(probe["exec"]["command"], probe.get("timeoutSeconds", 1) + 5)[0]
+
+    def pre_stop(self) -> tuple[int, str]:
+        hook = self.container["lifecycle"]["preStop"]["exec"]["command"]
+        return self.exec(hook, self.spec.get("terminationGracePeriodSeconds", 30))
+
+    def stop(self) -> float:
+        """SIGTERM with the pod's grace period, as the kubelet after preStop."""
+        return self.handle.stop(self.spec.get("terminationGracePeriodSeconds", 30))

@@ -1,0 +1,276 @@
+"""The prod overlay's pods as containers of the images `make image` builds:
+a three-server ZooKeeper ensemble and the broker pair broker-a, each
+started as its StatefulSet's pod would be (image, arguments, the
+environment the kubelet builds, the ConfigMap's duomq.toml, uid 10001, a
+read-only root, the data claim as a volume, the pod's DNS names, on a
+podman network). The manifests' own startup, readiness and liveness probes and
+preStop hook run inside them (`podman exec`); a client container keeps
+producing while the master is handed over, then killed (kill -9 of its
+container), and each time restarted; the audit reads everything back. The
+Spark image then runs the CronJob's pod against the pair.
+
+What is not as in a cluster: the ZooKeeper pods run the real server from
+the jars in the duomq-spark image, through the manifest's own command and
+a copy of the official image's entrypoint (tests/deploy/zookeeper_image),
+because this host cannot pull `zookeeper:3.8.4`; CPU and memory limits are
+not applied. Run alone with `pytest -m containers`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+from duomq import __version__
+from duomq.dev.drills import REPORT_DIR
+from duomq.dev.harness import wait_for
+from duomq.dev.k8s import generated, named, render
+from duomq.dev.podman import Network, PodSecurity
+from duomq.dev.pods import PodContainer
+
+pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SPARK_IMAGE = f"duomq/duomq-spark:{__version__}"
+BROKER_IMAGE = f"duomq/duomq:{__version__}"
+CLIENT = {"duomq.io/client": "true"}
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    """`make image`'s script: builds both images, or reuses its cached layers."""
+    log = tmp_path_factory.mktemp("image") / "image.log"
+    with open(log, "w") as out:
+        rc = subprocess.run(["bash", "scripts/image.sh"], cwd=ROOT, stdout=out,
+                            stderr=subprocess.STDOUT, timeout=1800).returncode
+    if rc != 0:
+        pytest.fail("make image failed:\n" + log.read_text()[-4000:])
+    return log.read_text().splitlines()[-5:]
+
+
+class Cluster:
+    """The prod overlay's ZooKeeper pods and the broker-a pair, on one network."""
+
+    def __init__(self, net: Network, root: pathlib.Path):
+        self.docs = render("overlays/prod")
+        self.net, self.root = net, root
+        self.cluster_env = generated(self.docs, "ConfigMap", "duomq-cluster")["data"]
+        zk = named(self.docs, "StatefulSet", "zk")
+        shims = HERE / "zookeeper_image"
+        self.zk = [PodContainer(net, self.docs, zk, root, i, image=SPARK_IMAGE, extra_volumes=[
+            f"{shims / 'docker-entrypoint.sh'}:/docker-entrypoint.sh:ro",
+            f"{shims / 'zkServer.sh'}:/usr/local/bin/zkServer.sh:ro"],
+            extra_tmpfs=["/conf:rw,mode=1777"]) for i in range(zk["spec"]["replicas"])]
+        self.sts = named(self.docs, "StatefulSet", "broker-a")
+        self.brokers = [PodContainer(net, self.docs, self.sts, root, i)
+                        for i in range(self.sts["spec"]["replicas"])]
+
+    def start(self) -> None:
+        for pod in self.zk:                            # podManagementPolicy: Parallel
+            pod.start()
+        for pod in self.zk:
+            wait_for(lambda: pod.probe("readinessProbe") == 0, 90, f"{pod.name} in a quorum")
+            assert pod.probe("livenessProbe") == 0
+        for pod in self.brokers:
+            pod.start()
+        for pod in self.brokers:
+            self.wait_ready(pod)
+
+    @staticmethod
+    def wait_ready(pod: PodContainer) -> None:
+        if pod.container.get("startupProbe"):
+            wait_for(lambda: pod.probe("startupProbe") == 0, 60, f"{pod.name}'s startup probe")
+        wait_for(lambda: pod.probe("readinessProbe") == 0, 60, f"{pod.name} to be ready")
+        assert pod.probe("livenessProbe") == 0
+
+    def status(self, via: PodContainer | None = None) -> dict:
+        """`duomq status --json`, run in a broker's container (``via``, or
+        the first that answers); {} when none could."""
+        self.status_error = ""
+        for pod in [via] if via else self.brokers:
+            if pod.handle.running():
+                rc, out = pod.exec(["duomq", "status", "--json"], 30)
+                if rc == 0:
+                    return json.loads(out)
+                self.status_error += f"{pod.name}: exit {rc}: {out[-1500:]}\n"
+        return {}
+
+    def roles(self, via: PodContainer | None = None) -> dict[int, str]:
+        return {b["id"]: b.get("role") for b in self.status(via).get("brokers", [])
+                if b["group"] == "broker-a"}
+
+    def master_id(self, via: PodContainer) -> int | None:
+        """The master's broker id as ZooKeeper holds it, read in ``via``'s
+        container (the election's own record, with no broker asked)."""
+        rc, out = via.exec(["python", "-c", "import os; from duomq.dev.harness import master_info; "
+                            "print(master_info(os.environ['DUOMQ_ZOOKEEPER'], "
+                            "os.environ['DUOMQ_CLUSTER']).get('broker_id'))"], 30)
+        return int(out) if rc == 0 and out.strip().isdigit() else None
+
+    def master(self) -> PodContainer:
+        (mid,) = [i for i, r in self.roles().items() if r == "MASTER"]
+        return self.brokers[mid]
+
+    def client(self, name: str, image: str, entrypoint: list[str], args: list[str],
+               volumes: list[str]):
+        """A client pod: the cluster's ConfigMap in its environment, uid
+        10001, a read-only root."""
+        return self.net.run(name, image, args, env=dict(self.cluster_env), volumes=volumes,
+                            tmpfs=["/tmp:rw,size=256m,mode=1777"], labels=CLIENT,
+                            security=PodSecurity(user="10001:10001", read_only=True,
+                                                 drop_all=True, no_new_privileges=True),
+                            entrypoint=entrypoint)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.handle.logs(40)}"
+                         for p in self.zk + self.brokers if p.handle)
+
+
+@pytest.fixture(scope="module")
+def pods(images, tmp_path_factory):
+    root = tmp_path_factory.mktemp("pods")
+    with Network() as net:
+        c = Cluster(net, root)
+        try:
+            c.start()
+        except BaseException:
+            print(c.logs())
+            raise
+        yield c
+
+
+@pytest.fixture
+def cluster(pods, request):
+    """The module's cluster; its containers' logs are printed when a test fails."""
+    yield pods
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or rep.failed:
+        print(pods.logs())
+
+
+def progress(out: pathlib.Path) -> dict:
+    try:
+        return json.loads((out / "progress.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {"acked": 0}
+
+
+def test_the_prod_pair_in_containers_hands_over_fails_over_and_loses_nothing(cluster):
+    a0, a1 = cluster.brokers
+    rc, out = a0.exec(["duomq", "topic", "create", "Orders", "--queues", "4"], 60)
+    assert rc == 0, out
+    # the pod's user, and nothing written outside its volumes
+    for pod in cluster.brokers:
+        assert pod.exec(["id", "-u"], 10) == (0, "10001\n")
+        assert pod.exec(["touch", "/opt/x"], 10)[0] != 0, "the root file system is writable"
+
+    out = cluster.root / "client"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    client = cluster.client("drill-client", BROKER_IMAGE, ["python", "/client/drill_client.py"],
+                            ["--topic", "Orders", "--out", "/out"],
+                            [f"{HERE}:/client:ro", f"{out}:/out"])
+    faults = out / "faults"
+    try:
+        wait_for(lambda: progress(out)["acked"] >= 300, 60, "acked sends before the hand-over")
+
+        # planned: the kubelet deletes the master's pod: preStop, then SIGTERM
+        master = cluster.master()
+        other = a1 if master is a0 else a0
+        faults.write_text(f"{time.monotonic()}\n")
+        rc, said = master.pre_stop()
+        assert rc == 0 and "handed broker-a over" in said, said
+        assert cluster.roles(other)[cluster.brokers.index(other)] == "MASTER"
+        assert master.stop() < 30 and master.handle.state()["ExitCode"] == 0, master.handle.logs()
+        t_stopped = time.monotonic() - float(faults.read_text())
+        master.restart()                      # the StatefulSet recreates it: a slave now
+        cluster.wait_ready(master)
+        print(f"hand-over: stopped at +{t_stopped:.2f}, ready again at "
+              f"+{time.monotonic() - float(faults.read_text()):.2f}")
+        assert cluster.roles()[cluster.brokers.index(master)] == "SLAVE"
+
+        # unplanned: kill -9 of the new master's container
+        acked = progress(out)["acked"]
+        wait_for(lambda: progress(out)["acked"] >= acked + 300, 60, "acked sends before the kill")
+        victim, survivor = other, master
+        killed_at = time.monotonic()
+        with faults.open("a") as f:
+            f.write(f"{killed_at}\n")
+        victim.handle.kill("KILL")
+        wait_for(lambda: cluster.master_id(survivor) == cluster.brokers.index(survivor), 60,
+                 "the slave to take over")
+        took_over_s = time.monotonic() - killed_at
+        time.sleep(2)                         # writes under the survivor alone
+        victim.restart()
+        cluster.wait_ready(victim)
+        assert cluster.roles()[cluster.brokers.index(victim)] == "SLAVE"
+        rejoined_s = time.monotonic() - killed_at
+        acked = progress(out)["acked"]
+        wait_for(lambda: progress(out)["acked"] >= acked + 200, 60, "SEND_OK with the pair whole")
+    except BaseException:
+        print(f"--- the client ({progress(out)})\n{client.logs()}\n--- status: "
+              f"{cluster.status_error}")
+        raise
+    finally:
+        (out / "stop").touch()
+    assert client.wait(180) == 0, client.logs()
+    report = json.loads((out / "report.json").read_text())
+    report["notes"] = {"took_over_s": round(took_over_s, 2), "rejoined_s": round(rejoined_s, 2)}
+    os.makedirs(REPORT_DIR, exist_ok=True)
+    with open(os.path.join(REPORT_DIR, "containers.json"), "w") as f:
+        json.dump(report, f, indent=2, sort_keys=True)
+    with open(os.path.join(REPORT_DIR, "containers-client.log"), "w") as f:
+        f.write(client.logs(100_000))
+    print("containers drill: " + json.dumps(report, sort_keys=True))
+    assert report["acked_full"] >= 800
+    assert report["lost"] == 0 and report["unexpected"] == 0, report
+    handed, killed = report["after_faults"]
+    assert handed["stored_gap_s"] is not None and killed["stored_gap_s"] is not None, report
+
+    # both brokers hold the same log, and only uid 10001 wrote their volumes
+    wait_for(lambda: len({b.get("max_offset") for b in cluster.status()["brokers"]}) == 1, 30,
+             "the slave to catch up")
+    for pod in cluster.brokers:
+        owners = {p.stat().st_uid for p in (pod.dir / "claims").rglob("*")}
+        assert owners == {10001}, f"{pod.name}: files owned by {owners}"
+        assert pod.probe("livenessProbe") == 0
+
+
+def test_the_spark_cronjob_pod_runs_against_the_pair(cluster):
+    """The CronJob's pod from the duomq-spark image: its arguments and
+    environment, pinned to slave reads; its probes answered while it runs;
+    it stops by itself having written the closed minutes."""
+    for pod in cluster.brokers:
+        cluster.wait_ready(pod)
+    rc, out = cluster.brokers[0].exec(["duomq", "topic", "create", "ShopEvents", "--queues", "2"],
+                                      60)
+    assert rc == 0, out
+    producer = cluster.client("shop-producer", SPARK_IMAGE, ["python", "-m", "pipeline.produce"],
+                              ["--minutes", "6", "--per-minute", "40"], [])
+    assert producer.wait(120) == 0, producer.logs()
+    said = wait_for(lambda: producer.logs().strip(), 10, "the producer's log")  # conmon flushes late
+    assert json.loads(said.splitlines()[-1])["sent"] == 240
+
+    job = named(cluster.docs, "CronJob", "spark-minutes")
+    pod = PodContainer(cluster.net, cluster.docs, job, cluster.root,
+                       pod_name="spark-minutes-manual").start()
+    passed: set[str] = set()
+    probes = {"startupProbe", "livenessProbe", "readinessProbe"}
+    while pod.handle.running() and passed != probes:
+        for which in probes - passed:
+            if pod.probe(which) == 0:
+                passed.add(which)
+        time.sleep(0.5)
+    assert passed == probes, f"the job ended with only {sorted(passed)} passed:\n" \
+        + pod.handle.logs(60)
+    assert pod.handle.wait(300) == 0, pod.handle.logs(60)
+    state = pod.dir / "claims" / "spark-minutes"
+    written = list((state / "minutes").glob("*.parquet"))
+    assert written
+    wait_for(lambda: "clicks" in pod.handle.logs(60), 10, "the closed minutes in the job's log")
+    assert {p.stat().st_uid for p in state.rglob("*")} == {10001}
