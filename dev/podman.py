@@ -34,9 +34,12 @@ def podman_bin() -> str:
 
 
 def run_flags() -> list[str]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    nproc = min(NPROC_MAX, *(v for v in resource.getrlimit(resource.RLIMIT_NPROC)
-                             if v != resource.RLIM_INFINITY))
+    """``podman run`` flags for this host: runc, and rlimits no higher than
+    this process's own (containers may not raise them)."""
+    soft, hard = (v if v != resource.RLIM_INFINITY else 1 << 20
+                  for v in resource.getrlimit(resource.RLIMIT_NOFILE))
+    nproc = min([NPROC_MAX, *(v for v in resource.getrlimit(resource.RLIMIT_NPROC)
+                              if v != resource.RLIM_INFINITY)])
     return ["--runtime", "runc", "--ulimit", f"nofile={soft}:{hard}",
             "--ulimit", f"nproc={nproc}:{nproc}"]
 

@@ -13,6 +13,7 @@ restarts, instead of cluster DNS).
 
 from __future__ import annotations
 
+import base64
 import os
 import pathlib
 
@@ -79,25 +80,35 @@ class PodContainer:
             target, ro = m["mountPath"], ":ro" if m.get("readOnly") else ""
             v = volumes.get(m["name"], {})
             if m["name"] in claims:
-                out.append(f"{self._claim_dir(m['name'])}:{target}")
+                out.append(f"{self._claim_dir(m['name'])}:{target}{ro}")
             elif "persistentVolumeClaim" in v:
-                out.append(f"{self._claim_dir(v['persistentVolumeClaim']['claimName'])}:{target}")
+                out.append(f"{self._claim_dir(v['persistentVolumeClaim']['claimName'])}:{target}{ro}")
             elif "configMap" in v or "secret" in v:
-                if "configMap" in v:
-                    data = named(docs, "ConfigMap", v["configMap"]["name"]).get("data") or {}
-                else:
-                    secret = [d for d in docs if d["kind"] == "Secret"
-                              and d["metadata"]["name"] == v["secret"]["secretName"]]
-                    if not secret and v["secret"].get("optional"):
-                        continue
-                    data = {}       # the tests' secrets hold nothing yet
-                files = self.dir / "mounts" / m["name"]
-                files.mkdir(parents=True, exist_ok=True)
-                for key, text in data.items():
-                    (files / key).write_text(text)
-                files.chmod(0o755)
-                out.append(f"{files}:{target}{ro or ':ro'}")
+                files = self._files(docs, v)
+                if files is not None:              # an optional Secret that is not there
+                    out.append(f"{files}:{target}:ro")   # the kubelet mounts both read-only
         return out
+
+    def _files(self, docs, volume: dict) -> pathlib.Path | None:
+        """A ConfigMap's or Secret's keys as files in a directory of their own."""
+        if "configMap" in volume:
+            data = {k: v.encode() for k, v in
+                    (named(docs, "ConfigMap", volume["configMap"]["name"]).get("data") or {}).items()}
+        else:
+            found = [d for d in docs if d["kind"] == "Secret"
+                     and d["metadata"]["name"] == volume["secret"]["secretName"]]
+            if not found:
+                if volume["secret"].get("optional"):
+                    return None
+                raise AssertionError(f"secret {volume['secret']['secretName']} is not rendered")
+            data = {k: base64.b64decode(v) for k, v in (found[0].get("data") or {}).items()}
+        files = self.dir / "mounts" / volume["name"]
+        files.mkdir(parents=True, exist_ok=True)
+        for key, content in data.items():
+            (files / key).write_bytes(content)
+            (files / key).chmod(0o644)
+        files.chmod(0o755)
+        return files
 
     def _tmpfs(self) -> list[str]:
         volumes = {v["name"]: v for v in self.spec.get("volumes") or []}
