@@ -169,6 +169,11 @@ class Container:
             return 124, f"timed out after {timeout_s} s"
         return p.returncode, p.stdout + p.stderr
 
+    def healthcheck(self) -> tuple[int, str]:
+        """The image's own HEALTHCHECK, run once (``podman healthcheck run``)."""
+        p = podman("healthcheck", "run", self.name, check=False)
+        return p.returncode, (p.stdout + p.stderr).strip()
+
     def kill(self, signal: str = "KILL") -> None:
         podman("kill", "-s", signal, self.name)
 

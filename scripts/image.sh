@@ -92,7 +92,7 @@ else
   fi
 fi
 
-build=(build --layers)
+build=(build --layers --format docker)   # docker format keeps HEALTHCHECK
 if [ "$offline" = 1 ]; then
   # every wheel the images install (duomq itself is built from the source in
   # the image), with what pip needs to build it

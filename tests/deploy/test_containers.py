@@ -164,8 +164,10 @@ def test_the_prod_pair_in_containers_hands_over_fails_over_and_loses_nothing(clu
     a0, a1 = cluster.brokers
     rc, out = a0.exec(["duomq", "topic", "create", "Orders", "--queues", "4"], 60)
     assert rc == 0, out
-    # the pod's user, and nothing written outside its volumes
+    # the pod's user, nothing written outside its volumes, and the image's
+    # own HEALTHCHECK (for Docker and podman users) agrees with the probes
     for pod in cluster.brokers:
+        assert pod.handle.healthcheck()[0] == 0, pod.handle.healthcheck()
         assert pod.exec(["id", "-u"], 10) == (0, "10001\n")
         assert pod.exec(["touch", "/opt/x"], 10)[0] != 0, "the root file system is writable"
 

@@ -79,14 +79,14 @@ def strict_validate(text: str, version: str, tmp_path) -> subprocess.CompletedPr
                           text=True, timeout=120)
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
-def test_every_manifest_passes_strict_schema_validation(overlay, tmp_path):
-    text = kustomize(os.path.join(K8S, "overlays", overlay))
-    n = len(render(f"overlays/{overlay}"))
+@pytest.mark.parametrize("path", ["base", *(f"overlays/{o}" for o in OVERLAYS)])
+def test_every_manifest_passes_strict_schema_validation(path, tmp_path):
+    text = kustomize(os.path.join(K8S, path))
+    n = len(render(path))
     assert n >= 12
     for version in VERSIONS:
         p = strict_validate(text, version, tmp_path)
-        assert p.returncode == 0, f"{overlay} on {version}:\n{p.stdout}{p.stderr}"
+        assert p.returncode == 0, f"{path} on {version}:\n{p.stdout}{p.stderr}"
         assert p.stdout.count(" passed for resource ") == n, p.stdout
 
 
