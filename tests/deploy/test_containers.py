@@ -207,7 +207,11 @@ def test_the_prod_pair_in_containers_hands_over_fails_over_and_loses_nothing(clu
         wait_for(lambda: cluster.master_id(survivor) == cluster.brokers.index(survivor), 60,
                  "the slave to take over")
         took_over_s = time.monotonic() - killed_at
-        time.sleep(2)                         # writes under the survivor alone
+
+        def alone():                          # stored by the survivor, its slave away
+            return progress(out).get("statuses", {}).get("SLAVE_NOT_AVAILABLE", 0)
+        before = alone()
+        wait_for(lambda: alone() >= before + 100, 60, "writes to the survivor alone")
         victim.restart()
         cluster.wait_ready(victim)
         assert cluster.roles()[cluster.brokers.index(victim)] == "SLAVE"
