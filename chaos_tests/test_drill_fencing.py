@@ -12,7 +12,7 @@ from duomq.client.remoting import RemotingClient
 from duomq.dev.drills import DrillReport, read_all
 from duomq.dev.harness import isr_members, master_info, wait_for
 from duomq.proto import pb
-from duomq.store import record as rec
+from duomq.format import record as rec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

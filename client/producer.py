@@ -33,7 +33,7 @@ from duomq.common.message import Message, MessageQueue, make_msg_id
 from duomq.common.names import validate_name
 from duomq.common.delay import SCHEDULING
 from duomq.proto import pb
-from duomq.store import record as rec
+from duomq.format import record as rec
 
 log = logging.getLogger(__name__)
 

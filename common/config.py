@@ -144,7 +144,7 @@ class BrokerConfig:
             raise ConfigError("flush_least_pages: must be >= 0")
         if self.file_reserved_hours <= 0:
             raise ConfigError("file_reserved_hours: must be > 0")
-        from duomq.store.record import HEADER_SIZE
+        from duomq.format.record import HEADER_SIZE
         if self.max_message_bytes < HEADER_SIZE + 1:
             raise ConfigError(f"max_message_bytes: {self.max_message_bytes} cannot hold a "
                               f"record header of {HEADER_SIZE} bytes")

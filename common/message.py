@@ -1,10 +1,16 @@
-"""Messages as users see them: ``Message`` to send, ``MessageExt`` received."""
+"""Messages as users see them: ``Message`` to send, ``MessageExt`` received
+(``decode_records`` makes them from stored records), ``MessageQueue``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from duomq.common.errors import BadRequestError
+from duomq.format import record as rec
+from duomq.format.record import make_msg_id, parse_msg_id
+
+__all__ = ["Message", "MessageExt", "MessageQueue", "decode_records", "lookup_key",
+           "make_msg_id", "parse_msg_id"]
 
 
 @dataclass(init=False, slots=True)
@@ -97,17 +103,6 @@ def lookup_key(key: str) -> str:
     return key
 
 
-def make_msg_id(broker_group: str, physical_offset: int) -> str:
-    return f"{broker_group}:{physical_offset:016X}"
-
-
-def parse_msg_id(msg_id: str) -> tuple[str, int]:
-    group, sep, hex_offset = msg_id.rpartition(":")
-    if not sep or len(hex_offset) != 16:
-        raise ValueError(f"not a duomq message id: {msg_id!r}")
-    return group, int(hex_offset, 16)
-
-
 @dataclass(frozen=True, order=True, slots=True)
 class MessageQueue:
     """One queue of a topic, hosted by one broker group."""
@@ -118,3 +113,37 @@ class MessageQueue:
 
     def __str__(self):
         return f"{self.topic}@{self.broker_group}#{self.queue_id}"
+
+
+def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
+    """Decode concatenated stored records (a pull answer) into MessageExt."""
+    out = []
+    append = out.append
+    unpack = rec.HEADER.unpack_from
+    HS, RM, props_of, host_of = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.decode_properties, \
+        rec.format_host
+    mv = memoryview(buf)
+    pos, end = 0, len(buf)
+    topics: dict[bytes, str] = {}
+    while pos < end:
+        (size, magic, _crc, qid, qoff, phys, born, stored, host, flags,
+         lt, lg, lk, lp, lb) = unpack(buf, pos)
+        if magic != RM:
+            raise rec.RecordError(f"bad magic in pulled data at {pos}")
+        p = pos + HS
+        traw = bytes(mv[p:p + lt])
+        topic = topics.get(traw)
+        if topic is None:
+            topic = topics[traw] = traw.decode(errors="replace")
+        p += lt
+        # tolerant decoding: a bad byte must never wedge a consumer on one record
+        tags = str(mv[p:p + lg], "utf-8", "replace") if lg else ""
+        p += lg
+        keys = str(mv[p:p + lk], "utf-8", "replace") if lk else ""
+        p += lk
+        props = props_of(bytes(mv[p:p + lp])) if lp else {}
+        p += lp
+        append(MessageExt(topic, bytes(mv[p:p + lb]), tags, keys, props, qid, qoff, phys,
+                          born, stored, host_of(host), flags, broker_group))
+        pos += size
+    return out

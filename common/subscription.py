@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 
 from duomq.common.errors import BadRequestError
-from duomq.store.record import tag_hash
+from duomq.format.record import tag_hash
 
 ALL = "*"
 MAX_EXPRESSION = 4096

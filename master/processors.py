@@ -9,7 +9,7 @@ import time
 from duomq.common import delay as d
 from duomq.common import subscription
 from duomq.common.errors import BadRequestError, DuomqError
-from duomq.common.message import lookup_key
+from duomq.common.message import decode_records, lookup_key
 from duomq.common.names import RETRY_PREFIX, validate_name
 from duomq.master import requeue
 from duomq.master.health import readiness
@@ -17,7 +17,7 @@ from duomq.master.pull_hold import HeldPull
 from duomq.master.read_advice import (ADVICE_MIN_BEHIND, master_says_go_to_slave,
                                      slave_says_go_back)
 from duomq.proto import pb
-from duomq.store import record as rec
+from duomq.format import record as rec
 from duomq.store.residency import resident_fraction
 
 PROBE_BYTES = 64 << 10        # the page-cache windows probed for a pull
@@ -89,7 +89,7 @@ class Processors:
         rec.scan_batch(buf, req.topic.encode(), self.config.max_message_bytes, req.count)
         now = int(time.time() * 1000)
         placed = [requeue.schedule(m, req.queue_id, self.broker.delay_levels, now)
-                  for m in rec.decode_records(buf, self.config.group)]
+                  for m in decode_records(buf, self.config.group)]
         for _topic, _qid, record in placed:
             if len(record) > self.config.max_message_bytes:
                 raise rec.RecordTooLargeError(
@@ -246,7 +246,7 @@ class Processors:
         if view is None:
             return pb.BAD_REQUEST, f"no message is stored at offset {req.physical_offset} " \
                                    f"of broker group {self.config.group!r}", None
-        msg = rec.decode_records(view, self.config.group)[0]
+        msg = decode_records(view, self.config.group)[0]
         topic, qid, record = requeue.send_back(
             msg, req.consumer_group, b.delay_levels, max(req.max_reconsume_times, 0),
             req.delay_level, req.dead_letter)

@@ -10,7 +10,7 @@ from duomq.common import delay as d
 from duomq.common.errors import BadRequestError
 from duomq.common.message import MessageExt
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
-from duomq.store import record as rec
+from duomq.format import record as rec
 
 Requeued = tuple[str, int, bytes]
 

@@ -19,7 +19,8 @@ from collections import deque
 from duomq.common import delay as d
 from duomq.common.errors import BadRequestError
 from duomq.master import requeue
-from duomq.store import record as rec
+from duomq.common.message import decode_records
+from duomq.format import record as rec
 
 log = logging.getLogger(__name__)
 BATCH = 256               # most messages one level delivers per pump
@@ -64,7 +65,7 @@ class ScheduleService:
                 view = read(e[0], e[1]) if e else None
                 if view is None:               # not all written yet: next pump
                     break
-                due_at = rec.HEADER.unpack_from(view, 0)[7] + delay
+                due_at = rec.STORE_TS.unpack_from(view, 0)[0] + delay
                 if due_at > now_ms:
                     self._due[i] = due_at
                     break
@@ -84,7 +85,7 @@ class ScheduleService:
     def _onward(self, view, now_ms: int):
         """Where a due message goes: ``(topic, queue_id, record)``, or None
         (logged) when it cannot be delivered and stays where it is."""
-        msg = rec.decode_records(view, self.broker_group)[0]
+        msg = decode_records(view, self.broker_group)[0]
         try:
             topic, qid, record = requeue.due(msg, self.levels, now_ms)
         except BadRequestError as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 
-from duomq.store import record as rec
+from duomq.format import record as rec
 from duomq.store.mapped_file_queue import MappedFileQueue
 
 

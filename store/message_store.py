@@ -11,7 +11,6 @@ import itertools
 import logging
 import operator
 import os
-import struct
 import threading
 import time
 import zlib
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import UnsupportedVersionError
-from duomq.store import record as rec
+from duomq.format import record as rec
 from duomq.store.checkpoint import Checkpoint
 from duomq.store.epoch_file import EpochFile
 from duomq.store.commitlog import CommitLog
@@ -31,10 +30,12 @@ from duomq.store.retention import deletable_prefix
 log = logging.getLogger(__name__)
 
 
-# the header fields dispatch reads: size, magic, crc, queue id, queue offset | lengths
 FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
-_DISPATCH = struct.Struct(">iiIiq36xHHHII")
-_STORE_TS = struct.Struct(">40xq")
+# the header fields dispatch reads
+_DISPATCH = rec.fields("total_size", "magic", "body_crc", "queue_id", "queue_offset",
+                       "topic_len", "tags_len", "keys_len", "props_len", "body_len")
+_PHYSICAL = rec.fields("physical_offset")
+_KEY_LOOKUP = rec.fields("store_ts_ms", "topic_len", "tags_len", "keys_len")
 
 
 @dataclass(slots=True)
@@ -306,7 +307,7 @@ class MessageStore:
             flat.extend((base + rel, size, crc32(mm[p + lt:p + lt + lg]) if lg else 0))
             if lk:
                 k = p + lt + lg
-                keyed.append((topic, mm[k:k + lk], base + rel, _STORE_TS.unpack_from(mv, rel)[0]))
+                keyed.append((topic, mm[k:k + lk], base + rel, rec.STORE_TS.unpack_from(mv, rel)[0]))
             next_qoff = qoff + 1
             rel = nxt
             n += 1
@@ -408,7 +409,7 @@ class MessageStore:
             rec.check_record(view, 0, size)
         except rec.RecordError:
             return None
-        if rec.HEADER.unpack_from(view, 0)[5] != phys:    # a body that looks like a record
+        if _PHYSICAL.unpack_from(view, 0)[0] != phys:     # a body that looks like a record
             return None
         return view
 
@@ -427,8 +428,7 @@ class MessageStore:
             view = self.read_record(phys, visible_end)
             if view is None:
                 continue
-            h = rec.HEADER.unpack_from(view, 0)
-            stored, lt, lg, lk = h[7], h[10], h[11], h[12]
+            stored, lt, lg, lk = _KEY_LOOKUP.unpack_from(view, 0)
             p = rec.HEADER_SIZE
             if not begin_ms <= stored <= end_ms or view[p:p + lt] != topic_b or \
                     key_b not in bytes(view[p + lt + lg:p + lt + lg + lk]).split():
@@ -441,7 +441,7 @@ class MessageStore:
 
     def store_timestamp(self, phys: int) -> int | None:
         view = self.commitlog.read(phys, rec.HEADER_SIZE)
-        return rec.HEADER.unpack_from(view, 0)[7] if view is not None else None
+        return rec.STORE_TS.unpack_from(view, 0)[0] if view is not None else None
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """First queue offset whose message was stored at or after ``timestamp_ms``

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from duomq.store import record as rec
+from duomq.format import record as rec
 from duomq.store.commitlog import CommitLog
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,10 @@ class RecoveryReport:
                 + ("; truncated there" if self.truncated else ""))
 
 
+# what recovery reads of each record past the checkpoint
+_RECOVER = rec.fields("queue_id", "queue_offset", "physical_offset", "store_ts_ms", "topic_len",
+                      "tags_len", "keys_len")
+
 def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
             index=None) -> RecoveryReport:
     """``consume_queue(topic, queue_id)`` returns (creating) the queue to rebuild;
@@ -42,7 +46,7 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
     pos = start
     scanned = 0
     reason = "end of data"
-    header = rec.HEADER
+    header = _RECOVER
     keyed = []
     while True:
         seg = mfq.find(pos)
@@ -63,14 +67,13 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
         if size == -1:
             pos = seg.end
             continue
-        h = header.unpack_from(seg.mm, rel)
-        qid, qoff, lt, lg, lk = h[3], h[4], h[10], h[11], h[12]
+        qid, qoff, phys, stored, lt, lg, lk = header.unpack_from(seg.mm, rel)
         p = rel + rec.HEADER_SIZE
         topic_b = bytes(seg.mm[p:p + lt])
         topic = topic_b.decode()
         tags = bytes(seg.mm[p + lt:p + lt + lg])
-        if h[5] != pos:
-            reason = f"record at {pos} claims physical offset {h[5]}"
+        if phys != pos:
+            reason = f"record at {pos} claims physical offset {phys}"
             break
         cq = consume_queue(topic, qid)
         if qoff > cq.max_offset:
@@ -84,7 +87,7 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
         cq.put_entry(qoff, pos, size, rec.tag_hash(tags))
         if lk:
             k = p + lt + lg
-            keyed.append((topic_b, bytes(seg.mm[k:k + lk]), pos, h[7]))
+            keyed.append((topic_b, bytes(seg.mm[k:k + lk]), pos, stored))
         scanned += 1
         pos += size
     mfq.truncate(pos)

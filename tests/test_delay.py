@@ -1,9 +1,9 @@
 import pytest
 from duomq.common import delay as d
 from duomq.common.errors import ConfigError, BadRequestError
-from duomq.common.message import MessageExt
+from duomq.common.message import MessageExt, decode_records
 from duomq.master import requeue
-from duomq.store import record as rec
+from duomq.format import record as rec
 
 LEVELS = d.parse_levels(d.DEFAULT_LEVELS)
 
@@ -43,12 +43,12 @@ def test_retry_levels_start_at_3_and_stop_at_the_last():
 def stored(topic="T", props=None, body=b"b"):
     raw = rec.encode_record(topic.encode(), b"tag", b"k1 k2", rec.encode_properties(props or {}),
                             body, 123, rec.pack_host("10.0.0.1", 99), physical_offset=4096)
-    return rec.decode_records(raw, "broker-a")[0]
+    return decode_records(raw, "broker-a")[0]
 
 
 def decode(requeued):
     topic, qid, raw = requeued
-    return topic, qid, rec.decode_records(raw)[0]
+    return topic, qid, decode_records(raw)[0]
 
 
 def test_a_message_asking_for_a_delay_goes_to_its_level_queue_and_back():

@@ -3,7 +3,7 @@
 import pytest
 from duomq.common.errors import BadRequestError
 from duomq.common.subscription import parse
-from duomq.store.record import tag_hash
+from duomq.format.record import tag_hash
 
 
 @pytest.mark.parametrize("text", [None, "", "*", "  *  "])

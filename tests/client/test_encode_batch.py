@@ -7,7 +7,7 @@ import pytest
 from duomq.client.producer import encode_batch
 from duomq.common.errors import MessageTooLargeError
 from duomq.common.message import Message
-from duomq.store import record as rec
+from duomq.format import record as rec
 
 HOST = rec.pack_host("10.1.2.3", 4567)
 

@@ -9,7 +9,7 @@ from duomq.common.errors import (
     TopicNotExistError,
 )
 from duomq.proto import codec, pb
-from duomq.store import record as rec
+from duomq.format import record as rec
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,8 @@ import random
 import pytest
 import zmq
 from duomq.proto import codec, pb
-from duomq.store import record as rec
+from duomq.common.message import decode_records
+from duomq.format import record as rec
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +58,7 @@ def test_broker_survives_random_and_mutated_frames(local_cluster, small_store):
                                                                   max_messages=1000)))
         pulled = codec.decode_frame(sock.recv())
         resp = codec.decode_response(pulled)
-        msgs = rec.decode_records(resp.records)
+        msgs = decode_records(resp.records)
         assert len(msgs) == resp.count >= 3
         assert all(m.topic == "Fuzz" for m in msgs)
     finally:

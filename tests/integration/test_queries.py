@@ -13,7 +13,7 @@ from duomq.client import Message, Producer, PullConsumer
 from duomq.common.errors import BadRequestError, NoRouteError
 from duomq.dev.harness import wait_for, wait_slaves_hold
 from duomq.proto import pb
-from duomq.store.record import decode_records
+from duomq.common.message import decode_records
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,7 @@ from duomq.common.config import BrokerConfig
 from duomq.master.processors import PROBE_AHEAD, PROBE_BYTES, Processors
 from duomq.master.read_advice import master_says_go_to_slave, slave_says_go_back
 from duomq.store import MessageStore
-from duomq.store import record as rec
+from duomq.format import record as rec
 from duomq.store.residency import resident_fraction
 
 GIB = 1 << 30

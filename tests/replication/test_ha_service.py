@@ -6,7 +6,7 @@ from duomq.common.config import BrokerConfig
 from duomq.proto import codec, pb
 from duomq.replication.ha_service import HAService
 from duomq.store import MessageStore
-from duomq.store import record as rec
+from duomq.format import record as rec
 
 
 def report(max_offset, acked):

@@ -5,7 +5,8 @@ import random
 
 import pytest
 from duomq.client.spark.arrow import ARROW_SCHEMA, record_starts, records_to_batch
-from duomq.store import record as rec
+from duomq.common.message import decode_records
+from duomq.format import record as rec
 
 
 def records(n, seed=1):
@@ -34,7 +35,7 @@ def test_batch_equals_the_record_codec(n):
     buf = records(n, seed=n)
     batch = records_to_batch(buf, "Clicks", "broker-a", 3)
     assert batch.schema == ARROW_SCHEMA
-    want = rec.decode_records(buf, "broker-a")
+    want = decode_records(buf, "broker-a")
     rows = batch.to_pylist()
     assert len(rows) == len(want) == n
     for row, m in zip(rows, want, strict=True):

@@ -1,4 +1,4 @@
-from duomq.store import record as rec
+from duomq.format import record as rec
 from duomq.store.commitlog import CommitLog
 
 

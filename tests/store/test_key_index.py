@@ -8,7 +8,8 @@ import time
 import pytest
 from duomq.common.config import BrokerConfig
 from duomq.store import MessageStore
-from duomq.store import record as rec
+from duomq.common.message import decode_records
+from duomq.format import record as rec
 from duomq.store.index_file import IndexFile
 from duomq.store.key_index import key_hash
 
@@ -31,7 +32,7 @@ def put(store, keys, topic="T", body=b"b"):
 
 def find(store, key, topic="T", begin=0, end=1 << 62, max_num=32):
     got = store.query_by_key(topic, key, begin, end, max_num, BIG, store.commitlog.max_offset)
-    return [(m.physical_offset, m.keys) for m in rec.decode_records(b"".join(got))]
+    return [(m.physical_offset, m.keys) for m in decode_records(b"".join(got))]
 
 
 @pytest.fixture

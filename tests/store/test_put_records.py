@@ -2,7 +2,8 @@
 
 from duomq.common.config import BrokerConfig
 from duomq.store import MessageStore
-from duomq.store import record as rec
+from duomq.common.message import decode_records
+from duomq.format import record as rec
 
 
 def test_runs_bound_for_one_queue_are_stored_together_in_order(tmp_path):
@@ -17,5 +18,5 @@ def test_runs_bound_for_one_queue_are_stored_together_in_order(tmp_path):
     offsets = [o for p in puts for o in p.physical_offsets]
     assert offsets == sorted(offsets) and puts[-1].end_offset == s.commitlog.max_offset
     got = s.get_messages("A", 0, 0, 10, 1 << 16, s.commitlog.max_offset)
-    assert [m.body for m in rec.decode_records(got.records)] == [b"0", b"1", b"3", b"4"]
+    assert [m.body for m in decode_records(got.records)] == [b"0", b"1", b"3", b"4"]
     s.close()

@@ -5,7 +5,8 @@ import pytest
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import UnsupportedVersionError
 from duomq.store import MessageStore
-from duomq.store import record as rec
+from duomq.common.message import decode_records
+from duomq.format import record as rec
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def read_all(store, queue=0):
         got = store.get_messages("T", queue, off, 1000, 1 << 20, store.commitlog.max_offset)
         if not got.count:
             return out
-        out += rec.decode_records(got.records)
+        out += decode_records(got.records)
         off = got.next_offset
 
 

@@ -4,7 +4,7 @@ queues rebuilt by dispatch, byte-identical logs."""
 import pytest
 from duomq.common.config import BrokerConfig
 from duomq.store import MessageStore
-from duomq.store import record as rec
+from duomq.format import record as rec
 
 
 def cfg(path):

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 from duomq.common.config import BrokerConfig
 from duomq.store import MessageStore
-from duomq.store import record as rec
+from duomq.format import record as rec
 from duomq.store.retention import deletable_prefix
 
 

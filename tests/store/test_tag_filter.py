@@ -5,7 +5,8 @@ import pytest
 from duomq.common.config import BrokerConfig
 from duomq.common.subscription import parse
 from duomq.store import MessageStore
-from duomq.store import record as rec
+from duomq.common.message import decode_records
+from duomq.format import record as rec
 from duomq.store.message_store import FILTER_SCAN_ENTRIES
 
 
@@ -34,7 +35,7 @@ def test_skipped_entries_cost_no_commit_log_reads(store, monkeypatch):
     got, off, found = None, 0, []
     while off < 5000:
         got = store.get_messages("T", 0, off, 32, 1 << 20, store.commitlog.max_offset, codes)
-        found += rec.decode_records(got.records)
+        found += decode_records(got.records)
         off = got.next_offset
     assert [m.queue_offset for m in found] == [i for i, t in enumerate(tags) if t == "Hit"]
     assert {m.tags for m in found} == {"Hit"}
@@ -62,7 +63,7 @@ def test_limits_stop_at_the_first_match_not_taken(store):
     put(store, ["A", "B", "A", "A", "B", "A"])
     end = store.commitlog.max_offset
     got = store.get_messages("T", 0, 0, 2, 1 << 20, end, parse("A").codes)
-    assert [m.queue_offset for m in rec.decode_records(got.records)] == [0, 2]
+    assert [m.queue_offset for m in decode_records(got.records)] == [0, 2]
     assert got.next_offset == 3                         # entry 3 (an A) comes next
     got = store.get_messages("T", 0, 3, 10, 1 << 20, end, parse("A || B").codes)
-    assert [m.queue_offset for m in rec.decode_records(got.records)] == [3, 4, 5]
+    assert [m.queue_offset for m in decode_records(got.records)] == [3, 4, 5]

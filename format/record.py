@@ -37,25 +37,79 @@ CRC-32; a log or a batch in it is refused by name, never taken for damage.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
+from collections import namedtuple
 
 import crc32c
-
-from duomq.common.message import MessageExt
 
 RECORD_MAGIC = 0xD0E0_0002 - (1 << 32)      # as a signed int: format 2
 RECORD_MAGIC_V1 = 0xD0E0_0001 - (1 << 32)   # format 1: CRC-32 bodies, no longer read
 BLANK_MAGIC = 0xD0E0_0B1A - (1 << 32)
-HEADER = struct.Struct(">iiIiqqqq8siHHHII")
+
+# The header, field by field: every struct, offset and numpy dtype below is
+# derived from this table.
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("total_size", "i"), ("magic", "i"), ("body_crc", "I"), ("queue_id", "i"),
+    ("queue_offset", "q"), ("physical_offset", "q"), ("born_ts_ms", "q"), ("store_ts_ms", "q"),
+    ("born_host", "8s"), ("flags", "i"), ("topic_len", "H"), ("tags_len", "H"),
+    ("keys_len", "H"), ("props_len", "I"), ("body_len", "I"))
+NAMES = tuple(name for name, _ in FIELDS)
+INDEX = {name: i for i, name in enumerate(NAMES)}           # position in HEADER.unpack
+SIZE = {name: struct.calcsize(">" + code) for name, code in FIELDS}
+OFFSET = {}                                                  # byte offset in the record
+_at = 0
+for _name in NAMES:
+    OFFSET[_name] = _at
+    _at += SIZE[_name]
+del _at, _name
+
+HEADER = struct.Struct(">" + "".join(code for _, code in FIELDS))
 HEADER_SIZE = HEADER.size                      # 74
-PATCH = struct.Struct(">iqqqq")                 # queue_id .. store_ts, at offset 12
-PATCH_OFFSET = 12
-LEAD = struct.Struct(">iiI")                     # total_size, magic, body_crc: the first 12 bytes
-BODY_LEN = struct.Struct(">I")                   # body_len: the last 4 bytes of the header
-BLANK = struct.Struct(">ii")                    # total_size, magic
-SIZE_MAGIC = struct.Struct(">ii")
+Header = namedtuple("Header", NAMES)           # HEADER.unpack, by name (cold paths)
+
+
+def fields(*names: str) -> struct.Struct:
+    """A Struct over a record's first bytes that unpacks only ``names`` (in
+    layout order), skipping the others: ``fields("store_ts_ms")`` is
+    ``>40xq``."""
+    order = [INDEX[n] for n in names]
+    if order != sorted(order) or len(set(order)) != len(order):
+        raise ValueError(f"fields must be named once each, in layout order: {names}")
+    codes, at = [">"], 0
+    for name in names:
+        if OFFSET[name] > at:
+            codes.append(f"{OFFSET[name] - at}x")
+        codes.append(dict(FIELDS)[name])
+        at = OFFSET[name] + SIZE[name]
+    return struct.Struct("".join(codes))
+
+
+def span(first: str, last: str) -> tuple[struct.Struct, int]:
+    """The contiguous fields ``first`` to ``last``: (their Struct, their offset)."""
+    names = NAMES[INDEX[first]:INDEX[last] + 1]
+    return struct.Struct(">" + "".join(dict(FIELDS)[n] for n in names)), OFFSET[first]
+
+
+PATCH, PATCH_OFFSET = span("queue_id", "store_ts_ms")    # what the broker sets, in place
+LEAD, _ = span("total_size", "body_crc")                  # a producer's per-record start
+BODY_LEN, _ = span("body_len", "body_len")                # the header's last field
+SIZE_MAGIC, _ = span("total_size", "magic")
+BLANK = SIZE_MAGIC                                        # an end-of-segment filler's header
+STORE_TS = fields("store_ts_ms")
 NO_HOST = b"\0" * 8
+
+_NUMPY = {"i": ">i4", "I": ">u4", "q": ">i8", "H": ">u2", "8s": "S8"}
+
+
+@functools.cache
+def numpy_dtype():
+    """The header as a numpy record (big-endian, unaligned), for decoders
+    that gather many headers at once. numpy is imported only when asked."""
+    import numpy as np
+    return np.dtype([(name, _NUMPY[code]) for name, code in FIELDS])
+
 
 PROP_SEP = "\x01"
 PAIR_SEP = "\x02"
@@ -124,6 +178,9 @@ def blank_record(size: int) -> bytes:
     return BLANK.pack(size, BLANK_MAGIC) + b"\0" * (size - BLANK.size)
 
 
+_CHECK = fields("body_crc", "topic_len", "tags_len", "keys_len", "props_len", "body_len")
+
+
 def check_record(buf, pos: int, limit: int) -> int:
     """Validate the record at ``pos``; return its size, -1 for an end-of-segment
     filler (its size is in the first field), or raise RecordError.
@@ -141,51 +198,31 @@ def check_record(buf, pos: int, limit: int) -> int:
         raise RecordError(f"bad magic at {pos}")
     if size < HEADER_SIZE or pos + size > limit:
         raise RecordError(f"bad size {size} at {pos}")
-    h = HEADER.unpack_from(buf, pos)
-    lt, lg, lk, lp, lb = h[10:15]
+    crc, lt, lg, lk, lp, lb = _CHECK.unpack_from(buf, pos)
     if HEADER_SIZE + lt + lg + lk + lp + lb != size:
         raise RecordError(f"field lengths disagree with the size at {pos}")
     body_start = pos + size - lb
-    if body_crc(buf[body_start:pos + size]) != h[2]:
+    if body_crc(buf[body_start:pos + size]) != crc:
         raise RecordError(f"body CRC mismatch at {pos}")
     return size
+
+
+def make_msg_id(broker_group: str, physical_offset: int) -> str:
+    """A message id: the broker group and the record's commit-log offset as 16
+    hex digits, valid on every member of the group (RocketMQ's offset id)."""
+    return f"{broker_group}:{physical_offset:016X}"
+
+
+def parse_msg_id(msg_id: str) -> tuple[str, int]:
+    group, sep, hex_offset = msg_id.rpartition(":")
+    if not sep or len(hex_offset) != 16:
+        raise ValueError(f"not a duomq message id: {msg_id!r}")
+    return group, int(hex_offset, 16)
 
 
 def tag_hash(tags: bytes) -> int:
     """The consume queue's tag code: CRC32 of the tag (0 for no tag)."""
     return zlib.crc32(tags) if tags else 0
-
-
-def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
-    """Decode concatenated stored records (a pull answer) into MessageExt."""
-    out = []
-    append = out.append
-    unpack = HEADER.unpack_from
-    mv = memoryview(buf)
-    pos, end = 0, len(buf)
-    topics: dict[bytes, str] = {}
-    while pos < end:
-        (size, magic, _crc, qid, qoff, phys, born, stored, host, flags,
-         lt, lg, lk, lp, lb) = unpack(buf, pos)
-        if magic != RECORD_MAGIC:
-            raise RecordError(f"bad magic in pulled data at {pos}")
-        p = pos + HEADER_SIZE
-        traw = bytes(mv[p:p + lt])
-        topic = topics.get(traw)
-        if topic is None:
-            topic = topics[traw] = traw.decode(errors="replace")
-        p += lt
-        # tolerant decoding: a bad byte must never wedge a consumer on one record
-        tags = str(mv[p:p + lg], "utf-8", "replace") if lg else ""
-        p += lg
-        keys = str(mv[p:p + lk], "utf-8", "replace") if lk else ""
-        p += lk
-        props = decode_properties(bytes(mv[p:p + lp])) if lp else {}
-        p += lp
-        append(MessageExt(topic, bytes(mv[p:p + lb]), tags, keys, props, qid, qoff, phys,
-                          born, stored, format_host(host), flags, broker_group))
-        pos += size
-    return out
 
 
 def format_host(raw: bytes) -> str:
@@ -209,8 +246,8 @@ class RecordTooLargeError(RecordError):
     pass
 
 
-# size, magic, crc | born_ts | topic_len, tags_len, keys_len, props_len, body_len
-_SCAN = struct.Struct(">iiI20xq20xHHHII")
+_SCAN = fields("total_size", "magic", "body_crc", "born_ts_ms", "topic_len", "tags_len",
+               "keys_len", "props_len", "body_len")
 
 
 def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):

@@ -1,7 +1,8 @@
 import zlib
 
 import pytest
-from duomq.store import record as rec
+from duomq.common.message import decode_records
+from duomq.format import record as rec
 
 
 def enc(body=b"hello", topic=b"T", tags=b"TagA", keys=b"k1 k2", props=None, born=1234):
@@ -14,7 +15,7 @@ def test_layout_and_roundtrip():
     assert rec.HEADER_SIZE == 74
     assert len(r) == 74 + 1 + 4 + 5 + len("a\x011\x02") + 5
     assert rec.check_record(r, 0, len(r)) == len(r)
-    (m,) = rec.decode_records(r, "broker-a")
+    (m,) = decode_records(r, "broker-a")
     assert (m.topic, m.body, m.tags, m.keys, m.properties) == ("T", b"hello", "TagA", "k1 k2", {"a": "1"})
     assert m.born_timestamp_ms == 1234 and m.born_host == "10.1.2.3:99"
     assert m.key_list == ["k1", "k2"]
@@ -98,7 +99,7 @@ def test_scan_batch_refuses_texts_that_are_not_utf8():
 
 def test_decoding_never_fails_on_bad_text():
     raw = rec.encode_record(b"T", b"ok\xff", b"\xfe", b"a\x01\xff\x02", b"body", 1)
-    (m,) = rec.decode_records(raw)
+    (m,) = decode_records(raw)
     assert m.body == b"body" and m.tags.startswith("ok") and m.properties["a"] == "\ufffd"
 
 
@@ -124,3 +125,46 @@ def test_a_format_1_record_is_named_not_taken_for_damage():
     batch = bytearray(enc(b"new")) + old
     with pytest.raises(rec.OldFormatError, match="record 1 is in record format 1.*upgrade"):
         rec.scan_batch(batch, b"T", 1 << 20, 2)
+
+
+def test_the_layout_table_gives_the_documented_offsets():
+    """The module docstring's table, field by field, from the one FIELDS table."""
+    doc = {}
+    for line in rec.__doc__.splitlines():
+        words = line.split()
+        if len(words) >= 3 and words[0].isdigit() and words[1].isdigit():
+            doc[words[2]] = (int(words[0]), int(words[1]))
+    assert doc == {name: (rec.OFFSET[name], rec.SIZE[name]) for name in rec.NAMES}
+    assert sum(rec.SIZE.values()) == rec.HEADER_SIZE == rec.HEADER.size
+
+
+def test_the_numpy_dtype_and_the_struct_agree_field_by_field():
+    np = pytest.importorskip("numpy")
+    dt = rec.numpy_dtype()
+    assert dt.names == rec.NAMES and dt.itemsize == rec.HEADER_SIZE
+    for name in rec.NAMES:
+        field, offset = dt.fields[name]
+        assert (offset, field.itemsize) == (rec.OFFSET[name], rec.SIZE[name]), name
+    r = enc()
+    h = np.frombuffer(r[:rec.HEADER_SIZE], dt)[0]
+    unpacked = rec.Header._make(rec.HEADER.unpack_from(r, 0))
+    for name in rec.NAMES:
+        assert h[name] == getattr(unpacked, name), name
+
+
+def test_partial_structs_read_the_named_fields():
+    r = rec.encode_record(b"T", b"", b"", b"", b"x", 7, queue_id=3, queue_offset=9,
+                          physical_offset=1 << 40, store_ts_ms=11)
+    assert rec.fields("store_ts_ms").format == ">40xq"
+    assert rec.fields("queue_id", "physical_offset").unpack_from(r, 0) == (3, 1 << 40)
+    assert rec.STORE_TS.unpack_from(r, 0) == (11,)
+    assert rec.PATCH.unpack_from(r, rec.PATCH_OFFSET) == (3, 9, 1 << 40, 7, 11)
+    with pytest.raises(ValueError):
+        rec.fields("queue_offset", "queue_id")       # out of order
+
+
+def test_message_ids_round_trip():
+    assert rec.make_msg_id("broker-a", 0xABC) == "broker-a:0000000000000ABC"
+    assert rec.parse_msg_id("broker-a:0000000000000ABC") == ("broker-a", 0xABC)
+    with pytest.raises(ValueError):
+        rec.parse_msg_id("broker-a:12")
