@@ -90,6 +90,20 @@ class ClientBase:
             raise NoRouteError(f"no live broker group serves topic {topic!r}")
         return route
 
+    def after_failure(self, exc: BaseException, topic: str | None = None,
+                      group: str | None = None) -> bool:
+        """What every retry site does with a failed request: when the error
+        says the client's view is stale (``invalid_metadata``: not master,
+        no such topic, no route), read the topic's route and the group's
+        members again now; then whether the request may be retried
+        (``retriable``)."""
+        if getattr(exc, "invalid_metadata", False):
+            if topic:
+                self.routes.refresh(topic)
+            if group:
+                self.members.refresh(group)
+        return bool(getattr(exc, "retriable", False))
+
     def master_address(self, group: str, topic: str | None = None) -> str:
         """The live master of a broker group (its member node, else a route)."""
         for info in self.members.of(group).values():

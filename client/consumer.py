@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import enum
 import time
 from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
 from duomq.common.config import ConsumerConfig
 from duomq.common.errors import BadRequestError, NoRouteError, TopicNotExistError, for_status
-from duomq.common.message import (MessageExt, MessageQueue, decode_records, lookup_key,
-                                  parse_msg_id)
+from duomq.common.message import (MessageExt, MessageQueue, PullStatus, decode_records,
+                                  lookup_key, parse_msg_id)
 from duomq.common.subscription import Subscription, parse
 from duomq.coordinator.members import read_target
 from duomq.coordinator.topics import TopicAdmin
@@ -18,13 +17,6 @@ from duomq.proto import pb
 
 
 EVERYTHING = parse("*")
-
-
-class PullStatus(str, enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"   # all filtered out; pull on from next_offset
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
 @dataclass
@@ -42,19 +34,16 @@ def pull_result(mq: MessageQueue, status: int, error: str, resp,
                 sub: Subscription = EVERYTHING) -> PullResult:
     """Turn a pull answer into a PullResult (or raise for an error status).
     The broker filtered by tag code; the tags themselves are checked here."""
-    if status == pb.OK:
+    pull_status = PullStatus.of_wire(status)
+    if pull_status is PullStatus.FOUND:
         advice = resp.suggest_broker_id if resp.HasField("suggest_broker_id") else None
         messages = decode_records(resp.records, mq.broker_group)
         if not sub.everything:
             messages = [m for m in messages if sub.matches(m.tags)]
         return PullResult(PullStatus.FOUND, messages, resp.next_offset, resp.min_offset,
                           resp.max_offset, advice, resp.advice_ttl_ms)
-    if status in (pb.NO_NEW_MESSAGE, pb.NO_MATCHED_MESSAGE):
-        return PullResult(PullStatus(pb.Status.Name(status)), [], resp.next_offset,
-                          resp.min_offset, resp.max_offset)
-    if status == pb.OFFSET_ILLEGAL and resp is not None:
-        return PullResult(PullStatus.OFFSET_ILLEGAL, [], resp.next_offset, resp.min_offset,
-                          resp.max_offset)
+    if pull_status is not None and resp is not None:
+        return PullResult(pull_status, [], resp.next_offset, resp.min_offset, resp.max_offset)
     raise for_status(status, error)
 
 

@@ -259,10 +259,13 @@ class Producer(ClientBase):
 
     def _attempts(self, msgs, timeout_ms, sharding_key, selector, queue, retries):
         timeout_s = (timeout_ms or self.config.send_timeout_ms) / 1000
+        topic = msgs[0].topic
         return _SendAttempts(self.config, timeout_s,
                              self.config.retry_times_when_send_failed if retries is None else retries,
                              pinned=queue is not None or sharding_key is not None
-                             or selector is not None, faults=self._faults)
+                             or selector is not None, faults=self._faults,
+                             after_failure=lambda exc, mq: self.after_failure(
+                                 exc, topic, mq.broker_group if mq is not None else None))
 
     def _send(self, msgs, sharding_key, selector, arg, queue, timeout_ms,
               retries: int | None = None) -> Future:
@@ -321,9 +324,11 @@ class _SendAttempts:
     asynchronous paths: which failures are retried, on which groups, until when."""
 
     def __init__(self, config: ProducerConfig, timeout_s: float, retries: int, pinned: bool,
-                 faults: FaultAvoidance):
+                 faults: FaultAvoidance,
+                 after_failure: Callable[[Exception, MessageQueue | None], bool]):
         self.config = config
         self.faults = faults
+        self.after_failure = after_failure   # ClientBase.after_failure: refresh, retriable?
         self.left = retries
         self.pinned = pinned            # a chosen queue or key: never moved to another group
         self.avoid: set[str] = set()    # groups that failed this send
@@ -349,7 +354,7 @@ class _SendAttempts:
         return True
 
     def retry_after_error(self, exc: Exception, mq: MessageQueue | None) -> bool:
-        retriable = isinstance(exc, DuomqError) and exc.retriable
+        retriable = self.after_failure(exc, mq)
         if retriable and mq is not None:
             self.faults.failed(mq.broker_group, time.monotonic())
         if retriable and self._take_retry(mq):

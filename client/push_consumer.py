@@ -342,7 +342,8 @@ class PushConsumer(PullConsumer):
             result = pull_result(pq.mq, *fut.result(), self.topics[pq.mq.topic])
         except Exception as exc:
             if self._running:
-                log.warning("pull of %s failed: %s", pq.mq, exc)
+                retriable = self.after_failure(exc, pq.mq.topic, pq.mq.broker_group)
+                (log.warning if retriable else log.error)("pull of %s failed: %s", pq.mq, exc)
                 self._scheduler.call_later(PULL_RETRY_S, self._pull, pq)
             return
         pq.pulls += 1

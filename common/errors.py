@@ -2,11 +2,14 @@
 
 Expected outcomes of a send (``FLUSH_DISK_TIMEOUT`` and friends) are values,
 not exceptions: see ``duomq.client.SendStatus``. Exceptions are for requests
-that stored nothing. Broker status codes map to classes through ``for_status``.
+that stored nothing. One table joins statuses and exceptions, both ways: a
+broker's handler raises and the dispatcher answers ``answer_for(exc)``; a
+client turns an answer back into the same class with ``for_status``.
 """
 
 from __future__ import annotations
 
+from duomq.format.record import RecordError, RecordTooLargeError
 from duomq.proto import pb
 
 
@@ -102,7 +105,25 @@ _BY_STATUS = {cls.status: cls for cls in (
 )}
 
 
+# what the request did wrong: counted in a broker's bad_requests
+REJECTED = frozenset({pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE, pb.TOPIC_NOT_EXIST,
+                      pb.UNSUPPORTED_VERSION, pb.UNKNOWN_REQUEST_TYPE})
+
+
 def for_status(status: int, text: str) -> DuomqError:
     """The exception for a broker's error status (kazoo's code table)."""
     cls = _BY_STATUS.get(status, BrokerSystemError)
     return cls(f"{pb.Status.Name(status) if status in pb.Status.values() else status}: {text}")
+
+
+def answer_for(exc: BaseException) -> tuple[int, str]:
+    """(status, text) a broker answers for an exception its handler raised:
+    the class's status (the table above, read the other way), a malformed
+    record as BAD_REQUEST or MESSAGE_TOO_LARGE, anything else SYSTEM_ERROR."""
+    if isinstance(exc, DuomqError):
+        return exc.status, str(exc)
+    if isinstance(exc, RecordTooLargeError):
+        return pb.MESSAGE_TOO_LARGE, str(exc)
+    if isinstance(exc, RecordError):
+        return pb.BAD_REQUEST, f"malformed batch: {exc}"
+    return pb.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"

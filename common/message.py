@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from duomq.common.errors import BadRequestError
 from duomq.format import record as rec
 from duomq.format.record import make_msg_id, parse_msg_id
+from duomq.proto import pb
 
-__all__ = ["Message", "MessageExt", "MessageQueue", "decode_records", "lookup_key",
+__all__ = ["Message", "MessageExt", "MessageQueue", "PullStatus", "decode_records", "lookup_key",
            "make_msg_id", "parse_msg_id"]
 
 
@@ -101,6 +103,28 @@ def lookup_key(key: str) -> str:
     if not key or key != key.strip() or len(key.split()) != 1:
         raise BadRequestError(f"a key is one word without spaces, got {key!r}")
     return key
+
+
+class PullStatus(str, enum.Enum):
+    """What a read of a queue found: the store's answer, the broker's status
+    on the wire (``wire``) and the client's ``PullResult.status`` alike."""
+
+    FOUND = "FOUND"
+    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"   # all filtered out; pull on from next_offset
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+    @property
+    def wire(self) -> int:
+        return pb.OK if self is PullStatus.FOUND else pb.Status.Value(self.value)
+
+    @classmethod
+    def of_wire(cls, status: int) -> "PullStatus | None":
+        """The pull status a wire status means, or None (an error status)."""
+        if status == pb.OK:
+            return cls.FOUND
+        name = pb.Status.Name(status) if status in pb.Status.values() else ""
+        return cls(name) if name in cls.__members__ else None
 
 
 @dataclass(frozen=True, order=True, slots=True)

@@ -19,6 +19,11 @@ class BrokerMembers:
         self._nodes.watch(group, self.paths.members(group))
         return {int(k): v for k, v in self._nodes.get(group).items() if k.isdigit()}
 
+    def refresh(self, group: str) -> None:
+        """Read the group's members from ZooKeeper now (a broker said the view is stale)."""
+        self._nodes.watch(group, self.paths.members(group))
+        self._nodes.refresh(group)
+
     def close(self) -> None:
         self._nodes.close()
 

@@ -65,6 +65,11 @@ class RouteTable:
         self.watch(topic)
         return TopicRoute(topic, self._nodes.get(topic, wait_s))
 
+    def refresh(self, topic: str) -> None:
+        """Read the topic's route from ZooKeeper now (a broker said it is stale)."""
+        self.watch(topic)
+        self._nodes.refresh(topic)
+
     def watch(self, topic: str) -> None:
         self._nodes.watch(topic, self.paths.topic_routes(topic))
 

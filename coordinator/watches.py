@@ -48,6 +48,31 @@ class ChildrenData:
                 self._cond.wait_for(lambda: self._data.get(key), timeout=wait_s)
             return dict(self._data.get(key, {}))
 
+    def refresh(self, key: str, timeout_s: float = 2.0) -> None:
+        """Read a watched key's children and their data now, without waiting
+        for the watches (after a broker said the client's view is stale).
+        Uses the asynchronous calls with a deadline, so a suspended session
+        cannot block the caller; what cannot be read is left as it was."""
+        path = self._paths.get(key)
+        if path is None:
+            return
+        try:
+            children = self.zk.get_children_async(path).get(timeout=timeout_s)
+            fresh = {}
+            for child in children:
+                data, _ = self.zk.get_async(f"{path}/{child}").get(timeout=timeout_s)
+                try:
+                    fresh[child] = self.parse(data)
+                except (KeyError, ValueError, TypeError):
+                    log.warning("unreadable node %s/%s ignored", path, child)
+        except Exception as exc:         # NoNode, a timeout, a lost session: keep the view
+            log.info("refresh of %s failed (%s); the watches will catch up", path, exc)
+            return
+        with self._cond:
+            self._data[key] = fresh
+            self._cond.notify_all()
+        self._changed(key)
+
     def _on_children(self, key, children):
         if self._closed:
             return False

@@ -28,6 +28,7 @@ import zmq
 from duomq import __version__
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.delay import parse_levels
+from duomq.common.errors import REJECTED, DuomqError, answer_for
 from duomq.common.memory import usable_memory
 from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
@@ -45,6 +46,7 @@ from duomq.proto import codec, pb
 from duomq.replication.ha_client import HAClient
 from duomq.replication.ha_service import HAService
 from duomq.slave.roles import RoleChanges
+from duomq.format.record import RecordError
 from duomq.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -54,9 +56,6 @@ HOUSEKEEPING_S = 0.05
 SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
 MEMBER_INFO_INTERVAL_S = 1.0  # refresh of this broker's member node
-# answers that mean the request itself was wrong: counted in bad_requests
-REJECTED = frozenset({pb.BAD_REQUEST, pb.INVALID_NAME, pb.MESSAGE_TOO_LARGE, pb.TOPIC_NOT_EXIST,
-                      pb.UNSUPPORTED_VERSION, pb.UNKNOWN_REQUEST_TYPE})
 
 
 class LoopNotifier:
@@ -360,7 +359,6 @@ class Broker(RoleChanges):
             self._reply(identity, 0, 0, pb.BAD_REQUEST,
                         f"expected one frame per request, got {len(parts) - 1}", None)
             return
-        request_id = type_ = 0
         try:
             frame = codec.decode_frame(parts[1])
             request_id, type_ = frame.request_id, frame.type
@@ -369,17 +367,11 @@ class Broker(RoleChanges):
                                        f"request type {type_} is not served on this socket",
                                        request_id, type_)
             request = codec.decode_request(frame)
-            result = self.handlers[type_](identity, request_id, request)
         except codec.FrameError as exc:
             self.bad_requests += 1
             self._reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)
             return
-        except Exception as exc:  # a bug must not take the broker down
-            self.bad_requests += 1
-            log.exception("request %d (type %d) failed", request_id, type_)
-            self._reply(identity, request_id, type_, pb.SYSTEM_ERROR,
-                        f"{type(exc).__name__}: {exc}", None)
-            return
+        result = self._call(self.handlers[type_], identity, request_id, type_, request)
         if result is not None:
             status, error, message = result
             if status in REJECTED:
@@ -388,6 +380,17 @@ class Broker(RoleChanges):
                 # acked at once: visible before the next request in this drain
                 self._update_visible()
             self._reply(identity, request_id, type_, status, error, message)
+
+    def _call(self, handler, identity, request_id: int, type_: int, request):
+        """The one place a request is handled: a handler's answer, or the
+        status of what it raised (``errors.answer_for``)."""
+        try:
+            return handler(identity, request_id, request)
+        except (DuomqError, RecordError) as exc:
+            return (*answer_for(exc), None)
+        except Exception as exc:  # a bug must not take the broker down
+            log.exception("request %d (type %d) failed", request_id, type_)
+            return (*answer_for(exc), None)
 
     def _reply(self, identity, request_id, type_, status, error, message) -> None:
         try:
@@ -453,11 +456,8 @@ class Broker(RoleChanges):
 
     def _answer_pulls(self, pulls) -> None:
         for p in pulls:
-            try:
-                result = self.processors.pull(p.identity, p.request_id, p.request, held=True)
-            except Exception as exc:
-                log.exception("held pull failed")
-                result = (pb.SYSTEM_ERROR, str(exc), None)
+            result = self._call(self.processors.pull_held, p.identity, p.request_id, pb.PULL,
+                                p.request)
             self._reply(p.identity, p.request_id, pb.PULL, *result)
 
     # ------------------------------------------------------------ timers

@@ -1,6 +1,9 @@
 """One handler per request type. Each takes the decoded request and returns
-``(status, error, response_message)``, or ``None`` when the answer is
-deferred (a send waiting for its flush, a held pull)."""
+``(status, error, response_message)`` for an answer (OK, or an outcome that
+carries a response: SLAVE_NOT_AVAILABLE, NO_MATCHED_MESSAGE, ...), or
+``None`` when the answer is deferred (a send waiting for its flush, a held
+pull). A request that cannot be served raises a ``DuomqError`` (or a
+``RecordError``); the dispatcher answers its status (``errors.answer_for``)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ import time
 
 from duomq.common import delay as d
 from duomq.common import subscription
-from duomq.common.errors import BadRequestError, DuomqError
-from duomq.common.message import decode_records, lookup_key
+from duomq.common.errors import (BadRequestError, MessageTooLargeError, NotMasterError,
+                                 ServiceNotAvailableError, TopicNotExistError)
+from duomq.common.message import PullStatus, decode_records, lookup_key
 from duomq.common.names import RETRY_PREFIX, validate_name
 from duomq.master import requeue
 from duomq.master.health import readiness
@@ -36,41 +40,40 @@ class Processors:
         self.config = broker.config
 
     # ------------------------------------------------------------ send
+    def _master_only(self) -> None:
+        if self.broker.role != "MASTER":
+            raise NotMasterError(self.broker.not_writable_reason())
+
+    def _writable(self) -> None:
+        if not self.broker.writable():
+            raise ServiceNotAvailableError(self.broker.not_writable_reason())
+
+    def _hosted(self, topic: str) -> int:
+        """The number of queues this group hosts of ``topic``."""
+        queues = self.broker.hosted_queues(topic)
+        if queues is None:
+            raise TopicNotExistError(f"topic {topic!r} is not hosted by broker group "
+                                     f"{self.config.group!r}")
+        return queues
+
     def send(self, identity: bytes, request_id: int, req: pb.SendRequest):
         b = self.broker
-        if b.role != "MASTER":
-            return pb.NOT_MASTER, b.not_writable_reason(), None
-        try:
-            validate_name("topic", req.topic, allow_system=True)
-        except DuomqError as exc:
-            return pb.INVALID_NAME, str(exc), None
-        queues = b.hosted_queues(req.topic)
-        if queues is None:
-            return pb.TOPIC_NOT_EXIST, f"topic {req.topic!r} is not hosted by broker group " \
-                                       f"{self.config.group!r}", None
+        self._master_only()
+        validate_name("topic", req.topic, allow_system=True)
+        queues = self._hosted(req.topic)
         if not 0 <= req.queue_id < queues:
-            return pb.BAD_REQUEST, f"queue {req.queue_id} of topic {req.topic!r} does not exist " \
-                                   f"(this group hosts queues 0..{queues - 1})", None
+            raise BadRequestError(f"queue {req.queue_id} of topic {req.topic!r} does not exist "
+                                  f"(this group hosts queues 0..{queues - 1})")
         if req.count <= 0:
-            return pb.BAD_REQUEST, "a send carries at least one record", None
-        if not b.writable():
-            return pb.SERVICE_NOT_AVAILABLE, b.not_writable_reason(), None
-        try:
-            if req.scheduled:
-                resp, end = self._put_scheduled(req)
-            else:
-                put = self.store.put_batch(req.topic, req.queue_id, bytearray(req.records),
-                                           req.count)
-                resp = pb.SendResponse(queue_offset=put.queue_offset,
-                                       broker_group=self.config.group)
-                resp.physical_offsets.extend(put.physical_offsets)
-                end = put.end_offset
-        except rec.RecordTooLargeError as exc:
-            return pb.MESSAGE_TOO_LARGE, str(exc), None
-        except rec.RecordError as exc:
-            return pb.BAD_REQUEST, f"malformed batch: {exc}", None
-        except BadRequestError as exc:
-            return pb.BAD_REQUEST, str(exc), None
+            raise BadRequestError("a send carries at least one record")
+        self._writable()
+        if req.scheduled:
+            resp, end = self._put_scheduled(req)
+        else:
+            put = self.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count)
+            resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=self.config.group)
+            resp.physical_offsets.extend(put.physical_offsets)
+            end = put.end_offset
         b.appended = True
         if b.sync_replication and not b.slaves_available():
             return pb.SLAVE_NOT_AVAILABLE, (
@@ -102,21 +105,20 @@ class Processors:
         return resp, puts[-1].end_offset
 
     # ------------------------------------------------------------ pull
+    def pull_held(self, identity: bytes, request_id: int, req: pb.PullRequest):
+        """A held pull answered now: what it finds, or NO_NEW_MESSAGE."""
+        return self.pull(identity, request_id, req, held=True)
+
     def pull(self, identity: bytes, request_id: int, req: pb.PullRequest, held: bool = False):
         b = self.broker
         cq = self.store.find_queue(req.topic, req.queue_id)
         if cq is None:
-            if b.hosted_queues(req.topic) is None:
-                return pb.TOPIC_NOT_EXIST, f"topic {req.topic!r} is not hosted by broker group " \
-                                           f"{self.config.group!r}", None
+            self._hosted(req.topic)
         if req.queue_offset < 0:
-            return pb.BAD_REQUEST, "queue_offset must be >= 0", None
+            raise BadRequestError("queue_offset must be >= 0")
         max_n = min(req.max_messages or self.config.max_pull_messages, self.config.max_pull_messages)
         max_b = min(req.max_bytes or self.config.max_pull_bytes, self.config.max_pull_bytes)
-        try:
-            sub = subscription.parse(req.subscription)
-        except BadRequestError as exc:
-            return pb.BAD_REQUEST, str(exc), None
+        sub = subscription.parse(req.subscription)
         advice = self._advice(cq, req.queue_offset) if cq is not None else None
         got = self.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_n, max_b,
                                       b.visible_offset, None if sub.everything else sub.codes)
@@ -129,12 +131,12 @@ class Processors:
                 resp.advice_ttl_ms = self.config.read_advice_ttl_ms
                 b.redirects += 1
             return pb.OK, "", resp
-        if got.status == "NO_MATCHED_MESSAGE":   # the client pulls again from next_offset
-            return pb.NO_MATCHED_MESSAGE, "", pb.PullResponse(
+        if got.status is PullStatus.NO_MATCHED_MESSAGE:   # pulled again from next_offset
+            return got.status.wire, "", pb.PullResponse(
                 next_offset=got.next_offset, min_offset=got.min_offset, max_offset=got.max_offset)
-        if got.status == "OFFSET_ILLEGAL":
-            return pb.OFFSET_ILLEGAL, (f"offset {req.queue_offset} is outside "
-                                       f"[{got.min_offset}, {got.max_offset}]"), \
+        if got.status is PullStatus.OFFSET_ILLEGAL:
+            return got.status.wire, (f"offset {req.queue_offset} is outside "
+                                     f"[{got.min_offset}, {got.max_offset}]"), \
                 pb.PullResponse(next_offset=got.next_offset, min_offset=got.min_offset,
                                 max_offset=got.max_offset)
         wait_ms = min(req.max_wait_ms, self.config.long_polling_timeout_ms)
@@ -142,7 +144,7 @@ class Processors:
             b.pull_hold.hold(req.topic, req.queue_id,
                              HeldPull(identity, request_id, req, time.monotonic() + wait_ms / 1000))
             return None
-        return pb.NO_NEW_MESSAGE, "", pb.PullResponse(next_offset=req.queue_offset,
+        return PullStatus.NO_NEW_MESSAGE.wire, "", pb.PullResponse(next_offset=req.queue_offset,
                                                       min_offset=got.min_offset,
                                                       max_offset=got.max_offset)
 
@@ -193,8 +195,7 @@ class Processors:
     def query_offset(self, identity, request_id, req: pb.QueryOffsetRequest):
         cq = self.store.find_queue(req.topic, req.queue_id)
         if cq is None:
-            if self.broker.hosted_queues(req.topic) is None:
-                return pb.TOPIC_NOT_EXIST, f"topic {req.topic!r} is not hosted here", None
+            self._hosted(req.topic)
             return pb.OK, "", pb.QueryOffsetResponse(offset=0)
         if req.query == pb.MIN_OFFSET:
             off = cq.min_offset
@@ -204,19 +205,15 @@ class Processors:
             off = min(self.store.offset_by_time(req.topic, req.queue_id, req.timestamp_ms),
                       self.store.visible_max_offset(cq, self.broker.visible_offset))
         else:
-            return pb.BAD_REQUEST, f"unknown offset query {req.query}", None
+            raise BadRequestError(f"unknown offset query {req.query}")
         return pb.OK, "", pb.QueryOffsetResponse(offset=off)
 
     def commit_offset(self, identity, request_id, req: pb.CommitOffsetRequest):
-        if self.broker.role != "MASTER":   # offsets live on the master; slaves only copy them
-            return pb.NOT_MASTER, self.broker.not_writable_reason(), None
-        try:
-            validate_name("consumer group", req.consumer_group, allow_system=True)
-        except DuomqError as exc:
-            return pb.INVALID_NAME, str(exc), None
+        self._master_only()                # offsets live on the master; slaves only copy them
+        validate_name("consumer group", req.consumer_group, allow_system=True)
         for q in req.offsets:
             if q.offset < 0:
-                return pb.BAD_REQUEST, f"offset {q.offset} for {q.topic}#{q.queue_id} is negative", None
+                raise BadRequestError(f"offset {q.offset} for {q.topic}#{q.queue_id} is negative")
         for q in req.offsets:
             self.broker.offsets.commit(req.consumer_group, q.topic, q.queue_id, q.offset)
         return pb.OK, "", pb.CommitOffsetResponse()
@@ -234,18 +231,10 @@ class Processors:
         """A consumer failed a message stored here: write it again into the
         group's retry topic (delayed) or dead-letter topic."""
         b = self.broker
-        if b.role != "MASTER":
-            return pb.NOT_MASTER, b.not_writable_reason(), None
-        try:
-            validate_name("consumer group", req.consumer_group)
-        except DuomqError as exc:
-            return pb.INVALID_NAME, str(exc), None
-        if not b.writable():
-            return pb.SERVICE_NOT_AVAILABLE, b.not_writable_reason(), None
-        view = self.store.read_record(req.physical_offset, self.store.commitlog.max_offset)
-        if view is None:
-            return pb.BAD_REQUEST, f"no message is stored at offset {req.physical_offset} " \
-                                   f"of broker group {self.config.group!r}", None
+        self._master_only()
+        validate_name("consumer group", req.consumer_group)
+        self._writable()
+        view = self._record(req.physical_offset, self.store.commitlog.max_offset)
         msg = decode_records(view, self.config.group)[0]
         topic, qid, record = requeue.send_back(
             msg, req.consumer_group, b.delay_levels, max(req.max_reconsume_times, 0),
@@ -253,7 +242,7 @@ class Processors:
         try:
             put = self.store.put_batch(topic, qid, bytearray(record), 1)
         except rec.RecordError as exc:
-            return pb.MESSAGE_TOO_LARGE, f"cannot store the message again: {exc}", None
+            raise MessageTooLargeError(f"cannot store the message again: {exc}") from exc
         b.appended = True
         where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
         resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
@@ -261,24 +250,22 @@ class Processors:
             return None
         return pb.OK, "", resp
 
-    def get_message(self, identity, request_id, req: pb.GetMessageRequest):
-        view = self.store.read_record(req.physical_offset, self.broker.visible_offset)
+    def _record(self, physical_offset: int, visible_end: int):
+        view = self.store.read_record(physical_offset, visible_end)
         if view is None:
-            return pb.BAD_REQUEST, f"no message is stored at offset {req.physical_offset} " \
-                                   f"of broker group {self.config.group!r}", None
+            raise BadRequestError(f"no message is stored at offset {physical_offset} of broker "
+                                  f"group {self.config.group!r}")
+        return view
+
+    def get_message(self, identity, request_id, req: pb.GetMessageRequest):
+        view = self._record(req.physical_offset, self.broker.visible_offset)
         return pb.OK, "", pb.GetMessageResponse(record=bytes(view))
 
     def query_by_key(self, identity, request_id, req: pb.QueryByKeyRequest):
-        try:
-            validate_name("topic", req.topic, allow_system=True)
-        except DuomqError as exc:
-            return pb.INVALID_NAME, str(exc), None
-        try:
-            lookup_key(req.key)
-        except BadRequestError as exc:
-            return pb.BAD_REQUEST, str(exc), None
+        validate_name("topic", req.topic, allow_system=True)
+        lookup_key(req.key)
         if req.max_num < 0 or req.begin_timestamp_ms < 0 or req.end_timestamp_ms < 0:
-            return pb.BAD_REQUEST, "max_num and the time range must not be negative", None
+            raise BadRequestError("max_num and the time range must not be negative")
         end = req.end_timestamp_ms or int(time.time() * 1000) + 1000
         max_num = min(req.max_num or QUERY_DEFAULT_NUM, QUERY_MAX_NUM)
         found = self.store.query_by_key(req.topic, req.key, req.begin_timestamp_ms, end, max_num,
@@ -287,11 +274,8 @@ class Processors:
 
     # ------------------------------------------------------------ queue locks
     def lock_queues(self, identity, request_id, req: pb.LockQueuesRequest):
-        if self.broker.role != "MASTER":   # locks live on the master
-            return pb.NOT_MASTER, self.broker.not_writable_reason(), None
-        bad = self._check_lock_request(req)
-        if bad:
-            return bad
+        self._master_only()                # locks live on the master
+        self._check_lock_request(req)
         got = self.broker.queue_locks.lock(req.consumer_group, req.client_id,
                                            [(q.topic, q.queue_id) for q in req.queues],
                                            time.monotonic())
@@ -301,23 +285,17 @@ class Processors:
         return pb.OK, "", resp
 
     def unlock_queues(self, identity, request_id, req: pb.LockQueuesRequest):
-        if self.broker.role != "MASTER":
-            return pb.NOT_MASTER, self.broker.not_writable_reason(), None
-        bad = self._check_lock_request(req)
-        if bad:
-            return bad
+        self._master_only()
+        self._check_lock_request(req)
         self.broker.queue_locks.unlock(req.consumer_group, req.client_id,
                                        [(q.topic, q.queue_id) for q in req.queues])
         return pb.OK, "", pb.LockQueuesResponse()
 
-    def _check_lock_request(self, req: pb.LockQueuesRequest):
-        try:
-            validate_name("consumer group", req.consumer_group, allow_system=True)
-        except DuomqError as exc:
-            return pb.INVALID_NAME, str(exc), None
+    @staticmethod
+    def _check_lock_request(req: pb.LockQueuesRequest) -> None:
+        validate_name("consumer group", req.consumer_group, allow_system=True)
         if not req.client_id:
-            return pb.BAD_REQUEST, "a lock request names its client", None
-        return None
+            raise BadRequestError("a lock request names its client")
 
     # ------------------------------------------------------------ heartbeat, status
     def heartbeat(self, identity, request_id, req: pb.HeartbeatRequest):

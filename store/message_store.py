@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import UnsupportedVersionError
+from duomq.common.message import PullStatus
 from duomq.format import record as rec
 from duomq.store.checkpoint import Checkpoint
 from duomq.store.epoch_file import EpochFile
@@ -52,7 +53,7 @@ class GetResult:
     next_offset: int
     min_offset: int
     max_offset: int                # one past the newest visible entry
-    status: str = "FOUND"          # FOUND | NO_NEW_MESSAGE | NO_QUEUE | OFFSET_ILLEGAL
+    status: PullStatus = PullStatus.FOUND
                                    # | NO_MATCHED_MESSAGE (all scanned entries filtered out)
 
 
@@ -336,13 +337,13 @@ class MessageStore:
         moves past the skipped ones."""
         cq = self.queues.get((topic, queue_id))
         if cq is None:
-            return GetResult(b"", 0, 0, 0, 0, "NO_QUEUE")
+            return GetResult(b"", 0, 0, 0, 0, PullStatus.NO_NEW_MESSAGE)   # nothing written yet
         lo = cq.min_offset
         hi = self.visible_max_offset(cq, visible_end)
         if offset < lo or offset > cq.max_offset:
-            return GetResult(b"", 0, lo if offset < lo else hi, lo, hi, "OFFSET_ILLEGAL")
+            return GetResult(b"", 0, lo if offset < lo else hi, lo, hi, PullStatus.OFFSET_ILLEGAL)
         if offset >= hi:
-            return GetResult(b"", 0, offset, lo, hi, "NO_NEW_MESSAGE")
+            return GetResult(b"", 0, offset, lo, hi, PullStatus.NO_NEW_MESSAGE)
         scan = max_count if tag_codes is None else max(max_count, FILTER_SCAN_ENTRIES)
         entries = cq.read(offset, min(scan, hi - offset))
         seg_size = self.commitlog.segment_size
@@ -368,8 +369,8 @@ class MessageStore:
         if run_start >= 0:
             parts.append(read(run_start, run_end - run_start))
         if any(p is None for p in parts):   # deleted under us by retention
-            return GetResult(b"", 0, cq.min_offset, cq.min_offset, hi, "OFFSET_ILLEGAL")
-        status = "FOUND" if count else "NO_MATCHED_MESSAGE"
+            return GetResult(b"", 0, cq.min_offset, cq.min_offset, hi, PullStatus.OFFSET_ILLEGAL)
+        status = PullStatus.FOUND if count else PullStatus.NO_MATCHED_MESSAGE
         return GetResult(b"".join(parts), count, offset + scanned, lo, hi, status)
 
     @staticmethod

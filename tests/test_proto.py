@@ -50,3 +50,22 @@ def test_unknown_type_and_bad_payload():
     with pytest.raises(codec.FrameError) as e:
         codec.decode_request(frame)
     assert e.value.status == pb.BAD_REQUEST
+
+
+def test_one_table_joins_statuses_and_exceptions_both_ways():
+    from duomq.common import errors
+    from duomq.format.record import RecordError, RecordTooLargeError
+    for status, cls in errors._BY_STATUS.items():
+        exc = errors.for_status(status, "why")
+        assert type(exc) is cls and errors.answer_for(exc) == (status, str(exc))
+    assert errors.answer_for(RecordTooLargeError("big"))[0] == pb.MESSAGE_TOO_LARGE
+    assert errors.answer_for(RecordError("bad"))[0] == pb.BAD_REQUEST
+    assert errors.answer_for(KeyError("bug"))[0] == pb.SYSTEM_ERROR
+    assert errors.for_status(pb.NOT_MASTER, "x").invalid_metadata
+
+
+def test_one_pull_status_vocabulary():
+    from duomq.common.message import PullStatus
+    for s in PullStatus:
+        assert PullStatus.of_wire(s.wire) is s
+    assert PullStatus.of_wire(pb.BAD_REQUEST) is None

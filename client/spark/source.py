@@ -24,8 +24,7 @@ from duomq.client.spark.options import (
     nest,
     plan_ranges,
 )
-from duomq.common.errors import (DuomqError, NoRouteError, NotMasterError,
-                                 RequestTimeoutError, ServiceNotAvailableError)
+from duomq.common.errors import DuomqError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.members import read_candidates
 from pyspark.sql.datasource import (
@@ -66,9 +65,8 @@ class _Planner:
         while True:
             try:
                 return {(mq.topic, mq.broker_group, mq.queue_id): fn(mq) for mq in self.queues()}
-            except (RequestTimeoutError, NoRouteError, ServiceNotAvailableError,
-                    NotMasterError) as exc:
-                if time.monotonic() > deadline:
+            except DuomqError as exc:
+                if not self.client.after_failure(exc) or time.monotonic() > deadline:
                     raise
                 log.warning("offsets unavailable (%s); retrying", exc)
                 time.sleep(0.5)
