@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install demo test unit image bench bench-quick proto clean
+.PHONY: install demo test unit lint image bench bench-quick proto clean
 
 install:
 	bash scripts/install.sh
@@ -17,6 +17,9 @@ test: install
 # duomq:<version> and duomq-spark:<version> with podman, offline if need be
 image:
 	bash scripts/image.sh
+
+lint: install
+	bash scripts/lint.sh
 
 unit: install
 	bash scripts/test.sh tests -m "not integration"

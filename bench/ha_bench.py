@@ -24,9 +24,9 @@ import psutil
 
 from duomq.client import Message, Producer
 from duomq.client.remoting import RemotingClient
-from duomq.dev.harness import LocalCluster, drop_page_cache
 from duomq.dev.zookeeper import launch
 from duomq.proto import pb
+from duomq.testing.harness import LocalCluster, drop_page_cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

@@ -15,8 +15,9 @@ import os
 import random
 import time
 
-from duomq.client import Message, PullConsumer
 from one_broker import one_broker, send_all
+
+from duomq.client import Message, PullConsumer
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 100_000 if QUICK else 500_000))

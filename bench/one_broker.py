@@ -10,8 +10,8 @@ import tempfile
 import time
 
 from duomq.client import Producer
-from duomq.dev.harness import LocalCluster
 from duomq.dev.zookeeper import launch
+from duomq.testing.harness import LocalCluster
 
 
 @contextlib.contextmanager

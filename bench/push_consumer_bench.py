@@ -16,8 +16,9 @@ import os
 import threading
 import time
 
-from duomq.client import Message, PullConsumer, PushConsumer
 from one_broker import one_broker, send_all
+
+from duomq.client import Message, PullConsumer, PushConsumer
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 200_000 if QUICK else 500_000))

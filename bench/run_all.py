@@ -23,8 +23,8 @@ import sys
 import tempfile
 import time
 
-from duomq.dev.harness import LocalCluster
 from duomq.dev.zookeeper import launch
+from duomq.testing.harness import LocalCluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -37,7 +37,8 @@ N_BACKLOG = int(os.environ.get("N_BACKLOG", 50000 if QUICK else 200000))
 LAT_RATE = int(os.environ.get("LAT_RATE", 2000))
 LAT_SECS = float(os.environ.get("LAT_SECS", 3 if QUICK else 10))
 QUEUES = 4
-BROKER_SETTINGS = json.loads(os.environ.get("BROKER_SETTINGS", "{}"))  # e.g. '{"segment_size_bytes": 67108864}'
+# e.g. BROKER_SETTINGS='{"segment_size_bytes": 67108864}'
+BROKER_SETTINGS = json.loads(os.environ.get("BROKER_SETTINGS", "{}"))
 
 
 def child(args, ready=False, cpus=None):

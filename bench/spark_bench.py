@@ -34,8 +34,8 @@ from run_all import child, emit, result  # noqa: E402
 from duomq.client import PullConsumer  # noqa: E402
 from duomq.client.spark import local_session  # noqa: E402
 from duomq.common.message import MessageQueue  # noqa: E402
-from duomq.dev.harness import LocalCluster, wait_for, wait_slaves_hold  # noqa: E402
 from duomq.dev.zookeeper import launch  # noqa: E402
+from duomq.testing.harness import LocalCluster, wait_for, wait_slaves_hold  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("SPARK_N", 200_000 if QUICK else 1_000_000))

@@ -14,8 +14,9 @@ import json
 import os
 import time
 
-from duomq.client import Message, PullConsumer, PullStatus
 from one_broker import one_broker, send_all
+
+from duomq.client import Message, PullConsumer, PullStatus
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 200_000 if QUICK else 1_000_000))

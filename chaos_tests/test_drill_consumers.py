@@ -8,8 +8,9 @@ import time
 from collections import defaultdict
 
 import pytest
+
 from duomq.client import Message, Producer, PushConsumer, SendStatus
-from duomq.dev.harness import master_info, wait_for
+from duomq.testing.harness import master_info, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

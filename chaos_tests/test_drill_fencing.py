@@ -7,12 +7,13 @@ import threading
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, SendStatus
 from duomq.client.remoting import RemotingClient
 from duomq.dev.drills import DrillReport, read_all
-from duomq.dev.harness import isr_members, master_info, wait_for
-from duomq.proto import pb
 from duomq.format import record as rec
+from duomq.proto import pb
+from duomq.testing.harness import isr_members, master_info, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -5,12 +5,13 @@ of them; when the slave returns it catches up and SYNC acks resume."""
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, SendStatus
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
 from duomq.dev.drills import DrillReport
-from duomq.dev.harness import wait_for
 from duomq.proto import pb
+from duomq.testing.harness import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -7,12 +7,13 @@ import threading
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
 from duomq.dev.drills import DrillReport
-from duomq.dev.harness import drop_page_cache, wait_for
 from duomq.proto import pb
+from duomq.testing.harness import drop_page_cache, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+
 from duomq.dev.drills import LoadGenerator, audit, read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -4,6 +4,7 @@ import threading
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, PullStatus, SendStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

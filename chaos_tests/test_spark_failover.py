@@ -7,8 +7,9 @@ import collections
 import time
 
 import pytest
+
 from duomq.dev.drills import LoadGenerator, read_all
-from duomq.dev.harness import master_info, wait_for
+from duomq.testing.harness import master_info, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -6,6 +6,13 @@ import json
 import os
 import sys
 
+from duomq.common.endpoint import (
+    DEFAULT_CLUSTER,
+    DEFAULT_ZOOKEEPER,
+    default_dev_dir,
+    read_dev_state,
+)
+
 
 def add_endpoint(p) -> None:
     p.add_argument("--zookeeper", help="ZooKeeper host:port[,...][/chroot] "
@@ -20,12 +27,10 @@ def add_json(p) -> None:
 
 def endpoint(args) -> tuple[str, str]:
     """--zookeeper/--cluster, then the environment, then the local dev cluster."""
-    from duomq.client.base import DEFAULT_CLUSTER, DEFAULT_ZOOKEEPER
-    from duomq.dev.cluster import default_data_dir, read_state
     zk = args.zookeeper or os.environ.get("DUOMQ_ZOOKEEPER")
     cluster = args.cluster or os.environ.get("DUOMQ_CLUSTER")
     if not zk or not cluster:
-        state = read_state(getattr(args, "data_dir", None) or default_data_dir())
+        state = read_dev_state(getattr(args, "data_dir", None) or default_dev_dir())
         if state:
             zk = zk or state["zookeeper"]
             cluster = cluster or state["cluster"]

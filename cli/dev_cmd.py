@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from duomq.cli.common import add_endpoint, add_json, emit, table
-from duomq.dev import cluster
+from duomq.common.endpoint import default_dev_dir
 
 
 def add(sub) -> None:
@@ -12,7 +12,7 @@ def add(sub) -> None:
     for name, helptext in (("up", "start ZooKeeper and brokers; return once they serve"),
                            ("status", "show what runs"), ("down", "stop everything dev up started")):
         q = dsub.add_parser(name, help=helptext)
-        q.add_argument("--data-dir", default=cluster.default_data_dir(),
+        q.add_argument("--data-dir", default=default_dev_dir(),
                        help="where state, logs and stores live (default ~/.duomq/dev "
                             "or $DUOMQ_DEV_DIR)")
         add_endpoint(q)
@@ -31,12 +31,13 @@ def add(sub) -> None:
                                           "(read-redirect drills)")):
         q = dsub.add_parser(name, help=helptext)
         q.add_argument("broker", help="GROUP/ID, e.g. broker-a/0")
-        q.add_argument("--data-dir", default=cluster.default_data_dir())
+        q.add_argument("--data-dir", default=default_dev_dir())
         add_json(q)
         q.set_defaults(func=run_one)
 
 
 def run_one(args) -> int:
+    from duomq.dev import cluster  # only the dev command loads the dev cluster
     fn = {"kill": cluster.kill_broker, "start": cluster.start_again,
           "drop-cache": cluster.drop_cache}[args.dev_cmd]
     out = fn(args.data_dir, args.broker)
@@ -48,6 +49,7 @@ def run_one(args) -> int:
 
 
 def run(args) -> int:
+    from duomq.dev import cluster
     if args.dev_cmd == "up":
         settings = {}
         for item in args.set:

@@ -24,6 +24,7 @@ from duomq.common.config import BrokerConfig
 from duomq.common.errors import DuomqError
 from duomq.proto import pb
 
+
 def add(sub) -> None:
     p = sub.add_parser("health", help="liveness and readiness probes of a local broker")
     what = p.add_mutually_exclusive_group(required=True)

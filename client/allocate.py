@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from typing import Callable
+from collections.abc import Callable
 
 from duomq.common.config import ALLOCATE_STRATEGIES
 from duomq.common.errors import ConfigError

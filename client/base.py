@@ -10,6 +10,8 @@ import uuid
 
 from kazoo.exceptions import NoNodeError
 
+from duomq.client.remoting import RemotingClient
+from duomq.common.endpoint import resolve_endpoint
 from duomq.common.errors import NoRouteError, TopicNotExistError, for_status
 from duomq.common.names import validate_name
 from duomq.common.service import PeriodicService
@@ -17,19 +19,10 @@ from duomq.coordinator import zk as zkutil
 from duomq.coordinator.members import BrokerMembers
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.routes import RouteTable, TopicRoute
-from duomq.client.remoting import RemotingClient
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
-DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 HEARTBEAT_INTERVAL_S = 30.0
-DEFAULT_CLUSTER = "DefaultCluster"
-
-
-def resolve_endpoint(zookeeper: str | None, cluster: str | None) -> tuple[str, str]:
-    """Explicit values, then DUOMQ_ZOOKEEPER / DUOMQ_CLUSTER, then the defaults."""
-    return (zookeeper or os.environ.get("DUOMQ_ZOOKEEPER") or DEFAULT_ZOOKEEPER,
-            cluster or os.environ.get("DUOMQ_CLUSTER") or DEFAULT_CLUSTER)
 
 
 class ClientBase:

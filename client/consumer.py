@@ -8,13 +8,18 @@ from dataclasses import dataclass
 from duomq.client.base import ClientBase, raise_for
 from duomq.common.config import ConsumerConfig
 from duomq.common.errors import BadRequestError, NoRouteError, TopicNotExistError, for_status
-from duomq.common.message import (MessageExt, MessageQueue, PullStatus, decode_records,
-                                  lookup_key, parse_msg_id)
+from duomq.common.message import (
+    MessageExt,
+    MessageQueue,
+    PullStatus,
+    decode_records,
+    lookup_key,
+    parse_msg_id,
+)
 from duomq.common.subscription import Subscription, parse
 from duomq.coordinator.members import read_target
 from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
-
 
 EVERYTHING = parse("*")
 

@@ -24,7 +24,7 @@ class Chunk:
 
     __slots__ = ("pq", "messages", "i", "end", "nbytes", "attempts")
 
-    def __init__(self, pq: "ProcessQueue", messages: list[MessageExt], end: int, nbytes: int):
+    def __init__(self, pq: ProcessQueue, messages: list[MessageExt], end: int, nbytes: int):
         self.pq = pq
         self.messages = messages
         self.i = 0              # index of the next message to consume

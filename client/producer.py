@@ -17,23 +17,28 @@ from __future__ import annotations
 
 import enum
 import logging
-import socket
 import os
+import socket
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from duomq.client.base import ClientBase
 from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
 from duomq.common.config import ProducerConfig
-from duomq.common.errors import (ConfigError, DuomqError, MessageTooLargeError, NoRouteError,
-                                 for_status)
+from duomq.common.delay import SCHEDULING
+from duomq.common.errors import (
+    ConfigError,
+    DuomqError,
+    MessageTooLargeError,
+    NoRouteError,
+    for_status,
+)
 from duomq.common.message import Message, MessageQueue, make_msg_id
 from duomq.common.names import validate_name
-from duomq.common.delay import SCHEDULING
-from duomq.proto import pb
 from duomq.format import record as rec
+from duomq.proto import pb
 
 log = logging.getLogger(__name__)
 

@@ -19,21 +19,20 @@ import logging
 import socket
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from duomq.client.allocate import Strategy, strategy
 from duomq.client.base import raise_for
-from duomq.client.offset_file import LocalOffsetStore, default_path
 from duomq.client.consume_service import ConcurrentService, OrderlyService
-from duomq.client.consumer import (EVERYTHING, PullConsumer, PullStatus, by_broker_group,
-                                   pull_result)
+from duomq.client.consumer import EVERYTHING, PullConsumer, PullStatus, by_broker_group, pull_result
+from duomq.client.offset_file import LocalOffsetStore, default_path
 from duomq.client.process_queue import ProcessQueue
 from duomq.client.scheduler import Scheduler
 from duomq.common.config import ConsumerConfig
-from duomq.common.message import MessageExt, MessageQueue
-from duomq.common.service import ServiceThread
 from duomq.common.delay import RETRY_TOPIC
+from duomq.common.message import MessageExt, MessageQueue
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
+from duomq.common.service import ServiceThread
 from duomq.common.subscription import parse
 from duomq.coordinator.membership import GroupMembership
 from duomq.coordinator.offset_reset import ResetWatch
@@ -107,7 +106,7 @@ class PushConsumer(PullConsumer):
         return self._consume.consumed
 
     # ------------------------------------------------------------ lifecycle
-    def start(self) -> "PushConsumer":
+    def start(self) -> PushConsumer:
         self.queues(self.topic)  # fails early for an unknown topic
         if self.retry_topic:
             self._ensure_group_topics()

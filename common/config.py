@@ -15,9 +15,9 @@ import tomllib
 from dataclasses import dataclass, fields
 from typing import Any
 
+from duomq.common.delay import DEFAULT_LEVELS, parse_levels
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
-from duomq.common.delay import DEFAULT_LEVELS, parse_levels
 
 
 class FlushDiskType(str, enum.Enum):
@@ -48,8 +48,8 @@ def _enum(cls, value, name):
         raise ConfigError(f"{name}: {value!r} is not one of {allowed}") from None
 
 
-ANY_HOSTS = ("0.0.0.0", "::", "*")
-ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.allocate        # listen_host values that bind every interface
+ANY_HOSTS = ("0.0.0.0", "::", "*")        # listen_host values that bind every interface
+ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.allocate
 
 
 @dataclass(frozen=True)
@@ -201,13 +201,13 @@ class BrokerConfig:
             wait += self.slave_timeout_ms
         return wait
 
-    def replace(self, **changes) -> "BrokerConfig":
+    def replace(self, **changes) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------ loading
     @classmethod
     def load(cls, path: str | None = None, env: dict | None = None,
-             overrides: dict | None = None) -> "BrokerConfig":
+             overrides: dict | None = None) -> BrokerConfig:
         """File, then ``DUOMQ_*`` environment, then explicit overrides.
 
         The file holds a ``[broker]`` table for every broker and, optionally, a

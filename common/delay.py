@@ -44,7 +44,7 @@ def parse_levels(text: str) -> tuple[int, ...]:
         out.append(int(m.group(1)) * _UNITS[m.group(2)])
     if not out:
         raise ConfigError("message_delay_level: no level given")
-    if any(b <= a for a, b in zip(out, out[1:])):
+    if any(b <= a for a, b in zip(out, out[1:], strict=False)):
         raise ConfigError(f"message_delay_level: levels must rise: {text!r}")
     if len(out) > 64:
         raise ConfigError("message_delay_level: at most 64 levels")

@@ -119,7 +119,7 @@ class PullStatus(str, enum.Enum):
         return pb.OK if self is PullStatus.FOUND else pb.Status.Value(self.value)
 
     @classmethod
-    def of_wire(cls, status: int) -> "PullStatus | None":
+    def of_wire(cls, status: int) -> PullStatus | None:
         """The pull status a wire status means, or None (an error status)."""
         if status == pb.OK:
             return cls.FOUND

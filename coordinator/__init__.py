@@ -7,6 +7,6 @@ Layout (``paths.ZkPaths``)::
     /duomq/<cluster>/brokers/<group>/master               ephemeral   broker id, epoch, address
     /duomq/<cluster>/brokers/<group>/epochs/<n>           persistent  broker id, start offset
     /duomq/<cluster>/topics/<topic>                       persistent  queues per broker group, perm, order
-    /duomq/<cluster>/routes/<topic>/<group>               ephemeral   published by the group's master: address, queues
+    /duomq/<cluster>/routes/<topic>/<group>               ephemeral   the master's address, queues
     /duomq/<cluster>/groups/<group>/members/<client_id>   ephemeral   subscriptions, message model
 """

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError, ZookeeperError

@@ -4,7 +4,7 @@ children watch tells every member at once when the group changes."""
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError

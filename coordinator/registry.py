@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -93,7 +93,7 @@ class BrokerRegistry:
     def publish_routes(self) -> None:
         """As the new master: publish a route for every topic this group hosts."""
         with self._lock:
-            for name, cfg in self.topic_configs.items():
+            for _name, cfg in self.topic_configs.items():
                 n = cfg.queues.get(self.config.group, 0)
                 if n:
                     self._publish_route(cfg, n)
@@ -193,7 +193,7 @@ class BrokerRegistry:
             self.zk.create(self.paths.member(self.config.group, self.config.broker_id),
                            dumps(self.info()), ephemeral=True)
             with self._lock:
-                for name, cfg in self.topic_configs.items():
+                for _name, cfg in self.topic_configs.items():
                     n = cfg.queues.get(self.config.group, 0)
                     if n and self.role == MASTER:
                         self._publish_route(cfg, n)

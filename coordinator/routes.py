@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 from duomq.common.message import MessageQueue
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.watches import ChildrenData
 from duomq.coordinator.topics import PERM_READ, PERM_WRITE
+from duomq.coordinator.watches import ChildrenData
 from duomq.coordinator.zk import loads
-
 
 
 @dataclass(frozen=True)
@@ -24,7 +23,7 @@ class GroupRoute:
     info: dict
 
     @classmethod
-    def from_data(cls, data: dict) -> "GroupRoute":
+    def from_data(cls, data: dict) -> GroupRoute:
         return cls(str(data["group"]), str(data["address"]), int(data["queues"]),
                    int(data.get("perm", PERM_READ | PERM_WRITE)), int(data.get("epoch", 0)), data)
 

@@ -28,7 +28,7 @@ class TopicConfig:
         return dumps({"queues": self.queues, "perm": self.perm, "order": self.order})
 
     @classmethod
-    def from_json(cls, name: str, raw: bytes) -> "TopicConfig":
+    def from_json(cls, name: str, raw: bytes) -> TopicConfig:
         d = loads(raw)
         return cls(name, {str(g): int(n) for g, n in d.get("queues", {}).items()},
                    int(d.get("perm", PERM_RW)), bool(d.get("order", False)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 

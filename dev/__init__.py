@@ -1,2 +1,2 @@
-"""Local development and test infrastructure: the ZooKeeper launcher
-(``zookeeper``) and the local dev cluster behind ``duomq dev`` (``cluster``)."""
+"""The local dev cluster (``duomq dev``), the ZooKeeper launcher it and the
+tests share, and failover drills' load and audit."""

@@ -10,34 +10,20 @@ import subprocess
 import sys
 import time
 
-from duomq.client.base import DEFAULT_CLUSTER
+from duomq.common.endpoint import DEFAULT_CLUSTER, DEV_STATE, read_dev_state
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
-from duomq.dev.harness import drop_page_cache, wait_registered
+from duomq.dev.brokers import drop_page_cache, wait_registered
 from duomq.dev.ports import free_port
 from duomq.dev.zookeeper import launch, stop_pid
 
-STATE = "state.json"
-
-
-def default_data_dir() -> str:
-    return os.environ.get("DUOMQ_DEV_DIR") or os.path.join(os.path.expanduser("~"), ".duomq", "dev")
-
-
-def read_state(data_dir: str) -> dict | None:
-    try:
-        with open(os.path.join(data_dir, STATE)) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-
 
 def _write_state(data_dir: str, state: dict) -> None:
-    tmp = os.path.join(data_dir, STATE + ".tmp")
+    tmp = os.path.join(data_dir, DEV_STATE + ".tmp")
     with open(tmp, "w") as f:
         json.dump(state, f, indent=2)
-    os.replace(tmp, os.path.join(data_dir, STATE))
+    os.replace(tmp, os.path.join(data_dir, DEV_STATE))
 
 
 def alive(pid: int | None) -> bool:
@@ -97,7 +83,7 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
         raise ConfigError("--slaves: must be >= 0")
     if groups < 1:
         raise ConfigError("--groups: at least one broker group")
-    state = read_state(data_dir)
+    state = read_dev_state(data_dir)
     if state and (alive(state.get("zookeeper_pid")) or any(alive(b["pid"]) for b in state["brokers"])):
         raise ConfigError(f"a dev cluster already runs from {data_dir}; run 'duomq dev down' first")
     os.makedirs(data_dir, exist_ok=True)
@@ -122,7 +108,7 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
 
 
 def status(data_dir: str) -> dict:
-    state = read_state(data_dir)
+    state = read_dev_state(data_dir)
     if state is None:
         return {"running": False, "data_dir": os.path.abspath(data_dir), "brokers": []}
     out = {"running": True, "zookeeper": state["zookeeper"], "cluster": state["cluster"],
@@ -153,7 +139,7 @@ def status(data_dir: str) -> dict:
 
 
 def down(data_dir: str) -> dict:
-    state = read_state(data_dir)
+    state = read_dev_state(data_dir)
     if state is None:
         return {"stopped": []}
     stopped = []
@@ -164,7 +150,7 @@ def down(data_dir: str) -> dict:
     if state.get("zookeeper_pid") and alive(state["zookeeper_pid"]):
         stop_pid(state["zookeeper_pid"])
         stopped.append("zookeeper")
-    os.unlink(os.path.join(data_dir, STATE))
+    os.unlink(os.path.join(data_dir, DEV_STATE))
     return {"stopped": stopped}
 
 
@@ -180,7 +166,7 @@ def find_broker(state: dict, name: str) -> dict:
 
 def kill_broker(data_dir: str, name: str, sig: int = 9) -> dict:
     """kill -9 (or another signal) one dev broker: for failover drills."""
-    state = read_state(data_dir)
+    state = read_dev_state(data_dir)
     if state is None:
         raise ConfigError(f"no dev cluster in {data_dir}")
     b = find_broker(state, name)
@@ -194,7 +180,7 @@ def kill_broker(data_dir: str, name: str, sig: int = 9) -> dict:
 
 def start_again(data_dir: str, name: str) -> dict:
     """Start a stopped dev broker again with its config and store."""
-    state = read_state(data_dir)
+    state = read_dev_state(data_dir)
     if state is None:
         raise ConfigError(f"no dev cluster in {data_dir}")
     b = find_broker(state, name)
@@ -214,7 +200,7 @@ def drop_cache(data_dir: str, name: str) -> dict:
     """Write back and drop one broker's commit log from the page cache
     (posix_fadvise DONTNEED), making its backlog cold: for read-redirect drills.
     Pages the broker process has mapped stay resident."""
-    state = read_state(data_dir)
+    state = read_dev_state(data_dir)
     if state is None:
         raise ConfigError(f"no dev cluster in {data_dir}")
     b = find_broker(state, name)

@@ -56,7 +56,7 @@ class LoadGenerator:
         self.threads = [threading.Thread(target=self._work, args=(w,), daemon=True)
                         for w in range(workers)]
 
-    def start(self) -> "LoadGenerator":
+    def start(self) -> LoadGenerator:
         for t in self.threads:
             t.start()
         return self

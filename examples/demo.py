@@ -127,7 +127,7 @@ def main() -> int:
               + ", ".join(f"{b['group']}/{b['id']} {b['role']} at {b['address']}"
                           for b in state["brokers"]))
         duomq("topic", "create", TOPIC, "--queues", "8")
-        for i in range(2):
+        for _ in range(2):
             args = ["consume", TOPIC, "--group", GROUP, "--from", "first", "--until-idle", "4",
                     "--json", "--quiet"]
             show(args)

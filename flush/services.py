@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from duomq.common.config import BrokerConfig, FlushDiskType
 from duomq.common.service import ServiceThread

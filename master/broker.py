@@ -34,9 +34,10 @@ from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import MASTER, SLAVE, BrokerRegistry
-from duomq.master.health import BrokerHealth
 from duomq.flush import make_flush_service
+from duomq.format.record import RecordError
 from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
+from duomq.master.health import BrokerHealth
 from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.processors import Processors
 from duomq.master.pull_hold import PullRequestHoldService
@@ -46,7 +47,6 @@ from duomq.proto import codec, pb
 from duomq.replication.ha_client import HAClient
 from duomq.replication.ha_service import HAService
 from duomq.slave.roles import RoleChanges
-from duomq.format.record import RecordError
 from duomq.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -501,7 +501,7 @@ class Broker(RoleChanges):
     def min_consumed_physical(self) -> int | None:
         """Lowest commit-log offset some consumer group still needs."""
         floor = None
-        for (group, topic, qid), off in self.offsets.items():
+        for (_group, topic, qid), off in self.offsets.items():
             phys = self.store.physical_at(topic, qid, off)
             if phys is not None and (floor is None or phys < floor):
                 floor = phys

@@ -11,17 +11,21 @@ import time
 
 from duomq.common import delay as d
 from duomq.common import subscription
-from duomq.common.errors import (BadRequestError, MessageTooLargeError, NotMasterError,
-                                 ServiceNotAvailableError, TopicNotExistError)
+from duomq.common.errors import (
+    BadRequestError,
+    MessageTooLargeError,
+    NotMasterError,
+    ServiceNotAvailableError,
+    TopicNotExistError,
+)
 from duomq.common.message import PullStatus, decode_records, lookup_key
 from duomq.common.names import RETRY_PREFIX, validate_name
+from duomq.format import record as rec
 from duomq.master import requeue
 from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
-from duomq.master.read_advice import (ADVICE_MIN_BEHIND, master_says_go_to_slave,
-                                     slave_says_go_back)
+from duomq.master.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave, slave_says_go_back
 from duomq.proto import pb
-from duomq.format import record as rec
 from duomq.store.residency import resident_fraction
 
 PROBE_BYTES = 64 << 10        # the page-cache windows probed for a pull

@@ -18,9 +18,9 @@ from collections import deque
 
 from duomq.common import delay as d
 from duomq.common.errors import BadRequestError
-from duomq.master import requeue
 from duomq.common.message import decode_records
 from duomq.format import record as rec
+from duomq.master import requeue
 
 log = logging.getLogger(__name__)
 BATCH = 256               # most messages one level delivers per pump

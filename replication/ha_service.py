@@ -156,6 +156,6 @@ class HAService:
 
     def status(self) -> list[dict]:
         end = self.store.commitlog.max_offset
-        return [{"broker_id": l.broker_id, "address": l.address, "state": l.state.value,
-                 "max_offset": l.max_offset, "acked_offset": l.acked_offset,
-                 "lag_bytes": end - l.acked_offset} for l in self.links.values()]
+        return [{"broker_id": link.broker_id, "address": link.address, "state": link.state.value,
+                 "max_offset": link.max_offset, "acked_offset": link.acked_offset,
+                 "lag_bytes": end - link.acked_offset} for link in self.links.values()]

@@ -102,6 +102,7 @@ if [ "$offline" = 1 ]; then
   "$VENV/bin/pip" wheel -q -w "$wheels" ".[spark]" "setuptools>=77" wheel 2>&1 \
     | grep -v "^WARNING: Location" >&2 || true
   rm -f "$wheels"/duomq-*.whl
+  rm -rf build                  # setuptools' leftovers from building duomq's wheel
   build+=(--network none --volume "$wheels:/wheels:ro" --build-arg WHEELS=/wheels)
 fi
 

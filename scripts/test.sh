@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Run the whole suite. pytest's exit 5 (no test ran) is a failure here.
+# Run the whole suite (after the static checks, scripts/lint.sh). pytest's
+# exit 5 (no test ran) is a failure here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 # The suite starts real brokers that preallocate their segments: say what
 # disk there is, so a run that fails for want of it says so.
 df -h . "${TMPDIR:-/tmp}" | awk 'NR == 1 || !seen[$0]++'
+if [ $# -eq 0 ]; then          # the whole suite: the static checks first
+  bash scripts/lint.sh || { echo "static checks failed (scripts/lint.sh)" >&2; exit 1; }
+fi
 "$VENV/bin/python" -m pytest "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

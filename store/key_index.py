@@ -104,7 +104,7 @@ class KeyIndex:
         master's hot path, one hash per record when each has a single key."""
         if offsets[0] <= self.last_phys or \
                 len(b" ".join(keys).split()) != len(keys):   # several keys in some record
-            self.add([(topic, k, p, ts) for k, p in zip(keys, offsets)])
+            self.add([(topic, k, p, ts) for k, p in zip(keys, offsets, strict=True)])
             return
         seed, crc32 = topic_seed(topic), zlib.crc32
         self._append([crc32(k, seed) for k in keys], offsets, [ts] * len(keys))

@@ -39,7 +39,7 @@ class MappedFileQueue:
             seg.wrote = seg.flushed = self.segment_size
             self.segments.append(seg)
         self._bases = [s.base for s in self.segments]
-        for prev, nxt in zip(self.segments, self.segments[1:]):
+        for prev, nxt in zip(self.segments, self.segments[1:], strict=False):
             if prev.end != nxt.base:
                 raise ValueError(f"segments are not contiguous: {prev.path} then {nxt.path}")
 

@@ -21,9 +21,9 @@ from duomq.common.errors import UnsupportedVersionError
 from duomq.common.message import PullStatus
 from duomq.format import record as rec
 from duomq.store.checkpoint import Checkpoint
-from duomq.store.epoch_file import EpochFile
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
+from duomq.store.epoch_file import EpochFile
 from duomq.store.key_index import KeyIndex
 from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.retention import deletable_prefix

@@ -36,7 +36,7 @@ class Segment:
         self.flushed = 0
 
     @classmethod
-    def open(cls, path: str, base: int, size: int) -> "Segment":
+    def open(cls, path: str, base: int, size: int) -> Segment:
         """Open or create ``path``; a new file is preallocated to ``size``
         (fallocate: the space is reserved, reads of unwritten parts give zeros)."""
         exists = os.path.exists(path)

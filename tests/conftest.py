@@ -1,3 +1,3 @@
-"""Fixtures: see duomq.dev.pytest_plugin."""
+"""Fixtures: see duomq.testing.pytest_plugin."""
 
-from duomq.dev.pytest_plugin import *  # noqa: F401,F403
+from duomq.testing.pytest_plugin import *  # noqa: F401,F403

@@ -3,6 +3,7 @@
 import datetime
 
 import pytest
+
 from duomq.cli.common import parse_time
 
 NOW = 1_763_800_000_000
@@ -11,7 +12,7 @@ NOW = 1_763_800_000_000
 def test_epoch_ms_iso_and_time_ago():
     assert parse_time("1763800000123") == 1_763_800_000_123
     assert parse_time("2026-11-22T10:00:00+00:00") == int(
-        datetime.datetime(2026, 11, 22, 10, tzinfo=datetime.timezone.utc).timestamp() * 1000)
+        datetime.datetime(2026, 11, 22, 10, tzinfo=datetime.UTC).timestamp() * 1000)
     local = datetime.datetime(2026, 11, 22, 10, 30)
     assert parse_time("2026-11-22T10:30") == int(local.timestamp() * 1000)
     assert parse_time("30m", NOW) == NOW - 30 * 60_000

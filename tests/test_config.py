@@ -1,4 +1,5 @@
 import pytest
+
 from duomq.common.config import (
     BrokerConfig,
     ConsumerConfig,

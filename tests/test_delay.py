@@ -1,9 +1,10 @@
 import pytest
+
 from duomq.common import delay as d
-from duomq.common.errors import ConfigError, BadRequestError
+from duomq.common.errors import BadRequestError, ConfigError
 from duomq.common.message import MessageExt, decode_records
-from duomq.master import requeue
 from duomq.format import record as rec
+from duomq.master import requeue
 
 LEVELS = d.parse_levels(d.DEFAULT_LEVELS)
 

@@ -2,6 +2,7 @@
 cgroup v1 and v2 trees laid out as the kernel lays them out."""
 
 import psutil
+
 from duomq.common.memory import cgroup_memory_limit, usable_memory
 
 GIB = 1 << 30

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+
 from duomq.proto import PROTOCOL_VERSION, codec, pb
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -1,6 +1,7 @@
 """Subscription expressions (`*`, `TagA || TagB`): parsing and matching."""
 
 import pytest
+
 from duomq.common.errors import BadRequestError
 from duomq.common.subscription import parse
 from duomq.format.record import tag_hash

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from duomq.format import record as rec
 from numpy.lib.stride_tricks import sliding_window_view
+
+from duomq.format import record as rec
 
 SCHEMA_DDL = ("topic string, `group` string, queue_id int, queue_offset bigint, msg_id string, "
               "keys string, tags string, properties map<string,string>, body binary, "

@@ -8,14 +8,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from duomq.client.producer import Producer, SendStatus
-from duomq.common.errors import ConfigError, DuomqError
-from duomq.common.message import Message
 from pyspark.sql.datasource import (
     DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
 )
+
+from duomq.client.producer import Producer, SendStatus
+from duomq.common.errors import ConfigError, DuomqError
+from duomq.common.message import Message
 
 log = logging.getLogger(__name__)
 BATCH = 256

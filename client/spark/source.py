@@ -11,6 +11,18 @@ from __future__ import annotations
 import logging
 import time
 
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
 from duomq.client.consumer import PullConsumer
 from duomq.client.spark.arrow import SCHEMA_DDL
 from duomq.client.spark.fetch import ReadTask, read_task
@@ -27,17 +39,6 @@ from duomq.client.spark.options import (
 from duomq.common.errors import DuomqError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.members import read_candidates
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    InputPartition,
-)
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 
 log = logging.getLogger(__name__)
 DEFAULT_GROUP = "duomq-spark"

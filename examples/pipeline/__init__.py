@@ -12,7 +12,7 @@ produced.
 def add_cluster_options(ap) -> None:
     """Where the jobs find duomq: --zookeeper and --cluster (default
     $DUOMQ_ZOOKEEPER and $DUOMQ_CLUSTER, as every duomq client), --topic."""
-    from duomq.client.base import resolve_endpoint
+    from duomq.common.endpoint import resolve_endpoint
     zookeeper, cluster = resolve_endpoint(None, None)
     ap.add_argument("--zookeeper", default=zookeeper, help=f"(default: {zookeeper})")
     ap.add_argument("--cluster", default=cluster, help=f"(default: {cluster})")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-from duomq.client.spark import local_session
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from duomq.client.spark import local_session
 
 from . import add_cluster_options
 from .minutes import parse_events

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 
-from duomq.client.spark import local_session
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from duomq.client.spark import local_session
 
 from . import add_cluster_options
 

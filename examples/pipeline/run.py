@@ -16,7 +16,7 @@ import shutil
 import time
 
 from duomq.client.spark import local_session
-from duomq.dev.harness import wait_slaves_hold
+from duomq.dev.brokers import wait_slaves_hold
 
 from . import add_cluster_options, daily, minutes
 from .events import MINUTE_MS, closed_minutes, generate, per_country, per_minute

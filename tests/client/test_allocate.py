@@ -1,11 +1,17 @@
 import itertools
 
 import pytest
-from duomq.client.allocate import (STRATEGIES, allocate_averagely, allocate_by_circle,
-                                   allocate_consistent_hash, strategy)
+
+from duomq.client.allocate import (
+    STRATEGIES,
+    allocate_averagely,
+    allocate_by_circle,
+    allocate_consistent_hash,
+    strategy,
+)
+from duomq.client.selector import RoundRobinSelector, select_by_key
 from duomq.common.config import ALLOCATE_STRATEGIES, ConsumerConfig
 from duomq.common.errors import ConfigError
-from duomq.client.selector import RoundRobinSelector, select_by_key
 from duomq.common.message import MessageQueue
 
 

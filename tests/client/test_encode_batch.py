@@ -4,6 +4,7 @@ of ``record.encode_record``, which the broker's ``scan_batch`` accepts."""
 import array
 
 import pytest
+
 from duomq.client.producer import encode_batch
 from duomq.common.errors import MessageTooLargeError
 from duomq.common.message import Message

@@ -1,6 +1,7 @@
 """The offset-reset document published for a group's live members (pure)."""
 
 import pytest
+
 from duomq.common.message import MessageQueue
 from duomq.coordinator import offset_reset
 

@@ -43,7 +43,7 @@ def longest_gap(answers: list[float], fault: float, until: float) -> float | Non
     times = [fault] + [x for x in answers if fault < x <= until]
     if len(times) < 2:
         return None
-    gap, start = max((b - a, a) for a, b in zip(times, times[1:]))
+    gap, start = max((b - a, a) for a, b in zip(times, times[1:], strict=False))
     print(f"longest gap after the fault: {gap:.3f} s from +{start - fault:.3f} s", flush=True)
     return round(gap, 3)
 
@@ -78,7 +78,7 @@ def main() -> int:
     ts = faults(a.out)
     ends = ts[1:] + [stopped]
     after = [{"stored_gap_s": longest_gap(stored, t, end), "send_ok_gap_s": longest_gap(ok, t, end)}
-             for t, end in zip(ts, ends)]
+             for t, end in zip(ts, ends, strict=True)]
     write(os.path.join(a.out, "report.json"),
           {**dataclasses.asdict(report), "after_faults": after})
     return 0

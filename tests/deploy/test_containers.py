@@ -25,12 +25,13 @@ import subprocess
 import time
 
 import pytest
+
 from duomq import __version__
 from duomq.dev.drills import REPORT_DIR
-from duomq.dev.harness import wait_for
-from duomq.dev.k8s import generated, named, render
-from duomq.dev.podman import Network, PodSecurity
-from duomq.dev.pods import PodContainer
+from duomq.testing.harness import wait_for
+from duomq.testing.k8s import generated, named, render
+from duomq.testing.podman import Network, PodSecurity
+from duomq.testing.pods import PodContainer
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
 
@@ -39,6 +40,17 @@ ROOT = HERE.parent.parent
 SPARK_IMAGE = f"duomq/duomq-spark:{__version__}"
 BROKER_IMAGE = f"duomq/duomq:{__version__}"
 CLIENT = {"duomq.io/client": "true"}
+# run in a broker's container: the group's master as ZooKeeper holds it
+MASTER_ID = """
+import os
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+zk = zkutil.connect(os.environ["DUOMQ_ZOOKEEPER"])
+node = zk.exists(ZkPaths(os.environ["DUOMQ_CLUSTER"]).master("broker-a"))
+print(zkutil.loads(zk.get(ZkPaths(os.environ["DUOMQ_CLUSTER"]).master("broker-a"))[0])
+      ["broker_id"] if node else "")
+zkutil.close(zk)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +86,7 @@ class Cluster:
         for pod in self.zk:                            # podManagementPolicy: Parallel
             pod.start()
         for pod in self.zk:
-            wait_for(lambda: pod.probe("readinessProbe") == 0, 90, f"{pod.name} in a quorum")
+            wait_for(lambda pod=pod: pod.probe("readinessProbe") == 0, 90, f"{pod.name} in a quorum")
             assert pod.probe("livenessProbe") == 0
         for pod in self.brokers:
             pod.start()
@@ -107,9 +119,7 @@ class Cluster:
     def master_id(self, via: PodContainer) -> int | None:
         """The master's broker id as ZooKeeper holds it, read in ``via``'s
         container (the election's own record, with no broker asked)."""
-        rc, out = via.exec(["python", "-c", "import os; from duomq.dev.harness import master_info; "
-                            "print(master_info(os.environ['DUOMQ_ZOOKEEPER'], "
-                            "os.environ['DUOMQ_CLUSTER']).get('broker_id'))"], 30)
+        rc, out = via.exec(["python", "-c", MASTER_ID], 30)
         return int(out) if rc == 0 and out.strip().isdigit() else None
 
     def master(self) -> PodContainer:

@@ -14,13 +14,28 @@ import sys
 
 import pytest
 import yaml
-from duomq import __version__
-from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
-from duomq.dev.k8s import (K8S, OVERLAYS, KustomizeError, component, container_env, generated,
-                           ingress_allowed, kustomize, mounted_config, named, of_kind,
-                           pod_references, render, selects, workloads)
 from kubernetes_validate import utils as kv_utils
 from packaging.version import Version
+
+from duomq import __version__
+from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
+from duomq.testing.k8s import (
+    K8S,
+    OVERLAYS,
+    KustomizeError,
+    component,
+    container_env,
+    generated,
+    ingress_allowed,
+    kustomize,
+    mounted_config,
+    named,
+    of_kind,
+    pod_references,
+    render,
+    selects,
+    workloads,
+)
 
 VERSIONS = sorted({v for v in kv_utils.all_versions() if Version(v) >= Version("1.29")},
                   key=Version)
@@ -60,7 +75,7 @@ def test_a_directory_that_does_not_build_fails_with_kustomizes_message(tmp_path)
 
 
 def containers(docs):
-    for doc, meta, spec in workloads(docs):
+    for doc, _meta, spec in workloads(docs):
         for c in spec["containers"] + spec.get("initContainers", []):
             yield doc, spec, c
 
@@ -277,7 +292,7 @@ def test_every_reference_resolves(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_nothing_runs_as_root_or_keeps_capabilities(overlay):
-    for doc, pod, c in containers(render(f"overlays/{overlay}")):
+    for _doc, pod, c in containers(render(f"overlays/{overlay}")):
         assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
         assert pod["automountServiceAccountToken"] is False, "no pod needs the API server"
         assert c["securityContext"]["allowPrivilegeEscalation"] is False

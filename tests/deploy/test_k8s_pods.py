@@ -6,8 +6,9 @@ import os
 import subprocess
 
 import pytest
-from duomq.dev.k8s import named, render
+
 from duomq.dev.ports import free_port
+from duomq.testing.k8s import named, render
 
 pytestmark = pytest.mark.integration
 

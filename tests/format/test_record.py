@@ -1,6 +1,7 @@
 import zlib
 
 import pytest
+
 from duomq.common.message import decode_records
 from duomq.format import record as rec
 

@@ -2,14 +2,15 @@
 
 import pytest
 import zmq
+
 from duomq.client import Message, Producer
 from duomq.common.errors import (
     InvalidNameError,
     MessageTooLargeError,
     TopicNotExistError,
 )
-from duomq.proto import codec, pb
 from duomq.format import record as rec
+from duomq.proto import codec, pb
 
 pytestmark = pytest.mark.integration
 

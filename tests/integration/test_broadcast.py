@@ -4,8 +4,9 @@ every message, each keeps its offsets in its own file and resumes from it."""
 import threading
 
 import pytest
+
 from duomq.client import Message, Producer, PushConsumer
-from duomq.dev.harness import wait_for
+from duomq.testing.harness import wait_for
 
 pytestmark = pytest.mark.integration
 

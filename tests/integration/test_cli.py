@@ -20,7 +20,7 @@ def duomq(*args, env, input=None, check=True, timeout=120):
 
 
 def lines(p):
-    return [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
 
 
 def test_dev_cluster_end_to_end(zk_server, tmp_path):

@@ -8,8 +8,9 @@ import time
 from collections import defaultdict
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
-from duomq.dev.harness import wait_for
+from duomq.testing.harness import wait_for
 
 pytestmark = pytest.mark.integration
 

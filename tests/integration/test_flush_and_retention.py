@@ -4,6 +4,7 @@ deletes old segments only once consumer groups are past them."""
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, PullStatus, SendStatus
 from duomq.common.message import MessageQueue
 

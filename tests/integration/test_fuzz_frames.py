@@ -5,9 +5,10 @@ import random
 
 import pytest
 import zmq
-from duomq.proto import codec, pb
+
 from duomq.common.message import decode_records
 from duomq.format import record as rec
+from duomq.proto import codec, pb
 
 pytestmark = pytest.mark.integration
 

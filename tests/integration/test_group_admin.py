@@ -12,8 +12,9 @@ import time
 from collections import Counter
 
 import pytest
+
 from duomq.client import Message, Producer, PushConsumer
-from duomq.dev.harness import wait_for
+from duomq.testing.harness import wait_for
 
 pytestmark = pytest.mark.integration
 

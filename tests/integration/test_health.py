@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from duomq.dev.harness import LocalCluster, master_info, wait_for
+
 from duomq.dev.zookeeper import launch
+from duomq.testing.harness import LocalCluster, master_info, wait_for
 
 pytestmark = pytest.mark.integration
 

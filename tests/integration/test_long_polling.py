@@ -4,9 +4,10 @@ import threading
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, PullStatus
 from duomq.common.message import MessageQueue
-from duomq.dev.harness import wait_for
+from duomq.testing.harness import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +69,7 @@ def test_held_pull_on_a_slave_wakes_when_the_message_is_replicated(local_cluster
         for i in range(9):   # each pull is held at the slave, then woken by replication
             result = {}
 
-            def pull(offset=1 + i):
+            def pull(offset=1 + i, result=result):
                 result["r"] = c.pull(mq, offset, max_wait_ms=10_000)
                 result["at"] = time.monotonic()
 

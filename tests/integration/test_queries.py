@@ -9,11 +9,12 @@ import sys
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer
 from duomq.common.errors import BadRequestError, NoRouteError
-from duomq.dev.harness import wait_for, wait_slaves_hold
-from duomq.proto import pb
 from duomq.common.message import decode_records
+from duomq.proto import pb
+from duomq.testing.harness import wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 

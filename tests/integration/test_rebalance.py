@@ -5,8 +5,9 @@ import threading
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PushConsumer
-from duomq.dev.harness import wait_for
+from duomq.testing.harness import wait_for
 
 pytestmark = pytest.mark.integration
 

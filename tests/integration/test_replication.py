@@ -5,11 +5,12 @@ import filecmp
 import os
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
-from duomq.dev.harness import wait_for
 from duomq.proto import pb
+from duomq.testing.harness import wait_for
 
 pytestmark = pytest.mark.integration
 

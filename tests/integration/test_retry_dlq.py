@@ -8,9 +8,10 @@ import time
 from collections import defaultdict
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer
 from duomq.common.message import MessageQueue
-from duomq.dev.harness import wait_for
+from duomq.testing.harness import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -4,6 +4,7 @@ members from ZooKeeper at once, without waiting for its watches."""
 import json
 
 import pytest
+
 from duomq.client import PullConsumer
 from duomq.common.errors import BadRequestError, NotMasterError, RequestTimeoutError
 from duomq.coordinator.watches import ChildrenData

@@ -4,6 +4,7 @@ import threading
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, PullStatus, SendStatus
 from duomq.common.errors import ConfigError, MessageTooLargeError, TopicNotExistError
 from duomq.common.message import MessageQueue, parse_msg_id
@@ -146,6 +147,7 @@ def test_producer_timeout_below_broker_flush_timeout_is_refused(local_cluster, s
 
 def test_clients_heartbeat_to_brokers(one_broker):
     import zmq
+
     from duomq.proto import codec, pb
     p, c = clients(one_broker)
     with p, c:

@@ -6,8 +6,9 @@ import threading
 from collections import defaultdict
 
 import pytest
+
 from duomq.client import Message, Producer, PushConsumer
-from duomq.dev.harness import wait_for, wait_slaves_hold
+from duomq.testing.harness import wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 

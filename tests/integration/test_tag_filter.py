@@ -5,9 +5,10 @@ messages it never saw, and a bad expression is refused."""
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer
 from duomq.common.errors import BadRequestError
-from duomq.dev.harness import wait_for, wait_slaves_hold
+from duomq.testing.harness import wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 TAGS = ["Click", "Order", "Refund", ""]
@@ -60,7 +61,7 @@ def test_a_push_consumer_sees_its_tags_and_commits_past_the_rest(local_cluster):
         wait_for(lambda: len(seen) == 100, 20, "100 refunds")
         time.sleep(0.3)
         pc.commit_offsets()
-        committed = {q: c for q, c in ((pq.mq, pq.committed) for pq in pc.assigned.values() if pq.mq.topic == pc.topic)}
+        committed = {pq.mq: pq.committed for pq in pc.assigned.values() if pq.mq.topic == pc.topic}
     assert {m.tags for m in seen} == {"Refund"} and len(seen) == 100
     # every queue is committed to its end, past the messages filtered out
     with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="x") as c:

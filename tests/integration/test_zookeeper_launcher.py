@@ -6,6 +6,7 @@ import socket
 import threading
 
 import pytest
+
 from duomq.coordinator import zk as zkutil
 from duomq.dev import zookeeper as zkl
 

@@ -1,6 +1,7 @@
 """Readiness of a broker (pure) and a pod's identity from its name."""
 
 import pytest
+
 from duomq.common.config import BrokerConfig, parse_pod_name
 from duomq.common.errors import ConfigError
 from duomq.master.health import BrokerHealth, readiness

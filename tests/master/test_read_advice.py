@@ -2,10 +2,10 @@ import os
 from types import SimpleNamespace
 
 from duomq.common.config import BrokerConfig
+from duomq.format import record as rec
 from duomq.master.processors import PROBE_AHEAD, PROBE_BYTES, Processors
 from duomq.master.read_advice import master_says_go_to_slave, slave_says_go_back
 from duomq.store import MessageStore
-from duomq.format import record as rec
 from duomq.store.residency import resident_fraction
 
 GIB = 1 << 30

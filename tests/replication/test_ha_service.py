@@ -2,11 +2,12 @@
 pair: what a slave receives, and when it is asked to report at once."""
 
 import zmq
+
 from duomq.common.config import BrokerConfig
+from duomq.format import record as rec
 from duomq.proto import codec, pb
 from duomq.replication.ha_service import HAService
 from duomq.store import MessageStore
-from duomq.format import record as rec
 
 
 def report(max_offset, acked):

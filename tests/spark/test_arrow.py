@@ -4,6 +4,7 @@ import datetime as dt
 import random
 
 import pytest
+
 from duomq.client.spark.arrow import ARROW_SCHEMA, record_starts, records_to_batch
 from duomq.common.message import decode_records
 from duomq.format import record as rec

@@ -1,6 +1,8 @@
 """Spark source options and offset planning (pure)."""
 
 import pytest
+
+from duomq.client.spark.fetch import DataLossError, ReadTask, _data_loss
 from duomq.client.spark.options import (
     Range,
     SourceOptions,
@@ -10,7 +12,6 @@ from duomq.client.spark.options import (
     parse_offsets,
     plan_ranges,
 )
-from duomq.client.spark.fetch import DataLossError, ReadTask, _data_loss
 from duomq.common.errors import ConfigError
 from duomq.coordinator.members import read_candidates, read_target
 

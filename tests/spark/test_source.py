@@ -3,9 +3,10 @@
 import time
 
 import pytest
+
 from duomq.client import Message, Producer, PullConsumer
 from duomq.common.message import MessageQueue
-from duomq.dev.harness import wait_for, wait_slaves_hold
+from duomq.testing.harness import wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 
@@ -169,7 +170,7 @@ def test_fail_on_data_loss(spark, local_cluster):
     local_cluster.add_broker("broker-a", 0, **settings)
     local_cluster.create_topic("Clicks", 1)
     with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
-        for i in range(0, 3000, 100):
+        for _i in range(0, 3000, 100):
             p.send_batch([Message("Clicks", b"x" * 200) for _ in range(100)])
     c = PullConsumer(local_cluster.zookeeper, local_cluster.cluster, "probe")
     mq = MessageQueue("Clicks", "broker-a", 0)

@@ -6,10 +6,11 @@ import os
 import time
 
 import pytest
+
 from duomq.common.config import BrokerConfig
-from duomq.store import MessageStore
 from duomq.common.message import decode_records
 from duomq.format import record as rec
+from duomq.store import MessageStore
 from duomq.store.index_file import IndexFile
 from duomq.store.key_index import key_hash
 
@@ -79,7 +80,7 @@ def test_time_range(store, monkeypatch):
 
 def test_rollover_to_new_files(store):
     offsets = []
-    for i in range(5):
+    for _i in range(5):
         offsets += put(store, [f"k k{j}" for j in range(10)]).physical_offsets
     assert len(store.index.files) > 1                     # 100 entries, 40 per file
     found = [p for p, _ in find(store, "k", max_num=100)]
@@ -147,7 +148,7 @@ def test_slave_dispatch_indexes_and_truncation_forgets(tmp_path):
 
 
 def test_retention_deletes_old_index_files(store):
-    for i in range(3):
+    for _i in range(3):
         put(store, [f"k{j}" for j in range(40)])
     assert len(store.index.files) == 3
     assert store.index.delete_below(store.index.files[1].begin_phys) == 1

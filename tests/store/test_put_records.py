@@ -1,9 +1,9 @@
 """Records the broker writes again go in one put per run bound for one queue."""
 
 from duomq.common.config import BrokerConfig
-from duomq.store import MessageStore
 from duomq.common.message import decode_records
 from duomq.format import record as rec
+from duomq.store import MessageStore
 
 
 def test_runs_bound_for_one_queue_are_stored_together_in_order(tmp_path):

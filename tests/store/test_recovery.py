@@ -2,11 +2,12 @@ import os
 import pathlib
 
 import pytest
+
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import UnsupportedVersionError
-from duomq.store import MessageStore
 from duomq.common.message import decode_records
 from duomq.format import record as rec
+from duomq.store import MessageStore
 
 
 @pytest.fixture

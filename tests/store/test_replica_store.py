@@ -2,9 +2,10 @@
 queues rebuilt by dispatch, byte-identical logs."""
 
 import pytest
+
 from duomq.common.config import BrokerConfig
-from duomq.store import MessageStore
 from duomq.format import record as rec
+from duomq.store import MessageStore
 
 
 def cfg(path):
@@ -35,7 +36,7 @@ def test_replica_is_byte_identical_and_serves_the_same_queues(tmp_path, chunk):
     copy(master, slave, chunk)
     assert slave.commitlog.max_offset == master.commitlog.max_offset
     assert slave.dispatched_offset == master.commitlog.max_offset
-    for m_seg, s_seg in zip(master.commitlog.mfq.segments, slave.commitlog.mfq.segments):
+    for m_seg, s_seg in zip(master.commitlog.mfq.segments, slave.commitlog.mfq.segments, strict=True):
         assert m_seg.base == s_seg.base and bytes(m_seg.mm[:m_seg.wrote]) == bytes(s_seg.mm[:s_seg.wrote])
     for key, mcq in master.queues.items():
         scq = slave.queues[key]

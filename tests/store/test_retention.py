@@ -2,8 +2,8 @@ import os
 from types import SimpleNamespace
 
 from duomq.common.config import BrokerConfig
-from duomq.store import MessageStore
 from duomq.format import record as rec
+from duomq.store import MessageStore
 from duomq.store.retention import deletable_prefix
 
 
@@ -13,7 +13,8 @@ def segs(*bases):
 
 def test_deletable_prefix_rules():
     s = segs((0, 0), (100, 0), (200, 0), (300, 0))
-    mt = lambda seg: seg.mtime
+    def mt(seg):
+        return seg.mtime
     assert deletable_prefix(s, 10_000, 3600, None, mt) == 3          # never the active one
     assert deletable_prefix(s, 1000, 3600, None, mt) == 0            # too young
     assert deletable_prefix(s, 10_000, 3600, 150, mt) == 1           # a group needs 150+
@@ -26,7 +27,7 @@ def test_store_deletes_old_segments_and_moves_queue_minimum(tmp_path):
                        max_pull_bytes=4096, cq_entries_per_segment=8)
     s = MessageStore(cfg)
     s.start()
-    for i in range(40):
+    for _i in range(40):
         s.put_batch("T", 0, bytearray(rec.encode_record(b"T", b"", b"", b"", b"x" * 300, 1)), 1)
     old = len(s.commitlog.mfq.segments)
     assert old > 3

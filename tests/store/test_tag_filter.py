@@ -2,11 +2,12 @@
 entries without reading the commit log for the others."""
 
 import pytest
+
 from duomq.common.config import BrokerConfig
-from duomq.common.subscription import parse
-from duomq.store import MessageStore
 from duomq.common.message import decode_records
+from duomq.common.subscription import parse
 from duomq.format import record as rec
+from duomq.store import MessageStore
 from duomq.store.message_store import FILTER_SCAN_ENTRIES
 
 

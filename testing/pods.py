@@ -17,8 +17,8 @@ import base64
 import os
 import pathlib
 
-from duomq.dev.k8s import container_env, named, pod_template
-from duomq.dev.podman import Container, Network, PodSecurity
+from duomq.testing.k8s import container_env, named, pod_template
+from duomq.testing.podman import Container, Network, PodSecurity
 
 
 class PodContainer:
@@ -122,7 +122,7 @@ class PodContainer:
 
     # -------------------------------------------------------------- lifecycle
 
-    def start(self) -> "PodContainer":
+    def start(self) -> PodContainer:
         """The pod's first start; later starts (``restart``) keep the
         container, its name and its volumes, as a StatefulSet's pod."""
         self.handle = self.net.run(self.name, self.image, self.args, env=self.env,

@@ -65,7 +65,7 @@ class PodSecurity:
     no_new_privileges: bool = False
 
     @classmethod
-    def of(cls, pod_spec: dict, container: dict) -> "PodSecurity":
+    def of(cls, pod_spec: dict, container: dict) -> PodSecurity:
         pod = pod_spec.get("securityContext") or {}
         c = container.get("securityContext") or {}
         uid, gid = c.get("runAsUser", pod.get("runAsUser")), c.get("runAsGroup", pod.get("runAsGroup"))
@@ -100,7 +100,7 @@ class Network:
     hosts: dict[str, str] = field(default_factory=dict)      # alias -> address
     addresses: dict[str, str] = field(default_factory=dict)  # container -> address
 
-    def __enter__(self) -> "Network":
+    def __enter__(self) -> Network:
         podman("network", "create", "--disable-dns", self.name)
         info = json.loads(podman("network", "inspect", self.name).stdout)[0]
         self._net = ipaddress.ip_network(info["subnets"][0]["subnet"])
@@ -123,7 +123,7 @@ class Network:
     def run(self, name: str, image: str, args: list[str], *, env: dict[str, str],
             aliases: list[str] = (), volumes: list[str] = (), tmpfs: list[str] = (),
             security: PodSecurity | None = None, entrypoint: list[str] | None = None,
-            hostname: str | None = None, labels: dict[str, str] | None = None) -> "Container":
+            hostname: str | None = None, labels: dict[str, str] | None = None) -> Container:
         """``podman run -d`` on this network; the container keeps its name
         and address across restarts, as a StatefulSet's pod its DNS name."""
         ip = self.reserve(name, aliases)

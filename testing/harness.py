@@ -10,23 +10,20 @@ import subprocess
 import sys
 import time
 
+from kazoo.exceptions import NoNodeError
+
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicAdmin
+from duomq.dev.brokers import (  # noqa: F401
+    drop_page_cache,
+    has_role,
+    log_tail,
+    wait_for,
+    wait_registered,
+    wait_slaves_hold,
+)
 from duomq.dev.ports import free_port
-from kazoo.exceptions import NoNodeError
-
-
-def wait_for(cond, timeout_s: float = 30, what: str = "condition"):
-    """Poll ``cond`` until it returns something true (returned) or time is up
-    (AssertionError naming ``what``): tests wait on conditions, never sleep."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
 def read_node(zookeeper: str, path: str) -> dict:
@@ -48,86 +45,6 @@ def isr_members(zookeeper: str, cluster: str, group: str = "broker-a") -> set[in
 def master_info(zookeeper: str, cluster: str, group: str = "broker-a") -> dict:
     """The group's master node ({} when there is none)."""
     return read_node(zookeeper, ZkPaths(cluster).master(group))
-
-
-def wait_slaves_hold(zookeeper: str, cluster: str, topic: str, timeout_s: float = 30) -> int:
-    """Wait until slave-pinned reads see every message of ``topic`` that the
-    master shows (a slave serves only what it holds and was told is
-    confirmed); returns the topic's message count."""
-    from duomq.client import PullConsumer
-    on_master = PullConsumer(zookeeper, cluster, "probe", read_from="master")
-    on_slave = PullConsumer(zookeeper, cluster, "probe", read_from="slave")
-    try:
-        queues = on_master.queues(topic)
-
-        def ends(consumer):
-            return [consumer.max_offset(q) for q in queues]
-
-        wait_for(lambda: ends(on_slave) == ends(on_master), timeout_s,
-                 f"the slaves to hold every message of {topic}")
-        return sum(ends(on_slave))
-    finally:
-        on_master.close()
-        on_slave.close()
-
-
-def drop_page_cache(directory: str) -> int:
-    """Write back and drop every file of ``directory`` from the page cache
-    (posix_fadvise DONTNEED): a cold backlog for read-redirect drills. Pages a
-    process has mapped stay resident. Returns the number of files."""
-    names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
-    for name in names:
-        fd = os.open(os.path.join(directory, name), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return len(names)
-
-
-def log_tail(path: str, lines: int = 80) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def has_role(zk, paths: ZkPaths, group: str, info: dict) -> bool:
-    """A member serves once it is the master, or a slave following the
-    current master's epoch."""
-    try:
-        master = zkutil.loads(zk.get(paths.master(group))[0])
-    except NoNodeError:
-        return False
-    if info.get("role") == "MASTER":
-        return master.get("broker_id") == info.get("broker_id")
-    return info.get("role") == "SLAVE" and info.get("epoch") == master.get("epoch")
-
-
-def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pid: int,
-                    alive, log_path: str, timeout_s: float = 30) -> None:
-    """Wait until the broker process ``pid`` holds its member node in ZooKeeper
-    and has its role; fail early, with its log, if ``alive()`` turns false."""
-    zk = zkutil.connect(zookeeper)
-    paths = ZkPaths(cluster)
-    path = paths.member(group, broker_id)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            info = zkutil.loads(zk.get(path)[0]) if zk.exists(path) is not None else {}
-            if info.get("pid") == pid and has_role(zk, paths, group, info):
-                return
-            if not alive():
-                raise RuntimeError(f"broker {group}/{broker_id} exited; log {log_path}:\n"
-                                   f"{log_tail(log_path)}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"broker {group}/{broker_id} did not register in "
-                                   f"{timeout_s:g} s; log {log_path}:\n{log_tail(log_path)}")
-            time.sleep(0.05)
-    finally:
-        zkutil.close(zk)
 
 
 class BrokerProcess:
@@ -159,7 +76,7 @@ class BrokerProcess:
             args += ["--set", f"{k}={v}"]
         return args
 
-    def start(self, wait: bool = True, timeout_s: float = 30) -> "BrokerProcess":
+    def start(self, wait: bool = True, timeout_s: float = 30) -> BrokerProcess:
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv(), stdout=logf, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
@@ -204,7 +121,7 @@ class BrokerProcess:
                 self.proc.wait(10)
         return self.proc.returncode
 
-    def restart(self, wait: bool = True) -> "BrokerProcess":
+    def restart(self, wait: bool = True) -> BrokerProcess:
         self.stop()
         return self.start(wait)
 

@@ -15,10 +15,10 @@ import os
 import uuid
 
 import pytest
-from duomq.coordinator import zk as zkutil
-from duomq.dev.harness import LocalCluster
-from duomq.dev.zookeeper import launch
 
+from duomq.coordinator import zk as zkutil
+from duomq.dev.zookeeper import launch
+from duomq.testing.harness import LocalCluster
 
 TEST_SEGMENT_BYTES = 64 << 20
 TEST_INDEX_SLOTS = 500_000

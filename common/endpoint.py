@@ -1,0 +1,34 @@
+"""Where a duomq cluster is: a ZooKeeper connect string and a cluster name.
+Clients take them as given, else from ``DUOMQ_ZOOKEEPER`` and
+``DUOMQ_CLUSTER``, else the defaults; the CLI also asks the local dev
+cluster's state file (``duomq dev up`` writes it), read here so that no
+production command imports the dev cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+
+DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
+DEFAULT_CLUSTER = "DefaultCluster"
+DEV_STATE = "state.json"
+
+
+def resolve_endpoint(zookeeper: str | None, cluster: str | None) -> tuple[str, str]:
+    """Explicit values, then DUOMQ_ZOOKEEPER / DUOMQ_CLUSTER, then the defaults."""
+    return (zookeeper or os.environ.get("DUOMQ_ZOOKEEPER") or DEFAULT_ZOOKEEPER,
+            cluster or os.environ.get("DUOMQ_CLUSTER") or DEFAULT_CLUSTER)
+
+
+def default_dev_dir() -> str:
+    """The dev cluster's directory: $DUOMQ_DEV_DIR, else ~/.duomq/dev."""
+    return os.environ.get("DUOMQ_DEV_DIR") or os.path.join(os.path.expanduser("~"), ".duomq", "dev")
+
+
+def read_dev_state(data_dir: str) -> dict | None:
+    """The dev cluster's state (its ZooKeeper, cluster and processes), or None."""
+    try:
+        with open(os.path.join(data_dir, DEV_STATE)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None

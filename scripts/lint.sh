@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The checks that keep the code as it is meant to be, run by `make test`
+# before the suite: ruff (pyflakes, pycodestyle, import order, bugbear,
+# pyupgrade; pyproject's [tool.ruff]) and import-linter (the layers and the
+# forbidden imports of pyproject's [tool.importlinter]).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+rc=0
+"$VENV/bin/ruff" check . || rc=1
+"$VENV/bin/lint-imports" --no-cache || rc=1
+exit "$rc"
