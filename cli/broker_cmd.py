@@ -43,6 +43,6 @@ def run(args) -> int:
         overrides[key] = (int(value) if t == "int" else float(value) if t == "float"
                           else value.lower() in ("1", "true", "yes") if t == "bool" else value)
     config = BrokerConfig.load(args.config, overrides=overrides)
-    from duomq.master.broker import run_broker
+    from duomq.broker.server import run_broker
     run_broker(config)
     return 0

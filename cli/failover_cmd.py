@@ -17,6 +17,7 @@ from duomq.cli.common import add_endpoint, add_json, emit, endpoint
 from duomq.cli.health_cmd import add_target, broker_status, target
 from duomq.common.errors import DuomqError
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.nodes import MasterNode, SwitchoverNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.registry import MASTER
 
@@ -35,32 +36,33 @@ def add(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _master(zk, paths: ZkPaths, group: str) -> MasterNode | None:
+    try:
+        return MasterNode.from_bytes(zk.get(paths.master(group))[0])
+    except NoNodeError:
+        return None
+
+
 def switchover(zk, cluster: str, group: str, target: int | None, timeout_s: float) -> dict:
     paths = ZkPaths(cluster)
-    try:
-        before = zkutil.loads(zk.get(paths.master(group))[0])
-    except NoNodeError:
-        raise DuomqError(f"broker group {group!r} has no master to hand over from") from None
-    if target is not None and target == before.get("broker_id"):
+    before = _master(zk, paths, group)
+    if before is None:
+        raise DuomqError(f"broker group {group!r} has no master to hand over from")
+    if target is not None and target == before.broker_id:
         raise DuomqError(f"broker {target} is already the master of {group!r}")
-    request = {"from": before.get("broker_id"), "requested_at": time.time()}
-    if target is not None:
-        request["target"] = target
+    request = SwitchoverNode(before.broker_id, target, time.time())
     try:
-        zk.create(paths.switchover(group), zkutil.dumps(request))
+        zk.create(paths.switchover(group), request.to_bytes())
     except NodeExistsError:
         raise DuomqError(f"a switchover of {group!r} is already under way") from None
     t0 = time.monotonic()
     deadline = t0 + timeout_s
     try:
         while time.monotonic() < deadline:
-            try:
-                now = zkutil.loads(zk.get(paths.master(group))[0])
-            except NoNodeError:
-                now = {}
-            if now.get("broker_id") not in (None, before.get("broker_id")):
-                return {"group": group, "from": before.get("broker_id"),
-                        "to": now["broker_id"], "epoch": now.get("epoch"),
+            now = _master(zk, paths, group)
+            if now is not None and now.broker_id != before.broker_id:
+                return {"group": group, "from": before.broker_id,
+                        "to": now.broker_id, "epoch": now.epoch,
                         "seconds": round(time.monotonic() - t0, 3)}
             time.sleep(0.05)
     finally:

@@ -1,14 +1,20 @@
-"""The HA controller: decides and enacts this broker's role in its group.
+"""The HA controller: a thread per broker that decides and enacts its role.
 
-A thread per broker. It watches the master node, the members and its own
-ZooKeeper session, runs ``election.choose_master`` on a fresh snapshot every
-cycle (logging the reason whenever it changes), claims the master in one
-transaction (a new epoch and its start offset, the master node, the ISR), and
-hands role changes to the serving thread through ``post(kind, a, b)``:
+Each cycle it reads its group once into a frozen view (``read_view``), runs
+``ha_cycle.run_cycle`` on it, logs the sentence whenever it changes and
+carries out the actions. Only this thread touches ZooKeeper for HA (claims,
+the ISR, routes, releasing the master node); role changes go to the serving
+thread through ``post(kind, a, b)``:
 
   ``P`` epoch        become master at this epoch
   ``F`` epoch, cut   follow the master of this epoch, after truncating to ``cut``
-  ``D``              stop being master now (fenced: session lost, or a handover)
+  ``D``              stop being master now (fenced: session lost, or the node gone)
+  ``H``              drain writes for a planned switchover
+  ``L`` until_ns     the master's lease now runs until this monotonic time (ns; 0: revoked)
+
+and the serving thread reports back (``report``, ``drained``,
+``request_isr``), which wakes a cycle. Watches on the master node, the members
+and the switchover node wake it too; otherwise it runs every ``CYCLE_S``.
 
 Fencing: a master acks writes only while it holds a lease, renewed by a
 successful ZooKeeper round trip and lasting half the session timeout, so it
@@ -23,24 +29,33 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError, ZookeeperError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from duomq.coordinator.election import Member, Snapshot, choose_master, truncation_point
+from duomq.coordinator import ha_cycle as hc
+from duomq.coordinator.nodes import (
+    EpochNode,
+    IsrNode,
+    MasterNode,
+    MemberNode,
+    NodeError,
+    SwitchoverNode,
+)
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.zk import dumps, loads
 
 log = logging.getLogger(__name__)
-MASTER, SLAVE = "MASTER", "SLAVE"
+MASTER, SLAVE = hc.MASTER, hc.SLAVE
+Post = Callable[[bytes, int, int], None]
 
 
 class HaController:
     CYCLE_S = 1.0
 
     def __init__(self, zk, config, registry, max_offset: Callable[[], int],
-                 local_epoch: Callable[[], int], post: Callable[[bytes, int, int], None]):
+                 local_epoch: Callable[[], int], post: Post):
         self.zk = zk
         self.config = config
         self.registry = registry
@@ -48,13 +63,13 @@ class HaController:
         self.max_offset = max_offset
         self.local_epoch = local_epoch
         self.post = post
-        self.role = SLAVE                 # what we last told the serving thread
-        self.following_epoch = -1
-        self.lease_until = 0.0            # monotonic; a master acks only before it
-        self.isr_wanted: set[int] | None = None
-        self.isr_published: set[int] = set()
-        self.switchover: dict | None = None
-        self.last_reason = ""
+        self.memory = hc.Memory()          # this thread's only
+        self.last_sentence = ""
+        # written by the serving thread, read here (whole values, swapped atomically)
+        self._serving: tuple[str, int] = (SLAVE, 0)
+        self._drained = False
+        self._isr_wanted: frozenset[int] | None = None
+        self._info_written: tuple[str, int] | None = None
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ha-controller", daemon=True)
@@ -65,9 +80,9 @@ class HaController:
     def start(self) -> None:
         g = self.config.group
         self.zk.add_listener(self._on_state)
-        DataWatch(self.zk, self.paths.master(g), lambda d, s: self._wakeup())
-        ChildrenWatch(self.zk, self.paths.members(g), lambda c: self._wakeup())
-        DataWatch(self.zk, self.paths.switchover(g), self._on_switchover)
+        DataWatch(self.zk, self.paths.master(g), self._wakeup)
+        ChildrenWatch(self.zk, self.paths.members(g), self._wakeup)
+        DataWatch(self.zk, self.paths.switchover(g), self._wakeup)
         self._thread.start()
         self._lease_thread.start()
 
@@ -76,34 +91,65 @@ class HaController:
         self._wake.set()
         self._thread.join(5)
 
-    def _wakeup(self, *_):
+    def _wakeup(self, *_) -> bool:
         if self._stopped.is_set():
             return False
         self._wake.set()
         return True
 
-    def lease_valid(self) -> bool:
-        return time.monotonic() < self.lease_until
+    # ------------------------------------------------------------ from the serving thread
+    def report(self, role: str, epoch: int) -> None:
+        """The serving thread took ``role`` at ``epoch``."""
+        self._serving = (role, epoch)
+        self._wake.set()
+
+    def drained(self) -> None:
+        """A draining master stopped acking and a slave holds everything: hand over."""
+        self._drained = True
+        self._wake.set()
 
     def request_isr(self, members: set[int]) -> None:
-        """The serving thread's wish; published by the controller thread."""
-        if members != self.isr_wanted:
-            self.isr_wanted = set(members)
+        """The slaves the master's links find in sync; published by this thread."""
+        wanted = frozenset(members)
+        if wanted != self._isr_wanted:
+            self._isr_wanted = wanted
             self._wake.set()
 
     # ------------------------------------------------------------ threads
     def _run(self) -> None:
+        wait: float | None = self.CYCLE_S
         while not self._stopped.is_set():
-            self._wake.wait(self.CYCLE_S)
+            self._wake.wait(wait)
             self._wake.clear()
             if self._stopped.is_set():
                 return
+            wait = self.CYCLE_S
             try:
-                self.cycle()
-            except ZookeeperError as exc:
-                log.warning("HA cycle: ZooKeeper error %s", exc)
+                wake_in = self.run_once()
+                if wake_in is not None:
+                    wait = min(wait, max(wake_in, 0.001))
+            except (ZookeeperError, NodeError) as exc:
+                log.warning("HA cycle: %s: %s", type(exc).__name__, exc)
             except Exception:
                 log.exception("HA cycle failed")
+
+    def run_once(self) -> float | None:
+        """One cycle: read, decide, log, act. Returns when to run again, if sooner."""
+        view = self.read_view()
+        cycle = hc.run_cycle(view, self.memory, time.monotonic(),
+                             self.config.election_settle_ms / 1000)
+        if cycle.sentence != self.last_sentence:
+            log.info("HA: %s", cycle.sentence)
+            self.last_sentence = cycle.sentence
+        before, self.memory = self.memory, cycle.memory
+        for action in cycle.actions:
+            if not self._act(action):
+                self.memory = replace(before, vacant_since=None)
+                return 0.0
+        if self._serving != self._info_written:
+            self._info_written = self._serving
+            self.registry.update_info()
+        return cycle.wake_in_s
 
     def _lease_loop(self) -> None:
         period = self.config.zk_session_timeout_ms / 4000
@@ -111,138 +157,131 @@ class HaController:
             t0 = time.monotonic()
             try:
                 self.zk.exists_async(self.paths.master(self.config.group)).get(timeout=period)
-                self.lease_until = t0 + self.config.zk_session_timeout_ms / 2000
             except Exception:
-                pass   # the lease runs out by itself
+                continue   # the lease runs out by itself
+            if self.memory.role == MASTER:
+                self._grant_lease(t0)
 
-    def _on_state(self, state):
+    def _grant_lease(self, t0: float) -> None:
+        until = t0 + self.config.zk_session_timeout_ms / 2000
+        self.post(b"L", int(until * 1e9), 0)
+
+    def _on_state(self, state) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):
-            self.lease_until = 0.0            # stop acking at once
-            if state == KazooState.LOST and self.role == MASTER:
-                log.error("ZooKeeper session lost: stepping down")
-                self._set_role(SLAVE)
-                self.post(b"D", 0, 0)
+            self.post(b"L", 0, 0)            # stop acking at once
         self._wake.set()
 
-    def _on_switchover(self, data, stat):
-        if self._stopped.is_set():
-            return False
-        self.switchover = loads(data) if data else None
-        self._wake.set()
-        return True
-
-    # ------------------------------------------------------------ the cycle
-    def _set_role(self, role: str) -> None:
-        self.role = role
-        self.registry.role = role
-
-    def snapshot(self) -> tuple[Snapshot, dict | None, list[tuple[int, int]]]:
-        g, p = self.config.group, self.paths
-        try:
-            master = loads(self.zk.get(p.master(g))[0])
-        except NoNodeError:
-            master = None
+    # ------------------------------------------------------------ the view
+    def read_view(self) -> hc.GroupView:
+        cfg, g, p = self.config, self.config.group, self.paths
+        role, epoch = self._serving
+        own = dict(me=cfg.broker_id, local_epoch=self.local_epoch(),
+                   local_max_offset=self.max_offset(),
+                   allow_lagging_promotion=cfg.allow_lagging_promotion,
+                   serving_role=role, serving_epoch=epoch, isr_wanted=self._isr_wanted,
+                   drained=self._drained)
+        state = self.zk.state
+        if state != KazooState.CONNECTED:
+            return hc.GroupView(session=str(state), **own)
         members = []
         for child in self.zk.get_children(p.members(g)):
             try:
-                info = loads(self.zk.get(p.member(g, int(child)))[0])
-            except (NoNodeError, ValueError):
+                members.append(MemberNode.from_bytes(self.zk.get(p.member(g, int(child)))[0],
+                                                     int(child)))
+            except NoNodeError:
                 continue
-            members.append(Member(int(child), int(info.get("max_offset", 0)),
-                                  int(info.get("epoch", 0)), bool(info.get("stepping_down")),
-                                  bool(info.get("promotable", True))))
-        try:
-            isr_data = loads(self.zk.get(p.isr(g))[0])
-            isr = frozenset(int(m) for m in isr_data.get("members", []))
-        except NoNodeError:
-            isr = None
-        history = self.epoch_history()
-        preferred = self.switchover.get("target") if self.switchover else None
-        snap = Snapshot(tuple(members), isr, master.get("broker_id") if master else None,
-                        self.config.allow_lagging_promotion, preferred)
-        return snap, master, history
-
-    def epoch_history(self) -> list[tuple[int, int]]:
-        g, p = self.config.group, self.paths
-        out = []
+            except (NodeError, ValueError) as exc:
+                log.warning("ignoring member node %s of %s: %s", child, g, exc)
+        epochs = []
         for child in self.zk.get_children(p.epochs(g)):
             if child.isdigit():
                 try:
-                    data = loads(self.zk.get(p.epoch(g, int(child)))[0])
+                    epochs.append(EpochNode.from_bytes(int(child),
+                                                       self.zk.get(p.epoch(g, int(child)))[0]))
                 except NoNodeError:
                     continue
-                out.append((int(child), int(data.get("start_offset", 0))))
-        return sorted(out)
+        return hc.GroupView(
+            master=self._read(p.master(g), MasterNode.from_bytes),
+            members=tuple(members), isr=self._read(p.isr(g), IsrNode.from_bytes),
+            epochs=tuple(sorted(epochs, key=lambda e: e.epoch)),
+            switchover=self._read(p.switchover(g), SwitchoverNode.from_bytes), **own)
 
-    def cycle(self) -> None:
-        if self.zk.state != KazooState.CONNECTED:
-            return
-        me = self.config.broker_id
-        snap, master, history = self.snapshot()
-        if self.role == MASTER:
-            if snap.master_id != me:
-                log.error("lost the master node (holder: %s): stepping down", snap.master_id)
-                self._set_role(SLAVE)
-                self.post(b"D", 0, 0)
-                return
-            self._publish_isr()
-            self._maybe_hand_over()
-            return
-        if master is not None and snap.master_id != me:
-            epoch = int(master.get("epoch", 0))
-            if epoch != self.following_epoch:
-                cut = truncation_point(self.local_epoch(), self.max_offset(), history)
-                self.following_epoch = epoch
-                log.info("following broker %d at epoch %d (local epoch %d, cut at %d)",
-                         snap.master_id, epoch, self.local_epoch(), cut)
-                self.post(b"F", epoch, cut)
-            return
-        if master is None:
-            self.following_epoch = -1
-            self.registry.update_info()                 # our offset, fresh for the others
-            time.sleep(self.config.election_settle_ms / 1000)
-            snap, master, history = self.snapshot()
-            decision = choose_master(snap)
-            if decision.reason != self.last_reason:
-                log.info("election: %s", decision.reason)
-                self.last_reason = decision.reason
-            if decision.candidate == me:
-                self.claim(history, decision.lagging)
+    def _read(self, path: str, parse):
+        try:
+            return parse(self.zk.get(path)[0])
+        except NoNodeError:
+            return None
 
-    def claim(self, history, lagging: bool) -> bool:
-        cfg, p, g = self.config, self.paths, self.config.group
-        epoch = (history[-1][0] if history else 0) + 1
-        start = self.max_offset()
-        tx = self.zk.transaction()
-        tx.create(p.epoch(g, epoch), dumps({"broker_id": cfg.broker_id, "start_offset": start}))
-        tx.create(p.master(g), dumps({"broker_id": cfg.broker_id, "epoch": epoch,
-                                      "address": cfg.address, "ha_address": cfg.ha_address}),
-                  ephemeral=True)
-        results = tx.commit()
-        if any(isinstance(r, Exception) for r in results):
-            log.info("claim of epoch %d lost: %s", epoch, results)
-            return False
-        self.registry.epoch = epoch
-        self.lease_until = time.monotonic() + cfg.zk_session_timeout_ms / 2000
-        self._write_isr({cfg.broker_id})
-        if lagging:
-            log.warning("promoted OUT OF SYNC at offset %d (allow_lagging_promotion): messages "
-                        "the old master held past it are lost", start)
-        log.info("became master of %s at epoch %d, start offset %d", g, epoch, start)
-        self._set_role(MASTER)
-        self.post(b"P", epoch, start)
-        if self.switchover:
-            try:
-                self.zk.delete(p.switchover(g))
-            except NoNodeError:
-                pass
+    # ------------------------------------------------------------ actions
+    def _act(self, action: hc.Action) -> bool:
+        """Carry out one action; False when a claim was lost."""
+        g = self.config.group
+        if isinstance(action, hc.Claim):
+            return self._claim(action)
+        if isinstance(action, hc.Follow):
+            self.post(b"F", action.epoch, action.cut)
+        elif isinstance(action, hc.StepDown):
+            log.error("stepping down as master of %s: %s", g, action.why)
+            self.post(b"L", 0, 0)
+            self.post(b"D", 0, 0)
+            self.registry.remove_routes()
+        elif isinstance(action, hc.Drain):
+            self.post(b"H", 0, 0)
+        elif isinstance(action, hc.ReleaseMaster):
+            self._release_master()
+        elif isinstance(action, hc.PublishIsr):
+            self._write_isr(action.members)
+            log.info("in-sync set of %s is now %s", g, sorted(action.members))
+        elif isinstance(action, hc.PublishRoutes):
+            self.registry.publish_routes(action.epoch)
+        elif isinstance(action, hc.RefreshInfo):
+            self.registry.update_info()
         return True
 
-    # ------------------------------------------------------------ master duties
-    def _write_isr(self, members: set[int]) -> None:
+    def _claim(self, claim: hc.Claim) -> bool:
+        cfg, p, g = self.config, self.paths, self.config.group
+        t0 = time.monotonic()
+        tx = self.zk.transaction()
+        tx.create(p.epoch(g, claim.epoch),
+                  EpochNode(claim.epoch, cfg.broker_id, claim.start_offset).to_bytes())
+        tx.create(p.master(g), MasterNode(cfg.broker_id, claim.epoch, cfg.address,
+                                          cfg.ha_address).to_bytes(), ephemeral=True)
+        results = tx.commit()
+        if any(isinstance(r, Exception) for r in results):
+            log.info("claim of epoch %d lost: %s", claim.epoch, results)
+            return False
+        self._write_isr(frozenset({cfg.broker_id}), claim.epoch)
+        if claim.lagging:
+            log.warning("promoted OUT OF SYNC at offset %d (allow_lagging_promotion): messages "
+                        "the old master held past it are lost", claim.start_offset)
+        log.info("became master of %s at epoch %d, start offset %d", g, claim.epoch,
+                 claim.start_offset)
+        self._grant_lease(t0)
+        self.post(b"P", claim.epoch, claim.start_offset)
+        try:
+            self.zk.delete(p.switchover(g))
+        except NoNodeError:
+            pass
+        return True
+
+    def _release_master(self) -> None:
+        """A drained master (already serving as slave, marked stepping down)
+        gives up the master node to the slave the election picks."""
         p, g = self.paths, self.config.group
-        data = dumps({"epoch": self.registry.epoch, "master": self.config.broker_id,
-                      "members": sorted(members)})
+        self._drained = False
+        self.post(b"L", 0, 0)
+        self.registry.remove_routes()
+        self.registry.update_info()
+        try:
+            self.zk.delete(p.master(g))
+        except NoNodeError:
+            pass
+        log.info("handed over the master of %s", g)
+
+    def _write_isr(self, members: frozenset[int], epoch: int | None = None) -> None:
+        p, g = self.paths, self.config.group
+        data = IsrNode(self.memory.epoch if epoch is None else epoch, self.config.broker_id,
+                       members).to_bytes()
         try:
             self.zk.set(p.isr(g), data)
         except NoNodeError:
@@ -250,32 +289,3 @@ class HaController:
                 self.zk.create(p.isr(g), data)
             except NodeExistsError:
                 self.zk.set(p.isr(g), data)
-        self.isr_published = set(members)
-
-    def _publish_isr(self) -> None:
-        wanted = self.isr_wanted
-        if wanted is not None and (wanted | {self.config.broker_id}) != self.isr_published:
-            self._write_isr(wanted | {self.config.broker_id})
-            log.info("in-sync set of %s is now %s", self.config.group, sorted(self.isr_published))
-
-    def _maybe_hand_over(self) -> None:
-        """Planned switchover: the serving thread drains (``H``); once an in-sync
-        slave holds everything, give up the master node for it."""
-        if not self.switchover or self.switchover.get("from") not in (None, self.config.broker_id):
-            return
-        self.post(b"H", 0, 0)
-
-    def hand_over(self) -> None:
-        """Called by the serving thread once drained: release the master node."""
-        p, g = self.paths, self.config.group
-        self.registry.stepping_down = True
-        self.registry.update_info()
-        self._set_role(SLAVE)
-        self.following_epoch = -1
-        self.lease_until = 0.0
-        try:
-            self.zk.delete(p.master(g))
-        except NoNodeError:
-            pass
-        log.info("handed over the master of %s", g)
-        self._wake.set()

@@ -2,7 +2,8 @@
 offsets), a watch on the group's master node, and, while it is master, a
 route node per topic it hosts. Follows topic changes through watches and
 re-registers after a session loss. The role itself is decided by
-``ha_controller.HaController``."""
+``ha_controller.HaController``, whose thread publishes and removes the routes;
+the member node's contents come from the broker (``member_info``)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from duomq.coordinator.nodes import MasterNode, NodeError, decode, encode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicConfig
-from duomq.coordinator.zk import dumps, loads
 
 log = logging.getLogger(__name__)
 MASTER = "MASTER"
@@ -30,10 +31,8 @@ class BrokerRegistry:
         self.paths = ZkPaths(config.cluster)
         self.member_info = member_info
         self.max_offset = max_offset
-        self.epoch = 0
-        self.role = SLAVE
-        self.stepping_down = False       # a master handing over (planned switchover)
-        self.master: dict = {}           # the master node's data (any role)
+        self.routes_epoch: int | None = None   # routes published as master of this epoch
+        self.master: MasterNode | None = None  # the master node (any role), from a watch
         # topic -> queue count for this group; replaced whole, read by the serving thread
         self.topics: dict[str, int] = {}
         self.topic_configs: dict[str, TopicConfig] = {}
@@ -49,7 +48,8 @@ class BrokerRegistry:
                      p.consumer_groups):
             self.zk.ensure_path(path)
         self._clear_stale_self()
-        self.zk.create(p.member(cfg.group, cfg.broker_id), dumps(self.info()), ephemeral=True)
+        self.zk.create(p.member(cfg.group, cfg.broker_id), encode(self.member_info()),
+                       ephemeral=True)
         self.zk.add_listener(self._on_state)
         DataWatch(self.zk, p.master(cfg.group), self._on_master)
         ChildrenWatch(self.zk, p.topics, self._on_topics)
@@ -57,16 +57,22 @@ class BrokerRegistry:
     def _on_master(self, data, stat):
         if self._closed:
             return False
-        self.master = loads(data) if data else {}
+        try:
+            self.master = MasterNode.from_bytes(data) if data else None
+        except NodeError as exc:
+            log.warning("ignoring the master node: %s", exc)
+            self.master = None
         return True
 
     def master_address(self) -> str | None:
-        return self.master.get("address")
+        return self.master.address if self.master else None
 
     def master_ha_address(self) -> str | None:
-        if self.role == MASTER or self.master.get("broker_id") == self.config.broker_id:
+        """Where to follow the master from (None: unknown, or this broker)."""
+        m = self.master
+        if m is None or m.broker_id == self.config.broker_id:
             return None
-        return self.master.get("ha_address")
+        return m.ha_address or None
 
     def _clear_stale_self(self) -> None:
         """A broker restarted after kill -9 finds the ephemeral nodes of its own
@@ -79,36 +85,39 @@ class BrokerRegistry:
                 raw, stat = self.zk.get(path)
             except NoNodeError:
                 continue
-            if loads(raw).get("broker_id") == cfg.broker_id and stat.ephemeralOwner != own_session:
+            try:
+                holder = decode("broker", raw).get("broker_id")
+            except NodeError:
+                holder = None
+            if holder == cfg.broker_id and stat.ephemeralOwner != own_session:
                 log.warning("removing %s left by a previous session of this broker", path)
                 try:
                     self.zk.delete(path, version=stat.version)
                 except NoNodeError:
                     pass
 
-    def info(self) -> dict:
-        return {**self.member_info(), "epoch": self.epoch, "role": self.role,
-                "stepping_down": self.stepping_down}
-
-    def publish_routes(self) -> None:
-        """As the new master: publish a route for every topic this group hosts."""
+    def publish_routes(self, epoch: int) -> None:
+        """As the master of ``epoch``: publish a route for every topic this group hosts."""
         with self._lock:
+            self.routes_epoch = epoch
             for _name, cfg in self.topic_configs.items():
                 n = cfg.queues.get(self.config.group, 0)
                 if n:
                     self._publish_route(cfg, n)
 
     def remove_routes(self) -> None:
-        for name in list(self.topics):
-            try:
-                self._remove_route(name)
-            except Exception:   # gone with a lost session anyway
-                pass
+        with self._lock:
+            self.routes_epoch = None
+            for name in list(self.topics):
+                try:
+                    self._remove_route(name)
+                except Exception:   # gone with a lost session anyway
+                    pass
 
     def update_info(self) -> None:
         try:
             self.zk.set(self.paths.member(self.config.group, self.config.broker_id),
-                        dumps(self.info()))
+                        encode(self.member_info()))
         except Exception:  # best effort: status only
             log.debug("member info update failed", exc_info=True)
 
@@ -145,7 +154,7 @@ class BrokerRegistry:
             n = cfg.queues.get(self.config.group, 0)
             if n:
                 topics[name] = n
-                if self.role == MASTER:
+                if self.routes_epoch is not None:
                     self._publish_route(cfg, n)
             else:
                 topics.pop(name, None)
@@ -155,10 +164,10 @@ class BrokerRegistry:
 
     def _publish_route(self, cfg: TopicConfig, queues: int) -> None:
         path = self.paths.route(cfg.name, self.config.group)
-        data = dumps({"group": self.config.group, "address": self.config.address,
-                      "broker_id": self.config.broker_id, "epoch": self.epoch,
-                      "queues": queues, "perm": cfg.perm,
-                      "max_ack_wait_ms": self.config.max_ack_wait_ms})
+        data = encode({"group": self.config.group, "address": self.config.address,
+                       "broker_id": self.config.broker_id, "epoch": self.routes_epoch,
+                       "queues": queues, "perm": cfg.perm,
+                       "max_ack_wait_ms": self.config.max_ack_wait_ms})
         try:
             self.zk.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
@@ -191,21 +200,22 @@ class BrokerRegistry:
     def _reregister(self):
         try:
             self.zk.create(self.paths.member(self.config.group, self.config.broker_id),
-                           dumps(self.info()), ephemeral=True)
+                           encode(self.member_info()), ephemeral=True)
             with self._lock:
                 for _name, cfg in self.topic_configs.items():
                     n = cfg.queues.get(self.config.group, 0)
-                    if n and self.role == MASTER:
+                    if n and self.routes_epoch is not None:
                         self._publish_route(cfg, n)
             log.info("re-registered in ZooKeeper after a session loss")
         except Exception:
             log.exception("re-registration failed")
 
-    def close(self) -> None:
+    def close(self, master: bool) -> None:
+        """Leave the group (``master``: give up the master node and routes too)."""
         self._closed = True
         p, cfg = self.paths, self.config
         paths = [p.member(cfg.group, cfg.broker_id)]
-        if self.role == MASTER:
+        if master:
             for name in list(self.topics):
                 self._remove_route(name)
             paths.insert(0, p.master(cfg.group))

@@ -10,6 +10,7 @@ import time
 from kazoo.exceptions import NoNodeError
 
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.nodes import MasterNode
 from duomq.coordinator.paths import ZkPaths
 
 
@@ -37,12 +38,12 @@ def has_role(zk, paths: ZkPaths, group: str, info: dict) -> bool:
     """A member serves once it is the master, or a slave following the
     current master's epoch."""
     try:
-        master = zkutil.loads(zk.get(paths.master(group))[0])
+        master = MasterNode.from_bytes(zk.get(paths.master(group))[0])
     except NoNodeError:
         return False
     if info.get("role") == "MASTER":
-        return master.get("broker_id") == info.get("broker_id")
-    return info.get("role") == "SLAVE" and info.get("epoch") == master.get("epoch")
+        return master.broker_id == info.get("broker_id")
+    return info.get("role") == "SLAVE" and info.get("epoch") == master.epoch
 
 
 def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pid: int,

@@ -88,7 +88,10 @@ class FlushRealTimeService(ServiceThread):
         self.on_flushed(self.commitlog.flush())
 
 
-def make_flush_service(store, config: BrokerConfig, on_flushed) -> ServiceThread:
+FlushService = GroupCommitService | FlushRealTimeService
+
+
+def make_flush_service(store, config: BrokerConfig, on_flushed) -> FlushService:
     if config.flush is FlushDiskType.SYNC_FLUSH:
         return GroupCommitService(store.commitlog, on_flushed)
     return FlushRealTimeService(store.commitlog, config, on_flushed)

@@ -1,9 +1,8 @@
-"""The broker process in its master role (RocketMQ's ``broker/``): a ZeroMQ
-ROUTER serving sends (batches), pulls with long polling, offset queries,
-consumer-offset commit and fetch, heartbeats and status.
-
-``broker.Broker`` runs the serving loop; the pieces it uses are small
-modules: ``offsets`` (consumer offsets, persisted), ``pull_hold`` (long
-polling), ``ack_waiters`` (sends waiting for their flush), ``processors``
-(one handler per request type).
+"""A master's duties, in small modules the broker (``duomq.broker``) uses:
+``offsets`` (consumer offsets, persisted and streamed to slaves),
+``pull_hold`` (long polling), ``ack_waiters`` (sends waiting for their flush
+and replication), ``schedule`` and ``requeue`` (delayed, retried and
+dead-lettered messages), ``queue_locks`` (orderly consumption),
+``read_advice`` (sending backlogged readers to slaves), ``health`` (probes)
+and ``roles`` (taking over, handing over, stepping down).
 """

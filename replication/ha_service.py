@@ -31,15 +31,14 @@ class HAConnection:
 
 
 class HAService:
-    def __init__(self, store, config, socket: zmq.Socket, epoch_fn, confirmed_fn, offsets,
-                 waiting_fn):
+    """The links of a master of ``epoch`` to its slaves."""
+
+    def __init__(self, store, config, socket: zmq.Socket, epoch: int, offsets):
         self.store = store
-        self.waiting_fn = waiting_fn        # does the master wait on slave reports right now?
         self.offsets = offsets              # ConsumerOffsetManager: changes go to slaves
         self.config = config
         self.socket = socket
-        self.epoch_fn = epoch_fn            # the master's current epoch
-        self.confirmed_fn = confirmed_fn    # what consumers may see (sent to slaves)
+        self.epoch = epoch
         self.links: dict[bytes, HAConnection] = {}
 
     # ------------------------------------------------------------ inbound
@@ -75,8 +74,10 @@ class HAService:
         return link.acked_offset != before
 
     # ------------------------------------------------------------ outbound
-    def pump(self, now: float) -> None:
-        """Send what each slave lacks, up to the window."""
+    def pump(self, now: float, confirmed: int, waiting: bool) -> None:
+        """Send what each slave lacks, up to the window. ``confirmed``: what
+        consumers may see (slaves cap their readers there); ``waiting``: the
+        master waits on slave reports right now (a SYNC ack, a handover)."""
         cfg = self.config
         end = self.store.commitlog.max_offset
         for link in self.links.values():
@@ -85,30 +86,29 @@ class HAService:
             while link.sent_offset < end and \
                     link.sent_offset - link.acked_offset < cfg.ha_window_bytes:
                 data = self.store.read_raw(link.sent_offset, cfg.ha_transfer_batch_bytes)
-                if not data or not self._send(link, data, end, now):
+                if not data or not self._send(link, data, end, now, confirmed, waiting):
                     break
                 link.sent_offset += len(data)
                 link.state = next_state(link.state, "sent")
             if self.offsets is not None and self.offsets.version > link.offsets_version:
                 version, changes = self.offsets.changes_since(link.offsets_version)
-                if self._send(link, b"", end, now, changes):
+                if self._send(link, b"", end, now, confirmed, waiting, changes):
                     link.offsets_version = version
             # the slave caps its readers at the confirmed offset: tell it as soon
             # as it moves (a SYNC ack), not at the next heartbeat
-            if self.confirmed_fn() > link.confirmed_sent or \
+            if confirmed > link.confirmed_sent or \
                     now - link.last_sent >= cfg.ha_heartbeat_ms / 1000:
-                self._send(link, b"", end, now)
+                self._send(link, b"", end, now, confirmed, waiting)
 
-    def _send(self, link: HAConnection, data: bytes, end: int, now: float,
-              offsets=()) -> bool:
+    def _send(self, link: HAConnection, data: bytes, end: int, now: float, confirmed: int,
+              waiting: bool, offsets=()) -> bool:
         # the log bytes travel as a second ZeroMQ frame, sent without a copy:
         # nesting a 1 MiB chunk in two protobuf messages cost four copies
         # a report at once only when something waits on it: under ASYNC
         # replication the slave reports on its timer (one report per many chunks)
-        ack_now = self.waiting_fn() or \
+        ack_now = waiting or \
             link.sent_offset + len(data) - link.acked_offset > self.config.ha_window_bytes // 2
-        confirmed = self.confirmed_fn()
-        msg = pb.HaTransfer(epoch=self.epoch_fn(), offset=link.sent_offset,
+        msg = pb.HaTransfer(epoch=self.epoch, offset=link.sent_offset,
                             master_max_offset=end, confirmed_offset=confirmed, ack_now=ack_now)
         for (group, topic, qid), off in offsets:
             msg.offsets.add(consumer_group=group, topic=topic, queue_id=qid, offset=off)

@@ -486,15 +486,17 @@ class MessageStore:
     # ------------------------------------------------------------ retention
     def delete_expired(self, reserved_hours: float, min_consumed_phys: int | None,
                        now_s: float | None = None) -> int:
-        """Delete expired commit-log segments and consume-queue entries below them."""
+        """Delete expired commit-log segments and consume-queue entries below
+        them (holding the queues against the checkpoint thread)."""
         mfq = self.commitlog.mfq
-        n = deletable_prefix(list(mfq.segments), time.time() if now_s is None else now_s,
-                             reserved_hours * 3600, min_consumed_phys,
-                             lambda s: os.path.getmtime(s.path))
-        if n:
-            gone = mfq.delete_first(n)
-            log.info("retention deleted %d commit-log segments up to %d", n, gone[-1].end)
-            for cq in list(self.queues.values()):
-                cq.correct_min_offset(self.commitlog.min_offset)
-            self.index.delete_below(self.commitlog.min_offset)
+        with self._cq_lock:
+            n = deletable_prefix(list(mfq.segments), time.time() if now_s is None else now_s,
+                                 reserved_hours * 3600, min_consumed_phys,
+                                 lambda s: os.path.getmtime(s.path))
+            if n:
+                gone = mfq.delete_first(n)
+                log.info("retention deleted %d commit-log segments up to %d", n, gone[-1].end)
+                for cq in list(self.queues.values()):
+                    cq.correct_min_offset(self.commitlog.min_offset)
+                self.index.delete_below(self.commitlog.min_offset)
         return n

@@ -1,10 +1,14 @@
 import os
-from types import SimpleNamespace
 
 from duomq.common.config import BrokerConfig
 from duomq.format import record as rec
-from duomq.master.processors import PROBE_AHEAD, PROBE_BYTES, Processors
-from duomq.master.read_advice import master_says_go_to_slave, slave_says_go_back
+from duomq.master.read_advice import (
+    PROBE_AHEAD,
+    PROBE_BYTES,
+    master_says_go_to_slave,
+    residency,
+    slave_says_go_back,
+)
 from duomq.store import MessageStore
 from duomq.store.residency import resident_fraction
 
@@ -57,9 +61,8 @@ def test_a_cached_pull_position_deep_in_a_cold_log_is_still_cold(tmp_path):
     os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
     assert resident_fraction(seg.fd, 0, seg.wrote) < 0.1     # the log is cold now
     os.pread(seg.fd, PROBE_BYTES, 0)                  # the pull position is cached now
-    probe = SimpleNamespace(store=store)
     behind = store.commitlog.max_offset
     assert resident_fraction(seg.fd, 0, PROBE_BYTES) == 1.0
-    assert Processors._residency(probe, 0, behind) < 0.5
-    assert Processors._residency(probe, 0, PROBE_AHEAD) == 1.0   # no room for a second window
+    assert residency(store.commitlog.mfq, 0, behind) < 0.5
+    assert residency(store.commitlog.mfq, 0, PROBE_AHEAD) == 1.0   # no room for a second window
     store.close()

@@ -31,8 +31,7 @@ def test_ack_now_only_when_the_master_waits_or_the_window_fills(tmp_path):
     router.setsockopt(zmq.ROUTER_MANDATORY, 1)
     port = router.bind_to_random_port("tcp://127.0.0.1")
     dealer.connect(f"tcp://127.0.0.1:{port}")
-    waiting = [False]
-    ha = HAService(store, store.config, router, lambda: 3, lambda: 0, None, lambda: waiting[0])
+    ha = HAService(store, store.config, router, 3, None)
     try:
         dealer.send(report(0, 0))
         assert router.poll(2000)
@@ -40,18 +39,16 @@ def test_ack_now_only_when_the_master_waits_or_the_window_fills(tmp_path):
         ha.on_message(identity, data, 0.0)
         one = rec.encode_record(b"T", b"", b"", b"", b"x" * 1000, 1)
         store.put_batch("T", 0, bytearray(one * 100), 100)
-        ha.pump(1.0)                                   # nothing waits: report on the timer
+        ha.pump(1.0, 0, False)                         # nothing waits: report on the timer
         (msg, data), = transfers(dealer)
         assert (msg.epoch, msg.offset, msg.ack_now) == (3, 0, False)
         assert len(data[0]) == store.commitlog.max_offset
-        waiting[0] = True                              # a SYNC send waits on this slave
         store.put_batch("T", 0, bytearray(one), 1)
-        ha.pump(1.0)
+        ha.pump(1.0, 0, True)                          # a SYNC send waits on this slave
         (msg, _), = transfers(dealer)
         assert msg.ack_now
-        waiting[0] = False                             # more than half the window unacked
         store.put_batch("T", 0, bytearray(one * 500), 500)
-        ha.pump(1.0)
+        ha.pump(1.0, 0, False)                         # more than half the window unacked
         assert [m.ack_now for m, _ in transfers(dealer)][-1]
     finally:
         router.close(0)

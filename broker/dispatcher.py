@@ -1,0 +1,93 @@
+"""The one seam every client request passes: decoded, handled, timed and
+answered here (Kafka's ``KafkaApis``), so a concern that applies to every
+request (metrics, authorization) is added in one place and the handlers stay
+unaware of it. A request that cannot be decoded, or whose handler raises,
+is answered with the status its error carries (``errors.answer_for``); the
+broker goes on serving."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+
+import zmq
+
+from duomq.broker.core import BrokerCore
+from duomq.broker.processors import Answer, Handler, Request
+from duomq.common.errors import REJECTED, DuomqError, answer_for
+from duomq.format.record import RecordError
+from duomq.proto import codec, pb
+
+log = logging.getLogger(__name__)
+
+
+class RequestStats:
+    """Requests handled and seconds spent, by request type (serving thread only)."""
+
+    def __init__(self) -> None:
+        self.count: dict[int, int] = defaultdict(int)
+        self.seconds: dict[int, float] = defaultdict(float)
+
+
+class Dispatcher:
+    def __init__(self, core: BrokerCore, socket: zmq.Socket, handlers: dict[int, Handler]):
+        self.core = core
+        self.socket = socket
+        self.handlers = handlers
+        self.stats = RequestStats()
+
+    def dispatch(self, parts: list[bytes]) -> Request | None:
+        """Serve one ROUTER message. Returns the request when it was a write
+        answered at once and not rejected (the loop then moves what consumers
+        see before the next request)."""
+        identity = parts[0]
+        if len(parts) != 2:
+            self.core.state.bad_requests += 1
+            self.reply(identity, 0, 0, pb.BAD_REQUEST,
+                       f"expected one frame per request, got {len(parts) - 1}", None)
+            return None
+        try:
+            frame = codec.decode_frame(parts[1])
+            if frame.type not in self.handlers:
+                raise codec.FrameError(pb.UNKNOWN_REQUEST_TYPE,
+                                       f"request type {frame.type} is not served on this socket",
+                                       frame.request_id, frame.type)
+            request = Request(identity, frame.request_id, frame.type, codec.decode_request(frame))
+        except codec.FrameError as exc:
+            self.core.state.bad_requests += 1
+            self.reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)
+            return None
+        answer = self.call(self.handlers[request.type], request)
+        if answer is None:
+            return None
+        if answer[0] in REJECTED:
+            self.core.state.bad_requests += 1
+        self.answer(request, answer)
+        return request if answer[0] not in REJECTED else None
+
+    def call(self, handler: Handler, request: Request) -> Answer | None:
+        """A handler's answer, or the status of what it raised."""
+        t0 = time.perf_counter()
+        try:
+            return handler(self.core, request)
+        except (DuomqError, RecordError) as exc:
+            return (*answer_for(exc), None)
+        except Exception as exc:  # a bug must not take the broker down
+            log.exception("request %d (type %d) failed", request.request_id, request.type)
+            return (*answer_for(exc), None)
+        finally:
+            self.stats.count[request.type] += 1
+            self.stats.seconds[request.type] += time.perf_counter() - t0
+
+    def answer(self, request: Request, answer: Answer) -> None:
+        self.reply(request.identity, request.request_id, request.type, *answer)
+
+    def reply(self, identity: bytes, request_id: int, type_: int, status: int, error: str,
+              message) -> None:
+        try:
+            self.socket.send_multipart(
+                [identity, codec.encode_response(request_id, type_, status, error, message)],
+                zmq.NOBLOCK)
+        except zmq.ZMQError:
+            log.debug("client %s gone; answer dropped", identity.hex())

@@ -1,0 +1,380 @@
+"""One handler per request type: ``handler(b, request)`` over the broker's
+core (``core.BrokerCore``) and the decoded ``Request``. A handler returns
+``(status, error, response_message)`` for an answer (OK, or an outcome that
+carries a response: SLAVE_NOT_AVAILABLE, NO_MATCHED_MESSAGE, ...), or
+``None`` when the answer is deferred (a send waiting for its flush, a held
+pull). A request that cannot be served raises a ``DuomqError`` (or a
+``RecordError``); the dispatcher answers its status (``errors.answer_for``).
+Handlers never touch a socket; the table at the end is what the dispatcher
+serves."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from duomq.broker.core import BrokerCore
+from duomq.broker.state import MASTER
+from duomq.common import delay as d
+from duomq.common import subscription
+from duomq.common.errors import (
+    BadRequestError,
+    MessageTooLargeError,
+    NotMasterError,
+    ServiceNotAvailableError,
+    TopicNotExistError,
+)
+from duomq.common.message import PullStatus, decode_records, lookup_key
+from duomq.common.names import RETRY_PREFIX, validate_name
+from duomq.format import record as rec
+from duomq.master import requeue
+from duomq.master.health import readiness
+from duomq.master.pull_hold import HeldPull
+from duomq.master.read_advice import (
+    ADVICE_MIN_BEHIND,
+    master_says_go_to_slave,
+    residency,
+    slave_says_go_back,
+)
+from duomq.proto import pb
+
+QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
+QUERY_MAX_NUM = 64            # ... and at most
+
+
+class Request(NamedTuple):
+    identity: bytes           # the client's ROUTER identity
+    request_id: int
+    type: int
+    message: Any              # the decoded protobuf request
+
+
+Answer = tuple[int, str, Any]
+Handler = Callable[[BrokerCore, Request], Answer | None]
+
+
+# ------------------------------------------------------------ checks
+def _master_only(b: BrokerCore) -> None:
+    if b.state.role != MASTER:
+        raise NotMasterError(b.not_writable_reason())
+
+
+def _writable(b: BrokerCore) -> None:
+    if not b.writable():
+        raise ServiceNotAvailableError(b.not_writable_reason())
+
+
+def _hosted(b: BrokerCore, topic: str) -> int:
+    """The number of queues this group hosts of ``topic``."""
+    queues = b.hosted_queues(topic)
+    if queues is None:
+        raise TopicNotExistError(f"topic {topic!r} is not hosted by broker group "
+                                 f"{b.config.group!r}")
+    return queues
+
+
+# ------------------------------------------------------------ send
+def send(b: BrokerCore, r: Request) -> Answer | None:
+    req: pb.SendRequest = r.message
+    _master_only(b)
+    validate_name("topic", req.topic, allow_system=True)
+    queues = _hosted(b, req.topic)
+    if not 0 <= req.queue_id < queues:
+        raise BadRequestError(f"queue {req.queue_id} of topic {req.topic!r} does not exist "
+                              f"(this group hosts queues 0..{queues - 1})")
+    if req.count <= 0:
+        raise BadRequestError("a send carries at least one record")
+    _writable(b)
+    if req.scheduled:
+        resp, end = _put_scheduled(b, req)
+    else:
+        put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count)
+        resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=b.config.group)
+        resp.physical_offsets.extend(put.physical_offsets)
+        end = put.end_offset
+    b.state.appended = True
+    if b.sync_replication and not b.slaves_available():
+        return pb.SLAVE_NOT_AVAILABLE, (
+            f"stored, but fewer than sync_replicas ({b.config.sync_replicas}) in-sync "
+            f"slaves are connected to confirm it"), resp
+    if b.ack_waiter(end, r.identity, r.request_id, resp):
+        return None
+    return pb.OK, "", resp
+
+
+def _put_scheduled(b: BrokerCore, req: pb.SendRequest) -> tuple[pb.SendResponse, int]:
+    """A batch with delayed messages: each goes to its level's queue of the
+    schedule topic (or, when not delayed, to its queue), one write per run
+    of records bound for one queue. Everything is validated before anything
+    is stored."""
+    cfg = b.config
+    buf = bytearray(req.records)
+    rec.scan_batch(buf, req.topic.encode(), cfg.max_message_bytes, req.count)
+    now = int(time.time() * 1000)
+    placed = [requeue.schedule(m, req.queue_id, b.delay_levels, now)
+              for m in decode_records(buf, cfg.group)]
+    for _topic, _qid, record in placed:
+        if len(record) > cfg.max_message_bytes:
+            raise rec.RecordTooLargeError(
+                f"a delayed record is {len(record)} bytes with its schedule properties, "
+                f"over max_message_bytes ({cfg.max_message_bytes})")
+    resp = pb.SendResponse(broker_group=cfg.group, queue_offset=-1)
+    puts = b.store.put_records(placed)
+    for put in puts:
+        resp.physical_offsets.extend(put.physical_offsets)
+    return resp, puts[-1].end_offset
+
+
+# ------------------------------------------------------------ pull
+def pull(b: BrokerCore, r: Request) -> Answer | None:
+    return _pull(b, r, held=False)
+
+
+def pull_held(b: BrokerCore, r: Request) -> Answer | None:
+    """A held pull answered now: what it finds, or NO_NEW_MESSAGE."""
+    return _pull(b, r, held=True)
+
+
+def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
+    req: pb.PullRequest = r.message
+    cfg, store = b.config, b.store
+    cq = store.find_queue(req.topic, req.queue_id)
+    if cq is None:
+        _hosted(b, req.topic)
+    if req.queue_offset < 0:
+        raise BadRequestError("queue_offset must be >= 0")
+    max_n = min(req.max_messages or cfg.max_pull_messages, cfg.max_pull_messages)
+    max_b = min(req.max_bytes or cfg.max_pull_bytes, cfg.max_pull_bytes)
+    sub = subscription.parse(req.subscription)
+    advice = _advice(b, cq, req.queue_offset) if cq is not None else None
+    got = store.get_messages(req.topic, req.queue_id, req.queue_offset, max_n, max_b,
+                             b.state.visible_offset, None if sub.everything else sub.codes)
+    if got.count:
+        resp = pb.PullResponse(count=got.count, records=got.records,
+                               next_offset=got.next_offset, min_offset=got.min_offset,
+                               max_offset=got.max_offset)
+        if advice is not None:
+            resp.suggest_broker_id = advice
+            resp.advice_ttl_ms = cfg.read_advice_ttl_ms
+            b.state.redirects += 1
+        return pb.OK, "", resp
+    if got.status is PullStatus.NO_MATCHED_MESSAGE:   # pulled again from next_offset
+        return got.status.wire, "", pb.PullResponse(
+            next_offset=got.next_offset, min_offset=got.min_offset, max_offset=got.max_offset)
+    if got.status is PullStatus.OFFSET_ILLEGAL:
+        return got.status.wire, (f"offset {req.queue_offset} is outside "
+                                 f"[{got.min_offset}, {got.max_offset}]"), \
+            pb.PullResponse(next_offset=got.next_offset, min_offset=got.min_offset,
+                            max_offset=got.max_offset)
+    wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
+    if wait_ms > 0 and not held:
+        b.pull_hold.hold(req.topic, req.queue_id,
+                         HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000))
+        return None
+    return PullStatus.NO_NEW_MESSAGE.wire, "", pb.PullResponse(
+        next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset)
+
+
+def _advice(b: BrokerCore, cq, queue_offset: int) -> int | None:
+    """Read advice for a pull at ``queue_offset`` (decided before the read,
+    which would warm the pages it probes): a cold or deep backlog goes to an
+    in-sync slave; a slave sends a reader that caught up back to the master."""
+    cfg = b.config
+    entry = cq.entry(queue_offset)
+    if entry is None:
+        return None
+    phys = entry[0]
+    if b.state.role == MASTER:
+        behind = b.store.commitlog.max_offset - phys
+        if b.ha is None or behind < ADVICE_MIN_BEHIND:
+            return None
+        slaves = b.ha.in_sync_ids()
+        if not slaves:
+            return None
+        resident = residency(b.store.commitlog.mfq, phys, behind)
+        if master_says_go_to_slave(behind, b.total_memory, cfg.access_in_memory_max_ratio,
+                                   resident, True):
+            return min(slaves)
+    elif b.ha_client is not None:
+        master_id = b.master_id()
+        lag = max(0, b.ha_client.master_max - phys)
+        if master_id is not None and slave_says_go_back(lag, b.total_memory,
+                                                        cfg.slave_read_back_ratio, True):
+            return master_id
+    return None
+
+
+# ------------------------------------------------------------ offsets
+def query_offset(b: BrokerCore, r: Request) -> Answer:
+    req: pb.QueryOffsetRequest = r.message
+    store, visible = b.store, b.state.visible_offset
+    cq = store.find_queue(req.topic, req.queue_id)
+    if cq is None:
+        _hosted(b, req.topic)
+        return pb.OK, "", pb.QueryOffsetResponse(offset=0)
+    if req.query == pb.MIN_OFFSET:
+        off = cq.min_offset
+    elif req.query == pb.MAX_OFFSET:
+        off = store.visible_max_offset(cq, visible)
+    elif req.query == pb.BY_TIME:
+        off = min(store.offset_by_time(req.topic, req.queue_id, req.timestamp_ms),
+                  store.visible_max_offset(cq, visible))
+    else:
+        raise BadRequestError(f"unknown offset query {req.query}")
+    return pb.OK, "", pb.QueryOffsetResponse(offset=off)
+
+
+def commit_offset(b: BrokerCore, r: Request) -> Answer:
+    req: pb.CommitOffsetRequest = r.message
+    _master_only(b)                # offsets live on the master; slaves only copy them
+    validate_name("consumer group", req.consumer_group, allow_system=True)
+    for q in req.offsets:
+        if q.offset < 0:
+            raise BadRequestError(f"offset {q.offset} for {q.topic}#{q.queue_id} is negative")
+    for q in req.offsets:
+        b.offsets.commit(req.consumer_group, q.topic, q.queue_id, q.offset)
+    return pb.OK, "", pb.CommitOffsetResponse()
+
+
+def fetch_offset(b: BrokerCore, r: Request) -> Answer:
+    req: pb.FetchOffsetRequest = r.message
+    resp = pb.FetchOffsetResponse()
+    for q in req.queues:
+        resp.offsets.add(topic=q.topic, queue_id=q.queue_id,
+                         offset=b.offsets.fetch(req.consumer_group, q.topic, q.queue_id))
+    return pb.OK, "", resp
+
+
+# ------------------------------------------------------------ send back, lookups
+def send_back(b: BrokerCore, r: Request) -> Answer | None:
+    """A consumer failed a message stored here: write it again into the
+    group's retry topic (delayed) or dead-letter topic."""
+    req: pb.SendBackRequest = r.message
+    _master_only(b)
+    validate_name("consumer group", req.consumer_group)
+    _writable(b)
+    view = _record(b, req.physical_offset, b.store.commitlog.max_offset)
+    msg = decode_records(view, b.config.group)[0]
+    topic, qid, record = requeue.send_back(
+        msg, req.consumer_group, b.delay_levels, max(req.max_reconsume_times, 0),
+        req.delay_level, req.dead_letter)
+    try:
+        put = b.store.put_batch(topic, qid, bytearray(record), 1)
+    except rec.RecordError as exc:
+        raise MessageTooLargeError(f"cannot store the message again: {exc}") from exc
+    b.state.appended = True
+    where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
+    resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
+    if b.ack_waiter(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK):
+        return None
+    return pb.OK, "", resp
+
+
+def _record(b: BrokerCore, physical_offset: int, visible_end: int) -> memoryview:
+    view = b.store.read_record(physical_offset, visible_end)
+    if view is None:
+        raise BadRequestError(f"no message is stored at offset {physical_offset} of broker "
+                              f"group {b.config.group!r}")
+    return view
+
+
+def get_message(b: BrokerCore, r: Request) -> Answer:
+    req: pb.GetMessageRequest = r.message
+    view = _record(b, req.physical_offset, b.state.visible_offset)
+    return pb.OK, "", pb.GetMessageResponse(record=bytes(view))
+
+
+def query_by_key(b: BrokerCore, r: Request) -> Answer:
+    req: pb.QueryByKeyRequest = r.message
+    validate_name("topic", req.topic, allow_system=True)
+    lookup_key(req.key)
+    if req.max_num < 0 or req.begin_timestamp_ms < 0 or req.end_timestamp_ms < 0:
+        raise BadRequestError("max_num and the time range must not be negative")
+    end = req.end_timestamp_ms or int(time.time() * 1000) + 1000
+    max_num = min(req.max_num or QUERY_DEFAULT_NUM, QUERY_MAX_NUM)
+    found = b.store.query_by_key(req.topic, req.key, req.begin_timestamp_ms, end, max_num,
+                                 b.config.max_pull_bytes, b.state.visible_offset)
+    return pb.OK, "", pb.QueryByKeyResponse(count=len(found), records=b"".join(found))
+
+
+# ------------------------------------------------------------ queue locks
+def lock_queues(b: BrokerCore, r: Request) -> Answer:
+    req: pb.LockQueuesRequest = r.message
+    _master_only(b)                # locks live on the master
+    _check_lock_request(req)
+    got = b.queue_locks.lock(req.consumer_group, req.client_id,
+                             [(q.topic, q.queue_id) for q in req.queues], time.monotonic())
+    resp = pb.LockQueuesResponse()
+    for topic, qid in got:
+        resp.locked.add(topic=topic, queue_id=qid)
+    return pb.OK, "", resp
+
+
+def unlock_queues(b: BrokerCore, r: Request) -> Answer:
+    req: pb.LockQueuesRequest = r.message
+    _master_only(b)
+    _check_lock_request(req)
+    b.queue_locks.unlock(req.consumer_group, req.client_id,
+                         [(q.topic, q.queue_id) for q in req.queues])
+    return pb.OK, "", pb.LockQueuesResponse()
+
+
+def _check_lock_request(req: pb.LockQueuesRequest) -> None:
+    validate_name("consumer group", req.consumer_group, allow_system=True)
+    if not req.client_id:
+        raise BadRequestError("a lock request names its client")
+
+
+# ------------------------------------------------------------ heartbeat, status
+def heartbeat(b: BrokerCore, r: Request) -> Answer:
+    req: pb.HeartbeatRequest = r.message
+    b.clients[req.client_id or r.identity.hex()] = (
+        time.monotonic(), list(req.producer_groups), list(req.consumer_groups))
+    return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
+                                           broker_id=b.config.broker_id, role=b.state.role)
+
+
+def broker_status(b: BrokerCore, r: Request) -> Answer:
+    store, st, cfg = b.store, b.state, b.config
+    resp = pb.BrokerStatusResponse(
+        broker_group=cfg.group, broker_id=cfg.broker_id, role=st.role,
+        flush=cfg.flush.value, min_physical_offset=store.commitlog.min_offset,
+        max_physical_offset=store.commitlog.max_offset, flushed_offset=st.flushed_offset,
+        confirmed_offset=st.visible_offset, bad_requests=st.bad_requests,
+        messages_stored=store.messages_stored, clients=len(b.clients), epoch=st.epoch,
+        master_address=b.master_address() or "", replicated_offset=st.replicated_offset,
+        flushes=b.flush_service.syncs if b.flush_service else 0, read_redirects=st.redirects)
+    health = b.health()
+    resp.ready, resp.ready_reason = readiness(health, cfg.ha_max_gap_bytes,
+                                              cfg.ha_housekeeping_ms / 1000)
+    resp.master_silent_s = health.master_silent_s
+    if b.ha_client is not None:
+        resp.master_max_offset = b.ha_client.master_max
+    if b.ha is not None:
+        for link in b.ha.status():
+            resp.replicas.add(broker_id=link["broker_id"], address=link["address"],
+                              state=link["state"], acked_offset=link["acked_offset"],
+                              lag_bytes=link["lag_bytes"])
+    for (topic, qid), cq in sorted(store.queues.items()):
+        resp.queues.add(topic=topic, queue_id=qid, min_offset=cq.min_offset,
+                        max_offset=store.visible_max_offset(cq, st.visible_offset))
+    for (group, topic, qid), off in sorted(b.offsets.items()):
+        resp.group_offsets.add(consumer_group=group, topic=topic, queue_id=qid, offset=off)
+    return pb.OK, "", resp
+
+
+HANDLERS: dict[int, Handler] = {
+    pb.SEND: send,
+    pb.PULL: pull,
+    pb.QUERY_OFFSET: query_offset,
+    pb.COMMIT_OFFSET: commit_offset,
+    pb.FETCH_OFFSET: fetch_offset,
+    pb.HEARTBEAT: heartbeat,
+    pb.BROKER_STATUS: broker_status,
+    pb.LOCK_QUEUES: lock_queues,
+    pb.UNLOCK_QUEUES: unlock_queues,
+    pb.SEND_BACK: send_back,
+    pb.GET_MESSAGE: get_message,
+    pb.QUERY_BY_KEY: query_by_key,
+}

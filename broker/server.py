@@ -1,0 +1,410 @@
+"""The broker process: one serving thread owns the client ROUTER socket, the
+replication ROUTER socket, the store's write path (as master), long polling
+and the sends waiting for their durability conditions.
+
+A broker plays one role at a time. As MASTER it appends sends, streams its
+log to slaves (``replication.ha_service``) and acks a send once its flush
+(SYNC_FLUSH) and its replication (SYNC) conditions hold. As SLAVE it follows
+the master (``replication.ha_client``), serves read-only pulls and answers
+writes with NOT_MASTER. The HA controller (``coordinator.ha_controller``)
+decides the role and posts its orders as news; this thread carries them out
+(``master.roles``, ``slave.roles``) and reports back.
+
+Consumers see messages up to ``visible_offset``: on a master the flushed
+offset under SYNC_FLUSH and the offset ``sync_replicas`` slaves hold under
+SYNC replication (so no consumer reads what a crash or a failover could take
+back); on a slave, what it holds, capped at what its master lets consumers see.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+import zmq
+
+from duomq.broker.core import BrokerCore
+from duomq.broker.dispatcher import Dispatcher
+from duomq.broker.news import LoopNotifier, read_notes
+from duomq.broker.processors import HANDLERS, Request, pull_held
+from duomq.broker.state import MASTER, SLAVE
+from duomq.common.config import BrokerConfig
+from duomq.common.service import PeriodicService, ServiceThread
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.ha_controller import HaController
+from duomq.coordinator.registry import BrokerRegistry
+from duomq.flush import make_flush_service
+from duomq.master import roles as master_roles
+from duomq.master.ack_waiters import NEVER
+from duomq.proto import pb
+from duomq.slave import roles as slave_roles
+
+log = logging.getLogger(__name__)
+MAX_DRAIN = 512              # client messages handled before looking at other news
+HOUSEKEEPING_S = 0.05
+SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
+CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
+MEMBER_INFO_INTERVAL_S = 1.0  # refresh of this broker's member node
+
+
+class Broker(BrokerCore):
+    """The broker process (see the module docstring)."""
+
+    def __init__(self, config: BrokerConfig):
+        super().__init__(config)
+        self.ctx = zmq.Context()
+        self.router = self._socket(zmq.ROUTER)
+        self.ha_router = self._socket(zmq.ROUTER)
+        self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
+        self.notify_pull = self._socket(zmq.PULL)
+        endpoint = f"inproc://news-{id(self)}"
+        self.notify_pull.bind(endpoint)
+        self.notifier = LoopNotifier(self.ctx, endpoint)
+        self.dispatcher = Dispatcher(self, self.router, HANDLERS)
+        self.zk = None
+        self.controller: HaController | None = None
+        self._stopping = False
+        self._services: list[ServiceThread] = []
+        self._next_schedule = 0.0
+        self._next_retention = 0.0
+        self._next_scan = 0.0
+
+    # ------------------------------------------------------------ lifecycle
+    def _socket(self, kind) -> zmq.Socket:
+        sock = self.ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 100_000)
+        sock.setsockopt(zmq.SNDHWM, 100_000)
+        return sock
+
+    def _bind(self, sock, port: int) -> int:
+        host = self.config.listen_host
+        if port == 0:
+            return sock.bind_to_random_port(f"tcp://{host}")
+        sock.bind(f"tcp://{host}:{port}")
+        return port
+
+    def start(self) -> None:
+        cfg = self.config
+        log.info("%s", self.store.start())
+        self.offsets.load()
+        self.state.flushed_offset = self.store.commitlog.mfq.flushed_offset()
+        self.state.epoch = self.store.epoch_file.read()
+        port = self._bind(self.router, cfg.port)
+        ha_port = self._bind(self.ha_router, cfg.ha_port)
+        if (port, ha_port) != (cfg.port, cfg.ha_port):
+            self.config = cfg = cfg.replace(port=port, ha_port=ha_port)
+        self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed)
+        self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms)
+        self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info,
+                                                  lambda: self.store.commitlog.max_offset)
+        registry.register()
+        self._services = [self.flush_service,
+                          PeriodicService("checkpoint", cfg.checkpoint_interval_ms / 1000,
+                                          self.store.checkpoint),
+                          PeriodicService("offset-persist", cfg.offset_persist_interval_ms / 1000,
+                                          self.offsets.persist),
+                          # offsets and lag in the member node, for status and elections
+                          PeriodicService("member-info", MEMBER_INFO_INTERVAL_S,
+                                          registry.update_info)]
+        for s in self._services:
+            s.start()
+        self.controller = HaController(self.zk, cfg, registry,
+                                       lambda: self.store.commitlog.max_offset,
+                                       self.store.epoch_file.read, self.notifier.post)
+        self.controller.start()
+        self._update_visible()
+        log.info("broker %s/%d serving at %s (%s, %s replication, pid %d); role from ZooKeeper",
+                 cfg.group, cfg.broker_id, cfg.address, cfg.flush.value, cfg.replication.value,
+                 os.getpid())
+
+    def stop(self) -> None:
+        """Ask the loop to stop (any thread, or a signal handler)."""
+        self._stopping = True
+
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop())
+
+    def _shutdown(self) -> None:
+        log.info("broker stopping")
+        if self.controller is not None:
+            self.controller.stop()
+        if self.registry is not None:
+            self.registry.close(master=self.state.role == MASTER)
+        self._stop_following()
+        for s in self._services:
+            s.shutdown()
+        self._drain_notifications()
+        self._release_waiters()
+        for w in self.ack_waiters.drain():
+            self.dispatcher.reply(w.identity, w.request_id, w.type, pb.SERVICE_NOT_AVAILABLE,
+                                  "broker shut down before the send was durable; it is stored",
+                                  None)
+        self.offsets.persist(force=True)
+        self.store.close()
+        zkutil.close(self.zk)
+        self.notifier.close()
+        for sock in (self.router, self.ha_router, self.notify_pull):
+            sock.close(linger=0)
+        self.ctx.term()
+        log.info("broker stopped")
+
+    # ------------------------------------------------------------ serving loop
+    def serve_forever(self) -> None:
+        poller = zmq.Poller()
+        router, ha_router, notify = self.router, self.ha_router, self.notify_pull
+        for sock in (router, ha_router, notify):
+            poller.register(sock, zmq.POLLIN)
+        st = self.state
+        try:
+            while not self._stopping:
+                events = dict(poller.poll(int(HOUSEKEEPING_S * 1000)))
+                if notify in events:
+                    self._drain_notifications()
+                if ha_router in events:
+                    self._drain_ha()
+                if router in events:
+                    if st.role == SLAVE:
+                        self._update_visible()   # replication moved it without waking us
+                    self._drain_router()
+                if st.appended:
+                    st.appended = False
+                    if self.sync_flush and self.flush_service is not None:
+                        self.flush_service.wakeup()
+                self._pump_schedule()
+                self._update_visible()   # first: transfers carry the newest confirmed offset
+                if self.ha is not None:
+                    self.ha.pump(time.monotonic(), st.visible_offset,
+                                 st.draining or (self.sync_replication and len(self.ack_waiters) > 0))
+                self._housekeeping()
+        finally:
+            self._shutdown()
+
+    def _pump_schedule(self) -> None:
+        """Deliver delayed messages that came due (a master taking writes)."""
+        now = time.monotonic()
+        if self.schedule is None or now < self._next_schedule or not self.writable():
+            return
+        self._next_schedule = now + SCHEDULE_INTERVAL_S
+        if self.schedule.pump(time.time_ns() // 1_000_000, self.state.visible_offset):
+            self.state.appended = True
+
+    def _drain_router(self) -> None:
+        router, dispatch = self.router, self.dispatcher.dispatch
+        immediate = not (self.sync_flush or self.sync_replication)
+        for _ in range(MAX_DRAIN):
+            try:
+                parts = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            answered = dispatch(parts)
+            if immediate and answered is not None and answered.type == pb.SEND:
+                self._update_visible()   # acked at once: visible before the next request
+
+    def _drain_ha(self) -> None:
+        now = time.monotonic()
+        for _ in range(MAX_DRAIN):
+            try:
+                parts = self.ha_router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(parts) == 2 and self.ha is not None:
+                self.ha.on_message(parts[0], parts[1], now)
+
+    # ------------------------------------------------------------ news and role changes
+    def _drain_notifications(self) -> None:
+        st = self.state
+        for kind, a, b in read_notes(self.notify_pull):
+            if kind == b"f":
+                st.flushed_offset = max(st.flushed_offset, a)
+            elif kind == b"L":
+                st.lease_until = a / 1e9
+            elif kind == b"P":
+                self._promote(a)
+            elif kind == b"F":
+                self._follow(a, b)
+            elif kind == b"D":
+                self._demote("ZooKeeper session lost or master node gone")
+            elif kind == b"H":
+                self._drain_for_handover()
+            # b"w": only a wake-up; the loop re-reads what moved
+
+    def _report(self) -> None:
+        if self.controller is not None:
+            self.controller.report(self.state.role, self.state.epoch)
+
+    def _promote(self, epoch: int) -> None:
+        """Become master at ``epoch`` (the controller holds the master node)."""
+        self._stop_following()
+        t = master_roles.take_over(self.store, self.config, epoch, self.offsets,
+                                   self.delay_levels, self.ha_router)
+        st = self.state
+        st.flushed_offset = t.flushed_offset
+        st.epoch, st.role, st.draining, st.stepping_down = epoch, MASTER, False, False
+        st.replicated_offset = -1
+        self.queue_locks.clear()       # holders take their queues again on renewal
+        self.schedule, self.ha = t.schedule, t.ha
+        self._report()
+        log.info("serving as MASTER of %s at epoch %d from offset %d", self.config.group, epoch,
+                 self.store.commitlog.max_offset)
+
+    def _demote(self, why: str) -> None:
+        """Stop acking writes now; follow whoever is master next (an ``F`` order)."""
+        st = self.state
+        if st.role != MASTER:
+            return
+        st.role, st.draining = SLAVE, False
+        self.ha = None
+        self.schedule = None
+        for w, status, error in master_roles.unconfirmed(self.ack_waiters, why):
+            self.dispatcher.reply(w.identity, w.request_id, w.type, status, error, w.response)
+        self._report()
+        log.warning("serving as SLAVE: %s", why)
+
+    def _follow(self, epoch: int, cut: int) -> None:
+        """Follow the master of ``epoch``: truncate what the group does not share, then replicate."""
+        st = self.state
+        if st.role == MASTER:
+            self._demote(f"broker of epoch {epoch} is master")
+        self._stop_following()
+        if slave_roles.truncate(self.store, epoch, cut):
+            st.visible_offset = min(st.visible_offset, cut)
+            st.flushed_offset = min(st.flushed_offset, cut)
+        assert self.registry is not None
+        self.ha_client = slave_roles.follow(self.store, self.config, epoch,
+                                            self.registry.master_ha_address,
+                                            self._slave_progress, self.offsets)
+        st.epoch, st.stepping_down = epoch, False
+        self._report()
+
+    def _slave_progress(self, confirmed: int) -> None:
+        """The replication thread's news after each transfer. The serving thread
+        reads the offsets on every loop, so it is woken only when a pull waits
+        on them: a wake-up per transfer cost the slave a thread switch per
+        send. (That thread sets the offset, then looks for held pulls; this
+        thread holds a pull, then reads the offset: one of the two always sees
+        the other.)"""
+        if self.pull_hold.held:
+            self.notifier.wake()
+
+    def _stop_following(self) -> None:
+        slave_roles.stop_following(self.ha_client)
+        self.ha_client = None
+
+    def _drain_for_handover(self) -> None:
+        """Planned switchover: refuse new writes; hand over once a slave holds all."""
+        st = self.state
+        if st.role != MASTER or self.ha is None:
+            return
+        if not st.draining:
+            log.info("switchover requested: draining writes")
+            st.draining = True
+        if master_roles.ready_to_hand_over(self.ha.status(), self.store.commitlog.max_offset,
+                                           len(self.ack_waiters)):
+            self._demote("handed over by a planned switchover")
+            st.stepping_down = True
+            if self.controller is not None:
+                self.controller.drained()
+
+    # ------------------------------------------------------------ what consumers see
+    def _update_visible(self) -> None:
+        """Recompute the replicated and visible offsets; answer what they allow."""
+        st = self.state
+        end = self.store.dispatched_offset
+        if st.role == MASTER:
+            if self.ha is not None:
+                replicated = self.ha.replicated_offset()
+                st.replicated_offset = replicated if replicated is not None else -1
+            visible = end
+            if self.sync_flush:
+                visible = min(visible, st.flushed_offset)
+            if self.sync_replication:
+                visible = min(visible, max(0, st.replicated_offset))
+            self._release_waiters()
+        else:
+            confirmed = self.ha_client.master_confirmed if self.ha_client is not None else 0
+            visible = min(end, confirmed)
+        if visible > st.visible_offset:
+            st.visible_offset = visible
+            if self.pull_hold.held:
+                self._answer_pulls(self.pull_hold.take_ready(self._visible_max))
+
+    def _conditions(self) -> tuple[float, float]:
+        st = self.state
+        return (st.flushed_offset if self.sync_flush else NEVER,
+                st.replicated_offset if self.sync_replication else NEVER)
+
+    def _release_waiters(self) -> None:
+        if not self.state.lease_valid(time.monotonic()):
+            return   # a successor may exist: ack nothing until the lease is back
+        for w in self.ack_waiters.release(*self._conditions()):
+            self.dispatcher.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
+
+    def _visible_max(self, topic: str, queue_id: int) -> int:
+        cq = self.store.find_queue(topic, queue_id)
+        return self.store.visible_max_offset(cq, self.state.visible_offset) if cq else 0
+
+    def _answer_pulls(self, pulls) -> None:
+        for p in pulls:
+            request = Request(p.identity, p.request_id, pb.PULL, p.request)
+            answer = self.dispatcher.call(pull_held, request)
+            if answer is not None:
+                self.dispatcher.answer(request, answer)
+
+    # ------------------------------------------------------------ timers
+    def _housekeeping(self) -> None:
+        """Deadlines every iteration (a front check); scans of held pulls and
+        replication links every HOUSEKEEPING_S, not once per drained batch."""
+        now = time.monotonic()
+        cfg = self.config
+        for w, status in self.ack_waiters.expire(now, *self._conditions()):
+            what = ("not flushed within sync_flush_timeout_ms "
+                    f"({cfg.sync_flush_timeout_ms} ms)") if status == pb.FLUSH_DISK_TIMEOUT \
+                else (f"not replicated to {cfg.sync_replicas} slave(s) within "
+                      f"slave_timeout_ms ({cfg.slave_timeout_ms} ms)")
+            self.dispatcher.reply(w.identity, w.request_id, w.type, status,
+                                  what + "; the message is stored", w.response)
+        if now < self._next_scan:
+            return
+        self._next_scan = now + HOUSEKEEPING_S
+        if self.pull_hold.held:
+            self._answer_pulls(self.pull_hold.take_expired(now))
+        if self.ha is not None:
+            self.ha.housekeeping(now)
+            if self.controller is not None:
+                self.controller.request_isr(set(self.ha.in_sync_ids()))
+            if self.state.draining:
+                self._drain_for_handover()
+        if now >= self._next_retention:
+            self._next_retention = now + cfg.retention_check_interval_ms / 1000
+            self._retention()
+            stale = [cid for cid, (seen, *_) in self.clients.items() if now - seen > CLIENT_EXPIRY_S]
+            for cid in stale:
+                del self.clients[cid]
+
+    def _retention(self) -> None:
+        cfg = self.config
+        floor = self.min_consumed_physical() if cfg.retention_wait_for_consumers else None
+        try:
+            self.store.delete_expired(cfg.file_reserved_hours, floor)
+        except OSError:
+            log.exception("retention failed")
+
+    def min_consumed_physical(self) -> int | None:
+        """Lowest commit-log offset some consumer group still needs."""
+        floor = None
+        for (_group, topic, qid), off in self.offsets.items():
+            phys = self.store.physical_at(topic, qid, off)
+            if phys is not None and (floor is None or phys < floor):
+                floor = phys
+        return floor
+
+
+def run_broker(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    broker.install_signal_handlers()
+    broker.start()
+    broker.serve_forever()

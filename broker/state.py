@@ -1,0 +1,33 @@
+"""The broker's role and offsets: one object, written only by the serving
+thread (other threads read single fields, which Python reads whole)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MASTER, SLAVE = "MASTER", "SLAVE"
+
+
+@dataclass
+class BrokerState:
+    role: str = SLAVE
+    epoch: int = 0                 # the epoch led (master) or followed (slave)
+    lease_until: float = 0.0       # monotonic; a master acks and takes writes only before it
+    draining: bool = False         # a master handing over: no new writes
+    stepping_down: bool = False    # handed over: not a candidate until it follows someone
+    flushed_offset: int = 0        # the commit log is fsynced up to here
+    replicated_offset: int = 0     # master: held by sync_replicas slaves (-1: too few)
+    visible_offset: int = 0        # consumers read up to here
+    appended: bool = False         # a write since the flush service was last woken
+    bad_requests: int = 0
+    redirects: int = 0             # pulls answered with advice to read elsewhere
+
+    @property
+    def is_master(self) -> bool:
+        return self.role == MASTER
+
+    def lease_valid(self, now: float) -> bool:
+        return now < self.lease_until
+
+    def writable(self, now: float) -> bool:
+        return self.role == MASTER and not self.draining and self.lease_valid(now)

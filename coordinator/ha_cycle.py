@@ -1,0 +1,214 @@
+"""One HA cycle as a pure function (Patroni's ``run_cycle``): what this
+broker does about its role, decided from one frozen view of its group read
+once per cycle, with the sentence the controller logs.
+
+    run_cycle(view, memory, now, settle_s) -> Cycle(actions, sentence, memory, wake_in_s)
+
+``view`` is what ZooKeeper held when the cycle began plus what the serving
+thread last reported; ``memory`` is what the controller remembers between
+cycles (the role it last ordered, the epoch it follows, ...). The actions are
+carried out by ``ha_controller.HaController`` in order: ZooKeeper writes on
+its own thread, role changes posted to the serving thread. Testable without a
+server: tests/coordinator/test_ha_cycle.py builds views by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from duomq.coordinator.election import Member, Snapshot, choose_master, truncation_point
+from duomq.coordinator.nodes import EpochNode, IsrNode, MasterNode, MemberNode, SwitchoverNode
+
+MASTER, SLAVE = "MASTER", "SLAVE"
+CONNECTED, SUSPENDED, LOST = "CONNECTED", "SUSPENDED", "LOST"
+
+
+# ------------------------------------------------------------ the view
+@dataclass(frozen=True)
+class GroupView:
+    """One read of the group's nodes (``session`` CONNECTED), or only the
+    session state when ZooKeeper cannot be read."""
+    me: int
+    session: str = CONNECTED
+    master: MasterNode | None = None
+    members: tuple[MemberNode, ...] = ()
+    isr: IsrNode | None = None
+    epochs: tuple[EpochNode, ...] = ()           # the group's history, oldest first
+    switchover: SwitchoverNode | None = None
+    # this broker, as its own files and its serving thread say
+    local_epoch: int = 0
+    local_max_offset: int = 0
+    allow_lagging_promotion: bool = False
+    serving_role: str = SLAVE                    # the role the serving thread has taken
+    serving_epoch: int = 0
+    isr_wanted: frozenset[int] | None = None     # the slaves the master's links find in sync
+    drained: bool = False                        # a draining master is ready to hand over
+
+
+# ------------------------------------------------------------ actions
+@dataclass(frozen=True)
+class Claim:
+    """Create epoch ``epoch`` (starting at ``start_offset``) and the master node in one transaction."""
+    epoch: int
+    start_offset: int
+    lagging: bool = False
+
+
+@dataclass(frozen=True)
+class Follow:
+    """Serving thread: truncate to ``cut``, then follow the master of ``epoch``."""
+    epoch: int
+    cut: int
+
+
+@dataclass(frozen=True)
+class StepDown:
+    """Serving thread: stop acking writes at once. ZooKeeper: drop the routes."""
+    why: str
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Serving thread: refuse new writes until a slave holds everything (planned switchover)."""
+
+
+@dataclass(frozen=True)
+class ReleaseMaster:
+    """A drained master: mark itself stepping down, then delete the master node."""
+
+
+@dataclass(frozen=True)
+class PublishIsr:
+    members: frozenset[int]
+
+
+@dataclass(frozen=True)
+class PublishRoutes:
+    """The serving thread took the master's role at ``epoch``: publish the topic routes."""
+    epoch: int
+
+
+@dataclass(frozen=True)
+class RefreshInfo:
+    """Write this broker's member node now (fresh offsets before an election)."""
+
+
+Action = Claim | Follow | StepDown | Drain | ReleaseMaster | PublishIsr | PublishRoutes | RefreshInfo
+
+
+# ------------------------------------------------------------ memory and result
+@dataclass(frozen=True)
+class Memory:
+    """What the controller remembers between cycles."""
+    role: str = SLAVE                 # the role last ordered
+    epoch: int = -1                   # the epoch led (MASTER) or followed (SLAVE); -1 none
+    vacant_since: float | None = None  # when this broker first saw the group without a master
+    isr_published: frozenset[int] = frozenset()
+    routes_epoch: int = -1            # routes published as master of this epoch
+
+
+@dataclass(frozen=True)
+class Cycle:
+    actions: tuple[Action, ...]
+    sentence: str
+    memory: Memory
+    wake_in_s: float | None = None    # run the next cycle this soon (None: on news or the period)
+
+
+def _history(view: GroupView) -> list[tuple[int, int]]:
+    return sorted((e.epoch, e.start_offset) for e in view.epochs)
+
+
+def _snapshot(view: GroupView) -> Snapshot:
+    members = tuple(Member(m.broker_id, m.max_offset, m.epoch, m.stepping_down, m.promotable)
+                    for m in view.members)
+    preferred = view.switchover.target if view.switchover else None
+    return Snapshot(members, view.isr.members if view.isr is not None else None,
+                    view.master.broker_id if view.master else None,
+                    view.allow_lagging_promotion, preferred)
+
+
+# ------------------------------------------------------------ the cycle
+def run_cycle(view: GroupView, memory: Memory, now: float, settle_s: float) -> Cycle:
+    """Decide this cycle's actions (see the module docstring)."""
+    if view.session != CONNECTED:
+        return _disconnected(view, memory)
+    if memory.role == MASTER:
+        return _as_master(view, memory)
+    return _as_slave(view, memory, now, settle_s)
+
+
+def _disconnected(view: GroupView, memory: Memory) -> Cycle:
+    if view.session == LOST and memory.role == MASTER:
+        why = "ZooKeeper session lost"
+        return Cycle((StepDown(why),), f"{why}: stepping down",
+                     replace(memory, role=SLAVE, epoch=-1, routes_epoch=-1))
+    if memory.role == MASTER:
+        return Cycle((), "ZooKeeper connection suspended: acking no write until the lease is "
+                         "renewed", memory)
+    return Cycle((), f"ZooKeeper session {view.session.lower()}: waiting to reconnect", memory)
+
+
+def _as_master(view: GroupView, memory: Memory) -> Cycle:
+    me = view.me
+    holder = view.master.broker_id if view.master else None
+    if holder != me or (view.master is not None and view.master.epoch != memory.epoch):
+        why = "the master node is gone" if holder is None else f"broker {holder} holds the master node"
+        return Cycle((StepDown(why),), f"lost the master node ({why}): stepping down",
+                     replace(memory, role=SLAVE, epoch=-1, routes_epoch=-1))
+    if view.drained:
+        return Cycle((ReleaseMaster(),), f"handed over the master of epoch {memory.epoch}: "
+                                         f"releasing the master node",
+                     replace(memory, role=SLAVE, epoch=-1, routes_epoch=-1, vacant_since=None))
+    actions: list[Action] = []
+    if (memory.routes_epoch != memory.epoch and view.serving_role == MASTER
+            and view.serving_epoch == memory.epoch):
+        actions.append(PublishRoutes(memory.epoch))
+        memory = replace(memory, routes_epoch=memory.epoch)
+    if view.isr_wanted is not None:
+        isr = frozenset(view.isr_wanted | {me})
+        if isr != memory.isr_published:
+            actions.append(PublishIsr(isr))
+            memory = replace(memory, isr_published=isr)
+    sw = view.switchover
+    if sw is not None and sw.source in (None, me):
+        actions.append(Drain())
+        target = "the best in-sync slave" if sw.target is None else f"broker {sw.target}"
+        return Cycle(tuple(actions), f"draining writes for a planned switchover to {target}",
+                     memory)
+    return Cycle(tuple(actions), f"master of epoch {memory.epoch}, in-sync set "
+                                 f"{sorted(memory.isr_published)}", memory)
+
+
+def _as_slave(view: GroupView, memory: Memory, now: float, settle_s: float) -> Cycle:
+    me, master = view.me, view.master
+    if master is not None and master.broker_id != me:
+        memory = replace(memory, vacant_since=None)
+        if master.epoch == memory.epoch:
+            return Cycle((), f"following broker {master.broker_id} at epoch {master.epoch}",
+                         memory)
+        cut = truncation_point(view.local_epoch, view.local_max_offset, _history(view))
+        return Cycle((Follow(master.epoch, cut),),
+                     f"following broker {master.broker_id} at epoch {master.epoch} (local "
+                     f"epoch {view.local_epoch}, log cut at {cut})",
+                     replace(memory, epoch=master.epoch))
+    if master is not None:   # our own node, left by a session or a role we no longer hold
+        return Cycle((), f"the master node of epoch {master.epoch} names this broker, which "
+                         f"is not master: waiting for it to go", memory)
+    if memory.vacant_since is None:
+        return Cycle((RefreshInfo(),), f"no master: waiting {settle_s * 1000:.0f} ms for the "
+                                       f"members' offsets to settle",
+                     replace(memory, vacant_since=now, epoch=-1), wake_in_s=settle_s)
+    left = memory.vacant_since + settle_s - now
+    if left > 0:
+        return Cycle((), f"no master: waiting {settle_s * 1000:.0f} ms for the members' offsets "
+                         f"to settle", memory, wake_in_s=left)
+    decision = choose_master(_snapshot(view))
+    if decision.candidate != me:
+        return Cycle((), f"election: {decision.reason}", memory)
+    history = _history(view)
+    epoch = (history[-1][0] if history else 0) + 1
+    return Cycle((Claim(epoch, view.local_max_offset, decision.lagging),),
+                 f"election: {decision.reason}; claiming epoch {epoch}",
+                 replace(memory, role=MASTER, epoch=epoch, vacant_since=None,
+                         isr_published=frozenset({me}), routes_epoch=-1))

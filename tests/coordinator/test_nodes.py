@@ -1,0 +1,54 @@
+import pytest
+
+from duomq.coordinator.nodes import (
+    EpochNode,
+    IsrNode,
+    MasterNode,
+    MemberNode,
+    NodeError,
+    SwitchoverNode,
+)
+
+
+def test_nodes_read_back_what_they_write():
+    m = MasterNode(1, 3, "127.0.0.1:10911", "127.0.0.1:10912")
+    assert MasterNode.from_bytes(m.to_bytes()) == m
+    isr = IsrNode(3, 1, frozenset({1, 2}))
+    assert IsrNode.from_bytes(isr.to_bytes()) == isr
+    e = EpochNode(3, 1, 4096)
+    assert EpochNode.from_bytes(3, e.to_bytes()) == e
+    for sw in (SwitchoverNode(0, 2, 1.5), SwitchoverNode(0, None, 2.0), SwitchoverNode()):
+        assert SwitchoverNode.from_bytes(sw.to_bytes()) == sw
+
+
+def test_a_member_node_keeps_its_whole_data_and_its_name_wins():
+    raw = (b'{"broker_id": 9, "max_offset": 10, "epoch": 2, "role": "MASTER", '
+           b'"address": "a:1", "pid": 77}')
+    m = MemberNode.from_bytes(raw, 4)
+    assert (m.broker_id, m.max_offset, m.epoch, m.role, m.address) == (4, 10, 2, "MASTER", "a:1")
+    assert m.info["pid"] == 77 and not m.stepping_down and m.promotable
+    assert MemberNode.from_bytes(b"", 5) == MemberNode(5)
+
+
+@pytest.mark.parametrize(("parse", "raw", "message"), [
+    (MasterNode.from_bytes, b"not json", "master node: data is not JSON"),
+    (MasterNode.from_bytes, b"[1]", "master node: data is a JSON list, not an object"),
+    (MasterNode.from_bytes, b'{"epoch": 1}', "master node: 'broker_id' is missing"),
+    (MasterNode.from_bytes, b'{"broker_id": "1"}', "master node: 'broker_id' is '1', not an "
+                                                    "integer"),
+    (lambda r: MemberNode.from_bytes(r, 1), b'{"max_offset": "x"}',
+     "member node: 'max_offset' is 'x', not an integer"),
+    (lambda r: MemberNode.from_bytes(r, 1), b'{"promotable": "yes"}',
+     "member node: 'promotable' is 'yes', not true or false"),
+    (IsrNode.from_bytes, b'{"members": [1, "x"]}',
+     "isr node: 'members' is [1, 'x'], not a list of broker ids"),
+    (IsrNode.from_bytes, b'{"members": [true]}',
+     "isr node: 'members' is [True], not a list of broker ids"),
+    (lambda r: EpochNode.from_bytes(2, r), b'{"start_offset": 1.5}',
+     "epoch node: 'start_offset' is 1.5, not an integer"),
+    (SwitchoverNode.from_bytes, b'{"from": "0"}', "switchover node: 'from' is '0', not a broker id"),
+])
+def test_a_malformed_node_is_refused_with_its_kind_and_field(parse, raw, message):
+    with pytest.raises(NodeError) as exc:
+        parse(raw)
+    assert str(exc.value) == message
