@@ -31,13 +31,9 @@ from duomq.format import record as rec
 from duomq.master import requeue
 from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
-from duomq.master.read_advice import (
-    ADVICE_MIN_BEHIND,
-    master_says_go_to_slave,
-    residency,
-    slave_says_go_back,
-)
+from duomq.master.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave, slave_says_go_back
 from duomq.proto import pb
+from duomq.store.residency import window_residency
 
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
 QUERY_MAX_NUM = 64            # ... and at most
@@ -192,7 +188,7 @@ def _advice(b: BrokerCore, cq, queue_offset: int) -> int | None:
         slaves = b.ha.in_sync_ids()
         if not slaves:
             return None
-        resident = residency(b.store.commitlog.mfq, phys, behind)
+        resident = window_residency(b.store.commitlog.mfq, phys, behind)
         if master_says_go_to_slave(behind, b.total_memory, cfg.access_in_memory_max_ratio,
                                    resident, True):
             return min(slaves)

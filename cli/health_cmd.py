@@ -76,14 +76,14 @@ def port_open(host: str, port: int, timeout_s: float) -> bool:
 
 def check(args) -> dict:
     address, ha_port, _ = target(args)
-    out = {"address": address, "probe": "live" if args.live else "ready"}
+    out: dict[str, object] = {"address": address, "probe": "live" if args.live else "ready"}
     try:
         st, ms = broker_status(address, args.timeout)
     except DuomqError as exc:
         return {**out, "ok": False, "reason": f"no answer: {exc}"}
     who = f"broker {st.broker_group}/{st.broker_id}"
-    out.update(broker=f"{st.broker_group}/{st.broker_id}", role=st.role, epoch=st.epoch,
-               answer_ms=round(ms, 1))
+    out |= {"broker": f"{st.broker_group}/{st.broker_id}", "role": st.role,
+            "epoch": st.epoch, "answer_ms": round(ms, 1)}
     if args.live:
         host = urlsplit(address).hostname or "127.0.0.1"
         if ha_port and not port_open(host, ha_port, args.timeout):

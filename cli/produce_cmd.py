@@ -42,11 +42,11 @@ def _bodies(args):
 
 def run(args) -> int:
     zookeeper, cluster = endpoint(args)
-    counts = collections.Counter()
-    errors = collections.Counter()
+    counts: collections.Counter[str] = collections.Counter()
+    errors: collections.Counter[str] = collections.Counter()
     t0 = time.perf_counter()
     with Producer(zookeeper, cluster, group=args.group) as producer:
-        batch = []
+        batch: list[Message] = []
 
         def flush():
             if not batch:

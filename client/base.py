@@ -48,7 +48,7 @@ class ClientBase:
 
     def registered_brokers(self) -> list[dict]:
         """Every broker's member node in the cluster."""
-        out = []
+        out: list[dict] = []
         try:
             groups = self.zk.get_children(self.paths.brokers)
         except NoNodeError:

@@ -118,9 +118,9 @@ class PullConsumer(ClientBase):
         req = pb.PullRequest(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
                              queue_offset=offset, max_messages=max_messages,
                              max_wait_ms=max_wait_ms, subscription=sub.expression)
-        raw = self.remoting.call(self.read_address(mq), pb.PULL, req,
-                                 self.timeout_s + max_wait_ms / 1000)
-        result = pull_result(mq, *raw, sub)
+        status, error, resp = self.remoting.call(self.read_address(mq), pb.PULL, req,
+                                                 self.timeout_s + max_wait_ms / 1000)
+        result = pull_result(mq, status, error, resp, sub)
         self.note_advice(mq, result)
         return result
 
@@ -167,7 +167,7 @@ class PullConsumer(ClientBase):
                 raise NoRouteError(f"no live broker of group {group!r}") from None
             return target["address"]
 
-    def _query(self, mq: MessageQueue, query: int, timestamp_ms: int = 0) -> int:
+    def _query(self, mq: MessageQueue, query: pb.OffsetQuery, timestamp_ms: int = 0) -> int:
         status, error, resp = self.remoting.call(
             self.read_address(mq), pb.QUERY_OFFSET,
             pb.QueryOffsetRequest(topic=mq.topic, queue_id=mq.queue_id, query=query,

@@ -50,9 +50,10 @@ class SendStatus(str, enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"   # stored, no in-sync slave to confirm
 
 
-_STORED = {pb.OK: SendStatus.SEND_OK, pb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-           pb.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-           pb.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
+_STORED: dict[int, SendStatus] = {
+    pb.OK: SendStatus.SEND_OK, pb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    pb.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    pb.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
 
 
 @dataclass
@@ -92,7 +93,7 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     pack, body_crc, magic = rec.HEADER.pack, rec.body_crc, rec.RECORD_MAGIC
     lead, middle = rec.LEAD.pack, rec.plain_header_middle(born_ts_ms, host, lt)
     tails: dict[int, bytes] = {}   # body length -> its 4 bytes and the topic that follows
-    parts = []
+    parts: list[bytes] = []
     append = parts.append
     scheduled = False
     for m in msgs:
@@ -252,10 +253,10 @@ class Producer(ClientBase):
                 mq = select_by_key(queues, sharding_key)
             else:
                 mq = self._rr.select(queues, att.avoid | self._faults.avoided(time.monotonic()))
-        g = route.groups.get(mq.broker_group)
-        if g is None:
+        served = route.groups.get(mq.broker_group)
+        if served is None:
             raise NoRouteError(f"broker group {mq.broker_group!r} is not serving {topic!r}")
-        return mq, g.address, att.attempt_s(int(g.info.get("max_ack_wait_ms", 0)) / 1000)
+        return mq, served.address, att.attempt_s(int(served.info.get("max_ack_wait_ms", 0)) / 1000)
 
     def _request(self, topic, mq, msgs, encoded) -> pb.SendRequest:
         data, scheduled = encoded      # scheduled: the broker holds the delayed ones

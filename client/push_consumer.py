@@ -112,7 +112,7 @@ class PushConsumer(PullConsumer):
             self._ensure_group_topics()
         self._running = True
         self._service.start()
-        self.routes.add_listener(lambda topic: topic in self.topics and self._service.wakeup())
+        self.routes.add_listener(self._on_route)
         self._membership = GroupMembership(
             self.zk, self.cluster, self.group, self.client_id,
             {"topic": self.topic, "model": self.config.message_model.upper()},
@@ -122,6 +122,10 @@ class PushConsumer(PullConsumer):
                                        self._on_reset)
         self._service.wakeup()
         return self
+
+    def _on_route(self, topic: str) -> None:
+        if topic in self.topics:
+            self._service.wakeup()
 
     def shutdown(self) -> None:
         """Stop pulling, finish the messages in hand, commit, then leave the
@@ -152,7 +156,7 @@ class PushConsumer(PullConsumer):
         group of the topic (a failed message goes back to the group it came from)."""
         admin = TopicAdmin(self.zk, self.cluster)
         groups = sorted(admin.describe(self.topic).queues)
-        for name in (self.retry_topic, DLQ_PREFIX + self.group):
+        for name in (RETRY_PREFIX + self.group, DLQ_PREFIX + self.group):
             admin.ensure_system(name, groups)
 
     # ------------------------------------------------------------ rebalance
@@ -297,13 +301,14 @@ class PushConsumer(PullConsumer):
         for mq, pq in pqs.items():
             if mq in held:
                 pq.locked_until = held[mq]
-                self._consume.schedule(pq)
+                if isinstance(self._consume, OrderlyService):
+                    self._consume.schedule(pq)
             else:
                 log.warning("queue %s of %s is not locked by this consumer", mq, self.group)
 
     def _start_offset(self, mq: MessageQueue) -> tuple[int, bool]:
         """(offset, came from the committed offsets)."""
-        off = self.local_offsets.committed(mq) if self.broadcasting else self.committed(mq)
+        off = self.local_offsets.committed(mq) if self.local_offsets is not None else self.committed(mq)
         if off >= 0:
             return off, True
         if self.config.consume_from == "first":
@@ -338,7 +343,8 @@ class PushConsumer(PullConsumer):
         if pq.dropped:
             return
         try:
-            result = pull_result(pq.mq, *fut.result(), self.topics[pq.mq.topic])
+            status, error, resp = fut.result()
+            result = pull_result(pq.mq, status, error, resp, self.topics[pq.mq.topic])
         except Exception as exc:
             if self._running:
                 retriable = self.after_failure(exc, pq.mq.topic, pq.mq.broker_group)
@@ -417,7 +423,7 @@ class PushConsumer(PullConsumer):
         if not dirty:
             return
         try:
-            (self.local_offsets.commit if self.broadcasting else self.commit)(dirty)
+            (self.local_offsets.commit if self.local_offsets is not None else self.commit)(dirty)
         except Exception as exc:
             log.warning("offset commit of %s failed: %s", self.group, exc)
             return

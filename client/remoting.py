@@ -30,7 +30,7 @@ CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to
 
 class RemotingClient:
     def __init__(self, name: str = "duomq-io"):
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context = zmq.Context.instance()
         self._ids = itertools.count(1)
         self._outbox: deque = deque()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)

@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -232,16 +233,16 @@ class BrokerConfig:
                     raise ConfigError(f"config file {path}: [groups.{name}] sets "
                                       f"{', '.join(fixed)}: a group table cannot move a "
                                       f"broker to another group")
-        env = os.environ if env is None else env
+        environ: Mapping[str, str] = os.environ if env is None else env
         later: dict[str, Any] = {}
         for f_ in fields(cls):
             key = "DUOMQ_" + f_.name.upper()
-            if key in env:
-                later[f_.name] = _coerce(f_, env[key], key)
+            if key in environ:
+                later[f_.name] = _coerce(f_, environ[key], key)
         later.update((k, v) for k, v in (overrides or {}).items() if v is not None)
         _check_known(cls, later, "config")
         values = {**file_values, **later}
-        identity = {}
+        identity: dict[str, Any] = {}
         if values.get("pod_name"):
             group, ordinal = parse_pod_name(values["pod_name"])
             identity = {"group": group, "broker_id": ordinal}

@@ -98,7 +98,7 @@ class ClientClosedError(DuomqError):
     """The client was shut down while the request was pending."""
 
 
-_BY_STATUS = {cls.status: cls for cls in (
+_BY_STATUS: dict[int, type[DuomqError]] = {cls.status: cls for cls in (
     InvalidNameError, BadRequestError, UnsupportedVersionError, UnknownRequestTypeError,
     MessageTooLargeError, TopicNotExistError, NotMasterError, ServiceNotAvailableError,
     BrokerSystemError, OffsetIllegalError,

@@ -28,7 +28,7 @@ class Message:
     """
 
     topic: str
-    body: bytes
+    body: bytes | bytearray | memoryview
     tags: str
     keys: str
     properties: dict[str, str]
@@ -141,7 +141,7 @@ class MessageQueue:
 
 def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
     """Decode concatenated stored records (a pull answer) into MessageExt."""
-    out = []
+    out: list[MessageExt] = []
     append = out.append
     unpack = rec.HEADER.unpack_from
     HS, RM, props_of, host_of = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.decode_properties, \

@@ -56,7 +56,7 @@ def choose_master(s: Snapshot) -> Decision:
     if not in_isr:
         if not s.allow_lagging_promotion:
             ids = sorted(m.broker_id for m in live)
-            return Decision(None, f"no in-sync broker is alive (ISR {sorted(s.isr)}, live "
+            return Decision(None, f"no in-sync broker is alive (ISR {sorted(s.isr or ())}, live "
                                   f"{ids}); allow_lagging_promotion is off, so nobody is "
                                   f"promoted and no acknowledged message is lost")
         in_isr, lagging = live, True

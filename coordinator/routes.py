@@ -4,6 +4,7 @@ a master that dies takes its route node with it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from duomq.common.message import MessageQueue
@@ -34,7 +35,7 @@ class TopicRoute:
     groups: dict[str, GroupRoute]
 
     def queues(self, *, writable: bool = False, readable: bool = False) -> list[MessageQueue]:
-        out = []
+        out: list[MessageQueue] = []
         for name in sorted(self.groups):
             r = self.groups[name]
             if writable and not r.perm & PERM_WRITE or readable and not r.perm & PERM_READ:
@@ -52,7 +53,7 @@ class RouteTable:
 
     def __init__(self, zk, cluster: str):
         self.paths = ZkPaths(cluster)
-        self._listeners = []
+        self._listeners: list[Callable[[str], object]] = []
         self._nodes = ChildrenData(zk, lambda raw: GroupRoute.from_data(loads(raw)), self._fire)
 
     def add_listener(self, fn) -> None:

@@ -7,25 +7,27 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
-class ChildrenData:
+class ChildrenData(Generic[T]):
     """``key -> {child name -> parse(child data)}`` for each watched parent.
 
     ``parse`` turns node data into a value (a node it cannot parse is left
     out, with a warning); ``on_change(key)`` runs in kazoo's thread after any
     change under that key."""
 
-    def __init__(self, zk, parse: Callable[[bytes], object],
+    def __init__(self, zk, parse: Callable[[bytes], T],
                  on_change: Callable[[str], None] | None = None):
         self.zk = zk
         self.parse = parse
         self.on_change = on_change
-        self._data: dict[str, dict[str, object]] = {}
+        self._data: dict[str, dict[str, T]] = {}
         self._paths: dict[str, str] = {}
         self._nodes: set[tuple[str, str]] = set()
         self._cond = threading.Condition()
@@ -40,7 +42,7 @@ class ChildrenData:
         self.zk.ensure_path(path)
         ChildrenWatch(self.zk, path, lambda children: self._on_children(key, children))
 
-    def get(self, key: str, wait_s: float = 0.0) -> dict[str, object]:
+    def get(self, key: str, wait_s: float = 0.0) -> dict[str, T]:
         """A copy of the key's children data, waiting up to ``wait_s`` for a
         first non-empty answer."""
         with self._cond:

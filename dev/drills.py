@@ -106,7 +106,7 @@ class LoadGenerator:
 
 def read_all(zookeeper: str, cluster: str, topic: str, group: str = "drill-audit") -> list[bytes]:
     """Every body stored in ``topic``, read from each queue's master."""
-    bodies = []
+    bodies: list[bytes] = []
     with PullConsumer(zookeeper, cluster, group=group) as c:
         for mq in c.queues(topic):
             off = c.min_offset(mq)
@@ -132,6 +132,9 @@ def audit(name: str, load: LoadGenerator, consumed: list[bytes],
         failed=sum(v for k, v in statuses.items() if k.startswith("ERROR") or k == "pending"),
         lost=len(full - set(counts)), unexpected=len(set(counts) - set(outcomes)),
         duplicated=sum(n - 1 for n in counts.values() if n > 1),
-        failover_s=round(first_stored - fault_at, 3) if first_stored else None,
-        sync_restored_s=round(first_ok - fault_at, 3) if first_ok else None,
+        failover_s=_since(first_stored, fault_at), sync_restored_s=_since(first_ok, fault_at),
         statuses=dict(statuses))
+
+
+def _since(t: float | None, fault_at: float | None) -> float | None:
+    return round(t - fault_at, 3) if t is not None and fault_at is not None else None

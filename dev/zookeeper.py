@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from duomq.dev.ports import free_port
 
@@ -64,7 +65,7 @@ class ZooKeeperHandle:
     data_dir: str | None = None
     log_path: str | None = None
     _proc: subprocess.Popen | None = field(default=None, repr=False)
-    _container: object = field(default=None, repr=False)
+    _container: Any = field(default=None, repr=False)     # a testcontainers container
     _owns_dir: bool = False
 
     def stop(self) -> None:
@@ -141,7 +142,7 @@ def docker_available(timeout_s: float = 2.0) -> bool:
         if host.startswith("unix://"):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(timeout_s)
-            target = host[len("unix://"):]
+            target: str | tuple[str, int] = host[len("unix://"):]
         elif host.startswith("tcp://"):
             h, _, p = host[len("tcp://"):].rpartition(":")
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

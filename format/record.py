@@ -38,9 +38,11 @@ CRC-32; a log or a batch in it is refused by name, never taken for damage.
 from __future__ import annotations
 
 import functools
+import mmap
 import struct
 import zlib
 from collections import namedtuple
+from typing import Any, NoReturn
 
 import crc32c
 
@@ -67,7 +69,7 @@ del _at, _name
 
 HEADER = struct.Struct(">" + "".join(code for _, code in FIELDS))
 HEADER_SIZE = HEADER.size                      # 74
-Header = namedtuple("Header", NAMES)           # HEADER.unpack, by name (cold paths)
+Header = namedtuple("Header", NAMES)  # type: ignore[misc]  # HEADER.unpack by name; names from FIELDS
 
 
 def fields(*names: str) -> struct.Struct:
@@ -104,7 +106,7 @@ _NUMPY = {"i": ">i4", "I": ">u4", "q": ">i8", "H": ">u2", "8s": "S8"}
 
 
 @functools.cache
-def numpy_dtype():
+def numpy_dtype() -> Any:
     """The header as a numpy record (big-endian, unaligned), for decoders
     that gather many headers at once. numpy is imported only when asked."""
     import numpy as np
@@ -181,7 +183,10 @@ def blank_record(size: int) -> bytes:
 _CHECK = fields("body_crc", "topic_len", "tags_len", "keys_len", "props_len", "body_len")
 
 
-def check_record(buf, pos: int, limit: int) -> int:
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+def check_record(buf: Buffer, pos: int, limit: int) -> int:
     """Validate the record at ``pos``; return its size, -1 for an end-of-segment
     filler (its size is in the first field), or raise RecordError.
 
@@ -204,7 +209,7 @@ def check_record(buf, pos: int, limit: int) -> int:
     body_start = pos + size - lb
     if body_crc(buf[body_start:pos + size]) != crc:
         raise RecordError(f"body CRC mismatch at {pos}")
-    return size
+    return int(size)
 
 
 def make_msg_id(broker_group: str, physical_offset: int) -> str:
@@ -250,7 +255,8 @@ _SCAN = fields("total_size", "magic", "body_crc", "born_ts_ms", "topic_len", "ta
                "keys_len", "props_len", "body_len")
 
 
-def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
+def scan_batch(buf: bytearray, topic: bytes, max_record_bytes: int, count: int
+               ) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int]]]:
     """Validate a producer's batch of encoded records (all for ``topic``).
 
     Returns ``(bounds, borns, tag_hashes, keyed)``: each record's start in
@@ -268,7 +274,11 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
     last_header = end - HEADER_SIZE
     tlen = len(topic)
     HS, RM = HEADER_SIZE, RECORD_MAGIC
-    bounds, borns, hashes, keyed, texts = [], [], [], [], []
+    bounds: list[int] = []
+    borns: list[int] = []
+    hashes: list[int] = []
+    keyed: list[tuple[int, int, int]] = []
+    texts: list[memoryview] = []
     add_bound, add_born, add_hash, add_text = bounds.append, borns.append, hashes.append, \
         texts.append
     pos = 0
@@ -303,7 +313,7 @@ def scan_batch(buf, topic: bytes, max_record_bytes: int, count: int):
     return bounds, borns, hashes, keyed
 
 
-def _refuse_text(mv, bounds: list[int]):
+def _refuse_text(mv: memoryview, bounds: list[int]) -> NoReturn:
     """Raise the error that names the first record whose texts are not UTF-8."""
     for i, pos in enumerate(bounds):
         lt, lg, lk, lp = _SCAN.unpack_from(mv, pos)[4:8]
@@ -315,7 +325,8 @@ def _refuse_text(mv, bounds: list[int]):
     raise RecordError("tags, keys or properties are not UTF-8")
 
 
-def _refuse(i: int, mv, pos: int, end: int, topic: bytes, max_record_bytes: int):
+def _refuse(i: int, mv: memoryview, pos: int, end: int, topic: bytes,
+            max_record_bytes: int) -> NoReturn:
     """Raise the error that says what is wrong with record ``i`` at ``pos``."""
     size, magic, crc, _born, lt, lg, lk, lp, lb = _SCAN.unpack_from(mv, pos)
     if magic == RECORD_MAGIC_V1:

@@ -37,7 +37,7 @@ class AckWaiters:
     def release(self, flushed: float, replicated: float) -> list[AckWaiter]:
         """Waiters whose record is both flushed and replicated (pass NEVER for
         a condition that is not awaited)."""
-        out = []
+        out: list[AckWaiter] = []
         q = self._q
         reached = min(flushed, replicated)
         while q and q[0].end_offset <= reached:
@@ -47,7 +47,7 @@ class AckWaiters:
     def expire(self, now: float, flushed: float, replicated: float) -> list[tuple[AckWaiter, int]]:
         """Waiters past a deadline with that condition unmet, with the status to
         answer: FLUSH_DISK_TIMEOUT or FLUSH_SLAVE_TIMEOUT."""
-        out = []
+        out: list[tuple[AckWaiter, int]] = []
         q = self._q
         while q:
             w = q[0]

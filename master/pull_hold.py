@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from duomq.proto import pb
+
 
 @dataclass(slots=True)
 class HeldPull:
     identity: bytes
     request_id: int
-    request: object          # the PullRequest
+    request: pb.PullRequest
     deadline: float          # monotonic seconds
 
 
@@ -29,11 +31,11 @@ class PullRequestHoldService:
         """Remove and return pulls whose queue now has a message at or past
         their offset. ``visible_max(topic, queue_id)`` -> one past the newest
         visible entry."""
-        ready = []
+        ready: list[HeldPull] = []
         for key in list(self.held):
             pulls = self.held[key]
             top = visible_max(*key)
-            keep = []
+            keep: list[HeldPull] = []
             for p in pulls:
                 (ready if top > p.request.queue_offset else keep).append(p)
             if keep:
@@ -43,7 +45,7 @@ class PullRequestHoldService:
         return ready
 
     def take_expired(self, now: float) -> list[HeldPull]:
-        expired = []
+        expired: list[HeldPull] = []
         for key in list(self.held):
             pulls = self.held[key]
             keep = [p for p in pulls if p.deadline > now]

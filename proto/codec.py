@@ -6,6 +6,8 @@ serialized request or response message named by ``type``.
 
 from __future__ import annotations
 
+from typing import cast
+
 from google.protobuf.message import DecodeError
 
 from duomq.proto import PROTOCOL_VERSION, pb
@@ -39,17 +41,26 @@ class FrameError(ValueError):
         self.type = type_
 
 
+# protobuf takes a plain int for an enum field; protoc's stubs only name the enum
+def _type(type_: int) -> pb.RequestType:
+    return cast(pb.RequestType, type_)
+
+
+def _status(status: int) -> pb.Status:
+    return cast(pb.Status, status)
+
+
 def encode_request(request_id: int, type_: int, message) -> bytes:
     return pb.Frame(
-        version=PROTOCOL_VERSION, request_id=request_id, type=type_,
+        version=PROTOCOL_VERSION, request_id=request_id, type=_type(type_),
         payload=message.SerializeToString(),
     ).SerializeToString()
 
 
 def encode_response(request_id: int, type_: int, status: int = pb.OK,
                     error: str = "", message=None) -> bytes:
-    frame = pb.Frame(version=PROTOCOL_VERSION, request_id=request_id, type=type_,
-                     status=status, error=error)
+    frame = pb.Frame(version=PROTOCOL_VERSION, request_id=request_id, type=_type(type_),
+                     status=_status(status), error=error)
     if message is not None:
         frame.payload = message.SerializeToString()
     return frame.SerializeToString()

@@ -91,6 +91,7 @@ class HAClient(ServiceThread):
 
     def _follow(self, address: str) -> None:
         cfg = self.config
+        assert self.ctx is not None        # made by run()
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 64)

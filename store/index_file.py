@@ -180,7 +180,7 @@ class IndexFile:
         os.fdatasync(self.fd)                        # ... and the entries
 
     def close(self) -> None:
-        self.slots = None                            # the view holds the mapping
+        del self.slots                               # the view holds the mapping
         try:
             self.mm.close()
         except (BufferError, ValueError):

@@ -71,7 +71,8 @@ class KeyIndex:
         the messages are stored."""
         last = self.last_phys
         hashes, offsets, times = [], [], []
-        crc32, seeds = zlib.crc32, {}
+        crc32 = zlib.crc32
+        seeds: dict[bytes, int] = {}
         for topic, keys, phys, ts in records:
             if phys <= last:
                 continue

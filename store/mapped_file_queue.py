@@ -78,11 +78,11 @@ class MappedFileQueue:
         if not self.segments:
             base = offset - offset % self.segment_size
             return self.create(base)
-        while self.last().end <= offset:
-            last = self.last()
+        last = self.segments[-1]
+        while last.end <= offset:
             last.wrote = last.size
-            self.create(last.end)
-        return self.last()
+            last = self.create(last.end)
+        return last
 
     # ------------------------------------------------------------ shrink
     def truncate(self, offset: int) -> None:

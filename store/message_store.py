@@ -270,7 +270,8 @@ class MessageStore:
         mv = memoryview(mm)
         base, wrote, seg_size = seg.base, seg.wrote, seg.size
         n = 0
-        last_qid, last_topic, next_qoff, flat = -1, None, -1, None
+        last_qid, last_topic, next_qoff = -1, None, -1
+        flat: list[int] = []
         while True:
             left = wrote - rel
             if seg_size - rel < MIN:                 # too small for a filler: segment end

@@ -47,3 +47,25 @@ def resident_fraction(fd: int, offset: int, length: int) -> float | None:
         return sum(b & 1 for b in vec.raw) / pages
     finally:
         lib.munmap(addr, length)
+
+
+PROBE_BYTES = 64 << 10       # the page-cache windows probed for a pull
+# A sequential reader's next position is usually cached by the kernel's
+# readahead even deep in a cold backlog (this machine's disk reads 8 MiB
+# ahead), so a second window is probed this far past the pull position.
+PROBE_AHEAD = 16 << 20
+
+
+def window_residency(mfq, phys: int, behind: int) -> float | None:
+    """The lower page-cache residency of the commit-log window at ``phys``
+    and of the one ``PROBE_AHEAD`` past it (when the log reaches that far);
+    None when it cannot be told. ``mfq``: the commit log's segments."""
+    probes = [phys] + ([phys + PROBE_AHEAD] if behind > PROBE_AHEAD + PROBE_BYTES else [])
+    fractions = []
+    for at in probes:
+        seg = mfq.find(at)
+        if seg is not None:
+            f = resident_fraction(seg.fd, at - seg.base, min(PROBE_BYTES, seg.end - at))
+            if f is not None:
+                fractions.append(f)
+    return min(fractions) if fractions else None

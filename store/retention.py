@@ -7,9 +7,20 @@ has consumed past its end.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
-def deletable_prefix(segments, now_s: float, reserved_s: float, min_consumed_phys: int | None,
-                     mtime) -> int:
+
+class _Span(Protocol):
+    @property
+    def end(self) -> int: ...
+
+
+S = TypeVar("S", bound=_Span)
+
+
+def deletable_prefix(segments: Sequence[S], now_s: float, reserved_s: float,
+                     min_consumed_phys: int | None, mtime: Callable[[S], float]) -> int:
     """How many leading segments may be deleted. ``segments`` have ``base`` and
     ``end``; ``mtime(seg)`` gives the file's modification time (s);
     ``min_consumed_phys`` is the lowest commit-log offset some consumer group

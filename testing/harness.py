@@ -86,7 +86,9 @@ class BrokerProcess:
         return self
 
     def wait_registered(self, timeout_s: float = 30) -> None:
-        wait_registered(self.zookeeper, self.cluster, self.group, self.broker_id, self.pid,
+        if self.proc is None:
+            raise RuntimeError(f"broker {self.group}/{self.broker_id} was never started")
+        wait_registered(self.zookeeper, self.cluster, self.group, self.broker_id, self.proc.pid,
                         self.alive, self.log_path, timeout_s)
 
     @property
@@ -97,7 +99,7 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.alive():
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
             if sig in (signal.SIGKILL, signal.SIGTERM):
                 self.proc.wait(30)

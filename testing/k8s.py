@@ -157,7 +157,7 @@ def container_env(docs, doc, container, pod_name: str) -> dict:
     """A container's environment as the kubelet builds it for the pod
     ``pod_name`` of workload ``doc``: ``envFrom`` first, then ``env`` in order,
     each value expanded with the variables before it."""
-    meta = pod_template(doc).get("metadata", {})
+    meta = (pod_template(doc) or {}).get("metadata", {})
     fields = {"metadata.name": pod_name, "metadata.namespace": doc["metadata"]["namespace"]}
     for k, v in (meta.get("labels") or {}).items():
         fields[f"metadata.labels['{k}']"] = v

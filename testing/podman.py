@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 NPROC_MAX = 32768          # what conmon runs with here; runc cannot raise it
@@ -110,7 +111,7 @@ class Network:
     def __exit__(self, *exc) -> None:
         self.remove()
 
-    def reserve(self, name: str, aliases: list[str] = ()) -> str:
+    def reserve(self, name: str, aliases: Sequence[str] = ()) -> str:
         """The address of container ``name``, and its names in every
         container started from now on."""
         if name not in self.addresses:
@@ -121,7 +122,7 @@ class Network:
         return self.addresses[name]
 
     def run(self, name: str, image: str, args: list[str], *, env: dict[str, str],
-            aliases: list[str] = (), volumes: list[str] = (), tmpfs: list[str] = (),
+            aliases: Sequence[str] = (), volumes: Sequence[str] = (), tmpfs: Sequence[str] = (),
             security: PodSecurity | None = None, entrypoint: list[str] | None = None,
             hostname: str | None = None, labels: dict[str, str] | None = None) -> Container:
         """``podman run -d`` on this network; the container keeps its name

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import os
 import pathlib
+from collections.abc import Sequence
 
 from duomq.testing.k8s import container_env, named, pod_template
 from duomq.testing.podman import Container, Network, PodSecurity
@@ -30,8 +31,10 @@ class PodContainer:
                  ordinal: int | None = None, *, pod_name: str | None = None,
                  image: str | None = None, entrypoint: list[str] | None = None,
                  args: list[str] | None = None, extra_env: dict[str, str] | None = None,
-                 extra_volumes: list[str] = (), extra_tmpfs: list[str] = ()):
+                 extra_volumes: Sequence[str] = (), extra_tmpfs: Sequence[str] = ()):
         template = pod_template(workload)
+        if template is None:
+            raise ValueError(f"a {workload.get('kind')} has no pod template")
         self.spec = template["spec"]
         self.labels = dict((template.get("metadata") or {}).get("labels") or {})
         (self.container,) = self.spec["containers"]
@@ -131,11 +134,16 @@ class PodContainer:
                                    labels=self.labels)
         return self
 
+    def _running(self) -> Container:
+        if self.handle is None:
+            raise RuntimeError(f"pod {self.name} was never started")
+        return self.handle
+
     def restart(self) -> None:
-        self.handle.start()
+        self._running().start()
 
     def exec(self, command: list[str], timeout_s: float) -> tuple[int, str]:
-        return self.handle.exec(command, timeout_s)
+        return self._running().exec(command, timeout_s)
 
     def probe(self, which: str) -> int:
         """Run the container's ``which`` probe (its exec command) once."""
@@ -148,4 +156,4 @@ class PodContainer:
 
     def stop(self) -> float:
         """SIGTERM with the pod's grace period, as the kubelet after preStop."""
-        return self.handle.stop(self.spec.get("terminationGracePeriodSeconds", 30))
+        return self._running().stop(self.spec.get("terminationGracePeriodSeconds", 30))

@@ -37,7 +37,8 @@ _SIZE = rec.fields("total_size")
 def record_starts(buf) -> np.ndarray:
     """Where each of the concatenated records starts (their sizes chain)."""
     unpack, end = _SIZE.unpack_from, len(buf)
-    starts, pos = [], 0
+    starts: list[int] = []
+    pos = 0
     append = starts.append
     while pos < end:
         append(pos)
@@ -104,7 +105,8 @@ def _properties(buf, src: np.ndarray, lens: np.ndarray) -> pa.Array:
     """Properties are rare: only records that have them are decoded."""
     n = len(src)
     counts = np.zeros(n, np.int32)
-    keys, items = [], []
+    keys: list[str] = []
+    items: list[str] = []
     for i in np.flatnonzero(lens):
         props = rec.decode_properties(bytes(buf[src[i]:src[i] + lens[i]]))
         counts[i] = len(props)

@@ -77,7 +77,9 @@ def row_message(row, default_topic: str | None) -> Message:
                    properties=dict(d.get("properties") or {}))
 
 
-class DuomqWriter(DataSourceWriter):
+class _SinkWriter:
+    """What the batch and the streaming writers share: each task sends its rows."""
+
     def __init__(self, options, schema):
         self.opts = SinkOptions.parse(options, [f.name for f in schema.fields])
 
@@ -103,6 +105,8 @@ class DuomqWriter(DataSourceWriter):
                 flush(topic)
         return done
 
+
+class DuomqWriter(_SinkWriter, DataSourceWriter):
     def commit(self, messages) -> None:
         log.info("duomq sink: %s from %d tasks", sent(messages), len(messages))
 
@@ -111,7 +115,7 @@ class DuomqWriter(DataSourceWriter):
                   "its rows again)", sent(messages))
 
 
-class DuomqStreamWriter(DuomqWriter, DataSourceStreamWriter):
+class DuomqStreamWriter(_SinkWriter, DataSourceStreamWriter):
     def commit(self, messages, batchId: int) -> None:
         log.info("duomq sink: batch %d sent %s", batchId, sent(messages))
 

@@ -90,8 +90,10 @@ class _Planner:
             return self.earliest()
         if wanted == "latest":
             return self.latest()
+        if isinstance(wanted, str):
+            raise ValueError(f"offsets: {wanted!r} is not earliest, latest or JSON offsets")
         earliest, latest = self.earliest(), self.latest()
-        out = {}
+        out: Flat = {}
         for key in latest:
             v = wanted.get(key, LATEST if default_latest else EARLIEST)
             out[key] = earliest[key] if v == EARLIEST else latest[key] if v == LATEST else v
@@ -129,7 +131,7 @@ class _Planned:
 
     def __init__(self, options, streaming: bool):
         self.opts = SourceOptions.parse(options, streaming)
-        self._planner = None
+        self._planner: _Planner | None = None
 
     @property
     def planner(self) -> _Planner:

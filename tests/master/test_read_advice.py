@@ -2,15 +2,9 @@ import os
 
 from duomq.common.config import BrokerConfig
 from duomq.format import record as rec
-from duomq.master.read_advice import (
-    PROBE_AHEAD,
-    PROBE_BYTES,
-    master_says_go_to_slave,
-    residency,
-    slave_says_go_back,
-)
+from duomq.master.read_advice import master_says_go_to_slave, slave_says_go_back
 from duomq.store import MessageStore
-from duomq.store.residency import resident_fraction
+from duomq.store.residency import PROBE_AHEAD, PROBE_BYTES, resident_fraction, window_residency
 
 GIB = 1 << 30
 
@@ -63,6 +57,6 @@ def test_a_cached_pull_position_deep_in_a_cold_log_is_still_cold(tmp_path):
     os.pread(seg.fd, PROBE_BYTES, 0)                  # the pull position is cached now
     behind = store.commitlog.max_offset
     assert resident_fraction(seg.fd, 0, PROBE_BYTES) == 1.0
-    assert residency(store.commitlog.mfq, 0, behind) < 0.5
-    assert residency(store.commitlog.mfq, 0, PROBE_AHEAD) == 1.0   # no room for a second window
+    assert window_residency(store.commitlog.mfq, 0, behind) < 0.5
+    assert window_residency(store.commitlog.mfq, 0, PROBE_AHEAD) == 1.0   # no room for a second window
     store.close()
