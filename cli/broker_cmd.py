@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 
-from duomq.common.config import BrokerConfig
+from duomq.common.config import BrokerConfig, parse_settings
 
 
 def add(sub) -> None:
@@ -34,14 +33,7 @@ def run(args) -> int:
     overrides = {"zookeeper": args.zookeeper, "cluster": args.cluster, "group": args.group,
                  "broker_id": args.broker_id, "port": args.port, "listen_host": args.listen_host,
                  "data_dir": args.data_dir, "flush": args.flush, "replication": args.replication}
-    types = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if key not in types:
-            raise SystemExit(f"--set: unknown config field {key!r}")
-        t = types[key]
-        overrides[key] = (int(value) if t == "int" else float(value) if t == "float"
-                          else value.lower() in ("1", "true", "yes") if t == "bool" else value)
+    overrides.update(parse_settings(BrokerConfig, args.set))
     config = BrokerConfig.load(args.config, overrides=overrides)
     from duomq.broker.server import run_broker
     run_broker(config)

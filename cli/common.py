@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+from duomq.common import duration
 from duomq.common.endpoint import (
     DEFAULT_CLUSTER,
     DEFAULT_ZOOKEEPER,
@@ -37,9 +38,6 @@ def endpoint(args) -> tuple[str, str]:
     return zk or DEFAULT_ZOOKEEPER, cluster or DEFAULT_CLUSTER
 
 
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
 def parse_time(text: str, now_ms: int | None = None) -> int:
     """A point in time as epoch milliseconds, from epoch milliseconds
     (``1763800000000``), ISO 8601 (``2026-11-22T10:00``, local time unless it
@@ -50,10 +48,13 @@ def parse_time(text: str, now_ms: int | None = None) -> int:
     t = text.strip()
     if t.isdigit():
         return int(t)
-    ago = t[1:] if t.startswith("-") else t
-    if ago[-1:] in _UNITS_MS and ago[:-1].isdigit():
+    try:
+        ago = duration.parse_ms(t[1:] if t.startswith("-") else t)
+    except ValueError:
+        pass
+    else:
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        return now - int(ago[:-1]) * _UNITS_MS[ago[-1]]
+        return now - ago
     try:
         return int(datetime.datetime.fromisoformat(t).timestamp() * 1000)
     except ValueError:

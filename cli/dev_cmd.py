@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from duomq.cli.common import add_endpoint, add_json, emit, table
+from duomq.common.config import BrokerConfig, parse_settings
 from duomq.common.endpoint import default_dev_dir
 
 
@@ -51,10 +52,7 @@ def run_one(args) -> int:
 def run(args) -> int:
     from duomq.dev import cluster
     if args.dev_cmd == "up":
-        settings = {}
-        for item in args.set:
-            k, _, v = item.partition("=")
-            settings[k] = int(v) if v.lstrip("-").isdigit() else v
+        settings = parse_settings(BrokerConfig, args.set)
         st = cluster.up(args.data_dir, groups=args.groups, slaves=args.slaves, flush=args.flush,
                         replication=args.replication, zookeeper=args.zookeeper,
                         cluster=args.cluster or "DefaultCluster", settings=settings)

@@ -366,6 +366,21 @@ def _check_known(cls, data: dict, where: str):
         raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)}")
 
 
+def parse_settings(cls, items: list[str], where: str = "--set") -> dict[str, Any]:
+    """``FIELD=VALUE`` strings (the CLI's ``--set``) as config values, each
+    coerced to its field's type as ``DUOMQ_*`` variables are."""
+    by_name = {f.name: f for f in fields(cls)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        if not eq:
+            raise ConfigError(f"{where}: {item!r} is not FIELD=VALUE")
+        if key not in by_name:
+            raise ConfigError(f"{where}: unknown config field {key!r}")
+        out[key] = _coerce(by_name[key], text, f"{where} {key}")
+    return out
+
+
 def _coerce(f, text: str, key: str):
     typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
     try:

@@ -12,8 +12,7 @@ level is left, then to its topic; at most one shortest level late (1 s).
 
 from __future__ import annotations
 
-import re
-
+from duomq.common.duration import parse_ms
 from duomq.common.errors import ConfigError
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"     # RocketMQ's name; not a user's topic
@@ -30,18 +29,19 @@ RECONSUME_TIME = "RECONSUME_TIME"      # times a message was sent back for a ret
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # the id of the first stored copy
 SCHEDULING = frozenset((DELAY, DELIVER_AT, REAL_TOPIC, REAL_QID))
 
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_LEVEL_RE = re.compile(r"(\d+)(ms|s|m|h|d)")
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
     """``"1s 5s 10s ..."`` -> delays in ms, strictly rising."""
     out = []
     for word in text.split():
-        m = _LEVEL_RE.fullmatch(word)
-        if not m or int(m.group(1)) <= 0:
+        try:
+            delay = parse_ms(word)
+        except ValueError:
+            delay = 0
+        if delay <= 0:
             raise ConfigError(f"message_delay_level: {word!r} is not a delay like 5s, 2m or 1h")
-        out.append(int(m.group(1)) * _UNITS[m.group(2)])
+        out.append(delay)
     if not out:
         raise ConfigError("message_delay_level: no level given")
     if any(b <= a for a, b in zip(out, out[1:], strict=False)):

@@ -16,7 +16,8 @@ from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.dev.brokers import drop_page_cache, wait_registered
 from duomq.dev.ports import free_port
-from duomq.dev.zookeeper import launch, stop_pid
+from duomq.dev.processes import alive, send_signal, started_at, stop
+from duomq.dev.zookeeper import launch
 
 
 def _write_state(data_dir: str, state: dict) -> None:
@@ -24,20 +25,6 @@ def _write_state(data_dir: str, state: dict) -> None:
     with open(tmp, "w") as f:
         json.dump(state, f, indent=2)
     os.replace(tmp, os.path.join(data_dir, DEV_STATE))
-
-
-def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def broker_group_name(i: int) -> str:
@@ -63,7 +50,7 @@ def start_broker(data_dir: str, zookeeper: str, cluster: str, group: str, broker
                                 stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     return {"group": group, "id": broker_id, "address": f"tcp://127.0.0.1:{port}", "pid": proc.pid,
-            "config": cfg_path, "log": log_path}
+            "started": started_at(proc.pid), "config": cfg_path, "log": log_path}
 
 
 def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
@@ -71,7 +58,7 @@ def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
     for b in brokers:
         try:
             wait_registered(zookeeper, cluster, b["group"], b["id"], b["pid"],
-                            lambda b=b: alive(b["pid"]), b["log"], timeout_s)
+                            lambda b=b: alive(b["pid"], b.get("started")), b["log"], timeout_s)
         except (RuntimeError, TimeoutError) as exc:
             raise DuomqError(str(exc)) from None
 
@@ -84,11 +71,13 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
     if groups < 1:
         raise ConfigError("--groups: at least one broker group")
     state = read_dev_state(data_dir)
-    if state and (alive(state.get("zookeeper_pid")) or any(alive(b["pid"]) for b in state["brokers"])):
+    if state and (alive(state.get("zookeeper_pid"), state.get("zookeeper_started"))
+                  or any(alive(b["pid"], b.get("started")) for b in state["brokers"])):
         raise ConfigError(f"a dev cluster already runs from {data_dir}; run 'duomq dev down' first")
     os.makedirs(data_dir, exist_ok=True)
     zk = launch(zookeeper, data_dir=os.path.join(data_dir, "zookeeper"), detach=True)
     state = {"zookeeper": zk.connect, "zookeeper_kind": zk.kind, "zookeeper_pid": zk.pid,
+             "zookeeper_started": zk.started,
              "zookeeper_log": zk.log_path, "cluster": cluster, "data_dir": os.path.abspath(data_dir),
              "brokers": []}
     _write_state(data_dir, state)
@@ -113,7 +102,8 @@ def status(data_dir: str) -> dict:
         return {"running": False, "data_dir": os.path.abspath(data_dir), "brokers": []}
     out = {"running": True, "zookeeper": state["zookeeper"], "cluster": state["cluster"],
            "data_dir": state["data_dir"], "zookeeper_pid": state.get("zookeeper_pid"),
-           "zookeeper_alive": alive(state.get("zookeeper_pid")) if state.get("zookeeper_pid")
+           "zookeeper_alive": alive(state.get("zookeeper_pid"), state.get("zookeeper_started"))
+           if state.get("zookeeper_pid")
            else None, "brokers": []}
     roles = {}
     try:
@@ -132,7 +122,7 @@ def status(data_dir: str) -> dict:
     for b in state["brokers"]:
         info = roles.get((b["group"], b["id"]), {})
         out["brokers"].append({"group": b["group"], "id": b["id"], "address": b["address"],
-                               "pid": b["pid"], "alive": alive(b["pid"]),
+                               "pid": b["pid"], "alive": alive(b["pid"], b.get("started")),
                                "role": info.get("role", "DOWN"), "epoch": info.get("epoch"),
                                "log": b["log"]})
     return out
@@ -144,11 +134,9 @@ def down(data_dir: str) -> dict:
         return {"stopped": []}
     stopped = []
     for b in state["brokers"]:
-        if alive(b["pid"]):
-            stop_pid(b["pid"], timeout_s=20)
+        if stop(b["pid"], b.get("started"), timeout_s=20):
             stopped.append(f"{b['group']}/{b['id']}")
-    if state.get("zookeeper_pid") and alive(state["zookeeper_pid"]):
-        stop_pid(state["zookeeper_pid"])
+    if stop(state.get("zookeeper_pid"), state.get("zookeeper_started")):
         stopped.append("zookeeper")
     os.unlink(os.path.join(data_dir, DEV_STATE))
     return {"stopped": stopped}
@@ -170,10 +158,9 @@ def kill_broker(data_dir: str, name: str, sig: int = 9) -> dict:
     if state is None:
         raise ConfigError(f"no dev cluster in {data_dir}")
     b = find_broker(state, name)
-    if alive(b["pid"]):
-        os.kill(b["pid"], sig)
+    if send_signal(b["pid"], sig, b.get("started")):
         deadline = time.monotonic() + 10
-        while sig == 9 and alive(b["pid"]) and time.monotonic() < deadline:
+        while sig == 9 and alive(b["pid"], b.get("started")) and time.monotonic() < deadline:
             time.sleep(0.02)
     return {"broker": f"{b['group']}/{b['id']}", "pid": b["pid"], "signal": sig}
 
@@ -184,13 +171,13 @@ def start_again(data_dir: str, name: str) -> dict:
     if state is None:
         raise ConfigError(f"no dev cluster in {data_dir}")
     b = find_broker(state, name)
-    if alive(b["pid"]):
+    if alive(b["pid"], b.get("started")):
         raise ConfigError(f"broker {name} is running (pid {b['pid']})")
     with open(b["log"], "ab") as logf:
         proc = subprocess.Popen([sys.executable, "-m", "duomq", "broker", "--config", b["config"]],
                                 stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    b["pid"] = proc.pid
+    b["pid"], b["started"] = proc.pid, started_at(proc.pid)
     _write_state(data_dir, state)
     wait_all_registered(state["zookeeper"], state["cluster"], [b])
     return {"broker": f"{b['group']}/{b['id']}", "pid": proc.pid}

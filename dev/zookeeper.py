@@ -13,7 +13,6 @@ import glob
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -21,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from duomq.dev import processes
 from duomq.dev.ports import free_port
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class ZooKeeperHandle:
     connect: str                       # host:port for clients
     kind: str                          # external | container | local
     pid: int | None = None
+    started: float | None = None       # the process's start time (psutil), with the pid
     data_dir: str | None = None
     log_path: str | None = None
     _proc: subprocess.Popen | None = field(default=None, repr=False)
@@ -72,7 +73,7 @@ class ZooKeeperHandle:
         if self._container is not None:
             self._container.stop()
         elif self.pid:
-            stop_pid(self.pid)
+            processes.stop(self.pid, self.started)
             if self._proc is not None:
                 self._proc.wait(10)
         if self._owns_dir and self.data_dir:
@@ -83,34 +84,6 @@ class ZooKeeperHandle:
             return ""
         with open(self.log_path, errors="replace") as f:
             return "".join(f.readlines()[-lines:])
-
-
-def stop_pid(pid: int, timeout_s: float = 10.0) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-            if _is_zombie(pid):
-                return
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return False
 
 
 def debian_classpath() -> str | None:
@@ -200,7 +173,8 @@ def start_local(data_dir: str | None = None, port: int | None = None,
         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=detach)
     logf.close()
-    handle = ZooKeeperHandle(f"127.0.0.1:{port}", "local", proc.pid, data_dir, log_path,
+    handle = ZooKeeperHandle(f"127.0.0.1:{port}", "local", proc.pid,
+                             processes.started_at(proc.pid), data_dir, log_path,
                              _proc=None if detach else proc, _owns_dir=owns)
     try:
         wait_ready("127.0.0.1", port, proc=proc)
