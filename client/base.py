@@ -1,5 +1,6 @@
 """What producers and consumers share: a ZooKeeper session, the route table,
-and the remoting I/O thread."""
+the remoting I/O thread and the timer thread (heartbeats, delayed and
+periodic work)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import uuid
 from kazoo.exceptions import NoNodeError
 
 from duomq.client.remoting import RemotingClient
+from duomq.client.scheduler import Scheduler
 from duomq.common.endpoint import resolve_endpoint
 from duomq.common.errors import NoRouteError, TopicNotExistError, for_status
 from duomq.common.names import validate_name
-from duomq.common.service import PeriodicService
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.members import BrokerMembers
 from duomq.coordinator.paths import ZkPaths
@@ -37,10 +38,9 @@ class ClientBase:
         self.members = BrokerMembers(self.zk, self.cluster)
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}")
         self._closed = False
+        self.timer = Scheduler(f"duomq-timer-{type(self).__name__}")
         # RocketMQ clients also tell every broker who they are every 30 s
-        self._heartbeat = PeriodicService("duomq-heartbeat", HEARTBEAT_INTERVAL_S,
-                                          self.send_heartbeats, run_first=True)
-        self._heartbeat.start()
+        self._heartbeat = self.timer.every(HEARTBEAT_INTERVAL_S, self.send_heartbeats, first_s=0)
 
     def heartbeat_groups(self) -> tuple[list[str], list[str]]:
         """(producer groups, consumer groups) this client announces."""
@@ -111,7 +111,8 @@ class ClientBase:
         if self._closed:
             return
         self._closed = True
-        self._heartbeat.shutdown()
+        self._heartbeat.cancel()
+        self.timer.close()
         self.remoting.close()
         self.routes.close()
         self.members.close()

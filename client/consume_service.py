@@ -23,17 +23,40 @@ MAX_TIME_CONTINUOUSLY_S = 1.0  # orderly: a thread gives a queue up this often (
 
 
 class ConsumePool:
-    """``threads`` daemon threads running ``fn(arg)`` tasks from one queue."""
+    """Up to ``threads`` daemon threads running ``fn(arg)`` tasks from one
+    queue. A thread is started only when a task arrives and none is idle (as
+    ``concurrent.futures.ThreadPoolExecutor`` does), so an idle consumer holds
+    no consume thread and a busy one as many as its load keeps busy."""
 
     def __init__(self, threads: int, name: str):
+        self.max_threads = threads
+        self.name = name
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
-                         for i in range(threads)]
-        for t in self._threads:
-            t.start()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+        self._closed = False
 
     def submit(self, fn, arg) -> None:
         self._tasks.put((fn, arg))
+        with self._lock:
+            if self._idle > 0:           # an idle thread takes it (reserved: one per task)
+                self._idle -= 1
+                return
+            if len(self._threads) >= self.max_threads or self._closed:
+                return
+            t = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}",
+                                 daemon=True)
+            self._threads.append(t)
+        t.start()
+
+    @property
+    def size(self) -> int:
+        return len(self._threads)
+
+    @property
+    def idle(self) -> int:
+        return self._idle
 
     def _work(self) -> None:
         get = self._tasks.get
@@ -46,13 +69,18 @@ class ConsumePool:
                 fn(arg)
             except Exception:
                 log.exception("consume task failed")
+            with self._lock:
+                self._idle += 1
 
     def shutdown(self, timeout_s: float) -> None:
         """Finish the tasks already queued, then stop."""
-        for _ in self._threads:
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
             self._tasks.put(None)
         deadline = time.monotonic() + timeout_s
-        for t in self._threads:
+        for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
 
 
@@ -103,7 +131,8 @@ class ConcurrentService(_Service):
                 chunk.attempts += 1
                 if not self.consumer.handle_failure(msg, exc, chunk.attempts):
                     # not passed on: this message holds the window until it is through
-                    self.consumer.call_later(self.suspend_s, self.pool.submit, self._run, chunk)
+                    self.consumer.timer.call_later(self.suspend_s, self.pool.submit, self._run,
+                                                   chunk)
                     return
                 chunk.attempts = 0
             i += 1
@@ -136,14 +165,20 @@ class OrderlyService(_Service):
             pq.busy = True
         self.pool.submit(self._run, pq)
 
+    def _suspend(self, pq: ProcessQueue) -> None:
+        with self._lock:
+            pq.suspended_until = time.monotonic() + self.suspend_s
+        self.consumer.timer.call_later(self.suspend_s, self.schedule, pq)
+
     def _run(self, pq: ProcessQueue) -> None:
         try:
             self._consume(pq)
         finally:
             with self._lock:
                 pq.busy = False
+                resume = time.monotonic() >= pq.suspended_until
             # a pull answer that came while we were busy has its chunks queued
-            if pq.first_pending() is not None and time.monotonic() >= pq.suspended_until:
+            if resume and pq.first_pending() is not None:
                 self.schedule(pq)
 
     def _consume(self, pq: ProcessQueue) -> None:
@@ -151,9 +186,8 @@ class OrderlyService(_Service):
         give_up_at = time.monotonic() + MAX_TIME_CONTINUOUSLY_S
         while not pq.dropped:
             if self.needs_lock and pq.locked_until < time.monotonic():
-                # not (or no longer) ours on the master: wait for the lock service
-                pq.suspended_until = time.monotonic() + self.suspend_s
-                self.consumer.call_later(self.suspend_s, self.schedule, pq)
+                # not (or no longer) ours on the master: wait for the lock renewal
+                self._suspend(pq)
                 return
             chunk = pq.first_pending()
             if chunk is None:
@@ -172,8 +206,7 @@ class OrderlyService(_Service):
                         log.warning("orderly consumption of %s failed (%d times): %s; queue %s "
                                     "suspended for %g s", msg.msg_id, chunk.attempts, exc, pq.mq,
                                     self.suspend_s)
-                        pq.suspended_until = time.monotonic() + self.suspend_s
-                        self.consumer.call_later(self.suspend_s, self.schedule, pq)
+                        self._suspend(pq)
                         return
                 chunk.attempts = 0
                 chunk.i += 1

@@ -45,13 +45,21 @@ class Chunk:
 
 class ProcessQueue:
     """One assigned queue: where to pull next and the window of pulled,
-    unconsumed chunks."""
+    unconsumed chunks.
+
+    Who writes what (each field has one writer, or is written under a lock):
+    the window, ``next_pull`` and the in-flight counts change under this
+    queue's lock (the I/O thread adds pull answers, consume threads finish
+    chunks); ``pulls`` is the I/O thread's; ``committed`` and
+    ``locked_until`` are the timer thread's (commits, rebalances, lock
+    renewals); ``busy`` and ``suspended_until`` change under the orderly
+    consume service's lock; ``drop()`` is one-way and takes this lock."""
 
     def __init__(self, mq: MessageQueue, start: int, committed: int = -1):
         self.mq = mq
         self.next_pull = start       # offset of the next pull
         self.committed = committed   # last offset committed (-1: none yet)
-        self.dropped = False         # no longer ours: stop pulling and consuming
+        self._dropped = False        # no longer ours: stop pulling and consuming
         self.pulls = 0
         self.inflight = 0            # messages pulled, not yet consumed
         self.inflight_bytes = 0      # ... and their bodies' bytes
@@ -61,6 +69,15 @@ class ProcessQueue:
         self._low = start            # consumed offset when no chunk is pending
         self._chunks: deque[Chunk] = deque()
         self._lock = threading.Lock()
+
+    @property
+    def dropped(self) -> bool:
+        return self._dropped
+
+    def drop(self) -> None:
+        """No longer ours: pulls and consumption of this queue stop."""
+        with self._lock:
+            self._dropped = True
 
     def add(self, messages: list[MessageExt], next_offset: int, nbytes: int,
             chunk_size: int) -> list[Chunk]:
