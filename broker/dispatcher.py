@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import zmq
 
@@ -31,16 +32,16 @@ class RequestStats:
 
 
 class Dispatcher:
-    def __init__(self, core: BrokerCore, socket: zmq.Socket, handlers: dict[int, Handler]):
+    def __init__(self, core: BrokerCore, socket: zmq.Socket, handlers: dict[int, Handler],
+                 before_answer: Callable[[Request, Answer], None] | None = None):
         self.core = core
         self.socket = socket
         self.handlers = handlers
+        self.before_answer = before_answer   # the loop's hook, run before an answer leaves
         self.stats = RequestStats()
 
-    def dispatch(self, parts: list[bytes]) -> Request | None:
-        """Serve one ROUTER message. Returns the request when it was a write
-        answered at once and not rejected (the loop then moves what consumers
-        see before the next request)."""
+    def dispatch(self, parts: list[bytes]) -> None:
+        """Serve one ROUTER message."""
         identity = parts[0]
         if len(parts) != 2:
             self.core.state.bad_requests += 1
@@ -63,8 +64,10 @@ class Dispatcher:
             return None
         if answer[0] in REJECTED:
             self.core.state.bad_requests += 1
+        elif self.before_answer is not None:
+            self.before_answer(request, answer)
         self.answer(request, answer)
-        return request if answer[0] not in REJECTED else None
+        return None
 
     def call(self, handler: Handler, request: Request) -> Answer | None:
         """A handler's answer, or the status of what it raised."""

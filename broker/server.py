@@ -62,7 +62,7 @@ class Broker(BrokerCore):
         endpoint = f"inproc://news-{id(self)}"
         self.notify_pull.bind(endpoint)
         self.notifier = LoopNotifier(self.ctx, endpoint)
-        self.dispatcher = Dispatcher(self, self.router, HANDLERS)
+        self.dispatcher = Dispatcher(self, self.router, HANDLERS, self._before_answer)
         self.zk = None
         self.controller: HaController | None = None
         self._stopping = False
@@ -194,15 +194,21 @@ class Broker(BrokerCore):
 
     def _drain_router(self) -> None:
         router, dispatch = self.router, self.dispatcher.dispatch
-        immediate = not (self.sync_flush or self.sync_replication)
         for _ in range(MAX_DRAIN):
             try:
                 parts = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            answered = dispatch(parts)
-            if immediate and answered is not None and answered.type == pb.SEND:
-                self._update_visible()   # acked at once: visible before the next request
+            dispatch(parts)
+
+    def _before_answer(self, request: Request, answer) -> None:
+        """A send acked at once (no flush or replication to wait for) is
+        visible before its ack leaves: held pulls are answered first, so the
+        consumer's answer goes out ahead of the producer's ack (on a busy
+        host, waking the producer first delayed the consumer by about
+        0.2 ms at the median)."""
+        if request.type == pb.SEND and not (self.sync_flush or self.sync_replication):
+            self._update_visible()
 
     def _drain_ha(self) -> None:
         now = time.monotonic()
