@@ -31,6 +31,7 @@ from duomq.broker.news import LoopNotifier, read_notes
 from duomq.broker.processors import HANDLERS, Request, pull_held
 from duomq.broker.state import MASTER, SLAVE
 from duomq.common.config import BrokerConfig
+from duomq.common.errors import ConfigError
 from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
@@ -79,11 +80,14 @@ class Broker(BrokerCore):
         sock.setsockopt(zmq.SNDHWM, 100_000)
         return sock
 
-    def _bind(self, sock, port: int) -> int:
+    def _bind(self, sock, port: int, setting: str) -> int:
         host = self.config.listen_host
-        if port == 0:
-            return sock.bind_to_random_port(f"tcp://{host}")
-        sock.bind(f"tcp://{host}:{port}")
+        try:
+            if port == 0:
+                return sock.bind_to_random_port(f"tcp://{host}")
+            sock.bind(f"tcp://{host}:{port}")
+        except zmq.ZMQError as exc:
+            raise ConfigError(f"{setting} {port}: cannot listen on {host}: {exc}") from None
         return port
 
     def start(self) -> None:
@@ -92,8 +96,8 @@ class Broker(BrokerCore):
         self.offsets.load()
         self.state.flushed_offset = self.store.commitlog.mfq.flushed_offset()
         self.state.epoch = self.store.epoch_file.read()
-        port = self._bind(self.router, cfg.port)
-        ha_port = self._bind(self.ha_router, cfg.ha_port)
+        port = self._bind(self.router, cfg.port, "port")
+        ha_port = self._bind(self.ha_router, cfg.ha_port, "ha_port")
         if (port, ha_port) != (cfg.port, cfg.ha_port):
             self.config = cfg = cfg.replace(port=port, ha_port=ha_port)
         self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed)
@@ -410,7 +414,15 @@ class Broker(BrokerCore):
 
 
 def run_broker(config: BrokerConfig) -> None:
-    broker = Broker(config)
-    broker.install_signal_handlers()
-    broker.start()
+    """Start and serve until stopped. A file the broker cannot use at start
+    (``data_dir`` unwritable, a damaged offsets file, a port taken) is a
+    ``ConfigError`` naming it: the CLI prints one line and exits 2."""
+    try:
+        broker = Broker(config)
+        broker.install_signal_handlers()
+        broker.start()
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise ConfigError(f"cannot start (data_dir {config.data_dir}): {where}"
+                          f"{exc.strerror or exc}") from None
     broker.serve_forever()

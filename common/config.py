@@ -119,6 +119,7 @@ class BrokerConfig:
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
+        check_types(self)
         set_("flush", _enum(FlushDiskType, self.flush, "flush"))
         set_("replication", _enum(ReplicationMode, self.replication, "replication"))
         set_("slave_flush", self.flush if self.slave_flush in (None, "")
@@ -217,8 +218,11 @@ class BrokerConfig:
         file_values: dict[str, Any] = {}
         sections: dict[str, dict] = {}
         if path:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
+            try:
+                with open(path, "rb") as f:
+                    data = tomllib.load(f)
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(f"config file {path}: {exc}") from None
             sections = data.pop("groups", {})
             data = data.get("broker", data)
             _check_known(cls, data, f"config file {path}")
@@ -278,6 +282,7 @@ class ProducerConfig:
     fault_avoidance_ms: int = 5000           # avoid a broker group this long after it failed a send
 
     def __post_init__(self):
+        check_types(self)
         validate_name("producer group", self.group)
         _positive(self, "send_timeout_ms", "max_message_bytes", "batch_max_messages")
         if self.fault_avoidance_ms < 0:
@@ -326,6 +331,7 @@ class ConsumerConfig:
     max_reconsume_times: int = 16            # retries before a message goes to %DLQ%<group>
 
     def __post_init__(self):
+        check_types(self)
         validate_name("consumer group", self.group)
         if self.message_model not in ("clustering", "broadcasting"):
             raise ConfigError(f"message_model: {self.message_model!r} is not clustering or "
@@ -350,6 +356,25 @@ class ConsumerConfig:
                   "consume_concurrently_max_span", "suspend_current_queue_ms")
         if self.request_timeout_ms <= 0:
             raise ConfigError("request_timeout_ms: must be > 0")
+
+
+_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,),
+                                       "str": (str,)}
+
+
+def check_types(obj) -> None:
+    """Every field holds its declared type (a TOML file is typed: ``port =
+    "abc"`` or ``promotable = "no"`` is an error, not a string that happens to
+    compare), and no number is negative: times, sizes and counts all start at 0."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        allowed = _TYPES.get(str(f.type))
+        if allowed is None:
+            continue                      # enums: checked by _enum
+        if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
+            raise ConfigError(f"{f.name}: {value!r} is not a valid {f.type}")
+        if f.type in ("int", "float") and value < 0:
+            raise ConfigError(f"{f.name}: must be >= 0, got {value!r}")
 
 
 def _positive(obj, *names):
@@ -389,11 +414,12 @@ def _coerce(f, text: str, key: str):
         if typ == "float":
             return float(text)
         if typ == "bool":
-            if text.lower() in ("1", "true", "yes", "on"):
+            if text.lower() in ("1", "true"):
                 return True
-            if text.lower() in ("0", "false", "no", "off"):
+            if text.lower() in ("0", "false"):
                 return False
             raise ValueError(text)
     except ValueError:
-        raise ConfigError(f"{key}: {text!r} is not a valid {typ}") from None
+        hint = " (true or false)" if typ == "bool" else ""
+        raise ConfigError(f"{key}: {text!r} is not a valid {typ}{hint}") from None
     return text

@@ -9,6 +9,8 @@ import json
 import os
 import threading
 
+from duomq.common.errors import ConfigError
+
 
 class ConsumerOffsetManager:
     def __init__(self, path: str):
@@ -20,16 +22,25 @@ class ConsumerOffsetManager:
         self._dirty = False
 
     def load(self) -> None:
+        """Read the file; a damaged one is refused with a ``ConfigError`` that
+        names it (starting with no offsets would silently rewind or skip
+        every group's consumption)."""
         try:
-            with open(self.path) as f:
-                data = json.load(f)
+            with open(self.path, "rb") as f:
+                data = json.loads(f.read())
+            offsets = {(group, topic, int(qid)): int(off)
+                       for group, topics in data["offsets"].items()
+                       for topic, queues in topics.items()
+                       for qid, off in queues.items()}
         except FileNotFoundError:
             return
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ConfigError(
+                f"consumer offsets file {self.path} is damaged ({type(exc).__name__}: "
+                f"{exc}): restore it, or move it aside to start with no committed "
+                f"offsets") from None
         with self._lock:
-            for group, topics in data.get("offsets", {}).items():
-                for topic, queues in topics.items():
-                    for qid, off in queues.items():
-                        self._offsets[(group, topic, int(qid))] = int(off)
+            self._offsets.update(offsets)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         key = (group, topic, queue_id)

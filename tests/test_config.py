@@ -106,3 +106,40 @@ def test_slave_flush_defaults_to_flush():
         is FlushDiskType.ASYNC_FLUSH
     with pytest.raises(ConfigError, match="slave_flush"):
         BrokerConfig(slave_flush="SOMETIMES")
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"port": "abc"}, "port: 'abc' is not a valid int"),
+    ({"promotable": "no"}, "promotable: 'no' is not a valid bool"),
+    ({"promotable": 0}, "promotable: 0 is not a valid bool"),
+    ({"port": True}, "port: True is not a valid int"),
+    ({"election_settle_ms": -1}, "election_settle_ms: must be >= 0, got -1"),
+    ({"file_reserved_hours": "72"}, "file_reserved_hours: '72' is not a valid float"),
+    ({"data_dir": 5}, "data_dir: 5 is not a valid str"),
+])
+def test_every_field_holds_its_type_and_no_number_is_negative(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(**kwargs)
+    assert BrokerConfig(file_reserved_hours=1).file_reserved_hours == 1
+
+
+def test_producer_and_consumer_fields_are_typed_too():
+    with pytest.raises(ConfigError, match="send_timeout_ms: '5' is not a valid int"):
+        ProducerConfig(send_timeout_ms="5")
+    with pytest.raises(ConfigError, match="consume_timestamp_ms: must be >= 0"):
+        ConsumerConfig(consume_timestamp_ms=-5)
+
+
+def test_a_toml_string_where_a_bool_belongs_is_refused(tmp_path):
+    f = tmp_path / "b.toml"
+    f.write_text('[broker]\npromotable = "no"\n')
+    with pytest.raises(ConfigError, match="promotable: 'no' is not a valid bool"):
+        BrokerConfig.load(str(f), env={})
+
+
+@pytest.mark.parametrize("text", ["no", "yes", "maybe", ""])
+def test_text_booleans_are_true_false_1_or_0(text):
+    with pytest.raises(ConfigError, match=r"DUOMQ_PROMOTABLE: .* \(true or false\)"):
+        BrokerConfig.load(None, env={"DUOMQ_PROMOTABLE": text})
+    assert BrokerConfig.load(None, env={"DUOMQ_PROMOTABLE": "FALSE"}).promotable is False
+    assert BrokerConfig.load(None, env={"DUOMQ_PROMOTABLE": "1"}).promotable is True

@@ -28,7 +28,7 @@ def test_delay_levels_and_times_ago_read_durations_the_same_way():
 
 
 def test_set_takes_values_as_the_environment_does():
-    got = parse_settings(BrokerConfig, ["port=10911", "sync_replicas=2", "allow_lagging_promotion=on",
+    got = parse_settings(BrokerConfig, ["port=10911", "sync_replicas=2", "allow_lagging_promotion=true",
                                         "flush=SYNC_FLUSH"])
     assert got == {"port": 10911, "sync_replicas": 2, "allow_lagging_promotion": True,
                    "flush": "SYNC_FLUSH"}
