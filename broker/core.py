@@ -104,6 +104,8 @@ class BrokerCore:
         if client is not None:
             info["master_max_offset"] = client.master_max
             info["lag_bytes"] = self.replication_lag()
+            if client.halted:
+                info["replication_halted"] = client.halted
         return info
 
     # ------------------------------------------------------------ deferred answers

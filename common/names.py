@@ -1,6 +1,10 @@
 """Rules for the names of topics, consumer and producer groups, broker groups
 and clusters: ``[A-Za-z0-9_-]{1,127}``. The prefixes ``%RETRY%`` and ``%DLQ%``
-are reserved for the system's own retry and dead-letter topics."""
+are reserved for the system's own retry and dead-letter topics, and the
+broker's internal topics (``SCHEDULE_TOPIC_XXXX``) are not a client's.
+
+A topic name and a queue id become a directory of the store: the store checks
+them with ``validate_queue`` whatever path a record came through."""
 
 from __future__ import annotations
 
@@ -12,16 +16,23 @@ NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,127}")
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 SYSTEM_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX)
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"       # RocketMQ's name for delayed messages
+INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC})  # the broker's own: clients never name them
+MAX_QUEUES = 1024                            # queues of one topic on one broker group
 
 
-def validate_name(kind: str, name: str, *, allow_system: bool = False) -> str:
+def validate_name(kind: str, name: str, *, allow_system: bool = False,
+                  internal: bool = False) -> str:
     """Return ``name`` if it is a valid ``kind`` name, else raise InvalidNameError.
 
     ``allow_system`` admits ``%RETRY%<group>`` and ``%DLQ%<group>`` (the broker
-    and the consumer use them; users cannot create them).
+    and the consumer use them; users cannot create them); ``internal`` admits
+    the broker's internal topics (only the broker's own writes).
     """
     if not isinstance(name, str):
         raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
+    if name in INTERNAL_TOPICS and not internal:
+        raise InvalidNameError(f"{kind} name {name!r} is reserved for the broker's own use")
     for prefix in SYSTEM_PREFIXES:
         if name.startswith(prefix):
             if allow_system and NAME_RE.fullmatch(name[len(prefix):]):
@@ -33,3 +44,12 @@ def validate_name(kind: str, name: str, *, allow_system: bool = False) -> str:
             f"{kind} name {name!r} is invalid: use 1 to 127 characters from "
             f"[A-Za-z0-9_-]")
     return name
+
+
+def validate_queue(topic: str, queue_id: int) -> None:
+    """A queue the store may create a directory for: a valid topic name
+    (system and internal ones included) and an id in ``0..MAX_QUEUES-1``."""
+    validate_name("topic", topic, allow_system=True, internal=True)
+    if not isinstance(queue_id, int) or not 0 <= queue_id < MAX_QUEUES:
+        raise InvalidNameError(f"queue id {queue_id!r} of topic {topic!r} is outside "
+                               f"0..{MAX_QUEUES - 1}")

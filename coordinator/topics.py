@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from duomq.common.errors import ConfigError, TopicNotExistError
-from duomq.common.names import SYSTEM_PREFIXES, validate_name
+from duomq.common.names import MAX_QUEUES, SYSTEM_PREFIXES, validate_name
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.zk import dumps, loads
 
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_RW = PERM_READ | PERM_WRITE
-MAX_QUEUES_PER_GROUP = 1024
+MAX_QUEUES_PER_GROUP = MAX_QUEUES
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from duomq.common import delay as d
 from duomq.common.errors import BadRequestError
 from duomq.common.message import MessageExt
-from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
+from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, validate_queue
 from duomq.format import record as rec
 
 Requeued = tuple[str, int, bytes]
@@ -57,8 +57,11 @@ def due(msg: MessageExt, levels: tuple[int, ...], now_ms: int) -> Requeued:
     props = msg.properties
     try:
         real_topic, real_qid = props[d.REAL_TOPIC], int(props[d.REAL_QID])
+        validate_queue(real_topic, real_qid)
     except (KeyError, ValueError):
-        raise BadRequestError(f"scheduled message {msg.msg_id} names no real topic") from None
+        raise BadRequestError(f"scheduled message {msg.msg_id} names no valid real topic "
+                              f"and queue ({props.get(d.REAL_TOPIC)!r}, "
+                              f"{props.get(d.REAL_QID)!r})") from None
     if d.DELIVER_AT in props:
         try:
             level = d.hop_level(levels, int(props[d.DELIVER_AT]) - now_ms)

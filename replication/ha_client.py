@@ -4,7 +4,10 @@ end (byte-identical), builds consume queues, fsyncs first under SYNC_FLUSH,
 takes the consumer-offset changes the master sends along, and reports again:
 at once when the master waits on the report (``ack_now``), else within
 ``REPORT_DELAY_S``. A silent link (``ha_housekeeping_ms``) is dropped and
-re-dialled with backoff; so is a master that changes address.
+re-dialled with backoff; so is a master that changes address. A chunk that
+cannot be applied (a damaged record, or one naming a queue the store refuses)
+is cut from the log and the link stops for good (``halted`` says why, in the
+member node): fetching it again would only bring the same bytes.
 
 The thread has a ZeroMQ context of its own, whose I/O thread it starts.
 Under ASYNC replication it first lowers its own priority, which that I/O
@@ -30,6 +33,7 @@ import zmq
 
 from duomq.common.config import FlushDiskType, ReplicationMode
 from duomq.common.service import ServiceThread
+from duomq.format.record import RecordError
 from duomq.proto import PROTOCOL_VERSION, codec, pb
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,10 @@ MAX_BACKOFF_S = 5.0
 # A transfer nothing waits on (ASYNC replication) is reported this late, so
 # that one report covers the chunks of many sends
 REPORT_DELAY_S = 0.005
+
+
+class ReplicationHalted(Exception):
+    """The master sent bytes this slave will not keep."""
 
 
 class HAClient(ServiceThread):
@@ -55,6 +63,7 @@ class HAClient(ServiceThread):
         self.master_confirmed = 0
         self.master_max = 0
         self.epoch = 0
+        self.halted = ""              # why replication stopped for good ("" while it runs)
         self.last_heard = 0.0         # the link's silence clock (starts when it is dialled)
         self.last_received = 0.0      # when the master's last transfer arrived; 0: never
 
@@ -83,6 +92,10 @@ class HAClient(ServiceThread):
             try:
                 self._follow(address)
                 backoff = 0.1
+            except ReplicationHalted as exc:
+                self.halted = str(exc)
+                log.error("%s", exc)
+                return
             except Exception:
                 log.exception("replication from %s failed", address)
             if not self.stopped:
@@ -146,8 +159,16 @@ class HAClient(ServiceThread):
         if len(data):
             if msg.offset != end:
                 return True, True
+            safe = self.store.dispatched_offset       # a record boundary
             self.store.append_raw(msg.offset, data)
-            self.store.dispatch()
+            try:
+                self.store.dispatch()
+            except RecordError as exc:
+                cut, _records = self.store.truncate_to(safe)
+                raise ReplicationHalted(
+                    f"replication from {self.master_ha_address()} stopped: {exc}. The "
+                    f"{cut} bytes from offset {safe} were cut, not kept; restart this "
+                    f"broker once the master's log is examined") from None
             if self.sync_flush:
                 self.store.commitlog.flush()
         if self.offsets is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import struct
 
+from duomq.common.names import validate_queue
 from duomq.store.mapped_file_queue import MappedFileQueue
 
 CQ_UNIT = struct.Struct(">qiq")
@@ -28,6 +29,7 @@ def pack_entries(flat: list[int], n: int) -> bytes:
 
 class ConsumeQueue:
     def __init__(self, root: str, topic: str, queue_id: int, entries_per_segment: int):
+        validate_queue(topic, queue_id)     # they become a path: never outside ``root``
         self.topic = topic
         self.queue_id = queue_id
         self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)),

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 
 from duomq.common.config import BrokerConfig
-from duomq.common.errors import UnsupportedVersionError
+from duomq.common.errors import InvalidNameError, UnsupportedVersionError
 from duomq.common.message import PullStatus
 from duomq.format import record as rec
 from duomq.store.checkpoint import Checkpoint
@@ -90,9 +90,15 @@ class MessageStore:
             for topic in sorted(os.listdir(self.cq_root)):
                 tdir = os.path.join(self.cq_root, topic)
                 for qid in sorted(os.listdir(tdir)):
-                    if qid.isdigit():
+                    if not qid.isdigit():
+                        continue
+                    try:
                         cq = self._new_cq(topic, int(qid))
-                        cq.load()
+                    except InvalidNameError as exc:
+                        log.error("ignoring consume-queue directory %s: %s",
+                                  os.path.join(tdir, qid), exc)
+                        continue
+                    cq.load()
         self.index.load()
         self.recovery = recover(self.commitlog, self.checkpoint_file.read(), self.consume_queue,
                                 self.index)
@@ -318,7 +324,11 @@ class MessageStore:
         first, flat = batch
         if not flat:
             return
-        cq = self.consume_queue(str(key[0], "utf-8"), key[1])
+        try:
+            cq = self.consume_queue(str(key[0], "utf-8"), key[1])
+        except (UnicodeDecodeError, InvalidNameError) as exc:
+            raise rec.RecordError(f"a replicated record at {flat[0]} names a queue this "
+                                  f"store refuses ({key[0]!r}, {key[1]}): {exc}") from None
         count = len(flat) // 3
         if first == cq.max_offset:
             cq.append(pack_entries(flat, count), first)

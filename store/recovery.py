@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from duomq.common.errors import InvalidNameError
 from duomq.format import record as rec
 from duomq.store.commitlog import CommitLog
 
@@ -70,12 +71,16 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
         qid, qoff, phys, stored, lt, lg, lk = header.unpack_from(seg.mm, rel)
         p = rel + rec.HEADER_SIZE
         topic_b = bytes(seg.mm[p:p + lt])
-        topic = topic_b.decode()
         tags = bytes(seg.mm[p + lt:p + lt + lg])
         if phys != pos:
             reason = f"record at {pos} claims physical offset {phys}"
             break
-        cq = consume_queue(topic, qid)
+        try:
+            cq = consume_queue(topic_b.decode(), qid)
+        except (UnicodeDecodeError, InvalidNameError) as exc:
+            reason = f"record at {pos} names a queue the store refuses: {exc}"
+            break
+        topic = cq.topic
         if qoff > cq.max_offset:
             reason = f"record at {pos} leaves a gap in {topic}/{qid} (offset {qoff})"
             break

@@ -71,6 +71,8 @@ def query_req(**fields):
     ([send_req("Nope", good_record(topic=b"Nope"), 1)], pb.TOPIC_NOT_EXIST),
     ([send_req("bad name!", good_record(topic=b"bad name!"), 1)], pb.INVALID_NAME),
     ([send_req("Safe", good_record(), 1, queue_id=9)], pb.BAD_REQUEST),
+    ([send_req("SCHEDULE_TOPIC_XXXX", good_record(topic=b"SCHEDULE_TOPIC_XXXX"), 1)],
+     pb.INVALID_NAME),
     ([query_req(topic="Safe", key="")], pb.BAD_REQUEST),
     ([query_req(topic="Safe", key="two keys")], pb.BAD_REQUEST),
     ([query_req(topic="Safe", key=" k")], pb.BAD_REQUEST),
@@ -99,3 +101,13 @@ def test_producer_surfaces_broker_errors(broker, local_cluster):
         with pytest.raises(InvalidNameError):
             p.send(Message("%DLQ%x y", b"x"))
         assert p.send(Message("Safe", b"fine")).ok
+
+
+def test_internal_topics_cannot_be_created_or_sent_to(broker, local_cluster):
+    from duomq.common.errors import InvalidNameError as Invalid
+    with pytest.raises(Invalid, match="reserved for the broker's own use"):
+        local_cluster.create_topic("SCHEDULE_TOPIC_XXXX", queues=18)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        with pytest.raises(Invalid, match="reserved for the broker's own use"):
+            p.send(Message("SCHEDULE_TOPIC_XXXX", b"x", properties={"REAL_TOPIC": "/abs/path",
+                                                                    "REAL_QID": "0"}))
