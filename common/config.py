@@ -373,7 +373,7 @@ def check_types(obj) -> None:
             continue                      # enums: checked by _enum
         if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
             raise ConfigError(f"{f.name}: {value!r} is not a valid {f.type}")
-        if f.type in ("int", "float") and value < 0:
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ConfigError(f"{f.name}: must be >= 0, got {value!r}")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from duomq.common.duration import parse_ms
 from duomq.common.errors import ConfigError
-from duomq.common.names import SCHEDULE_TOPIC  # noqa: F401 (where delays are stored)
+from duomq.common.names import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # where delays are stored
 
 SCHEDULE_GROUP = "%SCHEDULE%"              # its progress lives in the offset table
 DEFAULT_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"

@@ -70,6 +70,7 @@ class HaController:
         self._drained = False
         self._isr_wanted: frozenset[int] | None = None
         self._info_written: tuple[str, int] | None = None
+        self._bad_nodes: set[tuple[str, str]] = set()   # (path, problem) already logged
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ha-controller", daemon=True)
@@ -191,26 +192,80 @@ class HaController:
             except NoNodeError:
                 continue
             except (NodeError, ValueError) as exc:
-                log.warning("ignoring member node %s of %s: %s", child, g, exc)
-        epochs = []
-        for child in self.zk.get_children(p.epochs(g)):
-            if child.isdigit():
-                try:
-                    epochs.append(EpochNode.from_bytes(int(child),
-                                                       self.zk.get(p.epoch(g, int(child)))[0]))
-                except NoNodeError:
-                    continue
+                self._bad_node(f"{p.members(g)}/{child}", exc, "ignored")
+        if self.memory.role == MASTER:       # the master owns the ISR: repair it
+            isr = self._read(p.isr(g), IsrNode.from_bytes, "rewritten by the master")
+            if isr is None and self.memory.isr_published:
+                self._write_isr(self.memory.isr_published)
+        else:                                # slaves: an election then weighs offsets only
+            isr = self._read(p.isr(g), IsrNode.from_bytes, "read as absent")
         return hc.GroupView(
-            master=self._read(p.master(g), MasterNode.from_bytes),
-            members=tuple(members), isr=self._read(p.isr(g), IsrNode.from_bytes),
-            epochs=tuple(sorted(epochs, key=lambda e: e.epoch)),
-            switchover=self._read(p.switchover(g), SwitchoverNode.from_bytes), **own)
+            master=self._read_master(), members=tuple(members), isr=isr,
+            epochs=self._read_epochs(),
+            switchover=self._read(p.switchover(g), SwitchoverNode.from_bytes, "ignored"),
+            **own)
 
-    def _read(self, path: str, parse):
+    def _read(self, path: str, parse, treatment: str):
         try:
             return parse(self.zk.get(path)[0])
         except NoNodeError:
             return None
+        except NodeError as exc:
+            self._bad_node(path, exc, treatment)
+            return None
+
+    def _read_master(self) -> MasterNode | None:
+        """The master node. One that cannot be parsed but belongs to this
+        broker's session while it is master is rewritten; anyone else's reads
+        as held by an unknown broker (nobody claims or follows it)."""
+        path, cfg = self.paths.master(self.config.group), self.config
+        try:
+            raw, stat = self.zk.get(path)
+            return MasterNode.from_bytes(raw)
+        except NoNodeError:
+            return None
+        except NodeError as exc:
+            if stat.ephemeralOwner == self.zk.client_id[0] and self.memory.role == MASTER:
+                self._bad_node(path, exc, "rewritten: this broker holds it")
+                node = MasterNode(cfg.broker_id, self.memory.epoch, cfg.address, cfg.ha_address)
+                self.zk.set(path, node.to_bytes(), version=stat.version)
+                return node
+            self._bad_node(path, exc, "read as held by an unknown broker until it goes")
+            return MasterNode.unreadable()
+
+    def _read_epochs(self) -> tuple[EpochNode, ...]:
+        """The group's epoch history. An epoch node that cannot be parsed
+        keeps its place (its number is its name) with the start offset of the
+        epoch before it: a returning broker then cuts its log at or below the
+        true point, never above it."""
+        p, g = self.paths, self.config.group
+        found: dict[int, EpochNode | None] = {}
+        for child in self.zk.get_children(p.epochs(g)):
+            if not child.isdigit():
+                continue
+            try:
+                found[int(child)] = EpochNode.from_bytes(int(child),
+                                                         self.zk.get(p.epoch(g, int(child)))[0])
+            except NoNodeError:
+                continue
+            except NodeError as exc:
+                self._bad_node(p.epoch(g, int(child)), exc, "kept with the previous start offset")
+                found[int(child)] = None
+        epochs, start = [], 0
+        for epoch in sorted(found):
+            node = found[epoch]
+            if node is None:
+                node = EpochNode(epoch, -1, start)
+            start = node.start_offset
+            epochs.append(node)
+        return tuple(epochs)
+
+    def _bad_node(self, path: str, exc: Exception, treatment: str) -> None:
+        """Log a node that cannot be parsed, once per path and problem."""
+        key = (path, str(exc))
+        if key not in self._bad_nodes:
+            self._bad_nodes.add(key)
+            log.error("unreadable znode %s (%s): %s", path, exc, treatment)
 
     # ------------------------------------------------------------ actions
     def _act(self, action: hc.Action) -> bool:

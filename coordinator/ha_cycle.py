@@ -182,6 +182,9 @@ def _as_master(view: GroupView, memory: Memory) -> Cycle:
 
 def _as_slave(view: GroupView, memory: Memory, now: float, settle_s: float) -> Cycle:
     me, master = view.me, view.master
+    if master is not None and not master.known:
+        return Cycle((), "the master node cannot be read: waiting for its holder to rewrite "
+                         "it or for its session to end", replace(memory, vacant_since=None))
     if master is not None and master.broker_id != me:
         memory = replace(memory, vacant_since=None)
         if master.epoch == memory.epoch:

@@ -13,6 +13,13 @@ are in ``paths.ZkPaths``.
   epoch       epochs/<epoch, 10 digits>                         the controller that claimed it
   switchover  switchover                                        ``duomq failover``
   route       /duomq/<cluster>/routes/<topic>/<group>          the master (registry)
+  topic       /duomq/<cluster>/topics/<topic>                  ``duomq topic`` (TopicConfig)
+
+Anyone who reaches ZooKeeper can write any node, so every reader treats a node
+it cannot parse as absent (or, for the master node, as held by an unknown
+broker), logs it with its path, and goes on: one bad node never stops a
+broker from starting, an HA cycle from deciding or a client from routing.
+Counts are bounded (a route's queues by ``names.MAX_QUEUES``).
 """
 
 from __future__ import annotations
@@ -21,8 +28,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from duomq.common.errors import DuomqError
+from duomq.common.names import MAX_QUEUES
 
-class NodeError(ValueError):
+
+class NodeError(DuomqError, ValueError):
     """A znode whose data cannot be read as its kind."""
 
 
@@ -61,11 +71,21 @@ def _str(kind: str, d: dict[str, Any], key: str, default: str | None = None) -> 
     return value
 
 
+def _count(kind: str, d: dict[str, Any], key: str, low: int, high: int) -> int:
+    value = _int(kind, d, key)
+    if not low <= value <= high:
+        raise NodeError(f"{kind} node: {key!r} is {value}, outside {low}..{high}")
+    return value
+
+
 def _bool(kind: str, d: dict[str, Any], key: str, default: bool) -> bool:
     value = d.get(key, default)
     if not isinstance(value, bool):
         raise NodeError(f"{kind} node: {key!r} is {value!r}, not true or false")
     return value
+
+
+UNKNOWN_HOLDER = -1    # a master node that exists but cannot be read
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,17 @@ class MasterNode:
     epoch: int
     address: str = ""
     ha_address: str = ""
+
+    @classmethod
+    def unreadable(cls) -> MasterNode:
+        """A master node that exists but cannot be parsed: held, by whom is
+        unknown. Nobody may claim the group while it exists (its holder's
+        session still does), and nobody follows it."""
+        return cls(UNKNOWN_HOLDER, UNKNOWN_HOLDER)
+
+    @property
+    def known(self) -> bool:
+        return self.broker_id != UNKNOWN_HOLDER
 
     @classmethod
     def from_bytes(cls, raw: bytes | None) -> MasterNode:
@@ -174,3 +205,22 @@ class SwitchoverNode:
         if self.target is not None:
             data["target"] = self.target
         return encode(data)
+
+
+@dataclass(frozen=True)
+class RouteNode:
+    """A topic's route on one broker group: where its master serves it."""
+    group: str
+    address: str
+    queues: int
+    perm: int
+    epoch: int
+    info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | None) -> RouteNode:
+        k = "route"
+        d = decode(k, raw)
+        perm = _count(k, {"perm": 6, **d}, "perm", 0, 7)        # default: read and write
+        return cls(_str(k, d, "group"), _str(k, d, "address"),
+                   _count(k, d, "queues", 1, MAX_QUEUES), perm, _int(k, d, "epoch", 0), d)

@@ -149,7 +149,15 @@ class BrokerRegistry:
                 self._remove_route(name)
                 self.topics, self.topic_configs = topics, configs
                 return False
-            cfg = TopicConfig.from_json(name, data)
+            try:
+                cfg = TopicConfig.from_json(name, data)
+            except NodeError as exc:     # as if absent until someone repairs it
+                log.error("ignoring topic node %s: %s", self.paths.topic(name), exc)
+                topics.pop(name, None)
+                configs.pop(name, None)
+                self._remove_route(name)
+                self.topics, self.topic_configs = topics, configs
+                return True
             configs[name] = cfg
             n = cfg.queues.get(self.config.group, 0)
             if n:

@@ -8,25 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from duomq.common.message import MessageQueue
+from duomq.coordinator.nodes import RouteNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import PERM_READ, PERM_WRITE
 from duomq.coordinator.watches import ChildrenData
-from duomq.coordinator.zk import loads
 
-
-@dataclass(frozen=True)
-class GroupRoute:
-    group: str
-    address: str
-    queues: int
-    perm: int
-    epoch: int
-    info: dict
-
-    @classmethod
-    def from_data(cls, data: dict) -> GroupRoute:
-        return cls(str(data["group"]), str(data["address"]), int(data["queues"]),
-                   int(data.get("perm", PERM_READ | PERM_WRITE)), int(data.get("epoch", 0)), data)
+GroupRoute = RouteNode      # a topic's route on one broker group (``nodes.RouteNode``)
 
 
 @dataclass(frozen=True)
@@ -54,7 +41,7 @@ class RouteTable:
     def __init__(self, zk, cluster: str):
         self.paths = ZkPaths(cluster)
         self._listeners: list[Callable[[str], object]] = []
-        self._nodes = ChildrenData(zk, lambda raw: GroupRoute.from_data(loads(raw)), self._fire)
+        self._nodes = ChildrenData(zk, RouteNode.from_bytes, self._fire)
 
     def add_listener(self, fn) -> None:
         """``fn(topic)`` after a topic's route changes (in kazoo's thread)."""

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from duomq.common.errors import ConfigError, TopicNotExistError
-from duomq.common.names import MAX_QUEUES, SYSTEM_PREFIXES, validate_name
+from duomq.common.names import MAX_QUEUES, NAME_RE, SYSTEM_PREFIXES, validate_name
+from duomq.coordinator.nodes import NodeError, decode
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.zk import dumps, loads
+from duomq.coordinator.zk import dumps
 
 PERM_READ = 4
 PERM_WRITE = 2
@@ -28,10 +29,23 @@ class TopicConfig:
         return dumps({"queues": self.queues, "perm": self.perm, "order": self.order})
 
     @classmethod
-    def from_json(cls, name: str, raw: bytes) -> TopicConfig:
-        d = loads(raw)
-        return cls(name, {str(g): int(n) for g, n in d.get("queues", {}).items()},
-                   int(d.get("perm", PERM_RW)), bool(d.get("order", False)))
+    def from_json(cls, name: str, raw: bytes | None) -> TopicConfig:
+        """Parse a topic node; ``nodes.NodeError`` names what is wrong (a
+        queue count that is not 1..MAX_QUEUES, a bad group name, ...)."""
+        d = decode("topic", raw)
+        queues = d.get("queues", {})
+        if not isinstance(queues, dict):
+            raise NodeError(f"topic node {name}: 'queues' is {queues!r}, not an object")
+        for group, n in queues.items():
+            if not NAME_RE.fullmatch(group):
+                raise NodeError(f"topic node {name}: {group!r} is not a broker group name")
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_QUEUES:
+                raise NodeError(f"topic node {name}: queue count {n!r} of group {group!r} is "
+                                f"not 1..{MAX_QUEUES}")
+        perm, order = d.get("perm", PERM_RW), d.get("order", False)
+        if perm not in range(8) or isinstance(perm, bool) or not isinstance(order, bool):
+            raise NodeError(f"topic node {name}: perm {perm!r} or order {order!r} is invalid")
+        return cls(name, dict(queues), perm, order)
 
     @property
     def total_queues(self) -> int:

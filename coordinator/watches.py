@@ -65,8 +65,8 @@ class ChildrenData(Generic[T]):
                 data, _ = self.zk.get_async(f"{path}/{child}").get(timeout=timeout_s)
                 try:
                     fresh[child] = self.parse(data)
-                except (KeyError, ValueError, TypeError):
-                    log.warning("unreadable node %s/%s ignored", path, child)
+                except (KeyError, ValueError, TypeError) as exc:
+                    log.warning("unreadable node %s/%s ignored: %s", path, child, exc)
         except Exception as exc:         # NoNode, a timeout, a lost session: keep the view
             log.info("refresh of %s failed (%s); the watches will catch up", path, exc)
             return
@@ -107,9 +107,9 @@ class ChildrenData(Generic[T]):
             else:
                 try:
                     known[child] = self.parse(data)
-                except (KeyError, ValueError, TypeError):
+                except (KeyError, ValueError, TypeError) as exc:
                     known.pop(child, None)
-                    log.warning("unreadable node %s/%s ignored", self._paths[key], child)
+                    log.warning("unreadable node %s/%s ignored: %s", self._paths[key], child, exc)
             self._cond.notify_all()
         self._changed(key)
         return True

@@ -54,6 +54,21 @@ def test_a_slave_follows_the_master_of_a_new_epoch_cutting_its_log_where_the_epo
     assert c.memory.epoch == 2
 
 
+def test_an_unreadable_master_node_is_neither_followed_nor_claimed():
+    v = GroupView(me=1, master=MasterNode.unreadable(), members=(MemberNode(1, 100),))
+    for memory in (Memory(), Memory(epoch=1), Memory(vacant_since=1.0)):
+        c = run_cycle(v, memory, 10.0, SETTLE)
+        assert c.actions == ()
+        assert c.sentence == ("the master node cannot be read: waiting for its holder to "
+                              "rewrite it or for its session to end")
+        assert c.memory.vacant_since is None
+
+
+def test_a_master_seeing_an_unreadable_node_not_its_own_steps_down():
+    c = run_cycle(GroupView(me=0, master=MasterNode.unreadable()), MASTER_E1, 0.0, SETTLE)
+    assert c.actions == (StepDown("broker -1 holds the master node"),)
+
+
 def test_a_slave_already_following_that_epoch_does_nothing():
     c = run_cycle(view(master=(0, 1)), Memory(epoch=1), 0.0, SETTLE)
     assert c.actions == ()

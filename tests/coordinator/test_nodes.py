@@ -6,8 +6,10 @@ from duomq.coordinator.nodes import (
     MasterNode,
     MemberNode,
     NodeError,
+    RouteNode,
     SwitchoverNode,
 )
+from duomq.coordinator.topics import TopicConfig
 
 
 def test_nodes_read_back_what_they_write():
@@ -52,3 +54,39 @@ def test_a_malformed_node_is_refused_with_its_kind_and_field(parse, raw, message
     with pytest.raises(NodeError) as exc:
         parse(raw)
     assert str(exc.value) == message
+
+
+def test_a_route_reads_back_and_defaults_to_read_write():
+    r = RouteNode.from_bytes(b'{"group": "broker-a", "address": "tcp://h:1", "queues": 8, '
+                             b'"epoch": 3}')
+    assert (r.group, r.address, r.queues, r.perm, r.epoch) == ("broker-a", "tcp://h:1", 8, 6, 3)
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (b'{"group": "g", "address": "a", "queues": 30000000}',
+     "route node: 'queues' is 30000000, outside 1..1024"),
+    (b'{"group": "g", "address": "a", "queues": 0}', "route node: 'queues' is 0, outside 1..1024"),
+    (b'{"group": "g", "address": "a", "queues": "8"}', "route node: 'queues' is '8', not an integer"),
+    (b'{"group": "g", "queues": 8}', "route node: 'address' is missing"),
+    (b'{"group": "g", "address": "a", "queues": 8, "perm": 9}',
+     "route node: 'perm' is 9, outside 0..7"),
+])
+def test_a_malformed_route_is_refused(raw, message):
+    with pytest.raises(NodeError) as exc:
+        RouteNode.from_bytes(raw)
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (b'{"queues": {"broker-a": "x"}}', "queue count 'x' of group 'broker-a' is not 1..1024"),
+    (b'{"queues": {"broker-a": 30000000}}', "queue count 30000000 of group 'broker-a'"),
+    (b'{"queues": {"../x": 4}}', "'../x' is not a broker group name"),
+    (b'{"queues": [4]}', "'queues' is [4], not an object"),
+    (b'{"queues": {"g": 4}, "perm": "rw"}', "perm 'rw' or order False is invalid"),
+    (b"\xff", "topic node: data is not JSON"),
+])
+def test_a_malformed_topic_node_is_refused(raw, message):
+    with pytest.raises(NodeError, match=message.replace("[", r"\[").replace("]", r"\]")
+                       .replace(".", r"\.")):
+        TopicConfig.from_json("T", raw)
+    assert TopicConfig.from_json("T", b'{"queues": {"g": 4}}').queues == {"g": 4}

@@ -1,0 +1,99 @@
+"""Anyone who reaches ZooKeeper can write any node: garbage in one node kind
+never stops brokers from starting, electing and serving, nor clients from
+working. Each test writes garbage into one kind and checks the cluster goes on,
+with the node named in a broker's log."""
+
+import time
+
+import pytest
+
+from duomq.client import Message, Producer
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+from duomq.testing.harness import master_info, wait_for
+
+pytestmark = pytest.mark.integration
+
+def log_of(broker) -> str:
+    with open(broker.log_path) as f:
+        return f.read()
+
+
+PAIR = dict(zk_session_timeout_ms=4000, election_settle_ms=200)
+
+
+@pytest.fixture
+def paths(local_cluster):
+    return ZkPaths(local_cluster.cluster)
+
+
+def sends_ok(local_cluster, topic="Good", n=20):
+    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=5000) as p:
+        return all(p.send(Message(topic, b"m%d" % i)).ok for i in range(n))
+
+
+def test_a_garbage_topic_node_does_not_stop_brokers_from_starting(local_cluster, zk, paths):
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Good", queues=2)
+    zk.create(paths.topic("Bad"), b'{"queues": {"broker-a": "x"}}', makepath=True)
+    zk.create(paths.topic("Worse"), b"\xff not json", makepath=True)
+    b = local_cluster.brokers[0]
+    b.stop()
+    b.start()                                               # starts with both nodes there
+    assert sends_ok(local_cluster)
+    log = log_of(b)
+    assert f"ignoring topic node {paths.topic('Bad')}: topic node Bad: queue count 'x'" in log
+    assert f"ignoring topic node {paths.topic('Worse')}: topic node: data is not JSON" in log
+    assert not zk.exists(paths.topic_routes("Bad") + "/broker-a")
+
+
+def test_a_route_claiming_30_million_queues_is_ignored_by_clients(local_cluster, zk, paths):
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Good", queues=2)
+    zk.create(paths.route("Good", "broker-z"),
+              b'{"group": "broker-z", "address": "tcp://127.0.0.1:9", "queues": 30000000}')
+    t0 = time.monotonic()
+    assert sends_ok(local_cluster)
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_garbage_isr_node_does_not_stop_a_failover(local_cluster, zk, paths):
+    old = local_cluster.add_broker("broker-a", 0, **PAIR)
+    new = local_cluster.add_broker("broker-a", 1, **PAIR)
+    local_cluster.create_topic("Good", queues=2)
+    assert sends_ok(local_cluster)
+    old.stop()                   # its controller would repair the node: it is gone first
+    zk.set(paths.isr("broker-a"), b'{"epoch": 1, "master": 0, "members": [1, "x"]}')
+    wait_for(lambda: master_info(local_cluster.zookeeper, local_cluster.cluster)
+             .get("broker_id") == 1, what="broker 1 to take over")
+    assert sends_ok(local_cluster)
+    assert "unreadable znode " + paths.isr("broker-a") in log_of(new)
+
+
+def test_the_master_repairs_its_own_node_and_the_isr(local_cluster, zk, paths):
+    master = local_cluster.add_broker("broker-a", 0, **PAIR)
+    slave = local_cluster.add_broker("broker-a", 1, **PAIR)
+    local_cluster.create_topic("Good", queues=2)
+    zk.set(paths.master("broker-a"), b"garbage")
+    zk.set(paths.isr("broker-a"), b'{"members": "all"}')
+    zk.create(paths.switchover("broker-a"), b"[1, 2]")
+    zk.create(paths.epoch("broker-a", 7) , b"{")
+    wait_for(lambda: master_info(local_cluster.zookeeper, local_cluster.cluster)
+             .get("broker_id") == 0, what="the master to rewrite its node")
+    wait_for(lambda: zkutil.loads(zk.get(paths.isr("broker-a"))[0]).get("members") in ([0], [0, 1]),
+             what="the master to rewrite the ISR")
+    assert sends_ok(local_cluster)
+    log = log_of(master)
+    assert f"unreadable znode {paths.master('broker-a')}" in log and "rewritten" in log
+    assert master.alive() and slave.alive()
+    # a slave reads the switchover and epoch garbage without stalling: it still follows
+    slog = log_of(slave)
+    assert f"unreadable znode {paths.switchover('broker-a')}" in slog or \
+        f"unreadable znode {paths.switchover('broker-a')}" in log
+
+
+def test_a_garbage_member_node_is_ignored(local_cluster, zk, paths):
+    local_cluster.add_broker("broker-a", 0, **PAIR)
+    local_cluster.create_topic("Good", queues=2)
+    zk.create(paths.member("broker-a", 5), b'{"max_offset": "lots"}', ephemeral=True)
+    assert sends_ok(local_cluster)
