@@ -68,8 +68,9 @@ class CommitLog:
         ``bounds[i]`` is record i's start in ``buf``, ``bounds[-1]`` its end."""
         view = memoryview(buf)
         last = len(plan) - 1
-        for k, (base, i, j) in enumerate(plan):
-            seg = self.mfq.ensure(base)
+        # every segment first: a full disk fails here, before a byte is written
+        segs = [self.mfq.find(base) or self.mfq.create(base) for base, _i, _j in plan]
+        for k, ((_base, i, j), seg) in enumerate(zip(plan, segs, strict=True)):
             if i < j:
                 chunk = view[bounds[i]:bounds[j]]
                 seg.write(chunk, seg.wrote)

@@ -57,6 +57,22 @@ class ConsumeQueue:
         self._write(data, queue_offset * UNIT)
         self.max_offset = queue_offset + len(data) // UNIT
 
+    def reserve(self, queue_offset: int, count: int) -> None:
+        """Create the segments that entries ``[queue_offset, +count)`` need,
+        before the records they point to are written: on a full disk the
+        write fails with nothing stored, never with records and no entries."""
+        mfq = self.mfq
+        last_byte = (queue_offset + count) * UNIT - 1
+        while mfq.find(last_byte) is None:
+            last = mfq.last()
+            if last is None:
+                first = queue_offset * UNIT
+                mfq.create(first - first % mfq.segment_size)
+            elif last.end <= last_byte:
+                mfq.create(last.end)
+            else:
+                break                        # below the first segment: nothing to create
+
     def put_entry(self, queue_offset: int, phys: int, size: int, tag_hash: int) -> None:
         """Write one entry in place (recovery); extends max_offset if needed."""
         self._write(CQ_UNIT.pack(phys, size, tag_hash), queue_offset * UNIT)

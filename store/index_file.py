@@ -24,7 +24,7 @@ import struct
 
 import numpy as np
 
-from duomq.store.segment import pwrite_all
+from duomq.store.segment import preallocate, pwrite_all
 
 HEADER = struct.Struct("<qqqqII")
 ENTRY = struct.Struct("<IqiI")
@@ -48,18 +48,23 @@ class IndexFile:
         self.slot_count = slot_count
         self.max_entries = max_entries
         size = file_size(slot_count, max_entries)
+        created = not os.path.exists(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             have = os.fstat(fd).st_size
             if have == 0:
                 os.ftruncate(fd, size)           # sparse: no disk until written ...
-                os.posix_fallocate(fd, 0, HEADER_SIZE + slot_count * SLOT.size)  # ... but these
             elif have != size:
                 raise ValueError(f"index file {path} has size {have}, expected {size}: were "
                                  f"index_slot_count or index_max_entries changed?")
+            # ... but the header and slots, written through the mapping, always
+            # (at every open: a file left sparse by a full disk is completed or refused)
+            preallocate(fd, path, HEADER_SIZE + slot_count * SLOT.size)
             self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
+            if created:
+                os.unlink(path)
             raise
         self.fd = fd
         self._entries_at = HEADER_SIZE + slot_count * SLOT.size

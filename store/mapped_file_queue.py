@@ -80,8 +80,9 @@ class MappedFileQueue:
             return self.create(base)
         last = self.segments[-1]
         while last.end <= offset:
+            nxt = self.create(last.end)      # may fail (a full disk): ``last`` is unchanged
             last.wrote = last.size
-            last = self.create(last.end)
+            last = nxt
         return last
 
     # ------------------------------------------------------------ shrink

@@ -167,6 +167,9 @@ class MessageStore:
             patch(buf, start + at, queue_id, qo, phys, born, now)
         flat = [0] * (3 * count)   # [phys, size, tag hash] per entry, interleaved in C
         flat[0::3], flat[1::3], flat[2::3] = offsets, sizes, hashes
+        last_cq = cq.mfq.last()
+        if last_cq is None or (qoff + count) * CQ_UNIT.size > last_cq.end:
+            cq.reserve(qoff, count)            # a full disk fails here, with nothing written
         self.commitlog.write(buf, bounds, plan)
         cq.append(pack_entries(flat, count), qoff)
         if keyed:

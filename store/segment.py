@@ -23,6 +23,18 @@ def pwrite_all(fd: int, data, pos: int) -> None:
         pos += n
 
 
+def preallocate(fd: int, path: str, size: int) -> None:
+    """Reserve ``[0, size)`` of the file on disk (a no-op where it already is:
+    an existing file from a version that left holes gets them filled, or is
+    refused)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        code = exc.errno or 0
+        raise OSError(code, f"cannot preallocate {size} bytes for {path}: "
+                            f"{os.strerror(code)}") from None
+
+
 class Segment:
     __slots__ = ("path", "base", "size", "fd", "mm", "wrote", "flushed")
 
@@ -37,19 +49,23 @@ class Segment:
 
     @classmethod
     def open(cls, path: str, base: int, size: int) -> Segment:
-        """Open or create ``path``; a new file is preallocated to ``size``
-        (fallocate: the space is reserved, reads of unwritten parts give zeros)."""
-        exists = os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        """Open or create ``path``, preallocated to ``size`` (fallocate: the
+        space is reserved, reads of unwritten parts give zeros). Space that
+        cannot be reserved is an ``OSError`` (ENOSPC) naming the file, and a
+        file this call created is removed: a sparse segment would fault with
+        SIGBUS when a full disk cannot back a page of its mapping."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644) \
+            if not os.path.exists(path) else None
+        created = fd is not None
+        if fd is None:
+            fd = os.open(path, os.O_RDWR, 0o644)
         try:
-            if not exists or os.fstat(fd).st_size < size:
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError:
-                    os.ftruncate(fd, size)
+            preallocate(fd, path, size)
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
         except BaseException:
             os.close(fd)
+            if created:
+                os.unlink(path)
             raise
         return cls(path, base, size, fd, mm)
 
