@@ -12,9 +12,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-import zmq
-
 from duomq.broker.core import BrokerCore
+from duomq.broker.outbox import Outbox
 from duomq.broker.processors import Answer, Handler, Request
 from duomq.common.errors import REJECTED, DuomqError, answer_for
 from duomq.format.record import RecordError
@@ -32,10 +31,10 @@ class RequestStats:
 
 
 class Dispatcher:
-    def __init__(self, core: BrokerCore, socket: zmq.Socket, handlers: dict[int, Handler],
+    def __init__(self, core: BrokerCore, outbox: Outbox, handlers: dict[int, Handler],
                  before_answer: Callable[[Request, Answer], None] | None = None):
         self.core = core
-        self.socket = socket
+        self.outbox = outbox
         self.handlers = handlers
         self.before_answer = before_answer   # the loop's hook, run before an answer leaves
         self.stats = RequestStats()
@@ -43,6 +42,8 @@ class Dispatcher:
     def dispatch(self, parts: list[bytes]) -> None:
         """Serve one ROUTER message."""
         identity = parts[0]
+        if not self.outbox.accepts(identity):   # muted: it does not read its answers
+            return None
         if len(parts) != 2:
             self.core.state.bad_requests += 1
             self.reply(identity, 0, 0, pb.BAD_REQUEST,
@@ -88,9 +89,5 @@ class Dispatcher:
 
     def reply(self, identity: bytes, request_id: int, type_: int, status: int, error: str,
               message) -> None:
-        try:
-            self.socket.send_multipart(
-                [identity, codec.encode_response(request_id, type_, status, error, message)],
-                zmq.NOBLOCK)
-        except zmq.ZMQError:
-            log.debug("client %s gone; answer dropped", identity.hex())
+        self.outbox.send(identity, codec.encode_response(request_id, type_, status, error, message),
+                         time.monotonic())

@@ -37,6 +37,9 @@ from duomq.store.residency import window_residency
 
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
 QUERY_MAX_NUM = 64            # ... and at most
+MAX_CLIENT_ID_CHARS = 255     # a client id (ours: host@pid@uuid8)
+MAX_GROUPS_PER_CLIENT = 1024  # producer and consumer groups one heartbeat names
+MAX_CLIENTS = 100_000         # clients one broker tracks (forgotten after 120 s of silence)
 
 
 class Request(NamedTuple):
@@ -164,9 +167,9 @@ def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
             pb.PullResponse(next_offset=got.next_offset, min_offset=got.min_offset,
                             max_offset=got.max_offset)
     wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
-    if wait_ms > 0 and not held:
-        b.pull_hold.hold(req.topic, req.queue_id,
-                         HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000))
+    if wait_ms > 0 and not held and b.pull_hold.hold(
+            req.topic, req.queue_id,
+            HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000)):
         return None
     return PullStatus.NO_NEW_MESSAGE.wire, "", pb.PullResponse(
         next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset)
@@ -224,12 +227,20 @@ def query_offset(b: BrokerCore, r: Request) -> Answer:
 def commit_offset(b: BrokerCore, r: Request) -> Answer:
     req: pb.CommitOffsetRequest = r.message
     _master_only(b)                # offsets live on the master; slaves only copy them
-    validate_name("consumer group", req.consumer_group, allow_system=True)
-    for q in req.offsets:
+    group = validate_name("consumer group", req.consumer_group, allow_system=True)
+    for q in req.offsets:          # only queues this group hosts: the table stays bounded
+        queues = _hosted(b, q.topic)
+        if not 0 <= q.queue_id < queues:
+            raise BadRequestError(f"queue {q.queue_id} of topic {q.topic!r} does not exist "
+                                  f"(this group hosts queues 0..{queues - 1})")
         if q.offset < 0:
             raise BadRequestError(f"offset {q.offset} for {q.topic}#{q.queue_id} is negative")
+    if not b.offsets.has_group(group) and b.offsets.groups() >= b.config.max_consumer_groups:
+        raise BadRequestError(f"broker group {b.config.group!r} already keeps offsets of "
+                              f"max_consumer_groups ({b.config.max_consumer_groups}) consumer "
+                              f"groups: {group!r} is refused")
     for q in req.offsets:
-        b.offsets.commit(req.consumer_group, q.topic, q.queue_id, q.offset)
+        b.offsets.commit(group, q.topic, q.queue_id, q.offset)
     return pb.OK, "", pb.CommitOffsetResponse()
 
 
@@ -298,7 +309,7 @@ def query_by_key(b: BrokerCore, r: Request) -> Answer:
 def lock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
     _master_only(b)                # locks live on the master
-    _check_lock_request(req)
+    _check_lock_request(b, req)
     got = b.queue_locks.lock(req.consumer_group, req.client_id,
                              [(q.topic, q.queue_id) for q in req.queues], time.monotonic())
     resp = pb.LockQueuesResponse()
@@ -310,22 +321,42 @@ def lock_queues(b: BrokerCore, r: Request) -> Answer:
 def unlock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
     _master_only(b)
-    _check_lock_request(req)
+    _check_lock_request(b, req)
     b.queue_locks.unlock(req.consumer_group, req.client_id,
                          [(q.topic, q.queue_id) for q in req.queues])
     return pb.OK, "", pb.LockQueuesResponse()
 
 
-def _check_lock_request(req: pb.LockQueuesRequest) -> None:
+def _check_lock_request(b: BrokerCore, req: pb.LockQueuesRequest) -> None:
     validate_name("consumer group", req.consumer_group, allow_system=True)
     if not req.client_id:
         raise BadRequestError("a lock request names its client")
+    _check_client_id(req.client_id)
+    for q in req.queues:
+        if not 0 <= q.queue_id < _hosted(b, q.topic):
+            raise BadRequestError(f"queue {q.queue_id} of topic {q.topic!r} does not exist")
+
+
+def _check_client_id(client_id: str) -> None:
+    if len(client_id) > MAX_CLIENT_ID_CHARS:
+        raise BadRequestError(f"a client id has at most {MAX_CLIENT_ID_CHARS} characters, got "
+                              f"{len(client_id)}")
 
 
 # ------------------------------------------------------------ heartbeat, status
 def heartbeat(b: BrokerCore, r: Request) -> Answer:
     req: pb.HeartbeatRequest = r.message
-    b.clients[req.client_id or r.identity.hex()] = (
+    client_id = req.client_id or r.identity.hex()
+    _check_client_id(client_id)
+    if len(req.producer_groups) + len(req.consumer_groups) > MAX_GROUPS_PER_CLIENT:
+        raise BadRequestError(f"a client belongs to at most {MAX_GROUPS_PER_CLIENT} groups")
+    for g in req.producer_groups:
+        validate_name("producer group", g)
+    for g in req.consumer_groups:
+        validate_name("consumer group", g, allow_system=True)
+    if client_id not in b.clients and len(b.clients) >= MAX_CLIENTS:
+        raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
+    b.clients[client_id] = (
         time.monotonic(), list(req.producer_groups), list(req.consumer_groups))
     return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
                                            broker_id=b.config.broker_id, role=b.state.role)

@@ -28,6 +28,7 @@ import zmq
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import Dispatcher
 from duomq.broker.news import LoopNotifier, read_notes
+from duomq.broker.outbox import PIPE_MESSAGES, Outbox
 from duomq.broker.processors import HANDLERS, Request, pull_held
 from duomq.broker.state import MASTER, SLAVE
 from duomq.common.config import BrokerConfig
@@ -48,6 +49,11 @@ HOUSEKEEPING_S = 0.05
 SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
 MEMBER_INFO_INTERVAL_S = 1.0  # refresh of this broker's member node
+CLIENT_RCVHWM = 64           # requests ZeroMQ queues per client before TCP pushes back
+HA_HWM = 16                  # messages queued per replication link, each way: at most 16
+                             # chunks of ha_transfer_batch_bytes wait for a slave that
+                             # does not read
+HA_MAX_FRAME_BYTES = 64 * 1024  # slaves send only reports
 
 
 class Broker(BrokerCore):
@@ -56,14 +62,23 @@ class Broker(BrokerCore):
     def __init__(self, config: BrokerConfig):
         super().__init__(config)
         self.ctx = zmq.Context()
-        self.router = self._socket(zmq.ROUTER)
-        self.ha_router = self._socket(zmq.ROUTER)
+        # memory per peer is bounded on both ports: frames by MAXMSGSIZE, what
+        # ZeroMQ queues by the high-water marks (in messages), answers a client
+        # does not read by the outbox (in bytes), log bytes in flight to a slave
+        # by ha_window_bytes
+        self.router = self._socket(zmq.ROUTER, rcvhwm=CLIENT_RCVHWM, sndhwm=PIPE_MESSAGES,
+                                   max_frame=config.max_frame_bytes)
+        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)      # a full pipe raises: the outbox
+        self.ha_router = self._socket(zmq.ROUTER, rcvhwm=HA_HWM, sndhwm=HA_HWM,
+                                      max_frame=HA_MAX_FRAME_BYTES)
         self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
         self.notify_pull = self._socket(zmq.PULL)
         endpoint = f"inproc://news-{id(self)}"
         self.notify_pull.bind(endpoint)
         self.notifier = LoopNotifier(self.ctx, endpoint)
-        self.dispatcher = Dispatcher(self, self.router, HANDLERS, self._before_answer)
+        self.outbox = Outbox(self.router, config.max_queued_bytes_per_client,
+                             config.client_mute_ms / 1000)
+        self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
         self.zk = None
         self.controller: HaController | None = None
         self._stopping = False
@@ -73,11 +88,13 @@ class Broker(BrokerCore):
         self._next_scan = 0.0
 
     # ------------------------------------------------------------ lifecycle
-    def _socket(self, kind) -> zmq.Socket:
+    def _socket(self, kind, rcvhwm: int = 100_000, sndhwm: int = 100_000,
+                max_frame: int = -1) -> zmq.Socket:
         sock = self.ctx.socket(kind)
         sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVHWM, 100_000)
-        sock.setsockopt(zmq.SNDHWM, 100_000)
+        sock.setsockopt(zmq.RCVHWM, rcvhwm)
+        sock.setsockopt(zmq.SNDHWM, sndhwm)
+        sock.setsockopt(zmq.MAXMSGSIZE, max_frame)
         return sock
 
     def _bind(self, sock, port: int, setting: str) -> int:
@@ -164,8 +181,11 @@ class Broker(BrokerCore):
             poller.register(sock, zmq.POLLIN)
         st = self.state
         try:
+            outbox = self.outbox
             while not self._stopping:
-                events = dict(poller.poll(int(HOUSEKEEPING_S * 1000)))
+                events = dict(poller.poll(1 if outbox.waiting else int(HOUSEKEEPING_S * 1000)))
+                if outbox.waiting:
+                    outbox.flush()
                 if notify in events:
                     self._drain_notifications()
                 if ha_router in events:
@@ -382,6 +402,9 @@ class Broker(BrokerCore):
         self._next_scan = now + HOUSEKEEPING_S
         if self.pull_hold.held:
             self._answer_pulls(self.pull_hold.take_expired(now))
+        for identity in self.outbox.expire(now):
+            n = self.pull_hold.forget(identity)
+            log.info("forgot muted client %s (%d held pulls dropped)", identity.hex(), n)
         if self.ha is not None:
             self.ha.housekeeping(now)
             if self.controller is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from duomq.client.base import ClientBase
 from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
-from duomq.common.config import ProducerConfig
+from duomq.common.config import FRAME_ENVELOPE_BYTES, ProducerConfig
 from duomq.common.delay import SCHEDULING
 from duomq.common.errors import (
     ConfigError,
@@ -186,10 +186,10 @@ class Producer(ClientBase):
         while True:
             mq = None
             try:
-                mq, address, timeout_s = self._target(topic, msgs, sharding_key, selector, arg,
-                                                      queue, att)
+                mq, address, timeout_s, limit = self._target(topic, msgs, sharding_key, selector,
+                                                             arg, queue, att)
                 raw = self.remoting.call(address, pb.SEND,
-                                         self._request(topic, mq, msgs, encoded), timeout_s)
+                                         self._request(topic, mq, msgs, encoded, limit), timeout_s)
                 result = att.judge(*raw, mq)
             except Exception as exc:
                 if att.retry_after_error(exc, mq):
@@ -232,10 +232,11 @@ class Producer(ClientBase):
                                    self.config.max_message_bytes)
 
     def _target(self, topic, msgs, sharding_key, selector, arg, queue, att):
-        """One attempt's (queue, broker address, timeout), all from one route
-        snapshot: the queue chosen (given, by selector, by key, or round robin
-        away from failed groups), its master's address, and the broker's
-        longest ack wait plus the attempt grace."""
+        """One attempt's (queue, broker address, timeout, frame limit), all from
+        one route snapshot: the queue chosen (given, by selector, by key, or
+        round robin away from failed groups), its master's address, the
+        broker's longest ack wait plus the attempt grace, and the largest
+        request frame it reads (0: not published)."""
         route = self.route(topic)
         for g in route.groups.values():
             key = (g.group, g.info.get("max_ack_wait_ms"))
@@ -256,10 +257,17 @@ class Producer(ClientBase):
         served = route.groups.get(mq.broker_group)
         if served is None:
             raise NoRouteError(f"broker group {mq.broker_group!r} is not serving {topic!r}")
-        return mq, served.address, att.attempt_s(int(served.info.get("max_ack_wait_ms", 0)) / 1000)
+        return (mq, served.address,
+                att.attempt_s(int(served.info.get("max_ack_wait_ms", 0)) / 1000),
+                int(served.info.get("max_frame_bytes", 0)))
 
-    def _request(self, topic, mq, msgs, encoded) -> pb.SendRequest:
+    def _request(self, topic, mq, msgs, encoded, limit: int) -> pb.SendRequest:
         data, scheduled = encoded      # scheduled: the broker holds the delayed ones
+        if limit and len(data) + FRAME_ENVELOPE_BYTES > limit:
+            raise MessageTooLargeError(
+                f"a batch of {len(msgs)} messages is {len(data)} bytes: broker group "
+                f"{mq.broker_group!r} reads requests of at most {limit} bytes "
+                f"(max_frame_bytes); send fewer at once")
         return pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs), records=data,
                               producer_group=self.config.group, scheduled=scheduled)
 
@@ -285,10 +293,11 @@ class Producer(ClientBase):
         def attempt():
             mq = None
             try:
-                mq, address, timeout_s = self._target(topic, msgs, sharding_key, selector, arg,
-                                                      queue, att)
+                mq, address, timeout_s, limit = self._target(topic, msgs, sharding_key, selector,
+                                                             arg, queue, att)
                 inner = self.remoting.request(address, pb.SEND,
-                                              self._request(topic, mq, msgs, encoded), timeout_s)
+                                              self._request(topic, mq, msgs, encoded, limit),
+                                              timeout_s)
             except Exception as exc:
                 return failed(exc, mq)
             inner.add_done_callback(lambda f: finished(f, mq))

@@ -49,6 +49,7 @@ def _enum(cls, value, name):
         raise ConfigError(f"{name}: {value!r} is not one of {allowed}") from None
 
 
+FRAME_ENVELOPE_BYTES = 64 * KIB            # a request's framing around its records
 ANY_HOSTS = ("0.0.0.0", "::", "*")        # listen_host values that bind every interface
 ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.allocate
 
@@ -114,6 +115,15 @@ class BrokerConfig:
     max_pull_messages: int = 1024            # most records one pull answer carries
     max_pull_bytes: int = 4 * MIB            # most bytes one pull answer carries
     offset_persist_interval_ms: int = 5000   # persist consumer offsets this often
+    # --- limits per peer (a client that does not read, or sends garbage)
+    max_frame_bytes: int = 16 * MIB          # largest request frame on the client port (a
+                                             # larger one closes the connection: ZeroMQ's
+                                             # MAXMSGSIZE); producers split or refuse below it
+    max_queued_bytes_per_client: int = 64 * MIB  # answers waiting for a client that does not
+                                             # read; past it the client is muted
+    client_mute_ms: int = 30_000             # a muted client's requests are dropped this long,
+                                             # then it is forgotten
+    max_consumer_groups: int = 10_000        # groups with committed offsets on this broker
     # --- delays, retries
     message_delay_level: str = DEFAULT_LEVELS  # delay levels 1..N (RocketMQ's 18 by default)
 
@@ -159,6 +169,15 @@ class BrokerConfig:
             raise ConfigError(
                 f"max_pull_bytes ({self.max_pull_bytes}) must be >= max_message_bytes "
                 f"({self.max_message_bytes}), or the largest message could never be pulled")
+        if self.max_frame_bytes < self.max_message_bytes + FRAME_ENVELOPE_BYTES:
+            raise ConfigError(f"max_frame_bytes ({self.max_frame_bytes}) must be at least "
+                              f"max_message_bytes ({self.max_message_bytes}) plus "
+                              f"{FRAME_ENVELOPE_BYTES} bytes of request envelope")
+        if self.max_queued_bytes_per_client < self.max_pull_bytes:
+            raise ConfigError(f"max_queued_bytes_per_client ({self.max_queued_bytes_per_client}) "
+                              f"must be >= max_pull_bytes ({self.max_pull_bytes}), or one "
+                              f"pull answer could mute a client")
+        _positive(self, "client_mute_ms", "max_consumer_groups")
         if self.flush_thorough_interval_ms < self.flush_interval_ms:
             raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
         if self.listen_host in ANY_HOSTS and not self.advertised_host:

@@ -175,7 +175,8 @@ class BrokerRegistry:
         data = encode({"group": self.config.group, "address": self.config.address,
                        "broker_id": self.config.broker_id, "epoch": self.routes_epoch,
                        "queues": queues, "perm": cfg.perm,
-                       "max_ack_wait_ms": self.config.max_ack_wait_ms})
+                       "max_ack_wait_ms": self.config.max_ack_wait_ms,
+                       "max_frame_bytes": self.config.max_frame_bytes})
         try:
             self.zk.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:

@@ -20,6 +20,13 @@ class ConsumerOffsetManager:
         self.version = 0                                       # rises with every change
         self._lock = threading.Lock()
         self._dirty = False
+        self._groups: dict[str, int] = {}     # group -> keys it has
+
+    def has_group(self, group: str) -> bool:
+        return group in self._groups
+
+    def groups(self) -> int:
+        return len(self._groups)
 
     def load(self) -> None:
         """Read the file; a damaged one is refused with a ``ConfigError`` that
@@ -40,13 +47,19 @@ class ConsumerOffsetManager:
                 f"{exc}): restore it, or move it aside to start with no committed "
                 f"offsets") from None
         with self._lock:
-            self._offsets.update(offsets)
+            for key, off in offsets.items():
+                self._put(key, off)
+
+    def _put(self, key: tuple[str, str, int], offset: int) -> None:
+        if key not in self._offsets:
+            self._groups[key[0]] = self._groups.get(key[0], 0) + 1
+        self._offsets[key] = offset
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         key = (group, topic, queue_id)
         with self._lock:
             if self._offsets.get(key) != offset:
-                self._offsets[key] = offset
+                self._put(key, offset)
                 self.version += 1
                 self._versions[key] = self.version
                 self._dirty = True

@@ -17,15 +17,34 @@ class HeldPull:
     deadline: float          # monotonic seconds
 
 
+MAX_HELD_PER_CLIENT = 10_000   # a client holding more is answered at once (no new message)
+
+
 class PullRequestHoldService:
     def __init__(self):
         self.held: dict[tuple[str, int], list[HeldPull]] = {}
+        self.per_client: dict[bytes, int] = {}     # identity -> pulls held for it
 
     def __len__(self):
         return sum(len(v) for v in self.held.values())
 
-    def hold(self, topic: str, queue_id: int, pull: HeldPull) -> None:
+    def hold(self, topic: str, queue_id: int, pull: HeldPull) -> bool:
+        """Hold ``pull``; False (not held) when its client holds too many."""
+        n = self.per_client.get(pull.identity, 0)
+        if n >= MAX_HELD_PER_CLIENT:
+            return False
+        self.per_client[pull.identity] = n + 1
         self.held.setdefault((topic, queue_id), []).append(pull)
+        return True
+
+    def _released(self, pulls: list[HeldPull]) -> None:
+        counts = self.per_client
+        for p in pulls:
+            n = counts[p.identity] - 1
+            if n:
+                counts[p.identity] = n
+            else:
+                del counts[p.identity]
 
     def take_ready(self, visible_max) -> list[HeldPull]:
         """Remove and return pulls whose queue now has a message at or past
@@ -42,7 +61,23 @@ class PullRequestHoldService:
                 self.held[key] = keep
             else:
                 del self.held[key]
+        self._released(ready)
         return ready
+
+    def forget(self, identity: bytes) -> int:
+        """Drop every pull held for ``identity`` (a client that went or was
+        muted); returns how many."""
+        dropped = 0
+        for key in list(self.held):
+            pulls = self.held[key]
+            keep = [p for p in pulls if p.identity != identity]
+            dropped += len(pulls) - len(keep)
+            if keep:
+                self.held[key] = keep
+            else:
+                del self.held[key]
+        self.per_client.pop(identity, None)
+        return dropped
 
     def take_expired(self, now: float) -> list[HeldPull]:
         expired: list[HeldPull] = []
@@ -55,5 +90,6 @@ class PullRequestHoldService:
                     self.held[key] = keep
                 else:
                     del self.held[key]
+        self._released(expired)
         return expired
 

@@ -13,6 +13,7 @@ from duomq.proto import PROTOCOL_VERSION, codec, pb
 from duomq.replication.protocol import HaState, confirmed_offset, in_sync, next_state
 
 log = logging.getLogger(__name__)
+MAX_LINKS = 8             # replication links one master keeps (a group has a few slaves)
 
 
 @dataclass
@@ -54,6 +55,10 @@ class HAService:
             return False
         link = self.links.get(identity)
         if link is None:
+            if len(self.links) >= MAX_LINKS:
+                log.warning("replication report from %s refused: %d links already", identity.hex(),
+                            len(self.links))
+                return False
             link = self.links[identity] = HAConnection(identity)
         before = link.acked_offset
         link.broker_id, link.address = report.broker_id, report.address
@@ -64,12 +69,15 @@ class HAService:
             # (an old master rejoining); nothing is sent until it does
             log.warning("slave %d reports %d past our end %d", report.broker_id,
                         report.max_offset, end)
+        reported = max(0, min(report.max_offset, end))
         if link.state in (HaState.READY, HaState.SUSPEND) or report.resync:
-            link.sent_offset = report.max_offset       # (re)start where the slave is
+            link.sent_offset = reported                # (re)start where the slave is
             link.offsets_version = 0                   # and send every consumer offset again
-        link.sent_offset = max(link.sent_offset, report.max_offset)
+        link.sent_offset = max(link.sent_offset, reported)
         link.max_offset = report.max_offset
-        link.acked_offset = report.acked_offset
+        # a slave holds at most what it was sent: a claim past that (a bug, or
+        # a peer that is no slave) neither confirms writes nor opens the window
+        link.acked_offset = max(0, min(report.acked_offset, link.sent_offset))
         link.state = next_state(link.state, "report")
         return link.acked_offset != before
 

@@ -1,0 +1,70 @@
+"""Answers to a client that does not read are bounded in bytes: its pipe holds
+a few, the outbox the rest up to a limit, then it is muted and later forgotten.
+Real ZeroMQ sockets over TCP."""
+
+import time
+
+import pytest
+import zmq
+
+from duomq.broker.outbox import PIPE_MESSAGES, Outbox
+
+
+@pytest.fixture
+def pair():
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    router.setsockopt(zmq.SNDHWM, PIPE_MESSAGES)
+    router.setsockopt(zmq.SNDBUF, 65536)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.RCVHWM, 1)
+    dealer.setsockopt(zmq.RCVBUF, 65536)
+    dealer.connect(f"tcp://127.0.0.1:{port}")
+    dealer.send(b"hello")
+    assert router.poll(2000)
+    identity, _ = router.recv_multipart()
+    yield router, dealer, identity
+    for s in (router, dealer):
+        s.close(0)
+    ctx.term()
+
+
+def test_a_peer_that_does_not_read_is_muted_and_its_answers_freed(pair):
+    router, dealer, identity = pair
+    box = Outbox(router, limit_bytes=4 << 20, mute_s=0.2)
+    answer = bytes(256 << 10)
+    for _ in range(200):                       # 50 MiB of answers nobody reads
+        box.send(identity, answer, time.monotonic())
+        if identity in box.muted:
+            break
+    assert identity in box.muted and identity not in box.waiting and box.mutes == 1
+    assert not box.accepts(identity) and box.dropped_requests == 1
+    assert box.expire(time.monotonic()) == []
+    time.sleep(0.25)
+    assert box.expire(time.monotonic()) == [identity]
+    assert box.accepts(identity)
+
+
+def test_a_reading_peer_gets_every_answer_in_order(pair):
+    router, dealer, identity = pair
+    box = Outbox(router, limit_bytes=64 << 20, mute_s=1.0)
+    n = 300
+    for i in range(n):                         # a burst past the pipe's 16 messages
+        box.send(identity, i.to_bytes(4, "big") + bytes(64 << 10), time.monotonic())
+    assert box.waiting                         # some had to wait for room
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < n and time.monotonic() < deadline:
+        box.flush()
+        while dealer.poll(1):
+            got.append(int.from_bytes(dealer.recv()[:4], "big"))
+    assert got == list(range(n)) and not box.waiting and not box.muted
+
+
+def test_an_answer_for_a_peer_that_is_gone_is_dropped(pair):
+    router, _dealer, _identity = pair
+    box = Outbox(router, limit_bytes=1 << 20, mute_s=1.0)
+    box.send(b"\x00nobody", b"answer", time.monotonic())
+    assert not box.waiting and not box.muted
