@@ -85,12 +85,13 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     """The records of a batch of messages of ``topic``, concatenated, and
     whether one of them asks for a delay (pure). The producer's hot path: a
     message without properties is packed inline (a plain one from its size,
-    CRC and body length around a header middle shared by the batch); the
+    payload CRC and body length around a header middle shared by the batch); the
     others go through ``record.encode_record``."""
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt
-    pack, body_crc, magic = rec.HEADER.pack, rec.body_crc, rec.RECORD_MAGIC
+    pack, crc, magic = rec.HEADER.pack, rec.payload_crc, rec.RECORD_MAGIC
+    topic_crc = crc(topic_b)       # a payload starts with the topic: its CRC goes on from here
     lead, middle = rec.LEAD.pack, rec.plain_header_middle(born_ts_ms, host, lt)
     tails: dict[int, bytes] = {}   # body length -> its 4 bytes and the topic that follows
     parts: list[bytes] = []
@@ -116,8 +117,8 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
             if lg > 0xFFFF or lk > 0xFFFF:
                 raise rec.RecordError("tags and keys are limited to 65535 bytes each")
             size = plain_size + lg + lk + lb
-            append(pack(size, magic, body_crc(body), 0, 0, 0, born_ts_ms, 0, host, 0, lt, lg, lk, 0,
-                        lb))
+            append(pack(size, magic, crc(body, crc(keys, crc(tags, topic_crc))), 0, 0, 0,
+                        born_ts_ms, 0, host, 0, lt, lg, lk, 0, lb))
             append(topic_b)
             append(tags)
             append(keys)
@@ -128,7 +129,7 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
             tail = tails.get(lb)
             if tail is None:
                 tail = tails[lb] = rec.BODY_LEN.pack(lb) + topic_b
-            append(lead(size, magic, body_crc(body)))
+            append(lead(size, magic, crc(body, topic_crc)))
             append(middle)
             append(tail)
             r = body

@@ -146,13 +146,14 @@ def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
     unpack = rec.HEADER.unpack_from
     HS, RM, props_of, host_of = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.decode_properties, \
         rec.format_host
+    RM2 = rec.RECORD_MAGIC_V2          # a log written before format 3
     mv = memoryview(buf)
     pos, end = 0, len(buf)
     topics: dict[bytes, str] = {}
     while pos < end:
         (size, magic, _crc, qid, qoff, phys, born, stored, host, flags,
          lt, lg, lk, lp, lb) = unpack(buf, pos)
-        if magic != RM:
+        if magic != RM and magic != RM2:
             raise rec.RecordError(f"bad magic in pulled data at {pos}")
         p = pos + HS
         traw = bytes(mv[p:p + lt])

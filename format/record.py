@@ -5,7 +5,7 @@ Every field big-endian. One record::
     offset size field
     0      4    total_size     whole record, this field included
     4      4    magic          RECORD_MAGIC, or BLANK_MAGIC for an end-of-segment filler
-    8      4    body_crc       CRC-32C (Castagnoli) of the body
+    8      4    crc            CRC-32C (Castagnoli): see "Checksums" below
     12     4    queue_id
     16     8    queue_offset   index of the record's consume-queue entry
     24     8    physical_offset  commit-log offset of this record
@@ -18,21 +18,26 @@ Every field big-endian. One record::
     64     2    keys_len
     66     4    props_len
     70     4    body_len
-    74     -    topic, tags, keys, properties, body (in that order)
+    74     -    topic, tags, keys, properties, body (in that order): the payload
 
 ``total_size == 74 + topic_len + tags_len + keys_len + props_len + body_len``.
 Properties are ``name 0x01 value 0x02`` pairs (RocketMQ's encoding).
 
-The producer encodes records with the broker-assigned fields zero; the broker
-validates each one (``scan_batch``) and patches queue id, queue offset,
-physical offset and store time in place (``PATCH`` at offset 12). Recovery
-uses ``check_record`` on every record past the checkpoint.
+Checksums (format 3). A producer sends records with the broker fields zero
+and ``crc`` = CRC-32C of the payload (``payload_crc``); the broker validates
+each one (``scan_batch``), patches queue id, queue offset, physical offset
+and store time in place (``PATCH`` at offset 12) and *seals* it: ``crc``
+becomes CRC-32C of bytes 12..74 continued from the payload's CRC, so a stored
+record's checksum covers every byte but its size and magic, which are checked
+against the lengths and the format (``check_record``, used by recovery and by
+a slave on every replicated record). Sealing costs one CRC of 62 bytes.
+CRC-32C is computed by the ``crc32c`` package with the CPU's CRC instruction.
 
-The magic is also the format's version. Format 2 checksums bodies with CRC-32C
-(as Kafka's record batches), computed by the ``crc32c`` package with the CPU's
-CRC instruction: half what ``zlib.crc32`` costs on a 100-byte body, on the
-producer, the master and the slave alike. Format 1 (``RECORD_MAGIC_V1``) used
-CRC-32; a log or a batch in it is refused by name, never taken for damage.
+The magic is also the format's version. Format 2 (``RECORD_MAGIC_V2``)
+checksummed only the body: a stored format-2 record is still read and
+checked that way, so a log written before the upgrade keeps serving, but
+producers must send format 3. Format 1 (``RECORD_MAGIC_V1``, CRC-32 bodies)
+is refused by name, never taken for damage.
 """
 
 from __future__ import annotations
@@ -46,14 +51,15 @@ from typing import Any, NoReturn
 
 import crc32c
 
-RECORD_MAGIC = 0xD0E0_0002 - (1 << 32)      # as a signed int: format 2
+RECORD_MAGIC = 0xD0E0_0003 - (1 << 32)      # as a signed int: format 3
+RECORD_MAGIC_V2 = 0xD0E0_0002 - (1 << 32)   # format 2: CRC-32C of the body only; still read
 RECORD_MAGIC_V1 = 0xD0E0_0001 - (1 << 32)   # format 1: CRC-32 bodies, no longer read
 BLANK_MAGIC = 0xD0E0_0B1A - (1 << 32)
 
 # The header, field by field: every struct, offset and numpy dtype below is
 # derived from this table.
 FIELDS: tuple[tuple[str, str], ...] = (
-    ("total_size", "i"), ("magic", "i"), ("body_crc", "I"), ("queue_id", "i"),
+    ("total_size", "i"), ("magic", "i"), ("crc", "I"), ("queue_id", "i"),
     ("queue_offset", "q"), ("physical_offset", "q"), ("born_ts_ms", "q"), ("store_ts_ms", "q"),
     ("born_host", "8s"), ("flags", "i"), ("topic_len", "H"), ("tags_len", "H"),
     ("keys_len", "H"), ("props_len", "I"), ("body_len", "I"))
@@ -95,7 +101,8 @@ def span(first: str, last: str) -> tuple[struct.Struct, int]:
 
 
 PATCH, PATCH_OFFSET = span("queue_id", "store_ts_ms")    # what the broker sets, in place
-LEAD, _ = span("total_size", "body_crc")                  # a producer's per-record start
+LEAD, _ = span("total_size", "crc")                       # a producer's per-record start
+CRC, CRC_OFFSET = span("crc", "crc")
 BODY_LEN, _ = span("body_len", "body_len")                # the header's last field
 SIZE_MAGIC, _ = span("total_size", "magic")
 BLANK = SIZE_MAGIC                                        # an end-of-segment filler's header
@@ -130,10 +137,27 @@ class RecordError(ValueError):
 
 
 class OldFormatError(RecordError):
-    """A well-formed record of an earlier format (``RECORD_MAGIC_V1``)."""
+    """A well-formed record of a format no longer taken (``RECORD_MAGIC_V1``,
+    or a format-2 record sent by a producer)."""
 
 
-body_crc = crc32c.crc32c
+body_crc = crc32c.crc32c         # CRC-32C of bytes (format 2 used it on the body alone)
+payload_crc = crc32c.crc32c      # ... of a record's payload, as a producer sends it
+SEALED_FROM = PATCH_OFFSET       # a stored record's crc covers [12, 74) after the payload
+
+
+def seal(buf: bytearray | memoryview, pos: int) -> None:
+    """Turn the record at ``pos`` from a producer's form (crc of the payload)
+    into its stored form (crc of bytes 12..74 continued from it). Call it once
+    the broker fields are patched."""
+    (c,) = CRC.unpack_from(buf, pos + CRC_OFFSET)
+    CRC.pack_into(buf, pos + CRC_OFFSET, crc32c.crc32c(buf[pos + SEALED_FROM:pos + HEADER_SIZE], c))
+
+
+def stored_crc(buf: Buffer, pos: int, size: int) -> int:
+    """The crc a stored format-3 record of ``size`` bytes at ``pos`` must carry."""
+    return crc32c.crc32c(buf[pos + SEALED_FROM:pos + HEADER_SIZE],
+                         crc32c.crc32c(buf[pos + HEADER_SIZE:pos + size]))
 
 
 def encode_properties(props: dict[str, str] | None) -> bytes:
@@ -163,16 +187,27 @@ def encode_record(topic: bytes, tags: bytes, keys: bytes, props: bytes, body: by
                   born_ts_ms: int, born_host: bytes = NO_HOST, flags: int = 0,
                   queue_id: int = 0, queue_offset: int = 0, physical_offset: int = 0,
                   store_ts_ms: int = 0) -> bytes:
-    """One record's bytes. Field texts are already UTF-8 encoded."""
+    """One record's bytes as a producer sends it (crc of the payload). Field
+    texts are already UTF-8 encoded. ``stored_record`` gives the sealed form."""
     lt, lg, lk, lp, lb = len(topic), len(tags), len(keys), len(props), len(body)
     if lt > 0xFFFF or lg > 0xFFFF or lk > 0xFFFF:
         raise RecordError("topic, tags and keys are limited to 65535 bytes each")
     total = HEADER_SIZE + lt + lg + lk + lp + lb
+    crc = payload_crc(body, payload_crc(props, payload_crc(keys, payload_crc(
+        tags, payload_crc(topic)))))
     return b"".join((
-        HEADER.pack(total, RECORD_MAGIC, body_crc(body), queue_id, queue_offset,
+        HEADER.pack(total, RECORD_MAGIC, crc, queue_id, queue_offset,
                     physical_offset, born_ts_ms, store_ts_ms, born_host, flags,
                     lt, lg, lk, lp, lb),
         topic, tags, keys, props, body))
+
+
+def stored_record(*args, **kwargs) -> bytes:
+    """``encode_record``'s record as the store holds it (sealed): for tools
+    and tests that write a commit log directly."""
+    buf = bytearray(encode_record(*args, **kwargs))
+    seal(buf, 0)
+    return bytes(buf)
 
 
 def blank_record(size: int) -> bytes:
@@ -180,24 +215,25 @@ def blank_record(size: int) -> bytes:
     return BLANK.pack(size, BLANK_MAGIC) + b"\0" * (size - BLANK.size)
 
 
-_CHECK = fields("body_crc", "topic_len", "tags_len", "keys_len", "props_len", "body_len")
+_CHECK = fields("crc", "topic_len", "tags_len", "keys_len", "props_len", "body_len")
 
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 
 def check_record(buf: Buffer, pos: int, limit: int) -> int:
-    """Validate the record at ``pos``; return its size, -1 for an end-of-segment
-    filler (its size is in the first field), or raise RecordError.
+    """Validate the stored record at ``pos``; return its size, -1 for an
+    end-of-segment filler (its size is in the first field), or raise RecordError.
 
-    Checks size bounds, magic, field lengths against the size, and the body CRC.
+    Checks size bounds, magic, field lengths against the size, and the CRC:
+    of the whole record for format 3, of the body for format 2.
     """
     if pos + 8 > limit:
         raise RecordError("truncated size field")
     size, magic = SIZE_MAGIC.unpack_from(buf, pos)
     if magic == BLANK_MAGIC and 8 <= size <= limit - pos:
         return -1
-    if magic != RECORD_MAGIC:
+    if magic != RECORD_MAGIC and magic != RECORD_MAGIC_V2:
         if magic == RECORD_MAGIC_V1:
             raise OldFormatError(f"a format-1 record at {pos}")
         raise RecordError(f"bad magic at {pos}")
@@ -206,8 +242,10 @@ def check_record(buf: Buffer, pos: int, limit: int) -> int:
     crc, lt, lg, lk, lp, lb = _CHECK.unpack_from(buf, pos)
     if HEADER_SIZE + lt + lg + lk + lp + lb != size:
         raise RecordError(f"field lengths disagree with the size at {pos}")
-    body_start = pos + size - lb
-    if body_crc(buf[body_start:pos + size]) != crc:
+    if magic == RECORD_MAGIC:
+        if stored_crc(buf, pos, size) != crc:
+            raise RecordError(f"CRC mismatch at {pos}")
+    elif body_crc(buf[pos + size - lb:pos + size]) != crc:
         raise RecordError(f"body CRC mismatch at {pos}")
     return int(size)
 
@@ -251,7 +289,7 @@ class RecordTooLargeError(RecordError):
     pass
 
 
-_SCAN = fields("total_size", "magic", "body_crc", "born_ts_ms", "topic_len", "tags_len",
+_SCAN = fields("total_size", "magic", "crc", "born_ts_ms", "topic_len", "tags_len",
                "keys_len", "props_len", "body_len")
 
 
@@ -267,7 +305,7 @@ def scan_batch(buf: bytearray, topic: bytes, max_record_bytes: int, count: int
     combined test per record (the slow path then names what is wrong).
     """
     unpack = _SCAN.unpack_from
-    crc32, crc32c_ = zlib.crc32, body_crc   # tag hashes, bodies
+    crc32, crc32c_ = zlib.crc32, payload_crc   # tag hashes, payloads
     mv = memoryview(buf)
     startswith = buf.startswith
     end = len(buf)
@@ -289,7 +327,7 @@ def scan_batch(buf: bytearray, topic: bytes, max_record_bytes: int, count: int
         nxt = pos + size
         if magic != RM or size != HS + lt + lg + lk + lp + lb or nxt > end \
                 or size > max_record_bytes or lt != tlen or not startswith(topic, pos + HS) \
-                or crc32c_(mv[nxt - lb:nxt]) != crc:
+                or crc32c_(mv[pos + HS:nxt]) != crc:
             _refuse(len(borns), mv, pos, end, topic, max_record_bytes)
         if lg + lk + lp:   # texts a consumer decodes: checked as UTF-8 after the loop
             p = pos + HS + lt
@@ -329,9 +367,10 @@ def _refuse(i: int, mv: memoryview, pos: int, end: int, topic: bytes,
             max_record_bytes: int) -> NoReturn:
     """Raise the error that says what is wrong with record ``i`` at ``pos``."""
     size, magic, crc, _born, lt, lg, lk, lp, lb = _SCAN.unpack_from(mv, pos)
-    if magic == RECORD_MAGIC_V1:
-        raise OldFormatError(f"record {i} is in record format 1 (CRC-32 bodies), which this "
-                             f"broker no longer takes: upgrade the client")
+    if magic in (RECORD_MAGIC_V1, RECORD_MAGIC_V2):
+        raise OldFormatError(f"record {i} is in record format "
+                             f"{1 if magic == RECORD_MAGIC_V1 else 2}, which this broker no "
+                             f"longer takes from producers: upgrade the client")
     if magic != RECORD_MAGIC:
         raise RecordError(f"record {i}: bad magic")
     if size != HEADER_SIZE + lt + lg + lk + lp + lb or pos + size > end:
@@ -341,4 +380,4 @@ def _refuse(i: int, mv: memoryview, pos: int, end: int, topic: bytes,
             f"record {i} is {size} bytes, over max_message_bytes ({max_record_bytes})")
     if mv[pos + HEADER_SIZE:pos + HEADER_SIZE + lt] != topic:
         raise RecordError(f"record {i}: topic differs from the request's topic")
-    raise RecordError(f"record {i}: body CRC mismatch")
+    raise RecordError(f"record {i}: payload CRC mismatch")

@@ -16,6 +16,8 @@ import time
 import zlib
 from dataclasses import dataclass
 
+from crc32c import crc32c
+
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError, UnsupportedVersionError
 from duomq.common.message import PullStatus
@@ -33,7 +35,7 @@ log = logging.getLogger(__name__)
 
 FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
 # the header fields dispatch reads
-_DISPATCH = rec.fields("total_size", "magic", "body_crc", "queue_id", "queue_offset",
+_DISPATCH = rec.fields("total_size", "magic", "crc", "queue_id", "queue_offset",
                        "topic_len", "tags_len", "keys_len", "props_len", "body_len")
 _PHYSICAL = rec.fields("physical_offset")
 _KEY_LOOKUP = rec.fields("store_ts_ms", "topic_len", "tags_len", "keys_len")
@@ -121,7 +123,7 @@ class MessageStore:
         if segments and rec.SIZE_MAGIC.unpack_from(segments[0].mm, 0)[1] == rec.RECORD_MAGIC_V1:
             raise UnsupportedVersionError(
                 f"the commit log in {self.config.data_dir} is in record format 1 (CRC-32 "
-                f"bodies); this version reads format 2 only. Nothing was changed: drain it "
+                f"bodies); this version reads formats 2 and 3. Nothing was changed: drain it "
                 f"with the version that wrote it, or start this broker on an empty data_dir")
 
     def close(self) -> None:
@@ -163,8 +165,13 @@ class MessageStore:
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
         patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET
+        crc_of, set_crc, unpack_crc, ca = crc32c, rec.CRC.pack_into, rec.CRC.unpack_from, \
+            rec.CRC_OFFSET
+        mv, hs = memoryview(buf), rec.HEADER_SIZE
         for qo, start, phys, born in zip(itertools.count(qoff), bounds, offsets, borns):
             patch(buf, start + at, queue_id, qo, phys, born, now)
+            # seal: the stored crc covers the patched header, continued from the payload's
+            set_crc(buf, start + ca, crc_of(mv[start + at:start + hs], unpack_crc(buf, start + ca)[0]))
         flat = [0] * (3 * count)   # [phys, size, tag hash] per entry, interleaved in C
         flat[0::3], flat[1::3], flat[2::3] = offsets, sizes, hashes
         last_cq = cq.mfq.last()
@@ -273,8 +280,9 @@ class MessageStore:
         ``pending``, and those with keys into ``keyed``. Returns ``(None, count)`` when the segment is done (a
         filler, or too little room left for one), else ``(rel, count)`` with
         ``rel`` where an incomplete record starts. The slave's hot loop."""
-        unpack, crc32, body_crc = _DISPATCH.unpack_from, zlib.crc32, rec.body_crc
+        unpack, crc32, crc_of = _DISPATCH.unpack_from, zlib.crc32, crc32c
         HS, RECORD, BLANK_, MIN = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.BLANK_MAGIC, rec.BLANK.size
+        V2, SEALED = rec.RECORD_MAGIC_V2, rec.SEALED_FROM
         mm = seg.mm
         mv = memoryview(mm)
         base, wrote, seg_size = seg.base, seg.wrote, seg.size
@@ -292,7 +300,7 @@ class MessageStore:
                         return None, n
                 return rel, n
             size, magic, crc, qid, qoff, lt, lg, lk, lp, lb = unpack(mv, rel)
-            if magic != RECORD:
+            if magic != RECORD and magic != V2:
                 if magic == BLANK_:
                     return (None, n) if size <= left else (rel, n)
                 if magic == rec.RECORD_MAGIC_V1:
@@ -302,7 +310,9 @@ class MessageStore:
             if size > left:
                 return rel, n                        # the rest has not arrived yet
             nxt = rel + size
-            if size != HS + lt + lg + lk + lp + lb or body_crc(mv[nxt - lb:nxt]) != crc:
+            if size != HS + lt + lg + lk + lp + lb or crc != (
+                    crc_of(mv[rel + SEALED:rel + HS], crc_of(mv[rel + HS:nxt])) if magic == RECORD
+                    else crc_of(mv[nxt - lb:nxt])):        # format 2: the body's
                 raise rec.RecordError(f"damaged replicated record at {base + rel}")
             p = rel + HS
             topic = mm[p:p + lt]
@@ -414,7 +424,7 @@ class MessageStore:
         if head is None:
             return None
         size, magic = rec.SIZE_MAGIC.unpack_from(head, 0)
-        if magic != rec.RECORD_MAGIC or size < rec.HEADER_SIZE or \
+        if magic not in (rec.RECORD_MAGIC, rec.RECORD_MAGIC_V2) or size < rec.HEADER_SIZE or \
                 (visible_end is not None and phys + size > visible_end):
             return None
         view = self.commitlog.read(phys, size)

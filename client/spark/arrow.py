@@ -129,8 +129,9 @@ def records_to_batch(buf: bytes, topic: str, group: str, queue_id: int) -> pa.Re
     u8 = np.concatenate((np.frombuffer(buf, np.uint8), np.zeros(rec.HEADER_SIZE, np.uint8)))
     h = sliding_window_view(u8, rec.HEADER_SIZE)[starts].view(HEADER).reshape(n)
     window = sliding_window_view(u8, 12)
-    if n and (h["magic"] != rec.RECORD_MAGIC).any():
-        bad = int(starts[np.flatnonzero(h["magic"] != rec.RECORD_MAGIC)[0]])
+    wrong = (h["magic"] != rec.RECORD_MAGIC) & (h["magic"] != rec.RECORD_MAGIC_V2)
+    if n and wrong.any():
+        bad = int(starts[np.flatnonzero(wrong)[0]])
         raise rec.RecordError(f"bad magic in pulled data at {bad}")
     lg, lk = h["tags_len"].astype(np.int64), h["keys_len"].astype(np.int64)
     lp, lb = h["props_len"].astype(np.int64), h["body_len"].astype(np.int64)

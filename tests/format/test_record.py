@@ -11,8 +11,14 @@ def enc(body=b"hello", topic=b"T", tags=b"TagA", keys=b"k1 k2", props=None, born
                              body, born, rec.pack_host("10.1.2.3", 99))
 
 
+def stored(r: bytes) -> bytes:
+    buf = bytearray(r)
+    rec.seal(buf, 0)
+    return bytes(buf)
+
+
 def test_layout_and_roundtrip():
-    r = enc()
+    r = stored(enc())
     assert rec.HEADER_SIZE == 74
     assert len(r) == 74 + 1 + 4 + 5 + len("a\x011\x02") + 5
     assert rec.check_record(r, 0, len(r)) == len(r)
@@ -30,12 +36,49 @@ def test_properties_roundtrip_and_reserved_separators():
         rec.encode_properties({"bad\x01": "v"})
 
 
-@pytest.mark.parametrize("pos,what", [(0, "bad size"), (4, "bad magic"), (-1, "body CRC")])
-def test_check_record_detects_damage(pos, what):
-    r = bytearray(enc())
+@pytest.mark.parametrize("pos,what", [
+    (0, "bad size"), (4, "bad magic"), (8, "CRC mismatch"), (12, "CRC mismatch"),
+    (19, "CRC mismatch"), (27, "CRC mismatch"), (40, "CRC mismatch"), (50, "CRC mismatch"),
+    (74, "CRC mismatch"), (76, "CRC mismatch"), (-1, "CRC mismatch")])
+def test_check_record_detects_damage_anywhere_in_a_stored_record(pos, what):
+    """Format 3: one flipped byte anywhere (the queue id at 12, the queue
+    offset, the physical offset, the store time, the topic) is found."""
+    r = bytearray(stored(enc()))
     r[pos] ^= 0xFF
-    with pytest.raises(rec.RecordError):
+    with pytest.raises(rec.RecordError, match=what):
         rec.check_record(r, 0, len(r))
+
+
+def test_a_producer_record_is_not_a_stored_one_until_sealed():
+    r = bytearray(enc())
+    with pytest.raises(rec.RecordError, match="CRC mismatch"):
+        rec.check_record(r, 0, len(r))
+    rec.PATCH.pack_into(r, rec.PATCH_OFFSET, 3, 7, 4096, 1234, 99)
+    rec.seal(r, 0)
+    assert rec.check_record(r, 0, len(r)) == len(r)
+    assert bytes(r) == rec.stored_record(b"T", b"TagA", b"k1 k2", rec.encode_properties(
+        {"a": "1"}), b"hello", 1234, rec.pack_host("10.1.2.3", 99), queue_id=3, queue_offset=7,
+        physical_offset=4096, store_ts_ms=99)
+
+
+def as_format_2(record: bytes) -> bytearray:
+    """A stored format-2 record: the old magic, the body's CRC-32C only."""
+    r = bytearray(record)
+    lb = rec.HEADER.unpack_from(r, 0)[14]
+    rec.LEAD.pack_into(r, 0, len(r), rec.RECORD_MAGIC_V2, rec.body_crc(r[len(r) - lb:]))
+    return r
+
+
+def test_a_stored_format_2_record_is_still_read_but_not_taken_from_producers():
+    old = as_format_2(enc())
+    assert rec.check_record(old, 0, len(old)) == len(old)
+    (m,) = decode_records(old)
+    assert m.body == b"hello"
+    old[-1] ^= 1
+    with pytest.raises(rec.RecordError, match="body CRC mismatch"):
+        rec.check_record(old, 0, len(old))
+    with pytest.raises(rec.OldFormatError, match="record 0 is in record format 2.*upgrade"):
+        rec.scan_batch(as_format_2(enc()), b"T", 1 << 20, 1)
 
 
 def test_field_lengths_must_match_size():
@@ -104,11 +147,14 @@ def test_decoding_never_fails_on_bad_text():
     assert m.body == b"body" and m.tags.startswith("ok") and m.properties["a"] == "\ufffd"
 
 
-def test_body_checksum_is_crc32c():
+def test_the_checksum_is_crc32c_of_the_payload_then_the_header():
     # the standard check value of CRC-32C (Castagnoli), not zlib's CRC-32 (0xCBF43926)
-    assert rec.body_crc(b"123456789") == 0xE3069283
-    r = enc(b"payload")
-    assert rec.HEADER.unpack_from(r, 0)[2] == rec.body_crc(b"payload") != zlib.crc32(b"payload")
+    assert rec.payload_crc(b"123456789") == 0xE3069283
+    r = enc(b"payload", tags=b"", keys=b"", props={"a": "1"})
+    payload = r[rec.HEADER_SIZE:]
+    assert rec.HEADER.unpack_from(r, 0)[2] == rec.payload_crc(payload) != zlib.crc32(payload)
+    s = stored(r)
+    assert rec.HEADER.unpack_from(s, 0)[2] == rec.payload_crc(s[12:74], rec.payload_crc(payload))
 
 
 def as_format_1(record: bytes) -> bytearray:
@@ -120,7 +166,7 @@ def as_format_1(record: bytes) -> bytearray:
 
 
 def test_a_format_1_record_is_named_not_taken_for_damage():
-    old = as_format_1(enc())
+    old = as_format_1(stored(enc()))
     with pytest.raises(rec.OldFormatError, match="format-1"):
         rec.check_record(old, 0, len(old))
     batch = bytearray(enc(b"new")) + old

@@ -18,6 +18,7 @@ def write(cl, recs):
     offsets, plan = cl.place([len(r) for r in recs])
     for i, off in enumerate(offsets):
         rec.PATCH.pack_into(buf, bounds[i] + 12, 0, i, off, 1, 2)
+        rec.seal(buf, bounds[i])            # as the store does
     cl.write(buf, bounds, plan)
     return offsets
 

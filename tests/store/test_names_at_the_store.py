@@ -78,6 +78,7 @@ def stored(topic: bytes, queue_id: int, phys: int) -> bytes:
     """A record as a master stores it (broker fields patched), whatever its topic."""
     buf = bytearray(rec.encode_record(topic, b"", b"", b"", b"payload", 1))
     rec.PATCH.pack_into(buf, rec.PATCH_OFFSET, queue_id, 0, phys, 1, 2)
+    rec.seal(buf, 0)
     return bytes(buf)
 
 
