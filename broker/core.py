@@ -79,6 +79,14 @@ class BrokerCore:
         return max(0, self.ha_client.master_max - self.store.commitlog.max_offset) \
             if self.ha_client is not None else 0
 
+    def refetching(self) -> bool:
+        """Recovery cut damaged data that valid data followed: until this
+        broker holds that range again (fetched from its group), it may have
+        lost acknowledged messages and must not be master."""
+        report = self.store.recovery
+        return report is not None and report.damaged and \
+            self.store.commitlog.max_offset < report.damaged_until
+
     def health(self) -> BrokerHealth:
         following = self.ha_client is not None
         heard = self.ha_client.last_received if self.ha_client is not None else 0.0
@@ -99,7 +107,11 @@ class BrokerCore:
                 "pid": os.getpid(), "version": __version__,
                 "data_dir": os.path.abspath(cfg.data_dir),
                 "max_offset": self.store.commitlog.max_offset,
-                "confirmed_offset": st.visible_offset, "promotable": cfg.promotable}
+                "confirmed_offset": st.visible_offset,
+                "promotable": cfg.promotable and not self.refetching()}
+        report = self.store.recovery
+        if report is not None and report.damaged:
+            info["recovery"] = str(report)
         client = self.ha_client
         if client is not None:
             info["master_max_offset"] = client.master_max

@@ -202,7 +202,7 @@ def encode_record(topic: bytes, tags: bytes, keys: bytes, props: bytes, body: by
         topic, tags, keys, props, body))
 
 
-def stored_record(*args, **kwargs) -> bytes:
+def stored_record(*args: Any, **kwargs: Any) -> bytes:
     """``encode_record``'s record as the store holds it (sealed): for tools
     and tests that write a commit log directly."""
     buf = bytearray(encode_record(*args, **kwargs))

@@ -110,6 +110,24 @@ class ConsumeQueue:
         raw = self.read(queue_offset, 1)
         return CQ_UNIT.unpack(raw) if len(raw) == UNIT else None
 
+    def last_below(self, phys_limit: int) -> tuple[int, int] | None:
+        """(phys, size) of the last entry whose record ends at or below
+        ``phys_limit`` (entries rise with the commit log), or None. Recovery
+        uses it to check that a checkpoint is a record boundary."""
+        lo, hi = self.min_offset, self.max_offset      # answer in [lo - 1, hi)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            e = self.entry(mid)
+            if e is not None and e[1] and e[0] + e[1] > phys_limit:
+                hi = mid
+            else:
+                lo = mid + 1
+        for qoff in range(lo - 1, max(self.min_offset, lo - 64) - 1, -1):   # skip empty ones
+            e = self.entry(qoff)
+            if e is not None and e[1]:
+                return e[0], e[1]
+        return None
+
     # ------------------------------------------------------------ shrink
     def truncate_beyond(self, phys_end: int) -> int:
         """Drop entries whose record ends past ``phys_end``; return how many."""

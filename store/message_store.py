@@ -38,6 +38,15 @@ FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read lo
 _DISPATCH = rec.fields("total_size", "magic", "crc", "queue_id", "queue_offset",
                        "topic_len", "tags_len", "keys_len", "props_len", "body_len")
 _PHYSICAL = rec.fields("physical_offset")
+_MATCH = rec.fields("total_size", "magic", "queue_id", "queue_offset")
+_TOPIC_LEN = rec.fields("topic_len")
+_TAGS_AT = rec.fields("topic_len", "tags_len")
+
+
+def _tags(buf, rel: int) -> bytes:
+    lt, lg = _TAGS_AT.unpack_from(buf, rel)
+    t = rel + rec.HEADER_SIZE + lt
+    return bytes(buf[t:t + lg])
 _KEY_LOOKUP = rec.fields("store_ts_ms", "topic_len", "tags_len", "keys_len")
 
 
@@ -102,8 +111,9 @@ class MessageStore:
                         continue
                     cq.load()
         self.index.load()
-        self.recovery = recover(self.commitlog, self.checkpoint_file.read(), self.consume_queue,
-                                self.index)
+        start = self._verified_start(self.checkpoint_file.read())
+        self.recovery = recover(self.commitlog, start, self.consume_queue, self.index,
+                                os.path.join(self.config.data_dir, "quarantine"))
         end = self.commitlog.max_offset
         for cq in list(self.queues.values()):
             n = cq.truncate_beyond(end)
@@ -115,6 +125,37 @@ class MessageStore:
         self.checkpoint()
         log.info("%s", self.recovery)
         return self.recovery
+
+    def _verified_start(self, checkpoint: int | None) -> int | None:
+        """Where recovery may start: the checkpoint if a record ends exactly
+        there (the consume queues, flushed before every checkpoint, say where
+        records end, and the record is checked), else the end of the last
+        record that does end below it. A checkpoint with a valid CRC that
+        points into a record is never taken for the end of the log."""
+        if checkpoint is None or checkpoint <= self.commitlog.min_offset:
+            return checkpoint
+        best: tuple[int, int] | None = None
+        for cq in self.queues.values():
+            last = cq.last_below(checkpoint)
+            if last is not None and (best is None or last[0] > best[0]):
+                best = last
+        while best is not None:
+            phys, size = best
+            view = self.commitlog.read(phys, size)
+            try:
+                if view is not None and rec.check_record(view, 0, size) == size and \
+                        _PHYSICAL.unpack_from(view, 0)[0] == phys:
+                    break
+            except rec.RecordError:
+                pass
+            log.warning("consume-queue entry for %d does not match its record: recovery "
+                        "starts below it", phys)
+            best = None
+        end = best[0] + best[1] if best is not None else self.commitlog.min_offset
+        if end != checkpoint:
+            log.warning("checkpoint %d is not where a record ends (the last one checked ends at "
+                        "%d): recovery scans from %d", checkpoint, end, end)
+        return end
 
     def _check_format(self) -> None:
         """Refuse a log written in an earlier record format: recovery would
@@ -371,9 +412,8 @@ class MessageStore:
         scan = max_count if tag_codes is None else max(max_count, FILTER_SCAN_ENTRIES)
         entries = cq.read(offset, min(scan, hi - offset))
         seg_size = self.commitlog.segment_size
-        read = self.commitlog.read
-        parts = []
-        run_start = run_end = -1
+        picked: list[tuple[int, int, int]] = []      # (queue offset, phys, size) to serve
+        add = picked.append
         total = count = 0
         scanned = len(entries) // CQ_UNIT.size       # unless a limit stops the scan early
         for i, (phys, size, code) in enumerate(CQ_UNIT.iter_unpack(entries)):
@@ -382,20 +422,106 @@ class MessageStore:
             if count == max_count or (total + size > max_bytes and count):
                 scanned = i
                 break
+            add((offset + i, phys, size))
+            total += size
+            count += 1
+        good = self._checked_prefix(picked, queue_id, seg_size)
+        if good < len(picked):
+            if good == 0:
+                return self._bad_entry(cq, picked[0][0], lo, hi)
+            del picked[good:]
+            scanned, count = picked[-1][0] + 1 - offset, good
+        parts = []                                   # one read per run of contiguous records
+        read = self.commitlog.read
+        run_start = run_end = -1
+        for _qoff, phys, size in picked:
             if phys == run_end and phys % seg_size:
                 run_end += size
             else:
                 if run_start >= 0:
                     parts.append(read(run_start, run_end - run_start))
                 run_start, run_end = phys, phys + size
-            total += size
-            count += 1
         if run_start >= 0:
             parts.append(read(run_start, run_end - run_start))
         if any(p is None for p in parts):   # deleted under us by retention
             return GetResult(b"", 0, cq.min_offset, cq.min_offset, hi, PullStatus.OFFSET_ILLEGAL)
         status = PullStatus.FOUND if count else PullStatus.NO_MATCHED_MESSAGE
         return GetResult(b"".join(parts), count, offset + scanned, lo, hi, status)
+
+    def _checked_prefix(self, picked: list[tuple[int, int, int]], queue_id: int,
+                        seg_size: int) -> int:
+        """How many of ``picked`` may be served: each entry is checked against
+        its record where a run of contiguous records starts and where it ends
+        (a damaged entry breaks a run: its offset or its size is wrong), so a
+        pull of batched records checks two headers per batch, not per record."""
+        matches = self._entry_matches
+        prev_end = -1
+        for k, (qoff, phys, size) in enumerate(picked):
+            if phys != prev_end or not phys % seg_size:          # a run starts here
+                if k and not matches(picked[k - 1][1], picked[k - 1][2], queue_id,
+                                     picked[k - 1][0]):
+                    return k - 1
+                if not matches(phys, size, queue_id, qoff):
+                    return k
+            prev_end = phys + size
+        if picked and not matches(picked[-1][1], picked[-1][2], queue_id, picked[-1][0]):
+            return len(picked) - 1
+        return len(picked)
+
+    def _entry_matches(self, phys: int, size: int, queue_id: int, queue_offset: int) -> bool:
+        """Does the record at ``phys`` say what its consume-queue entry says?"""
+        seg = self.commitlog.mfq.find(phys)
+        if seg is None or phys + size > seg.base + seg.wrote or size < rec.HEADER_SIZE:
+            return False
+        got = _MATCH.unpack_from(seg.mm, phys - seg.base)
+        return got[0] == size and got[2] == queue_id and got[3] == queue_offset and \
+            got[1] in (rec.RECORD_MAGIC, rec.RECORD_MAGIC_V2)
+
+    def _bad_entry(self, cq: ConsumeQueue, qoff: int, lo: int, hi: int) -> GetResult:
+        """A consume-queue entry that does not match its record: repaired from
+        the commit log when the record is found between its neighbours, else
+        skipped (logged), so that no consumer is stuck on it."""
+        if self._repair_entry(cq, qoff):
+            log.error("consume-queue entry %s/%d@%d did not match its record: repaired from the "
+                      "commit log", cq.topic, cq.queue_id, qoff)
+            return GetResult(b"", 0, qoff, lo, hi, PullStatus.NO_MATCHED_MESSAGE)
+        log.error("consume-queue entry %s/%d@%d does not match any record: skipped (the "
+                  "message it pointed to cannot be found)", cq.topic, cq.queue_id, qoff)
+        return GetResult(b"", 0, qoff + 1, lo, hi, PullStatus.NO_MATCHED_MESSAGE)
+
+    def _repair_entry(self, cq: ConsumeQueue, qoff: int) -> bool:
+        """Find the record of entry ``qoff`` between the records of its
+        neighbours (walking the commit log record by record) and rewrite it."""
+        before = cq.entry(qoff - 1) if qoff > cq.min_offset else None
+        after = cq.entry(qoff + 1) if qoff + 1 < cq.max_offset else None
+        pos = before[0] + before[1] if before and \
+            self._entry_matches(before[0], before[1], cq.queue_id, qoff - 1) else None
+        end = after[0] if after and \
+            self._entry_matches(after[0], after[1], cq.queue_id, qoff + 1) else None
+        if pos is None or end is None:
+            return False
+        topic_b = cq.topic.encode()
+        mfq = self.commitlog.mfq
+        while pos < end:
+            seg = mfq.find(pos)
+            if seg is None:
+                return False
+            try:
+                size = rec.check_record(seg.mm, pos - seg.base, seg.base + seg.wrote - seg.base)
+            except rec.RecordError:
+                return False
+            if size == -1:
+                pos = seg.end
+                continue
+            got = _MATCH.unpack_from(seg.mm, pos - seg.base)
+            lt = _TOPIC_LEN.unpack_from(seg.mm, pos - seg.base)[0]
+            t = pos - seg.base + rec.HEADER_SIZE
+            if got[2] == cq.queue_id and got[3] == qoff and seg.mm[t:t + lt] == topic_b:
+                tags = _tags(seg.mm, pos - seg.base)
+                cq.put_entry(qoff, pos, size, rec.tag_hash(tags))
+                return True
+            pos += size
+        return False
 
     @staticmethod
     def visible_max_offset(cq: ConsumeQueue, visible_end: int) -> int:

@@ -1,15 +1,33 @@
-"""Recovery after a crash: scan the commit log from the checkpoint, stop at the
-first record whose size, magic, lengths or CRC is wrong, truncate there, and
-rebuild consume-queue entries for every record past the checkpoint."""
+"""Recovery after a crash: scan the commit log from a verified start (the
+checkpoint, when a record ends there), stop at the first record whose size,
+magic, lengths or CRC is wrong, and rebuild consume-queue entries for every
+record scanned.
+
+What follows the first bad record decides what it was:
+- nothing valid (zeros, or bytes that never check out): a write torn by the
+  crash. Nothing past it was ever acknowledged as durable; it is truncated,
+  and the report says how far the scan got and what was cut.
+- valid records further on: damage in the middle of data written (and
+  probably acknowledged) after it. That tail is never destroyed silently: it
+  is copied to ``<data_dir>/quarantine/<offset>-<time>/`` with a report, the
+  log is cut at the damage so that the store is consistent, and the store
+  reports ``damaged``: the broker then refuses to be master until it has
+  fetched that range again from its group.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import struct
+import time
 from dataclasses import dataclass
 
 from duomq.common.errors import InvalidNameError
 from duomq.format import record as rec
 from duomq.store.commitlog import CommitLog
+from duomq.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
@@ -20,35 +38,65 @@ class RecoveryReport:
     end_offset: int
     records_scanned: int
     reason: str
+    cut_bytes: int = 0               # bytes past end_offset removed from the segments
+    damaged_until: int = 0           # damage in the middle: valid data went on to here
+    quarantine: str = ""             # ... and was copied there before the cut
 
     @property
     def truncated(self) -> bool:
         """True when the scan stopped at a damaged record, not at the end of data."""
         return self.reason not in ("end of data", "empty")
 
+    @property
+    def damaged(self) -> bool:
+        """Valid records followed the damage: acknowledged data may be missing."""
+        return bool(self.quarantine)
+
     def __str__(self):
-        return (f"recovered commit log: scanned {self.records_scanned} records from "
-                f"{self.start_offset} to {self.end_offset}; stopped at {self.reason}"
-                + ("; truncated there" if self.truncated else ""))
+        text = (f"recovered commit log: scanned {self.records_scanned} records from "
+                f"{self.start_offset} to {self.end_offset}; stopped at {self.reason}")
+        if self.damaged:
+            text += (f"; DAMAGE below data written later: valid records go on to "
+                     f"{self.damaged_until}, {self.cut_bytes} bytes from {self.end_offset} "
+                     f"were copied to {self.quarantine} and cut; this broker will not be "
+                     f"master until it has fetched them again from its group")
+        elif self.truncated:
+            text += f"; a torn tail of {self.cut_bytes} bytes was cut there"
+        return text
 
 
 # what recovery reads of each record past the checkpoint
 _RECOVER = rec.fields("queue_id", "queue_offset", "physical_offset", "store_ts_ms", "topic_len",
                       "tags_len", "keys_len")
+_MAGICS = [struct.pack(">i", m) for m in (rec.RECORD_MAGIC, rec.RECORD_MAGIC_V2)]
+
 
 def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
-            index=None) -> RecoveryReport:
+            index=None, quarantine_root: str | None = None) -> RecoveryReport:
     """``consume_queue(topic, queue_id)`` returns (creating) the queue to rebuild;
     ``index`` (a KeyIndex) gets the keys of the records scanned."""
     mfq = commitlog.mfq
     if not mfq.segments:
         return RecoveryReport(0, 0, 0, "empty")
     start = mfq.min_offset if checkpoint_offset is None else max(checkpoint_offset, mfq.min_offset)
-    pos = start
-    scanned = 0
-    reason = "end of data"
+    pos, scanned, reason, keyed = _scan(mfq, start, consume_queue)
+    report = RecoveryReport(start, pos, scanned, reason)
+    if report.truncated:
+        after = next_valid(mfq, pos)
+        written = _written_end(mfq, pos)
+        report.cut_bytes = written - pos
+        if after is not None:
+            report.damaged_until = written
+            report.quarantine = _quarantine(mfq, pos, quarantine_root, reason, after)
+    mfq.truncate(pos)
+    if index is not None:
+        index.add(keyed)
+    return report
+
+
+def _scan(mfq: MappedFileQueue, pos: int, consume_queue) -> tuple[int, int, str, list]:
+    scanned, reason, keyed = 0, "end of data", []
     header = _RECOVER
-    keyed = []
     while True:
         seg = mfq.find(pos)
         if seg is None:
@@ -62,7 +110,7 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
         except rec.OldFormatError:
             raise                       # not damage: never truncate a log we cannot read
         except rec.RecordError as exc:
-            if any(seg.mm[rel:rel + 8]):
+            if any(seg.mm[rel:rel + 8]) or next_valid(mfq, pos) is not None:
                 reason = str(exc)
             break
         if size == -1:
@@ -95,7 +143,81 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
             keyed.append((topic_b, bytes(seg.mm[k:k + lk]), pos, stored))
         scanned += 1
         pos += size
-    mfq.truncate(pos)
-    if index is not None:
-        index.add(keyed)
-    return RecoveryReport(start, pos, scanned, reason)
+    return pos, scanned, reason, keyed
+
+
+def next_valid(mfq: MappedFileQueue, pos: int) -> int | None:
+    """The offset of the first record past ``pos`` that checks out, looking
+    through the rest of ``pos``'s segment and at the start of each later one
+    (a segment starts with a record); None when there is none."""
+    seg = mfq.find(pos)
+    if seg is None:
+        return None
+    mm, rel = seg.mm, pos - seg.base
+    for magic in _MAGICS:
+        at = rel + 5                               # a magic at least one byte past pos
+        while True:
+            j = mm.find(magic, at, seg.size)
+            if j < 0:
+                break
+            try:
+                if rec.check_record(mm, j - 4, seg.size) > 0:
+                    return seg.base + j - 4
+            except rec.RecordError:
+                pass
+            at = j + 1
+    for later in mfq.segments:
+        if later.base > seg.base:
+            try:
+                if rec.check_record(later.mm, 0, later.size) > 0:
+                    return later.base
+            except rec.RecordError:
+                continue
+    return None
+
+
+def _written_end(mfq: MappedFileQueue, pos: int) -> int:
+    """Past the last non-zero byte of the log from ``pos`` (what a cut removes)."""
+    chunk = 1 << 20
+    for seg in reversed(mfq.segments):
+        if seg.end <= pos:
+            break
+        lo, hi = max(pos - seg.base, 0), seg.size
+        while hi > lo:                          # backwards, a MiB at a time, no big copy
+            at = max(lo, hi - chunk)
+            part = seg.mm[at:hi]
+            if part.count(0) != len(part):
+                return seg.base + at + len(part.rstrip(b"\0"))
+            hi = at
+    return pos
+
+
+def _quarantine(mfq: MappedFileQueue, pos: int, root: str | None, reason: str,
+                next_record: int) -> str:
+    """Copy the log from ``pos`` on into a new directory under ``root``; its
+    path. Raises OSError (the broker then does not start, and cuts nothing)
+    when the copy cannot be made."""
+    if root is None:
+        raise OSError(f"commit-log damage at {pos} with valid records after it, and no "
+                      f"quarantine directory to keep them in")
+    where = os.path.join(root, f"{pos:020d}-{int(time.time())}")
+    os.makedirs(where)
+    for seg in mfq.segments:
+        if seg.end <= pos:
+            continue
+        target = os.path.join(where, os.path.basename(seg.path))
+        if seg.base >= pos:
+            shutil.copyfile(seg.path, target)
+        else:
+            with open(target, "wb") as out:
+                out.write(seg.mm[pos - seg.base:])
+    with open(os.path.join(where, "REPORT.txt"), "w") as f:
+        f.write(f"commit-log damage found by recovery at offset {pos}: {reason}\n"
+                f"the next record that checks out is at {next_record}\n"
+                f"files: each later segment whole (named by its base offset); the segment\n"
+                f"holding the damage from offset {pos} on, under its own name\n")
+        f.flush()
+        os.fsync(f.fileno())
+    log.error("commit-log damage at %d (%s) with valid records from %d on: copied the log "
+              "from %d to %s before cutting it", pos, reason, next_record, pos, where)
+    return where

@@ -132,3 +132,95 @@ def test_a_log_in_record_format_1_is_refused_and_left_untouched(cfg, which):
     with pytest.raises((UnsupportedVersionError, rec.OldFormatError), match="format.1"):
         MessageStore(cfg).start()
     assert pathlib.Path(seg).read_bytes() == before
+
+
+def flip(path: str, pos: int, value: bytes) -> bytes:
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        old = f.read(len(value))
+        f.seek(pos)
+        f.write(value)
+    return old
+
+
+def crashed_store(cfg, n=50):
+    """A store holding ``n`` flushed records of queue 0, abandoned without a close."""
+    s = MessageStore(cfg)
+    s.start()
+    put(s, n)
+    s.commitlog.flush()
+    s.checkpoint_file.write(0)            # as if the crash came before any checkpoint
+    return s
+
+
+@pytest.mark.parametrize("field,at,value", [
+    ("queue id", 12 + 3, b"\x05"), ("queue offset", 16 + 7, b"\x63"),
+    ("topic name", rec.HEADER_SIZE, b"\xff")])
+def test_damage_below_later_records_is_quarantined_never_silently_cut(cfg, field, at, value):
+    s = crashed_store(cfg)
+    phys = s.physical_at("T", 0, 20)
+    seg = s.commitlog.mfq.find(phys)
+    tail_before = bytes(seg.mm[phys - seg.base:])
+    later = [x for x in s.commitlog.mfq.segments if x.base > seg.base]
+    later_before = {os.path.basename(x.path): bytes(x.mm[:]) for x in later}
+    flip(seg.path, phys - seg.base + at, value)
+    s2 = MessageStore(cfg)
+    report = s2.start()                   # starts: a bad topic byte no longer stops it
+    assert report.damaged and report.end_offset == phys and "CRC" in report.reason
+    assert report.damaged_until > phys and report.cut_bytes == report.damaged_until - phys
+    q = pathlib.Path(report.quarantine)
+    assert q.parent == pathlib.Path(cfg.data_dir) / "quarantine"
+    kept = (q / os.path.basename(seg.path)).read_bytes()
+    assert len(kept) == len(tail_before) and kept[at + 1:] == tail_before[at + 1:]
+    for name, data in later_before.items():
+        assert (q / name).read_bytes() == data
+    assert "is at" in (q / "REPORT.txt").read_text()
+    assert "DAMAGE below data written later" in str(report)
+    assert [m.queue_offset for m in read_all(s2)] == list(range(20))
+
+
+def test_a_torn_tail_is_cut_and_said_so(cfg):
+    s = crashed_store(cfg, 10)
+    last = s.physical_at("T", 0, 9)
+    end = s.commitlog.max_offset
+    seg = s.commitlog.mfq.find(last)
+    flip(seg.path, last - seg.base + rec.HEADER_SIZE + 2, b"\x00\x00")   # the last write, torn
+    report = MessageStore(cfg).start()
+    assert report.truncated and not report.damaged and report.end_offset == last
+    assert report.cut_bytes == end - last and "a torn tail of" in str(report)
+
+
+def test_a_checkpoint_inside_a_record_is_not_taken_for_the_end(cfg):
+    s = MessageStore(cfg)
+    s.start()
+    put(s, 40)
+    tenth, end = s.physical_at("T", 0, 10), s.commitlog.max_offset
+    s.close()
+    s.checkpoint_file.write(tenth + 30)               # a valid CRC, the wrong place
+    s2 = MessageStore(cfg)
+    report = s2.start()
+    assert not report.truncated and s2.commitlog.max_offset == end
+    assert report.start_offset == tenth
+    assert [m.queue_offset for m in read_all(s2)] == list(range(40))
+
+
+def test_an_overwritten_consume_queue_entry_is_repaired_not_a_stuck_consumer(cfg):
+    s = MessageStore(cfg)
+    s.start()
+    for i in range(6):
+        put(s, 5, i * 5)                               # six batches: runs of five records
+    cq = s.find_queue("T", 0)
+    right = cq.entry(12)
+    cq.put_entry(12, right[0] + 7, right[1], 0)        # garbage offset, as a bad disk would
+    end = s.commitlog.max_offset
+    got = s.get_messages("T", 0, 10, 100, 1 << 20, end)
+    assert got.count == 2 and got.next_offset == 12    # served up to the bad entry
+    got = s.get_messages("T", 0, 12, 100, 1 << 20, end)
+    assert got.count == 0 and got.next_offset == 12    # the entry was repaired ...
+    assert cq.entry(12) == right
+    assert [m.queue_offset for m in read_all(s)] == list(range(30))   # ... nothing is lost
+    cq.put_entry(13, 1, 1, 0)                          # a size that cannot be a record
+    cq.put_entry(14, 1, 1, 0)                          # and its neighbour: no way to repair
+    got = s.get_messages("T", 0, 13, 100, 1 << 20, end)
+    assert got.count == 0 and got.next_offset == 14    # skipped, logged: never stuck
+    s.close()
