@@ -66,6 +66,7 @@ def _writable(b: BrokerCore) -> None:
 
 def _hosted(b: BrokerCore, topic: str) -> int:
     """The number of queues this group hosts of ``topic``."""
+    validate_name("topic", topic, allow_system=True)
     queues = b.hosted_queues(topic)
     if queues is None:
         raise TopicNotExistError(f"topic {topic!r} is not hosted by broker group "

@@ -31,6 +31,9 @@ def validate_name(kind: str, name: str, *, allow_system: bool = False,
     """
     if not isinstance(name, str):
         raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
+    if len(name) > 127 + len(RETRY_PREFIX):        # never echo a huge one back
+        raise InvalidNameError(f"{kind} name {name[:40]!r}... is {len(name)} characters: use "
+                               f"1 to 127 characters from [A-Za-z0-9_-]")
     if name in INTERNAL_TOPICS and not internal:
         raise InvalidNameError(f"{kind} name {name!r} is reserved for the broker's own use")
     for prefix in SYSTEM_PREFIXES:

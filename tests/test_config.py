@@ -143,3 +143,9 @@ def test_text_booleans_are_true_false_1_or_0(text):
         BrokerConfig.load(None, env={"DUOMQ_PROMOTABLE": text})
     assert BrokerConfig.load(None, env={"DUOMQ_PROMOTABLE": "FALSE"}).promotable is False
     assert BrokerConfig.load(None, env={"DUOMQ_PROMOTABLE": "1"}).promotable is True
+
+
+def test_a_huge_name_is_refused_without_being_echoed():
+    with pytest.raises(InvalidNameError) as exc:
+        validate_name("topic", "%RETRY%" + "x" * 1_000_000)
+    assert len(str(exc.value)) < 200 and "1000007 characters" in str(exc.value)
