@@ -10,6 +10,7 @@ import time
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint
 from duomq.client import Message, Producer
+from duomq.client.producer import BATCH_MAX_BYTES
 
 
 def add(sub) -> None:
@@ -59,10 +60,13 @@ def run(args) -> int:
                 print(f"error: {exc}", file=sys.stderr)
             batch.clear()
 
+        size = 0
         for body in _bodies(args):
             batch.append(Message(args.topic, body, tags=args.tags, keys=args.keys))
-            if len(batch) >= max(1, args.batch):
+            size += len(body)
+            if len(batch) >= max(1, args.batch) or size >= BATCH_MAX_BYTES:
                 flush()
+                size = 0
         flush()
     secs = time.perf_counter() - t0
     total = sum(counts.values()) + sum(errors.values())

@@ -77,6 +77,8 @@ class SendResult:
 
 
 Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
+BATCH_MAX_BYTES = 4 << 20   # tools that batch (the CLI, the Spark sink) send at most about this
+                            # much per request: well below a broker's max_frame_bytes
 ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if retries remain
 
 

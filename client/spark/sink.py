@@ -14,7 +14,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from duomq.client.producer import Producer, SendStatus
+from duomq.client.producer import BATCH_MAX_BYTES, Producer, SendStatus
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.common.message import Message
 
@@ -95,12 +95,15 @@ class _SinkWriter:
                     raise DuomqError(f"sending {len(msgs)} rows to {topic}: {r.status.value}")
                 done.by_topic[topic] = done.by_topic.get(topic, 0) + len(msgs)
 
+            size: dict[str, int] = {}
             for row in iterator:
                 m = row_message(row, o.topic)
                 batch = pending.setdefault(m.topic, [])
                 batch.append(m)
-                if len(batch) >= o.batch:
+                size[m.topic] = size.get(m.topic, 0) + len(m.body)
+                if len(batch) >= o.batch or size[m.topic] >= BATCH_MAX_BYTES:
                     flush(m.topic)
+                    size[m.topic] = 0
             for topic in list(pending):
                 flush(topic)
         return done
