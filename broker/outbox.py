@@ -24,6 +24,20 @@ log = logging.getLogger(__name__)
 PIPE_MESSAGES = 16          # the client ROUTER's SNDHWM: answers ZeroMQ queues per peer
 
 
+def send_now(socket: zmq.Socket, frames: list, copy: bool = True) -> None:
+    """Send without blocking; zmq.Again only when the peer's queue is really
+    full. libzmq learns that its I/O thread has drained a queue from commands
+    the socket reads at most about once a millisecond while it is not
+    blocking, so with a small high-water mark a send can find a queue "full"
+    that is empty: on Again the commands are read (ZMQ_EVENTS does) and the
+    send is tried once more."""
+    try:
+        socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+    except zmq.Again:
+        socket.getsockopt(zmq.EVENTS)
+        socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+
+
 class Outbox:
     def __init__(self, socket: zmq.Socket, limit_bytes: int, mute_s: float):
         self.socket = socket
@@ -40,7 +54,7 @@ class Outbox:
         queue = self.waiting.get(identity)
         if queue is None:
             try:
-                self.socket.send_multipart([identity, payload], zmq.NOBLOCK)
+                send_now(self.socket, [identity, payload])
                 return
             except zmq.Again:
                 if identity in self.muted:
@@ -68,7 +82,7 @@ class Outbox:
         for identity, queue in list(self.waiting.items()):
             while queue:
                 try:
-                    self.socket.send_multipart([identity, queue[0]], zmq.NOBLOCK)
+                    send_now(self.socket, [identity, queue[0]])
                 except zmq.Again:
                     break
                 except zmq.ZMQError:

@@ -412,9 +412,12 @@ class MessageStore:
         scan = max_count if tag_codes is None else max(max_count, FILTER_SCAN_ENTRIES)
         entries = cq.read(offset, min(scan, hi - offset))
         seg_size = self.commitlog.segment_size
-        picked: list[tuple[int, int, int]] = []      # (queue offset, phys, size) to serve
-        add = picked.append
+        read = self.commitlog.read
+        parts = []
+        run_start = run_end = -1
         total = count = 0
+        edges: list[int] = []                        # entries where a run starts or ends
+        last = -1
         scanned = len(entries) // CQ_UNIT.size       # unless a limit stops the scan early
         for i, (phys, size, code) in enumerate(CQ_UNIT.iter_unpack(entries)):
             if tag_codes is not None and code not in tag_codes:
@@ -422,51 +425,58 @@ class MessageStore:
             if count == max_count or (total + size > max_bytes and count):
                 scanned = i
                 break
-            add((offset + i, phys, size))
-            total += size
-            count += 1
-        good = self._checked_prefix(picked, queue_id, seg_size)
-        if good < len(picked):
-            if good == 0:
-                return self._bad_entry(cq, picked[0][0], lo, hi)
-            del picked[good:]
-            scanned, count = picked[-1][0] + 1 - offset, good
-        parts = []                                   # one read per run of contiguous records
-        read = self.commitlog.read
-        run_start = run_end = -1
-        for _qoff, phys, size in picked:
             if phys == run_end and phys % seg_size:
                 run_end += size
             else:
                 if run_start >= 0:
                     parts.append(read(run_start, run_end - run_start))
+                    edges.append(last)
+                edges.append(i)
                 run_start, run_end = phys, phys + size
+            last = i
+            total += size
+            count += 1
         if run_start >= 0:
             parts.append(read(run_start, run_end - run_start))
+            edges.append(last)
+        if not self._edges_match(entries, edges, offset, queue_id):
+            return self._get_checked(cq, entries, offset, scanned, tag_codes, max_count,
+                                     max_bytes, lo, hi)
         if any(p is None for p in parts):   # deleted under us by retention
             return GetResult(b"", 0, cq.min_offset, cq.min_offset, hi, PullStatus.OFFSET_ILLEGAL)
         status = PullStatus.FOUND if count else PullStatus.NO_MATCHED_MESSAGE
         return GetResult(b"".join(parts), count, offset + scanned, lo, hi, status)
 
-    def _checked_prefix(self, picked: list[tuple[int, int, int]], queue_id: int,
-                        seg_size: int) -> int:
-        """How many of ``picked`` may be served: each entry is checked against
-        its record where a run of contiguous records starts and where it ends
-        (a damaged entry breaks a run: its offset or its size is wrong), so a
-        pull of batched records checks two headers per batch, not per record."""
-        matches = self._entry_matches
-        prev_end = -1
-        for k, (qoff, phys, size) in enumerate(picked):
-            if phys != prev_end or not phys % seg_size:          # a run starts here
-                if k and not matches(picked[k - 1][1], picked[k - 1][2], queue_id,
-                                     picked[k - 1][0]):
-                    return k - 1
-                if not matches(phys, size, queue_id, qoff):
-                    return k
-            prev_end = phys + size
-        if picked and not matches(picked[-1][1], picked[-1][2], queue_id, picked[-1][0]):
-            return len(picked) - 1
-        return len(picked)
+    def _edges_match(self, entries: bytes, edges: list[int], offset: int, queue_id: int) -> bool:
+        """Do the entries where runs of contiguous records start and end match
+        their records? A damaged entry breaks a run (its offset or its size is
+        wrong), so a pull of batched records checks two headers per batch."""
+        unpack, matches = CQ_UNIT.unpack_from, self._entry_matches
+        for k in edges:
+            phys, size, _code = unpack(entries, k * CQ_UNIT.size)
+            if not matches(phys, size, queue_id, offset + k):
+                return False
+        return True
+
+    def _get_checked(self, cq: ConsumeQueue, entries: bytes, offset: int, scanned: int,
+                     tag_codes, max_count: int, max_bytes: int, lo: int, hi: int) -> GetResult:
+        """The slow path of a pull whose entries include a damaged one: serve
+        the records before it, each checked, or deal with it when it is first."""
+        good: list[tuple[int, int]] = []
+        total = 0
+        for i, (phys, size, code) in enumerate(CQ_UNIT.iter_unpack(entries[:scanned * CQ_UNIT.size])):
+            if tag_codes is not None and code not in tag_codes:
+                continue
+            if len(good) == max_count or (total + size > max_bytes and good):
+                break
+            if not self._entry_matches(phys, size, cq.queue_id, offset + i):
+                if not good:
+                    return self._bad_entry(cq, offset + i, lo, hi)
+                return GetResult(b"".join(bytes(self.commitlog.read(p, n)) for p, n in good),
+                                 len(good), offset + i, lo, hi, PullStatus.FOUND)
+            good.append((phys, size))
+            total += size
+        return self._bad_entry(cq, offset, lo, hi)     # not reached: some edge did not match
 
     def _entry_matches(self, phys: int, size: int, queue_id: int, queue_offset: int) -> bool:
         """Does the record at ``phys`` say what its consume-queue entry says?"""
