@@ -128,6 +128,23 @@ class ConsumeQueue:
                 return e[0], e[1]
         return None
 
+    def first_after(self, phys_limit: int) -> int | None:
+        """The commit-log offset of the first entry whose record starts past
+        ``phys_limit``, or None (recovery: where valid data resumes after damage)."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            e = self.entry(mid)
+            if e is not None and e[1] and e[0] > phys_limit:
+                hi = mid
+            else:
+                lo = mid + 1
+        for qoff in range(lo, min(self.max_offset, lo + 64)):          # skip empty ones
+            e = self.entry(qoff)
+            if e is not None and e[1] and e[0] > phys_limit:
+                return int(e[0])
+        return None
+
     # ------------------------------------------------------------ shrink
     def truncate_beyond(self, phys_end: int) -> int:
         """Drop entries whose record ends past ``phys_end``; return how many."""

@@ -113,7 +113,8 @@ class MessageStore:
         self.index.load()
         start = self._verified_start(self.checkpoint_file.read())
         self.recovery = recover(self.commitlog, start, self.consume_queue, self.index,
-                                os.path.join(self.config.data_dir, "quarantine"))
+                                os.path.join(self.config.data_dir, "quarantine"),
+                                self._first_entry_after, self._known_end())
         end = self.commitlog.max_offset
         for cq in list(self.queues.values()):
             n = cq.truncate_beyond(end)
@@ -125,6 +126,17 @@ class MessageStore:
         self.checkpoint()
         log.info("%s", self.recovery)
         return self.recovery
+
+    def _known_end(self) -> int:
+        """The end of the last record a consume queue points to."""
+        ends = [e[0] + e[1] for cq in list(self.queues.values()) if cq.max_offset > cq.min_offset
+                and (e := cq.entry(cq.max_offset - 1)) is not None]
+        return max(ends, default=0)
+
+    def _first_entry_after(self, pos: int) -> int | None:
+        """The first record past ``pos`` that a consume queue points to."""
+        found = [f for cq in list(self.queues.values()) if (f := cq.first_after(pos)) is not None]
+        return min(found) if found else None
 
     def _verified_start(self, checkpoint: int | None) -> int | None:
         """Where recovery may start: the checkpoint if a record ends exactly

@@ -22,6 +22,7 @@ import os
 import shutil
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from duomq.common.errors import InvalidNameError
@@ -69,21 +70,26 @@ class RecoveryReport:
 _RECOVER = rec.fields("queue_id", "queue_offset", "physical_offset", "store_ts_ms", "topic_len",
                       "tags_len", "keys_len")
 _MAGICS = [struct.pack(">i", m) for m in (rec.RECORD_MAGIC, rec.RECORD_MAGIC_V2)]
+SEARCH_BYTES = 8 << 20        # how far past a bad record recovery looks for a good one
 
 
 def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
-            index=None, quarantine_root: str | None = None) -> RecoveryReport:
+            index=None, quarantine_root: str | None = None,
+            known_after: Callable[[int], int | None] = lambda _pos: None,
+            known_end: int = 0) -> RecoveryReport:
     """``consume_queue(topic, queue_id)`` returns (creating) the queue to rebuild;
-    ``index`` (a KeyIndex) gets the keys of the records scanned."""
+    ``index`` (a KeyIndex) gets the keys of the records scanned;
+    ``known_after(pos)`` is the first record past ``pos`` that the consume
+    queues know of (None: none), ``known_end`` the end of the last one."""
     mfq = commitlog.mfq
     if not mfq.segments:
         return RecoveryReport(0, 0, 0, "empty")
     start = mfq.min_offset if checkpoint_offset is None else max(checkpoint_offset, mfq.min_offset)
-    pos, scanned, reason, keyed = _scan(mfq, start, consume_queue)
+    pos, scanned, reason, keyed = _scan(mfq, start, consume_queue, known_after)
     report = RecoveryReport(start, pos, scanned, reason)
     if report.truncated:
-        after = next_valid(mfq, pos)
-        written = _written_end(mfq, pos)
+        after = next_valid(mfq, pos, known_after)
+        written = _written_end(mfq, pos, known_end)
         report.cut_bytes = written - pos
         if after is not None:
             report.damaged_until = written
@@ -94,7 +100,8 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
     return report
 
 
-def _scan(mfq: MappedFileQueue, pos: int, consume_queue) -> tuple[int, int, str, list]:
+def _scan(mfq: MappedFileQueue, pos: int, consume_queue,
+          known_after: Callable[[int], int | None]) -> tuple[int, int, str, list]:
     scanned, reason, keyed = 0, "end of data", []
     header = _RECOVER
     while True:
@@ -110,7 +117,7 @@ def _scan(mfq: MappedFileQueue, pos: int, consume_queue) -> tuple[int, int, str,
         except rec.OldFormatError:
             raise                       # not damage: never truncate a log we cannot read
         except rec.RecordError as exc:
-            if any(seg.mm[rel:rel + 8]) or next_valid(mfq, pos) is not None:
+            if any(seg.mm[rel:rel + 8]) or next_valid(mfq, pos, known_after) is not None:
                 reason = str(exc)
             break
         if size == -1:
@@ -146,50 +153,62 @@ def _scan(mfq: MappedFileQueue, pos: int, consume_queue) -> tuple[int, int, str,
     return pos, scanned, reason, keyed
 
 
-def next_valid(mfq: MappedFileQueue, pos: int) -> int | None:
-    """The offset of the first record past ``pos`` that checks out, looking
-    through the rest of ``pos``'s segment and at the start of each later one
-    (a segment starts with a record); None when there is none."""
+def next_valid(mfq: MappedFileQueue, pos: int,
+               known_after: Callable[[int], int | None] = lambda _pos: None) -> int | None:
+    """The offset of the first record past ``pos`` that checks out, or None.
+    Looked for where it costs little at every start: in the next
+    ``SEARCH_BYTES`` of ``pos``'s segment, at the first record the consume
+    queues know past ``pos``, and at the start of each later segment (a
+    segment starts with a record). Never a whole 1 GiB segment of zeros."""
     seg = mfq.find(pos)
     if seg is None:
         return None
     mm, rel = seg.mm, pos - seg.base
+    limit = min(seg.size, rel + SEARCH_BYTES)
     for magic in _MAGICS:
         at = rel + 5                               # a magic at least one byte past pos
         while True:
-            j = mm.find(magic, at, seg.size)
+            j = mm.find(magic, at, limit)
             if j < 0:
                 break
-            try:
-                if rec.check_record(mm, j - 4, seg.size) > 0:
-                    return seg.base + j - 4
-            except rec.RecordError:
-                pass
+            if _checks(mm, j - 4, seg.size):
+                return seg.base + j - 4
             at = j + 1
+    known = known_after(pos)
+    if known is not None:
+        kseg = mfq.find(known)
+        if kseg is not None and _checks(kseg.mm, known - kseg.base, kseg.size):
+            return known
     for later in mfq.segments:
-        if later.base > seg.base:
-            try:
-                if rec.check_record(later.mm, 0, later.size) > 0:
-                    return later.base
-            except rec.RecordError:
-                continue
+        if later.base > seg.base and _checks(later.mm, 0, later.size):
+            return later.base
     return None
 
 
-def _written_end(mfq: MappedFileQueue, pos: int) -> int:
-    """Past the last non-zero byte of the log from ``pos`` (what a cut removes)."""
-    chunk = 1 << 20
-    for seg in reversed(mfq.segments):
-        if seg.end <= pos:
-            break
-        lo, hi = max(pos - seg.base, 0), seg.size
-        while hi > lo:                          # backwards, a MiB at a time, no big copy
-            at = max(lo, hi - chunk)
-            part = seg.mm[at:hi]
-            if part.count(0) != len(part):
-                return seg.base + at + len(part.rstrip(b"\0"))
-            hi = at
-    return pos
+def _checks(buf, pos: int, limit: int) -> bool:
+    try:
+        return rec.check_record(buf, pos, limit) > 0
+    except rec.RecordError:
+        return False
+
+
+def _written_end(mfq: MappedFileQueue, pos: int, known_end: int) -> int:
+    """About where the data from ``pos`` ends (for the report): from the end
+    the consume queues know, forward a MiB at a time to the first all-zero
+    MiB, looking at most ``SEARCH_BYTES`` (never a whole segment of zeros)."""
+    at = max(pos, known_end)
+    seg = mfq.find(at)
+    if seg is None:
+        return at
+    rel = at - seg.base
+    limit = min(seg.size, rel + SEARCH_BYTES)
+    while rel < limit:
+        part = seg.mm[rel:min(limit, rel + (1 << 20))]
+        used = len(part.rstrip(b"\0"))
+        if used < len(part):
+            return seg.base + rel + used
+        rel += len(part)
+    return seg.base + rel
 
 
 def _quarantine(mfq: MappedFileQueue, pos: int, root: str | None, reason: str,
