@@ -269,7 +269,7 @@ def test_the_spark_cronjob_pod_runs_against_the_pair(cluster):
     producer = cluster.client("shop-producer", SPARK_IMAGE, ["python", "-m", "pipeline.produce"],
                               ["--minutes", "6", "--per-minute", "40"], [])
     assert producer.wait(120) == 0, producer.logs()
-    said = wait_for(lambda: producer.logs().strip(), 10, "the producer's log")  # conmon flushes late
+    said = wait_for(lambda: producer.logs().strip(), 30, "the producer's log")  # conmon flushes late
     assert json.loads(said.splitlines()[-1])["sent"] == 240
 
     job = named(cluster.docs, "CronJob", "spark-minutes")
