@@ -293,13 +293,16 @@ _SCAN = fields("total_size", "magic", "crc", "born_ts_ms", "topic_len", "tags_le
                "keys_len", "props_len", "body_len")
 
 
-def scan_batch(buf: bytearray, topic: bytes, max_record_bytes: int, count: int
+def scan_batch(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
+               crcs: list[int] | None = None
                ) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int]]]:
     """Validate a producer's batch of encoded records (all for ``topic``).
 
     Returns ``(bounds, borns, tag_hashes, keyed)``: each record's start in
     ``buf`` (plus the end as the last bound), born time and tag hash, and
-    ``(index, keys start, keys length)`` of the records that have keys. Raises
+    ``(index, keys start, keys length)`` of the records that have keys; each
+    record's payload CRC is appended to ``crcs`` when given (sealing goes on
+    from it). Raises
     RecordTooLargeError or RecordError; nothing is stored in either case.
     The broker's hot path: one unpack of only the fields it checks, and one
     combined test per record (the slow path then names what is wrong).
@@ -319,6 +322,7 @@ def scan_batch(buf: bytearray, topic: bytes, max_record_bytes: int, count: int
     texts: list[memoryview] = []
     add_bound, add_born, add_hash, add_text = bounds.append, borns.append, hashes.append, \
         texts.append
+    add_crc = (crcs if crcs is not None else []).append
     pos = 0
     while pos < end:
         if pos > last_header:
@@ -339,6 +343,7 @@ def scan_batch(buf: bytearray, topic: bytes, max_record_bytes: int, count: int
             add_hash(0)
         add_bound(pos)
         add_born(born)
+        add_crc(crc)
         pos = nxt
     if len(borns) != count:
         raise RecordError(f"batch says {count} records but holds {len(borns)}")

@@ -210,21 +210,21 @@ class MessageStore:
         write per segment touched, one consume-queue write). Raises
         RecordError / RecordTooLargeError with nothing stored."""
         topic_b = topic.encode()
+        crcs: list[int] = []
         bounds, borns, hashes, keyed = rec.scan_batch(buf, topic_b, self.config.max_message_bytes,
-                                                      count)
+                                                      count, crcs)
         sizes = list(map(operator.sub, bounds[1:], bounds))
         offsets, plan = self.commitlog.place(sizes)
         cq = self.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
         patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET
-        crc_of, set_crc, unpack_crc, ca = crc32c, rec.CRC.pack_into, rec.CRC.unpack_from, \
-            rec.CRC_OFFSET
+        crc_of, set_crc, ca = crc32c, rec.CRC.pack_into, rec.CRC_OFFSET
         mv, hs = memoryview(buf), rec.HEADER_SIZE
-        for qo, start, phys, born in zip(itertools.count(qoff), bounds, offsets, borns):
+        for qo, start, phys, born, c in zip(itertools.count(qoff), bounds, offsets, borns, crcs):
             patch(buf, start + at, queue_id, qo, phys, born, now)
             # seal: the stored crc covers the patched header, continued from the payload's
-            set_crc(buf, start + ca, crc_of(mv[start + at:start + hs], unpack_crc(buf, start + ca)[0]))
+            set_crc(buf, start + ca, crc_of(mv[start + at:start + hs], c))
         flat = [0] * (3 * count)   # [phys, size, tag hash] per entry, interleaved in C
         flat[0::3], flat[1::3], flat[2::3] = offsets, sizes, hashes
         last_cq = cq.mfq.last()
