@@ -146,6 +146,9 @@ class MessageStore:
         points into a record is never taken for the end of the log."""
         if checkpoint is None or checkpoint <= self.commitlog.min_offset:
             return checkpoint
+        seg = self.commitlog.mfq.find(checkpoint)
+        if seg is not None and seg.base == checkpoint:       # a segment starts with a record
+            return checkpoint
         best: tuple[int, int] | None = None
         for cq in self.queues.values():
             last = cq.last_below(checkpoint)

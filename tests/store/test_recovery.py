@@ -224,3 +224,15 @@ def test_an_overwritten_consume_queue_entry_is_repaired_not_a_stuck_consumer(cfg
     got = s.get_messages("T", 0, 13, 100, 1 << 20, end)
     assert got.count == 0 and got.next_offset == 14    # skipped, logged: never stuck
     s.close()
+
+
+def test_a_checkpoint_at_a_segment_start_is_taken_as_it_is(cfg):
+    s = MessageStore(cfg)
+    s.start()
+    while len(s.commitlog.mfq.segments) < 2:
+        put(s, 5)
+    base = s.commitlog.mfq.segments[1].base
+    s.close()
+    s.checkpoint_file.write(base)                     # after a segment's filler
+    report = MessageStore(cfg).start()
+    assert report.start_offset == base and not report.truncated
