@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import zmq
 
+from duomq.common.zsend import send_now
 from duomq.proto import PROTOCOL_VERSION, codec, pb
 from duomq.replication.protocol import HaState, confirmed_offset, in_sync, next_state
 
@@ -122,15 +123,8 @@ class HAService:
             msg.offsets.add(consumer_group=group, topic=topic, queue_id=qid, offset=off)
         frame = pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_TRANSFER,
                          payload=msg.SerializeToString()).SerializeToString()
-        frames = [link.identity, frame, data]
         try:   # the socket is ROUTER_MANDATORY: a full or gone peer raises, never drops
-            self.socket.send_multipart(frames, zmq.NOBLOCK, copy=len(data) < 65536)
-        except zmq.Again:   # perhaps only not yet told the queue drained: read, try again
-            try:
-                self.socket.getsockopt(zmq.EVENTS)
-                self.socket.send_multipart(frames, zmq.NOBLOCK, copy=len(data) < 65536)
-            except zmq.ZMQError:
-                return False
+            send_now(self.socket, [link.identity, frame, data], copy=len(data) < 65536)
         except zmq.ZMQError:
             return False   # resumed on the slave's next report
         link.last_sent = now

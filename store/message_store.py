@@ -154,17 +154,10 @@ class MessageStore:
             last = cq.last_below(checkpoint)
             if last is not None and (best is None or last[0] > best[0]):
                 best = last
-        while best is not None:
-            phys, size = best
-            view = self.commitlog.read(phys, size)
-            try:
-                if view is not None and rec.check_record(view, 0, size) == size and \
-                        _PHYSICAL.unpack_from(view, 0)[0] == phys:
-                    break
-            except rec.RecordError:
-                pass
+        record = self.read_record(best[0]) if best is not None else None
+        if best is not None and (record is None or len(record) != best[1]):
             log.warning("consume-queue entry for %d does not match its record: recovery "
-                        "starts below it", phys)
+                        "starts below it", best[0])
             best = None
         end = best[0] + best[1] if best is not None else self.commitlog.min_offset
         if end != checkpoint:

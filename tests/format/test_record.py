@@ -61,12 +61,17 @@ def test_a_producer_record_is_not_a_stored_one_until_sealed():
         physical_offset=4096, store_ts_ms=99)
 
 
-def as_format_2(record: bytes) -> bytearray:
-    """A stored format-2 record: the old magic, the body's CRC-32C only."""
+def as_old_format(record: bytes, magic: int, body_crc) -> bytearray:
+    """A record of an earlier format: its magic, and ``body_crc`` of the body only."""
     r = bytearray(record)
     lb = rec.HEADER.unpack_from(r, 0)[14]
-    rec.LEAD.pack_into(r, 0, len(r), rec.RECORD_MAGIC_V2, rec.body_crc(r[len(r) - lb:]))
+    rec.LEAD.pack_into(r, 0, len(r), magic, body_crc(r[len(r) - lb:]))
     return r
+
+
+def as_format_2(record: bytes) -> bytearray:
+    """A stored format-2 record: the body's CRC-32C only."""
+    return as_old_format(record, rec.RECORD_MAGIC_V2, rec.body_crc)
 
 
 def test_a_stored_format_2_record_is_still_read_but_not_taken_from_producers():
@@ -158,11 +163,8 @@ def test_the_checksum_is_crc32c_of_the_payload_then_the_header():
 
 
 def as_format_1(record: bytes) -> bytearray:
-    """A format-1 record: the old magic, the body checked with zlib's CRC-32."""
-    r = bytearray(record)
-    lb = rec.HEADER.unpack_from(r, 0)[14]
-    rec.LEAD.pack_into(r, 0, len(r), rec.RECORD_MAGIC_V1, zlib.crc32(r[len(r) - lb:]))
-    return r
+    """A format-1 record: the body checked with zlib's CRC-32."""
+    return as_old_format(record, rec.RECORD_MAGIC_V1, zlib.crc32)
 
 
 def test_a_format_1_record_is_named_not_taken_for_damage():

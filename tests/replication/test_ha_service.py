@@ -1,6 +1,7 @@
 """The master's replication service against a real store and a real ZeroMQ
 pair: what a slave receives, and when it is asked to report at once."""
 
+import pytest
 import zmq
 
 from duomq.common.config import BrokerConfig
@@ -23,20 +24,36 @@ def transfers(sock):
     return out
 
 
-def test_ack_now_only_when_the_master_waits_or_the_window_fills(tmp_path):
-    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), ha_window_bytes=1 << 20))
-    store.start()
+@pytest.fixture
+def link():
+    """A ROUTER as the master's HA port and a DEALER as the slave; ``connect(store,
+    acked)`` reports from the slave and returns the master's HAService with the link."""
     ctx = zmq.Context()
     router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
     router.setsockopt(zmq.ROUTER_MANDATORY, 1)
     port = router.bind_to_random_port("tcp://127.0.0.1")
     dealer.connect(f"tcp://127.0.0.1:{port}")
-    ha = HAService(store, store.config, router, 3, None)
-    try:
-        dealer.send(report(0, 0))
+
+    def connect(store, acked: int) -> HAService:
+        ha = HAService(store, store.config, router, 3, None)
+        dealer.send(report(0, acked))
         assert router.poll(2000)
         identity, data = router.recv_multipart()
         ha.on_message(identity, data, 0.0)
+        return ha
+
+    yield connect, dealer
+    router.close(0)
+    dealer.close(0)
+    ctx.term()
+
+
+def test_ack_now_only_when_the_master_waits_or_the_window_fills(tmp_path, link):
+    connect, dealer = link
+    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), ha_window_bytes=1 << 20))
+    store.start()
+    try:
+        ha = connect(store, 0)
         one = rec.encode_record(b"T", b"", b"", b"", b"x" * 1000, 1)
         store.put_batch("T", 0, bytearray(one * 100), 100)
         ha.pump(1.0, 0, False)                         # nothing waits: report on the timer
@@ -51,40 +68,26 @@ def test_ack_now_only_when_the_master_waits_or_the_window_fills(tmp_path):
         ha.pump(1.0, 0, False)                         # more than half the window unacked
         assert [m.ack_now for m, _ in transfers(dealer)][-1]
     finally:
-        router.close(0)
-        dealer.close(0)
-        ctx.term()
         store.close()
 
 
-def test_a_peer_claiming_huge_acks_gets_one_window_and_confirms_nothing(tmp_path):
+def test_a_peer_claiming_huge_acks_gets_one_window_and_confirms_nothing(tmp_path, link):
+    connect, dealer = link
     store = MessageStore(BrokerConfig(data_dir=str(tmp_path), ha_window_bytes=2 << 20,
                                       ha_transfer_batch_bytes=256 << 10))
     store.start()
     one = rec.encode_record(b"T", b"", b"", b"", b"x" * 1000, 1)
     for _ in range(20):                                  # 20 MiB of log
         store.put_batch("T", 0, bytearray(one * 1000), 1000)
-    ctx = zmq.Context()
-    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
-    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    dealer.connect(f"tcp://127.0.0.1:{port}")
-    ha = HAService(store, store.config, router, 3, None)
     try:
-        dealer.send(report(0, 1 << 60))                  # "I hold everything, and more"
-        assert router.poll(2000)
-        identity, data = router.recv_multipart()
-        ha.on_message(identity, data, 0.0)
+        ha = connect(store, 1 << 60)                     # "I hold everything, and more"
         for _ in range(50):
             ha.pump(1.0, 0, False)
-        (link,) = ha.links.values()
-        assert link.sent_offset <= 2 << 20               # one window, not the whole log
-        assert link.acked_offset == 0                    # capped at what it was sent (then 0)
+        (link_,) = ha.links.values()
+        assert link_.sent_offset <= 2 << 20              # one window, not the whole log
+        assert link_.acked_offset == 0                   # capped at what it was sent (then 0)
         assert ha.replicated_offset() in (None, 0)
         received = sum(len(d[0]) for _m, d in transfers(dealer) if d)
         assert received <= 2 << 20
     finally:
-        router.close(0)
-        dealer.close(0)
-        ctx.term()
         store.close()
