@@ -41,6 +41,9 @@ def collect(zookeeper: str, cluster: str) -> dict:
                 entry = {"group": g, "id": int(i), "role": info.get("role"),
                          "epoch": info.get("epoch"), "address": info.get("address"),
                          "flush": info.get("flush"), "pid": info.get("pid")}
+                for problem in ("replication_halted", "recovery"):   # what needs a person
+                    if info.get(problem):
+                        entry[problem] = info[problem]
                 try:
                     status, error, resp = remoting.call(info["address"], pb.BROKER_STATUS,
                                                         pb.BrokerStatusRequest(), 3)
@@ -87,6 +90,10 @@ def run(args) -> int:
                   b.get("lag_bytes", "-"), b.get("error", "")] for b in st["brokers"]],
                 ["group", "id", "role", "epoch", "address", "max", "confirmed", "lag bytes",
                  "error"]))
+    for b in st["brokers"]:
+        for problem in ("replication_halted", "recovery"):
+            if b.get(problem):
+                print(f"{b['group']}/{b['id']}: {problem.replace('_', ' ')}: {b[problem]}")
     if st["consumer_lag"]:
         print()
         print(table([[x["consumer_group"], x["topic"], x["broker_group"], x["queue"], x["offset"],

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from duomq.cli.status_cmd import collect
 from duomq.client import Message, Producer
 from duomq.coordinator.paths import ZkPaths
 from duomq.format import record as rec
@@ -64,6 +65,8 @@ def test_a_lone_broker_with_damage_in_the_middle_will_not_be_master(local_cluste
             return "HA: election: no live broker can take over" in f.read()
     wait_for(said, what="the election to find no broker that can take over")
     assert not master_info(local_cluster.zookeeper, local_cluster.cluster)
+    (shown,) = collect(local_cluster.zookeeper, local_cluster.cluster)["brokers"]
+    assert "DAMAGE below data written later" in shown["recovery"]      # `duomq status`
 
 
 def test_a_damaged_old_master_refetches_from_its_group_and_rejoins_whole(local_cluster):
