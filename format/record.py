@@ -30,7 +30,8 @@ and store time in place (``PATCH`` at offset 12) and *seals* it: ``crc``
 becomes CRC-32C of bytes 12..74 continued from the payload's CRC, so a stored
 record's checksum covers every byte but its size and magic, which are checked
 against the lengths and the format (``check_record``, used by recovery and by
-a slave on every replicated record). Sealing costs one CRC of 62 bytes.
+a slave on every replicated record). Sealing costs one CRC of 62 bytes;
+``format/seal.py`` patches and seals a large batch with numpy instead.
 CRC-32C is computed by the ``crc32c`` package with the CPU's CRC instruction.
 
 The magic is also the format's version. Format 2 (``RECORD_MAGIC_V2``)

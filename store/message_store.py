@@ -22,6 +22,7 @@ from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError, UnsupportedVersionError
 from duomq.common.message import PullStatus
 from duomq.format import record as rec
+from duomq.format import seal
 from duomq.store.checkpoint import Checkpoint
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 
 FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
+SEAL_VECTOR_MIN = 96           # batches from this many records are patched and sealed by numpy
 # the header fields dispatch reads
 _DISPATCH = rec.fields("total_size", "magic", "crc", "queue_id", "queue_offset",
                        "topic_len", "tags_len", "keys_len", "props_len", "body_len")
@@ -214,13 +216,17 @@ class MessageStore:
         cq = self.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
-        patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET
-        crc_of, set_crc, ca = crc32c, rec.CRC.pack_into, rec.CRC_OFFSET
-        mv, hs = memoryview(buf), rec.HEADER_SIZE
-        for qo, start, phys, born, c in zip(itertools.count(qoff), bounds, offsets, borns, crcs):
-            patch(buf, start + at, queue_id, qo, phys, born, now)
-            # seal: the stored crc covers the patched header, continued from the payload's
-            set_crc(buf, start + ca, crc_of(mv[start + at:start + hs], c))
+        if count >= SEAL_VECTOR_MIN:
+            seal.patch_and_seal(buf, bounds, queue_id, qoff, offsets, now)
+        else:
+            patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET
+            crc_of, set_crc, ca = crc32c, rec.CRC.pack_into, rec.CRC_OFFSET
+            mv, hs = memoryview(buf), rec.HEADER_SIZE
+            for qo, start, phys, born, c in zip(itertools.count(qoff), bounds, offsets, borns,
+                                                crcs):
+                patch(buf, start + at, queue_id, qo, phys, born, now)
+                # seal: the stored crc covers the patched header, continued from the payload's
+                set_crc(buf, start + ca, crc_of(mv[start + at:start + hs], c))
         flat = [0] * (3 * count)   # [phys, size, tag hash] per entry, interleaved in C
         flat[0::3], flat[1::3], flat[2::3] = offsets, sizes, hashes
         last_cq = cq.mfq.last()
