@@ -120,6 +120,15 @@ class BrokerCore:
                 info["replication_halted"] = client.halted
         return info
 
+    def degraded(self) -> bool:
+        """A SYNC master acking with fewer slaves than sync_replicas."""
+        return self.sync_replication and self.state.in_sync_replicas < self.config.sync_replicas
+
+    def mark_replicas(self, resp) -> None:
+        """Say on a send's answer how many slaves were in sync when it was acked."""
+        resp.in_sync_replicas = self.state.in_sync_replicas
+        resp.degraded = self.degraded()
+
     # ------------------------------------------------------------ deferred answers
     def ack_waiter(self, end_offset: int, identity: bytes, request_id: int, resp,
                    type_: int = pb.SEND) -> bool:

@@ -96,10 +96,11 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
     b.state.appended = True
     if b.sync_replication and not b.slaves_available():
         return pb.SLAVE_NOT_AVAILABLE, (
-            f"stored, but fewer than sync_replicas ({b.config.sync_replicas}) in-sync "
-            f"slaves are connected to confirm it"), resp
+            f"stored, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
+            f"slaves are in sync to confirm it"), resp
     if b.ack_waiter(end, r.identity, r.request_id, resp):
         return None
+    b.mark_replicas(resp)
     return pb.OK, "", resp
 
 
@@ -379,7 +380,11 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
     resp.master_silent_s = health.master_silent_s
     if b.ha_client is not None:
         resp.master_max_offset = b.ha_client.master_max
+    resp.sync_replicas, resp.min_sync_replicas = cfg.sync_replicas, cfg.min_sync_replicas or 0
+    if st.role == MASTER:
+        resp.in_sync_replicas, resp.degraded = st.in_sync_replicas, b.degraded()
     if b.ha is not None:
+        resp.isr.extend(sorted(b.ha.isr or ()))
         for link in b.ha.status():
             resp.replicas.add(broker_id=link["broker_id"], address=link["address"],
                               state=link["state"], acked_offset=link["acked_offset"],

@@ -348,6 +348,7 @@ class Broker(BrokerCore):
             if self.ha is not None:
                 replicated = self.ha.replicated_offset()
                 st.replicated_offset = replicated if replicated is not None else -1
+                st.in_sync_replicas = self.ha.in_sync_count()
             visible = end
             if self.sync_flush:
                 visible = min(visible, st.flushed_offset)
@@ -371,6 +372,8 @@ class Broker(BrokerCore):
         if not self.state.lease_valid(time.monotonic()):
             return   # a successor may exist: ack nothing until the lease is back
         for w in self.ack_waiters.release(*self._conditions()):
+            if w.type == pb.SEND:
+                self.mark_replicas(w.response)
             self.dispatcher.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
 
     def _visible_max(self, topic: str, queue_id: int) -> int:
@@ -393,8 +396,9 @@ class Broker(BrokerCore):
         for w, status in self.ack_waiters.expire(now, *self._conditions()):
             what = ("not flushed within sync_flush_timeout_ms "
                     f"({cfg.sync_flush_timeout_ms} ms)") if status == pb.FLUSH_DISK_TIMEOUT \
-                else (f"not replicated to {cfg.sync_replicas} slave(s) within "
-                      f"slave_timeout_ms ({cfg.slave_timeout_ms} ms)")
+                else (f"not held by the slaves in sync (sync_replicas {cfg.sync_replicas}, "
+                      f"min_sync_replicas {cfg.min_sync_replicas}) within slave_timeout_ms "
+                      f"({cfg.slave_timeout_ms} ms)")
             self.dispatcher.reply(w.identity, w.request_id, w.type, status,
                                   what + "; the message is stored", w.response)
         if now < self._next_scan:
@@ -409,6 +413,7 @@ class Broker(BrokerCore):
             self.ha.housekeeping(now)
             if self.controller is not None:
                 self.controller.request_isr(set(self.ha.in_sync_ids()))
+                self.ha.isr = self.controller.isr_published
             if self.state.draining:
                 self._drain_for_handover()
         if now >= self._next_retention:

@@ -16,7 +16,9 @@ class BrokerState:
     draining: bool = False         # a master handing over: no new writes
     stepping_down: bool = False    # handed over: not a candidate until it follows someone
     flushed_offset: int = 0        # the commit log is fsynced up to here
-    replicated_offset: int = 0     # master: held by sync_replicas slaves (-1: too few)
+    replicated_offset: int = 0     # master: SYNC writes may be acked up to here (-1: too
+                                   # few slaves in sync)
+    in_sync_replicas: int = 0      # master: slaves that count for SYNC acks now
     visible_offset: int = 0        # consumers read up to here
     appended: bool = False         # a write since the flush service was last woken
     bad_requests: int = 0

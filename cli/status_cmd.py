@@ -58,6 +58,11 @@ def collect(zookeeper: str, cluster: str) -> dict:
                              messages_stored=resp.messages_stored,
                              bad_requests=resp.bad_requests, clients=resp.clients,
                              flushes=resp.flushes, read_redirects=resp.read_redirects)
+                if resp.role == "MASTER" and info.get("replication") == "SYNC":
+                    entry.update(in_sync_replicas=resp.in_sync_replicas,
+                                 sync_replicas=resp.sync_replicas,
+                                 min_sync_replicas=resp.min_sync_replicas,
+                                 degraded=resp.degraded, isr=list(resp.isr))
                 maxes = {(q.topic, q.queue_id): q.max_offset for q in resp.queues}
                 # consumer offsets live on the master; a slave's copy may be stale
                 for o in (resp.group_offsets if resp.role == "MASTER" else ()):
@@ -91,6 +96,10 @@ def run(args) -> int:
                 ["group", "id", "role", "epoch", "address", "max", "confirmed", "lag bytes",
                  "error"]))
     for b in st["brokers"]:
+        if b.get("degraded"):
+            print(f"{b['group']}/{b['id']}: DEGRADED: {b['in_sync_replicas']} slave(s) in sync of "
+                  f"sync_replicas {b['sync_replicas']}; acking under min_sync_replicas "
+                  f"{b['min_sync_replicas']} (in-sync set {b['isr']})")
         for problem in ("replication_halted", "recovery"):
             if b.get(problem):
                 print(f"{b['group']}/{b['id']}: {problem.replace('_', ' ')}: {b[problem]}")

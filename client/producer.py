@@ -64,6 +64,9 @@ class SendResult:
     queue_offset: int                         # queue offset of the first message
     physical_offsets: Sequence[int] = ()      # commit-log offset of every message
     broker_group: str = ""
+    in_sync_replicas: int = 0                 # the master's slaves in sync when it acked
+    degraded: bool = False                    # SYNC acked with fewer than sync_replicas
+                                              # slaves (the group's min_sync_replicas)
 
     @property
     def ok(self) -> bool:
@@ -395,7 +398,8 @@ class _SendAttempts:
             offsets = resp.physical_offsets
             result = SendResult(send_status,
                                 make_msg_id(resp.broker_group, offsets[0]) if offsets else "",
-                                mq, resp.queue_offset, offsets, resp.broker_group)
+                                mq, resp.queue_offset, offsets, resp.broker_group,
+                                resp.in_sync_replicas, resp.degraded)
         if (send_status is not SendStatus.SEND_OK and not self.pinned
                 and self.config.retry_another_broker_when_not_store_ok and self._take_retry(mq)):
             self.stored = result

@@ -92,6 +92,10 @@ class BrokerConfig:
     replication: ReplicationMode = ReplicationMode.ASYNC
     slave_timeout_ms: int = 3000             # SYNC replication: FLUSH_SLAVE_TIMEOUT past this
     sync_replicas: int = 1                   # SYNC: slaves that must hold a record before SEND_OK
+    min_sync_replicas: int | None = None     # SYNC: with fewer slaves in sync than
+                                             # sync_replicas but at least this many, ack once
+                                             # every in-sync slave holds the record (0: a lone
+                                             # master acks alone); default: sync_replicas
     slave_flush: FlushDiskType | None = None  # as a slave: SYNC_FLUSH acks only fsynced bytes;
                                              # default: the same as `flush`
     ha_port: int = 10912                     # the master's replication port; 0 picks a free one
@@ -145,6 +149,11 @@ class BrokerConfig:
                   "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes",
                   "index_slot_count", "index_max_entries")
         parse_levels(self.message_delay_level)
+        if self.min_sync_replicas is None:
+            set_("min_sync_replicas", self.sync_replicas)
+        elif not 0 <= self.min_sync_replicas <= self.sync_replicas:
+            raise ConfigError(f"min_sync_replicas ({self.min_sync_replicas}) must be between 0 "
+                              f"and sync_replicas ({self.sync_replicas})")
         for name in ("index_slot_count", "index_max_entries"):
             if getattr(self, name) >= 1 << 31:
                 raise ConfigError(f"{name}: must be below 2**31, got {getattr(self, name)}")
@@ -378,7 +387,7 @@ class ConsumerConfig:
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,),
-                                       "str": (str,)}
+                                       "str": (str,), "int | None": (int, type(None))}
 
 
 def check_types(obj) -> None:
@@ -430,6 +439,8 @@ def _coerce(f, text: str, key: str):
     try:
         if typ == "int":
             return int(text)
+        if typ == "int | None":      # empty: the default that follows another field
+            return int(text) if text.strip() else None
         if typ == "float":
             return float(text)
         if typ == "bool":

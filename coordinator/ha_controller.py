@@ -69,6 +69,9 @@ class HaController:
         self._serving: tuple[str, int] = (SLAVE, 0)
         self._drained = False
         self._isr_wanted: frozenset[int] | None = None
+        # written here, read by the serving thread: the in-sync set as ZooKeeper
+        # now lists it (None until this broker wrote one as master)
+        self.isr_published: frozenset[int] | None = None
         self._info_written: tuple[str, int] | None = None
         self._bad_nodes: set[tuple[str, str]] = set()   # (path, problem) already logged
         self._wake = threading.Event()
@@ -344,3 +347,4 @@ class HaController:
                 self.zk.create(p.isr(g), data)
             except NodeExistsError:
                 self.zk.set(p.isr(g), data)
+        self.isr_published = members

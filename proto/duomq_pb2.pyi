@@ -119,14 +119,18 @@ class SendRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., producer_group: _Optional[str] = ..., scheduled: _Optional[bool] = ...) -> None: ...
 
 class SendResponse(_message.Message):
-    __slots__ = ("queue_offset", "physical_offsets", "broker_group")
+    __slots__ = ("queue_offset", "physical_offsets", "broker_group", "in_sync_replicas", "degraded")
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     PHYSICAL_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
     queue_offset: int
     physical_offsets: _containers.RepeatedScalarFieldContainer[int]
     broker_group: str
-    def __init__(self, queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., broker_group: _Optional[str] = ...) -> None: ...
+    in_sync_replicas: int
+    degraded: bool
+    def __init__(self, queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., broker_group: _Optional[str] = ..., in_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ...) -> None: ...
 
 class PullRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "max_wait_ms", "subscription")
@@ -269,7 +273,7 @@ class BrokerStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatusResponse(_message.Message):
-    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas", "flushes", "read_redirects", "ready", "ready_reason", "master_max_offset", "master_silent_s")
+    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas", "flushes", "read_redirects", "ready", "ready_reason", "master_max_offset", "master_silent_s", "in_sync_replicas", "sync_replicas", "min_sync_replicas", "degraded", "isr")
     BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -293,6 +297,11 @@ class BrokerStatusResponse(_message.Message):
     READY_REASON_FIELD_NUMBER: _ClassVar[int]
     MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MASTER_SILENT_S_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    MIN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
     broker_group: str
     broker_id: int
     role: str
@@ -316,7 +325,12 @@ class BrokerStatusResponse(_message.Message):
     ready_reason: str
     master_max_offset: int
     master_silent_s: float
-    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., flushes: _Optional[int] = ..., read_redirects: _Optional[int] = ..., ready: _Optional[bool] = ..., ready_reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., master_silent_s: _Optional[float] = ...) -> None: ...
+    in_sync_replicas: int
+    sync_replicas: int
+    min_sync_replicas: int
+    degraded: bool
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., flushes: _Optional[int] = ..., read_redirects: _Optional[int] = ..., ready: _Optional[bool] = ..., ready_reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., master_silent_s: _Optional[float] = ..., in_sync_replicas: _Optional[int] = ..., sync_replicas: _Optional[int] = ..., min_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ReplicaStatus(_message.Message):
     __slots__ = ("broker_id", "address", "state", "acked_offset", "lag_bytes")

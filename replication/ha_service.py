@@ -11,7 +11,7 @@ import zmq
 
 from duomq.common.zsend import send_now
 from duomq.proto import PROTOCOL_VERSION, codec, pb
-from duomq.replication.protocol import HaState, confirmed_offset, in_sync, next_state
+from duomq.replication.protocol import HaState, ack_point, in_sync, next_state, required_acks
 
 log = logging.getLogger(__name__)
 MAX_LINKS = 8             # replication links one master keeps (a group has a few slaves)
@@ -42,6 +42,11 @@ class HAService:
         self.socket = socket
         self.epoch = epoch
         self.links: dict[bytes, HAConnection] = {}
+        # the in-sync set as ZooKeeper lists it (the HA controller publishes
+        # it; the serving thread copies it here); None: no controller, every
+        # link in sync counts
+        self.isr: frozenset[int] | None = None
+        self.last_acked: dict[int, int] = {}   # broker id -> what it last said it holds
 
     # ------------------------------------------------------------ inbound
     def on_message(self, identity: bytes, data: bytes, now: float) -> bool:
@@ -79,6 +84,7 @@ class HAService:
         # a slave holds at most what it was sent: a claim past that (a bug, or
         # a peer that is no slave) neither confirms writes nor opens the window
         link.acked_offset = max(0, min(report.acked_offset, link.sent_offset))
+        self.last_acked[link.broker_id] = link.acked_offset
         link.state = next_state(link.state, "report")
         return link.acked_offset != before
 
@@ -150,17 +156,33 @@ class HAService:
                 and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)]
 
     def in_sync_acked(self) -> list[int]:
+        """What each slave that counts for acks holds: in sync by its link and,
+        once the controller publishes the in-sync set, listed in it (a slave
+        that ZooKeeper does not list could not be elected, so a record only it
+        holds is not safe)."""
         end = self.store.commitlog.max_offset
+        isr = self.isr
         return [link.acked_offset for link in self.links.values()
                 if link.state is HaState.TRANSFER
-                and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)]
+                and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)
+                and (isr is None or link.broker_id in isr)]
 
     def replicated_offset(self) -> int | None:
-        """Offset held by ``sync_replicas`` in-sync slaves (None: too few)."""
-        return confirmed_offset(self.in_sync_acked(), self.config.sync_replicas)
+        """The offset SYNC writes may be acked up to (None: too few slaves in
+        sync): ``protocol.ack_point`` with ``sync_replicas`` and ``min_sync_replicas``."""
+        cfg = self.config
+        me = cfg.broker_id
+        isr_acked = [self.last_acked.get(b, 0) for b in self.isr or () if b != me]
+        return ack_point(self.in_sync_acked(), isr_acked, self.store.commitlog.max_offset,
+                         cfg.sync_replicas, cfg.min_sync_replicas)
+
+    def in_sync_count(self) -> int:
+        return len(self.in_sync_acked())
 
     def slaves_available(self) -> bool:
-        return len(self.in_sync_acked()) >= self.config.sync_replicas
+        cfg = self.config
+        return required_acks(self.in_sync_count(), cfg.sync_replicas,
+                             cfg.min_sync_replicas) is not None
 
     def status(self) -> list[dict]:
         end = self.store.commitlog.max_offset

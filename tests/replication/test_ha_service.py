@@ -91,3 +91,30 @@ def test_a_peer_claiming_huge_acks_gets_one_window_and_confirms_nothing(tmp_path
         assert received <= 2 << 20
     finally:
         store.close()
+
+
+def test_only_slaves_in_the_published_isr_count_and_a_listed_one_is_waited_for(tmp_path, link):
+    connect, _dealer = link
+    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), replication="SYNC",
+                                      sync_replicas=1, min_sync_replicas=0))
+    store.start()
+    try:
+        ha = connect(store, 0)
+        one = rec.encode_record(b"T", b"", b"", b"", b"x" * 100, 1)
+        store.put_batch("T", 0, bytearray(one * 10), 10)
+        ha.pump(1.0, 0, True)
+        link_ = next(iter(ha.links.values()))
+        link_.acked_offset = ha.last_acked[1] = 4 * len(one)
+        ha.isr = frozenset({0})                  # ZooKeeper does not list slave 1 yet
+        assert ha.in_sync_count() == 0
+        assert ha.replicated_offset() == store.commitlog.max_offset     # min 0: alone
+        ha.isr = frozenset({0, 1})               # listed: it counts, and holds 4 records
+        assert ha.in_sync_count() == 1
+        assert ha.replicated_offset() == 4 * len(one)
+        link_.state = link_.state.SUSPEND        # silent: out of sync, but still listed
+        assert ha.in_sync_count() == 0 and ha.slaves_available()
+        assert ha.replicated_offset() == 4 * len(one)
+        ha.isr = frozenset({0})                  # the controller removed it
+        assert ha.replicated_offset() == store.commitlog.max_offset
+    finally:
+        store.close()
