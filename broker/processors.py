@@ -384,7 +384,7 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
     if st.role == MASTER:
         resp.in_sync_replicas, resp.degraded = st.in_sync_replicas, b.degraded()
     if b.ha is not None:
-        resp.isr.extend(sorted(b.ha.isr or ()))
+        resp.isr.extend(sorted(b.ha.isr_source() or ()))
         for link in b.ha.status():
             resp.replicas.add(broker_id=link["broker_id"], address=link["address"],
                               state=link["state"], acked_offset=link["acked_offset"],

@@ -277,6 +277,9 @@ class Broker(BrokerCore):
         st.replicated_offset = -1
         self.queue_locks.clear()       # holders take their queues again on renewal
         self.schedule, self.ha = t.schedule, t.ha
+        if self.controller is not None:     # the ISR as published, read where it is kept
+            controller = self.controller
+            t.ha.isr_source = lambda: controller.isr_published
         self._report()
         log.info("serving as MASTER of %s at epoch %d from offset %d", self.config.group, epoch,
                  self.store.commitlog.max_offset)
@@ -413,7 +416,6 @@ class Broker(BrokerCore):
             self.ha.housekeeping(now)
             if self.controller is not None:
                 self.controller.request_isr(set(self.ha.in_sync_ids()))
-                self.ha.isr = self.controller.isr_published
             if self.state.draining:
                 self._drain_for_handover()
         if now >= self._next_retention:

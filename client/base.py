@@ -35,6 +35,8 @@ class ClientBase:
         self._own_zk = zk is None
         self.zk = zk if zk is not None else zkutil.connect(self.zookeeper)
         self.routes = RouteTable(self.zk, self.cluster)
+        self._leaders: dict[str, dict[str, str]] = {}   # topic -> group -> master address
+        self.routes.add_listener(self._route_changed)
         self.members = BrokerMembers(self.zk, self.cluster)
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}")
         self._closed = False
@@ -82,6 +84,25 @@ class ClientBase:
                                          f"{self.cluster!r}")
             raise NoRouteError(f"no live broker group serves topic {topic!r}")
         return route
+
+    def _route_changed(self, topic: str) -> None:
+        """A topic's route changed (kazoo's thread): requests in flight to a
+        master that no longer leads its group fail now (``abort``), not at
+        their timeout; ``leader_changed`` hears of each group that moved."""
+        groups = self.routes.get(topic, wait_s=0).groups
+        now = {g: r.address for g, r in groups.items()}
+        before = self._leaders.get(topic, {})
+        self._leaders[topic] = now
+        for group, address in before.items():
+            if now.get(group) != address:
+                successor = now.get(group)
+                why = (f"{address} no longer leads broker group {group!r}"
+                       + (f" ({successor} does)" if successor else " (no master now)"))
+                self.remoting.abort(address, why)
+                self.leader_changed(group)
+
+    def leader_changed(self, group: str) -> None:
+        """A broker group's master changed or vanished (kazoo's thread)."""
 
     def after_failure(self, exc: BaseException, topic: str | None = None,
                       group: str | None = None) -> bool:

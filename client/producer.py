@@ -29,6 +29,7 @@ from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_
 from duomq.common.config import FRAME_ENVELOPE_BYTES, ProducerConfig
 from duomq.common.delay import SCHEDULING
 from duomq.common.errors import (
+    BrokerUnreachableError,
     ConfigError,
     DuomqError,
     MessageTooLargeError,
@@ -191,6 +192,7 @@ class Producer(ClientBase):
         att = self._attempts(msgs, timeout_ms, sharding_key, selector, queue, None)
         while True:
             mq = None
+            seen = self.routes.version(topic)
             try:
                 mq, address, timeout_s, limit = self._target(topic, msgs, sharding_key, selector,
                                                              arg, queue, att)
@@ -199,6 +201,7 @@ class Producer(ClientBase):
                 result = att.judge(*raw, mq)
             except Exception as exc:
                 if att.retry_after_error(exc, mq):
+                    self._await_master(topic, seen, exc, att)
                     continue
                 return att.give_up(exc)
             if result is not None:
@@ -296,8 +299,11 @@ class Producer(ClientBase):
         outer: Future = Future()
         outer.set_running_or_notify_cancel()
 
+        seen = [self.routes.version(topic)]
+
         def attempt():
             mq = None
+            seen[0] = self.routes.version(topic)
             try:
                 mq, address, timeout_s, limit = self._target(topic, msgs, sharding_key, selector,
                                                              arg, queue, att)
@@ -310,7 +316,10 @@ class Producer(ClientBase):
 
         def failed(exc, mq):
             if att.retry_after_error(exc, mq):
-                self._retries.submit(attempt)
+                def retry():
+                    self._await_master(topic, seen[0], exc, att)
+                    attempt()
+                self._retries.submit(retry)
                 return
             try:
                 outer.set_result(att.give_up(exc))
@@ -333,6 +342,22 @@ class Producer(ClientBase):
 
         attempt()
         return outer
+
+    def _await_master(self, topic: str, seen: int, exc: Exception, att: _SendAttempts) -> None:
+        """Before retrying a send whose master died or is gone (or that found
+        no master), wait for the topic's route to change after version
+        ``seen`` (the election's result), within the send's deadline, unless
+        another broker group can take the message now."""
+        if not isinstance(exc, BrokerUnreachableError | NoRouteError):
+            return
+        if not att.pinned:
+            groups = set(self.routes.get(topic, wait_s=0).groups)
+            if groups - att.avoid - self._faults.avoided(time.monotonic()):
+                return
+        self.routes.wait_change(topic, seen, att.left_s())
+
+    def leader_changed(self, group: str) -> None:
+        self._faults.forgive(group)
 
     def close(self) -> None:
         self._retries.shutdown(wait=True)
@@ -378,6 +403,9 @@ class _SendAttempts:
         retriable = self.after_failure(exc, mq)
         if retriable and mq is not None:
             self.faults.failed(mq.broker_group, time.monotonic())
+        if retriable and mq is None and isinstance(exc, NoRouteError) \
+                and time.monotonic() < self.deadline:
+            return True        # no broker was tried: wait for a master, no attempt spent
         if retriable and self._take_retry(mq):
             log.info("send failed (%s); retrying on another broker group", exc)
             return True

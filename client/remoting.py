@@ -7,6 +7,13 @@ resolved with ``(status, error, response_message)``. Blocking calls
 Many requests may be outstanding on one socket (long polls included); answers
 are matched by request id. A request with no answer by its deadline fails with
 RequestTimeoutError.
+
+Failing fast: an answer can no longer come when the connection it would
+travel on dies (a killed broker closes its sockets: every socket has a
+ZeroMQ monitor for DISCONNECTED) or when the route says the broker no longer
+leads its group (``abort``, called by the client's route watch). Requests in
+flight then fail at once with BrokerUnreachableError or BrokerGoneError,
+blocking calls included, instead of waiting out their timeout.
 """
 
 from __future__ import annotations
@@ -20,12 +27,46 @@ from collections import deque
 from concurrent.futures import Future
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
-from duomq.common.errors import BrokerUnreachableError, ClientClosedError, RequestTimeoutError
+from duomq.common.errors import (
+    BrokerGoneError,
+    BrokerUnreachableError,
+    ClientClosedError,
+    RequestTimeoutError,
+)
 from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
+LOST = zmq.EVENT_DISCONNECTED
+
+
+def _lost(monitor: zmq.Socket) -> bool:
+    """Read a socket monitor's pending events: did a connection die?"""
+    lost = False
+    while monitor.poll(0):
+        lost |= recv_monitor_message(monitor)["event"] == LOST
+    return lost
+
+
+class _Direct:
+    """A calling thread's connection to one broker: the DEALER, its monitor
+    and a poller over both plus the thread's wake-up eventfd."""
+
+    __slots__ = ("sock", "monitor", "poller")
+
+    def __init__(self, sock: zmq.Socket, monitor: zmq.Socket, wake_fd: int):
+        self.sock, self.monitor = sock, monitor
+        self.poller = zmq.Poller()
+        self.poller.register(sock, zmq.POLLIN)
+        self.poller.register(monitor, zmq.POLLIN)
+        self.poller.register(wake_fd, zmq.POLLIN)
+
+    def close(self) -> None:
+        self.sock.disable_monitor()
+        self.monitor.close(linger=0)
+        self.sock.close(linger=0)
 
 
 class RemotingClient:
@@ -39,8 +80,15 @@ class RemotingClient:
         self._pending: dict[int, tuple[Future, float, int, str]] = {}
         self._closed = False
         self._local = threading.local()          # per-thread sockets of blocking calls
-        self._direct: list[zmq.Socket] = []
+        self._direct: list[_Direct] = []
         self._direct_lock = threading.Lock()
+        # abort(): per address, how many times it was declared gone and why;
+        # the blocking calls waiting on it (their threads' wake-up eventfds)
+        self._gone: dict[str, tuple[int, str]] = {}
+        self._waiting: dict[str, set[int]] = {}
+        self._aborts: deque = deque()             # (address, why) for the I/O thread
+        self._monitors: dict[zmq.Socket, str] = {}
+        self._wakes: list[int] = []               # every calling thread's wake-up eventfd
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -65,7 +113,10 @@ class RemotingClient:
         (about half the round trip of a one-outstanding send)."""
         if self._closed:
             raise ClientClosedError("client is closed")
-        sock = self._direct_socket(address)
+        conn = self._direct_socket(address)
+        sock = conn.sock
+        _lost(conn.monitor)                 # a drop while idle: the send reconnects
+        gone = self._gone.get(address, (0, ""))[0]
         rid = next(self._ids)
         sock.setsockopt(zmq.SNDTIMEO, max(1, int(min(timeout_s, CONNECT_TIMEOUT_S) * 1000)))
         try:
@@ -73,45 +124,85 @@ class RemotingClient:
         except zmq.Again:
             raise BrokerUnreachableError(f"no connection to {address}") from None
         deadline = time.monotonic() + timeout_s
-        while True:
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            if left_ms <= 0 or not sock.poll(left_ms):
-                # the late answer would arrive on this socket: start afresh
-                self._drop_direct_socket(address)
-                raise RequestTimeoutError(
-                    f"no answer from {address} to {pb.RequestType.Name(type_)} in "
-                    f"{timeout_s:g} s")
-            try:
-                frame = codec.decode_frame(sock.recv())
-            except codec.FrameError:
-                continue
-            if frame.request_id == rid:
-                message = codec.decode_response(frame) if frame.type in codec.MESSAGES else None
-                return frame.status, frame.error, message
+        wake = self._local.wake
+        with self._direct_lock:
+            self._waiting.setdefault(address, set()).add(wake)
+        try:
+            while True:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                ready = dict(conn.poller.poll(left_ms)) if left_ms > 0 else {}
+                if not ready:
+                    # the late answer would arrive on this socket: start afresh
+                    self._drop_direct_socket(address)
+                    raise RequestTimeoutError(
+                        f"no answer from {address} to {pb.RequestType.Name(type_)} in "
+                        f"{timeout_s:g} s")
+                if wake in ready:
+                    _clear(wake)
+                    count, why = self._gone.get(address, (0, ""))
+                    if count != gone:
+                        self._drop_direct_socket(address)
+                        raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
+                                              f"abandoned: {why}")
+                if conn.monitor in ready and _lost(conn.monitor):
+                    self._drop_direct_socket(address)
+                    raise BrokerUnreachableError(
+                        f"the connection to {address} died while {pb.RequestType.Name(type_)} "
+                        f"waited for its answer")
+                if sock not in ready:
+                    continue
+                try:
+                    frame = codec.decode_frame(sock.recv())
+                except codec.FrameError:
+                    continue
+                if frame.request_id == rid:
+                    message = codec.decode_response(frame) if frame.type in codec.MESSAGES \
+                        else None
+                    return frame.status, frame.error, message
+        finally:
+            with self._direct_lock:
+                self._waiting[address].discard(wake)
 
-    def _direct_socket(self, address: str) -> zmq.Socket:
+    def abort(self, address: str, why: str) -> None:
+        """The broker at ``address`` no longer leads its group (the route
+        says so): fail every request waiting on it now, blocking calls too."""
+        with self._direct_lock:
+            count = self._gone.get(address, (0, ""))[0]
+            self._gone[address] = (count + 1, why)
+            waiting = list(self._waiting.get(address, ()))
+        for fd in waiting:
+            os.eventfd_write(fd, 1)
+        self._aborts.append((address, why))
+        os.eventfd_write(self._wake_fd, 1)
+
+    def _direct_socket(self, address: str) -> _Direct:
         socks = getattr(self._local, "socks", None)
         if socks is None:
             socks = self._local.socks = {}
-        sock = socks.get(address)
-        if sock is None:
-            sock = socks[address] = self.ctx.socket(zmq.DEALER)
+            self._local.wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            with self._direct_lock:
+                self._wakes.append(self._local.wake)
+        conn = socks.get(address)
+        if conn is None:
+            sock = self.ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             # queue only to a live connection: a send to a dead broker fails
             # within CONNECT_TIMEOUT_S instead of waiting for its answer's timeout
             sock.setsockopt(zmq.IMMEDIATE, 1)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            monitor = sock.get_monitor_socket(LOST)
             sock.connect(address)
+            conn = socks[address] = _Direct(sock, monitor, self._local.wake)
             with self._direct_lock:
-                self._direct.append(sock)
-        return sock
+                self._direct.append(conn)
+        return conn
 
     def _drop_direct_socket(self, address: str) -> None:
-        sock = self._local.socks.pop(address)
+        conn = self._local.socks.pop(address)
         with self._direct_lock:
-            self._direct.remove(sock)
-        sock.close(linger=0)
+            self._direct.remove(conn)
+        conn.close()
 
     def close(self) -> None:
         if self._closed:
@@ -121,9 +212,12 @@ class RemotingClient:
         self._thread.join(5)
         os.close(self._wake_fd)
         with self._direct_lock:
-            for sock in self._direct:
-                sock.close(linger=0)
+            for conn in self._direct:
+                conn.close()
             self._direct.clear()
+            for fd in self._wakes:
+                os.close(fd)
+            self._wakes.clear()
 
     # ------------------------------------------------------------ I/O thread
     def _socket(self, address: str) -> zmq.Socket:
@@ -135,10 +229,13 @@ class RemotingClient:
             sock.setsockopt(zmq.RCVHWM, 100_000)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            monitor = sock.get_monitor_socket(LOST)
             sock.connect(address)
             self._sockets[address] = sock
             self._by_socket[sock] = address
+            self._monitors[monitor] = address
             self._poller.register(sock, zmq.POLLIN)
+            self._poller.register(monitor, zmq.POLLIN)
         return sock
 
     def _run(self) -> None:
@@ -154,8 +251,18 @@ class RemotingClient:
                             os.eventfd_read(self._wake_fd)
                         except BlockingIOError:
                             pass
+                    elif sock in self._monitors:
+                        address = self._monitors[sock]
+                        if _lost(sock):
+                            self._fail_address(address, BrokerUnreachableError(
+                                f"the connection to {address} died while the request waited "
+                                f"for its answer"))
                     else:
                         self._drain(sock)
+                while self._aborts:
+                    address, why = self._aborts.popleft()
+                    self._fail_address(address, BrokerGoneError(
+                        f"request to {address} abandoned: {why}"))
                 self._send_outbox()
                 now = time.monotonic()
                 if now >= next_expiry:
@@ -164,7 +271,10 @@ class RemotingClient:
         finally:
             self._fail_all(ClientClosedError("client closed"))
             for s in self._sockets.values():
+                s.disable_monitor()
                 s.close(linger=0)
+            for m in self._monitors:
+                m.close(linger=0)
 
     def _send_outbox(self) -> None:
         out = self._outbox
@@ -205,6 +315,14 @@ class RemotingClient:
             except Exception as exc:  # a broken answer fails its request only
                 fut.set_exception(exc)
 
+    def _fail_address(self, address: str, exc: Exception) -> None:
+        """Fail the requests waiting for an answer from ``address``."""
+        lost = [rid for rid, entry in self._pending.items() if entry[3] == address]
+        for rid in lost:
+            fut = self._pending.pop(rid)[0]
+            if not fut.done():
+                fut.set_exception(exc)
+
     def _expire(self, now: float) -> None:
         late = [rid for rid, (_, deadline, _, _) in self._pending.items() if deadline <= now]
         for rid in late:
@@ -221,3 +339,10 @@ class RemotingClient:
             fut = self._outbox.popleft()[3]
             if not fut.done():
                 fut.set_exception(exc)
+
+
+def _clear(fd: int) -> None:
+    try:
+        os.eventfd_read(fd)
+    except BlockingIOError:
+        pass

@@ -31,6 +31,10 @@ class FaultAvoidance:
     def failed(self, group: str, now: float) -> None:
         self._until[group] = now + self.avoid_s
 
+    def forgive(self, group: str) -> None:
+        """The group has a new master: the failure was the old one's."""
+        self._until.pop(group, None)
+
     def avoided(self, now: float) -> set[str]:
         return {g for g, until in list(self._until.items()) if until > now}
 

@@ -83,7 +83,16 @@ class RequestTimeoutError(DuomqError, TimeoutError):
 
 
 class BrokerUnreachableError(RequestTimeoutError):
-    """No connection to the broker could be used (it is down or restarting)."""
+    """No connection to the broker could be used (it is down or restarting),
+    or the connection died while the request waited for its answer."""
+
+    invalid_metadata = True
+
+
+class BrokerGoneError(BrokerUnreachableError):
+    """The route says the broker no longer leads the group the request went
+    to (its route vanished, or a new epoch names another master): the request
+    failed at once instead of waiting for its timeout. Its outcome is unknown."""
 
 
 class NoRouteError(DuomqError):

@@ -57,6 +57,16 @@ class RouteTable:
         self.watch(topic)
         self._nodes.refresh(topic)
 
+    def version(self, topic: str) -> int:
+        """Changes of the topic's route seen so far."""
+        return self._nodes.version(topic)
+
+    def wait_change(self, topic: str, since: int, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the topic's route to change after
+        ``version`` ``since`` (a dead master's route vanishing, a new one's
+        appearing)."""
+        return self._nodes.wait_change(topic, since, timeout_s)
+
     def watch(self, topic: str) -> None:
         self._nodes.watch(topic, self.paths.topic_routes(topic))
 

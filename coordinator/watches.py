@@ -30,6 +30,7 @@ class ChildrenData(Generic[T]):
         self._data: dict[str, dict[str, T]] = {}
         self._paths: dict[str, str] = {}
         self._nodes: set[tuple[str, str]] = set()
+        self._versions: dict[str, int] = {}       # key -> changes seen
         self._cond = threading.Condition()
         self._closed = False
 
@@ -71,6 +72,8 @@ class ChildrenData(Generic[T]):
             log.info("refresh of %s failed (%s); the watches will catch up", path, exc)
             return
         with self._cond:
+            if self._data.get(key) == fresh:
+                return                   # nothing new: no change to wake anyone for
             self._data[key] = fresh
             self._cond.notify_all()
         self._changed(key)
@@ -102,6 +105,7 @@ class ChildrenData(Generic[T]):
             return False
         with self._cond:
             known = self._data.setdefault(key, {})
+            before = known.get(child)
             if data is None:
                 known.pop(child, None)
             else:
@@ -110,11 +114,26 @@ class ChildrenData(Generic[T]):
                 except (KeyError, ValueError, TypeError) as exc:
                     known.pop(child, None)
                     log.warning("unreadable node %s/%s ignored: %s", self._paths[key], child, exc)
+            if known.get(child) == before and before is not None:
+                return True              # the same value again (a re-read): not a change
             self._cond.notify_all()
         self._changed(key)
         return True
 
+    def version(self, key: str) -> int:
+        """How many changes under ``key`` were seen (for ``wait_change``)."""
+        return self._versions.get(key, 0)
+
+    def wait_change(self, key: str, since: int, timeout_s: float) -> bool:
+        """Wait until something under ``key`` changes after version ``since``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._versions.get(key, 0) != since,
+                                       timeout=max(0.0, timeout_s))
+
     def _changed(self, key) -> None:
+        with self._cond:
+            self._versions[key] = self._versions.get(key, 0) + 1
+            self._cond.notify_all()
         if self.on_change is not None:
             try:
                 self.on_change(key)

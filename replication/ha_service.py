@@ -5,6 +5,7 @@ other thread touches this state."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import zmq
@@ -43,9 +44,8 @@ class HAService:
         self.epoch = epoch
         self.links: dict[bytes, HAConnection] = {}
         # the in-sync set as ZooKeeper lists it (the HA controller publishes
-        # it; the serving thread copies it here); None: no controller, every
-        # link in sync counts
-        self.isr: frozenset[int] | None = None
+        # it, this reads it); None: no controller, every link in sync counts
+        self.isr_source: Callable[[], frozenset[int] | None] = lambda: None
         self.last_acked: dict[int, int] = {}   # broker id -> what it last said it holds
 
     # ------------------------------------------------------------ inbound
@@ -161,7 +161,7 @@ class HAService:
         that ZooKeeper does not list could not be elected, so a record only it
         holds is not safe)."""
         end = self.store.commitlog.max_offset
-        isr = self.isr
+        isr = self.isr_source()
         return [link.acked_offset for link in self.links.values()
                 if link.state is HaState.TRANSFER
                 and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)
@@ -172,7 +172,7 @@ class HAService:
         sync): ``protocol.ack_point`` with ``sync_replicas`` and ``min_sync_replicas``."""
         cfg = self.config
         me = cfg.broker_id
-        isr_acked = [self.last_acked.get(b, 0) for b in self.isr or () if b != me]
+        isr_acked = [self.last_acked.get(b, 0) for b in self.isr_source() or () if b != me]
         return ack_point(self.in_sync_acked(), isr_acked, self.store.commitlog.max_offset,
                          cfg.sync_replicas, cfg.min_sync_replicas)
 

@@ -118,7 +118,8 @@ def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, sm
                                      **settings)
     local_cluster.create_topic("Nice", queues=1)
     with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
-        assert p.send(Message("Nice", b"x")).ok
+        # SYNC: acked once the slave is in sync and ZooKeeper's in-sync set lists it
+        wait_for(lambda: p.send(Message("Nice", b"x")).ok, what="an acked send")
     if lowered:
         wait_for(lambda: sum(v == lowered for v in thread_priorities(slave.pid).values()) >= 3,
                  what=f"the replication thread, its I/O thread and reaper at {lowered}")

@@ -102,6 +102,26 @@ def test_dispatch_refuses_a_damaged_record(tmp_path):
     assert slave.dispatched_offset == 0               # the call dispatched nothing
 
 
+@pytest.mark.parametrize("n", [5, 300])     # checked record by record, and by numpy
+def test_dispatch_refuses_a_record_whose_header_was_changed(tmp_path, n):
+    big = dict(segment_size_bytes=1 << 20, cq_entries_per_segment=1000)
+    master = MessageStore(cfg(tmp_path / "m").replace(**big))
+    slave = MessageStore(cfg(tmp_path / "s").replace(**big))
+    master.start()
+    slave.start()
+    fill(master, n)
+    data = bytearray(master.read_raw(0, 1 << 20))
+    pos, k = 0, 0
+    while k < n - 3:                                  # the fourth record from the end
+        pos += rec.SIZE_MAGIC.unpack_from(data, pos)[0]
+        k += 1
+    data[pos + rec.OFFSET["store_ts_ms"] + 7] ^= 0x01   # a header byte the payload CRC misses
+    slave.append_raw(0, bytes(data))
+    with pytest.raises(rec.RecordError, match=f"damaged replicated record at {pos}$"):
+        slave.dispatch()
+    assert slave.dispatched_offset == 0
+
+
 def test_dispatch_names_a_record_of_format_1(tmp_path):
     """A master of an older duomq replicating format-1 records: named, not 'damaged'."""
     master, slave, data, second = master_log(tmp_path, 2)

@@ -1,0 +1,81 @@
+"""Requests in flight fail at once when their connection dies or when the
+route says their broker no longer leads its group (client/remoting.py), in
+the blocking and the asynchronous paths."""
+
+import threading
+import time
+
+import pytest
+import zmq
+
+from duomq.client.remoting import RemotingClient
+from duomq.common.errors import BrokerGoneError, BrokerUnreachableError
+from duomq.proto import pb
+
+
+@pytest.fixture
+def silent_broker():
+    """A ROUTER that reads requests and never answers."""
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    yield router, f"tcp://127.0.0.1:{port}"
+    router.close(0)
+
+
+@pytest.fixture
+def remoting():
+    r = RemotingClient("fail-fast-test")
+    yield r
+    r.close()
+
+
+def after(seconds, fn):
+    t = threading.Timer(seconds, fn)
+    t.start()
+    return t
+
+
+def timed_call(remoting, address):
+    t0 = time.monotonic()
+    with pytest.raises(BrokerUnreachableError) as err:
+        remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 10)
+    return time.monotonic() - t0, err.value
+
+
+def test_blocking_call_fails_when_the_connection_dies(silent_broker, remoting):
+    router, address = silent_broker
+    after(0.3, lambda: router.close(0))
+    took, err = timed_call(remoting, address)
+    assert took < 2 and "died" in str(err) and not isinstance(err, BrokerGoneError)
+
+
+def test_blocking_call_fails_when_the_route_moves_on(silent_broker, remoting):
+    _router, address = silent_broker
+    after(0.3, lambda: remoting.abort(address, "broker-a has a new master"))
+    took, err = timed_call(remoting, address)
+    assert took < 2 and isinstance(err, BrokerGoneError)
+    assert "broker-a has a new master" in str(err)
+
+
+def test_an_abort_for_another_address_leaves_a_call_waiting(silent_broker, remoting):
+    _router, address = silent_broker
+    after(0.2, lambda: remoting.abort("tcp://127.0.0.1:1", "elsewhere"))
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 1.0)
+    assert time.monotonic() - t0 >= 0.9
+
+
+def test_async_requests_fail_on_abort_and_on_a_dead_connection(silent_broker, remoting):
+    router, address = silent_broker
+    gone = remoting.request(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 10)
+    assert router.poll(2000)                       # it reached the broker
+    remoting.abort(address, "fenced")
+    with pytest.raises(BrokerGoneError):
+        gone.result(2)
+    lost = remoting.request(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 10)
+    time.sleep(0.2)
+    router.close(0)
+    with pytest.raises(BrokerUnreachableError, match="died"):
+        lost.result(2)
