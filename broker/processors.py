@@ -94,6 +94,7 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
         resp.physical_offsets.extend(put.physical_offsets)
         end = put.end_offset
     b.state.appended = True
+    resp.epoch = b.state.epoch
     if b.sync_replication and not b.slaves_available():
         return pb.SLAVE_NOT_AVAILABLE, (
             f"stored, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "

@@ -68,6 +68,7 @@ class SendResult:
     in_sync_replicas: int = 0                 # the master's slaves in sync when it acked
     degraded: bool = False                    # SYNC acked with fewer than sync_replicas
                                               # slaves (the group's min_sync_replicas)
+    epoch: int = 0                            # the group's master epoch that stored it
 
     @property
     def ok(self) -> bool:
@@ -427,7 +428,7 @@ class _SendAttempts:
             result = SendResult(send_status,
                                 make_msg_id(resp.broker_group, offsets[0]) if offsets else "",
                                 mq, resp.queue_offset, offsets, resp.broker_group,
-                                resp.in_sync_replicas, resp.degraded)
+                                resp.in_sync_replicas, resp.degraded, resp.epoch)
         if (send_status is not SendStatus.SEND_OK and not self.pinned
                 and self.config.retry_another_broker_when_not_store_ok and self._take_retry(mq)):
             self.stored = result

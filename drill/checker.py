@@ -1,0 +1,184 @@
+"""The drill's checker (pure): what was sent, with every outcome, against
+what can be read back, round by round.
+
+Outcomes of a send (``Op.outcome``):
+  ``ok``        SEND_OK with every replica the group asks for
+  ``degraded``  SEND_OK under ``min_sync_replicas`` (fewer slaves in sync)
+  ``stored``    stored, not durable yet: FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
+                SLAVE_NOT_AVAILABLE
+  ``failed``    refused: nothing was stored
+  ``unknown``   no answer (a timeout, a dead connection): stored or not
+
+Jepsen's total-queue figures: ``lost`` acked (ok or degraded) and never read
+back; ``unexpected`` read back but never sent; ``duplicated`` extra copies
+read back; ``recovered`` a send not acked (stored, failed, unknown) read back
+anyway.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+ACKED = ("ok", "degraded")
+
+
+@dataclass(frozen=True)
+class Op:
+    body: bytes
+    worker: int
+    seq: int
+    started: float           # monotonic s
+    ended: float
+    outcome: str
+    status: str = ""         # the answer's status or the error's name
+    group: str = ""          # broker group that answered
+    epoch: int = 0           # its master's epoch (0: not known)
+    queue: int = -1
+
+
+@dataclass(frozen=True)
+class Round:
+    index: int
+    fault: str               # what was done, e.g. "kill -9 broker-a/0"
+    fault_at: float
+    healed_at: float | None = None
+    recovered_at: float | None = None   # the runner saw the group write again
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    scenario: str
+    rounds: int = 0
+    attempted: int = 0
+    acked: int = 0
+    acked_degraded: int = 0
+    stored_not_durable: int = 0
+    failed: int = 0
+    unknown: int = 0
+    lost: int = 0
+    unexpected: int = 0
+    duplicated: int = 0
+    recovered: int = 0
+    order_violations: int = 0
+    rto_s: list = field(default_factory=list)
+    split_brain_s: float = 0.0
+    per_round: list = field(default_factory=list)
+    lost_bodies: list = field(default_factory=list)   # the first few, for a person
+    guarantees_held: bool = True
+    verdict: str = ""
+    notes: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def rto(ops: list[Op], fault_at: float, until: float | None) -> float | None:
+    """The round's longest write outage: the longest time from the fault on
+    (up to ``until``) without an ack (ok or degraded), the first gap
+    measured from the fault itself. A master that keeps acking for a while
+    after its fault (a partition, until its lease runs out) is not taken for
+    one that recovered at once. None: no ack after the fault at all."""
+    acks = sorted(op.ended for op in ops if op.outcome in ACKED and op.ended >= fault_at
+                  and (until is None or op.ended < until))
+    if not acks:
+        return None
+    worst, before = 0.0, fault_at
+    for t in acks:
+        worst, before = max(worst, t - before), t
+    return round(worst, 3)
+
+
+def split_brain(ops: Iterable[Op]) -> float:
+    """Seconds during which acks from two epochs of one group interleaved:
+    per group, the overlap of each epoch's [first ack, last ack] span with
+    the spans of the others (two masters taking writes at once)."""
+    spans: dict[tuple[str, int], list[float]] = {}
+    for op in ops:
+        if op.outcome in ACKED and op.epoch:
+            s = spans.setdefault((op.group, op.epoch), [op.ended, op.ended])
+            s[0], s[1] = min(s[0], op.ended), max(s[1], op.ended)
+    total = 0.0
+    by_group: dict[str, list[tuple[int, list[float]]]] = {}
+    for (group, epoch), span in spans.items():
+        by_group.setdefault(group, []).append((epoch, span))
+    for entries in by_group.values():
+        entries.sort()
+        for i, (_e1, a) in enumerate(entries):
+            for _e2, b in entries[i + 1:]:
+                total += max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+    return round(total, 3)
+
+
+def order_violations(ops: list[Op], read_back: list[tuple[int, bytes]]) -> int:
+    """Acked messages of one worker read back out of send order within a
+    queue (first copies only: a retried duplicate is counted as such, not
+    as disorder). ``read_back``: (queue key, body) in each queue's order."""
+    acked = {op.body: op for op in ops if op.outcome in ACKED}
+    seen: set[bytes] = set()
+    last: dict[tuple[int, int], int] = {}
+    bad = 0
+    for queue, body in read_back:
+        op = acked.get(body)
+        if op is None or body in seen:
+            continue
+        seen.add(body)
+        key = (queue, op.worker)
+        if op.seq < last.get(key, -1):
+            bad += 1
+        last[key] = max(last.get(key, -1), op.seq)
+    return bad
+
+
+def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
+          rounds: list[Round], *, durable: bool, ordered: bool = False) -> Report:
+    """The report of a drill. ``durable``: the cluster promises no acked
+    message is lost (SYNC replication with SYNC_FLUSH): then ``lost`` must
+    be 0 and the guarantees fail otherwise."""
+    counts = collections.Counter(body for _q, body in read_back)
+    sent = {op.body: op for op in ops}
+    outcomes = collections.Counter(op.outcome for op in ops)
+    acked = {b for b, op in sent.items() if op.outcome in ACKED}
+    lost = sorted(acked - set(counts))
+    r = Report(scenario=scenario, rounds=len(rounds), attempted=len(ops),
+               acked=outcomes["ok"], acked_degraded=outcomes["degraded"],
+               stored_not_durable=outcomes["stored"], failed=outcomes["failed"],
+               unknown=outcomes["unknown"], lost=len(lost),
+               unexpected=len(set(counts) - set(sent)),
+               duplicated=sum(n - 1 for n in counts.values() if n > 1),
+               recovered=sum(1 for b, op in sent.items()
+                             if op.outcome in ("failed", "unknown") and b in counts),
+               order_violations=order_violations(ops, read_back) if ordered else 0,
+               split_brain_s=split_brain(ops),
+               lost_bodies=[b.decode(errors="replace") for b in lost[:10]])
+    ends = [rd.fault_at for rd in rounds[1:]] + [None]
+    for rd, until in zip(rounds, ends, strict=True):
+        window = [op for op in ops if op.started >= rd.fault_at
+                  and (until is None or op.started < until)]
+        t = rto(ops, rd.fault_at, until)
+        r.rto_s.append(t)
+        r.per_round.append({
+            "round": rd.index, "fault": rd.fault, "rto_s": t,
+            "healed_after_s": round(rd.healed_at - rd.fault_at, 3) if rd.healed_at else None,
+            "outcomes": dict(collections.Counter(op.outcome for op in window)),
+            "epochs": sorted({op.epoch for op in window if op.outcome in ACKED and op.epoch}),
+            **rd.notes})
+    problems = []
+    if durable and r.lost:
+        problems.append(f"{r.lost} acked message(s) lost under SYNC replication + SYNC_FLUSH")
+    if r.unexpected:
+        problems.append(f"{r.unexpected} message(s) read back that were never sent")
+    if r.split_brain_s > 0:
+        problems.append(f"two masters of one group acked writes for {r.split_brain_s} s")
+    if r.order_violations:
+        problems.append(f"{r.order_violations} message(s) read back out of order")
+    if any(t is None for t in r.rto_s):
+        problems.append("a round ended with no acked write after its fault")
+    r.guarantees_held = not problems
+    if not durable and r.lost:
+        r.notes["async"] = (f"{r.lost} acked message(s) missing: ASYNC replication or "
+                            f"ASYNC_FLUSH may lose what a failed master had not passed on")
+    r.verdict = "; ".join(problems) if problems else "guarantees held"
+    return r

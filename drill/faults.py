@@ -1,0 +1,180 @@
+"""Fault drivers: how a drill breaks a broker and heals it again.
+
+``LocalDriver`` works on brokers running on this host (a ``duomq dev``
+cluster, found through its data dir): signals for kills and pauses; network
+faults with iptables rules on 127.0.0.1 (as root), every rule tagged with
+the run's comment and removed on heal and at exit. A partition from
+ZooKeeper moves the broker into a cgroup of its own and drops that group's
+packets to ZooKeeper's port, plus the broker's already open ZooKeeper
+connection by its port pair (see ../shared/RECIPES.md).
+
+``ExternalDriver`` injects nothing: the user (or a chaos tool, ``kubectl
+delete pod``) breaks the cluster, and the drill watches ZooKeeper to time it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from duomq.common.errors import ConfigError
+
+CGROUP_ROOT = "/sys/fs/cgroup/unified"
+
+
+class DrillError(ConfigError):
+    """The cluster or this host cannot run the scenario asked for."""
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A broker as the drill sees it (its member node)."""
+    group: str
+    broker_id: int
+    role: str
+    pid: int | None
+    address: str
+    ha_address: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.group}/{self.broker_id}"
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    @property
+    def ha_port(self) -> int:
+        return int(self.ha_address.rsplit(":", 1)[1])
+
+
+class LocalDriver:
+    name = "local"
+
+    def __init__(self, data_dir: str, zookeeper: str, tag: str):
+        from duomq.common.endpoint import read_dev_state
+        self.data_dir = data_dir
+        self.state = read_dev_state(data_dir)
+        if self.state is None:
+            raise DrillError(f"the local driver needs a dev cluster: none in {data_dir} "
+                             f"(start one with 'duomq dev up', or use --driver external)")
+        self.zookeeper = zookeeper
+        self.tag = f"duomq-drill-{tag}"
+        self._rules: list[list[str]] = []
+        self._cgroups: list[tuple[str, int]] = []
+
+    # ------------------------------------------------------------ processes
+    def kill(self, b: Broker) -> str:
+        proc = self._process(b)
+        proc.kill()
+        with contextlib.suppress(psutil.Error):
+            proc.wait(10)
+        return f"kill -9 {b.name} (pid {proc.pid})"
+
+    def start(self, b: Broker) -> str:
+        from duomq.dev.cluster import start_again
+        started = start_again(self.data_dir, b.name)
+        return f"started {b.name} again (pid {started['pid']})"
+
+    def pause(self, b: Broker) -> str:
+        self._process(b).suspend()
+        return f"SIGSTOP {b.name}"
+
+    def resume(self, b: Broker) -> str:
+        with contextlib.suppress(psutil.Error):
+            self._process(b).resume()
+        return f"SIGCONT {b.name}"
+
+    def _process(self, b: Broker) -> psutil.Process:
+        if not b.pid:
+            raise DrillError(f"{b.name} publishes no pid: not a local broker")
+        try:
+            return psutil.Process(b.pid)
+        except psutil.Error:
+            raise DrillError(f"{b.name} (pid {b.pid}) does not run on this host") from None
+
+    # ------------------------------------------------------------ network
+    def cut_port(self, port: int, what: str) -> str:
+        """Drop every packet to and from a TCP port on this host."""
+        self._need_iptables()
+        for chain, direction in (("INPUT", "--dport"), ("INPUT", "--sport")):
+            self._rule(chain, "-p", "tcp", direction, str(port))
+        return f"cut {what} (port {port})"
+
+    def isolate_from_zookeeper(self, b: Broker) -> str:
+        self._need_iptables()
+        zk_port = int(self.zookeeper.split(",")[0].split("/")[0].rsplit(":", 1)[1])
+        proc = self._process(b)
+        group = f"{self.tag}-{b.broker_id}"
+        path = os.path.join(CGROUP_ROOT, group)
+        if not os.path.isdir(CGROUP_ROOT):
+            raise DrillError(f"no cgroup v2 hierarchy at {CGROUP_ROOT}: cannot isolate one "
+                             f"process from ZooKeeper on this host")
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(proc.pid))
+        self._cgroups.append((path, proc.pid))
+        self._rule("OUTPUT", "-m", "cgroup", "--path", group, "-p", "tcp", "--dport", str(zk_port))
+        for conn in proc.net_connections("tcp"):        # the session already open
+            if conn.raddr and conn.raddr.port == zk_port:
+                lport = str(conn.laddr.port)
+                self._rule("INPUT", "-p", "tcp", "--sport", str(zk_port), "--dport", lport)
+                self._rule("INPUT", "-p", "tcp", "--sport", lport, "--dport", str(zk_port))
+        return f"cut {b.name} from ZooKeeper (port {zk_port})"
+
+    def heal_network(self) -> str:
+        """Remove every rule and cgroup this driver set up."""
+        n = len(self._rules)
+        while self._rules:
+            rule = self._rules.pop()
+            subprocess.run(["iptables", "-D", *rule], capture_output=True, check=False)
+        while self._cgroups:
+            path, pid = self._cgroups.pop()
+            with contextlib.suppress(OSError):
+                with open(os.path.join(CGROUP_ROOT, "cgroup.procs"), "w") as f:
+                    f.write(str(pid))
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        return f"removed {n} iptables rule(s)"
+
+    def _rule(self, chain: str, *spec: str) -> None:
+        rule = [chain, *spec, "-m", "comment", "--comment", self.tag, "-j", "DROP"]
+        subprocess.run(["iptables", "-I", *rule], check=True, capture_output=True)
+        self._rules.append(rule)
+
+    def _need_iptables(self) -> None:
+        if os.geteuid() != 0 or shutil.which("iptables") is None:
+            raise DrillError("network faults need root and iptables on this host")
+
+    def close(self) -> None:
+        self.heal_network()
+
+
+class ExternalDriver:
+    """Faults come from outside; the drill only watches and times them."""
+    name = "external"
+
+    def close(self) -> None:
+        pass
+
+
+def wait_until(cond, timeout_s: float, step_s: float = 0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(step_s)
+    return None
+
+
+def signal_name(sig: int) -> str:
+    return signal.Signals(sig).name

@@ -1,0 +1,141 @@
+"""The drill's workload: producer threads sending unique bodies and
+journaling every outcome, a consumer group reading along, and the audit that
+reads every queue of the topic back at the end."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer, SendStatus
+from duomq.common.errors import DuomqError, RequestTimeoutError
+from duomq.drill.checker import ACKED, Op
+
+STORED = {SendStatus.FLUSH_DISK_TIMEOUT, SendStatus.FLUSH_SLAVE_TIMEOUT,
+          SendStatus.SLAVE_NOT_AVAILABLE}
+
+
+def outcome_of_result(result) -> str:
+    if result.status is SendStatus.SEND_OK:
+        return "degraded" if result.degraded else "ok"
+    return "stored" if result.status in STORED else "failed"
+
+
+def outcome_of_error(exc: BaseException) -> str:
+    """No answer (a timeout, a dead or abandoned connection): the send may
+    have been stored. A refusal (an error status): nothing was."""
+    if isinstance(exc, RequestTimeoutError):
+        return "unknown"
+    if isinstance(exc, DuomqError) and getattr(exc, "status", None) is not None \
+            and not getattr(exc, "retriable", False):
+        return "failed"
+    return "unknown"
+
+
+class Workload:
+    """``producers`` threads, each with its own Producer, sending one message
+    at a time (bodies ``<run>-<worker>-<seq>``); with ``ordered`` each worker
+    keeps one queue (a sharding key), so per-queue order can be checked.
+    ``consumers`` PushConsumer members of one group read along."""
+
+    def __init__(self, zookeeper: str, cluster: str, topic: str, *, producers: int = 2,
+                 consumers: int = 1, ordered: bool = False, **producer_settings):
+        self.zookeeper, self.cluster, self.topic = zookeeper, cluster, topic
+        self.run_id = uuid.uuid4().hex[:8]
+        self.ordered = ordered
+        self.settings = producer_settings
+        self.ops: list[Op] = []
+        self.delivered = 0
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self._work, args=(w,), daemon=True,
+                                         name=f"drill-producer-{w}") for w in range(producers)]
+        self.n_consumers = consumers
+        self.consumers: list[PushConsumer] = []
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> Workload:
+        for _ in range(self.n_consumers):
+            c = PushConsumer(f"drill-{self.run_id}", self.topic, self._consumed,
+                             zookeeper=self.zookeeper, cluster=self.cluster, consume_from="first")
+            c.start()
+            self.consumers.append(c)
+        for t in self.threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for t in self.threads:
+            t.join(60)
+        for c in self.consumers:
+            c.shutdown()
+
+    def _consumed(self, _msg) -> None:
+        with self.lock:
+            self.delivered += 1
+
+    def _work(self, worker: int) -> None:
+        prefix = f"{self.run_id}-{worker}-"
+        key = f"drill-{worker}" if self.ordered else None
+        with Producer(self.zookeeper, self.cluster, group=f"drill-{self.run_id}",
+                      **self.settings) as p:
+            seq = 0
+            while not self.stopping.is_set():
+                body = (prefix + f"{seq:09d}").encode()
+                started = time.monotonic()
+                group, epoch, queue = "", 0, -1
+                try:
+                    r = p.send(Message(self.topic, body), sharding_key=key)
+                    outcome, status = outcome_of_result(r), r.status.value
+                    group, epoch, queue = r.broker_group, r.epoch, r.queue.queue_id
+                except Exception as exc:
+                    outcome, status = outcome_of_error(exc), type(exc).__name__
+                op = Op(body, worker, seq, started, time.monotonic(), outcome, status, group,
+                        epoch, queue)
+                with self.lock:
+                    self.ops.append(op)
+                if outcome not in ACKED:
+                    time.sleep(0.02)         # an error: do not spin
+                seq += 1
+
+    # ------------------------------------------------------------ views
+    def journal(self) -> list[Op]:
+        with self.lock:
+            return list(self.ops)
+
+    def acked_since(self, t: float) -> int:
+        with self.lock:
+            return sum(1 for op in reversed(self.ops) if op.ended >= t and op.outcome in ACKED)
+
+    def first_ack_after(self, t: float) -> float | None:
+        """When the first send started after ``t`` was acked."""
+        with self.lock:
+            done = [op.ended for op in self.ops if op.started >= t and op.outcome in ACKED]
+        return min(done) if done else None
+
+    def first_stored_after(self, t: float, epoch: int) -> float | None:
+        """When the first send started after ``t`` was stored by the master
+        of ``epoch`` (acked or not)."""
+        with self.lock:
+            done = [op.ended for op in self.ops if op.started >= t and op.epoch == epoch
+                    and op.outcome in (*ACKED, "stored")]
+        return min(done) if done else None
+
+    def last_status(self) -> str:
+        with self.lock:
+            return self.ops[-1].status if self.ops else ""
+
+
+def read_back(zookeeper: str, cluster: str, topic: str) -> list[tuple[int, bytes]]:
+    """Every body stored in ``topic``, queue by queue from each group's
+    master: ``(queue index, body)`` in each queue's order."""
+    out: list[tuple[int, bytes]] = []
+    with PullConsumer(zookeeper, cluster, group=f"drill-audit-{uuid.uuid4().hex[:6]}") as c:
+        for i, mq in enumerate(c.queues(topic)):
+            off = c.min_offset(mq)
+            while (r := c.pull(mq, off, 1000)).status is PullStatus.FOUND:
+                out.extend((i, m.body) for m in r.messages)
+                off = r.next_offset
+    return out

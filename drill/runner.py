@@ -1,0 +1,205 @@
+"""Runs a drill: set the topic up, start the workload, then round after
+round inject the scenario's fault, wait for writes to come back (or hold it
+and heal first), heal, wait for the group to be whole again; stop, read
+everything back and check."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kazoo.exceptions import NodeExistsError
+
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.topics import TopicAdmin
+from duomq.drill import scenarios as sc
+from duomq.drill.checker import Report, Round, check
+from duomq.drill.faults import DrillError, wait_until
+from duomq.drill.load import Workload, read_back
+
+Progress = Callable[[dict], None]
+
+
+@dataclass
+class DrillSettings:
+    scenario: str
+    rounds: int = 3
+    group: str = ""                  # the broker group to break; default: the first
+    topic: str = "DrillTopic"
+    queues: int = 4
+    producers: int = 2
+    consumers: int = 1
+    ordered: bool = False
+    warmup_s: float = 2.0
+    recovery_timeout_s: float = 60.0
+    settle_timeout_s: float = 60.0
+    gap_s: float = 2.0               # load between a round's health and the next fault
+    seed: int = 0
+    producer_settings: dict = field(default_factory=dict)
+
+
+@dataclass
+class DrillRun:
+    report: Report
+    ops: list
+    rounds: list
+    timeline: list                   # (seconds since t0, event) for the plot
+    t0: float = 0.0                  # monotonic start
+
+
+def run(settings: DrillSettings, zookeeper: str, cluster: str, driver,
+        progress: Progress = lambda _p: None) -> DrillRun:
+    zk = zkutil.connect(zookeeper)
+    try:
+        return _run(settings, zookeeper, cluster, driver, zk, progress)
+    finally:
+        driver.close()
+        zkutil.close(zk)
+
+
+def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -> DrillRun:
+    rnd = random.Random(s.seed)
+    group = s.group or _first_group(zk, cluster)
+    first = sc.view(zk, cluster, group)
+    for name in (sc.NAMES[:-1] if s.scenario == "random" else [s.scenario]):
+        why = sc.pick(name, rnd).needs(first)
+        if why:
+            raise DrillError(f"scenario {name} cannot run on this cluster: {why}")
+    durable = _durable(zk, cluster, group)
+    _ensure_topic(zk, cluster, s.topic, s.queues)
+    load = Workload(zookeeper, cluster, s.topic, producers=s.producers, consumers=s.consumers,
+                    ordered=s.ordered, **s.producer_settings).start()
+    rounds: list[Round] = []
+    timeline: list[tuple[float, str]] = []
+    t0 = time.monotonic()
+
+    def tell(phase: str, **extra) -> None:
+        now = time.monotonic()
+        progress({"phase": phase, "round": len(rounds), "rounds": s.rounds,
+                  "elapsed_s": now - t0, "acks_per_s": load.acked_since(now - 1.0),
+                  "attempted": len(load.ops), "last": load.last_status(), **extra})
+
+    try:
+        tell("warm-up")
+        if not wait_until(lambda: load.acked_since(t0) > 0, 30):
+            raise DrillError(f"no send was acked within 30 s of the start: is group {group} "
+                             f"writable? (last answer: {load.last_status() or 'none'})")
+        time.sleep(s.warmup_s)
+        for i in range(s.rounds):
+            scenario = sc.pick(s.scenario, rnd)
+            g = wait_until(lambda: (v := sc.view(zk, cluster, group)).healthy and v,
+                           s.settle_timeout_s)
+            if not g:
+                raise DrillError(f"group {group} did not become whole again within "
+                                 f"{s.settle_timeout_s:g} s (round {i})")
+            target = scenario.target(g)
+            fault_at = time.monotonic()
+            what = scenario.fault(driver, target)
+            timeline.append((fault_at - t0, f"{scenario.name}: {what}"))
+            tell("fault", fault=what)
+            watch = _Recovery(load, zk, cluster, group, fault_at, g.epoch)
+            if scenario.elects:
+                # an election, then writes back at the new epoch: acked, or
+                # stored where the new master cannot ack yet (a pair's lone one)
+                wait_until(watch.writes_back, s.recovery_timeout_s)
+                tell("recovered" if watch.acked_at else
+                     "stored" if watch.stored_at else "no recovery")
+            time.sleep(max(0.0, fault_at + scenario.hold_s - time.monotonic()))
+            healed = scenario.heal(driver, target)
+            healed_at = time.monotonic()
+            timeline.append((healed_at - t0, f"heal: {healed}"))
+            wait_until(lambda w=watch: w.poll() and w.acked_at, s.recovery_timeout_s)
+            if watch.elected_at:
+                timeline.append((watch.elected_at - t0, f"epoch {g.epoch} -> {watch.epoch}"))
+            rounds.append(Round(i, f"{scenario.name}: {what}", fault_at, healed_at,
+                                watch.acked_at, {
+                                    "scenario": scenario.name, "target": target.name,
+                                    "epoch_before": g.epoch, "epoch_after": watch.epoch,
+                                    "elected_after_s": _after(watch.elected_at, fault_at),
+                                    "stored_after_s": _after(watch.stored_at, fault_at)}))
+            tell("healed", heal=healed)
+            wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
+            time.sleep(s.gap_s)
+        tell("stopping")
+    finally:
+        load.stop()
+        driver.close()
+    tell("audit")
+    wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
+    prefix = f"{load.run_id}-".encode()            # the topic may hold earlier runs
+    back = [(q, b) for q, b in read_back(zookeeper, cluster, s.topic) if b.startswith(prefix)]
+    ops = load.journal()
+    report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered)
+    report.notes.update({"group": group, "durable": durable, "delivered_to_group": load.delivered,
+                         "read_back": len(back), "driver": driver.name})
+    return DrillRun(report, ops, rounds, timeline, t0)
+
+
+class _Recovery:
+    """What happened since a fault: the election (the group's epoch moved),
+    the first send after it stored at the new epoch, the first one acked."""
+
+    def __init__(self, load: Workload, zk, cluster: str, group: str, fault_at: float,
+                 epoch: int):
+        self.load, self.zk, self.cluster, self.group = load, zk, cluster, group
+        self.fault_at, self.epoch = fault_at, epoch
+        self.elected_at: float | None = None
+        self.stored_at: float | None = None
+        self.acked_at: float | None = None
+
+    def poll(self) -> bool:
+        now = time.monotonic()
+        if self.elected_at is None:
+            epoch = sc.view(self.zk, self.cluster, self.group).epoch
+            if epoch > self.epoch:
+                self.epoch, self.elected_at = epoch, now
+        if self.acked_at is None:
+            self.acked_at = self.load.first_ack_after(self.fault_at)
+        if self.stored_at is None and self.elected_at is not None:
+            self.stored_at = self.load.first_stored_after(self.fault_at, self.epoch)
+        return True
+
+    def writes_back(self) -> bool:
+        """The group elected a new master and it stores writes."""
+        self.poll()
+        return self.stored_at is not None
+
+
+def _after(t: float | None, since: float) -> float | None:
+    return round(t - since, 3) if t is not None else None
+
+
+def _first_group(zk, cluster: str) -> str:
+    from duomq.coordinator.paths import ZkPaths
+    groups = sorted(zk.get_children(ZkPaths(cluster).brokers)) \
+        if zk.exists(ZkPaths(cluster).brokers) else []
+    if not groups:
+        raise DrillError(f"cluster {cluster!r} has no broker group")
+    return groups[0]
+
+
+def _durable(zk, cluster: str, group: str) -> bool:
+    """Does the group promise that no acked message is lost in a failover?"""
+    g = sc.view(zk, cluster, group)
+    from duomq.coordinator.paths import ZkPaths
+    paths = ZkPaths(cluster)
+    flush = set()
+    for b in g.brokers:
+        info = zkutil.loads(zk.get(paths.member(group, b.broker_id))[0])
+        flush.add(info.get("flush"))
+    return g.replication == "SYNC" and flush == {"SYNC_FLUSH"}
+
+
+def _ensure_topic(zk, cluster: str, topic: str, queues: int) -> None:
+    from duomq.common.errors import ConfigError
+    from duomq.coordinator.paths import ZkPaths
+    try:
+        TopicAdmin(zk, cluster).create(topic, queues)
+    except (ConfigError, NodeExistsError):
+        pass                                  # it exists: the drill appends to it
+    paths = ZkPaths(cluster)
+    if not wait_until(lambda: zk.get_children(paths.topic_routes(topic))
+                      if zk.exists(paths.topic_routes(topic)) else None, 15):
+        raise DrillError(f"no broker group published a route for {topic} within 15 s")

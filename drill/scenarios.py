@@ -1,0 +1,127 @@
+"""Drill scenarios: per round, a fault on a broker of the drilled group,
+then its heal. Each says what the group must have to host it; the runner
+waits for recovery between fault and heal and for health after the heal.
+``random`` picks one of the others each round (seeded)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.nodes import IsrNode, MasterNode
+from duomq.coordinator.paths import ZkPaths
+from duomq.drill.faults import Broker, DrillError
+
+
+@dataclass(frozen=True)
+class GroupView:
+    group: str
+    master: int | None
+    epoch: int
+    brokers: tuple[Broker, ...]
+    isr: frozenset[int]
+    replication: str
+
+    def broker(self, broker_id: int) -> Broker:
+        return next(b for b in self.brokers if b.broker_id == broker_id)
+
+    def slaves(self) -> list[Broker]:
+        return [b for b in self.brokers if b.broker_id != self.master]
+
+    @property
+    def healthy(self) -> bool:
+        """A master, every member following it, every member in sync (SYNC)."""
+        if self.master is None or any(b.role not in ("MASTER", "SLAVE") for b in self.brokers):
+            return False
+        ids = {b.broker_id for b in self.brokers}
+        return self.replication != "SYNC" or ids <= self.isr
+
+
+def view(zk, cluster: str, group: str) -> GroupView:
+    paths = ZkPaths(cluster)
+    try:
+        master = MasterNode.from_bytes(zk.get(paths.master(group))[0])
+        master_id, epoch = master.broker_id, master.epoch
+    except (NoNodeError, ValueError):
+        master_id, epoch = None, 0
+    try:
+        isr = IsrNode.from_bytes(zk.get(paths.isr(group))[0]).members
+    except (NoNodeError, ValueError):
+        isr = frozenset()
+    brokers, replication = [], ""
+    try:
+        ids = zk.get_children(paths.members(group))
+    except NoNodeError:
+        ids = []
+    for i in sorted(ids, key=int):
+        try:
+            info = zkutil.loads(zk.get(paths.member(group, int(i)))[0])
+        except (NoNodeError, ValueError):
+            continue
+        replication = replication or info.get("replication", "")
+        brokers.append(Broker(group, int(i), info.get("role", ""), info.get("pid"),
+                              info.get("address", ""), info.get("ha_address", "")))
+    return GroupView(group, master_id, epoch, tuple(brokers), isr, replication)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    what: str
+    needs: Callable[[GroupView], str | None]    # why the group cannot host it, or None
+    target: Callable[[GroupView], Broker]
+    fault: Callable[[Any, Broker], str]         # (driver, target) -> what was done
+    heal: Callable[[Any, Broker], str]
+    hold_s: float = 0.0                         # keep the fault at least this long
+    elects: bool = True       # the group elects a new master before the heal
+
+
+def _needs_slave(g: GroupView) -> str | None:
+    if g.master is None:
+        return f"group {g.group} has no master"
+    if not g.slaves():
+        return f"group {g.group} has no slave: a master fault would stop it for good"
+    return None
+
+
+def _master(g: GroupView) -> Broker:
+    return g.broker(g.master)   # type: ignore[arg-type]
+
+
+def _a_slave(g: GroupView) -> Broker:
+    return g.slaves()[0]
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("kill-master", "kill -9 the master; start it again once writes are back",
+             _needs_slave, _master, lambda d, b: d.kill(b), lambda d, b: d.start(b)),
+    Scenario("kill-slave", "kill -9 a slave; start it again",
+             _needs_slave, _a_slave, lambda d, b: d.kill(b), lambda d, b: d.start(b),
+             hold_s=5.0, elects=False),
+    Scenario("pause-master", "SIGSTOP the master past its session; SIGCONT it",
+             _needs_slave, _master, lambda d, b: d.pause(b), lambda d, b: d.resume(b)),
+    Scenario("partition-master-zookeeper", "cut the master off ZooKeeper; reconnect it",
+             _needs_slave, _master, lambda d, b: d.isolate_from_zookeeper(b),
+             lambda d, b: d.heal_network()),
+    Scenario("partition-master-slave", "cut the replication port of the master; reconnect it",
+             _needs_slave, _master, lambda d, b: d.cut_port(b.ha_port, f"{b.name}'s replication"),
+             lambda d, b: d.heal_network(), hold_s=5.0, elects=False),
+    Scenario("partition-clients-master", "cut the master's client port; reconnect it",
+             _needs_slave, _master, lambda d, b: d.cut_port(b.port, f"{b.name}'s clients"),
+             lambda d, b: d.heal_network(), hold_s=5.0, elects=False),
+)}
+NAMES = [*SCENARIOS, "random"]
+
+
+def pick(name: str, rnd: random.Random) -> Scenario:
+    if name == "random":
+        return SCENARIOS[rnd.choice(sorted(SCENARIOS))]
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise DrillError(f"unknown scenario {name!r}: one of {', '.join(NAMES)}") from None

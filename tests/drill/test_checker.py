@@ -1,0 +1,58 @@
+"""The drill's checker (pure): Jepsen's total-queue figures, RTO, split brain."""
+
+from duomq.drill.checker import Op, Round, check, order_violations, rto, split_brain
+
+
+def op(body, outcome, started, ended=None, worker=0, seq=0, epoch=1, group="broker-a"):
+    return Op(body, worker, seq, started, started + 0.01 if ended is None else ended, outcome,
+              "", group, epoch)
+
+
+def test_total_queue_figures():
+    ops = [op(b"a", "ok", 0), op(b"b", "ok", 1), op(b"c", "degraded", 2), op(b"d", "stored", 3),
+           op(b"e", "unknown", 4), op(b"f", "failed", 5), op(b"g", "unknown", 6)]
+    back = [(0, b"a"), (0, b"c"), (0, b"c"), (0, b"d"), (0, b"e"), (1, b"zzz")]
+    r = check("kill-master", ops, back, [Round(0, "kill", 0.5)], durable=True)
+    assert (r.attempted, r.acked, r.acked_degraded, r.stored_not_durable) == (7, 2, 1, 1)
+    assert (r.failed, r.unknown) == (1, 2)
+    assert r.lost == 1 and r.lost_bodies == ["b"]          # acked, never read back
+    assert r.unexpected == 1 and r.duplicated == 1
+    assert r.recovered == 1                                 # "e": unknown, yet stored
+    assert not r.guarantees_held and "lost" in r.verdict and "never sent" in r.verdict
+
+
+def test_async_loss_is_reported_not_failed():
+    r = check("kill-master", [op(b"a", "ok", 0), op(b"b", "ok", 2)], [(0, b"b")],
+              [Round(0, "kill", 1.0)], durable=False)
+    assert r.lost == 1 and r.guarantees_held and "ASYNC" in r.notes["async"]
+
+
+def test_rto_is_the_longest_outage_after_the_fault():
+    ops = [op(b"a", "ok", 9.9, 10.5),                      # acked just after the fault
+           op(b"b", "ok", 10.5, 11.0),                     # a master acking on its lease
+           op(b"c", "unknown", 11.0, 14.0), op(b"d", "stored", 14.0, 16.0),
+           op(b"e", "ok", 16.0, 17.0), op(b"f", "ok", 17.0, 17.1)]
+    assert rto(ops, 10.0, None) == 6.0                     # 11.0 -> 17.0
+    assert rto(ops, 10.0, 10.7) == 0.5
+    assert rto(ops, 18.0, None) is None                    # nothing acked after it
+
+
+def test_split_brain_is_the_overlap_of_two_epochs_acking():
+    ops = [op(b"a", "ok", 0, 1.0, epoch=1), op(b"b", "ok", 0, 5.0, epoch=1),
+           op(b"c", "ok", 0, 4.0, epoch=2), op(b"d", "ok", 0, 8.0, epoch=2)]
+    assert split_brain(ops) == 1.0
+    clean = [op(b"a", "ok", 0, 1.0, epoch=1), op(b"c", "ok", 0, 4.0, epoch=2)]
+    assert split_brain(clean) == 0.0
+
+
+def test_order_violations_ignore_duplicates():
+    ops = [op(b"%d" % i, "ok", i, worker=0, seq=i) for i in range(4)]
+    in_order = [(0, b"0"), (0, b"1"), (0, b"1"), (0, b"2"), (0, b"3")]
+    assert order_violations(ops, in_order) == 0
+    assert order_violations(ops, [(0, b"0"), (0, b"2"), (0, b"1"), (0, b"3")]) == 1
+
+
+def test_a_round_without_any_ack_after_it_fails_the_run():
+    r = check("kill-master", [op(b"a", "ok", 0)], [(0, b"a")], [Round(0, "kill", 5.0)],
+              durable=True)
+    assert r.rto_s == [None] and not r.guarantees_held
