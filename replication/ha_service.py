@@ -155,13 +155,13 @@ class HAService:
                 if link.state is HaState.TRANSFER
                 and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)]
 
-    def in_sync_acked(self) -> list[int]:
+    def in_sync_acked(self, listed: bool = True) -> list[int]:
         """What each slave that counts for acks holds: in sync by its link and,
         once the controller publishes the in-sync set, listed in it (a slave
         that ZooKeeper does not list could not be elected, so a record only it
-        holds is not safe)."""
+        holds is not safe). ``listed=False``: every link in sync."""
         end = self.store.commitlog.max_offset
-        isr = self.isr_source()
+        isr = self.isr_source() if listed else None
         return [link.acked_offset for link in self.links.values()
                 if link.state is HaState.TRANSFER
                 and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)
@@ -180,8 +180,11 @@ class HAService:
         return len(self.in_sync_acked())
 
     def slaves_available(self) -> bool:
+        """Enough slaves in sync by their links to take a SYNC write: one that
+        ZooKeeper does not list yet (it just caught up) makes the write wait
+        for its listing, not fail with SLAVE_NOT_AVAILABLE."""
         cfg = self.config
-        return required_acks(self.in_sync_count(), cfg.sync_replicas,
+        return required_acks(len(self.in_sync_acked(listed=False)), cfg.sync_replicas,
                              cfg.min_sync_replicas) is not None
 
     def status(self) -> list[dict]:

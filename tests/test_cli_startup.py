@@ -36,4 +36,5 @@ def _minimal(name: str) -> list[str]:
             "consume": ["consume", "T", "--group", "g"], "health": ["health", "--live"],
             "dev": ["dev", "status"], "message": ["message", "get", "broker-a:" + "0" * 16],
             "dlq": ["dlq", "list", "--group", "g"],
-            "group": ["group", "lag", "--group", "g"]}.get(name, [name])
+            "group": ["group", "lag", "--group", "g"],
+            "drill": ["drill", "run", "--scenario", "kill-master"]}.get(name, [name])
