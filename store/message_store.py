@@ -23,6 +23,7 @@ from duomq.common.errors import InvalidNameError, UnsupportedVersionError
 from duomq.common.message import PullStatus
 from duomq.format import record as rec
 from duomq.format import seal
+from duomq.store import bulk_dispatch
 from duomq.store.checkpoint import Checkpoint
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
@@ -334,7 +335,33 @@ class MessageStore:
         """Collect the entries of one segment's records from ``rel`` into
         ``pending``, and those with keys into ``keyed``. Returns ``(None, count)`` when the segment is done (a
         filler, or too little room left for one), else ``(rel, count)`` with
-        ``rel`` where an incomplete record starts. The slave's hot loop."""
+        ``rel`` where an incomplete record starts. A run of many format-3
+        records goes through ``bulk_dispatch`` first; the rest, and anything
+        it refuses, through the record-by-record loop."""
+        done = 0
+        if seg.wrote - rel >= bulk_dispatch.BULK_MIN * rec.HEADER_SIZE:
+            starts, end = bulk_dispatch.find_run(seg.mm, rel, seg.wrote, seg.size)
+            scanned = bulk_dispatch.scan(seg.mm, seg.base, starts, end) \
+                if len(starts) >= bulk_dispatch.BULK_MIN else None
+            if scanned is not None:
+                runs, bulk_keyed = scanned
+                for key, first, flat in runs:
+                    batch = pending.get(key)
+                    if batch is None:
+                        pending[key] = [first, flat]
+                    elif first != batch[0] + len(batch[1]) // 3:   # not contiguous
+                        self._dispatch_entries(key, batch)
+                        batch[0], batch[1] = first, flat
+                    else:
+                        batch[1].extend(flat)
+                keyed.extend(bulk_keyed)
+                rel, done = end, len(starts)
+        out, n = self._scan_segment(seg, rel, pending, keyed)
+        return out, n + done
+
+    def _scan_segment(self, seg, rel: int, pending: dict, keyed: list
+                      ) -> tuple[int | None, int]:
+        """``_dispatch_segment`` record by record: the slave's hot loop."""
         unpack, crc32, crc_of = _DISPATCH.unpack_from, zlib.crc32, crc32c
         HS, RECORD, BLANK_, MIN = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.BLANK_MAGIC, rec.BLANK.size
         V2, SEALED = rec.RECORD_MAGIC_V2, rec.SEALED_FROM

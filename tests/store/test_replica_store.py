@@ -132,3 +132,39 @@ def test_dispatch_names_a_record_of_format_1(tmp_path):
         slave.dispatch()
     for s in (master, slave):
         s.close()
+
+
+def test_bulk_dispatch_builds_what_the_record_by_record_loop_builds(tmp_path, monkeypatch):
+    """store/bulk_dispatch.py: the same consume-queue entries and key index
+    for a log of mixed records (queues, tags, keys, properties, batches)."""
+    from duomq.store import bulk_dispatch
+    big = dict(segment_size_bytes=1 << 20, cq_entries_per_segment=1000)
+    master = MessageStore(cfg(tmp_path / "m").replace(**big))
+    master.start()
+    for i in range(600):
+        n = 1 + i % 7                                  # batches of 1..7 records per queue
+        topic = b"T" if i % 10 else b"U"
+        rec_ = rec.encode_record(topic, b"tg%d" % (i % 3) if i % 4 else b"",
+                                 b"k%d" % i if i % 5 == 0 else b"",
+                                 rec.encode_properties({"p": "v"}) if i % 6 == 0 else b"",
+                                 b"body-%d" % i * (1 + i % 9), 1)
+        master.put_batch(topic.decode(), i % 3, bytearray(rec_ * n), n)
+
+    def replica(name, bulk_min):
+        monkeypatch.setattr(bulk_dispatch, "BULK_MIN", bulk_min)
+        s = MessageStore(cfg(tmp_path / name).replace(**big))
+        s.start()
+        copy(master, s, 1 << 20)
+        return s
+    slow, bulk = replica("slow", 10 ** 9), replica("bulk", 64)
+    assert bulk.messages_stored == slow.messages_stored == master.messages_stored
+    for key, cq in slow.queues.items():
+        other = bulk.queues[key]
+        assert (cq.min_offset, cq.max_offset) == (other.min_offset, other.max_offset)
+        assert [cq.entry(i) for i in range(cq.max_offset)] == \
+               [other.entry(i) for i in range(other.max_offset)]
+    assert bulk.index.entries == slow.index.entries > 0
+    for i in range(0, 600, 5):
+        topic = b"T" if i % 10 else b"U"
+        found = list(bulk.index.candidates(topic, b"k%d" % i, 0, 1 << 62))
+        assert found and found == list(slow.index.candidates(topic, b"k%d" % i, 0, 1 << 62))

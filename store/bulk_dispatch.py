@@ -1,0 +1,110 @@
+"""A slave's dispatch of a run of format-3 records at once (numpy).
+
+The record-by-record loop (``MessageStore._scan_segment``) costs about a
+microsecond per record, two CRC calls of it. For a run of many complete
+format-3 records this does the same work in a few passes: one walk over the
+sizes in Python, then the headers gathered into an array, lengths checked
+together, payload CRCs computed by ``map`` (C loops, no bytecode per record),
+stored crcs checked by ``format.seal.seals``, tag hashes, topics and the
+consume-queue entries of each run of one queue built in bulk. Anything that
+fails a check returns None: the caller's loop then goes over the same records
+and names the first bad one exactly as before."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+from crc32c import crc32c
+
+from duomq.format import record as rec
+from duomq.format import seal
+
+BULK_MIN = 64              # records in a run before the bulk path pays
+HS = rec.HEADER_SIZE
+_HEADER = rec.numpy_dtype()
+
+
+def find_run(mv: Any, rel: int, wrote: int, seg_size: int) -> tuple[list[int], int]:
+    """Starts of the complete format-3 records from ``rel`` (stopping at
+    anything else: a filler, an older format, a partial record, damage), and
+    where the last one ends."""
+    starts: list[int] = []
+    add, unpack = starts.append, rec.SIZE_MAGIC.unpack_from
+    record, least = rec.RECORD_MAGIC, rec.BLANK.size
+    pos = rel
+    while seg_size - pos >= least and wrote - pos >= HS:
+        size, magic = unpack(mv, pos)
+        if magic != record or size < HS or size > wrote - pos:
+            break
+        add(pos)
+        pos += size
+    return starts, pos
+
+
+def _one_topic(buf: bytes, payload: Any, lt: Any, first: bytes) -> bool:
+    """Do all the records name the topic ``first``? (One gather, no loop.)"""
+    width = len(first)
+    if not (lt == width).all():
+        return False
+    if width == 0:
+        return True
+    names = seal._windows(buf, width)[payload]
+    return bool((names == np.frombuffer(first, np.uint8)).all())
+
+
+def scan(mm: Any, base: int, starts: list[int], end: int):
+    """The records at ``starts`` (segment-relative, ending at ``end``) of
+    the segment mapped by ``mm`` at log offset ``base``, checked: ``(runs,
+    keyed)``, each run ``((topic, queue id), first queue offset, [phys, size,
+    tag hash, ...])`` and each keyed record ``(topic, keys, phys, store
+    time)``; None when a record fails a check."""
+    lo = starts[0]
+    buf = mm[lo:end]                                  # a copy: no view of the mapping
+    n = len(starts)
+    at = np.array(starts, np.int64)
+    at -= lo
+    headers = seal._windows(buf, HS)[at]                     # (n, 74)
+    h = headers.view(_HEADER).reshape(n)
+    size = h["total_size"].astype(np.int64)
+    lt, lg, lk = (h[f].astype(np.int64) for f in ("topic_len", "tags_len", "keys_len"))
+    if not (size == HS + lt + lg + lk + h["props_len"] + h["body_len"]).all():
+        return None
+    payload = at + HS
+    # bytes slices: copying ~100 bytes and a CRC of bytes beat a CRC of a memoryview
+    crcs = list(map(crc32c, map(buf.__getitem__, map(slice, payload.tolist(),
+                                                     (at + size).tolist()))))
+    rows = headers[:, rec.CRC_OFFSET:HS].copy()
+    rows[:, :4] = np.array(crcs, ">u4").view(np.uint8).reshape(n, 4)
+    if not (seal.seals(rows) == h["crc"]).all():
+        return None
+    tags_at = payload + lt
+    hashes = np.zeros(n, np.int64)
+    tagged = np.flatnonzero(lg)
+    if len(tagged):
+        t0 = tags_at[tagged]
+        hashes[tagged] = list(map(zlib.crc32, map(buf.__getitem__,
+                                                  map(slice, t0.tolist(),
+                                                      (t0 + lg[tagged]).tolist()))))
+    first = buf[int(payload[0]):int(tags_at[0])]
+    if _one_topic(buf, payload, lt, first):
+        topics = [first] * n                     # the usual case: one topic, no per-record work
+        codes = np.zeros(n, np.int64)
+    else:
+        topics = list(map(buf.__getitem__, map(slice, payload.tolist(), tags_at.tolist())))
+        ids: dict[bytes, int] = {}
+        codes = np.fromiter((ids.setdefault(t, len(ids)) for t in topics), np.int64, n)
+    qid, qoff = h["queue_id"].astype(np.int64), h["queue_offset"].astype(np.int64)
+    cut = np.flatnonzero((codes[1:] != codes[:-1]) | (qid[1:] != qid[:-1])
+                         | (qoff[1:] != qoff[:-1] + 1)) + 1
+    phys = at + (base + lo)
+    entries = np.stack((phys, size, hashes), axis=1)
+    edges = [0, *cut.tolist(), n]
+    runs = [((topics[a], int(qid[a])), int(qoff[a]), entries[a:b].ravel().tolist())
+            for a, b in zip(edges, edges[1:], strict=False)]
+    keyed = []
+    for i in np.flatnonzero(lk).tolist():
+        k = int(tags_at[i] + lg[i])
+        keyed.append((topics[i], buf[k:k + int(lk[i])], int(phys[i]), int(h["store_ts_ms"][i])))
+    return runs, keyed
