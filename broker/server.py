@@ -416,6 +416,8 @@ class Broker(BrokerCore):
             self.ha.housekeeping(now)
             if self.controller is not None:
                 self.controller.request_isr(set(self.ha.in_sync_ids()))
+                self.controller.request_acks(not self.sync_replication
+                                             or self.ha.slaves_available())
             if self.state.draining:
                 self._drain_for_handover()
         if now >= self._next_retention:

@@ -107,3 +107,34 @@ def test_two_slaves_one_killed_degrades_to_min_then_recovers(local_cluster):
         wait_for(lambda: (r := p.send(Message("Three", b"again"))).ok and not r.degraded,
                  what="full acks again")
     assert not status(master.address).degraded
+
+
+def test_producers_route_around_a_group_that_cannot_ack(local_cluster):
+    """Two SYNC groups; one loses its slave: its routes say it cannot ack,
+    and sends without a key go to the other group, all SEND_OK. A keyed send
+    keeps its queue (and is answered SLAVE_NOT_AVAILABLE there)."""
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    for group in ("broker-a", "broker-b"):
+        local_cluster.add_broker(group, 0, **SYNC)
+    victim = local_cluster.add_broker("broker-a", 1, **SYNC)
+    local_cluster.add_broker("broker-b", 1, **SYNC)
+    local_cluster.create_topic("Both", queues=2)
+    with Producer(zk, cl, send_timeout_ms=3000, retry_times_when_send_failed=0) as p:
+        wait_for(lambda: {p.send(Message("Both", b"probe")).broker_group for _ in range(8)}
+                 == {"broker-a", "broker-b"}, what="both groups acking")
+        victim.kill()
+
+        def a_says_it_cannot_ack():
+            g = p.route("Both").groups.get("broker-a")
+            return g is not None and g.info.get("acks") is False
+        wait_for(a_says_it_cannot_ack, timeout_s=20, what="broker-a's routes to say so")
+        rr = [p.send(Message("Both", b"rr %d" % i)) for i in range(40)]
+        assert all(r.ok and r.broker_group == "broker-b" for r in rr), \
+            {(r.status.value, r.broker_group) for r in rr}
+        keyed = [p.send(Message("Both", b"k"), queue=MessageQueue("Both", "broker-a", 0))
+                 for _ in range(3)]
+        assert {r.status for r in keyed} == {SendStatus.SLAVE_NOT_AVAILABLE}
+        victim.start()
+        wait_for(lambda: not a_says_it_cannot_ack(), timeout_s=30, what="broker-a acking again")
+        wait_for(lambda: {p.send(Message("Both", b"again")).broker_group for _ in range(8)}
+                 == {"broker-a", "broker-b"}, what="both groups taking writes again")

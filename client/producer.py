@@ -263,7 +263,11 @@ class Producer(ClientBase):
             elif sharding_key is not None:
                 mq = select_by_key(queues, sharding_key)
             else:
-                mq = self._rr.select(queues, att.avoid | self._faults.avoided(time.monotonic()))
+                # a group whose master cannot ack now (SYNC, too few slaves) is
+                # avoided while another can take the message
+                slow = {g for g, r in route.groups.items() if r.info.get("acks") is False}
+                mq = self._rr.select(queues, att.avoid | self._faults.avoided(time.monotonic())
+                                     | slow)
         served = route.groups.get(mq.broker_group)
         if served is None:
             raise NoRouteError(f"broker group {mq.broker_group!r} is not serving {topic!r}")

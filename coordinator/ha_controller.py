@@ -69,6 +69,7 @@ class HaController:
         self._serving: tuple[str, int] = (SLAVE, 0)
         self._drained = False
         self._isr_wanted: frozenset[int] | None = None
+        self._acks_wanted = True
         # written here, read by the serving thread: the in-sync set as ZooKeeper
         # now lists it (None until this broker wrote one as master)
         self.isr_published: frozenset[int] | None = None
@@ -112,6 +113,12 @@ class HaController:
         self._drained = True
         self._wake.set()
 
+    def request_acks(self, acks: bool) -> None:
+        """Whether the master can ack writes now; published in its routes."""
+        if acks != self._acks_wanted:
+            self._acks_wanted = acks
+            self._wake.set()
+
     def request_isr(self, members: set[int]) -> None:
         """The slaves the master's links find in sync; published by this thread."""
         wanted = frozenset(members)
@@ -153,6 +160,9 @@ class HaController:
         if self._serving != self._info_written:
             self._info_written = self._serving
             self.registry.update_info()
+        acks = self._acks_wanted or self.memory.role != MASTER
+        if acks != self.registry.acks_now:
+            self.registry.set_acks_now(acks)
         return cycle.wake_in_s
 
     def _lease_loop(self) -> None:

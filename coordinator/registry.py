@@ -32,6 +32,9 @@ class BrokerRegistry:
         self.member_info = member_info
         self.max_offset = max_offset
         self.routes_epoch: int | None = None   # routes published as master of this epoch
+        # can the master ack a write under its own rules right now (SYNC: enough
+        # slaves in sync)? Routes say so, and producers prefer groups that can
+        self.acks_now = True
         self.master: MasterNode | None = None  # the master node (any role), from a watch
         # topic -> queue count for this group; replaced whole, read by the serving thread
         self.topics: dict[str, int] = {}
@@ -105,6 +108,22 @@ class BrokerRegistry:
                 if n:
                     self._publish_route(cfg, n)
 
+    def set_acks_now(self, acks: bool) -> None:
+        """Publish whether this master can ack writes now (all its routes)."""
+        with self._lock:
+            if acks == self.acks_now:
+                return
+            self.acks_now = acks
+            try:
+                if self.routes_epoch is not None:
+                    for _name, cfg in self.topic_configs.items():
+                        n = cfg.queues.get(self.config.group, 0)
+                        if n:
+                            self._publish_route(cfg, n)
+            except Exception:
+                self.acks_now = not acks         # published again on the next cycle
+                raise
+
     def remove_routes(self) -> None:
         with self._lock:
             self.routes_epoch = None
@@ -176,7 +195,8 @@ class BrokerRegistry:
                        "broker_id": self.config.broker_id, "epoch": self.routes_epoch,
                        "queues": queues, "perm": cfg.perm,
                        "max_ack_wait_ms": self.config.max_ack_wait_ms,
-                       "max_frame_bytes": self.config.max_frame_bytes})
+                       "max_frame_bytes": self.config.max_frame_bytes,
+                       "acks": self.acks_now})
         try:
             self.zk.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
