@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -53,3 +54,30 @@ def test_a_group_without_a_slave_cannot_host_kill_master(dev):
     p = duomq("drill", "run", "--scenario", "kill-master", "--rounds", "1", env=env)
     assert p.returncode == 2
     assert "has no slave" in p.stderr, p.stderr
+
+
+def test_external_driver_times_a_fault_somebody_else_injects(dev, tmp_path):
+    """--driver external: the drill injects nothing; here the test plays the
+    user (`duomq dev kill`, then `duomq dev start`), and the drill times it."""
+    env = dev("--slaves", "1", "--flush", "sync", "--replication", "sync")
+    report = tmp_path / "external.json"
+    drill = subprocess.Popen([sys.executable, "-m", "duomq", "drill", "run", "--scenario",
+                              "kill-master", "--driver", "external", "--rounds", "1",
+                              "--fault-timeout", "60", "--report", str(report)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in drill.stderr:
+            if "waiting for a fault" in line:
+                break
+        time.sleep(1.0)                                   # some load before the fault
+        assert duomq("dev", "kill", "broker-a/0", env=env).returncode == 0
+        time.sleep(8.0)                                   # the election, writes at epoch 2
+        assert duomq("dev", "start", "broker-a/0", env=env).returncode == 0
+        out, err = drill.communicate(timeout=180)
+    finally:
+        drill.kill()
+    assert drill.returncode == 0, out + err
+    r = json.loads(report.read_text())
+    (rd,) = r["per_round"]
+    assert r["lost"] == 0 and rd["epoch_after"] == rd["epoch_before"] + 1
+    assert "broker-a/0 gone" in rd["fault"] and 0 < r["rto_s"][0] < 20, r

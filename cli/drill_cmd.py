@@ -38,6 +38,8 @@ def add(sub) -> None:
     r.add_argument("--seed", type=int, default=0, help="for --scenario random")
     r.add_argument("--recovery-timeout", type=float, default=60.0,
                    help="longest wait for writes to come back after a fault (s)")
+    r.add_argument("--fault-timeout", type=float, default=600.0,
+                   help="external driver: longest wait for each fault you inject (s)")
     r.add_argument("--report", help="write the JSON report here")
     r.add_argument("--plot", help="write a plot here (.png or .html)")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -60,12 +62,11 @@ def run(args) -> int:
     tag = f"{int(time.time())}"
     driver = LocalDriver(args.data_dir or default_dev_dir(), zookeeper, tag) \
         if args.driver == "local" else ExternalDriver()
-    if args.driver == "external":
-        raise DrillError("the external driver is not built yet: use --driver local")
     settings = DrillSettings(args.scenario, args.rounds, group=args.group, topic=args.topic,
                              producers=args.producers, consumers=args.consumers,
                              ordered=args.ordered, seed=args.seed,
-                             recovery_timeout_s=args.recovery_timeout)
+                             recovery_timeout_s=args.recovery_timeout,
+                             fault_timeout_s=args.fault_timeout)
     show = _Progress(sys.stderr)
     result = run_drill(settings, zookeeper, cluster, driver, show)
     show.done()

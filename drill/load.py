@@ -123,6 +123,12 @@ class Workload:
                     and op.outcome in (*ACKED, "stored")]
         return min(done) if done else None
 
+    def last_ack_before(self, t: float) -> float | None:
+        """When the last ack answered before ``t`` arrived."""
+        with self.lock:
+            done = [op.ended for op in self.ops if op.ended <= t and op.outcome in ACKED]
+        return max(done) if done else None
+
     def last_status(self) -> str:
         with self.lock:
             return self.ops[-1].status if self.ops else ""

@@ -35,6 +35,7 @@ class DrillSettings:
     warmup_s: float = 2.0
     recovery_timeout_s: float = 60.0
     settle_timeout_s: float = 60.0
+    fault_timeout_s: float = 600.0   # the external driver: longest wait for somebody's fault
     gap_s: float = 2.0               # load between a round's health and the next fault
     seed: int = 0
     producer_settings: dict = field(default_factory=dict)
@@ -88,38 +89,18 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
                              f"writable? (last answer: {load.last_status() or 'none'})")
         time.sleep(s.warmup_s)
         for i in range(s.rounds):
-            scenario = sc.pick(s.scenario, rnd)
             g = wait_until(lambda: (v := sc.view(zk, cluster, group)).healthy and v,
                            s.settle_timeout_s)
             if not g:
                 raise DrillError(f"group {group} did not become whole again within "
                                  f"{s.settle_timeout_s:g} s (round {i})")
-            target = scenario.target(g)
-            fault_at = time.monotonic()
-            what = scenario.fault(driver, target)
-            timeline.append((fault_at - t0, f"{scenario.name}: {what}"))
-            tell("fault", fault=what)
-            watch = _Recovery(load, zk, cluster, group, fault_at, g.epoch)
-            if scenario.elects:
-                # an election, then writes back at the new epoch: acked, or
-                # stored where the new master cannot ack yet (a pair's lone one)
-                wait_until(watch.writes_back, s.recovery_timeout_s)
-                tell("recovered" if watch.acked_at else
-                     "stored" if watch.stored_at else "no recovery")
-            time.sleep(max(0.0, fault_at + scenario.hold_s - time.monotonic()))
-            healed = scenario.heal(driver, target)
-            healed_at = time.monotonic()
-            timeline.append((healed_at - t0, f"heal: {healed}"))
-            wait_until(lambda w=watch: w.poll() and w.acked_at, s.recovery_timeout_s)
-            if watch.elected_at:
-                timeline.append((watch.elected_at - t0, f"epoch {g.epoch} -> {watch.epoch}"))
-            rounds.append(Round(i, f"{scenario.name}: {what}", fault_at, healed_at,
-                                watch.acked_at, {
-                                    "scenario": scenario.name, "target": target.name,
-                                    "epoch_before": g.epoch, "epoch_after": watch.epoch,
-                                    "elected_after_s": _after(watch.elected_at, fault_at),
-                                    "stored_after_s": _after(watch.stored_at, fault_at)}))
-            tell("healed", heal=healed)
+            if driver.name == "external":
+                rounds.append(_observed_round(i, s, load, zk, cluster, group, g, t0, timeline,
+                                              tell))
+            else:
+                rounds.append(_injected_round(i, sc.pick(s.scenario, rnd), driver, s, load, zk,
+                                              cluster, group, g, t0, timeline, tell))
+            tell("healed")
             wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
             time.sleep(s.gap_s)
         tell("stopping")
@@ -135,6 +116,79 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     report.notes.update({"group": group, "durable": durable, "delivered_to_group": load.delivered,
                          "read_back": len(back), "driver": driver.name})
     return DrillRun(report, ops, rounds, timeline, t0)
+
+
+def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, load: Workload,
+                    zk, cluster: str, group: str, g: sc.GroupView, t0: float, timeline: list,
+                    tell) -> Round:
+    """Inject the scenario's fault, wait for the election and writes, heal."""
+    target = scenario.target(g)
+    fault_at = time.monotonic()
+    what = scenario.fault(driver, target)
+    timeline.append((fault_at - t0, f"{scenario.name}: {what}"))
+    tell("fault", fault=what)
+    watch = _Recovery(load, zk, cluster, group, fault_at, g.epoch)
+    if scenario.elects:
+        # an election, then writes back at the new epoch: acked, or
+        # stored where the new master cannot ack yet (a pair's lone one)
+        wait_until(watch.writes_back, s.recovery_timeout_s)
+        tell("recovered" if watch.acked_at else
+             "stored" if watch.stored_at else "no recovery")
+    time.sleep(max(0.0, fault_at + scenario.hold_s - time.monotonic()))
+    healed = scenario.heal(driver, target)
+    healed_at = time.monotonic()
+    timeline.append((healed_at - t0, f"heal: {healed}"))
+    wait_until(lambda w=watch: w.poll() and w.acked_at, s.recovery_timeout_s)
+    if watch.elected_at:
+        timeline.append((watch.elected_at - t0, f"epoch {g.epoch} -> {watch.epoch}"))
+    return Round(i, f"{scenario.name}: {what}", fault_at, healed_at, watch.acked_at, {
+        "scenario": scenario.name, "target": target.name,
+        "epoch_before": g.epoch, "epoch_after": watch.epoch,
+        "elected_after_s": _after(watch.elected_at, fault_at),
+        "stored_after_s": _after(watch.stored_at, fault_at)})
+
+
+def _observed_round(i: int, s: DrillSettings, load: Workload, zk, cluster: str, group: str,
+                    g: sc.GroupView, t0: float, timeline: list, tell) -> Round:
+    """The external driver: wait for somebody to break the group (its master
+    or a member gone, a new epoch), time it from the last ack before it was
+    seen, and wait for writes and for the group to be whole again."""
+    tell("waiting for a fault")
+    changed = wait_until(lambda: (v := sc.view(zk, cluster, group)) != g and _broken(v, g) and v,
+                         s.fault_timeout_s)
+    if not changed:
+        raise DrillError(f"no fault seen in group {group} within {s.fault_timeout_s:g} s "
+                         f"(round {i}): break it yourself with the external driver")
+    seen_at = time.monotonic()
+    fault_at = load.last_ack_before(seen_at) or seen_at
+    what = _describe(changed, g)
+    timeline.append((fault_at - t0, f"observed: {what}"))
+    tell("fault", fault=what)
+    watch = _Recovery(load, zk, cluster, group, fault_at, g.epoch)
+    wait_until(lambda: watch.poll() and watch.acked_at, s.recovery_timeout_s)
+    healed = wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
+    healed_at = time.monotonic() if healed else None
+    if watch.elected_at:
+        timeline.append((watch.elected_at - t0, f"epoch {g.epoch} -> {watch.epoch}"))
+    return Round(i, f"observed: {what}", fault_at, healed_at, watch.acked_at, {
+        "scenario": "external", "seen_after_s": round(seen_at - fault_at, 3),
+        "epoch_before": g.epoch, "epoch_after": watch.epoch,
+        "elected_after_s": _after(watch.elected_at, fault_at),
+        "stored_after_s": _after(watch.stored_at, fault_at)})
+
+
+def _broken(v: sc.GroupView, g: sc.GroupView) -> bool:
+    live = {b.broker_id for b in v.brokers if b.role in ("MASTER", "SLAVE")}
+    return v.master != g.master or v.epoch != g.epoch or live != {b.broker_id for b in g.brokers}
+
+
+def _describe(v: sc.GroupView, g: sc.GroupView) -> str:
+    gone = sorted({b.broker_id for b in g.brokers}
+                  - {b.broker_id for b in v.brokers if b.role in ("MASTER", "SLAVE")})
+    parts = [f"{g.group}/{b} gone" for b in gone]
+    if v.master != g.master:
+        parts.append(f"master {g.master} -> {v.master}")
+    return ", ".join(parts) or f"epoch {g.epoch} -> {v.epoch}"
 
 
 class _Recovery:
