@@ -22,8 +22,9 @@ def dev(tmp_path, zk_hosts):
     env = dict(os.environ, DUOMQ_DEV_DIR=str(tmp_path / "dev"))
     started = []
 
-    def up(*args):
-        p = duomq("dev", "up", "--zookeeper", zk_hosts, "--cluster", f"Drill{len(started)}",
+    def up(*args, ensemble=False):
+        zk = ["--zookeepers", "3"] if ensemble else ["--zookeeper", zk_hosts]
+        p = duomq("dev", "up", *zk, "--cluster", f"Drill{len(started)}",
                   "--set", "zk_session_timeout_ms=4000", "--set", "segment_size_bytes=8388608",
                   *args, env=env)
         assert p.returncode == 0, p.stderr
@@ -81,3 +82,21 @@ def test_external_driver_times_a_fault_somebody_else_injects(dev, tmp_path):
     (rd,) = r["per_round"]
     assert r["lost"] == 0 and rd["epoch_after"] == rd["epoch_before"] + 1
     assert "broker-a/0 gone" in rd["fault"] and 0 < r["rto_s"][0] < 20, r
+
+
+def test_kill_zookeeper_leader_of_an_ensemble(dev, tmp_path):
+    env = dev("--slaves", "1", "--flush", "sync", "--replication", "sync", ensemble=True)
+    report = tmp_path / "zk.json"
+    p = duomq("drill", "run", "--scenario", "kill-zookeeper", "--rounds", "1", "--report",
+              str(report), env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(report.read_text())
+    (rd,) = r["per_round"]
+    assert "(leader)" in rd["fault"] and r["lost"] == 0 and r["rto_s"][0] < 20
+    assert rd["epoch_after"] == rd["epoch_before"]     # the brokers kept their sessions
+
+
+def test_kill_zookeeper_needs_an_ensemble(dev):
+    env = dev("--slaves", "1")
+    p = duomq("drill", "run", "--scenario", "kill-zookeeper", "--rounds", "1", env=env)
+    assert p.returncode == 2 and "--zookeepers 3" in p.stderr, p.stderr

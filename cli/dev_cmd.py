@@ -25,6 +25,8 @@ def add(sub) -> None:
             q.add_argument("--replication", choices=["sync", "async"], default="async")
             q.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                            help="broker config field for every broker (repeatable)")
+            q.add_argument("--zookeepers", type=int, default=1, choices=[1, 3, 5],
+                           help="ZooKeeper servers: 3 or 5 run an ensemble (default 1)")
         q.set_defaults(func=run)
     for name, helptext in (("kill", "kill -9 one broker (failover drills)"),
                            ("start", "start a stopped broker again"),
@@ -55,7 +57,8 @@ def run(args) -> int:
         settings = parse_settings(BrokerConfig, args.set)
         st = cluster.up(args.data_dir, groups=args.groups, slaves=args.slaves, flush=args.flush,
                         replication=args.replication, zookeeper=args.zookeeper,
-                        cluster=args.cluster or "DefaultCluster", settings=settings)
+                        cluster=args.cluster or "DefaultCluster", settings=settings,
+                        zookeepers=args.zookeepers)
     elif args.dev_cmd == "status":
         st = cluster.status(args.data_dir)
     else:

@@ -17,7 +17,7 @@ from duomq.coordinator.paths import ZkPaths
 from duomq.dev.brokers import drop_page_cache, wait_registered
 from duomq.dev.ports import free_port
 from duomq.dev.processes import alive, send_signal, started_at, stop
-from duomq.dev.zookeeper import launch
+from duomq.dev.zookeeper import launch, server_mode, start_ensemble, start_server
 
 
 def _write_state(data_dir: str, state: dict) -> None:
@@ -65,31 +65,43 @@ def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
 
 def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
        replication: str = "async", zookeeper: str | None = None,
-       cluster: str = DEFAULT_CLUSTER, settings: dict | None = None) -> dict:
+       cluster: str = DEFAULT_CLUSTER, settings: dict | None = None,
+       zookeepers: int = 1) -> dict:
     if slaves < 0:
         raise ConfigError("--slaves: must be >= 0")
+    if zookeepers not in (1, 3, 5):
+        raise ConfigError("--zookeepers: 1, 3 or 5 servers")
+    if zookeepers > 1 and zookeeper:
+        raise ConfigError("--zookeepers starts an ensemble of its own: not with --zookeeper")
     if groups < 1:
         raise ConfigError("--groups: at least one broker group")
     state = read_dev_state(data_dir)
     if state and (alive(state.get("zookeeper_pid"), state.get("zookeeper_started"))
+                  or any(alive(s["pid"], s.get("started"))
+                         for s in state.get("zookeeper_servers", []))
                   or any(alive(b["pid"], b.get("started")) for b in state["brokers"])):
         raise ConfigError(f"a dev cluster already runs from {data_dir}; run 'duomq dev down' first")
     os.makedirs(data_dir, exist_ok=True)
-    zk = launch(zookeeper, data_dir=os.path.join(data_dir, "zookeeper"), detach=True)
-    state = {"zookeeper": zk.connect, "zookeeper_kind": zk.kind, "zookeeper_pid": zk.pid,
-             "zookeeper_started": zk.started,
-             "zookeeper_log": zk.log_path, "cluster": cluster, "data_dir": os.path.abspath(data_dir),
-             "brokers": []}
+    if zookeepers > 1:
+        servers = start_ensemble(zookeepers, os.path.join(data_dir, "zookeeper"))
+        state = {"zookeeper": ",".join(f"127.0.0.1:{s['port']}" for s in servers),
+                 "zookeeper_kind": "ensemble", "zookeeper_servers": servers,
+                 "cluster": cluster, "data_dir": os.path.abspath(data_dir), "brokers": []}
+    else:
+        zk = launch(zookeeper, data_dir=os.path.join(data_dir, "zookeeper"), detach=True)
+        state = {"zookeeper": zk.connect, "zookeeper_kind": zk.kind, "zookeeper_pid": zk.pid,
+                 "zookeeper_started": zk.started, "zookeeper_log": zk.log_path,
+                 "cluster": cluster, "data_dir": os.path.abspath(data_dir), "brokers": []}
     _write_state(data_dir, state)
     base = {"flush": "SYNC_FLUSH" if flush.lower().startswith("sync") else "ASYNC_FLUSH",
             "replication": replication.upper(), **(settings or {})}
     try:
         for i in range(groups):
             for broker_id in range(slaves + 1):   # broker 0 takes the master, the rest follow
-                state["brokers"].append(start_broker(data_dir, zk.connect, cluster,
+                state["brokers"].append(start_broker(data_dir, state["zookeeper"], cluster,
                                                      broker_group_name(i), broker_id, base))
                 _write_state(data_dir, state)
-        wait_all_registered(zk.connect, cluster, state["brokers"])
+        wait_all_registered(state["zookeeper"], cluster, state["brokers"])
     except BaseException:
         down(data_dir)
         raise
@@ -138,6 +150,9 @@ def down(data_dir: str) -> dict:
             stopped.append(f"{b['group']}/{b['id']}")
     if stop(state.get("zookeeper_pid"), state.get("zookeeper_started")):
         stopped.append("zookeeper")
+    for s in state.get("zookeeper_servers", []):
+        if stop(s["pid"], s.get("started")):
+            stopped.append(f"zookeeper {s['id']}")
     os.unlink(os.path.join(data_dir, DEV_STATE))
     return {"stopped": stopped}
 
@@ -181,6 +196,43 @@ def start_again(data_dir: str, name: str) -> dict:
     _write_state(data_dir, state)
     wait_all_registered(state["zookeeper"], state["cluster"], [b])
     return {"broker": f"{b['group']}/{b['id']}", "pid": proc.pid}
+
+
+def kill_zookeeper(data_dir: str, which: str = "leader") -> dict:
+    """kill -9 one server of the dev ensemble (``leader``, ``follower`` or its id)."""
+    state = read_dev_state(data_dir)
+    servers = (state or {}).get("zookeeper_servers", [])
+    if len(servers) < 3:
+        raise ConfigError("the dev cluster runs one ZooKeeper server: start it with "
+                          "'duomq dev up --zookeepers 3' to kill one")
+    live = [s for s in servers if alive(s["pid"], s.get("started"))]
+    pick = [s for s in live if (str(s["id"]) == which or server_mode(s) == which)]
+    if not pick:
+        raise ConfigError(f"no live ZooKeeper server is {which!r}")
+    s = pick[0]
+    mode = server_mode(s)
+    send_signal(s["pid"], 9, s.get("started"))
+    deadline = time.monotonic() + 10
+    while alive(s["pid"], s.get("started")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return {"zookeeper": s["id"], "pid": s["pid"], "mode": mode}
+
+
+def start_zookeeper(data_dir: str, server_id: int) -> dict:
+    """Start a killed server of the dev ensemble again."""
+    state = read_dev_state(data_dir)
+    servers = (state or {}).get("zookeeper_servers", [])
+    s = next((x for x in servers if x["id"] == server_id), None)
+    if s is None:
+        raise ConfigError(f"no ZooKeeper server {server_id} in the dev cluster")
+    if alive(s["pid"], s.get("started")):
+        raise ConfigError(f"ZooKeeper server {server_id} is running (pid {s['pid']})")
+    s["pid"], s["started"] = start_server(s)
+    _write_state(data_dir, state)       # type: ignore[arg-type]
+    deadline = time.monotonic() + 30
+    while not server_mode(s) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return {"zookeeper": server_id, "pid": s["pid"], "mode": server_mode(s)}
 
 
 def drop_cache(data_dir: str, name: str) -> dict:

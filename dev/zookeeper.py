@@ -185,6 +185,73 @@ def start_local(data_dir: str | None = None, port: int | None = None,
     return handle
 
 
+def ensemble_config(n: int, data_dir: str) -> list[dict]:
+    """The servers of an ``n``-server ensemble on 127.0.0.1 under
+    ``data_dir/zk<i>``: ports, directories and each one's zoo.cfg, written."""
+    servers = [{"id": i, "port": free_port(), "peer": free_port(), "election": free_port(),
+                "dir": os.path.join(data_dir, f"zk{i}")} for i in range(1, n + 1)]
+    quorum = [f"server.{s['id']}=127.0.0.1:{s['peer']}:{s['election']}" for s in servers]
+    for s in servers:
+        os.makedirs(s["dir"], exist_ok=True)
+        with open(os.path.join(s["dir"], "myid"), "w") as f:
+            f.write(f"{s['id']}\n")
+        s["cfg"] = os.path.join(s["dir"], "zoo.cfg")
+        s["log"] = os.path.join(s["dir"], "zookeeper.log")
+        with open(s["cfg"], "w") as f:
+            f.write("\n".join([
+                "tickTime=500", "initLimit=20", "syncLimit=10", f"dataDir={s['dir']}",
+                f"clientPort={s['port']}", "clientPortAddress=127.0.0.1",
+                "admin.enableServer=false", "4lw.commands.whitelist=srvr,ruok,mntr",
+                "minSessionTimeout=1000", "maxSessionTimeout=20000", "maxClientCnxns=0",
+                *quorum, ""]))
+    return servers
+
+
+def start_server(server: dict, cp: str | None = None) -> tuple[int, float | None]:
+    """Start one ensemble server in the background (its own session); its
+    pid and start time."""
+    cp = cp or classpath()
+    java = shutil.which("java")
+    if cp is None or java is None:
+        raise ZooKeeperUnavailable("no ZooKeeper to run: install Debian's 'zookeeper' package "
+                                   "and Java 17")
+    with open(server["log"], "ab") as logf:
+        proc = subprocess.Popen(
+            [java, "-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.admin.enableServer=false",
+             "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", server["cfg"]],
+            stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    return proc.pid, processes.started_at(proc.pid)
+
+
+def server_mode(server: dict) -> str:
+    """leader, follower, or "" (down, or not in a quorum)."""
+    try:
+        out = four_letter("127.0.0.1", server["port"], "srvr")
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines()
+                 if line.startswith("Mode:")), "")
+
+
+def start_ensemble(n: int, data_dir: str, timeout_s: float = 60.0) -> list[dict]:
+    """An ``n``-server ensemble on 127.0.0.1, every server in the background;
+    returns the servers (with ``pid``, ``started``) once a quorum serves."""
+    servers = ensemble_config(n, data_dir)
+    for s in servers:
+        s["pid"], s["started"] = start_server(s)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        modes = [server_mode(s) for s in servers]
+        if "leader" in modes and modes.count("follower") == n - 1:
+            return servers
+        time.sleep(0.2)
+    for s in servers:
+        processes.stop(s["pid"], s["started"])
+    raise ZooKeeperUnavailable(f"a {n}-server ZooKeeper ensemble did not form within "
+                               f"{timeout_s:g} s (logs under {data_dir})")
+
+
 def launch(zookeeper: str | None = None, *, data_dir: str | None = None,
            detach: bool = False) -> ZooKeeperHandle:
     """The launcher's order of preference (see the module docstring)."""

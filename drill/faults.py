@@ -69,6 +69,7 @@ class LocalDriver:
         self.zookeeper = zookeeper
         self.tag = f"duomq-drill-{tag}"
         self._rules: list[list[str]] = []
+        self._zk_killed = 0
         self._cgroups: list[tuple[str, int]] = []
 
     # ------------------------------------------------------------ processes
@@ -100,6 +101,22 @@ class LocalDriver:
             return psutil.Process(b.pid)
         except psutil.Error:
             raise DrillError(f"{b.name} (pid {b.pid}) does not run on this host") from None
+
+    # ------------------------------------------------------------ ZooKeeper
+    def kill_zookeeper(self) -> str:
+        """kill -9 the leader of the dev cluster's ZooKeeper ensemble."""
+        from duomq.dev.cluster import kill_zookeeper
+        killed = kill_zookeeper(self.data_dir, "leader")
+        self._zk_killed = killed["zookeeper"]
+        return f"kill -9 ZooKeeper server {killed['zookeeper']} ({killed['mode']})"
+
+    def start_zookeeper(self) -> str:
+        from duomq.dev.cluster import start_zookeeper
+        started = start_zookeeper(self.data_dir, self._zk_killed)
+        return f"started ZooKeeper server {started['zookeeper']} again ({started['mode']})"
+
+    def zookeeper_servers(self) -> int:
+        return len(self.state.get("zookeeper_servers", [])) if self.state else 1
 
     # ------------------------------------------------------------ network
     def cut_port(self, port: int, what: str) -> str:

@@ -64,10 +64,14 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     rnd = random.Random(s.seed)
     group = s.group or _first_group(zk, cluster)
     first = sc.view(zk, cluster, group)
-    for name in (sc.NAMES[:-1] if s.scenario == "random" else [s.scenario]):
+    for name in ([n for n in sc.SCENARIOS if n != "kill-zookeeper"] if s.scenario == "random"
+                 else [s.scenario]):
         why = sc.pick(name, rnd).needs(first)
         if why:
             raise DrillError(f"scenario {name} cannot run on this cluster: {why}")
+    if s.scenario == "kill-zookeeper" and getattr(driver, "zookeeper_servers", lambda: 3)() < 3:
+        raise DrillError("scenario kill-zookeeper needs a ZooKeeper ensemble of 3 or more: "
+                         "start the dev cluster with 'duomq dev up --zookeepers 3'")
     durable = _durable(zk, cluster, group)
     _ensure_topic(zk, cluster, s.topic, s.queues)
     load = Workload(zookeeper, cluster, s.topic, producers=s.producers, consumers=s.consumers,

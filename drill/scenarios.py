@@ -108,6 +108,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("partition-master-zookeeper", "cut the master off ZooKeeper; reconnect it",
              _needs_slave, _master, lambda d, b: d.isolate_from_zookeeper(b),
              lambda d, b: d.heal_network()),
+    Scenario("kill-zookeeper", "kill -9 the ZooKeeper ensemble's leader; start it again",
+             lambda g: None if g.master is not None else f"group {g.group} has no master",
+             _master, lambda d, b: d.kill_zookeeper(), lambda d, b: d.start_zookeeper(),
+             hold_s=5.0, elects=False),
     Scenario("partition-master-slave", "cut the replication port of the master; reconnect it",
              _needs_slave, _master, lambda d, b: d.cut_port(b.ha_port, f"{b.name}'s replication"),
              lambda d, b: d.heal_network(), hold_s=5.0, elects=False),
@@ -119,8 +123,8 @@ NAMES = [*SCENARIOS, "random"]
 
 
 def pick(name: str, rnd: random.Random) -> Scenario:
-    if name == "random":
-        return SCENARIOS[rnd.choice(sorted(SCENARIOS))]
+    if name == "random":    # faults of the broker group (a ZooKeeper ensemble is not assumed)
+        return SCENARIOS[rnd.choice(sorted(n for n in SCENARIOS if n != "kill-zookeeper"))]
     try:
         return SCENARIOS[name]
     except KeyError:
