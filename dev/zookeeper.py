@@ -188,8 +188,9 @@ def start_local(data_dir: str | None = None, port: int | None = None,
 def ensemble_config(n: int, data_dir: str) -> list[dict]:
     """The servers of an ``n``-server ensemble on 127.0.0.1 under
     ``data_dir/zk<i>``: ports, directories and each one's zoo.cfg, written."""
-    servers = [{"id": i, "port": free_port(), "peer": free_port(), "election": free_port(),
-                "dir": os.path.join(data_dir, f"zk{i}")} for i in range(1, n + 1)]
+    servers: list[dict[str, Any]] = [
+        {"id": i, "port": free_port(), "peer": free_port(), "election": free_port(),
+         "dir": os.path.join(data_dir, f"zk{i}")} for i in range(1, n + 1)]
     quorum = [f"server.{s['id']}=127.0.0.1:{s['peer']}:{s['election']}" for s in servers]
     for s in servers:
         os.makedirs(s["dir"], exist_ok=True)
