@@ -117,6 +117,12 @@ def status(data_dir: str) -> dict:
            "zookeeper_alive": alive(state.get("zookeeper_pid"), state.get("zookeeper_started"))
            if state.get("zookeeper_pid")
            else None, "brokers": []}
+    servers = state.get("zookeeper_servers", [])
+    if servers:                         # an ensemble: each server, and whether all run
+        out["zookeeper_servers"] = [{"id": s["id"], "pid": s["pid"], "port": s["port"],
+                                     "alive": alive(s["pid"], s.get("started")),
+                                     "mode": server_mode(s)} for s in servers]
+        out["zookeeper_alive"] = all(s["alive"] for s in out["zookeeper_servers"])
     roles = {}
     try:
         zk = zkutil.connect(state["zookeeper"], timeout_s=3)

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The failover campaign (issue 18): `duomq drill run` scenario after
+scenario against a fresh dev cluster per durability mode, each report kept
+under bench/drills/, and one JSON line per (mode, scenario):
+
+  {"mode", "scenario", "rounds", "lost", "duplicated", "rto_p50_s",
+   "rto_p99_s", "rto_max_s", "split_brain_s", "guarantees_held"}
+
+CAMPAIGN="kill-master:50 pause-master:20 ..." and MODES="sync async" choose
+what runs (default: the issue's campaign); --table prints the README table
+from the reports already in bench/drills/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "drills")
+DEFAULT = ("kill-master:50 pause-master:20 partition-master-zookeeper:20 "
+           "partition-master-slave:20 kill-zookeeper:10")
+MODES = {"sync": ["--flush", "sync", "--replication", "sync"],
+         "async": ["--flush", "async", "--replication", "async"]}
+
+
+def duomq(*args, env, check=True):
+    return subprocess.run([sys.executable, "-m", "duomq", *args], env=env, check=check,
+                          capture_output=True, text=True)
+
+
+def rto(rtos):
+    done = sorted(t for t in rtos if t is not None)
+    if not done:
+        return None, None, None
+    return (done[len(done) // 2], done[min(len(done) - 1, round(0.99 * (len(done) - 1)))],
+            done[-1])
+
+
+def line(mode: str, scenario: str, r: dict) -> dict:
+    p50, p99, top = rto(r["rto_s"])
+    return {"mode": mode, "scenario": scenario, "rounds": r["rounds"], "attempted": r["attempted"],
+            "lost": r["lost"], "duplicated": r["duplicated"], "rto_p50_s": p50, "rto_p99_s": p99,
+            "rto_max_s": top, "split_brain_s": r["split_brain_s"],
+            "guarantees_held": r["guarantees_held"]}
+
+
+def table() -> str:
+    rows = ["| mode | scenario | rounds | lost | duplicated | RTO p50 / p99 / max (s) | "
+            "split brain (s) |", "|---|---|---|---|---|---|---|"]
+    for name in sorted(os.listdir(OUT)):
+        if not name.endswith(".json"):
+            continue
+        scenario, _, mode = name[:-5].rpartition("-")
+        with open(os.path.join(OUT, name)) as f:
+            d = line(mode, scenario, json.load(f))
+        rows.append(f"| {'SYNC + SYNC_FLUSH' if mode == 'sync' else 'ASYNC + ASYNC_FLUSH'} | "
+                    f"{scenario} | {d['rounds']} | {d['lost']} | {d['duplicated']} | "
+                    f"{d['rto_p50_s']} / {d['rto_p99_s']} / {d['rto_max_s']} | "
+                    f"{d['split_brain_s']} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    if "--table" in sys.argv:
+        print(table())
+        return 0
+    os.makedirs(OUT, exist_ok=True)
+    plan = [item.split(":") for item in os.environ.get("CAMPAIGN", DEFAULT).split()]
+    for mode in os.environ.get("MODES", "sync async").split():
+        base = tempfile.mkdtemp(prefix=f"duomq-campaign-{mode}-")
+        env = dict(os.environ, DUOMQ_DEV_DIR=base)
+        zk = ["--zookeepers", "3"] if any(s == "kill-zookeeper" for s, _ in plan) else []
+        duomq("dev", "up", "--slaves", "1", *MODES[mode], *zk, env=env)
+        try:
+            for scenario, rounds in plan:
+                report = os.path.join(OUT, f"{scenario}-{mode}.json")
+                p = duomq("drill", "run", "--scenario", scenario, "--rounds", rounds,
+                          "--report", report, env=env, check=False)
+                if not os.path.exists(report):
+                    print(json.dumps({"mode": mode, "scenario": scenario, "error":
+                                      p.stderr.strip().splitlines()[-1:]}), flush=True)
+                    continue
+                with open(report) as f:
+                    print(json.dumps(line(mode, scenario, json.load(f))), flush=True)
+        finally:
+            duomq("dev", "down", env=env, check=False)
+            shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
