@@ -80,12 +80,14 @@ def plot(ops, timeline, path: str, title: str, t0: float) -> None:
     for t, event in timeline:
         color = "tab:red" if not event.startswith(("heal", "epoch")) else \
             ("tab:blue" if event.startswith("heal") else "tab:purple")
-        ax.axvline(t, color=color, linestyle="--", linewidth=1)
-        ax.text(t, top * 1.02, event.split(":")[0], rotation=90, fontsize=7, color=color,
-                va="bottom", ha="right")
+        ax.axvline(t, color=color, linestyle="--", linewidth=1 if len(timeline) <= 24 else 0.5)
+        if len(timeline) <= 24:        # many rounds: the lines alone, colour-coded
+            ax.text(t, top * 1.02, event.split(":")[0], rotation=90, fontsize=7, color=color,
+                    va="bottom", ha="right")
     ax.set_xlabel("seconds since the drill started")
     ax.set_ylabel("answers per second")
-    ax.set_title(title, pad=40)
+    ax.set_title(title + ("\nred: fault, purple: election, blue: heal"
+                          if len(timeline) > 24 else ""), pad=40 if len(timeline) <= 24 else 8)
     ax.legend(loc="lower right", fontsize=8)
     ax.set_ylim(0, top * 1.05)
     fig.tight_layout()
