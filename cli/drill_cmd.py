@@ -67,6 +67,9 @@ def run(args) -> int:
                              ordered=args.ordered, seed=args.seed,
                              recovery_timeout_s=args.recovery_timeout,
                              fault_timeout_s=args.fault_timeout)
+    import signal
+    # a drill stopped by SIGTERM still heals: its iptables rules and cgroups go
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     show = _Progress(sys.stderr)
     result = run_drill(settings, zookeeper, cluster, driver, show)
     show.done()

@@ -128,7 +128,8 @@ class LocalDriver:
 
     def isolate_from_zookeeper(self, b: Broker) -> str:
         self._need_iptables()
-        zk_port = int(self.zookeeper.split(",")[0].split("/")[0].rsplit(":", 1)[1])
+        hosts = self.zookeeper.split("/")[0].split(",")        # every server of an ensemble
+        zk_ports = sorted({int(h.rsplit(":", 1)[1]) for h in hosts})
         proc = self._process(b)
         group = f"{self.tag}-{b.broker_id}"
         path = os.path.join(CGROUP_ROOT, group)
@@ -139,13 +140,16 @@ class LocalDriver:
         with open(os.path.join(path, "cgroup.procs"), "w") as f:
             f.write(str(proc.pid))
         self._cgroups.append((path, proc.pid))
-        self._rule("OUTPUT", "-m", "cgroup", "--path", group, "-p", "tcp", "--dport", str(zk_port))
+        for zk_port in zk_ports:
+            self._rule("OUTPUT", "-m", "cgroup", "--path", group, "-p", "tcp", "--dport",
+                       str(zk_port))
         for conn in proc.net_connections("tcp"):        # the session already open
-            if conn.raddr and conn.raddr.port == zk_port:
-                lport = str(conn.laddr.port)
-                self._rule("INPUT", "-p", "tcp", "--sport", str(zk_port), "--dport", lport)
-                self._rule("INPUT", "-p", "tcp", "--sport", lport, "--dport", str(zk_port))
-        return f"cut {b.name} from ZooKeeper (port {zk_port})"
+            if conn.raddr and conn.raddr.port in zk_ports:
+                lport, rport = str(conn.laddr.port), str(conn.raddr.port)
+                self._rule("INPUT", "-p", "tcp", "--sport", rport, "--dport", lport)
+                self._rule("INPUT", "-p", "tcp", "--sport", lport, "--dport", rport)
+        return f"cut {b.name} from ZooKeeper (port{'s' if len(zk_ports) > 1 else ''} " \
+               f"{', '.join(map(str, zk_ports))})"
 
     def heal_network(self) -> str:
         """Remove every rule and cgroup this driver set up."""
