@@ -137,6 +137,16 @@ class RemotingClient:
                     raise RequestTimeoutError(
                         f"no answer from {address} to {pb.RequestType.Name(type_)} in "
                         f"{timeout_s:g} s")
+                if sock in ready:       # an answer that arrived wins over news of a death
+                    try:
+                        frame = codec.decode_frame(sock.recv())
+                    except codec.FrameError:
+                        continue
+                    if frame.request_id == rid:
+                        message = codec.decode_response(frame) \
+                            if frame.type in codec.MESSAGES else None
+                        return frame.status, frame.error, message
+                    continue
                 if wake in ready:
                     _clear(wake)
                     count, why = self._gone.get(address, (0, ""))
@@ -149,16 +159,6 @@ class RemotingClient:
                     raise BrokerUnreachableError(
                         f"the connection to {address} died while {pb.RequestType.Name(type_)} "
                         f"waited for its answer")
-                if sock not in ready:
-                    continue
-                try:
-                    frame = codec.decode_frame(sock.recv())
-                except codec.FrameError:
-                    continue
-                if frame.request_id == rid:
-                    message = codec.decode_response(frame) if frame.type in codec.MESSAGES \
-                        else None
-                    return frame.status, frame.error, message
         finally:
             with self._direct_lock:
                 self._waiting[address].discard(wake)
@@ -254,6 +254,7 @@ class RemotingClient:
                     elif sock in self._monitors:
                         address = self._monitors[sock]
                         if _lost(sock):
+                            self._drain(self._sockets[address])  # answers that did arrive
                             self._fail_address(address, BrokerUnreachableError(
                                 f"the connection to {address} died while the request waited "
                                 f"for its answer"))

@@ -79,3 +79,21 @@ def test_async_requests_fail_on_abort_and_on_a_dead_connection(silent_broker, re
     router.close(0)
     with pytest.raises(BrokerUnreachableError, match="died"):
         lost.result(2)
+
+
+def test_an_answer_sent_just_before_the_connection_died_is_returned(silent_broker, remoting):
+    from duomq.proto import codec
+    router, address = silent_broker
+
+    def answer_then_die():
+        ident, data = router.recv_multipart()
+        frame = codec.decode_frame(data)
+        router.send_multipart([ident, codec.encode_response(
+            frame.request_id, frame.type, pb.OK, "", pb.BrokerStatusResponse(broker_id=7))])
+        time.sleep(0.05)
+        router.close(0)
+    t = threading.Thread(target=answer_then_die)
+    t.start()
+    status, _err, resp = remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)
+    t.join()
+    assert status == pb.OK and resp.broker_id == 7
