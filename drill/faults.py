@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -195,7 +194,3 @@ def wait_until(cond, timeout_s: float, step_s: float = 0.05):
             return value
         time.sleep(step_s)
     return None
-
-
-def signal_name(sig: int) -> str:
-    return signal.Signals(sig).name
