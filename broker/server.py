@@ -349,9 +349,8 @@ class Broker(BrokerCore):
         end = self.store.dispatched_offset
         if st.role == MASTER:
             if self.ha is not None:
-                replicated = self.ha.replicated_offset()
+                replicated, st.in_sync_replicas = self.ha.ack_state()
                 st.replicated_offset = replicated if replicated is not None else -1
-                st.in_sync_replicas = self.ha.in_sync_count()
             visible = end
             if self.sync_flush:
                 visible = min(visible, st.flushed_offset)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -73,11 +74,8 @@ class LocalDriver:
 
     # ------------------------------------------------------------ processes
     def kill(self, b: Broker) -> str:
-        proc = self._process(b)
-        proc.kill()
-        with contextlib.suppress(psutil.Error):
-            proc.wait(10)
-        return f"kill -9 {b.name} (pid {proc.pid})"
+        from duomq.dev.cluster import kill_broker
+        return f"kill -9 {b.name} (pid {kill_broker(self.data_dir, b.name, 9)['pid']})"
 
     def start(self, b: Broker) -> str:
         from duomq.dev.cluster import start_again
@@ -85,12 +83,13 @@ class LocalDriver:
         return f"started {b.name} again (pid {started['pid']})"
 
     def pause(self, b: Broker) -> str:
-        self._process(b).suspend()
+        from duomq.dev.cluster import kill_broker
+        kill_broker(self.data_dir, b.name, signal.SIGSTOP)
         return f"SIGSTOP {b.name}"
 
     def resume(self, b: Broker) -> str:
-        with contextlib.suppress(psutil.Error):
-            self._process(b).resume()
+        from duomq.dev.cluster import kill_broker
+        kill_broker(self.data_dir, b.name, signal.SIGCONT)
         return f"SIGCONT {b.name}"
 
     def _process(self, b: Broker) -> psutil.Process:

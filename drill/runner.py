@@ -241,13 +241,7 @@ def _first_group(zk, cluster: str) -> str:
 def _durable(zk, cluster: str, group: str) -> bool:
     """Does the group promise that no acked message is lost in a failover?"""
     g = sc.view(zk, cluster, group)
-    from duomq.coordinator.paths import ZkPaths
-    paths = ZkPaths(cluster)
-    flush = set()
-    for b in g.brokers:
-        info = zkutil.loads(zk.get(paths.member(group, b.broker_id))[0])
-        flush.add(info.get("flush"))
-    return g.replication == "SYNC" and flush == {"SYNC_FLUSH"}
+    return g.replication == "SYNC" and g.flushes == {"SYNC_FLUSH"}
 
 
 def _ensure_topic(zk, cluster: str, topic: str, queues: int) -> None:

@@ -12,8 +12,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
-from duomq.coordinator import zk as zkutil
-from duomq.coordinator.nodes import IsrNode, MasterNode
+from duomq.coordinator.nodes import IsrNode, MasterNode, MemberNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.drill.faults import Broker, DrillError
 
@@ -26,6 +25,7 @@ class GroupView:
     brokers: tuple[Broker, ...]
     isr: frozenset[int]
     replication: str
+    flushes: frozenset[str] = frozenset()       # the members' flush modes
 
     def broker(self, broker_id: int) -> Broker:
         return next(b for b in self.brokers if b.broker_id == broker_id)
@@ -53,20 +53,22 @@ def view(zk, cluster: str, group: str) -> GroupView:
         isr = IsrNode.from_bytes(zk.get(paths.isr(group))[0]).members
     except (NoNodeError, ValueError):
         isr = frozenset()
-    brokers, replication = [], ""
+    brokers, replication, flushes = [], "", set()
     try:
         ids = zk.get_children(paths.members(group))
     except NoNodeError:
         ids = []
     for i in sorted(ids, key=int):
         try:
-            info = zkutil.loads(zk.get(paths.member(group, int(i)))[0])
+            m = MemberNode.from_bytes(zk.get(paths.member(group, int(i)))[0], int(i))
         except (NoNodeError, ValueError):
             continue
-        replication = replication or info.get("replication", "")
-        brokers.append(Broker(group, int(i), info.get("role", ""), info.get("pid"),
-                              info.get("address", ""), info.get("ha_address", "")))
-    return GroupView(group, master_id, epoch, tuple(brokers), isr, replication)
+        replication = replication or m.info.get("replication", "")
+        flushes.add(m.info.get("flush", ""))
+        brokers.append(Broker(group, m.broker_id, m.role, m.info.get("pid"), m.address,
+                              m.info.get("ha_address", "")))
+    return GroupView(group, master_id, epoch, tuple(brokers), isr, replication,
+                     frozenset(flushes))
 
 
 @dataclass(frozen=True)

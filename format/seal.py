@@ -59,9 +59,9 @@ def _table() -> Any:
     return t.ravel()
 
 
-def _windows(buf: Any, width: int) -> Any:
+def windows(buf: Any, width: int) -> Any:
     """Every ``width`` bytes of ``buf`` starting at each byte (a view, no copy),
-    so that ``_windows(buf, w)[starts]`` gathers rows at arbitrary offsets."""
+    so that ``windows(buf, w)[starts]`` gathers rows at arbitrary offsets."""
     return np.ndarray((len(buf) - width + 1, width), U8, buffer=buf, strides=(1, 1))
 
 
@@ -89,7 +89,7 @@ def patch_and_seal(buf: bytearray, bounds: Sequence[int], queue_id: int, first_q
     n = len(bounds) - 1
     at = np.array(bounds[:-1], np.int64)
     at += _ROW_AT
-    rows = _windows(buf, ROW)[at]                  # a copy: crc (the payload's), bytes 12..74
+    rows = windows(buf, ROW)[at]                  # a copy: crc (the payload's), bytes 12..74
     rows[:, _QID:_QID + 4] = np.frombuffer(queue_id.to_bytes(4, "big", signed=True), U8)
     rows[:, _QOFF:_QOFF + 8] = np.arange(first_qoff, first_qoff + n,
                                          dtype=">i8").view(U8).reshape(n, 8)
@@ -101,4 +101,4 @@ def patch_and_seal(buf: bytearray, bounds: Sequence[int], queue_id: int, first_q
     rows[:, _STORE_TS:_STORE_TS + 8] = np.frombuffer(store_ts_ms.to_bytes(8, "big", signed=True),
                                                      U8)
     rows[:, :4] = seals(rows).astype(">u4").view(U8).reshape(n, 4)
-    _windows(buf, _WRITTEN)[at] = rows[:, :_WRITTEN]
+    windows(buf, _WRITTEN)[at] = rows[:, :_WRITTEN]

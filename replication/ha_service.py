@@ -170,11 +170,16 @@ class HAService:
     def replicated_offset(self) -> int | None:
         """The offset SYNC writes may be acked up to (None: too few slaves in
         sync): ``protocol.ack_point`` with ``sync_replicas`` and ``min_sync_replicas``."""
+        return self.ack_state()[0]
+
+    def ack_state(self) -> tuple[int | None, int]:
+        """(``replicated_offset()``, ``in_sync_count()``) from one pass over the links."""
         cfg = self.config
         me = cfg.broker_id
+        counted = self.in_sync_acked()
         isr_acked = [self.last_acked.get(b, 0) for b in self.isr_source() or () if b != me]
-        return ack_point(self.in_sync_acked(), isr_acked, self.store.commitlog.max_offset,
-                         cfg.sync_replicas, cfg.min_sync_replicas)
+        return ack_point(counted, isr_acked, self.store.commitlog.max_offset,
+                         cfg.sync_replicas, cfg.min_sync_replicas), len(counted)
 
     def in_sync_count(self) -> int:
         return len(self.in_sync_acked())

@@ -50,7 +50,7 @@ def _one_topic(buf: bytes, payload: Any, lt: Any, first: bytes) -> bool:
         return False
     if width == 0:
         return True
-    names = seal._windows(buf, width)[payload]
+    names = seal.windows(buf, width)[payload]
     return bool((names == np.frombuffer(first, np.uint8)).all())
 
 
@@ -65,7 +65,7 @@ def scan(mm: Any, base: int, starts: list[int], end: int):
     n = len(starts)
     at = np.array(starts, np.int64)
     at -= lo
-    headers = seal._windows(buf, HS)[at]                     # (n, 74)
+    headers = seal.windows(buf, HS)[at]                     # (n, 74)
     h = headers.view(_HEADER).reshape(n)
     size = h["total_size"].astype(np.int64)
     lt, lg, lk = (h[f].astype(np.int64) for f in ("topic_len", "tags_len", "keys_len"))
