@@ -168,3 +168,28 @@ def test_bulk_dispatch_builds_what_the_record_by_record_loop_builds(tmp_path, mo
         topic = b"T" if i % 10 else b"U"
         found = list(bulk.index.candidates(topic, b"k%d" % i, 0, 1 << 62))
         assert found and found == list(slow.index.candidates(topic, b"k%d" % i, 0, 1 << 62))
+
+
+@pytest.mark.parametrize("damage", [None, "magic", "size"])
+def test_find_run_strides_over_equal_sizes_and_stops_where_the_plain_walk_stops(damage):
+    import random
+
+    from duomq.store import bulk_dispatch
+    rnd = random.Random(7)
+    buf, starts = bytearray(), []
+    for _ in range(2000):       # runs of one size, broken by others
+        starts.append(len(buf))
+        buf += rec.encode_record(b"T", b"", b"", b"", b"x" * rnd.choice([100] * 8 + [7, 300]), 1)
+    written = len(buf)
+    if damage:                  # a record in the middle of a long equal run
+        at = next(s for i, s in enumerate(starts) if i > 1000
+                  and starts[i + 1] - s == starts[i] - starts[i - 1] == starts[i + 2] - starts[i + 1])
+        offset = 4 if damage == "magic" else 0
+        buf[at + offset] ^= 0x40
+        starts = starts[:starts.index(at)]
+        written_to = at
+    else:
+        written_to = written
+    buf += bytes(300)                               # room left in the segment
+    got, end = bulk_dispatch.find_run(memoryview(buf), 0, written, len(buf))
+    assert got == starts and end == written_to
