@@ -22,10 +22,14 @@ def dev(tmp_path, zk_hosts):
     env = dict(os.environ, DUOMQ_DEV_DIR=str(tmp_path / "dev"))
     started = []
 
-    def up(*args, ensemble=False):
+    def up(*args, ensemble=False, segment=8 << 20):
         zk = ["--zookeepers", "3"] if ensemble else ["--zookeeper", zk_hosts]
+        if "--store-size" in args:          # store files sized to the volume, not the suite's
+            for name in ("DUOMQ_SEGMENT_SIZE_BYTES", "DUOMQ_INDEX_SLOT_COUNT",
+                         "DUOMQ_INDEX_MAX_ENTRIES"):
+                env.pop(name, None)
         p = duomq("dev", "up", *zk, "--cluster", f"Drill{len(started)}",
-                  "--set", "zk_session_timeout_ms=4000", "--set", "segment_size_bytes=8388608",
+                  "--set", "zk_session_timeout_ms=4000", "--set", f"segment_size_bytes={segment}",
                   *args, env=env)
         assert p.returncode == 0, p.stderr
         started.append(True)
@@ -100,3 +104,54 @@ def test_kill_zookeeper_needs_an_ensemble(dev):
     env = dev("--slaves", "1")
     p = duomq("drill", "run", "--scenario", "kill-zookeeper", "--rounds", "1", env=env)
     assert p.returncode == 2 and "--zookeepers 3" in p.stderr, p.stderr
+
+
+SYNC_PAIR = ("--slaves", "1", "--flush", "sync", "--replication", "sync")
+
+
+@pytest.mark.parametrize("scenario,rounds", [
+    ("kill-slave", 1), ("pause-master", 1), ("partition-master-zookeeper", 1),
+    ("partition-master-slave", 1), ("partition-clients-master", 1), ("random", 2)])
+def test_every_scenario_runs_on_a_sync_pair(dev, tmp_path, scenario, rounds):
+    env = dev(*SYNC_PAIR)
+    report = tmp_path / f"{scenario}.json"
+    p = duomq("drill", "run", "--scenario", scenario, "--rounds", str(rounds), "--report",
+              str(report), env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(report.read_text())
+    assert r["rounds"] == rounds and r["lost"] == 0 and r["unexpected"] == 0, r
+    assert r["split_brain_s"] == 0 and r["guarantees_held"]
+    assert all(t is not None and t < 30 for t in r["rto_s"]), r["rto_s"]
+    tag = r["notes"]["fault_tag"]
+    assert tag.startswith("duomq-drill-")
+    rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
+    assert tag not in rules, "the drill left iptables rules behind"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="store volumes are loop mounts: root only")
+def test_disk_full_master_refuses_writes_loses_nothing_and_writes_come_back(dev, tmp_path):
+    env = dev(*SYNC_PAIR, "--store-size", "64M", segment=1 << 20)
+    report = tmp_path / "disk.json"
+    p = duomq("drill", "run", "--scenario", "disk-full-master", "--rounds", "1", "--report",
+              str(report), env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(report.read_text())
+    (rd,) = r["per_round"]
+    assert r["lost"] == 0 and r["guarantees_held"], r
+    assert rd["refused_after_s"] is not None and rd["writes_back_after_heal_s"] < 10, rd
+    assert rd["epoch_after"] == rd["epoch_before"]          # a full disk elects nobody
+    st = json.loads(duomq("dev", "status", "--json", env=env).stdout)
+    master = next(b for b in st["brokers"] if b["role"] == "MASTER")
+    assert master["volume_free_bytes"] > 16 << 20            # the fill file is gone
+    with open(master["log"]) as f:
+        log = f.read()
+    assert any("cannot store" in line and "No space left on device" in line
+               for line in log.splitlines()), log[-3000:]
+    assert log.count("Traceback") <= 3, "a full disk is logged once per service, not per write"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="store volumes are loop mounts: root only")
+def test_disk_full_master_needs_a_volume_of_its_own(dev):
+    env = dev(*SYNC_PAIR)
+    p = duomq("drill", "run", "--scenario", "disk-full-master", "--rounds", "1", env=env)
+    assert p.returncode == 2 and "--store-size" in p.stderr, p.stderr

@@ -27,6 +27,10 @@ def add(sub) -> None:
                            help="broker config field for every broker (repeatable)")
             q.add_argument("--zookeepers", type=int, default=1, choices=[1, 3, 5],
                            help="ZooKeeper servers: 3 or 5 run an ensemble (default 1)")
+            q.add_argument("--store-size", metavar="SIZE",
+                           help="give each broker's store a filesystem of its own of SIZE "
+                                "(e.g. 256M; a loop-mounted ext4 image, root only), with "
+                                "store files sized to it: for the disk-full-master drill")
         q.set_defaults(func=run)
     for name, helptext in (("kill", "kill -9 one broker (failover drills)"),
                            ("start", "start a stopped broker again"),
@@ -52,13 +56,15 @@ def run_one(args) -> int:
 
 
 def run(args) -> int:
-    from duomq.dev import cluster
+    from duomq.dev import cluster, volumes
     if args.dev_cmd == "up":
         settings = parse_settings(BrokerConfig, args.set)
         st = cluster.up(args.data_dir, groups=args.groups, slaves=args.slaves, flush=args.flush,
                         replication=args.replication, zookeeper=args.zookeeper,
                         cluster=args.cluster or "DefaultCluster", settings=settings,
-                        zookeepers=args.zookeepers)
+                        zookeepers=args.zookeepers,
+                        store_size=volumes.parse_size(args.store_size) if args.store_size
+                        else None)
     elif args.dev_cmd == "status":
         st = cluster.status(args.data_dir)
     else:
@@ -74,7 +80,16 @@ def run(args) -> int:
         print(f"no dev cluster in {st['data_dir']}")
     else:
         print(f"zookeeper {st['zookeeper']}  cluster {st['cluster']}  data {st['data_dir']}")
+        volumed = any("volume" in b for b in st["brokers"])
         print(table([[b["group"], b["id"], b["role"], b["address"], b["pid"],
-                      "yes" if b["alive"] else "no"] for b in st["brokers"]],
-                    ["group", "id", "role", "address", "pid", "alive"]))
+                      "yes" if b["alive"] else "no",
+                      *([_free(b)] if volumed else [])] for b in st["brokers"]],
+                    ["group", "id", "role", "address", "pid", "alive",
+                     *(["store free"] if volumed else [])]))
     return 0 if args.dev_cmd != "status" or st.get("running") else 1
+
+
+def _free(b: dict) -> str:
+    if "volume_free_bytes" not in b:
+        return "-"
+    return f"{b['volume_free_bytes'] / 2**20:.0f} of {b['volume_bytes'] / 2**20:.0f} MiB"

@@ -9,6 +9,7 @@ only when the run's guarantees held."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -59,7 +60,7 @@ def run(args) -> int:
     # (failed pulls, abandoned requests) would bury the progress line
     logging.getLogger("duomq.client").setLevel(logging.ERROR)
     zookeeper, cluster = endpoint(args)
-    tag = f"{int(time.time())}"
+    tag = f"{int(time.time())}-{os.getpid()}"       # names what this run sets up
     driver = LocalDriver(args.data_dir or default_dev_dir(), zookeeper, tag) \
         if args.driver == "local" else ExternalDriver()
     settings = DrillSettings(args.scenario, args.rounds, group=args.group, topic=args.topic,

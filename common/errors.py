@@ -66,6 +66,12 @@ class ServiceNotAvailableError(DuomqError):
     retriable = True
 
 
+class StoreFullError(ServiceNotAvailableError):
+    """The broker's disk has no room for the write (ENOSPC, EDQUOT): nothing
+    was stored. RocketMQ answers a full disk the same way (the store is not
+    writable); a producer retries on another group."""
+
+
 class BrokerSystemError(DuomqError):
     status = pb.SYSTEM_ERROR
     retriable = True

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 log = logging.getLogger(__name__)
+REPEAT_LOG_S = 60.0        # a periodic task failing the same way is logged once a minute
 
 
 class ServiceThread:
@@ -63,9 +65,20 @@ class PeriodicService(ServiceThread):
     def run(self) -> None:
         if not self.run_first:
             self.wait_for_running(self.interval_s)
+        failing, told = "", 0.0    # the failure going on, when it was last logged
         while not self.stopped:
             try:
                 self.task()
-            except Exception:
-                log.exception("%s failed; trying again in %.1f s", self.name, self.interval_s)
+                if failing:
+                    log.info("%s works again", self.name)
+                failing = ""
+            except Exception as exc:
+                now, what = time.monotonic(), f"{type(exc).__name__}: {exc}"
+                if what != failing:             # a new failure: with its traceback
+                    log.exception("%s failed; trying again every %.1f s", self.name,
+                                  self.interval_s)
+                    failing, told = what, now
+                elif now - told >= REPEAT_LOG_S:   # the same one: a line a minute
+                    log.warning("%s still fails (%s)", self.name, what)
+                    told = now
             self.wait_for_running(self.interval_s)

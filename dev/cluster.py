@@ -14,6 +14,7 @@ from duomq.common.endpoint import DEFAULT_CLUSTER, DEV_STATE, read_dev_state
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
+from duomq.dev import volumes
 from duomq.dev.brokers import drop_page_cache, wait_registered
 from duomq.dev.ports import free_port
 from duomq.dev.processes import alive, send_signal, started_at, stop
@@ -32,10 +33,12 @@ def broker_group_name(i: int) -> str:
 
 
 def start_broker(data_dir: str, zookeeper: str, cluster: str, group: str, broker_id: int,
-                 settings: dict) -> dict:
-    """Start one broker process in the background; return its description."""
+                 settings: dict, store_size: int | None = None) -> dict:
+    """Start one broker process in the background; return its description.
+    With ``store_size``, its store is a volume of its own (``volumes.mount``)."""
     bdir = os.path.join(data_dir, f"{group}-{broker_id}")
     os.makedirs(bdir, exist_ok=True)
+    volume = volumes.mount(bdir, store_size) if store_size else None
     port = settings.get("port") or free_port()
     conf = {"cluster": cluster, "group": group, "broker_id": broker_id, "zookeeper": zookeeper,
             "port": port, "ha_port": free_port(), "data_dir": os.path.join(bdir, "store"),
@@ -49,8 +52,11 @@ def start_broker(data_dir: str, zookeeper: str, cluster: str, group: str, broker
         proc = subprocess.Popen([sys.executable, "-m", "duomq", "broker", "--config", cfg_path],
                                 stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    return {"group": group, "id": broker_id, "address": f"tcp://127.0.0.1:{port}", "pid": proc.pid,
-            "started": started_at(proc.pid), "config": cfg_path, "log": log_path}
+    out = {"group": group, "id": broker_id, "address": f"tcp://127.0.0.1:{port}", "pid": proc.pid,
+           "started": started_at(proc.pid), "config": cfg_path, "log": log_path}
+    if volume:
+        out["volume"] = volume
+    return out
 
 
 def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
@@ -66,7 +72,7 @@ def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
 def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
        replication: str = "async", zookeeper: str | None = None,
        cluster: str = DEFAULT_CLUSTER, settings: dict | None = None,
-       zookeepers: int = 1) -> dict:
+       zookeepers: int = 1, store_size: int | None = None) -> dict:
     if slaves < 0:
         raise ConfigError("--slaves: must be >= 0")
     if zookeepers not in (1, 3, 5):
@@ -95,11 +101,14 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
     _write_state(data_dir, state)
     base = {"flush": "SYNC_FLUSH" if flush.lower().startswith("sync") else "ASYNC_FLUSH",
             "replication": replication.upper(), **(settings or {})}
+    if store_size:
+        base = volumes.scaled_settings(store_size, base)
     try:
         for i in range(groups):
             for broker_id in range(slaves + 1):   # broker 0 takes the master, the rest follow
                 state["brokers"].append(start_broker(data_dir, state["zookeeper"], cluster,
-                                                     broker_group_name(i), broker_id, base))
+                                                     broker_group_name(i), broker_id, base,
+                                                     store_size))
                 _write_state(data_dir, state)
         wait_all_registered(state["zookeeper"], cluster, state["brokers"])
     except BaseException:
@@ -142,7 +151,19 @@ def status(data_dir: str) -> dict:
         out["brokers"].append({"group": b["group"], "id": b["id"], "address": b["address"],
                                "pid": b["pid"], "alive": alive(b["pid"], b.get("started")),
                                "role": info.get("role", "DOWN"), "epoch": info.get("epoch"),
-                               "log": b["log"]})
+                               "log": b["log"], **_volume_status(b)})
+    return out
+
+
+def _volume_status(b: dict) -> dict:
+    """A broker's store volume: size and free bytes (nothing without one)."""
+    vol = b.get("volume")
+    if not vol:
+        return {}
+    out = {"volume": vol["mount"], "volume_bytes": vol["size"]}
+    if os.path.ismount(vol["mount"]):
+        st = os.statvfs(vol["mount"])
+        out["volume_free_bytes"] = st.f_bfree * st.f_frsize
     return out
 
 
@@ -159,6 +180,9 @@ def down(data_dir: str) -> dict:
     for s in state.get("zookeeper_servers", []):
         if stop(s["pid"], s.get("started")):
             stopped.append(f"zookeeper {s['id']}")
+    for b in state["brokers"]:
+        if b.get("volume") and volumes.unmount(b["volume"]):
+            stopped.append(f"volume {b['group']}/{b['id']}")
     os.unlink(os.path.join(data_dir, DEV_STATE))
     return {"stopped": stopped}
 

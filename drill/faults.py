@@ -15,6 +15,7 @@ delete pod``) breaks the cluster, and the drill watches ZooKeeper to time it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -71,6 +72,7 @@ class LocalDriver:
         self._rules: list[list[str]] = []
         self._zk_killed = 0
         self._cgroups: list[tuple[str, int]] = []
+        self._fills: list[str] = []
 
     # ------------------------------------------------------------ processes
     def kill(self, b: Broker) -> str:
@@ -173,8 +175,52 @@ class LocalDriver:
         if os.geteuid() != 0 or shutil.which("iptables") is None:
             raise DrillError("network faults need root and iptables on this host")
 
+    # ------------------------------------------------------------ disk
+    def store_volume(self, b: Broker) -> str:
+        """The mount point of ``b``'s own store volume (``dev up --store-size``)."""
+        for entry in (self.state or {}).get("brokers", []):
+            if (entry["group"], entry["id"]) == (b.group, b.broker_id) and entry.get("volume"):
+                point = entry["volume"]["mount"]
+                if os.path.ismount(point):
+                    return point
+        raise DrillError(f"{b.name} has no store volume of its own, and this drill never fills "
+                         f"a shared disk: start the dev cluster with 'duomq dev up "
+                         f"--store-size 256M'")
+
+    def fill_disk(self, b: Broker) -> str:
+        """Fill ``b``'s store volume to the last block (a file of the drill's)."""
+        point = self.store_volume(b)
+        path = os.path.join(point, f".{self.tag}-fill")
+        st = os.statvfs(point)
+        free = st.f_bfree * st.f_frsize
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fills.append(path)
+        try:
+            with contextlib.suppress(OSError):       # all but the last MiB in one call
+                os.posix_fallocate(fd, 0, max(0, free - (1 << 20)))
+            block = bytes(st.f_frsize)
+            while True:                              # then block by block until ENOSPC
+                try:
+                    os.write(fd, block)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return f"filled {b.name}'s store volume ({free / 2**20:.0f} MiB were free)"
+
+    def free_disk(self) -> str:
+        n = len(self._fills)
+        while self._fills:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._fills.pop())
+        return f"removed {n} fill file(s)"
+
     def close(self) -> None:
         self.heal_network()
+        self.free_disk()
 
 
 class ExternalDriver:

@@ -115,6 +115,12 @@ class Workload:
             done = [op.ended for op in self.ops if op.started >= t and op.outcome in ACKED]
         return min(done) if done else None
 
+    def first_refusal_after(self, t: float) -> float | None:
+        """When the first send started after ``t`` came back without an ack."""
+        with self.lock:
+            done = [op.ended for op in self.ops if op.started >= t and op.outcome not in ACKED]
+        return min(done) if done else None
+
     def first_stored_after(self, t: float, epoch: int) -> float | None:
         """When the first send started after ``t`` was stored by the master
         of ``epoch`` (acked or not)."""

@@ -64,11 +64,13 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     rnd = random.Random(s.seed)
     group = s.group or _first_group(zk, cluster)
     first = sc.view(zk, cluster, group)
-    for name in ([n for n in sc.SCENARIOS if n != "kill-zookeeper"] if s.scenario == "random"
-                 else [s.scenario]):
-        why = sc.pick(name, rnd).needs(first)
+    for name in (sc.RANDOM if s.scenario == "random" else [s.scenario]):
+        scenario = sc.pick(name, rnd)
+        why = scenario.needs(first)
         if why:
             raise DrillError(f"scenario {name} cannot run on this cluster: {why}")
+        if scenario.driver_needs and driver.name != "external":
+            scenario.driver_needs(driver, first)      # raises DrillError
     if s.scenario == "kill-zookeeper" and getattr(driver, "zookeeper_servers", lambda: 3)() < 3:
         raise DrillError("scenario kill-zookeeper needs a ZooKeeper ensemble of 3 or more: "
                          "start the dev cluster with 'duomq dev up --zookeepers 3'")
@@ -118,7 +120,8 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     ops = load.journal()
     report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered)
     report.notes.update({"group": group, "durable": durable, "delivered_to_group": load.delivered,
-                         "read_back": len(back), "driver": driver.name})
+                         "read_back": len(back), "driver": driver.name,
+                         "fault_tag": getattr(driver, "tag", "")})
     return DrillRun(report, ops, rounds, timeline, t0)
 
 
@@ -138,18 +141,30 @@ def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, loa
         wait_until(watch.writes_back, s.recovery_timeout_s)
         tell("recovered" if watch.acked_at else
              "stored" if watch.stored_at else "no recovery")
-    time.sleep(max(0.0, fault_at + scenario.hold_s - time.monotonic()))
+    hold_from, refused_at = fault_at, None
+    if scenario.refuses:      # e.g. a full disk: writes go on until the master needs room
+        refused_at = wait_until(lambda: load.first_refusal_after(fault_at), s.recovery_timeout_s)
+        tell("refusing" if refused_at else "never refused")
+        if refused_at:
+            timeline.append((refused_at - t0, f"refused: {load.last_status()}"))
+            hold_from = refused_at
+    time.sleep(max(0.0, hold_from + scenario.hold_s - time.monotonic()))
     healed = scenario.heal(driver, target)
     healed_at = time.monotonic()
     timeline.append((healed_at - t0, f"heal: {healed}"))
-    wait_until(lambda w=watch: w.poll() and w.acked_at, s.recovery_timeout_s)
+    since = healed_at if scenario.refuses else fault_at
+    acked_at = wait_until(lambda: watch.poll() and load.first_ack_after(since),
+                          s.recovery_timeout_s)
     if watch.elected_at:
         timeline.append((watch.elected_at - t0, f"epoch {g.epoch} -> {watch.epoch}"))
-    return Round(i, f"{scenario.name}: {what}", fault_at, healed_at, watch.acked_at, {
-        "scenario": scenario.name, "target": target.name,
-        "epoch_before": g.epoch, "epoch_after": watch.epoch,
-        "elected_after_s": _after(watch.elected_at, fault_at),
-        "stored_after_s": _after(watch.stored_at, fault_at)})
+    notes = {"scenario": scenario.name, "target": target.name,
+             "epoch_before": g.epoch, "epoch_after": watch.epoch,
+             "elected_after_s": _after(watch.elected_at, fault_at),
+             "stored_after_s": _after(watch.stored_at, fault_at)}
+    if scenario.refuses:
+        notes.update(refused_after_s=_after(refused_at, fault_at),
+                     writes_back_after_heal_s=_after(acked_at, healed_at))
+    return Round(i, f"{scenario.name}: {what}", fault_at, healed_at, acked_at, notes)
 
 
 def _observed_round(i: int, s: DrillSettings, load: Workload, zk, cluster: str, group: str,

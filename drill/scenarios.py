@@ -81,6 +81,9 @@ class Scenario:
     heal: Callable[[Any, Broker], str]
     hold_s: float = 0.0                         # keep the fault at least this long
     elects: bool = True       # the group elects a new master before the heal
+    refuses: bool = False     # the fault shows as refused writes: hold_s counts from the first
+    # what the fault driver must be able to do to the group, or None
+    driver_needs: Callable[[Any, GroupView], None] | None = None
 
 
 def _needs_slave(g: GroupView) -> str | None:
@@ -89,6 +92,10 @@ def _needs_slave(g: GroupView) -> str | None:
     if not g.slaves():
         return f"group {g.group} has no slave: a master fault would stop it for good"
     return None
+
+
+def _needs_master(g: GroupView) -> str | None:
+    return None if g.master is not None else f"group {g.group} has no master"
 
 
 def _master(g: GroupView) -> Broker:
@@ -111,8 +118,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              _needs_slave, _master, lambda d, b: d.isolate_from_zookeeper(b),
              lambda d, b: d.heal_network()),
     Scenario("kill-zookeeper", "kill -9 the ZooKeeper ensemble's leader; start it again",
-             lambda g: None if g.master is not None else f"group {g.group} has no master",
-             _master, lambda d, b: d.kill_zookeeper(), lambda d, b: d.start_zookeeper(),
+             _needs_master, _master, lambda d, b: d.kill_zookeeper(), lambda d, b: d.start_zookeeper(),
              hold_s=5.0, elects=False),
     Scenario("partition-master-slave", "cut the replication port of the master; reconnect it",
              _needs_slave, _master, lambda d, b: d.cut_port(b.ha_port, f"{b.name}'s replication"),
@@ -120,13 +126,20 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("partition-clients-master", "cut the master's client port; reconnect it",
              _needs_slave, _master, lambda d, b: d.cut_port(b.port, f"{b.name}'s clients"),
              lambda d, b: d.heal_network(), hold_s=5.0, elects=False),
+    Scenario("disk-full-master", "fill the master's store volume until it refuses writes; "
+                                 "free it", _needs_master, _master, lambda d, b: d.fill_disk(b),
+             lambda d, b: d.free_disk(), hold_s=5.0, elects=False, refuses=True,
+             driver_needs=lambda d, g: d.store_volume(_master(g))),
 )}
 NAMES = [*SCENARIOS, "random"]
+# random mixes faults of the broker group that need nothing else (no
+# ZooKeeper ensemble, no store volume)
+RANDOM = sorted(n for n in SCENARIOS if n not in ("kill-zookeeper", "disk-full-master"))
 
 
 def pick(name: str, rnd: random.Random) -> Scenario:
     if name == "random":    # faults of the broker group (a ZooKeeper ensemble is not assumed)
-        return SCENARIOS[rnd.choice(sorted(n for n in SCENARIOS if n != "kill-zookeeper"))]
+        return SCENARIOS[rnd.choice(RANDOM)]
     try:
         return SCENARIOS[name]
     except KeyError:
