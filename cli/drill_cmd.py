@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from duomq.cli.common import add_endpoint, endpoint
 from duomq.common.endpoint import default_dev_dir
@@ -26,8 +27,10 @@ def add(sub) -> None:
     r.add_argument("--scenario", required=True, choices=NAMES)
     r.add_argument("--rounds", type=int, default=3, help="faults to inject (3)")
     r.add_argument("--group", default="", help="broker group to break (default: the first)")
-    r.add_argument("--driver", choices=["local", "external"], default="local",
+    r.add_argument("--driver", choices=["local", "container", "external"], default="local",
                    help="local: signals and iptables on this host's dev cluster (default); "
+                        "container: podman kill, pause and iptables inside the containers "
+                        "of the brokers and ZooKeeper servers; "
                         "external: inject faults yourself, the drill watches")
     r.add_argument("--data-dir", help="the dev cluster's directory (local driver; default "
                                       "$DUOMQ_DEV_DIR or ~/.duomq/dev)")
@@ -61,8 +64,14 @@ def run(args) -> int:
     logging.getLogger("duomq.client").setLevel(logging.ERROR)
     zookeeper, cluster = endpoint(args)
     tag = f"{int(time.time())}-{os.getpid()}"       # names what this run sets up
-    driver = LocalDriver(args.data_dir or default_dev_dir(), zookeeper, tag) \
-        if args.driver == "local" else ExternalDriver()
+    driver: Any
+    if args.driver == "local":
+        driver = LocalDriver(args.data_dir or default_dev_dir(), zookeeper, tag)
+    elif args.driver == "container":
+        from duomq.drill.container_driver import ContainerDriver
+        driver = ContainerDriver(zookeeper, tag)
+    else:
+        driver = ExternalDriver()
     settings = DrillSettings(args.scenario, args.rounds, group=args.group, topic=args.topic,
                              producers=args.producers, consumers=args.consumers,
                              ordered=args.ordered, seed=args.seed,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
@@ -54,3 +55,26 @@ def close(zk: KazooClient | None) -> None:
         zk.stop()
     finally:
         zk.close()
+
+
+def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0) -> str:
+    """A ZooKeeper four-letter command's answer (the server must whitelist it)."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def server_mode(host: str, port: int) -> str:
+    """leader, follower, standalone, or "" (down, or not in a quorum)."""
+    try:
+        out = four_letter(host, port, "srvr")
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines()
+                 if line.startswith("Mode:")), "")

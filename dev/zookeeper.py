@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from duomq.coordinator.zk import four_letter
+from duomq.coordinator.zk import server_mode as zk_server_mode
 from duomq.dev import processes
 from duomq.dev.ports import free_port
 
@@ -29,18 +31,6 @@ DEBIAN_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.ja
 
 class ZooKeeperUnavailable(RuntimeError):
     pass
-
-
-def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0) -> str:
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(word.encode())
-        chunks = []
-        while True:
-            data = s.recv(4096)
-            if not data:
-                break
-            chunks.append(data)
-    return b"".join(chunks).decode(errors="replace")
 
 
 def wait_ready(host: str, port: int, timeout_s: float = 30.0, proc=None) -> None:
@@ -227,12 +217,7 @@ def start_server(server: dict, cp: str | None = None) -> tuple[int, float | None
 
 def server_mode(server: dict) -> str:
     """leader, follower, or "" (down, or not in a quorum)."""
-    try:
-        out = four_letter("127.0.0.1", server["port"], "srvr")
-    except OSError:
-        return ""
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines()
-                 if line.startswith("Mode:")), "")
+    return zk_server_mode("127.0.0.1", server["port"])
 
 
 def start_ensemble(n: int, data_dir: str, timeout_s: float = 60.0) -> list[dict]:

@@ -10,6 +10,12 @@ connection by its port pair (see ../shared/RECIPES.md).
 
 ``ExternalDriver`` injects nothing: the user (or a chaos tool, ``kubectl
 delete pod``) breaks the cluster, and the drill watches ZooKeeper to time it.
+
+``container_driver.ContainerDriver`` breaks podman containers of this host.
+The local and container drivers have the same methods (kill, start, pause,
+resume, cut_port, isolate_from_zookeeper, kill_zookeeper, start_zookeeper,
+store_volume, fill_disk, free_disk, heal_network, close): the scenarios
+call them.
 """
 
 from __future__ import annotations
@@ -119,7 +125,7 @@ class LocalDriver:
         return len(self.state.get("zookeeper_servers", [])) if self.state else 1
 
     # ------------------------------------------------------------ network
-    def cut_port(self, port: int, what: str) -> str:
+    def cut_port(self, _b: Broker, port: int, what: str) -> str:
         """Drop every packet to and from a TCP port on this host."""
         self._need_iptables()
         for chain, direction in (("INPUT", "--dport"), ("INPUT", "--sport")):

@@ -1,0 +1,177 @@
+"""The ``container`` fault driver: brokers and ZooKeeper servers running as
+podman containers on this host (the images of ``make image``, as the pods
+of deploy/k8s run them), found by the address they publish: a container
+whose name, host name or IP on one of its networks is that address's host.
+
+Kills are ``podman kill --signal KILL`` and ``podman start`` (the pod
+restarted with its volumes); pauses ``podman pause`` / ``unpause`` (the
+cgroup freezer). Network faults are iptables rules inside the target
+container's own network namespace (``nsenter --net``), tagged with the run
+and removed on heal and at exit: a partition cuts that one container off
+ZooKeeper's port, its replication port or its client port, and nothing on
+the host. The drill itself must reach the brokers and ZooKeeper at the
+addresses they publish (brokers advertising their container IPs, or the
+drill running where the pods' names resolve). Root only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+
+from duomq.coordinator.zk import server_mode
+from duomq.drill.faults import Broker, DrillError
+
+
+def _podman(*args: str, check: bool = True, timeout_s: float = 60) -> str:
+    p = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout_s)
+    if check and p.returncode != 0:
+        raise DrillError(f"podman {' '.join(args)}: {(p.stderr or p.stdout).strip()}")
+    return p.stdout
+
+
+def _host(address: str) -> str:
+    """``tcp://host:port`` or ``host:port`` -> host."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+class ContainerDriver:
+    name = "container"
+
+    def __init__(self, zookeeper: str, tag: str):
+        if shutil.which("podman") is None:
+            raise DrillError("the container driver needs podman on this host")
+        self.zookeeper = zookeeper
+        self.tag = f"duomq-drill-{tag}"
+        self._rules: list[tuple[str, list[str]]] = []     # (container, iptables rule)
+        self._zk_killed = ""
+        self._names: dict[str, str] = {}                  # address -> container
+
+    # ------------------------------------------------------------ finding containers
+    def _containers(self) -> list[dict]:
+        ids = _podman("ps", "-a", "-q").split()
+        return json.loads(_podman("inspect", *ids)) if ids else []
+
+    def container_at(self, address: str) -> str:
+        """The container that publishes ``address`` (its name; remembered,
+        since a stopped container shows no IP)."""
+        if address in self._names:
+            return self._names[address]
+        host = _host(address)
+        for c in self._containers():
+            names = {c["Name"].lstrip("/"), c["Config"].get("Hostname", "")}
+            ips = {n.get("IPAddress") for n in
+                   (c.get("NetworkSettings", {}).get("Networks") or {}).values()}
+            if host in names or host in ips or host.split(".")[0] in names:
+                self._names[address] = c["Name"].lstrip("/")
+                return self._names[address]
+        raise DrillError(f"no podman container on this host publishes {address}: the "
+                         f"container driver breaks containers of this host only")
+
+    def _of(self, b: Broker) -> str:
+        return self.container_at(b.address)
+
+    # ------------------------------------------------------------ processes
+    def kill(self, b: Broker) -> str:
+        name = self._of(b)
+        _podman("kill", "--signal", "KILL", name)
+        _podman("wait", name, check=False, timeout_s=30)
+        return f"podman kill -s KILL {name} ({b.name})"
+
+    def start(self, b: Broker) -> str:
+        name = self._of(b)
+        _podman("start", name)
+        return f"podman start {name} ({b.name})"
+
+    def pause(self, b: Broker) -> str:
+        name = self._of(b)
+        _podman("pause", name)
+        return f"podman pause {name} ({b.name})"
+
+    def resume(self, b: Broker) -> str:
+        name = self._of(b)
+        _podman("unpause", name)
+        return f"podman unpause {name} ({b.name})"
+
+    # ------------------------------------------------------------ ZooKeeper
+    def _zk_servers(self) -> list[tuple[str, int]]:
+        hosts = self.zookeeper.split("/")[0].split(",")
+        return [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1])) for h in hosts]
+
+    def zookeeper_servers(self) -> int:
+        return len(self._zk_servers())
+
+    def kill_zookeeper(self) -> str:
+        """kill -9 the container of the ensemble's leader."""
+        leader = next(((h, p) for h, p in self._zk_servers() if server_mode(h, p) == "leader"),
+                      None)
+        if leader is None:
+            raise DrillError(f"no ZooKeeper server of {self.zookeeper} says it leads")
+        name = self.container_at(f"{leader[0]}:{leader[1]}")
+        _podman("kill", "--signal", "KILL", name)
+        self._zk_killed = name
+        return f"podman kill -s KILL {name} (ZooKeeper leader {leader[0]}:{leader[1]})"
+
+    def start_zookeeper(self) -> str:
+        _podman("start", self._zk_killed)
+        return f"podman start {self._zk_killed}"
+
+    # ------------------------------------------------------------ network
+    def cut_port(self, b: Broker, port: int, what: str) -> str:
+        """Drop every packet to and from ``port`` in ``b``'s container."""
+        name = self._of(b)
+        for chain, direction in (("INPUT", "--dport"), ("INPUT", "--sport"),
+                                 ("OUTPUT", "--dport"), ("OUTPUT", "--sport")):
+            self._rule(name, chain, "-p", "tcp", direction, str(port))
+        return f"cut {what} (port {port}) inside {name}"
+
+    def isolate_from_zookeeper(self, b: Broker) -> str:
+        name = self._of(b)
+        ports = sorted({p for _h, p in self._zk_servers()})
+        for port in ports:
+            self._rule(name, "OUTPUT", "-p", "tcp", "--dport", str(port))
+            self._rule(name, "INPUT", "-p", "tcp", "--sport", str(port))
+        return f"cut {name} ({b.name}) from ZooKeeper (port {', '.join(map(str, ports))})"
+
+    def _netns(self, name: str) -> list[str]:
+        pid = _podman("inspect", "--format", "{{.State.Pid}}", name).strip()
+        if not pid or pid == "0":
+            raise DrillError(f"container {name} is not running")
+        return ["nsenter", "--target", pid, "--net"]
+
+    def _rule(self, name: str, chain: str, *spec: str) -> None:
+        if shutil.which("iptables") is None or shutil.which("nsenter") is None:
+            raise DrillError("network faults in containers need root, iptables and nsenter")
+        rule = [chain, *spec, "-m", "comment", "--comment", self.tag, "-j", "DROP"]
+        p = subprocess.run([*self._netns(name), "iptables", "-I", *rule], capture_output=True,
+                           text=True)
+        if p.returncode != 0:
+            raise DrillError(f"iptables in {name}'s network namespace: {p.stderr.strip()}")
+        self._rules.append((name, rule))
+
+    def heal_network(self) -> str:
+        n = len(self._rules)
+        while self._rules:
+            name, rule = self._rules.pop()
+            with contextlib.suppress(DrillError):      # a restarted container: a new netns
+                subprocess.run([*self._netns(name), "iptables", "-D", *rule],
+                               capture_output=True, check=False)
+        return f"removed {n} iptables rule(s)"
+
+    # ------------------------------------------------------------ disk
+    def store_volume(self, b: Broker) -> str:
+        raise DrillError("disk-full-master runs with the local driver only: a container's "
+                         "data volume is a directory of this host's disk, which a drill "
+                         "never fills")
+
+    def fill_disk(self, b: Broker) -> str:
+        return self.store_volume(b)
+
+    def free_disk(self) -> str:
+        return "nothing to free"
+
+    def close(self) -> None:
+        self.heal_network()
+

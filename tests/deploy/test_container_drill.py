@@ -1,0 +1,82 @@
+"""`duomq drill run --driver container` against the prod overlay's pods in
+containers (a ZooKeeper ensemble of three and the broker pair, as
+test_containers.py starts them, the brokers advertising their container
+IPs so that the drill on the host reaches them): kill -9 of the master's
+container, a partition inside its network namespace, the ZooKeeper leader's
+container killed. Each drill's audit must find nothing acked lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from duomq.dev.drills import REPORT_DIR
+from duomq.testing.podman import Network
+from duomq.testing.prod_pods import Cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def pods(images, tmp_path_factory):
+    root = tmp_path_factory.mktemp("drill-pods")
+    with Network() as net:
+        c = Cluster(net, root, advertise_ips=True)
+        try:
+            c.start()
+        except BaseException:
+            print(c.logs())
+            raise
+        yield c
+
+
+def drill(pods: Cluster, scenario: str, report,
+          rounds: int = 1) -> tuple[subprocess.CompletedProcess, dict]:
+    zookeeper = ",".join(f"{pods.net.addresses[p.name]}:2181" for p in pods.zk)
+    p = subprocess.run([sys.executable, "-m", "duomq", "drill", "run", "--driver", "container",
+                        "--zookeeper", zookeeper, "--cluster", pods.cluster_env["DUOMQ_CLUSTER"],
+                        "--scenario", scenario, "--rounds", str(rounds), "--report", str(report)],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    if p.returncode != 0:
+        print(pods.logs())
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    os.makedirs(REPORT_DIR, exist_ok=True)             # kept with the other drills' reports
+    shutil.copy(report, os.path.join(REPORT_DIR, f"container-{scenario}.json"))
+    return p, json.loads(report.read_text())
+
+
+def test_kill_master_container(pods, tmp_path):
+    p, r = drill(pods, "kill-master", tmp_path / "kill.json")
+    (rd,) = r["per_round"]
+    assert r["lost"] == 0 and r["split_brain_s"] == 0 and r["guarantees_held"], r
+    assert "podman kill -s KILL broker-a-" in rd["fault"]
+    assert rd["epoch_after"] == rd["epoch_before"] + 1 and r["rto_s"][0] < 30, rd
+    assert r["notes"]["driver"] == "container"
+
+
+def test_partition_inside_the_master_container_and_no_rule_left(pods, tmp_path):
+    p, r = drill(pods, "partition-master-zookeeper", tmp_path / "part.json")
+    (rd,) = r["per_round"]
+    assert r["lost"] == 0 and r["split_brain_s"] == 0 and r["guarantees_held"], r
+    assert "from ZooKeeper (port 2181)" in rd["fault"]
+    tag = r["notes"]["fault_tag"]
+    for pod in pods.brokers:                 # removed from each container's namespace
+        pid = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", pod.name],
+                             capture_output=True, text=True).stdout.strip()
+        rules = subprocess.run(["nsenter", "--target", pid, "--net", "iptables", "-S"],
+                               capture_output=True, text=True).stdout
+        assert tag not in rules
+    host_rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
+    assert tag not in host_rules                       # nothing was set on the host
+
+
+def test_kill_the_zookeeper_leader_container(pods, tmp_path):
+    p, r = drill(pods, "kill-zookeeper", tmp_path / "zk.json")
+    (rd,) = r["per_round"]
+    assert r["lost"] == 0 and r["guarantees_held"], r
+    assert "ZooKeeper leader" in rd["fault"] and rd["fault"].count("zk-") == 1, rd["fault"]
