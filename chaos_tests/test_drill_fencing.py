@@ -10,9 +10,10 @@ import pytest
 
 from duomq.client import Message, Producer, SendStatus
 from duomq.client.remoting import RemotingClient
-from duomq.dev.drills import DrillReport, read_all
+from duomq.drill.load import read_back
 from duomq.format import record as rec
 from duomq.proto import pb
+from duomq.testing.drill_reports import keep
 from duomq.testing.harness import isr_members, master_info, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -62,12 +63,11 @@ def test_sigstopped_master_acks_nothing_after_the_takeover(local_cluster, replic
     t.join(10)
     remoting.close()
     acked_after = [a for a in answers if a[1] == pb.OK]
-    report = DrillReport(f"fencing_sigstop_{replication.lower()}",
-                         attempted=len(answers), acked_full=len(acked_after),
-                         failover_s=round(took_over - stopped_at, 3),
-                         statuses={pb.Status.Name(s): sum(1 for _, x in answers if x == s)
-                                   for s in {x for _, x in answers}})
-    report.write()
+    keep(f"fencing_sigstop_{replication.lower()}",
+         {"attempted": len(answers), "acked_after_takeover": len(acked_after),
+          "failover_s": round(took_over - stopped_at, 3),
+          "statuses": {pb.Status.Name(s): sum(1 for _, x in answers if x == s)
+                       for s in {x for _, x in answers}}})
     assert acked_after == [], "the fenced master acked a write after the takeover"
     wait_for(lambda: "following broker 1" in old.log_tail(10_000), what="the old master to follow")
 
@@ -96,12 +96,10 @@ def test_async_lagging_promotion_truncates_the_old_masters_tail(local_cluster):
     log_text = wait_for(lambda: re.search(r"truncated (\d+) bytes \((\d+) records\)",
                                           old.log_tail(10_000)), what="the truncation")
     nbytes, records = int(log_text.group(1)), int(log_text.group(2))
-    bodies = read_all(zk, cl, "Lag")
+    bodies = [b for _q, b in read_back(zk, cl, "Lag")]
     tail_kept = sum(1 for b in bodies if b.startswith(b"tail"))
-    report = DrillReport("async_lagging_promotion", attempted=700, acked_full=700,
-                         lost=200 - tail_kept,
-                         notes={"truncated_bytes": nbytes, "truncated_records": records})
-    report.write()
+    keep("async_lagging_promotion", {"attempted": 700, "acked": 700, "lost": 200 - tail_kept,
+                                     "truncated_bytes": nbytes, "truncated_records": records})
     assert records > 0 and nbytes > 0                     # the unreplicated tail was cut ...
     assert tail_kept + records == 200                     # ... and counted exactly
     assert sum(1 for b in bodies if b.startswith(b"shared")) == 500

@@ -9,8 +9,8 @@ import pytest
 from duomq.client import Message, Producer, PullConsumer, SendStatus
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
-from duomq.dev.drills import DrillReport
 from duomq.proto import pb
+from duomq.testing.drill_reports import keep
 from duomq.testing.harness import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -64,6 +64,6 @@ def test_sync_replication_never_acks_without_the_slave(local_cluster, small_stor
     statuses = {}
     for r in ok + degraded:
         statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
-    DrillReport("slave_killed_under_sync", attempted=len(ok) + len(degraded), acked_full=len(ok),
-                acked_degraded=len(degraded), sync_restored_s=round(restored, 3),
-                statuses=statuses).write()
+    keep("slave_killed_under_sync", {"attempted": len(ok) + len(degraded), "acked": len(ok),
+                                     "stored_not_durable": len(degraded),
+                                     "sync_restored_s": round(restored, 3), "statuses": statuses})

@@ -11,8 +11,8 @@ import pytest
 from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
-from duomq.dev.drills import DrillReport
 from duomq.proto import pb
+from duomq.testing.drill_reports import keep
 from duomq.testing.harness import drop_page_cache, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -65,10 +65,9 @@ def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
             sources.append(dict(c.reads_by_broker))
         assert seen == 120 * 256
         by_broker = c.reads_by_broker
-    report = DrillReport("cold_backlog_redirect", attempted=seen, acked_full=seen,
-                         notes={"pulls_from_master": by_broker.get(("broker-a", 0), 0),
-                                "pulls_from_slave": by_broker.get(("broker-a", 1), 0)})
-    report.write()
+    keep("cold_backlog_redirect", {"read": seen,
+                                   "pulls_from_master": by_broker.get(("broker-a", 0), 0),
+                                   "pulls_from_slave": by_broker.get(("broker-a", 1), 0)})
     assert by_broker.get(("broker-a", 1), 0) > 10, "the cold backlog was not read from the slave"
     # back on the master for the hot tail
     last = sources[-1]
@@ -98,8 +97,7 @@ def test_master_dead_no_promotion_consumers_drain_the_slave(local_cluster):
         wait_for(lambda: len(got) == 2000, timeout_s=40, what="the slave to be drained")
     finally:
         consumer.shutdown()
-    DrillReport("drain_slave_master_dead", attempted=2000, acked_full=2000,
-                lost=2000 - len(got)).write()
+    keep("drain_slave_master_dead", {"attempted": 2000, "acked": 2000, "lost": 2000 - len(got)})
 
 
 def test_pinned_slave_reads_commit_to_the_master(local_cluster):

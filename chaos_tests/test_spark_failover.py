@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from duomq.dev.drills import LoadGenerator, read_all
+from duomq.drill.load import Workload, read_back
 from duomq.testing.harness import master_info, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -22,7 +22,7 @@ def test_master_killed_during_a_slave_pinned_streaming_query(spark, local_cluste
     old = local_cluster.add_broker("broker-a", 0, **SYNC_PAIR)
     local_cluster.add_broker("broker-a", 1, **SYNC_PAIR)
     local_cluster.create_topic("Clicks", queues=2)
-    load = LoadGenerator(zk, cl, "Clicks", workers=1, send_timeout_ms=4000).start()
+    load = Workload(zk, cl, "Clicks", producers=1, consumers=0, send_timeout_ms=4000).start()
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     q = None
     try:
@@ -39,11 +39,11 @@ def test_master_killed_during_a_slave_pinned_streaming_query(spark, local_cluste
         wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the slave to take over")
         wait_for(lambda: load.first_stored_after(fault_at), what="writes to the new master")
         old.start()                                       # rejoins as the new slave
-        wait_for(lambda: load.first_ok_after(time.monotonic() - 0.5), what="SYNC acks again")
+        wait_for(lambda: load.first_ack_after(time.monotonic() - 0.5), what="SYNC acks again")
     finally:
         load.stop()
     try:
-        stored = read_all(zk, cl, "Clicks")
+        stored = [b for _q, b in read_back(zk, cl, "Clicks")]
         wait_for(lambda: spark.read.parquet(out).count() >= len(stored), 120,
                  "the query to read every stored message")
         assert q.exception() is None

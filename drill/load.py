@@ -4,6 +4,7 @@ reads every queue of the topic back at the end."""
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 import uuid
@@ -121,13 +122,27 @@ class Workload:
             done = [op.ended for op in self.ops if op.started >= t and op.outcome not in ACKED]
         return min(done) if done else None
 
-    def first_stored_after(self, t: float, epoch: int) -> float | None:
-        """When the first send started after ``t`` was stored by the master
-        of ``epoch`` (acked or not)."""
+    def first_stored_after(self, t: float, epoch: int | None = None) -> float | None:
+        """When the first send started after ``t`` was stored (acked or
+        not), by the master of ``epoch`` when given."""
         with self.lock:
-            done = [op.ended for op in self.ops if op.started >= t and op.epoch == epoch
-                    and op.outcome in (*ACKED, "stored")]
+            done = [op.ended for op in self.ops if op.started >= t
+                    and (epoch is None or op.epoch == epoch) and op.outcome in (*ACKED, "stored")]
         return min(done) if done else None
+
+    def acked(self) -> int:
+        with self.lock:
+            return sum(1 for op in self.ops if op.outcome in ACKED)
+
+    def statuses(self) -> dict[str, int]:
+        """How many sends got each answer (status or error name)."""
+        with self.lock:
+            return dict(collections.Counter(op.status for op in self.ops))
+
+    def answered(self, outcomes: tuple[str, ...] = ACKED) -> list[float]:
+        """When each send with one of ``outcomes`` was answered, in order."""
+        with self.lock:
+            return sorted(op.ended for op in self.ops if op.outcome in outcomes)
 
     def last_ack_before(self, t: float) -> float | None:
         """When the last ack answered before ``t`` arrived."""

@@ -1,6 +1,6 @@
 """A client pod's program for the container test (run inside a container of
 the broker image, on the test's network): it sends unique messages
-continuously (``duomq.dev.drills.LoadGenerator``), writes its progress to
+continuously (``duomq.drill.load.Workload``), writes its progress to
 ``OUT/progress.json`` every 0.2 s, and, once the test creates ``OUT/stop``,
 reads the topic back from the masters and writes ``OUT/report.json``: the
 drill's audit (attempted, acked, lost, duplicated...) and, for each fault
@@ -11,13 +11,13 @@ answered SEND_OK."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
 import time
 
-from duomq.dev.drills import LoadGenerator, audit, read_all
+from duomq.drill.checker import ACKED, Round, check
+from duomq.drill.load import Workload, read_back
 
 
 def write(path: str, doc: dict) -> None:
@@ -57,30 +57,26 @@ def main() -> int:
     # the client's view of a fault (route changes, retries) in the container's log
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     zookeeper, cluster = os.environ["DUOMQ_ZOOKEEPER"], os.environ["DUOMQ_CLUSTER"]
-    load = LoadGenerator(zookeeper, cluster, a.topic, workers=a.workers).start()
+    load = Workload(zookeeper, cluster, a.topic, producers=a.workers, consumers=0).start()
     progress = os.path.join(a.out, "progress.json")
     while not os.path.exists(os.path.join(a.out, "stop")):
         if not any(t.is_alive() for t in load.threads):
             print("every producer thread has stopped", flush=True)
             return 1
-        with load.lock:
-            statuses: dict[str, int] = {}
-            for s in load.outcomes.values():
-                statuses[s] = statuses.get(s, 0) + 1
-        write(progress, {"acked": load.acked(), "statuses": statuses, "now": time.monotonic()})
+        write(progress, {"acked": load.acked(), "statuses": load.statuses(),
+                         "now": time.monotonic()})
         time.sleep(0.2)
     stopped = time.monotonic()
     load.stop()
-    report = audit("containers", load, read_all(zookeeper, cluster, a.topic))
-    with load.lock:
-        stored = sorted(done for _, done in load.stored_times)
-        ok = sorted(done for _, done in load.ok_times)
     ts = faults(a.out)
+    report = check("containers", load.journal(), read_back(zookeeper, cluster, a.topic),
+                   [Round(i, "fault", t) for i, t in enumerate(ts)], durable=True)
+    stored, ok = load.answered((*ACKED, "stored")), load.answered(ACKED)
     ends = ts[1:] + [stopped]
     after = [{"stored_gap_s": longest_gap(stored, t, end), "send_ok_gap_s": longest_gap(ok, t, end)}
              for t, end in zip(ts, ends, strict=True)]
     write(os.path.join(a.out, "report.json"),
-          {**dataclasses.asdict(report), "after_faults": after})
+          {**report.as_dict(), "after_faults": after})
     return 0
 
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from duomq.dev.drills import REPORT_DIR
+from duomq.testing.drill_reports import REPORT_DIR
 from duomq.testing.podman import Network
 from duomq.testing.prod_pods import Cluster
 

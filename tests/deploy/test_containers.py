@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from duomq.dev.drills import REPORT_DIR
+from duomq.testing.drill_reports import REPORT_DIR
 from duomq.testing.harness import wait_for
 from duomq.testing.k8s import named
 from duomq.testing.podman import Network
@@ -139,7 +139,7 @@ def test_the_prod_pair_in_containers_hands_over_fails_over_and_loses_nothing(clu
     with open(os.path.join(REPORT_DIR, "containers-client.log"), "w") as f:
         f.write(client.logs(100_000))
     print("containers drill: " + json.dumps(report, sort_keys=True))
-    assert report["acked_full"] >= 800
+    assert report["acked"] + report["acked_degraded"] >= 800
     assert report["lost"] == 0 and report["unexpected"] == 0, report
     handed, killed = report["after_faults"]
     assert handed["stored_gap_s"] is not None and killed["stored_gap_s"] is not None, report
