@@ -62,6 +62,7 @@ def run(args) -> int:
     # the drill breaks brokers on purpose: the clients' warnings about it
     # (failed pulls, abandoned requests) would bury the progress line
     logging.getLogger("duomq.client").setLevel(logging.ERROR)
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)   # dropped connections: ours
     zookeeper, cluster = endpoint(args)
     tag = f"{int(time.time())}-{os.getpid()}"       # names what this run sets up
     driver: Any

@@ -2,8 +2,8 @@
 containers (a ZooKeeper ensemble of three and the broker pair, as
 test_containers.py starts them, the brokers advertising their container
 IPs so that the drill on the host reaches them): kill -9 of the master's
-container, a partition inside its network namespace, the ZooKeeper leader's
-container killed. Each drill's audit must find nothing acked lost."""
+container, its container paused (the cgroup freezer), a partition inside its
+network namespace, the ZooKeeper leader's container killed. Each drill's audit must find nothing acked lost."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def drill(pods: Cluster, scenario: str, report,
                        capture_output=True, text=True, timeout=600, env=dict(os.environ))
     if p.returncode != 0:
         print(pods.logs())
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-1500:]
     os.makedirs(REPORT_DIR, exist_ok=True)             # kept with the other drills' reports
     shutil.copy(report, os.path.join(REPORT_DIR, f"container-{scenario}.json"))
     return p, json.loads(report.read_text())
@@ -57,6 +57,14 @@ def test_kill_master_container(pods, tmp_path):
     assert "podman kill -s KILL broker-a-" in rd["fault"]
     assert rd["epoch_after"] == rd["epoch_before"] + 1 and r["rto_s"][0] < 30, rd
     assert r["notes"]["driver"] == "container"
+
+
+def test_pause_master_container(pods, tmp_path):
+    p, r = drill(pods, "pause-master", tmp_path / "pause.json")
+    (rd,) = r["per_round"]
+    assert r["lost"] == 0 and r["split_brain_s"] == 0 and r["guarantees_held"], r
+    assert "podman pause broker-a-" in rd["fault"]
+    assert rd["epoch_after"] == rd["epoch_before"] + 1, rd
 
 
 def test_partition_inside_the_master_container_and_no_rule_left(pods, tmp_path):
