@@ -3,7 +3,8 @@ containers (a ZooKeeper ensemble of three and the broker pair, as
 test_containers.py starts them, the brokers advertising their container
 IPs so that the drill on the host reaches them): kill -9 of the master's
 container, its container paused (the cgroup freezer), a partition inside its
-network namespace, the ZooKeeper leader's container killed. Each drill's audit must find nothing acked lost."""
+network namespace, the ZooKeeper leader's container killed. Each drill's
+audit must find nothing acked lost."""
 
 from __future__ import annotations
 
