@@ -6,11 +6,12 @@ waits for recovery between fault and heal and for health after the heal.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
 from duomq.coordinator.nodes import IsrNode, MasterNode, MemberNode
 from duomq.coordinator.paths import ZkPaths
@@ -42,7 +43,21 @@ class GroupView:
         return self.replication != "SYNC" or ids <= self.isr
 
 
-def view(zk, cluster: str, group: str) -> GroupView:
+def view(zk, cluster: str, group: str, patience_s: float = 60.0) -> GroupView:
+    """The group as ZooKeeper holds it. While the drill's own connection is
+    down (a ZooKeeper server killed, the ensemble electing), it waits for
+    kazoo to reconnect, up to ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return _read_view(zk, cluster, group)
+        except (ConnectionLoss, SessionExpiredError):
+            if time.monotonic() >= deadline:
+                raise DrillError(f"the drill lost ZooKeeper for {patience_s:g} s") from None
+            time.sleep(0.1)
+
+
+def _read_view(zk, cluster: str, group: str) -> GroupView:
     paths = ZkPaths(cluster)
     try:
         master = MasterNode.from_bytes(zk.get(paths.master(group))[0])
