@@ -162,11 +162,19 @@ def test_the_spark_cronjob_pod_runs_against_the_pair(cluster):
     rc, out = cluster.brokers[0].exec(["duomq", "topic", "create", "ShopEvents", "--queues", "2"],
                                       60)
     assert rc == 0, out
-    producer = cluster.client("shop-producer", SPARK_IMAGE, ["python", "-m", "pipeline.produce"],
-                              ["--minutes", "6", "--per-minute", "40"], [])
-    assert producer.wait(120) == 0, producer.logs()
-    said = wait_for(lambda: producer.logs().strip(), 30, "the producer's log")  # conmon flushes late
-    assert json.loads(said.splitlines()[-1])["sent"] == 240
+    # its output also goes to a file of ours: conmon may flush a finished
+    # container's log to `podman logs` only after a while
+    out = cluster.root / "shop-producer"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    producer = cluster.client(
+        "shop-producer", SPARK_IMAGE,
+        ["sh", "-c", 'python -m pipeline.produce "$@" > /out/log 2>&1; rc=$?; cat /out/log; '
+                     'exit $rc', "sh"],
+        ["--minutes", "6", "--per-minute", "40"], [f"{out}:/out"])
+    assert producer.wait(120) == 0, (out / "log").read_text()
+    said = (out / "log").read_text().strip()
+    assert json.loads(said.splitlines()[-1])["sent"] == 240, said
 
     job = named(cluster.docs, "CronJob", "spark-minutes")
     pod = PodContainer(cluster.net, cluster.docs, job, cluster.root,
