@@ -181,8 +181,11 @@ def down(data_dir: str) -> dict:
         if stop(s["pid"], s.get("started")):
             stopped.append(f"zookeeper {s['id']}")
     for b in state["brokers"]:
-        if b.get("volume") and volumes.unmount(b["volume"]):
-            stopped.append(f"volume {b['group']}/{b['id']}")
+        try:
+            if b.get("volume") and volumes.unmount(b["volume"]):
+                stopped.append(f"volume {b['group']}/{b['id']}")
+        except ConfigError as exc:       # busy: say so, and go on stopping the rest
+            stopped.append(f"volume {b['group']}/{b['id']} still mounted ({exc})")
     os.unlink(os.path.join(data_dir, DEV_STATE))
     return {"stopped": stopped}
 
