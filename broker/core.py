@@ -31,7 +31,6 @@ class BrokerCore:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.state = BrokerState()
-        self.store_full_logged = -60.0   # monotonic: when a full disk was last logged
         self.store = MessageStore(config)
         self.offsets = ConsumerOffsetManager(os.path.join(config.data_dir, "consumer_offsets.json"))
         self.pull_hold = PullRequestHoldService()

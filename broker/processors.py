@@ -10,8 +10,6 @@ serves."""
 
 from __future__ import annotations
 
-import errno
-import logging
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -25,7 +23,6 @@ from duomq.common.errors import (
     MessageTooLargeError,
     NotMasterError,
     ServiceNotAvailableError,
-    StoreFullError,
     TopicNotExistError,
 )
 from duomq.common.message import PullStatus, decode_records, lookup_key
@@ -37,8 +34,6 @@ from duomq.master.pull_hold import HeldPull
 from duomq.master.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave, slave_says_go_back
 from duomq.proto import pb
 from duomq.store.residency import window_residency
-
-log = logging.getLogger(__name__)
 
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
 QUERY_MAX_NUM = 64            # ... and at most
@@ -91,18 +86,13 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
     if req.count <= 0:
         raise BadRequestError("a send carries at least one record")
     _writable(b)
-    try:
-        if req.scheduled:
-            resp, end = _put_scheduled(b, req)
-        else:
-            put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count)
-            resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=b.config.group)
-            resp.physical_offsets.extend(put.physical_offsets)
-            end = put.end_offset
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        raise StoreFullError(_store_full(b, exc)) from None
+    if req.scheduled:
+        resp, end = _put_scheduled(b, req)
+    else:
+        put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count)
+        resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=b.config.group)
+        resp.physical_offsets.extend(put.physical_offsets)
+        end = put.end_offset
     b.state.appended = True
     resp.epoch = b.state.epoch
     if b.sync_replication and not b.slaves_available():
@@ -113,17 +103,6 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
         return None
     b.mark_replicas(resp)
     return pb.OK, "", resp
-
-
-def _store_full(b: BrokerCore, exc: OSError) -> str:
-    """The answer to a write a full disk refused, logged at most once a minute."""
-    text = (f"broker {b.config.group}/{b.config.broker_id} cannot store: {exc.strerror or exc}; "
-            f"nothing was stored")
-    now = time.monotonic()
-    if now - b.store_full_logged >= 60.0:
-        b.store_full_logged = now
-        log.warning("%s (logged once a minute while the disk stays full)", text)
-    return text
 
 
 def _put_scheduled(b: BrokerCore, req: pb.SendRequest) -> tuple[pb.SendResponse, int]:

@@ -66,10 +66,18 @@ class ServiceNotAvailableError(DuomqError):
     retriable = True
 
 
-class StoreFullError(ServiceNotAvailableError):
+class StoreFullError(ServiceNotAvailableError, OSError):
     """The broker's disk has no room for the write (ENOSPC, EDQUOT): nothing
     was stored. RocketMQ answers a full disk the same way (the store is not
-    writable); a producer retries on another group."""
+    writable); a producer retries on another group. Still an ``OSError``
+    with the original ``errno``. ``str()`` is the answer's text."""
+
+    def __init__(self, code: int, text: str):
+        super().__init__(code, text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
 
 
 class BrokerSystemError(DuomqError):

@@ -7,6 +7,7 @@ does no networking and knows nothing of roles.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import operator
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from duomq.common.config import BrokerConfig
-from duomq.common.errors import InvalidNameError, UnsupportedVersionError
+from duomq.common.errors import InvalidNameError, StoreFullError, UnsupportedVersionError
 from duomq.common.message import PullStatus
 from duomq.format import record as rec
 from duomq.format import seal
@@ -74,6 +75,7 @@ class GetResult:
 class MessageStore:
     def __init__(self, config: BrokerConfig):
         self.config = config
+        self.full_logged = -60.0      # monotonic: when a full disk was last logged
         root = config.data_dir
         os.makedirs(root, exist_ok=True)
         self.commitlog = CommitLog(os.path.join(root, "commitlog"), config.segment_size_bytes)
@@ -207,7 +209,27 @@ class MessageStore:
     def put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int) -> PutResult:
         """Validate, place, patch and write a producer's batch (one commit-log
         write per segment touched, one consume-queue write). Raises
-        RecordError / RecordTooLargeError with nothing stored."""
+        RecordError / RecordTooLargeError, or StoreFullError when the disk has
+        no room for a file it needs, with nothing stored."""
+        try:
+            return self._put_batch(topic, queue_id, buf, count)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise self._full(exc) from None
+
+    def _full(self, exc: OSError) -> StoreFullError:
+        """The error for a write a full disk refused, logged at most once a minute."""
+        cfg = self.config
+        text = (f"broker {cfg.group}/{cfg.broker_id} cannot store: {exc.strerror or exc}; "
+                f"nothing was stored")
+        now = time.monotonic()
+        if now - self.full_logged >= 60.0:
+            self.full_logged = now
+            log.warning("%s (logged once a minute while the disk stays full)", text)
+        return StoreFullError(exc.errno or errno.ENOSPC, text)
+
+    def _put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int) -> PutResult:
         topic_b = topic.encode()
         crcs: list[int] = []
         bounds, borns, hashes, keyed = rec.scan_batch(buf, topic_b, self.config.max_message_bytes,
@@ -346,14 +368,7 @@ class MessageStore:
             if scanned is not None:
                 runs, bulk_keyed = scanned
                 for key, first, flat in runs:
-                    batch = pending.get(key)
-                    if batch is None:
-                        pending[key] = [first, flat]
-                    elif first != batch[0] + len(batch[1]) // 3:   # not contiguous
-                        self._dispatch_entries(key, batch)
-                        batch[0], batch[1] = first, flat
-                    else:
-                        batch[1].extend(flat)
+                    self._pending_run(pending, key, first).extend(flat)
                 keyed.extend(bulk_keyed)
                 rel, done = end, len(starts)
         out, n = self._scan_segment(seg, rel, pending, keyed)
@@ -399,14 +414,8 @@ class MessageStore:
             p = rel + HS
             topic = mm[p:p + lt]
             if qid != last_qid or qoff != next_qoff or topic != last_topic:
-                key = (topic, qid)
-                batch = pending.get(key)
-                if batch is None:
-                    batch = pending[key] = [qoff, []]
-                elif qoff != batch[0] + len(batch[1]) // 3:   # not contiguous: write what we have
-                    self._dispatch_entries(key, batch)
-                    batch[0], batch[1] = qoff, []
-                flat, last_qid, last_topic = batch[1], qid, topic
+                flat = self._pending_run(pending, (topic, qid), qoff)
+                last_qid, last_topic = qid, topic
             flat.extend((base + rel, size, crc32(mm[p + lt:p + lt + lg]) if lg else 0))
             if lk:
                 k = p + lt + lg
@@ -414,6 +423,18 @@ class MessageStore:
             next_qoff = qoff + 1
             rel = nxt
             n += 1
+
+    def _pending_run(self, pending: dict, key: tuple[bytes, int], qoff: int) -> list[int]:
+        """The flat entry list that entries of ``key`` from queue offset
+        ``qoff`` extend: the queue's pending run, or a new one when there is
+        none or it does not end at ``qoff`` (what it holds is written first)."""
+        batch = pending.get(key)
+        if batch is None:
+            batch = pending[key] = [qoff, []]
+        elif qoff != batch[0] + len(batch[1]) // 3:   # not contiguous: write what we have
+            self._dispatch_entries(key, batch)
+            batch[0], batch[1] = qoff, []
+        return batch[1]
 
     def _dispatch_entries(self, key, batch) -> None:
         first, flat = batch

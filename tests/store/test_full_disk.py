@@ -88,6 +88,7 @@ def test_a_full_disk_refuses_the_write_stores_nothing_and_recovers_after_a_crash
     acked, err, message = p.stdout.split(" ", 2)
     assert int(err) == errno.ENOSPC and int(acked) > 100
     assert "cannot preallocate" in message or "No space left" in message
+    assert "cannot store" in message and "nothing was stored" in message   # StoreFullError
     segments = sorted((data / "commitlog").iterdir())
     assert segments and all(allocated(s) for s in segments)   # nothing sparse was left
     # the restart after the crash, on the still full disk
