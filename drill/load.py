@@ -155,9 +155,23 @@ class Workload:
             return self.ops[-1].status if self.ops else ""
 
 
-def read_back(zookeeper: str, cluster: str, topic: str) -> list[tuple[int, bytes]]:
+def read_back(zookeeper: str, cluster: str, topic: str,
+              patience_s: float = 0.0) -> list[tuple[int, bytes]]:
     """Every body stored in ``topic``, queue by queue from each group's
-    master: ``(queue index, body)`` in each queue's order."""
+    master: ``(queue index, body)`` in each queue's order. A read that
+    fails retriably (ZooKeeper or a master briefly unreachable after a
+    fault) starts again for up to ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return _read_back(zookeeper, cluster, topic)
+        except DuomqError as exc:
+            if not exc.retriable or time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
+
+
+def _read_back(zookeeper: str, cluster: str, topic: str) -> list[tuple[int, bytes]]:
     out: list[tuple[int, bytes]] = []
     with PullConsumer(zookeeper, cluster, group=f"drill-audit-{uuid.uuid4().hex[:6]}") as c:
         for i, mq in enumerate(c.queues(topic)):

@@ -116,7 +116,8 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     tell("audit")
     wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
     prefix = f"{load.run_id}-".encode()            # the topic may hold earlier runs
-    back = [(q, b) for q, b in read_back(zookeeper, cluster, s.topic) if b.startswith(prefix)]
+    back = [(q, b) for q, b in read_back(zookeeper, cluster, s.topic, s.settle_timeout_s)
+            if b.startswith(prefix)]
     ops = load.journal()
     report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered)
     report.notes.update({"group": group, "durable": durable, "delivered_to_group": load.delivered,
