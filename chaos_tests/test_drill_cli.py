@@ -17,6 +17,14 @@ def duomq(*args, env, timeout=300):
                           text=True, timeout=timeout)
 
 
+def drill_run(env, report, scenario: str, rounds: int = 1, *extra: str):
+    """`duomq drill run` that must pass: the process and its JSON report."""
+    p = duomq("drill", "run", "--scenario", scenario, "--rounds", str(rounds), "--report",
+              str(report), *extra, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p, json.loads(report.read_text())
+
+
 @pytest.fixture
 def dev(tmp_path, zk_hosts):
     env = dict(os.environ, DUOMQ_DEV_DIR=str(tmp_path / "dev"))
@@ -42,10 +50,7 @@ def dev(tmp_path, zk_hosts):
 def test_kill_master_drill_on_a_sync_pair(dev, tmp_path):
     env = dev("--slaves", "1", "--flush", "sync", "--replication", "sync")
     report, plot = tmp_path / "drill.json", tmp_path / "drill.png"
-    p = duomq("drill", "run", "--scenario", "kill-master", "--rounds", "2", "--report",
-              str(report), "--plot", str(plot), env=env)
-    assert p.returncode == 0, p.stdout + p.stderr
-    r = json.loads(report.read_text())
+    p, r = drill_run(env, report, "kill-master", 2, "--plot", str(plot))
     assert r["rounds"] == 2 and r["lost"] == 0 and r["unexpected"] == 0
     assert r["split_brain_s"] == 0 and r["guarantees_held"]
     assert all(t is not None and t < 20 for t in r["rto_s"]), r["rto_s"]
@@ -91,10 +96,7 @@ def test_external_driver_times_a_fault_somebody_else_injects(dev, tmp_path):
 def test_kill_zookeeper_leader_of_an_ensemble(dev, tmp_path):
     env = dev("--slaves", "1", "--flush", "sync", "--replication", "sync", ensemble=True)
     report = tmp_path / "zk.json"
-    p = duomq("drill", "run", "--scenario", "kill-zookeeper", "--rounds", "1", "--report",
-              str(report), env=env)
-    assert p.returncode == 0, p.stdout + p.stderr
-    r = json.loads(report.read_text())
+    p, r = drill_run(env, report, "kill-zookeeper", 1)
     (rd,) = r["per_round"]
     assert "(leader)" in rd["fault"] and r["lost"] == 0 and r["rto_s"][0] < 20
     assert rd["epoch_after"] == rd["epoch_before"]     # the brokers kept their sessions
@@ -115,10 +117,7 @@ SYNC_PAIR = ("--slaves", "1", "--flush", "sync", "--replication", "sync")
 def test_every_scenario_runs_on_a_sync_pair(dev, tmp_path, scenario, rounds):
     env = dev(*SYNC_PAIR)
     report = tmp_path / f"{scenario}.json"
-    p = duomq("drill", "run", "--scenario", scenario, "--rounds", str(rounds), "--report",
-              str(report), env=env)
-    assert p.returncode == 0, p.stdout + p.stderr
-    r = json.loads(report.read_text())
+    p, r = drill_run(env, report, scenario, rounds)
     assert r["rounds"] == rounds and r["lost"] == 0 and r["unexpected"] == 0, r
     assert r["split_brain_s"] == 0 and r["guarantees_held"]
     assert all(t is not None and t < 30 for t in r["rto_s"]), r["rto_s"]
@@ -132,10 +131,7 @@ def test_every_scenario_runs_on_a_sync_pair(dev, tmp_path, scenario, rounds):
 def test_disk_full_master_refuses_writes_loses_nothing_and_writes_come_back(dev, tmp_path):
     env = dev(*SYNC_PAIR, "--store-size", "64M", segment=1 << 20)
     report = tmp_path / "disk.json"
-    p = duomq("drill", "run", "--scenario", "disk-full-master", "--rounds", "1", "--report",
-              str(report), env=env)
-    assert p.returncode == 0, p.stdout + p.stderr
-    r = json.loads(report.read_text())
+    p, r = drill_run(env, report, "disk-full-master", 1)
     (rd,) = r["per_round"]
     assert r["lost"] == 0 and r["guarantees_held"], r
     assert rd["refused_after_s"] is not None and rd["writes_back_after_heal_s"] < 10, rd

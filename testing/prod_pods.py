@@ -5,8 +5,10 @@ differs from a cluster)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
+from collections.abc import Iterator
 
 from duomq import __version__
 from duomq.testing.harness import wait_for
@@ -113,3 +115,17 @@ class Cluster:
                          for p in self.zk + self.brokers if p.handle)
 
 
+
+
+@contextlib.contextmanager
+def running(root: pathlib.Path, *, advertise_ips: bool = False) -> Iterator[Cluster]:
+    """The prod pods started on a network of their own (removed after);
+    the containers' logs are printed when they do not start."""
+    with Network() as net:
+        c = Cluster(net, root, advertise_ips=advertise_ips)
+        try:
+            c.start()
+        except BaseException:
+            print(c.logs())
+            raise
+        yield c

@@ -17,22 +17,14 @@ import sys
 import pytest
 
 from duomq.testing.drill_reports import REPORT_DIR
-from duomq.testing.podman import Network
-from duomq.testing.prod_pods import Cluster
+from duomq.testing.prod_pods import Cluster, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def pods(images, tmp_path_factory):
-    root = tmp_path_factory.mktemp("drill-pods")
-    with Network() as net:
-        c = Cluster(net, root, advertise_ips=True)
-        try:
-            c.start()
-        except BaseException:
-            print(c.logs())
-            raise
+    with running(tmp_path_factory.mktemp("drill-pods"), advertise_ips=True) as c:
         yield c
 
 

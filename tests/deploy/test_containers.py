@@ -28,9 +28,8 @@ import pytest
 from duomq.testing.drill_reports import REPORT_DIR
 from duomq.testing.harness import wait_for
 from duomq.testing.k8s import named
-from duomq.testing.podman import Network
 from duomq.testing.pods import PodContainer
-from duomq.testing.prod_pods import BROKER_IMAGE, SPARK_IMAGE, Cluster
+from duomq.testing.prod_pods import BROKER_IMAGE, SPARK_IMAGE, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
 
@@ -39,14 +38,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 @pytest.fixture(scope="module")
 def pods(images, tmp_path_factory):
-    root = tmp_path_factory.mktemp("pods")
-    with Network() as net:
-        c = Cluster(net, root)
-        try:
-            c.start()
-        except BaseException:
-            print(c.logs())
-            raise
+    with running(tmp_path_factory.mktemp("pods")) as c:
         yield c
 
 
