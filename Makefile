@@ -30,6 +30,7 @@ bench: install
 	$(PY) bench/spark_bench.py
 	$(PY) bench/tag_filter_bench.py
 	$(PY) bench/push_consumer_bench.py
+	$(PY) bench/handoff_bench.py
 	$(PY) bench/key_index_bench.py
 
 bench-quick: install
@@ -38,6 +39,7 @@ bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/spark_bench.py
 	BENCH_QUICK=1 $(PY) bench/tag_filter_bench.py
 	BENCH_QUICK=1 $(PY) bench/push_consumer_bench.py
+	BENCH_QUICK=1 $(PY) bench/handoff_bench.py
 	BENCH_QUICK=1 $(PY) bench/key_index_bench.py
 
 proto: install

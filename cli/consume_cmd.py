@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from duomq.cli.common import add_endpoint, add_json, emit, endpoint, message_json
+from duomq.cli.common import add_endpoint, add_json, emit, endpoint, message_json, time_arg
 from duomq.client import PushConsumer
 
 
@@ -15,8 +15,15 @@ def add(sub) -> None:
     p = sub.add_parser("consume", help="consume a topic as a member of a consumer group")
     p.add_argument("topic")
     p.add_argument("--group", required=True, help="consumer group")
-    p.add_argument("--from", dest="from_", choices=["first", "last"], default="last",
-                   help="where a new group starts (default last)")
+    p.add_argument("--from", dest="from_", choices=["first", "last", "timestamp"],
+                   default="last", help="where a new group starts (default last; timestamp: "
+                   "the first message stored at or after --timestamp)")
+    p.add_argument("--timestamp", type=time_arg, metavar="TIME",
+                   help="with --from timestamp: epoch ms, ISO 8601 (2026-11-22T10:00, local "
+                        "unless it names a zone) or a time ago (30m, 2h, 1d)")
+    p.add_argument("--orderly", action="store_true",
+                   help="orderly consumption: one thread per queue, in queue order, each queue "
+                        "locked on its master")
     p.add_argument("--until-idle", type=float, metavar="SECONDS",
                    help="stop after this long with no message")
     p.add_argument("--count", type=int, help="stop after N messages")
@@ -31,6 +38,9 @@ def add(sub) -> None:
 
 
 def run(args) -> int:
+    if (args.from_ == "timestamp") != (args.timestamp is not None):
+        print("error: --from timestamp and --timestamp TIME go together", file=sys.stderr)
+        return 2
     zookeeper, cluster = endpoint(args)
     lock = threading.Lock()
     state = {"n": 0, "last": time.monotonic()}
@@ -52,7 +62,8 @@ def run(args) -> int:
     t0 = time.monotonic()
     consumer = PushConsumer(args.group, args.topic, on_message, zookeeper=zookeeper,
                             cluster=cluster, consume_from=args.from_, read_from=args.read_from,
-                            subscription=args.tags)
+                            subscription=args.tags, consume_timestamp_ms=args.timestamp or 0,
+                            consume_mode="orderly" if args.orderly else "concurrently")
     consumer.start()
     try:
         while not done.wait(0.1):
@@ -66,6 +77,7 @@ def run(args) -> int:
     summary = {"summary": True, "topic": args.topic, "group": args.group, "consumed": state["n"],
                "seconds": round(time.monotonic() - t0, 3), "client_id": consumer.client_id,
                "pulls_by_broker": {f"{g}/{b}": n for (g, b), n in
-                                   sorted(consumer.reads_by_broker.items())}}
+                                   sorted(consumer.reads_by_broker.items())},
+               "handoffs": consumer.handoffs}
     emit(summary) if args.json else print(f"consumed {state['n']} messages", file=sys.stderr)
     return 0

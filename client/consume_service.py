@@ -119,6 +119,15 @@ class ConcurrentService(_Service):
 
     def _run(self, chunk: Chunk) -> None:
         pq = chunk.pq
+        if not pq.begin(chunk):      # being handed over: the next owner reads this chunk
+            return
+        try:
+            self._consume(chunk)
+        finally:
+            pq.leave()
+
+    def _consume(self, chunk: Chunk) -> None:
+        pq = chunk.pq
         handler = self.consumer.on_message
         messages = chunk.messages
         i = chunk.i
@@ -178,7 +187,8 @@ class OrderlyService(_Service):
                 pq.busy = False
                 resume = time.monotonic() >= pq.suspended_until
             # a pull answer that came while we were busy has its chunks queued
-            if resume and pq.first_pending() is not None:
+            # (a queue being handed over begins no new chunk)
+            if resume and pq.pulling and pq.first_pending() is not None:
                 self.schedule(pq)
 
     def _consume(self, pq: ProcessQueue) -> None:
@@ -190,26 +200,34 @@ class OrderlyService(_Service):
                 self._suspend(pq)
                 return
             chunk = pq.first_pending()
-            if chunk is None:
+            if chunk is None or not pq.begin(chunk):     # none, or left to the next owner
                 return
-            messages = chunk.messages
-            while chunk.i < len(messages):
-                if pq.dropped:
-                    return
-                msg = messages[chunk.i]
-                try:
-                    handler(msg)
-                except Exception as exc:
-                    chunk.attempts += 1
-                    if chunk.attempts <= self.consumer.config.max_reconsume_times or \
-                            not self.consumer.dead_letter(msg, exc):
-                        log.warning("orderly consumption of %s failed (%d times): %s; queue %s "
-                                    "suspended for %g s", msg.msg_id, chunk.attempts, exc, pq.mq,
-                                    self.suspend_s)
-                        self._suspend(pq)
-                        return
-                chunk.attempts = 0
-                chunk.i += 1
-            self._finish(chunk)
+            try:
+                self._consume_chunk(pq, chunk, handler)
+            finally:
+                pq.leave()
+            if not chunk.finished:
+                return              # suspended after a failure, or dropped
             if time.monotonic() > give_up_at:
                 return          # _run reschedules: other queues get a thread too
+
+    def _consume_chunk(self, pq: ProcessQueue, chunk: Chunk, handler) -> None:
+        messages = chunk.messages
+        while chunk.i < len(messages):
+            if pq.dropped:
+                return
+            msg = messages[chunk.i]
+            try:
+                handler(msg)
+            except Exception as exc:
+                chunk.attempts += 1
+                if chunk.attempts <= self.consumer.config.max_reconsume_times or \
+                        not self.consumer.dead_letter(msg, exc):
+                    log.warning("orderly consumption of %s failed (%d times): %s; queue %s "
+                                "suspended for %g s", msg.msg_id, chunk.attempts, exc, pq.mq,
+                                self.suspend_s)
+                    self._suspend(pq)
+                    return
+            chunk.attempts = 0
+            chunk.i += 1
+        self._finish(chunk)

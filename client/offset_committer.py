@@ -34,18 +34,21 @@ class OffsetCommitter:
             return c.offset_by_time(mq, c.config.consume_timestamp_ms), False
         return c.max_offset(mq), False
 
-    def commit(self, pqs: list[ProcessQueue]) -> None:
+    def commit(self, pqs: list[ProcessQueue]) -> bool:
+        """Commit the consumed offset of each of ``pqs`` that moved; True once
+        acked (or nothing moved), False when the commit failed (logged)."""
         dirty = {}
         for pq in pqs:
             off = pq.consumed_offset()
             if off != pq.committed:
                 dirty[pq.mq] = off
         if not dirty:
-            return
+            return True
         try:
             (self.local.commit if self.local is not None else self.consumer.commit)(dirty)
         except Exception as exc:
             log.warning("offset commit of %s failed: %s", self.consumer.group, exc)
-            return
+            return False
         for pq in pqs:
             pq.committed = dirty.get(pq.mq, pq.committed)
+        return True

@@ -22,7 +22,7 @@ from duomq.common.message import MessageExt, MessageQueue
 class Chunk:
     """Messages of one queue, in offset order, consumed front to back."""
 
-    __slots__ = ("pq", "messages", "i", "end", "nbytes", "attempts")
+    __slots__ = ("pq", "messages", "i", "end", "nbytes", "attempts", "started")
 
     def __init__(self, pq: ProcessQueue, messages: list[MessageExt], end: int, nbytes: int):
         self.pq = pq
@@ -31,6 +31,7 @@ class Chunk:
         self.end = end          # the offset after the chunk (past filtered-out entries too)
         self.nbytes = nbytes    # body bytes, released from flow control when finished
         self.attempts = 0       # failed attempts at messages[i] (orderly: in place)
+        self.started = False    # a consume thread has taken it (``ProcessQueue.begin``)
 
     @property
     def finished(self) -> bool:
@@ -53,13 +54,25 @@ class ProcessQueue:
     chunks); ``pulls`` is the I/O thread's; ``committed`` and
     ``locked_until`` are the timer thread's (commits, rebalances, lock
     renewals); ``busy`` and ``suspended_until`` change under the orderly
-    consume service's lock; ``drop()`` is one-way and takes this lock."""
+    consume service's lock; ``running`` (concurrent consume threads inside
+    this queue's chunks) under this lock; ``stop_pulling()`` and ``drop()``
+    are one-way and take this lock.
+
+    A queue handed to another member is first *released*: ``stop_pulling()``
+    (its pulls stop, answers still on the way are thrown away, and chunks no
+    thread has begun are left for the next owner), then, once ``settled``
+    (every chunk begun is finished) or out of time, ``drop()``. Consume
+    threads begin chunks in queue order, so what is consumed is then a
+    prefix of the window and its low end is exactly where the next owner
+    must start: nothing is delivered twice."""
 
     def __init__(self, mq: MessageQueue, start: int, committed: int = -1):
         self.mq = mq
         self.next_pull = start       # offset of the next pull
         self.committed = committed   # last offset committed (-1: none yet)
         self._dropped = False        # no longer ours: stop pulling and consuming
+        self._stopped = False        # being released: stop pulling, consume what is in hand
+        self.running = 0             # concurrent consume threads inside this queue's chunks
         self.pulls = 0
         self.inflight = 0            # messages pulled, not yet consumed
         self.inflight_bytes = 0      # ... and their bodies' bytes
@@ -74,10 +87,46 @@ class ProcessQueue:
     def dropped(self) -> bool:
         return self._dropped
 
+    @property
+    def pulling(self) -> bool:
+        return not (self._stopped or self._dropped)
+
     def drop(self) -> None:
         """No longer ours: pulls and consumption of this queue stop."""
         with self._lock:
-            self._dropped = True
+            self._dropped = self._stopped = True
+
+    def stop_pulling(self) -> None:
+        """Being handed over: no more pulls; what was pulled is still consumed."""
+        with self._lock:
+            self._stopped = True
+
+    def begin(self, chunk: Chunk) -> bool:
+        """A consume thread takes ``chunk``: False when the queue is being
+        released and the chunk was never begun (it is left to the next owner)."""
+        with self._lock:
+            if self._stopped and not chunk.started:
+                return False
+            chunk.started = True
+            self.running += 1
+            return True
+
+    def leave(self) -> None:
+        """The thread that began a chunk is out of it (finished or not)."""
+        with self._lock:
+            self.running -= 1
+
+    @property
+    def settled(self) -> bool:
+        """No consume thread is in this queue and every chunk begun is finished."""
+        with self._lock:
+            return self.running == 0 and not any(c.started and not c.finished
+                                                 for c in self._chunks)
+
+    def left_over(self) -> int:
+        """Messages pulled and never begun (a release leaves them to the next owner)."""
+        with self._lock:
+            return sum(len(c.messages) for c in self._chunks if not c.started)
 
     def add(self, messages: list[MessageExt], next_offset: int, nbytes: int,
             chunk_size: int) -> list[Chunk]:
@@ -97,6 +146,8 @@ class ProcessQueue:
                 share = nbytes * min(hi, n) // n - nbytes * lo // n
                 chunks.append(Chunk(self, part, end, share))
         with self._lock:
+            if self._stopped:
+                return []             # being released: the next owner reads these
             self._chunks.extend(chunks)
             self.inflight += len(messages)
             self.inflight_bytes += nbytes

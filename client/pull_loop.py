@@ -33,7 +33,7 @@ class PullLoop:
 
     def pull(self, pq: ProcessQueue) -> None:
         c = self.consumer
-        if pq.dropped or not self.running():
+        if not pq.pulling or not self.running():
             return
         if pq.inflight >= self.threshold or pq.inflight_bytes >= self.threshold_bytes \
                 or self.consume.paused(pq):
@@ -55,7 +55,7 @@ class PullLoop:
     def _on_pulled(self, pq: ProcessQueue, fut) -> None:
         """Runs on the I/O thread: decode, hand over, pull again."""
         c = self.consumer
-        if pq.dropped:
+        if not pq.pulling:      # let go, or being handed over: the next owner reads this
             return
         try:
             status, error, resp = fut.result()

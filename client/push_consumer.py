@@ -15,8 +15,9 @@ The timer thread (``ClientBase.timer``) runs the periodic work: a rebalance
 on every membership or route change and every ``rebalance_interval_ms``, the
 offset commit every ``offset_commit_interval_ms``, lock renewals (orderly),
 heartbeats, and delayed pulls. ZooKeeper's watch threads only wake it.
-At-least-once: a message may be seen twice around a rebalance or a crash,
-never skipped.
+At-least-once: a message is never skipped. A queue changes hands without
+re-delivery when members join or leave (``rebalancer``, ``handoff``); after a
+crash, what the dead member consumed since its last commit is seen again.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.subscription import parse
 from duomq.coordinator.membership import GroupMembership
 from duomq.coordinator.offset_reset import ResetWatch
+from duomq.coordinator.queue_owners import QueueOwners
 from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
+HANDBACK_MARGIN_S = 5.0     # shutting down: time for the last commits past handoff_timeout_ms
 
 
 class PushConsumer(PullConsumer):
@@ -83,10 +86,15 @@ class PushConsumer(PullConsumer):
         self.locker = queue_locker.QueueLocker(self, group, self.timeout_s) \
             if self.locking else None
         # a user's function, else config.allocate_strategy by name
+        # clustering: owner nodes in ZooKeeper order each queue's hand-off
+        self.owners = None if self.broadcasting else QueueOwners(
+            self.zk, self.cluster, group, self.client_id, lambda: self._rebalance_soon(0.0))
         self.rebalancer = Rebalancer(
             self, list(self.topics), strategy(allocate or cfg.allocate_strategy),
             self.broadcasting, self._members, self.committer, self.pulls, self.locker,
-            self._rebalance_soon, lambda: self._running)
+            self._rebalance_soon, lambda: self._running, self.owners,
+            cfg.handoff_timeout_ms / 1000, self.timer.call_later)
+        self._session_lost = False
 
     # ------------------------------------------------------------ what it holds
     @property
@@ -128,6 +136,8 @@ class PushConsumer(PullConsumer):
         if self.locking:
             self._tasks.append(timer.every(queue_locker.LOCK_RENEW_S, self.renew_locks))
         self.routes.add_listener(self._on_route)
+        if self.owners is not None:
+            self.zk.add_listener(self._on_zk_state)
         self._membership = GroupMembership(
             self.zk, self.cluster, self.group, self.client_id,
             {"topic": self.topic, "model": cfg.message_model.upper()},
@@ -143,10 +153,28 @@ class PushConsumer(PullConsumer):
             self._rebalance.wake()
 
     def _rebalance_soon(self, delay_s: float) -> None:
-        self._rebalance.wake(delay_s)
+        if self._running:
+            self._rebalance.wake(delay_s)
+
+    def _on_zk_state(self, state) -> None:
+        """A ZooKeeper thread: the session's end took our owner nodes with it."""
+        if state == "LOST" and self._running:
+            self._session_lost = True
+            self._rebalance.wake()
+
+    @property
+    def handoffs(self) -> dict:
+        """This member's hand-offs so far: queues released and how long the
+        release took (stopped pulling to owner node deleted), queues acquired
+        and how long it waited for them, messages left to the next owner unread,
+        releases that ran out of time."""
+        return self.rebalancer.releaser.stats.summary()
 
     def _rebalance_round(self) -> None:
         """The timer's rebalance task: a pending offset reset, then the split."""
+        if self._session_lost:
+            self._session_lost = False
+            self.rebalancer.forget_all()
         self.rebalancer.apply_reset(self.orderly)
         try:
             self.rebalancer.rebalance()
@@ -178,9 +206,12 @@ class PushConsumer(PullConsumer):
         for task in self._tasks:
             task.cancel()
         self.timer.flush()             # a rebalance or a commit under way ends first
-        held = self.rebalancer.drop_all()
-        self._consume.shutdown(10)     # each thread ends its message in hand
-        self.rebalancer.release(held)
+        if self.owners is not None:
+            self.zk.remove_listener(self._on_zk_state)
+        # every queue handed back: messages in hand consumed, positions
+        # committed, owner nodes deleted; then the pool stops
+        self.rebalancer.hand_back(self.config.handoff_timeout_ms / 1000 + HANDBACK_MARGIN_S)
+        self._consume.shutdown(10)
         if self._membership:
             self._membership.leave()
         self.close()

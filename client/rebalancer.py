@@ -1,10 +1,15 @@
 """Which queues a push consumer holds (RocketMQ's ``RebalanceImpl``): on
 every membership or route change, and every ``rebalance_interval_ms``, each
 subscribed topic's queues are split among the group's members by the
-allocation strategy (broadcasting: every member holds every queue); queues
-no longer ours are let go (their position committed and, orderly, their lock
-released), new ones start from the committed offset and are pulled. Operator
-offset resets are applied here too, between commits.
+allocation strategy (broadcasting: every member holds every queue).
+
+Clustering, a queue changes hands in order (``handoff``): its old owner stops
+pulling it, consumes what it has in hand, commits, unlocks it (orderly) and
+deletes its owner node in ZooKeeper (``queue_owners``); the new owner takes
+the node, and only then reads the committed offset and pulls. So a member
+joining or leaving re-delivers nothing; a member that dies is taken over when
+its session expires, from its last commit. Operator offset resets are
+applied here too, between commits.
 
 Runs on the timer thread only; ``assigned`` is read by any thread under
 ``lock``."""
@@ -18,14 +23,17 @@ from collections.abc import Callable
 
 from duomq.client.allocate import Strategy
 from duomq.client.consumer import PullConsumer
+from duomq.client.handoff import Releaser
 from duomq.client.offset_committer import OffsetCommitter
 from duomq.client.process_queue import ProcessQueue
 from duomq.client.pull_loop import PULL_RETRY_S, PullLoop
 from duomq.client.queue_locker import QueueLocker
 from duomq.common.message import MessageQueue
+from duomq.coordinator.queue_owners import QueueOwners
 
 log = logging.getLogger(__name__)
 RELEASE_WAIT_S = 1.0        # orderly: wait for the message in hand before unlocking
+HANDOFF_RECHECK_S = 1.0     # a queue waited for is looked at again this often, besides watches
 
 
 def wait_idle(pqs: list[ProcessQueue]) -> None:
@@ -40,7 +48,9 @@ class Rebalancer:
     def __init__(self, consumer: PullConsumer, topics: list[str], allocate: Strategy,
                  broadcasting: bool, members: Callable[[], list[str]],
                  committer: OffsetCommitter, pulls: PullLoop, locker: QueueLocker | None,
-                 retry_soon: Callable[[float], None], running: Callable[[], bool]):
+                 retry_soon: Callable[[float], None], running: Callable[[], bool],
+                 owners: QueueOwners | None, handoff_timeout_s: float,
+                 schedule: Callable[[float, Callable[[], object]], None]):
         self.consumer = consumer
         self.topics = topics
         self.allocate = allocate
@@ -51,6 +61,13 @@ class Rebalancer:
         self.locker = locker               # orderly clustering: queue locks on the masters
         self.retry_soon = retry_soon       # run another rebalance within this many seconds
         self.running = running
+        self.owners = owners               # clustering: the owner nodes that order hand-offs
+        self.releaser = Releaser(
+            handoff_timeout_s, committer.commit,
+            (lambda pqs: locker.unlock([pq.mq for pq in pqs])) if locker else None,
+            owners.release if owners else (lambda mqs: None),
+            lambda delay: schedule(delay, self.releaser.poll), lambda: retry_soon(0.0))
+        self._wanted_since: dict[MessageQueue, float] = {}   # wall time, queues waited for
         self.assigned: dict[MessageQueue, ProcessQueue] = {}
         self.lock = threading.RLock()
         self.rebalances = 0
@@ -90,17 +107,24 @@ class Rebalancer:
         mine = self.wanted()
         with self.lock:
             current = set(self.assigned)
-            if mine == current:
-                return
             dropped = [self.assigned.pop(mq) for mq in current - mine]
-            added = mine - current
+            # a queue still being released waits for its release to end
+            added = {mq for mq in mine - current if mq not in self.releaser}
+            for mq in set(self._wanted_since) - mine:
+                del self._wanted_since[mq]
+        if not dropped and not added:
+            return
         self.rebalances += 1
-        for pq in dropped:
-            pq.drop()
-        if dropped:
-            self.release(dropped)
-        locks = self.locker.lock(added) if self.locker else {}
-        for mq in sorted(added):
+        if self.owners is None:          # broadcasting: every member reads every queue
+            for pq in dropped:
+                pq.drop()
+            if dropped:
+                self.committer.commit(dropped)
+        else:
+            self.releaser.start(dropped)
+        taken = self._take(added)
+        locks = self.locker.lock(taken) if self.locker else {}
+        for mq in sorted(taken):
             if self.locker and mq not in locks:
                 # its last owner has not let it go yet: try again soon
                 self.retry_soon(PULL_RETRY_S)
@@ -119,28 +143,68 @@ class Rebalancer:
                 if mq in self.assigned or not self.running():
                     continue
                 self.assigned[mq] = pq
+                since = self._wanted_since.pop(mq, None)
+            self._note_acquired(mq, since)
             self.pulls.pull(pq)
         log.info("consumer %s of %s now holds %d queues (members %d)", c.client_id, c.group,
                  len(self.assigned), len(self.members()))
 
-    def release(self, pqs: list[ProcessQueue]) -> None:
-        """Queues no longer ours: commit where they stopped; orderly, first let
-        the message in hand finish and, after the commit, unlock them, so the
-        next owner starts exactly there."""
-        if self.locker:
-            wait_idle(pqs)
-        self.committer.commit(pqs)
-        if self.locker:
-            # a queue still busy keeps its lock until it expires on the broker
-            self.locker.unlock([pq.mq for pq in pqs if not pq.busy])
+    def _take(self, added: set[MessageQueue]) -> set[MessageQueue]:
+        """The queues of ``added`` this member may read now: all of them when
+        broadcasting; else those whose owner node it holds. The others are
+        someone else's until released: a watch wakes the next round then."""
+        if self.owners is None or not added:
+            return added
+        taken, held = self.owners.acquire(added)
+        now = time.time()
+        with self.lock:
+            for mq in added:
+                self._wanted_since.setdefault(mq, now)
+        if held:
+            log.info("consumer %s of %s waits for %d queues their owners release (%s)",
+                     self.consumer.client_id, self.consumer.group, len(held),
+                     ", ".join(sorted(set(held.values()))))
+            self.retry_soon(HANDOFF_RECHECK_S)      # besides the watches
+        return taken
 
-    def drop_all(self) -> list[ProcessQueue]:
-        """Shutting down: every held queue stops; returns them."""
+    def _note_acquired(self, mq: MessageQueue, since: float | None) -> None:
+        if since is None or self.owners is None:
+            return
+        now = time.time()
+        self.releaser.stats.acquired.append({"mq": str(mq), "wanted": since, "acquired": now,
+                                             "waited_ms": (now - since) * 1000})
+
+    def release(self, pqs: list[ProcessQueue]) -> None:
+        """Broadcasting, or a queue reset: commit where ``pqs`` stopped."""
+        self.committer.commit(pqs)
+
+    def hand_back(self, timeout_s: float) -> None:
+        """Shutting down: release every held queue (its messages in hand
+        consumed, its position committed, then its owner node deleted), so
+        the members that take over start exactly where this one stopped."""
         with self.lock:
             pqs = list(self.assigned.values())
-        for pq in pqs:
+            self.assigned.clear()
+        if self.owners is None:
+            for pq in pqs:
+                pq.drop()
+            self.release(pqs)
+            return
+        self.releaser.start(pqs)
+        self.releaser.finish(timeout_s)
+
+    def forget_all(self) -> None:
+        """The ZooKeeper session was lost, and with it every owner node: stop
+        at once (another member may already read these queues) and take the
+        queues again, from their commits, once the session is back."""
+        with self.lock:
+            pqs = list(self.assigned.values())
+            self.assigned.clear()
+        for pq in pqs + self.releaser.forget():
             pq.drop()
-        return pqs
+        if pqs:
+            log.warning("consumer %s of %s lost its ZooKeeper session: %d queues let go",
+                        self.consumer.client_id, self.consumer.group, len(pqs))
 
     # ------------------------------------------------------------ orderly: locks
     def renew_locks(self, resume: Callable[[ProcessQueue], None]) -> None:

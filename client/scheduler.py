@@ -25,6 +25,7 @@ class Periodic:
         self.fn = fn
         self._generation = 0            # runs queued under an older generation are skipped
         self._woken = False
+        self._due = 0.0                 # monotonic time of the run queued last
         self.cancelled = False
 
     def wake(self, delay_s: float = 0.0) -> None:
@@ -62,10 +63,12 @@ class Scheduler:
 
     def _reschedule(self, task: Periodic, delay_s: float, woken: bool) -> None:
         with self._cond:
+            due = time.monotonic() + delay_s
             if woken:
-                if task._woken:
-                    return                     # a run is already due soon
+                if task._woken and task._due <= due:
+                    return                     # a run is already due by then
                 task._woken = True
+            task._due = due
             task._generation += 1
             self._push(delay_s, self._run_periodic, (task, task._generation))
 

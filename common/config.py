@@ -357,6 +357,9 @@ class ConsumerConfig:
                                              # unconsumed message is this many offsets back
     suspend_current_queue_ms: int = 1000     # pause before a failed message is tried again here
     max_reconsume_times: int = 16            # retries before a message goes to %DLQ%<group>
+    handoff_timeout_ms: int = 10_000         # a queue handed to another member: longest spent
+                                             # consuming the messages in hand before its
+                                             # position is committed and it is let go
 
     def __post_init__(self):
         check_types(self)
@@ -381,7 +384,8 @@ class ConsumerConfig:
         _positive(self, "pull_batch_size", "long_polling_timeout_ms", "offset_commit_interval_ms",
                   "request_timeout_ms", "pull_threshold_for_queue", "rebalance_interval_ms",
                   "pull_threshold_size_for_queue_mib", "consume_threads",
-                  "consume_concurrently_max_span", "suspend_current_queue_ms")
+                  "consume_concurrently_max_span", "suspend_current_queue_ms",
+                  "handoff_timeout_ms")
         if self.request_timeout_ms <= 0:
             raise ConfigError("request_timeout_ms: must be > 0")
 

@@ -70,5 +70,9 @@ class ZkPaths:
     def group_member(self, group: str, client_id: str) -> str:
         return f"{self.group_members(group)}/{client_id}"
 
+    def group_owners(self, group: str) -> str:
+        """Ephemeral owner nodes of the group's queues (``queue_owners``)."""
+        return f"{self.consumer_groups}/{group}/owners"
+
     def group_reset(self, group: str, topic: str) -> str:
         return f"{self.consumer_groups}/{group}/resets/{topic}"

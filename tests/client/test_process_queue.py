@@ -79,3 +79,42 @@ def test_position_reads_the_index_once():
     chunk.messages = Moving(chunk.messages)
     chunk.i = 1
     assert chunk.position() in (1, 2)
+
+
+def test_a_release_finishes_begun_chunks_and_leaves_the_rest_to_the_next_owner():
+    pq = ProcessQueue(MQ, 0)
+    a, b, c = pq.add(msgs(*range(96)), 96, 960, chunk_size=32)
+    assert pq.begin(a) and pq.begin(b)       # two threads in the first two chunks
+    consume(a, 10)
+    pq.stop_pulling()
+    assert not pq.pulling and not pq.dropped
+    assert not pq.begin(c)                   # never begun: left for the next owner
+    assert pq.add(msgs(96), 97, 10, chunk_size=32) == []   # a late pull answer: thrown away
+    assert not pq.settled
+    consume(b)
+    pq.finish(b)
+    pq.leave()
+    consume(a)
+    pq.finish(a)
+    assert not pq.settled                    # a thread is still in chunk a
+    pq.leave()
+    assert pq.settled
+    assert pq.consumed_offset() == 64        # exactly where the next owner starts
+    assert pq.left_over() == 32
+    pq.drop()
+    assert pq.dropped and not pq.pulling
+
+
+def test_a_chunk_begun_before_the_release_may_be_taken_up_again():
+    pq = ProcessQueue(MQ, 0)
+    (a,) = pq.add(msgs(*range(8)), 8, 80, chunk_size=32)
+    assert pq.begin(a)
+    consume(a, 3)                            # a failure: suspended, to be resumed
+    pq.leave()
+    pq.stop_pulling()
+    assert not pq.settled                    # begun and unfinished
+    assert pq.begin(a)                       # the resumed attempt is let in
+    consume(a)
+    pq.finish(a)
+    pq.leave()
+    assert pq.settled and pq.consumed_offset() == 8

@@ -65,3 +65,23 @@ def test_a_wake_during_a_run_runs_the_task_again_and_a_failure_keeps_the_period(
         task.cancel()
     finally:
         s.close()
+
+
+def test_a_sooner_wake_moves_a_later_one_up_and_still_runs_once():
+    s = Scheduler()
+    try:
+        runs = []
+        task = s.every(60, lambda: runs.append(time.monotonic()))
+        t0 = time.monotonic()
+        task.wake(5.0)                  # a retry due in 5 s ...
+        task.wake(0.0)                  # ... then a watch says now: it runs now
+        wait_until(lambda: len(runs) == 1)
+        assert runs[0] - t0 < 1.0
+        task.wake(0.0)
+        task.wake(5.0)                  # a later wake does not delay a sooner one
+        wait_until(lambda: len(runs) == 2)
+        assert runs[1] - t0 < 1.0
+        time.sleep(0.2)
+        assert len(runs) == 2           # the superseded 5 s run was dropped
+    finally:
+        s.close()

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -57,9 +58,27 @@ def test_dev_cluster_end_to_end(zk_server, tmp_path):
         assert {"one", "two", "three"} <= {m.get("body") for m in msgs}
         assert {"msg_id", "queue", "queue_offset", "keys", "tags"} <= set(msgs[0])
 
+        # a new group from a time, orderly: only what was stored since, in queue order
+        since = int(time.time() * 1000)
+        time.sleep(0.05)
+        duomq("produce", "CliTopic", "--count", "60", "--size", "16", "--json", env=env)
+        out = lines(duomq("consume", "CliTopic", "--group", "cli-ts", "--from", "timestamp",
+                          "--timestamp", str(since), "--orderly", "--until-idle", "2", "--json",
+                          env=env))
+        msgs, summary = out[:-1], out[-1]
+        assert summary["consumed"] == 60 == len(msgs)
+        assert all(m["store_timestamp_ms"] >= since for m in msgs)
+        for q in {(m["group"], m["queue"]) for m in msgs}:
+            offs = [m["queue_offset"] for m in msgs if (m["group"], m["queue"]) == q]
+            assert offs == sorted(offs)
+        assert summary["handoffs"]["timed_out"] == 0
+        bad = duomq("consume", "CliTopic", "--group", "x", "--from", "timestamp", env=env,
+                    check=False)
+        assert bad.returncode == 2 and "--timestamp" in bad.stderr
+
         status = lines(duomq("status", "--json", env=env))[0]
         assert {b["role"] for b in status["brokers"]} == {"MASTER"}
-        assert status["total_lag"] == 0
+        assert status["total_lag"] == 60            # group cli has not read the last 60
         lag = [x for x in status["consumer_lag"] if x["consumer_group"] == "cli"]
         assert sum(x["topic"] == "CliTopic" for x in lag) == 6
         assert sum(x["topic"] == "%RETRY%cli" for x in lag) == 2   # one per broker group

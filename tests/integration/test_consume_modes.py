@@ -132,8 +132,9 @@ def test_orderly_keeps_queue_order_through_a_rebalance(local_cluster, small_stor
     local_cluster.create_topic("Ordered", queues=4)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     check = OrderCheck(delay_s=0.002)
+    # little in hand (a hand-off consumes it first), so queues move mid-stream
     opts = dict(zookeeper=zk, cluster=cl, consume_from="first", consume_mode="orderly",
-                offset_commit_interval_ms=200, pull_batch_size=16)
+                offset_commit_interval_ms=200, pull_batch_size=16, pull_threshold_for_queue=20)
     c1 = PushConsumer("ordered", "Ordered", check.handler("c1"), **opts).start()
     c2 = None
     try:

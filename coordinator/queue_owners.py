@@ -1,0 +1,122 @@
+"""Who owns each queue of a clustering consumer group, in ZooKeeper: one
+ephemeral node per queue, ``/duomq/<cluster>/groups/<group>/owners/
+<topic>@<broker group>@<queue id>``, holding the owner's client id.
+
+This orders a hand-off: a member reads a queue only while its node is the
+member's, and deletes it only after it has stopped pulling the queue and
+committed where it stopped; a new owner that finds the node taken waits for
+it to go (a watch says when). A member that dies is taken over when its
+ZooKeeper session expires (the node is ephemeral), from its last commit.
+Node names are safe: topic and group names are ``[A-Za-z0-9_%-]``, never ``@``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from duomq.common.message import MessageQueue
+from duomq.coordinator.paths import ZkPaths
+
+log = logging.getLogger(__name__)
+
+
+def node_name(mq: MessageQueue) -> str:
+    return f"{mq.topic}@{mq.broker_group}@{mq.queue_id}"
+
+
+class QueueOwners:
+    """One member's side of the owner nodes. ``on_freed`` is called (on a
+    ZooKeeper thread: only wake something up) when a node this member waits
+    for is deleted."""
+
+    def __init__(self, zk, cluster: str, group: str, client_id: str,
+                 on_freed: Callable[[], None]):
+        self.zk = zk
+        self.root = ZkPaths(cluster).group_owners(group)
+        self.client_id = client_id
+        self.on_freed = on_freed
+        self._ensured = False
+
+    def path(self, mq: MessageQueue) -> str:
+        return f"{self.root}/{node_name(mq)}"
+
+    def _session(self) -> int:
+        return self.zk.client_id[0] if self.zk.client_id else -1
+
+    def acquire(self, mqs: Iterable[MessageQueue]) -> tuple[set[MessageQueue],
+                                                              dict[MessageQueue, str]]:
+        """Take the queues that are free (or already ours): returns (taken,
+        {queue: owner} of those another member holds). A watch is left on
+        each of the others; ``on_freed`` runs when one goes. Creates are sent
+        together, so taking many queues costs about one round trip."""
+        mqs = list(mqs)
+        if not mqs:
+            return set(), {}
+        if not self._ensured:
+            self.zk.ensure_path(self.root)
+            self._ensured = True
+        data = self.client_id.encode()
+        pending = [(mq, self.zk.create_async(self.path(mq), data, ephemeral=True)) for mq in mqs]
+        taken: set[MessageQueue] = set()
+        held: dict[MessageQueue, str] = {}
+        for mq, result in pending:
+            try:
+                result.get()
+                taken.add(mq)
+            except NodeExistsError:
+                owner = self._holder(mq)
+                if owner is None:
+                    continue                  # freed meanwhile: the watch woke the next round
+                if owner == "":
+                    taken.add(mq)             # ours already (a release that did not finish)
+                else:
+                    held[mq] = owner
+        return taken, held
+
+    def _holder(self, mq: MessageQueue) -> str | None:
+        """Who holds ``mq``'s node: "" when this session does, None when nobody
+        does any more (``on_freed`` then runs). Leaves a watch on the node."""
+        path = self.path(mq)
+
+        def watch(_event) -> None:
+            self.on_freed()
+
+        try:
+            raw, stat = self.zk.get(path, watch=watch)
+        except NoNodeError:
+            self.on_freed()
+            return None
+        if stat.ephemeralOwner == self._session():
+            return ""
+        return raw.decode(errors="replace") or "?"
+
+    def release(self, mqs: Iterable[MessageQueue]) -> None:
+        """Delete our nodes of ``mqs`` (ones that are not ours are left)."""
+        session = self._session()
+        for mq in mqs:
+            path = self.path(mq)
+            try:
+                _raw, stat = self.zk.get(path)
+                if stat.ephemeralOwner == session:
+                    self.zk.delete(path, version=stat.version)
+            except NoNodeError:
+                pass
+            except Exception as exc:       # the session's end deletes it anyway
+                log.warning("cannot release queue %s of %s: %s", mq, self.root, exc)
+
+    def owners(self) -> dict[str, str]:
+        """Every owner node of the group: queue node name -> client id."""
+        try:
+            names = self.zk.get_children(self.root)
+        except NoNodeError:
+            return {}
+        out = {}
+        for name in names:
+            try:
+                out[name] = self.zk.get(f"{self.root}/{name}")[0].decode(errors="replace")
+            except NoNodeError:
+                pass
+        return out

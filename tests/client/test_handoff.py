@@ -1,0 +1,80 @@
+"""The old owner's side of a hand-off: commit, unlock, then free the owner
+node, in that order; a commit that fails is tried again; a release out of
+time still lets the queue go."""
+
+import time
+
+from duomq.client import handoff
+from duomq.client.handoff import Releaser
+from duomq.client.process_queue import ProcessQueue
+from duomq.common.message import MessageExt, MessageQueue
+
+MQ = MessageQueue("T", "broker-a", 0)
+
+
+def msgs(*offsets):
+    return [MessageExt("T", b"x", "", "", {}, 0, o, 0, 0, 0, "", 0, "broker-a") for o in offsets]
+
+
+class Steps:
+    def __init__(self, commit_fails=0):
+        self.log = []
+        self.commit_fails = commit_fails
+
+    def commit(self, pqs):
+        if self.commit_fails:
+            self.commit_fails -= 1
+            self.log.append("commit failed")
+            return False
+        self.log.append(("commit", [pq.consumed_offset() for pq in pqs]))
+        return True
+
+    def releaser(self, timeout_s=5.0, unlock=True):
+        return Releaser(timeout_s, self.commit,
+                        (lambda pqs: self.log.append("unlock")) if unlock else None,
+                        lambda mqs: self.log.append(("free", mqs)),
+                        lambda delay: None, lambda: self.log.append("wake"))
+
+
+def test_the_node_is_freed_only_after_the_begun_chunk_is_done_and_committed():
+    steps = Steps()
+    r = steps.releaser()
+    pq = ProcessQueue(MQ, 0)
+    a, b = pq.add(msgs(*range(64)), 64, 640, chunk_size=32)
+    assert pq.begin(a)
+    r.start([pq])
+    assert MQ in r and not pq.pulling
+    assert r.poll(again=False) and steps.log == []         # chunk a is still in hand
+    a.i = 32
+    pq.finish(a)
+    pq.leave()
+    assert not r.poll(again=False)
+    assert steps.log == [("commit", [32]), "unlock", ("free", [MQ]), "wake"]
+    assert pq.dropped and MQ not in r
+    s = r.stats.summary()
+    assert s["released"] == 1 and s["left_to_next_owner"] == 32 and s["timed_out"] == 0
+
+
+def test_a_failed_commit_is_tried_again_before_the_node_goes(monkeypatch):
+    monkeypatch.setattr(handoff, "COMMIT_RETRY_S", 0.0)
+    steps = Steps(commit_fails=1)
+    r = steps.releaser(unlock=False)
+    r.start([ProcessQueue(MQ, 7)])
+    assert r.poll(again=False)
+    assert steps.log == ["commit failed"]
+    assert not r.poll(again=False)
+    assert steps.log[1:] == [("commit", [7]), ("free", [MQ]), "wake"]
+
+
+def test_out_of_time_the_queue_is_let_go_and_counted():
+    steps = Steps()
+    r = steps.releaser(timeout_s=0.05, unlock=False)
+    pq = ProcessQueue(MQ, 0)
+    (a,) = pq.add(msgs(*range(8)), 8, 80, chunk_size=32)
+    assert pq.begin(a)                 # a handler that never returns
+    a.i = 2
+    r.start([pq])
+    time.sleep(0.06)
+    r.finish(1.0)
+    assert steps.log[0] == ("commit", [2]) and MQ not in r
+    assert r.stats.summary()["timed_out"] == 1
