@@ -116,6 +116,7 @@ class BrokerCore:
         if client is not None:
             info["master_max_offset"] = client.master_max
             info["lag_bytes"] = self.replication_lag()
+            info["lag_ms"] = client.lag_ms()
             if client.halted:
                 info["replication_halted"] = client.halted
         return info

@@ -146,6 +146,9 @@ def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
         _hosted(b, req.topic)
     if req.queue_offset < 0:
         raise BadRequestError("queue_offset must be >= 0")
+    lag, refusal = _replica_lag(b, req.max_replica_lag_ms)
+    if refusal is not None:
+        return refusal
     max_n = min(req.max_messages or cfg.max_pull_messages, cfg.max_pull_messages)
     max_b = min(req.max_bytes or cfg.max_pull_bytes, cfg.max_pull_bytes)
     sub = subscription.parse(req.subscription)
@@ -160,22 +163,45 @@ def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
             resp.suggest_broker_id = advice
             resp.advice_ttl_ms = cfg.read_advice_ttl_ms
             b.state.redirects += 1
-        return pb.OK, "", resp
+        return pb.OK, "", _with_lag(resp, lag)
     if got.status is PullStatus.NO_MATCHED_MESSAGE:   # pulled again from next_offset
-        return got.status.wire, "", pb.PullResponse(
-            next_offset=got.next_offset, min_offset=got.min_offset, max_offset=got.max_offset)
+        return got.status.wire, "", _with_lag(pb.PullResponse(
+            next_offset=got.next_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
     if got.status is PullStatus.OFFSET_ILLEGAL:
         return got.status.wire, (f"offset {req.queue_offset} is outside "
                                  f"[{got.min_offset}, {got.max_offset}]"), \
-            pb.PullResponse(next_offset=got.next_offset, min_offset=got.min_offset,
-                            max_offset=got.max_offset)
+            _with_lag(pb.PullResponse(next_offset=got.next_offset, min_offset=got.min_offset,
+                                      max_offset=got.max_offset), lag)
     wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
     if wait_ms > 0 and not held and b.pull_hold.hold(
             req.topic, req.queue_id,
             HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000)):
         return None
-    return PullStatus.NO_NEW_MESSAGE.wire, "", pb.PullResponse(
-        next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset)
+    return PullStatus.NO_NEW_MESSAGE.wire, "", _with_lag(pb.PullResponse(
+        next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
+
+
+def _replica_lag(b: BrokerCore, bound_ms: int) -> tuple[int | None, Answer | None]:
+    """A slave's lag behind its master (None on a master), and the answer
+    REPLICA_LAGGING, naming the lag, when the pull's bound is exceeded."""
+    client = b.ha_client
+    if client is None or b.state.role == MASTER:
+        return None, None
+    lag = client.lag_ms()
+    if bound_ms > 0 and (lag < 0 or lag > bound_ms):
+        cfg = b.config
+        how = "has not caught up with its master since it started" if lag < 0 else \
+            f"is {lag} ms behind its master"
+        return lag, (pb.REPLICA_LAGGING,
+                     f"slave {cfg.group}/{cfg.broker_id} {how} (the reader's max_replica_lag_ms "
+                     f"is {bound_ms}); nothing was read", pb.PullResponse(replica_lag_ms=lag))
+    return lag, None
+
+
+def _with_lag(resp: pb.PullResponse, lag: int | None) -> pb.PullResponse:
+    if lag is not None:
+        resp.replica_lag_ms = lag
+    return resp
 
 
 def _advice(b: BrokerCore, cq, queue_offset: int) -> int | None:
@@ -210,6 +236,9 @@ def _advice(b: BrokerCore, cq, queue_offset: int) -> int | None:
 # ------------------------------------------------------------ offsets
 def query_offset(b: BrokerCore, r: Request) -> Answer:
     req: pb.QueryOffsetRequest = r.message
+    _lag, refusal = _replica_lag(b, req.max_replica_lag_ms)
+    if refusal is not None:         # a stale slave's offsets would plan a stale read
+        return refusal[0], refusal[1], pb.QueryOffsetResponse()
     store, visible = b.store, b.state.visible_offset
     cq = store.find_queue(req.topic, req.queue_id)
     if cq is None:

@@ -1,6 +1,7 @@
 """Issue 4's failover test: the master is killed under a Structured Streaming
-query pinned to slave reads. The query goes on (from the promoted member,
-then from the old master once it rejoins as a slave); the Parquet output
+query pinned to slave reads. The query goes on: with no slave left once the
+slave is promoted, its tasks wait (``readFrom=slave`` never reads a master),
+and read from the old master once it rejoins as a slave; the Parquet output
 holds every stored message exactly once."""
 
 import collections

@@ -30,6 +30,9 @@ def add(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.add_argument("--read-from", choices=["master", "slave", "slave_preferred"], default="master",
                    help="where reads go (default master, following the brokers' read advice)")
+    p.add_argument("--max-replica-lag-ms", type=int, default=0, metavar="MS",
+                   help="read from a slave only while it lags its master by at most MS "
+                        "(default 0: no bound)")
     p.add_argument("--tags", default="*", metavar="EXPRESSION",
                    help="subscription: `*` (default) or `TagA || TagB`")
     add_endpoint(p)
@@ -63,7 +66,8 @@ def run(args) -> int:
     consumer = PushConsumer(args.group, args.topic, on_message, zookeeper=zookeeper,
                             cluster=cluster, consume_from=args.from_, read_from=args.read_from,
                             subscription=args.tags, consume_timestamp_ms=args.timestamp or 0,
-                            consume_mode="orderly" if args.orderly else "concurrently")
+                            consume_mode="orderly" if args.orderly else "concurrently",
+                            max_replica_lag_ms=args.max_replica_lag_ms)
     consumer.start()
     try:
         while not done.wait(0.1):
@@ -78,6 +82,8 @@ def run(args) -> int:
                "seconds": round(time.monotonic() - t0, 3), "client_id": consumer.client_id,
                "pulls_by_broker": {f"{g}/{b}": n for (g, b), n in
                                    sorted(consumer.reads_by_broker.items())},
+               "replica_lag_ms": {f"{g}/{b}": v for (g, b), v in
+                                  sorted(consumer.replica_lag_ms.items())},
                "handoffs": consumer.handoffs}
     emit(summary) if args.json else print(f"consumed {state['n']} messages", file=sys.stderr)
     return 0

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
 from duomq.common.config import ConsumerConfig
-from duomq.common.errors import BadRequestError, NoRouteError, TopicNotExistError, for_status
+from duomq.common.errors import (
+    BadRequestError,
+    NoRouteError,
+    ReplicaLagError,
+    RequestTimeoutError,
+    TopicNotExistError,
+    for_status,
+)
 from duomq.common.message import (
     MessageExt,
     MessageQueue,
@@ -22,6 +29,8 @@ from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 
 EVERYTHING = parse("*")
+AVOID_SLAVE_S = 1.0     # a slave too far behind, or unreachable, is tried last this long
+LAG_RETRY_S = 0.1       # read_from=slave: a lagging slave is asked again this often
 
 
 @dataclass
@@ -33,6 +42,7 @@ class PullResult:
     max_offset: int
     suggest_broker_id: int | None = None   # read advice from the broker
     advice_ttl_ms: int = 0
+    replica_lag_ms: int | None = None      # served by a slave: its lag behind its master
 
 
 def pull_result(mq: MessageQueue, status: int, error: str, resp,
@@ -40,15 +50,19 @@ def pull_result(mq: MessageQueue, status: int, error: str, resp,
     """Turn a pull answer into a PullResult (or raise for an error status).
     The broker filtered by tag code; the tags themselves are checked here."""
     pull_status = PullStatus.of_wire(status)
+    lag = resp.replica_lag_ms if resp is not None and resp.HasField("replica_lag_ms") else None
     if pull_status is PullStatus.FOUND:
         advice = resp.suggest_broker_id if resp.HasField("suggest_broker_id") else None
         messages = decode_records(resp.records, mq.broker_group)
         if not sub.everything:
             messages = [m for m in messages if sub.matches(m.tags)]
         return PullResult(PullStatus.FOUND, messages, resp.next_offset, resp.min_offset,
-                          resp.max_offset, advice, resp.advice_ttl_ms)
+                          resp.max_offset, advice, resp.advice_ttl_ms, lag)
     if pull_status is not None and resp is not None:
-        return PullResult(pull_status, [], resp.next_offset, resp.min_offset, resp.max_offset)
+        return PullResult(pull_status, [], resp.next_offset, resp.min_offset, resp.max_offset,
+                          replica_lag_ms=lag)
+    if status == pb.REPLICA_LAGGING:
+        raise ReplicaLagError(f"REPLICA_LAGGING: {error}", lag)
     raise for_status(status, error)
 
 
@@ -69,6 +83,10 @@ class PullConsumer(ClientBase):
         self.timeout_s = self.config.request_timeout_ms / 1000
         self._advice: dict[MessageQueue, tuple[int, float]] = {}   # mq -> (broker id, until)
         self.reads_by_broker: dict[tuple[str, int], int] = {}
+        self._read_from_broker: dict[MessageQueue, tuple[str, int]] = {}  # each queue's last read
+        self._avoid: dict[tuple[str, int], float] = {}    # slave -> tried last until (monotonic)
+        # (group, broker id) -> the lag a slave reported on its last answer, in ms
+        self.replica_lag_ms: dict[tuple[str, int], int] = {}
 
     @property
     def group(self) -> str:
@@ -90,16 +108,27 @@ class PullConsumer(ClientBase):
     # ------------------------------------------------------------ where reads go
     def read_address(self, mq: MessageQueue) -> str:
         """The member a read of ``mq`` goes to: ``read_from``, and (when reading
-        from the master) the brokers' read advice while it lasts."""
+        from the master) the brokers' read advice while it lasts. A slave that
+        was too far behind (``max_replica_lag_ms``) or unreachable a moment
+        ago is tried after the others for ``AVOID_SLAVE_S``."""
         advice = None
-        if self.config.read_from == "master":
+        now = time.monotonic()
+        read_from = self.config.read_from
+        if read_from == "master":
             held = self._advice.get(mq)
-            if held is not None and held[1] > time.monotonic():
+            if held is not None and held[1] > now:
                 advice = held[0]
-        target = read_target(self.members.of(mq.broker_group), self.config.read_from, advice)
+        group = mq.broker_group
+        avoid = frozenset(bid for (g, bid), until in list(self._avoid.items())
+                          if g == group and until > now)
+        target = read_target(self.members.of(group), read_from, advice, avoid)
         if target is None:
-            raise NoRouteError(f"no live broker of group {mq.broker_group!r}")
-        key = (mq.broker_group, int(target.get("broker_id", -1)))
+            if read_from == "slave":
+                raise NoRouteError(f"no live slave of group {group!r} (read_from=slave never "
+                                   f"reads from the master; slave_preferred does)")
+            raise NoRouteError(f"no live broker of group {group!r}")
+        key = (group, int(target.get("broker_id", -1)))
+        self._read_from_broker[mq] = key
         self.reads_by_broker[key] = self.reads_by_broker.get(key, 0) + 1
         return target["address"]
 
@@ -107,6 +136,27 @@ class PullConsumer(ClientBase):
         if result.suggest_broker_id is not None:
             self._advice[mq] = (result.suggest_broker_id,
                                 time.monotonic() + result.advice_ttl_ms / 1000)
+        if result.replica_lag_ms is not None:
+            key = self._read_from_broker.get(mq)
+            if key is not None:
+                self.replica_lag_ms[key] = result.replica_lag_ms
+
+    def has_master(self, group: str) -> bool:
+        return any(m.get("role") == "MASTER" and m.get("address")
+                   for m in self.members.of(group).values())
+
+    def note_read_failure(self, mq: MessageQueue, exc: BaseException) -> None:
+        """A read of ``mq`` failed: a slave too far behind, or unreachable, is
+        tried after the others for a while (``slave_preferred`` reads the
+        master meanwhile, and comes back to the slave after ``AVOID_SLAVE_S``)."""
+        key = self._read_from_broker.get(mq)
+        if key is None or not isinstance(exc, (ReplicaLagError, RequestTimeoutError)):
+            return
+        if isinstance(exc, ReplicaLagError) and exc.lag_ms is not None:
+            self.replica_lag_ms[key] = exc.lag_ms
+        info = self.members.of(key[0]).get(key[1]) or {}
+        if info.get("role") == "SLAVE":
+            self._avoid[key] = time.monotonic() + AVOID_SLAVE_S
 
     def pull(self, mq: MessageQueue, offset: int, max_messages: int = 256,
              max_wait_ms: int = 0, subscription: str = "*") -> PullResult:
@@ -117,12 +167,31 @@ class PullConsumer(ClientBase):
         sub = parse(subscription)
         req = pb.PullRequest(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
                              queue_offset=offset, max_messages=max_messages,
-                             max_wait_ms=max_wait_ms, subscription=sub.expression)
-        status, error, resp = self.remoting.call(self.read_address(mq), pb.PULL, req,
-                                                 self.timeout_s + max_wait_ms / 1000)
-        result = pull_result(mq, status, error, resp, sub)
-        self.note_advice(mq, result)
-        return result
+                             max_wait_ms=max_wait_ms, subscription=sub.expression,
+                             max_replica_lag_ms=self.config.max_replica_lag_ms)
+        deadline = time.monotonic() + max_wait_ms / 1000
+        refused = 0
+        while True:
+            try:
+                status, error, resp = self.remoting.call(self.read_address(mq), pb.PULL, req,
+                                                         self.timeout_s + max_wait_ms / 1000)
+                result = pull_result(mq, status, error, resp, sub)
+            except ReplicaLagError as exc:
+                # slave_preferred: the master (or a fresher slave) at once; a
+                # slave that stays too far behind (and, with the master gone,
+                # the only one left) is asked again until the poll's time is
+                # up, then the error, naming the lag, is raised
+                self.note_read_failure(mq, exc)
+                refused += 1
+                if self.config.read_from == "slave_preferred" and refused == 1:
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                time.sleep(min(LAG_RETRY_S, left))
+                continue
+            self.note_advice(mq, result)
+            return result
 
     def get_message(self, msg_id: str) -> MessageExt:
         """A stored message by its id (broker group + commit-log offset), from
@@ -168,12 +237,23 @@ class PullConsumer(ClientBase):
             return target["address"]
 
     def _query(self, mq: MessageQueue, query: pb.OffsetQuery, timestamp_ms: int = 0) -> int:
-        status, error, resp = self.remoting.call(
-            self.read_address(mq), pb.QUERY_OFFSET,
-            pb.QueryOffsetRequest(topic=mq.topic, queue_id=mq.queue_id, query=query,
-                                  timestamp_ms=timestamp_ms), self.timeout_s)
-        raise_for(status, error)
-        return resp.offset
+        """An offset of ``mq`` from the member reads go to; a slave beyond
+        ``max_replica_lag_ms`` refuses (slave_preferred then asks the master)."""
+        req = pb.QueryOffsetRequest(topic=mq.topic, queue_id=mq.queue_id, query=query,
+                                    timestamp_ms=timestamp_ms,
+                                    max_replica_lag_ms=self.config.max_replica_lag_ms)
+        for attempt in range(2):
+            status, error, resp = self.remoting.call(self.read_address(mq), pb.QUERY_OFFSET, req,
+                                                     self.timeout_s)
+            try:
+                raise_for(status, error)
+            except ReplicaLagError as exc:
+                self.note_read_failure(mq, exc)
+                if attempt or self.config.read_from != "slave_preferred":
+                    raise
+                continue
+            return resp.offset
+        raise AssertionError("unreachable")
 
     def min_offset(self, mq: MessageQueue) -> int:
         return self._query(mq, pb.MIN_OFFSET)

@@ -66,15 +66,16 @@ class HandoffStats:
 class Releaser:
     def __init__(self, timeout_s: float, commit: Callable[[list[ProcessQueue]], bool],
                  unlock: Callable[[list[ProcessQueue]], None] | None,
-                 free: Callable[[list[MessageQueue]], None],
+                 free: Callable[[list[MessageQueue]], list[MessageQueue]],
                  schedule: Callable[[float], None], on_released: Callable[[], None]):
         self.timeout_s = timeout_s
         self.commit = commit            # commit these queues' positions: True when acked
         self.unlock = unlock            # orderly: release the broker locks
-        self.free = free                # delete the owner nodes
+        self.free = free                # delete the owner nodes: those it could not, back
         self.schedule = schedule        # run ``poll`` again after this many seconds
         self.on_released = on_released  # a queue became free: the next rebalance may take it
         self.pending: dict[MessageQueue, Release] = {}
+        self.unfreed: set[MessageQueue] = set()   # released, owner node not deleted yet
         self.stats = HandoffStats()
         self._lock = threading.Lock()   # guards ``pending`` and ``_scheduled``
         self._polling = threading.Lock()  # one ``poll`` at a time (the timer, or ``finish``)
@@ -82,7 +83,7 @@ class Releaser:
 
     def __contains__(self, mq: MessageQueue) -> bool:
         with self._lock:
-            return mq in self.pending
+            return mq in self.pending or mq in self.unfreed
 
     def start(self, pqs: list[ProcessQueue]) -> None:
         """Stop pulling ``pqs`` and release them as soon as their messages in
@@ -117,6 +118,14 @@ class Releaser:
     def _poll(self) -> bool:
         now = time.monotonic()
         with self._lock:
+            unfreed = list(self.unfreed)
+        if unfreed:             # ZooKeeper was unreachable: delete those nodes now
+            left = set(self.free(unfreed))
+            with self._lock:
+                self.unfreed = left | (self.unfreed - set(unfreed))
+            if len(left) < len(unfreed):
+                self.on_released()
+        with self._lock:
             ready = [r for r in self.pending.values()
                      if now >= r.next_try and (r.pq.settled or now >= r.deadline)]
         if ready:
@@ -136,15 +145,16 @@ class Releaser:
                 for r in ready:
                     r.next_try = now + COMMIT_RETRY_S
         with self._lock:
-            return bool(self.pending)
+            return bool(self.pending or self.unfreed)
 
     def _done(self, releases: list[Release]) -> None:
         pqs = [r.pq for r in releases]
         if self.unlock is not None:
             self.unlock(pqs)
-        self.free([pq.mq for pq in pqs])
+        left = self.free([pq.mq for pq in pqs])
         wall = time.time()
         with self._lock:
+            self.unfreed |= set(left)
             for r in releases:
                 self.pending.pop(r.pq.mq, None)
                 self.stats.released.append({"mq": str(r.pq.mq), "stopped": r.started,
@@ -163,6 +173,7 @@ class Releaser:
         with self._lock:
             pqs = [r.pq for r in self.pending.values()]
             self.pending.clear()
+            self.unfreed.clear()
         return pqs
 
     def finish(self, timeout_s: float) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from duomq.client.consumer import PullConsumer, PullStatus, pull_result
 from duomq.client.process_queue import ProcessQueue
 from duomq.common.delay import RETRY_TOPIC
+from duomq.common.errors import ReplicaLagError
 from duomq.common.subscription import Subscription
 from duomq.proto import pb
 
@@ -48,7 +49,8 @@ class PullLoop:
         wait_ms = cfg.long_polling_timeout_ms
         req = pb.PullRequest(consumer_group=c.group, topic=pq.mq.topic, queue_id=pq.mq.queue_id,
                              queue_offset=pq.next_pull, max_messages=cfg.pull_batch_size,
-                             max_wait_ms=wait_ms, subscription=self.topics[pq.mq.topic].expression)
+                             max_wait_ms=wait_ms, subscription=self.topics[pq.mq.topic].expression,
+                             max_replica_lag_ms=cfg.max_replica_lag_ms)
         fut = c.remoting.request(address, pb.PULL, req, c.timeout_s + wait_ms / 1000)
         fut.add_done_callback(lambda f: self._on_pulled(pq, f))
 
@@ -62,6 +64,12 @@ class PullLoop:
             result = pull_result(pq.mq, status, error, resp, self.topics[pq.mq.topic])
         except Exception as exc:
             if self.running():
+                c.note_read_failure(pq.mq, exc)
+                if isinstance(exc, ReplicaLagError) and c.config.read_from == "slave_preferred" \
+                        and c.has_master(pq.mq.broker_group):
+                    log.info("pull of %s: %s; reading the master meanwhile", pq.mq, exc)
+                    self.pull(pq)          # read_address now tries the master first
+                    return
                 retriable = c.after_failure(exc, pq.mq.topic, pq.mq.broker_group)
                 (log.warning if retriable else log.error)("pull of %s failed: %s", pq.mq, exc)
                 c.timer.call_later(PULL_RETRY_S, self.pull, pq)

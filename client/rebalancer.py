@@ -65,7 +65,7 @@ class Rebalancer:
         self.releaser = Releaser(
             handoff_timeout_s, committer.commit,
             (lambda pqs: locker.unlock([pq.mq for pq in pqs])) if locker else None,
-            owners.release if owners else (lambda mqs: None),
+            owners.release if owners else (lambda mqs: []),
             lambda delay: schedule(delay, self.releaser.poll), lambda: retry_soon(0.0))
         self._wanted_since: dict[MessageQueue, float] = {}   # wall time, queues waited for
         self.assigned: dict[MessageQueue, ProcessQueue] = {}

@@ -342,6 +342,8 @@ class ConsumerConfig:
     pull_threshold_for_queue: int = 1000     # stop pulling a queue with this many unconsumed
     pull_threshold_size_for_queue_mib: int = 100  # ... or with this many MiB of bodies unconsumed
     read_from: str = "master"                # master | slave | slave_preferred
+    max_replica_lag_ms: int = 0              # read from a slave only while it lags its master by
+                                             # at most this much (0: no bound)
     allocate_strategy: str = "average"       # average | circle | consistent_hash (or pass
                                              # a function to PushConsumer(allocate=...))
     rebalance_interval_ms: int = 20_000      # rebalance this often besides on membership watches
@@ -388,6 +390,8 @@ class ConsumerConfig:
                   "handoff_timeout_ms")
         if self.request_timeout_ms <= 0:
             raise ConfigError("request_timeout_ms: must be > 0")
+        if self.max_replica_lag_ms < 0:
+            raise ConfigError("max_replica_lag_ms: must be >= 0 (0: no bound)")
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,),

@@ -117,6 +117,19 @@ class NoRouteError(DuomqError):
     status = pb.TOPIC_NOT_EXIST
 
 
+class ReplicaLagError(DuomqError):
+    """A slave is further behind its master than the reader's
+    ``max_replica_lag_ms``: nothing was read. ``lag_ms`` says how far (-1:
+    it has not caught up since it began following)."""
+
+    status = pb.REPLICA_LAGGING
+    retriable = True
+
+    def __init__(self, text: str, lag_ms: int | None = None):
+        super().__init__(text)
+        self.lag_ms = lag_ms
+
+
 class ClientClosedError(DuomqError):
     """The client was shut down while the request was pending."""
 
@@ -124,7 +137,7 @@ class ClientClosedError(DuomqError):
 _BY_STATUS: dict[int, type[DuomqError]] = {cls.status: cls for cls in (
     InvalidNameError, BadRequestError, UnsupportedVersionError, UnknownRequestTypeError,
     MessageTooLargeError, TopicNotExistError, NotMasterError, ServiceNotAvailableError,
-    BrokerSystemError, OffsetIllegalError,
+    BrokerSystemError, OffsetIllegalError, ReplicaLagError,
 )}
 
 

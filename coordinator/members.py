@@ -28,22 +28,35 @@ class BrokerMembers:
         self._nodes.close()
 
 
-def read_candidates(members: dict[int, dict], read_from: str) -> list[dict]:
-    """Pure: the live members in the order a read tries them. ``master``: the
-    master, then slaves (so a dead master's queues still drain); ``slave`` or
-    ``slave_preferred``: slaves (the most advanced first), then the master."""
+def read_candidates(members: dict[int, dict], read_from: str,
+                    avoid: frozenset[int] = frozenset()) -> list[dict]:
+    """Pure: the live members in the order a read tries them.
+
+    ``master``: the master, then slaves (so a dead master's queues still
+    drain). ``slave_preferred``: slaves (the most advanced first) but those
+    in ``avoid`` (broker ids that were too far behind, or unreachable, a
+    moment ago), then the master, then the avoided slaves (with the master
+    gone, a slave is all there is). ``slave``: slaves only, the avoided ones
+    last: never the master."""
     alive = [m for _, m in sorted(members.items()) if m.get("address")]
     masters = [m for m in alive if m.get("role") == "MASTER"]
     slaves = sorted((m for m in alive if m.get("role") == "SLAVE"),
                     key=lambda m: (-m.get("max_offset", 0), m.get("broker_id", 0)))
-    return slaves + masters if read_from in ("slave", "slave_preferred") else masters + slaves
+    if read_from == "master":
+        return masters + slaves
+    fresh = [m for m in slaves if m.get("broker_id") not in avoid]
+    avoided = [m for m in slaves if m.get("broker_id") in avoid]
+    if read_from == "slave_preferred":
+        return fresh + masters + avoided
+    return fresh + avoided
 
 
-def read_target(members: dict[int, dict], read_from: str, advice: int | None = None) -> dict | None:
+def read_target(members: dict[int, dict], read_from: str, advice: int | None = None,
+                avoid: frozenset[int] = frozenset()) -> dict | None:
     """Pure: the member a read goes to: the first of ``read_candidates``, or
     ``advice`` (a broker id the brokers suggested for this queue) while it is alive."""
     advised = members.get(advice) if advice is not None else None
     if advised is not None and advised.get("address"):
         return advised
-    candidates = read_candidates(members, read_from)
+    candidates = read_candidates(members, read_from, avoid)
     return candidates[0] if candidates else None

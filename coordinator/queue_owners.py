@@ -93,9 +93,12 @@ class QueueOwners:
             return ""
         return raw.decode(errors="replace") or "?"
 
-    def release(self, mqs: Iterable[MessageQueue]) -> None:
-        """Delete our nodes of ``mqs`` (ones that are not ours are left)."""
+    def release(self, mqs: Iterable[MessageQueue]) -> list[MessageQueue]:
+        """Delete our nodes of ``mqs`` (ones that are not ours are left).
+        Returns those that could not be deleted now (ZooKeeper unreachable):
+        the caller tries again, or the session's end deletes them."""
         session = self._session()
+        failed = []
         for mq in mqs:
             path = self.path(mq)
             try:
@@ -104,8 +107,10 @@ class QueueOwners:
                     self.zk.delete(path, version=stat.version)
             except NoNodeError:
                 pass
-            except Exception as exc:       # the session's end deletes it anyway
-                log.warning("cannot release queue %s of %s: %s", mq, self.root, exc)
+            except Exception as exc:
+                log.warning("cannot release queue %s of %s yet: %s", mq, self.root, exc)
+                failed.append(mq)
+        return failed
 
     def owners(self) -> dict[str, str]:
         """Every owner node of the group: queue node name -> client id."""

@@ -71,12 +71,13 @@ def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pi
 
 
 def wait_slaves_hold(zookeeper: str, cluster: str, topic: str, timeout_s: float = 30) -> int:
-    """Wait until slave-pinned reads see every message of ``topic`` that the
-    master shows (a slave serves only what it holds and was told is
-    confirmed); returns the topic's message count."""
+    """Wait until slave reads (``slave_preferred``: a group without a slave
+    reads its master) see every message of ``topic`` that the master shows
+    (a slave serves only what it holds and was told is confirmed); returns
+    the topic's message count."""
     from duomq.client import PullConsumer
     on_master = PullConsumer(zookeeper, cluster, "probe", read_from="master")
-    on_slave = PullConsumer(zookeeper, cluster, "probe", read_from="slave")
+    on_slave = PullConsumer(zookeeper, cluster, "probe", read_from="slave_preferred")
     try:
         queues = on_master.queues(topic)
 

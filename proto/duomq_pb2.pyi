@@ -43,6 +43,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NOT_MASTER: _ClassVar[Status]
     SERVICE_NOT_AVAILABLE: _ClassVar[Status]
     SYSTEM_ERROR: _ClassVar[Status]
+    REPLICA_LAGGING: _ClassVar[Status]
 
 class OffsetQuery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -81,6 +82,7 @@ INVALID_NAME: Status
 NOT_MASTER: Status
 SERVICE_NOT_AVAILABLE: Status
 SYSTEM_ERROR: Status
+REPLICA_LAGGING: Status
 OFFSET_QUERY_UNSPECIFIED: OffsetQuery
 MIN_OFFSET: OffsetQuery
 MAX_OFFSET: OffsetQuery
@@ -135,7 +137,7 @@ class SendResponse(_message.Message):
     def __init__(self, queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., broker_group: _Optional[str] = ..., in_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "max_wait_ms", "subscription")
+    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "max_wait_ms", "subscription", "max_replica_lag_ms")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +146,7 @@ class PullRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MAX_REPLICA_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     queue_id: int
@@ -152,10 +155,11 @@ class PullRequest(_message.Message):
     max_bytes: int
     max_wait_ms: int
     subscription: str
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., subscription: _Optional[str] = ...) -> None: ...
+    max_replica_lag_ms: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., subscription: _Optional[str] = ..., max_replica_lag_ms: _Optional[int] = ...) -> None: ...
 
 class PullResponse(_message.Message):
-    __slots__ = ("count", "records", "next_offset", "min_offset", "max_offset", "suggest_broker_id", "advice_ttl_ms")
+    __slots__ = ("count", "records", "next_offset", "min_offset", "max_offset", "suggest_broker_id", "advice_ttl_ms", "replica_lag_ms")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -163,6 +167,7 @@ class PullResponse(_message.Message):
     MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SUGGEST_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADVICE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     count: int
     records: bytes
     next_offset: int
@@ -170,19 +175,22 @@ class PullResponse(_message.Message):
     max_offset: int
     suggest_broker_id: int
     advice_ttl_ms: int
-    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., suggest_broker_id: _Optional[int] = ..., advice_ttl_ms: _Optional[int] = ...) -> None: ...
+    replica_lag_ms: int
+    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., suggest_broker_id: _Optional[int] = ..., advice_ttl_ms: _Optional[int] = ..., replica_lag_ms: _Optional[int] = ...) -> None: ...
 
 class QueryOffsetRequest(_message.Message):
-    __slots__ = ("topic", "queue_id", "query", "timestamp_ms")
+    __slots__ = ("topic", "queue_id", "query", "timestamp_ms", "max_replica_lag_ms")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_REPLICA_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     query: OffsetQuery
     timestamp_ms: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., query: _Optional[_Union[OffsetQuery, str]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+    max_replica_lag_ms: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., query: _Optional[_Union[OffsetQuery, str]] = ..., timestamp_ms: _Optional[int] = ..., max_replica_lag_ms: _Optional[int] = ...) -> None: ...
 
 class QueryOffsetResponse(_message.Message):
     __slots__ = ("offset",)

@@ -41,6 +41,7 @@ MAX_BACKOFF_S = 5.0
 # A transfer nothing waits on (ASYNC replication) is reported this late, so
 # that one report covers the chunks of many sends
 REPORT_DELAY_S = 0.005
+HEARD_GRACE_S = 0.5     # a heartbeat this late still counts as on time (lag_ms)
 
 
 class ReplicationHalted(Exception):
@@ -66,6 +67,25 @@ class HAClient(ServiceThread):
         self.halted = ""              # why replication stopped for good ("" while it runs)
         self.last_heard = 0.0         # the link's silence clock (starts when it is dialled)
         self.last_received = 0.0      # when the master's last transfer arrived; 0: never
+        self.caught_up = False        # the last transfer left us holding all the master had
+        self.caught_up_at = 0.0       # when one last did (monotonic); 0: not since the start
+
+    def lag_ms(self, now: float | None = None) -> int:
+        """How far this slave is behind its master, in ms: 0 while the last
+        transfer (data or heartbeat, every ``ha_heartbeat_ms`` when idle) left
+        it holding everything the master had written and arrived on time;
+        otherwise the time since one last did, which bounds the age of the
+        oldest record it lacks (to within the link's one-way delay). -1 when
+        it has not caught up since it started. Measured on this broker's own
+        monotonic clock: no clock is compared across hosts."""
+        at = self.caught_up_at
+        if at == 0.0:
+            return -1
+        now = time.monotonic() if now is None else now
+        if self.caught_up and \
+                now - self.last_received <= self.config.ha_heartbeat_ms / 1000 + HEARD_GRACE_S:
+            return 0
+        return int((now - at) * 1000)
 
     def acked_offset(self) -> int:
         if self.sync_flush:
@@ -175,6 +195,9 @@ class HAClient(ServiceThread):
             for o in msg.offsets:
                 self.offsets.commit(o.consumer_group, o.topic, o.queue_id, o.offset)
         self.master_confirmed = msg.confirmed_offset
+        self.caught_up = self.store.commitlog.max_offset >= msg.master_max_offset
+        if self.caught_up:
+            self.caught_up_at = self.last_received = time.monotonic()
         self.on_progress(self.master_confirmed)
         return False, msg.ack_now
 

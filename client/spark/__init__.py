@@ -13,6 +13,7 @@ Options are those of Spark's Kafka source where they apply (see
 import os
 import sys
 
+from duomq.client.spark.progress import source_metrics
 from duomq.client.spark.source import DuomqDataSource
 
 
@@ -42,4 +43,4 @@ def local_session(app: str = "duomq", cores: int = 2, ui_port: int | None = None
     return spark
 
 
-__all__ = ["DuomqDataSource", "local_session", "register"]
+__all__ = ["DuomqDataSource", "local_session", "register", "source_metrics"]

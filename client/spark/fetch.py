@@ -23,6 +23,7 @@ from duomq.proto import pb
 log = logging.getLogger(__name__)
 PULL_TIMEOUT_S = 10.0
 STALL_TIMEOUT_S = 120.0       # no progress this long on any member: the task fails
+                              # (pollTimeoutMs)
 RETRY_PAUSE_S = 0.2
 
 
@@ -47,6 +48,8 @@ class ReadTask:
     fetch_messages: int
     consumer_group: str
     subscription: str = "*"       # tags: the broker skips others on its consume queue
+    max_replica_lag_ms: int = 0   # a slave serves only within this lag (0: no bound)
+    poll_timeout_s: float = STALL_TIMEOUT_S   # no member serves the range this long: fail
 
 
 def lookup_addresses(task: ReadTask) -> list[str]:
@@ -75,10 +78,12 @@ def _read(task: ReadTask, remoting: RemotingClient):
     sub = parse(task.subscription)
     off, addresses, i = task.start, list(task.addresses), 0
     last_progress = time.monotonic()
+    why = ""                          # the last member's refusal, for the error
     while off < task.end:
-        if time.monotonic() - last_progress > STALL_TIMEOUT_S:
+        if time.monotonic() - last_progress > task.poll_timeout_s:
             raise DuomqError(f"{task.topic}@{task.group}#{task.queue_id}: no member served offset "
-                             f"{off} for {STALL_TIMEOUT_S:g} s (tried {', '.join(addresses)})")
+                             f"{off} for {task.poll_timeout_s:g} s "
+                             f"({_tried(task, addresses, why)})")
         if not addresses or i >= len(addresses):
             time.sleep(RETRY_PAUSE_S)
             addresses, i = lookup_addresses(task), 0
@@ -87,7 +92,8 @@ def _read(task: ReadTask, remoting: RemotingClient):
         req = pb.PullRequest(consumer_group=task.consumer_group, topic=task.topic,
                              queue_id=task.queue_id, queue_offset=off,
                              max_messages=min(task.fetch_messages, task.end - off),
-                             subscription=sub.expression)
+                             subscription=sub.expression,
+                             max_replica_lag_ms=task.max_replica_lag_ms)
         try:
             status, error, resp = remoting.call(address, pb.PULL, req, PULL_TIMEOUT_S)
         except RequestTimeoutError as exc:
@@ -112,6 +118,13 @@ def _read(task: ReadTask, remoting: RemotingClient):
             last_progress = time.monotonic()
         elif status == pb.OFFSET_ILLEGAL and resp is not None and resp.min_offset > off:
             off = _data_loss(task, off, resp.min_offset)
+        elif status == pb.REPLICA_LAGGING:
+            # too far behind for maxReplicaLagMs: the next member (slave_preferred
+            # lists the master after the slaves), or this one again later
+            why = error
+            log.info("reading %s#%d: %s", task.group, task.queue_id, error)
+            time.sleep(RETRY_PAUSE_S if i + 1 >= len(addresses) else 0)
+            i += 1
         elif status in (pb.NO_NEW_MESSAGE, pb.OFFSET_ILLEGAL, pb.OK, pb.TOPIC_NOT_EXIST,
                         pb.SERVICE_NOT_AVAILABLE, pb.NOT_MASTER):
             # this member does not hold the range yet (a slave behind after a
@@ -120,6 +133,13 @@ def _read(task: ReadTask, remoting: RemotingClient):
             i += 1
         else:
             raise for_status(status, error)
+
+
+def _tried(task: ReadTask, addresses: list[str], why: str) -> str:
+    if not addresses and task.read_from == "slave":
+        return (f"no live slave of group {task.group!r}: readFrom=slave never reads the master; "
+                f"slave_preferred does")
+    return f"tried {', '.join(addresses) or 'no member'}" + (f"; last: {why}" if why else "")
 
 
 def keep_subscribed(batch, sub, end: int):

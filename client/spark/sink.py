@@ -1,6 +1,7 @@
 """The Spark sink: ``df.write.format("duomq")`` and ``writeStream``. Each task
 produces its rows through one producer in batches (one request per batch
-and topic); any send that is not SEND_OK fails the task, and the commit
+and topic, or topic and queue for rows with a ``queue`` column); any
+send that is not SEND_OK fails the task, and the commit
 message reports what each partition sent."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pyspark.sql.datasource import (
 
 from duomq.client.producer import BATCH_MAX_BYTES, Producer, SendStatus
 from duomq.common.errors import ConfigError, DuomqError
-from duomq.common.message import Message
+from duomq.common.message import Message, MessageQueue
+from duomq.coordinator.topics import TopicAdmin
 
 log = logging.getLogger(__name__)
 BATCH = 256
@@ -39,10 +41,14 @@ class SinkOptions:
             raise ConfigError(f"the sink needs a body column (has {', '.join(columns)})")
         if "topic" not in columns and not o.get("topic"):
             raise ConfigError("the sink needs a topic column or the topic option")
-        extra = sorted(set(columns) - {"topic", "body", "keys", "tags", "properties"})
+        extra = sorted(set(columns) - {"topic", "body", "keys", "tags", "properties", "queue",
+                                       "group"})
         if extra:
-            raise ConfigError(f"the sink takes topic, body, keys, tags and properties; "
-                              f"not {', '.join(extra)}")
+            raise ConfigError(f"the sink takes topic, queue, group, body, keys, tags and "
+                              f"properties; not {', '.join(extra)}")
+        if "group" in columns and "queue" not in columns:
+            raise ConfigError("the sink's group column needs a queue column (the queue id "
+                              "within that broker group)")
         batch = int(o.get("batchsize", BATCH))
         if not 1 <= batch <= 1024:
             raise ConfigError(f"option batchSize: {batch} is not within 1..1024")
@@ -65,7 +71,10 @@ def sent(messages) -> dict[str, int]:
     return total
 
 
-def row_message(row, default_topic: str | None) -> Message:
+def row_message(row, default_topic: str | None) -> tuple[Message, tuple[str | None, int] | None]:
+    """The row's message, and the queue it names: None (the producer picks),
+    or ``(broker group, queue id)``, or ``(None, n)``: the topic's n-th queue
+    counting across its broker groups in order (as Kafka numbers partitions)."""
     d = row.asDict()
     topic = d.get("topic") or default_topic
     if not topic:
@@ -73,8 +82,36 @@ def row_message(row, default_topic: str | None) -> Message:
     body = d["body"]
     if body is None:
         raise DuomqError("a row has a null body")
-    return Message(topic, body, tags=d.get("tags") or "", keys=d.get("keys") or "",
-                   properties=dict(d.get("properties") or {}))
+    msg = Message(topic, body, tags=d.get("tags") or "", keys=d.get("keys") or "",
+                  properties=dict(d.get("properties") or {}))
+    queue = d.get("queue")
+    if queue is None:
+        if d.get("group") is not None:
+            raise DuomqError(f"a row names broker group {d['group']!r} but no queue")
+        return msg, None
+    return msg, (d.get("group"), int(queue))
+
+
+def topic_queues(producer: Producer, topic: str) -> list[MessageQueue]:
+    """Every queue of the topic by its configuration, broker groups in name
+    order (stable while a master is down, unlike the route's)."""
+    cfg = TopicAdmin(producer.zk, producer.cluster).describe(topic)
+    return [MessageQueue(topic, g, q) for g in sorted(cfg.queues) for q in range(cfg.queues[g])]
+
+
+def resolve_queue(queues: list[MessageQueue], topic: str,
+                  want: tuple[str | None, int]) -> MessageQueue:
+    """The queue a row names, among the topic's ``queues``; DuomqError if none."""
+    group, n = want
+    if group is None:
+        if 0 <= n < len(queues):
+            return queues[n]
+        raise DuomqError(f"row queue {n}: topic {topic!r} has {len(queues)} queues "
+                         f"(0..{len(queues) - 1})")
+    for mq in queues:
+        if mq.broker_group == group and mq.queue_id == n:
+            return mq
+    raise DuomqError(f"row queue {group}/{n}: topic {topic!r} has no such queue")
 
 
 class _SinkWriter:
@@ -86,26 +123,38 @@ class _SinkWriter:
     def write(self, iterator) -> SinkCommit:
         o = self.opts
         done = SinkCommit()
-        pending: dict[str, list[Message]] = {}
+        # one batch per topic, or per topic and queue for rows that name one
+        Key = tuple[str, MessageQueue | None]
+        pending: dict[Key, list[Message]] = {}
         with Producer(o.zookeeper, o.cluster, group="duomq-spark-sink") as producer:
-            def flush(topic):
-                msgs = pending.pop(topic)
-                r = producer.send_batch(msgs)
+            queues: dict[str, list[MessageQueue]] = {}
+
+            def flush(key: Key) -> None:
+                topic, mq = key
+                msgs = pending.pop(key)
+                r = producer.send_batch(msgs, queue=mq)
                 if r.status is not SendStatus.SEND_OK:
-                    raise DuomqError(f"sending {len(msgs)} rows to {topic}: {r.status.value}")
+                    raise DuomqError(f"sending {len(msgs)} rows to {mq or topic}: "
+                                     f"{r.status.value}")
                 done.by_topic[topic] = done.by_topic.get(topic, 0) + len(msgs)
 
-            size: dict[str, int] = {}
+            size: dict[Key, int] = {}
             for row in iterator:
-                m = row_message(row, o.topic)
-                batch = pending.setdefault(m.topic, [])
+                m, want = row_message(row, o.topic)
+                mq = None
+                if want is not None:
+                    if m.topic not in queues:
+                        queues[m.topic] = topic_queues(producer, m.topic)
+                    mq = resolve_queue(queues[m.topic], m.topic, want)
+                key = (m.topic, mq)
+                batch = pending.setdefault(key, [])
                 batch.append(m)
-                size[m.topic] = size.get(m.topic, 0) + len(m.body)
-                if len(batch) >= o.batch or size[m.topic] >= BATCH_MAX_BYTES:
-                    flush(m.topic)
-                    size[m.topic] = 0
-            for topic in list(pending):
-                flush(topic)
+                size[key] = size.get(key, 0) + len(m.body)
+                if len(batch) >= o.batch or size[key] >= BATCH_MAX_BYTES:
+                    flush(key)
+                    size[key] = 0
+            for key in list(pending):
+                flush(key)
         return done
 
 

@@ -36,13 +36,15 @@ from duomq.client.spark.options import (
     nest,
     plan_ranges,
 )
-from duomq.common.errors import DuomqError
+from duomq.common.errors import ConfigError, DuomqError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.members import read_candidates
+from duomq.coordinator.topics import TopicAdmin
 
 log = logging.getLogger(__name__)
 DEFAULT_GROUP = "duomq-spark"
 PLAN_RETRY_S = 60.0           # planning waits this long for a member to answer
+                              # (or pollTimeoutMs, when shorter)
 
 
 class _Planner:
@@ -51,18 +53,35 @@ class _Planner:
     def __init__(self, opts: SourceOptions):
         self.opts = opts
         self.client = PullConsumer(opts.zookeeper, opts.cluster,
-                                   opts.consumer_group or DEFAULT_GROUP, read_from=opts.read_from)
+                                   opts.consumer_group or DEFAULT_GROUP, read_from=opts.read_from,
+                                   max_replica_lag_ms=opts.max_replica_lag_ms)
 
     def close(self) -> None:
         self.client.close()
 
+    def topics(self) -> list[str]:
+        """The topics read: as named, or (subscribePattern) every topic whose
+        name matches now, so a streaming query picks up topics created later."""
+        o = self.opts
+        if o.pattern is None:
+            return list(o.topics)
+        return [t for t in TopicAdmin(self.client.zk, self.client.cluster).list() if o.selects(t)]
+
     def queues(self) -> list[MessageQueue]:
-        return [mq for t in self.opts.topics for mq in self.client.queues(t)]
+        out = [mq for t in self.topics() for mq in self.client.queues(t)]
+        assign = self.opts.assign
+        if assign is None:
+            return out
+        have = {(mq.topic, mq.broker_group, mq.queue_id) for mq in out}
+        missing = sorted(assign - have)
+        if missing:
+            raise ConfigError(f"option assign names queues the topics do not have: {missing}")
+        return [mq for mq in out if (mq.topic, mq.broker_group, mq.queue_id) in assign]
 
     def _each(self, fn) -> Flat:
         """``fn`` of every queue, retried through a failover (no member
         answering for a while must not fail a streaming query)."""
-        deadline = time.monotonic() + PLAN_RETRY_S
+        deadline = time.monotonic() + min(PLAN_RETRY_S, self.opts.poll_timeout_ms / 1000)
         while True:
             try:
                 return {(mq.topic, mq.broker_group, mq.queue_id): fn(mq) for mq in self.queues()}
@@ -80,6 +99,53 @@ class _Planner:
 
     def by_time(self, timestamp_ms: int) -> Flat:
         return self._each(lambda mq: self.client.offset_by_time(mq, timestamp_ms))
+
+    def starting(self) -> Flat:
+        """Where a query starts, as Spark's Kafka source decides it:
+        startingTimestamp, else startingOffsetsByTimestamp (queues it omits
+        follow startingOffsets), else startingOffsets."""
+        o = self.opts
+        if o.starting_timestamp is not None:
+            return self._at_times(None, o.starting_timestamp, True)
+        base = self.resolve(o.starting, None, o.streaming)
+        if o.starting_by_timestamp is not None:
+            base.update(self._at_times(o.starting_by_timestamp, None, True))
+        return base
+
+    def ending(self, start: Flat) -> Flat:
+        """Where a batch query ends (exclusive): endingTimestamp, else
+        endingOffsetsByTimestamp (queues it omits follow endingOffsets), else
+        endingOffsets; never before the start."""
+        o = self.opts
+        if o.ending_timestamp is not None:
+            end = self._at_times(None, o.ending_timestamp, False)
+        else:
+            end = self.resolve(o.ending, None, True)
+            if o.ending_by_timestamp is not None:
+                end.update(self._at_times(o.ending_by_timestamp, None, False))
+        return {k: max(v, start.get(k, 0)) for k, v in end.items()}
+
+    def _at_times(self, per_queue: Flat | None, every: int | None, starting: bool) -> Flat:
+        """The offset of the first message stored at or after each queue's
+        timestamp. Where there is none, an ending is the latest offset, and a
+        starting follows startingOffsetsByTimestampStrategy (error, latest)."""
+        latest = self.latest()
+        times = {k: every for k in latest} if every is not None else dict(per_queue or {})
+        unknown = sorted(set(times) - set(latest))
+        if unknown:
+            raise ConfigError(f"timestamps name queues the topics do not have: {unknown}")
+        found = self._each(lambda mq: self.client.offset_by_time(
+            mq, times[(mq.topic, mq.broker_group, mq.queue_id)])
+            if (mq.topic, mq.broker_group, mq.queue_id) in times else -1)
+        out = {k: v for k, v in found.items() if k in times}
+        if starting and self.opts.timestamp_strategy == "error":
+            none = sorted(k for k, v in out.items() if v >= latest[k])
+            if none:
+                raise ConfigError(
+                    f"no message stored at or after the starting timestamp in queues {none} "
+                    f"(startingOffsetsByTimestampStrategy=error; 'latest' starts them at "
+                    f"their end)")
+        return out
 
     def resolve(self, wanted: str | Flat, timestamp_ms: int | None, default_latest: bool) -> Flat:
         """Concrete offsets for every queue: a timestamp, earliest, latest, or
@@ -113,7 +179,8 @@ class _Planner:
             out.append(InputPartition(ReadTask(
                 r.topic, r.group, r.queue_id, r.start, r.end, addresses[r.group],
                 self.client.zookeeper, self.client.cluster, o.read_from, o.fail_on_data_loss,
-                o.fetch_messages, o.consumer_group or DEFAULT_GROUP, o.subscription)))
+                o.fetch_messages, o.consumer_group or DEFAULT_GROUP, o.subscription,
+                o.max_replica_lag_ms, o.poll_timeout_ms / 1000)))
         return out
 
     def commit(self, offsets: Flat) -> None:
@@ -143,6 +210,8 @@ class _Planned:
         return {**self.__dict__, "_planner": None}
 
     def read(self, partition: InputPartition):
+        if partition.value is None:       # nothing to read: Spark still runs one empty task
+            return
         yield from read_task(partition.value)
 
 
@@ -151,12 +220,10 @@ class DuomqBatchReader(_Planned, DataSourceReader):
         _Planned.__init__(self, options, streaming=False)
 
     def partitions(self):
-        p, o = self.planner, self.opts
+        p = self.planner
         try:
-            start = p.resolve(o.starting, o.starting_timestamp, False)
-            end = p.resolve(o.ending, o.ending_timestamp, True)
-            end = {k: max(v, start.get(k, 0)) for k, v in end.items()}
-            return p.partitions(start, end)
+            start = p.starting()
+            return p.partitions(start, p.ending(start))
         finally:
             p.close()
             self._planner = None
@@ -167,10 +234,10 @@ class DuomqStreamReader(_Planned, DataSourceStreamReader, SupportsTriggerAvailab
         _Planned.__init__(self, options, streaming=True)
         self._target: Flat | None = None      # Trigger.AvailableNow: read up to here
         self._seen: Flat | None = None        # the latest offsets latestOffset last saw
+        self._last_trigger: float | None = None   # monotonic: the last batch with data
 
     def initialOffset(self) -> dict:
-        o = self.opts
-        return nest(self.planner.resolve(o.starting, o.starting_timestamp, True))
+        return nest(self.planner.starting())
 
     def getDefaultReadLimit(self):
         n = self.opts.max_offsets_per_trigger
@@ -183,8 +250,21 @@ class DuomqStreamReader(_Planned, DataSourceStreamReader, SupportsTriggerAvailab
         begin = flatten(start)
         self._seen = self.planner.latest() if self._target is None else self._target
         latest = {k: max(v, begin.get(k, 0)) for k, v in self._seen.items()}
+        now = time.monotonic()
+        if self._last_trigger is None:
+            self._last_trigger = now          # Kafka: the delay counts from the query's start
+        o = self.opts
+        if o.min_offsets_per_trigger and self._target is None:
+            # minOffsetsPerTrigger: no batch until that many offsets wait, or
+            # maxTriggerDelay passed since the last batch with some data waiting
+            waiting = sum(v - begin.get(k, 0) for k, v in latest.items())
+            late = now - self._last_trigger >= o.max_trigger_delay_ms / 1000
+            if waiting < o.min_offsets_per_trigger and not (late and waiting > 0):
+                return start
         if isinstance(limit, ReadMaxRows):
             latest = cap_by_limit(begin, latest, limit.max_rows)
+        if latest != {k: begin.get(k, 0) for k in latest}:
+            self._last_trigger = now
         return nest(latest)
 
     def reportLatestOffset(self):

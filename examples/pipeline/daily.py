@@ -33,6 +33,8 @@ def read_range(spark: SparkSession, zookeeper: str, cluster: str, topic: str,
             .option("zookeeper", zookeeper).option("cluster", cluster).option("topic", topic)
             .option("readFrom", "slave")
             .option("startingTimestamp", str(since_ms))
+            # a queue with nothing since then is read from its end, not an error
+            .option("startingOffsetsByTimestampStrategy", "latest")
             .option("endingTimestamp", str(until_ms))
             .load())
 

@@ -17,9 +17,10 @@ def msgs(*offsets):
 
 
 class Steps:
-    def __init__(self, commit_fails=0):
+    def __init__(self, commit_fails=0, free_fails=0):
         self.log = []
         self.commit_fails = commit_fails
+        self.free_fails = free_fails
 
     def commit(self, pqs):
         if self.commit_fails:
@@ -29,10 +30,18 @@ class Steps:
         self.log.append(("commit", [pq.consumed_offset() for pq in pqs]))
         return True
 
+    def free(self, mqs):
+        if self.free_fails:
+            self.free_fails -= 1
+            self.log.append("free failed")
+            return list(mqs)
+        self.log.append(("free", mqs))
+        return []
+
     def releaser(self, timeout_s=5.0, unlock=True):
         return Releaser(timeout_s, self.commit,
                         (lambda pqs: self.log.append("unlock")) if unlock else None,
-                        lambda mqs: self.log.append(("free", mqs)),
+                        self.free,
                         lambda delay: None, lambda: self.log.append("wake"))
 
 
@@ -78,3 +87,14 @@ def test_out_of_time_the_queue_is_let_go_and_counted():
     r.finish(1.0)
     assert steps.log[0] == ("commit", [2]) and MQ not in r
     assert r.stats.summary()["timed_out"] == 1
+
+
+def test_an_owner_node_zookeeper_would_not_delete_is_deleted_later():
+    steps = Steps(free_fails=1)
+    r = steps.releaser(unlock=False)
+    r.start([ProcessQueue(MQ, 3)])
+    assert r.poll(again=False)                     # released, but the node is still there
+    assert steps.log == [("commit", [3]), "free failed", "wake"]
+    assert MQ in r                                 # not taken again until it is gone
+    assert not r.poll(again=False)
+    assert steps.log[-2:] == [("free", [MQ]), "wake"] and MQ not in r

@@ -19,7 +19,8 @@ from duomq.coordinator.members import read_candidates, read_target
 def test_defaults_follow_spark_kafka():
     batch = SourceOptions.parse({"topic": "A, B"}, streaming=False)
     assert batch.topics == ("A", "B") and batch.starting == "earliest" and batch.ending == "latest"
-    assert batch.read_from == "slave" and batch.fail_on_data_loss
+    assert batch.read_from == "slave_preferred" and batch.fail_on_data_loss
+    assert batch.max_replica_lag_ms == 0
     assert SourceOptions.parse({"topic": "A"}, streaming=True).starting == "latest"
     assert batch.subscription == "*"
     assert SourceOptions.parse({"topic": "A", "subscription": "B ||A"},
@@ -27,7 +28,7 @@ def test_defaults_follow_spark_kafka():
 
 
 @pytest.mark.parametrize("options, error", [
-    ({}, "topic is required"),
+    ({}, "exactly one of the options topic"),
     ({"topic": "A", "readFrom": "leader"}, "readFrom"),
     ({"topic": "A", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
     ({"topic": "A", "maxOffsetsPerTrigger": "0"}, "below 1"),
@@ -35,7 +36,8 @@ def test_defaults_follow_spark_kafka():
     ({"topic": "A", "startingOffsets": '{"A": 3}'}, "look like"),
     ({"topic": "A", "endingOffsets": "earliest"}, "cannot be earliest"),
     ({"topic": "A", "startingTimestamp": "20", "endingTimestamp": "10"}, "before"),
-    ({"topic": "A", "subscribe": "A"}, "unknown duomq source option"),
+    ({"topic": "A", "kafka.bootstrap.servers": "x"}, "unknown duomq source option"),
+    ({"topic": "A", "subscribe": "A"}, "got topic, subscribe"),
     ({"topic": "A", "subscription": "TagA || "}, "subscription"),
     ({"topic": "A", "subscription": "* || TagA"}, "subscription"),
 ])
@@ -78,8 +80,16 @@ def test_read_candidates_order_by_read_from():
                1: {"broker_id": 1, "role": "SLAVE", "address": "s1", "max_offset": 5},
                2: {"broker_id": 2, "role": "SLAVE", "address": "s2", "max_offset": 9},
                3: {"broker_id": 3, "role": "SLAVE"}}              # no address: not alive
-    assert [m["address"] for m in read_candidates(members, "slave")] == ["s2", "s1", "m"]
+    assert [m["address"] for m in read_candidates(members, "slave")] == ["s2", "s1"]
+    assert [m["address"] for m in read_candidates(members, "slave_preferred")] == \
+        ["s2", "s1", "m"]
     assert [m["address"] for m in read_candidates(members, "master")] == ["m", "s2", "s1"]
+    # a slave that was too far behind a moment ago: after the master, or last
+    assert [m["address"] for m in read_candidates(members, "slave_preferred",
+                                                  frozenset({2}))] == ["s1", "m", "s2"]
+    assert [m["address"] for m in read_candidates(members, "slave", frozenset({2}))] == \
+        ["s1", "s2"]
+    assert read_target({0: members[0]}, "slave") is None       # never the master
     assert read_target(members, "master", advice=1)["address"] == "s1"
     assert read_target(members, "master", advice=3)["address"] == "m"
     assert read_target({}, "slave") is None

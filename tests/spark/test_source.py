@@ -155,6 +155,26 @@ def test_sink_writes_rows_a_consumer_reads(spark, pair):
     assert (one.keys, one.tags, one.properties) == ("k7", "odd", {"n": "7"})
 
 
+def test_sink_rows_name_their_topic_and_queue(spark, pair):
+    pair.create_topic("Orders", 3)
+    rows = [("Clicks", 1, None, b"c1"), ("Orders", 2, None, b"o2"), ("Orders", 0, "broker-a", b"o0"),
+            ("Clicks", None, None, b"any")]
+    df = spark.createDataFrame(rows, "topic string, queue int, `group` string, body binary")
+    df.write.format("duomq").option("zookeeper", pair.zookeeper) \
+        .option("cluster", pair.cluster).mode("append").save()
+    with PullConsumer(pair.zookeeper, pair.cluster, "sink-queues") as c:
+        def bodies(topic, q):
+            return [m.body for m in c.pull(MessageQueue(topic, "broker-a", q), 0, 100).messages]
+        assert b"c1" in bodies("Clicks", 1) and b"c1" not in bodies("Clicks", 0)
+        assert bodies("Orders", 2) == [b"o2"] and bodies("Orders", 0) == [b"o0"]
+        assert bodies("Orders", 1) == []
+        assert b"any" in bodies("Clicks", 0) + bodies("Clicks", 1)
+    bad = spark.createDataFrame([("Orders", 7, b"x")], "topic string, queue int, body binary")
+    with pytest.raises(Exception, match=r"row queue 7: topic 'Orders' has 3 queues \(0..2\)"):
+        bad.write.format("duomq").option("zookeeper", pair.zookeeper) \
+            .option("cluster", pair.cluster).mode("append").save()
+
+
 def test_sink_refuses_rows_without_a_body_column(spark, pair):
     df = spark.createDataFrame([("x",)], "payload string")
     with pytest.raises(Exception, match="needs a body column"):
