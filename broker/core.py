@@ -9,6 +9,7 @@ import os
 import time
 
 from duomq import __version__
+from duomq.broker.metrics import BrokerMetrics
 from duomq.broker.state import MASTER, BrokerState
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.delay import parse_levels
@@ -40,6 +41,7 @@ class BrokerCore:
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.clients: dict[str, tuple[float, list[str], list[str]]] = {}   # id -> seen, groups
+        self.metrics = BrokerMetrics()
         self.total_memory = usable_memory()      # the machine's, or a pod's limit
         # parts that come and go with the role or with start()
         self.schedule: ScheduleService | None = None    # master
@@ -109,6 +111,9 @@ class BrokerCore:
                 "max_offset": self.store.commitlog.max_offset,
                 "confirmed_offset": st.visible_offset,
                 "promotable": cfg.promotable and not self.refetching()}
+        if cfg.metrics_port > 0:
+            info["metrics"] = f"http://{cfg.advertised_host or cfg.listen_host}:" \
+                              f"{cfg.metrics_port}/metrics"
         report = self.store.recovery
         if report is not None and report.damaged:
             info["recovery"] = str(report)

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from duomq.broker.core import BrokerCore
+from duomq.broker.metrics import STORED
 from duomq.broker.outbox import Outbox
 from duomq.broker.processors import Answer, Handler, Request
 from duomq.common.errors import REJECTED, DuomqError, answer_for
@@ -61,6 +62,8 @@ class Dispatcher:
             self.reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)
             return None
         answer = self.call(self.handlers[request.type], request)
+        if request.type == pb.SEND and (answer is None or answer[0] in STORED):
+            self.core.metrics.stored(request.message)       # acked now or when durable
         if answer is None:
             return None
         if answer[0] in REJECTED:
@@ -81,13 +84,19 @@ class Dispatcher:
             log.exception("request %d (type %d) failed", request.request_id, request.type)
             return (*answer_for(exc), None)
         finally:
+            dt = time.perf_counter() - t0
             self.stats.count[request.type] += 1
-            self.stats.seconds[request.type] += time.perf_counter() - t0
+            self.stats.seconds[request.type] += dt
+            self.core.metrics.requests[request.type].observe(dt)
 
     def answer(self, request: Request, answer: Answer) -> None:
+        if request.type == pb.PULL:
+            self.core.metrics.pulled(request.message, answer[0], answer[2])
         self.reply(request.identity, request.request_id, request.type, *answer)
 
     def reply(self, identity: bytes, request_id: int, type_: int, status: int, error: str,
               message) -> None:
+        if type_ == pb.SEND:
+            self.core.metrics.send_answered(status)
         self.outbox.send(identity, codec.encode_response(request_id, type_, status, error, message),
                          time.monotonic())

@@ -22,11 +22,13 @@ import logging
 import os
 import signal
 import time
+from typing import Any
 
 import zmq
 
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import Dispatcher
+from duomq.broker.metrics import serve
 from duomq.broker.news import LoopNotifier, read_notes
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
 from duomq.broker.processors import HANDLERS, Request, pull_held
@@ -80,6 +82,7 @@ class Broker(BrokerCore):
                              config.client_mute_ms / 1000)
         self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
         self.zk = None
+        self.metrics_server: Any = None     # prometheus_client's WSGI server
         self.controller: HaController | None = None
         self._stopping = False
         self._services: list[ServiceThread] = []
@@ -117,7 +120,13 @@ class Broker(BrokerCore):
         ha_port = self._bind(self.ha_router, cfg.ha_port, "ha_port")
         if (port, ha_port) != (cfg.port, cfg.ha_port):
             self.config = cfg = cfg.replace(port=port, ha_port=ha_port)
-        self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed)
+        if cfg.metrics_port >= 0:        # scraped on prometheus_client's own thread
+            self.metrics_server, metrics_port = serve(self, cfg.listen_host, cfg.metrics_port)
+            if metrics_port != cfg.metrics_port:
+                self.config = cfg = cfg.replace(metrics_port=metrics_port)
+            log.info("metrics on http://%s:%d/metrics", cfg.listen_host, metrics_port)
+        self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed,
+                                                self.metrics.fsync.observe)
         self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms)
         self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info,
                                                   lambda: self.store.commitlog.max_offset)
@@ -151,6 +160,9 @@ class Broker(BrokerCore):
 
     def _shutdown(self) -> None:
         log.info("broker stopping")
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()       # no scrape reads the store past here
+            self.metrics_server.server_close()
         if self.controller is not None:
             self.controller.stop()
         if self.registry is not None:

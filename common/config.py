@@ -99,6 +99,8 @@ class BrokerConfig:
     slave_flush: FlushDiskType | None = None  # as a slave: SYNC_FLUSH acks only fsynced bytes;
                                              # default: the same as `flush`
     ha_port: int = 10912                     # the master's replication port; 0 picks a free one
+    metrics_port: int = 5557                 # Prometheus /metrics (RocketMQ 5's exporter port);
+                                             # 0 picks a free one, -1 serves none
     ha_max_gap_bytes: int = 256 * MIB        # a slave further behind is not in sync
     ha_housekeeping_ms: int = 20_000         # drop a replication link silent this long
     ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often
@@ -194,6 +196,10 @@ class BrokerConfig:
                               f"advertised_host, the address clients and slaves dial")
         if not 0 <= self.ha_port < 65536 or (self.ha_port and self.ha_port == self.port):
             raise ConfigError(f"ha_port: {self.ha_port} must be a TCP port other than port")
+        if not -1 <= self.metrics_port < 65536 or \
+                (self.metrics_port > 0 and self.metrics_port in (self.port, self.ha_port)):
+            raise ConfigError(f"metrics_port: {self.metrics_port} must be a TCP port other than "
+                              f"port and ha_port (0: a free one, -1: no metrics)")
         if not 0 < self.slave_read_back_ratio < self.access_in_memory_max_ratio <= 1:
             raise ConfigError("slave_read_back_ratio must be below access_in_memory_max_ratio "
                               "(both in (0, 1]), or readers would bounce between brokers")

@@ -41,7 +41,8 @@ def start_broker(data_dir: str, zookeeper: str, cluster: str, group: str, broker
     volume = volumes.mount(bdir, store_size) if store_size else None
     port = settings.get("port") or free_port()
     conf = {"cluster": cluster, "group": group, "broker_id": broker_id, "zookeeper": zookeeper,
-            "port": port, "ha_port": free_port(), "data_dir": os.path.join(bdir, "store"),
+            "port": port, "ha_port": free_port(), "metrics_port": free_port(),
+            "data_dir": os.path.join(bdir, "store"),
             **{k: v for k, v in settings.items() if k not in ("port", "ha_port")}}
     cfg_path = os.path.join(bdir, "broker.toml")
     with open(cfg_path, "w") as f:
@@ -151,6 +152,7 @@ def status(data_dir: str) -> dict:
         out["brokers"].append({"group": b["group"], "id": b["id"], "address": b["address"],
                                "pid": b["pid"], "alive": alive(b["pid"], b.get("started")),
                                "role": info.get("role", "DOWN"), "epoch": info.get("epoch"),
+                               "metrics": info.get("metrics"),
                                "log": b["log"], **_volume_status(b)})
     return out
 

@@ -37,10 +37,12 @@ class GroupCommitService(ServiceThread):
 
     name = "group-commit"
 
-    def __init__(self, commitlog, on_flushed: Callable[[int], None]):
+    def __init__(self, commitlog, on_flushed: Callable[[int], None],
+                 observe: Callable[[float], None] = lambda s: None):
         super().__init__()
         self.commitlog = commitlog
         self.on_flushed = on_flushed
+        self.observe = observe          # each fdatasync's seconds (the broker's histogram)
         self.syncs = 0
         self.fault_delay_s = fault_flush_delay_s()
         if self.fault_delay_s:
@@ -53,7 +55,9 @@ class GroupCommitService(ServiceThread):
             if self.commitlog.mfq.unflushed_bytes():
                 if self.fault_delay_s:
                     time.sleep(self.fault_delay_s)
+                t0 = time.perf_counter()
                 flushed = self.commitlog.flush()
+                self.observe(time.perf_counter() - t0)
                 self.syncs += 1
                 self.on_flushed(flushed)
         self.on_flushed(self.commitlog.flush())
@@ -64,11 +68,13 @@ class FlushRealTimeService(ServiceThread):
 
     name = "flush-real-time"
 
-    def __init__(self, commitlog, config: BrokerConfig, on_flushed: Callable[[int], None]):
+    def __init__(self, commitlog, config: BrokerConfig, on_flushed: Callable[[int], None],
+                 observe: Callable[[float], None] = lambda s: None):
         super().__init__()
         self.commitlog = commitlog
         self.config = config
         self.on_flushed = on_flushed
+        self.observe = observe
         self.syncs = 0
 
     def run(self) -> None:
@@ -83,7 +89,10 @@ class FlushRealTimeService(ServiceThread):
             if thorough:
                 last_thorough = now
             if go:
-                self.on_flushed(self.commitlog.flush())
+                t0 = time.perf_counter()
+                flushed = self.commitlog.flush()
+                self.observe(time.perf_counter() - t0)
+                self.on_flushed(flushed)
                 self.syncs += 1
         self.on_flushed(self.commitlog.flush())
 
@@ -91,7 +100,8 @@ class FlushRealTimeService(ServiceThread):
 FlushService = GroupCommitService | FlushRealTimeService
 
 
-def make_flush_service(store, config: BrokerConfig, on_flushed) -> FlushService:
+def make_flush_service(store, config: BrokerConfig, on_flushed,
+                       observe: Callable[[float], None] = lambda s: None) -> FlushService:
     if config.flush is FlushDiskType.SYNC_FLUSH:
-        return GroupCommitService(store.commitlog, on_flushed)
-    return FlushRealTimeService(store.commitlog, config, on_flushed)
+        return GroupCommitService(store.commitlog, on_flushed, observe)
+    return FlushRealTimeService(store.commitlog, config, on_flushed, observe)

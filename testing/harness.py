@@ -57,6 +57,7 @@ class BrokerProcess:
         self.data_dir = data_dir
         self.port = settings.pop("port", None) or free_port()
         self.ha_port = settings.pop("ha_port", None) or free_port()
+        self.metrics_port = settings.pop("metrics_port", None) or free_port()
         self.settings = settings
         self.env = env or {}          # extra environment (fault injection)
         self.proc: subprocess.Popen | None = None
@@ -71,6 +72,7 @@ class BrokerProcess:
         args = [sys.executable, "-m", "duomq", "broker", "--zookeeper", self.zookeeper,
                 "--cluster", self.cluster, "--group", self.group, "--broker-id",
                 str(self.broker_id), "--port", str(self.port), "--set", f"ha_port={self.ha_port}",
+                "--set", f"metrics_port={self.metrics_port}",
                 "--data-dir", os.path.join(self.data_dir, "store")]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]

@@ -11,7 +11,7 @@ import pytest
 
 def start_broker(tmp_path, *args: str, config: str | None = None) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "duomq", "broker", "--zookeeper", "127.0.0.1:9",
-            "--port", "0", "--set", "ha_port=0", *args]
+            "--port", "0", "--set", "ha_port=0", "--set", "metrics_port=0", *args]
     if config is not None:
         path = tmp_path / "broker.toml"
         path.write_text(config)
@@ -74,3 +74,12 @@ def test_a_port_in_use_is_named(tmp_path):
         port = taken.getsockname()[1]
         assert_refused(start_broker(tmp_path, "--port", str(port)),
                        f"port {port}: cannot listen on 127.0.0.1: Address already in use")
+
+
+def test_a_metrics_port_in_use_is_named(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert_refused(start_broker(tmp_path, "--set", f"metrics_port={port}"),
+                       f"metrics_port {port}: cannot listen on 127.0.0.1: Address already in use")

@@ -36,6 +36,10 @@ def test_dev_cluster_end_to_end(zk_server, tmp_path):
         assert {"group", "id", "role", "address", "pid"} <= set(up["brokers"][0])
         st = lines(duomq("dev", "status", "--json", env=env))[0]
         assert all(b["alive"] for b in st["brokers"])
+        # each broker's Prometheus endpoint, on a free port of its own
+        urls = [b["metrics"] for b in st["brokers"]]
+        assert all(u.startswith("http://127.0.0.1:") and u.endswith("/metrics") for u in urls)
+        assert len(set(urls)) == 2
 
         duomq("topic", "create", "CliTopic", "--queues", "3", env=env)
         desc = lines(duomq("topic", "describe", "CliTopic", "--json", env=env))[0]

@@ -111,6 +111,7 @@ def test_a_segment_left_sparse_is_refused_with_its_name_on_a_full_disk(disk):
         f.truncate(1 << 20)
     p = subprocess.run([sys.executable, "-m", "duomq", "broker", "--data-dir", str(data),
                         "--zookeeper", "127.0.0.1:9", "--port", "0", "--set", "ha_port=0",
+                        "--set", "metrics_port=0",
                         *[f"--set={k}={v}" for k, v in SETTINGS.items()]],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2, p.stderr

@@ -1,0 +1,191 @@
+"""The broker's Prometheus metrics (``prometheus_client``), on ``/metrics`` of
+``metrics_port``.
+
+The hot paths only add to plain counters that one thread writes (the
+serving thread; the flush thread for its fsync times): no lock and no
+metric object per message. A scrape, on ``prometheus_client``'s own HTTP
+thread, builds the metric families from a copy of those counters and from
+the broker's state (``BrokerCollector``), so it never blocks the request
+loop. Names are ``duomq_`` and RocketMQ 5's metric name where one exists
+(``rocketmq_messages_in_total`` → ``duomq_messages_in_total``), with its
+labels; there are no series per client id, and per queue only when asked.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+from collections import defaultdict
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from duomq.common.errors import ConfigError
+from duomq.proto import pb
+
+# seconds: 50 µs to 10 s, the span of a request, an fsync or a held pull
+BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+           0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_STATUS = {**{v: k for k, v in pb.Status.items()}, pb.OK: "SEND_OK"}
+STORED = frozenset({pb.OK, pb.FLUSH_DISK_TIMEOUT, pb.FLUSH_SLAVE_TIMEOUT,
+                    pb.SLAVE_NOT_AVAILABLE})      # a send with these statuses stored its batch
+
+
+class Histogram:
+    """Bucket counts, their sum and count, written by one thread; read as a
+    copy by the scrape (a list copy is atomic under the GIL)."""
+
+    __slots__ = ("counts", "total", "n")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.total = 0.0
+        self.n = 0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
+        self.total += seconds
+        self.n += 1
+
+    def buckets(self) -> list[tuple[str, int]]:
+        """Cumulative ``(le, count)`` pairs, ``+Inf`` last."""
+        counts, out, run = list(self.counts), [], 0
+        for le, c in zip([*map(str, BUCKETS), "+Inf"], counts, strict=True):
+            run += c
+            out.append((le, run))
+        return out
+
+
+class BrokerMetrics:
+    """What the request loop counts (serving thread only, unless noted)."""
+
+    def __init__(self) -> None:
+        self.messages_in: dict[str, int] = defaultdict(int)          # topic
+        self.bytes_in = 0
+        self.messages_out: dict[tuple[str, str], int] = defaultdict(int)   # (topic, group)
+        self.bytes_out = 0
+        self.send_results: dict[str, int] = defaultdict(int)         # status name
+        self.requests: dict[int, Histogram] = defaultdict(Histogram)  # by request type
+        self.fsync = Histogram()                                     # the flush thread's
+
+    def send_answered(self, status: int) -> None:
+        """Every answer to a send (a deferred one included), by status: the
+        client's SendStatus names (SEND_OK, FLUSH_DISK_TIMEOUT, ...), else the
+        error's (TOPIC_NOT_EXIST, MESSAGE_TOO_LARGE, ...)."""
+        self.send_results[_STATUS.get(status) or str(status)] += 1
+
+    def pulled(self, request, status: int, response) -> None:
+        """A pull answered (now or after being held)."""
+        if status == pb.OK and response is not None:
+            self.messages_out[(request.topic, request.consumer_group)] += response.count
+            self.bytes_out += len(response.records)
+
+    def stored(self, request) -> None:
+        """A send's batch was stored (acked now or later)."""
+        self.messages_in[request.topic] += request.count
+        self.bytes_in += len(request.records)
+
+
+def _copy(d: dict) -> dict:
+    return dict(d)          # atomic under the GIL, whatever the serving thread does meanwhile
+
+
+class BrokerCollector(Collector):
+    """Metric families from the broker at scrape time (prometheus_client's thread)."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        b = self.broker
+        m: BrokerMetrics = b.metrics
+        cfg, st = b.config, b.state
+        info = GaugeMetricFamily("duomq_broker_info", "This broker: its group, id and role",
+                                 labels=["cluster", "group", "broker_id", "role"])
+        info.add_metric([cfg.cluster, cfg.group, str(cfg.broker_id), st.role], 1)
+        yield info
+        yield GaugeMetricFamily("duomq_epoch", "The epoch this broker leads or follows",
+                                value=st.epoch)
+        c = CounterMetricFamily("duomq_messages_in", "Messages stored, by topic",
+                                labels=["topic"])
+        for topic, n in sorted(_copy(m.messages_in).items()):
+            c.add_metric([topic], n)
+        yield c
+        yield CounterMetricFamily("duomq_throughput_in_bytes", "Bytes of records stored",
+                                  value=m.bytes_in)
+        c = CounterMetricFamily("duomq_messages_out", "Messages served to pulls",
+                                labels=["topic", "consumer_group"])
+        for (topic, group), n in sorted(_copy(m.messages_out).items()):
+            c.add_metric([topic, group], n)
+        yield c
+        yield CounterMetricFamily("duomq_throughput_out_bytes", "Bytes of records served",
+                                  value=m.bytes_out)
+        c = CounterMetricFamily("duomq_send_results", "Send answers, by status",
+                                labels=["status"])
+        for status, n in sorted(_copy(m.send_results).items()):
+            c.add_metric([status], n)
+        yield c
+        h = HistogramMetricFamily("duomq_request_seconds",
+                                  "Time handling a request, by type (a deferred answer's wait "
+                                  "excluded)", labels=["request_type"])
+        for type_, hist in sorted(_copy(m.requests).items()):
+            name = pb.RequestType.Name(type_) if type_ in pb.RequestType.values() else str(type_)
+            h.add_metric([name], hist.buckets(), hist.total)
+        yield h
+        h = HistogramMetricFamily("duomq_fsync_seconds",
+                                  "Commit-log fdatasync time (group commit under SYNC_FLUSH)")
+        h.add_metric([], m.fsync.buckets(), m.fsync.total)
+        yield h
+        yield CounterMetricFamily("duomq_pulls_redirected",
+                                  "Pulls answered with advice to read another member",
+                                  value=st.redirects)
+        yield CounterMetricFamily("duomq_bad_requests", "Requests refused as malformed or "
+                                  "invalid", value=st.bad_requests)
+        log = b.store.commitlog
+        yield GaugeMetricFamily("duomq_commitlog_max_offset", "End of the commit log (bytes)",
+                                value=log.max_offset)
+        yield GaugeMetricFamily("duomq_commitlog_min_offset",
+                                "Start of the commit log still kept (bytes)",
+                                value=log.min_offset)
+        yield GaugeMetricFamily("duomq_commitlog_segments", "Commit-log segment files",
+                                value=len(log.mfq.segments))
+        yield GaugeMetricFamily("duomq_confirmed_offset", "What consumers may read up to",
+                                value=st.visible_offset)
+        yield GaugeMetricFamily("duomq_in_sync_replicas",
+                                "Master: slaves in sync now", value=st.in_sync_replicas)
+        if b.ha_client is not None:
+            yield GaugeMetricFamily("duomq_replication_lag_bytes",
+                                    "Slave: bytes its master holds that it does not",
+                                    value=b.replication_lag())
+            yield GaugeMetricFamily("duomq_replication_lag_seconds",
+                                    "Slave: time since it last held all its master had "
+                                    "(-0.001: not caught up since it started)",
+                                    value=b.ha_client.lag_ms() / 1000)
+        try:
+            free = shutil.disk_usage(os.path.abspath(cfg.data_dir)).free
+        except OSError:
+            free = -1
+        yield GaugeMetricFamily("duomq_disk_free_bytes", "Free bytes on the store's disk",
+                                value=free)
+
+
+def serve(broker, host: str, port: int) -> tuple[object, int]:
+    """Start ``/metrics`` for ``broker`` on ``host:port`` (0: a free port), on
+    prometheus_client's own daemon thread. Returns (server, port); a port that
+    cannot be bound is a ConfigError naming ``metrics_port``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(broker))
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise ConfigError(f"metrics_port {port}: cannot listen on {host}: "
+                          f"{exc.strerror or exc}") from None
+    return server, server.server_port

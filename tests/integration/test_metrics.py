@@ -1,0 +1,80 @@
+"""Every broker serves Prometheus metrics on /metrics (prometheus_client):
+what a user did shows in them, promtool finds the exposition well formed,
+and a slave reports its replication lag."""
+
+import subprocess
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from duomq.client import Message, Producer, PullConsumer
+from duomq.common.message import MessageQueue
+from duomq.coordinator.paths import ZkPaths
+from duomq.testing.harness import read_node, wait_for, wait_slaves_hold
+
+pytestmark = pytest.mark.integration
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read().decode()
+
+
+def samples(text: str) -> dict:
+    """(name, sorted labels) -> value."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text, name, **labels):
+    return samples(text).get((name, tuple(sorted(labels.items()))))
+
+
+def test_a_masters_metrics_count_what_was_done(local_cluster):
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    local_cluster.add_broker("broker-a", 0, flush="SYNC_FLUSH", replication="ASYNC")
+    slave = local_cluster.add_broker("broker-a", 1, flush="SYNC_FLUSH", replication="ASYNC")
+    local_cluster.create_topic("Metered", queues=2)
+    member = read_node(zk, ZkPaths(cl).member("broker-a", 0))
+    url = member["metrics"]
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+    with Producer(zk, cl) as p:
+        for _ in range(30):
+            assert p.send_batch([Message("Metered", b"x" * 100)] * 10).status.value == "SEND_OK"
+    with PullConsumer(zk, cl, group="meter-reader", read_from="master") as c:
+        got = sum(len(c.pull(MessageQueue("Metered", "broker-a", q), 0, 1000).messages)
+                  for q in (0, 1))
+    assert got == 300
+    text = scrape(url)
+    assert value(text, "duomq_messages_in_total", topic="Metered") == 300
+    assert value(text, "duomq_send_results_total", status="SEND_OK") == 30
+    assert value(text, "duomq_messages_out_total", topic="Metered",
+                 consumer_group="meter-reader") == 300
+    assert value(text, "duomq_throughput_in_bytes_total") >= 300 * 100
+    assert value(text, "duomq_throughput_out_bytes_total") >= 300 * 100
+    assert value(text, "duomq_broker_info", cluster=cl, group="broker-a", broker_id="0",
+                 role="MASTER") == 1
+    assert value(text, "duomq_epoch") >= 1
+    assert value(text, "duomq_fsync_seconds_count") >= 1            # group commit under SYNC_FLUSH
+    assert value(text, "duomq_request_seconds_count", request_type="SEND") == 30
+    assert value(text, "duomq_request_seconds_count", request_type="PULL") >= 2
+    assert value(text, "duomq_commitlog_max_offset") > 0
+    assert value(text, "duomq_disk_free_bytes") > 0
+    # promtool lints the exposition as Prometheus reads it
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                          text=True, timeout=30)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+    wait_slaves_hold(zk, cl, "Metered")
+    slave_url = read_node(zk, ZkPaths(cl).member("broker-a", 1))["metrics"]
+    wait_for(lambda: value(scrape(slave_url), "duomq_replication_lag_bytes") == 0,
+             what="the slave's lag at 0")
+    text = scrape(slave_url)
+    assert value(text, "duomq_broker_info", cluster=cl, group="broker-a", broker_id="1",
+                 role="SLAVE") == 1
+    assert value(text, "duomq_replication_lag_seconds") == 0
+    assert slave.metrics_port == int(slave_url.rsplit(":", 1)[1].split("/")[0])
