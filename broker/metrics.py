@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -28,7 +29,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from duomq.broker.state import MASTER
 from duomq.common.errors import ConfigError
+from duomq.format import record as rec
 from duomq.proto import pb
 
 # seconds: 50 µs to 10 s, the span of a request, an fsync or a held pull
@@ -169,12 +172,57 @@ class BrokerCollector(Collector):
                                     "Slave: time since it last held all its master had "
                                     "(-0.001: not caught up since it started)",
                                     value=b.ha_client.lag_ms() / 1000)
+        yield GaugeMetricFamily("duomq_degraded", "Master: 1 while SYNC sends are acked by "
+                                "fewer slaves than sync_replicas", value=int(b.degraded()))
         try:
-            free = shutil.disk_usage(os.path.abspath(cfg.data_dir)).free
+            disk = shutil.disk_usage(os.path.abspath(cfg.data_dir))
+            free, total = disk.free, disk.total
         except OSError:
-            free = -1
+            free = total = -1
         yield GaugeMetricFamily("duomq_disk_free_bytes", "Free bytes on the store's disk",
                                 value=free)
+        yield GaugeMetricFamily("duomq_disk_total_bytes", "Size of the store's disk",
+                                value=total)
+        if st.role == MASTER:
+            yield from consumer_lag(b)
+
+
+def consumer_lag(b) -> Iterator[Metric]:
+    """Per topic and consumer group, from the committed offsets: messages
+    not yet consumed up to what consumers may read, and the age of the
+    oldest of them (its store timestamp). Read on the scrape's thread from
+    the maps; a queue that changes under it (a truncation) is skipped."""
+    lag: dict[tuple[str, str], int] = defaultdict(int)
+    age: dict[tuple[str, str], float] = defaultdict(float)
+    now_ms = time.time() * 1000
+    visible = b.state.visible_offset
+    for (group, topic, qid), committed in b.offsets.items():
+        cq = b.store.find_queue(topic, qid)
+        if cq is None or committed < 0:
+            continue
+        try:
+            end = b.store.visible_max_offset(cq, visible)
+            behind = max(0, end - max(committed, cq.min_offset))
+            lag[(topic, group)] += behind
+            if behind:
+                entry = cq.entry(max(committed, cq.min_offset))
+                head = b.store.commitlog.read(entry[0], rec.HEADER_SIZE) if entry else None
+                if head is not None:
+                    (ts,) = rec.STORE_TS.unpack_from(head, 0)
+                    age[(topic, group)] = max(age[(topic, group)], (now_ms - ts) / 1000)
+        except (ValueError, IndexError, TypeError, OSError):
+            continue
+    g = GaugeMetricFamily("duomq_consumer_lag_messages", "Messages a consumer group has not "
+                          "committed past, by topic", labels=["topic", "consumer_group"])
+    for (topic, group), n in sorted(lag.items()):
+        g.add_metric([topic, group], n)
+    yield g
+    g = GaugeMetricFamily("duomq_consumer_lag_latency_seconds", "Age of the oldest message a "
+                          "consumer group has not committed past", labels=["topic",
+                                                                           "consumer_group"])
+    for (topic, group), n in sorted(lag.items()):
+        g.add_metric([topic, group], max(0.0, age[(topic, group)]) if n else 0.0)
+    yield g
 
 
 def serve(broker, host: str, port: int) -> tuple[object, int]:

@@ -404,10 +404,14 @@ _TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bo
                                        "str": (str,), "int | None": (int, type(None))}
 
 
+NEGATIVE_ALLOWED = frozenset({"metrics_port"})
+
+
 def check_types(obj) -> None:
     """Every field holds its declared type (a TOML file is typed: ``port =
     "abc"`` or ``promotable = "no"`` is an error, not a string that happens to
-    compare), and no number is negative: times, sizes and counts all start at 0."""
+    compare), and no number is negative: times, sizes and counts all start at 0
+    (``metrics_port`` takes -1 for "none", checked by its class)."""
     for f in fields(obj):
         value = getattr(obj, f.name)
         allowed = _TYPES.get(str(f.type))
@@ -415,7 +419,8 @@ def check_types(obj) -> None:
             continue                      # enums: checked by _enum
         if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
             raise ConfigError(f"{f.name}: {value!r} is not a valid {f.type}")
-        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0 \
+                and f.name not in NEGATIVE_ALLOWED:
             raise ConfigError(f"{f.name}: must be >= 0, got {value!r}")
 
 

@@ -45,11 +45,19 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     with Producer(zk, cl) as p:
         for _ in range(30):
             assert p.send_batch([Message("Metered", b"x" * 100)] * 10).status.value == "SEND_OK"
+    q0, q1 = (MessageQueue("Metered", "broker-a", q) for q in (0, 1))
     with PullConsumer(zk, cl, group="meter-reader", read_from="master") as c:
-        got = sum(len(c.pull(MessageQueue("Metered", "broker-a", q), 0, 1000).messages)
-                  for q in (0, 1))
+        got = sum(len(c.pull(mq, 0, 1000).messages) for mq in (q0, q1))
+        ends = {mq: c.max_offset(mq) for mq in (q0, q1)}
+        c.commit({q0: ends[q0] - 40, q1: ends[q1]})      # 40 messages not yet consumed
     assert got == 300
     text = scrape(url)
+    assert value(text, "duomq_consumer_lag_messages", topic="Metered",
+                 consumer_group="meter-reader") == 40
+    assert 0 < value(text, "duomq_consumer_lag_latency_seconds", topic="Metered",
+                     consumer_group="meter-reader") < 60
+    assert value(text, "duomq_degraded") == 0
+    assert 0 < value(text, "duomq_disk_free_bytes") <= value(text, "duomq_disk_total_bytes")
     assert value(text, "duomq_messages_in_total", topic="Metered") == 300
     assert value(text, "duomq_send_results_total", status="SEND_OK") == 30
     assert value(text, "duomq_messages_out_total", topic="Metered",
