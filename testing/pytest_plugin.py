@@ -97,3 +97,23 @@ def spark():
     session = local_session("duomq-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def prometheus(request):
+    """Start a real Prometheus scraping the given ``host:port`` targets (and
+    evaluating duomq's alert rules) every second: ``prometheus(targets)``.
+    Stopped after the test; its log is printed when the test failed."""
+    from duomq.testing.prometheus import PrometheusServer
+    servers = []
+
+    def start(targets: list[str], **kwargs) -> PrometheusServer:
+        server = PrometheusServer(targets, **kwargs)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in servers:
+        if _failed(request):
+            print("----- prometheus log -----\n" + server.log_tail())
+        server.stop()

@@ -86,3 +86,37 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
                  role="SLAVE") == 1
     assert value(text, "duomq_replication_lag_seconds") == 0
     assert slave.metrics_port == int(slave_url.rsplit(":", 1)[1].split("/")[0])
+
+
+def test_a_real_prometheus_sees_traffic_lag_and_a_lost_slave(local_cluster, prometheus):
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    master = local_cluster.add_broker("broker-a", 0, ha_heartbeat_ms=500)
+    slave = local_cluster.add_broker("broker-a", 1, ha_heartbeat_ms=500)
+    local_cluster.create_topic("Scraped", queues=2)
+    prom = prometheus([f"127.0.0.1:{b.metrics_port}" for b in (master, slave)])
+    wait_for(lambda: prom.targets_up() == 2, what="both brokers scraped")
+    with Producer(zk, cl) as p:
+        for _ in range(25):
+            p.send_batch([Message("Scraped", b"y" * 64)] * 20)       # 500 messages
+    q0, q1 = (MessageQueue("Scraped", "broker-a", q) for q in (0, 1))
+    with PullConsumer(zk, cl, group="scraper", read_from="master") as c:
+        ends = {mq: c.max_offset(mq) for mq in (q0, q1)}
+        c.commit({q0: ends[q0], q1: ends[q1] - 70})                  # 70 left to consume
+    wait_slaves_hold(zk, cl, "Scraped")
+    produced = 'sum(duomq_messages_in_total{topic="Scraped"})'
+    lag = 'sum(duomq_consumer_lag_messages{topic="Scraped", consumer_group="scraper"})'
+    wait_for(lambda: prom.value(produced) == 500, what="Prometheus to count 500 produced")
+    wait_for(lambda: prom.value(lag) == 70, what="Prometheus to see a lag of 70")
+    wait_for(lambda: prom.value("max(duomq_replication_lag_bytes)") == 0,
+             what="the slave caught up, as Prometheus sees it")
+    assert prom.value('count(duomq_broker_info{role="MASTER"})') == 1
+    assert not [a for a in prom.alerts() if a["labels"]["alertname"] == "DuomqNoInSyncSlave"]
+
+    slave.stop()                          # the master is left with no slave in sync
+    wait_for(lambda: any(a["labels"]["alertname"] == "DuomqNoInSyncSlave"
+                         and a["state"] in ("pending", "firing") for a in prom.alerts()),
+             30, "DuomqNoInSyncSlave pending in Prometheus")
+    alert = next(a for a in prom.alerts() if a["labels"]["alertname"] == "DuomqNoInSyncSlave")
+    assert alert["labels"]["group"] == "broker-a" and alert["labels"]["broker_id"] == "0"
+    wait_for(lambda: prom.value('up{job="duomq"} == 0') == 0, 30,
+             what="Prometheus to see the stopped slave down")
