@@ -451,3 +451,50 @@ def test_the_policy_reader_follows_kubernetes_rules():
     assert not ingress_allowed([policy], target, 80, other)
     policy["spec"]["ingress"] = []
     assert not ingress_allowed([policy], target, 80, same)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_brokers_expose_metrics_to_prometheus_and_only_to_it(overlay):
+    docs = render(f"overlays/{overlay}")
+    brokers = [(d, meta, spec) for d, meta, spec in workloads(docs)
+               if meta["labels"].get("app.kubernetes.io/component") == "broker"]
+    assert brokers
+    for doc, meta, spec in brokers:
+        broker = next(c for c in spec["containers"] if c["name"] == "broker")
+        port = next(p["containerPort"] for p in broker["ports"] if p["name"] == "metrics")
+        assert port == BrokerConfig().metrics_port == 5557       # what the broker binds
+        notes = meta.get("annotations", {})
+        assert notes["prometheus.io/scrape"] == "true" and notes["prometheus.io/port"] == "5557"
+        assert notes["prometheus.io/path"] == "/metrics"
+        service = named(docs, "Service", doc["spec"]["serviceName"])
+        assert {"name": "metrics", "port": 5557, "targetPort": "metrics"} in \
+            service["spec"]["ports"]
+        ns = doc["metadata"]["namespace"]
+        target = (ns, meta["labels"], spec)
+        prometheus = ("monitoring", {"app.kubernetes.io/name": "prometheus"},
+                      {"kubernetes.io/metadata.name": "monitoring"})
+        stranger = ("monitoring", {"app": "grafana"}, {"kubernetes.io/metadata.name": "monitoring"})
+        assert ingress_allowed(docs, target, 5557, prometheus)
+        assert not ingress_allowed(docs, target, 5557, stranger)
+        assert not ingress_allowed(docs, target, 10912, prometheus)   # nothing else
+
+
+def test_the_podmonitor_component_renders_with_the_real_kustomize(tmp_path):
+    tree = tmp_path / "k8s"
+    shutil.copytree(K8S, tree)
+    overlay = tree / "overlays" / "monitored"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: [../prod]\ncomponents: [../../components/podmonitor]\n")
+    docs = list(yaml.safe_load_all(kustomize(str(overlay))))
+    (monitor,) = of_kind(docs, "PodMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    pods = [(meta, spec) for _d, meta, spec in workloads(docs)
+            if selects(monitor["spec"]["selector"], meta["labels"])]
+    assert pods and all(meta["labels"]["app.kubernetes.io/component"] == "broker"
+                        for meta, _spec in pods)
+    for _meta, spec in pods:
+        assert any(p["name"] == "metrics" for c in spec["containers"] for p in c["ports"])
