@@ -148,5 +148,5 @@ class BrokerCore:
             end_offset,
             now + cfg.sync_flush_timeout_ms / 1000 if self.sync_flush else NEVER,
             now + cfg.slave_timeout_ms / 1000 if self.sync_replication else NEVER,
-            identity, request_id, resp, type_))
+            identity, request_id, resp, type_, now))
         return True

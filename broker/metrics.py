@@ -78,6 +78,12 @@ class BrokerMetrics:
         self.send_results: dict[str, int] = defaultdict(int)         # status name
         self.requests: dict[int, Histogram] = defaultdict(Histogram)  # by request type
         self.fsync = Histogram()                                     # the flush thread's
+        self.ack_wait = Histogram()     # a SYNC_FLUSH / SYNC send from stored to acked
+        self.pull_hold = Histogram()    # a long poll from held to answered
+        self.promotions = 0             # times this broker became master
+        self.truncations = 0            # times it cut its log to follow a new master
+        self.retention_deleted = 0      # commit-log segments deleted by retention
+        self.recovery_seconds = 0.0     # the store's recovery at start
 
     def send_answered(self, status: int) -> None:
         """Every answer to a send (a deferred one included), by status: the
@@ -143,10 +149,25 @@ class BrokerCollector(Collector):
             name = pb.RequestType.Name(type_) if type_ in pb.RequestType.values() else str(type_)
             h.add_metric([name], hist.buckets(), hist.total)
         yield h
-        h = HistogramMetricFamily("duomq_fsync_seconds",
-                                  "Commit-log fdatasync time (group commit under SYNC_FLUSH)")
-        h.add_metric([], m.fsync.buckets(), m.fsync.total)
-        yield h
+        for name, hist, text in (
+                ("duomq_fsync_seconds", m.fsync,
+                 "Commit-log fdatasync time (group commit under SYNC_FLUSH)"),
+                ("duomq_ack_wait_seconds", m.ack_wait,
+                 "A send under SYNC_FLUSH or SYNC replication, from stored to acked"),
+                ("duomq_pull_hold_seconds", m.pull_hold,
+                 "A long poll, from held to answered")):
+            h = HistogramMetricFamily(name, text)
+            h.add_metric([], hist.buckets(), hist.total)
+            yield h
+        yield CounterMetricFamily("duomq_promotions", "Times this broker became master",
+                                  value=m.promotions)
+        yield CounterMetricFamily("duomq_truncations", "Times this broker cut its log to "
+                                  "follow a new master", value=m.truncations)
+        yield CounterMetricFamily("duomq_retention_deleted_segments",
+                                  "Commit-log segments deleted by retention",
+                                  value=m.retention_deleted)
+        yield GaugeMetricFamily("duomq_recovery_seconds", "The store's recovery at start",
+                                value=m.recovery_seconds)
         yield CounterMetricFamily("duomq_pulls_redirected",
                                   "Pulls answered with advice to read another member",
                                   value=st.redirects)

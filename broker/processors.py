@@ -175,7 +175,8 @@ def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
     wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
     if wait_ms > 0 and not held and b.pull_hold.hold(
             req.topic, req.queue_id,
-            HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000)):
+            HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000,
+                     time.monotonic())):
         return None
     return PullStatus.NO_NEW_MESSAGE.wire, "", _with_lag(pb.PullResponse(
         next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)

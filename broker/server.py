@@ -112,7 +112,9 @@ class Broker(BrokerCore):
 
     def start(self) -> None:
         cfg = self.config
+        t0 = time.monotonic()
         log.info("%s", self.store.start())
+        self.metrics.recovery_seconds = time.monotonic() - t0
         self.offsets.load()
         self.state.flushed_offset = self.store.commitlog.mfq.flushed_offset()
         self.state.epoch = self.store.epoch_file.read()
@@ -287,6 +289,7 @@ class Broker(BrokerCore):
         st.flushed_offset = t.flushed_offset
         st.epoch, st.role, st.draining, st.stepping_down = epoch, MASTER, False, False
         st.replicated_offset = -1
+        self.metrics.promotions += 1
         self.queue_locks.clear()       # holders take their queues again on renewal
         self.schedule, self.ha = t.schedule, t.ha
         if self.controller is not None:     # the ISR as published, read where it is kept
@@ -316,6 +319,7 @@ class Broker(BrokerCore):
             self._demote(f"broker of epoch {epoch} is master")
         self._stop_following()
         if slave_roles.truncate(self.store, epoch, cut):
+            self.metrics.truncations += 1
             st.visible_offset = min(st.visible_offset, cut)
             st.flushed_offset = min(st.flushed_offset, cut)
         assert self.registry is not None
@@ -385,7 +389,9 @@ class Broker(BrokerCore):
     def _release_waiters(self) -> None:
         if not self.state.lease_valid(time.monotonic()):
             return   # a successor may exist: ack nothing until the lease is back
+        now = time.monotonic()
         for w in self.ack_waiters.release(*self._conditions()):
+            self.metrics.ack_wait.observe(now - w.since)
             if w.type == pb.SEND:
                 self.mark_replicas(w.response)
             self.dispatcher.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
@@ -395,7 +401,9 @@ class Broker(BrokerCore):
         return self.store.visible_max_offset(cq, self.state.visible_offset) if cq else 0
 
     def _answer_pulls(self, pulls) -> None:
+        now = time.monotonic()
         for p in pulls:
+            self.metrics.pull_hold.observe(now - p.since)
             request = Request(p.identity, p.request_id, pb.PULL, p.request)
             answer = self.dispatcher.call(pull_held, request)
             if answer is not None:
@@ -442,7 +450,8 @@ class Broker(BrokerCore):
         cfg = self.config
         floor = self.min_consumed_physical() if cfg.retention_wait_for_consumers else None
         try:
-            self.store.delete_expired(cfg.file_reserved_hours, floor)
+            self.metrics.retention_deleted += self.store.delete_expired(cfg.file_reserved_hours,
+                                                                        floor)
         except OSError:
             log.exception("retention failed")
 

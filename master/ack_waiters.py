@@ -22,6 +22,7 @@ class AckWaiter:
     request_id: int
     response: object             # the answer to send (a SendResponse, a SendBackResponse)
     type: int = pb.SEND          # the request's type, which the answer repeats
+    since: float = 0.0           # monotonic s it began waiting (the ack-wait histogram)
 
 
 class AckWaiters:

@@ -15,6 +15,7 @@ class HeldPull:
     request_id: int
     request: pb.PullRequest
     deadline: float          # monotonic seconds
+    since: float = 0.0       # monotonic seconds it was held at (the hold histogram)
 
 
 MAX_HELD_PER_CLIENT = 10_000   # a client holding more is answered at once (no new message)

@@ -50,6 +50,7 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
         got = sum(len(c.pull(mq, 0, 1000).messages) for mq in (q0, q1))
         ends = {mq: c.max_offset(mq) for mq in (q0, q1)}
         c.commit({q0: ends[q0] - 40, q1: ends[q1]})      # 40 messages not yet consumed
+        c.pull(q0, ends[q0], max_wait_ms=300)             # a long poll that waits it out
     assert got == 300
     text = scrape(url)
     assert value(text, "duomq_consumer_lag_messages", topic="Metered",
@@ -68,6 +69,12 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
                  role="MASTER") == 1
     assert value(text, "duomq_epoch") >= 1
     assert value(text, "duomq_fsync_seconds_count") >= 1            # group commit under SYNC_FLUSH
+    assert value(text, "duomq_ack_wait_seconds_count") == 30        # each send awaited its fsync
+    assert value(text, "duomq_pull_hold_seconds_count") == 1
+    assert value(text, "duomq_pull_hold_seconds_sum") >= 0.25
+    assert value(text, "duomq_promotions_total") == 1
+    assert value(text, "duomq_truncations_total") == 0
+    assert value(text, "duomq_recovery_seconds") >= 0
     assert value(text, "duomq_request_seconds_count", request_type="SEND") == 30
     assert value(text, "duomq_request_seconds_count", request_type="PULL") >= 2
     assert value(text, "duomq_commitlog_max_offset") > 0
