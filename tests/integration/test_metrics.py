@@ -2,6 +2,8 @@
 what a user did shows in them, promtool finds the exposition well formed,
 and a slave reports its replication lag."""
 
+import json
+import pathlib
 import subprocess
 import urllib.request
 
@@ -14,6 +16,7 @@ from duomq.coordinator.paths import ZkPaths
 from duomq.testing.harness import read_node, wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
+DASHBOARD = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "duomq.json"
 
 
 def scrape(url: str) -> str:
@@ -108,6 +111,7 @@ def test_a_real_prometheus_sees_traffic_lag_and_a_lost_slave(local_cluster, prom
     q0, q1 = (MessageQueue("Scraped", "broker-a", q) for q in (0, 1))
     with PullConsumer(zk, cl, group="scraper", read_from="master") as c:
         ends = {mq: c.max_offset(mq) for mq in (q0, q1)}
+        assert len(c.pull(q0, 0, 100).messages) == 100
         c.commit({q0: ends[q0], q1: ends[q1] - 70})                  # 70 left to consume
     wait_slaves_hold(zk, cl, "Scraped")
     produced = 'sum(duomq_messages_in_total{topic="Scraped"})'
@@ -118,6 +122,13 @@ def test_a_real_prometheus_sees_traffic_lag_and_a_lost_slave(local_cluster, prom
              what="the slave caught up, as Prometheus sees it")
     assert prom.value('count(duomq_broker_info{role="MASTER"})') == 1
     assert not [a for a in prom.alerts() if a["labels"]["alertname"] == "DuomqNoInSyncSlave"]
+
+    # every expression of the Grafana dashboard answers, without error, with data
+    board = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
+    assert len(exprs) >= 15
+    wait_for(lambda: all(prom.query(e) for e in exprs), 30,
+             "every dashboard query to return data")
 
     slave.stop()                          # the master is left with no slave in sync
     wait_for(lambda: any(a["labels"]["alertname"] == "DuomqNoInSyncSlave"
