@@ -16,7 +16,7 @@ from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.dev import volumes
 from duomq.dev.brokers import drop_page_cache, wait_registered
-from duomq.dev.ports import free_port
+from duomq.dev.ports import free_ports
 from duomq.dev.processes import alive, send_signal, started_at, stop
 from duomq.dev.zookeeper import launch, server_mode, start_ensemble, start_server
 
@@ -39,9 +39,10 @@ def start_broker(data_dir: str, zookeeper: str, cluster: str, group: str, broker
     bdir = os.path.join(data_dir, f"{group}-{broker_id}")
     os.makedirs(bdir, exist_ok=True)
     volume = volumes.mount(bdir, store_size) if store_size else None
-    port = settings.get("port") or free_port()
+    spare = free_ports(3)            # distinct: the broker refuses two settings on one port
+    port = settings.get("port") or spare[0]
     conf = {"cluster": cluster, "group": group, "broker_id": broker_id, "zookeeper": zookeeper,
-            "port": port, "ha_port": free_port(), "metrics_port": free_port(),
+            "port": port, "ha_port": spare[1], "metrics_port": spare[2],
             "data_dir": os.path.join(bdir, "store"),
             **{k: v for k, v in settings.items() if k not in ("port", "ha_port")}}
     cfg_path = os.path.join(bdir, "broker.toml")

@@ -23,7 +23,7 @@ from duomq.dev.brokers import (  # noqa: F401
     wait_registered,
     wait_slaves_hold,
 )
-from duomq.dev.ports import free_port
+from duomq.dev.ports import free_ports
 
 
 def read_node(zookeeper: str, path: str) -> dict:
@@ -55,9 +55,10 @@ class BrokerProcess:
         self.group = group
         self.broker_id = broker_id
         self.data_dir = data_dir
-        self.port = settings.pop("port", None) or free_port()
-        self.ha_port = settings.pop("ha_port", None) or free_port()
-        self.metrics_port = settings.pop("metrics_port", None) or free_port()
+        spare = free_ports(3)        # distinct: the broker refuses two settings on one port
+        self.port = settings.pop("port", None) or spare[0]
+        self.ha_port = settings.pop("ha_port", None) or spare[1]
+        self.metrics_port = settings.pop("metrics_port", None) or spare[2]
         self.settings = settings
         self.env = env or {}          # extra environment (fault injection)
         self.proc: subprocess.Popen | None = None
