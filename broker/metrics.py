@@ -103,8 +103,14 @@ class BrokerMetrics:
         self.bytes_in += len(request.records)
 
 
-def _copy(d: dict) -> dict:
-    return dict(d)          # atomic under the GIL, whatever the serving thread does meanwhile
+def labelled(family, name: str, text: str, labels: list[str], values: dict):
+    """A metric family with one sample per key of ``values`` (a key is the
+    label value, or a tuple of them). ``dict(values)`` copies atomically under
+    the GIL, whatever the serving thread adds meanwhile."""
+    f = family(name, text, labels=labels)
+    for key, n in sorted(dict(values).items()):
+        f.add_metric(list(key) if isinstance(key, tuple) else [key], n)
+    return f
 
 
 class BrokerCollector(Collector):
@@ -123,29 +129,20 @@ class BrokerCollector(Collector):
         yield info
         yield GaugeMetricFamily("duomq_epoch", "The epoch this broker leads or follows",
                                 value=st.epoch)
-        c = CounterMetricFamily("duomq_messages_in", "Messages stored, by topic",
-                                labels=["topic"])
-        for topic, n in sorted(_copy(m.messages_in).items()):
-            c.add_metric([topic], n)
-        yield c
+        yield labelled(CounterMetricFamily, "duomq_messages_in", "Messages stored, by topic",
+                       ["topic"], m.messages_in)
         yield CounterMetricFamily("duomq_throughput_in_bytes", "Bytes of records stored",
                                   value=m.bytes_in)
-        c = CounterMetricFamily("duomq_messages_out", "Messages served to pulls",
-                                labels=["topic", "consumer_group"])
-        for (topic, group), n in sorted(_copy(m.messages_out).items()):
-            c.add_metric([topic, group], n)
-        yield c
+        yield labelled(CounterMetricFamily, "duomq_messages_out", "Messages served to pulls",
+                       ["topic", "consumer_group"], m.messages_out)
         yield CounterMetricFamily("duomq_throughput_out_bytes", "Bytes of records served",
                                   value=m.bytes_out)
-        c = CounterMetricFamily("duomq_send_results", "Send answers, by status",
-                                labels=["status"])
-        for status, n in sorted(_copy(m.send_results).items()):
-            c.add_metric([status], n)
-        yield c
+        yield labelled(CounterMetricFamily, "duomq_send_results", "Send answers, by status",
+                       ["status"], m.send_results)
         h = HistogramMetricFamily("duomq_request_seconds",
                                   "Time handling a request, by type (a deferred answer's wait "
                                   "excluded)", labels=["request_type"])
-        for type_, hist in sorted(_copy(m.requests).items()):
+        for type_, hist in sorted(dict(m.requests).items()):
             name = pb.RequestType.Name(type_) if type_ in pb.RequestType.values() else str(type_)
             h.add_metric([name], hist.buckets(), hist.total)
         yield h
@@ -233,17 +230,12 @@ def consumer_lag(b) -> Iterator[Metric]:
                     age[(topic, group)] = max(age[(topic, group)], (now_ms - ts) / 1000)
         except (ValueError, IndexError, TypeError, OSError):
             continue
-    g = GaugeMetricFamily("duomq_consumer_lag_messages", "Messages a consumer group has not "
-                          "committed past, by topic", labels=["topic", "consumer_group"])
-    for (topic, group), n in sorted(lag.items()):
-        g.add_metric([topic, group], n)
-    yield g
-    g = GaugeMetricFamily("duomq_consumer_lag_latency_seconds", "Age of the oldest message a "
-                          "consumer group has not committed past", labels=["topic",
-                                                                           "consumer_group"])
-    for (topic, group), n in sorted(lag.items()):
-        g.add_metric([topic, group], max(0.0, age[(topic, group)]) if n else 0.0)
-    yield g
+    labels = ["topic", "consumer_group"]
+    yield labelled(GaugeMetricFamily, "duomq_consumer_lag_messages",
+                   "Messages a consumer group has not committed past, by topic", labels, lag)
+    yield labelled(GaugeMetricFamily, "duomq_consumer_lag_latency_seconds",
+                   "Age of the oldest message a consumer group has not committed past", labels,
+                   {k: max(0.0, age[k]) if n else 0.0 for k, n in lag.items()})
 
 
 def serve(broker, host: str, port: int) -> tuple[object, int]:

@@ -101,6 +101,18 @@ def _finish(rec: Deliveries, n: int, timeout_s: float) -> None:
     time.sleep(0.3)             # late re-deliveries, if any, are counted too
 
 
+def _result(rec: Deliveries, n: int, a: PushConsumer, b: PushConsumer, *,
+            old: PushConsumer, new: PushConsumer) -> dict[str, Any]:
+    """Once all ``n`` are consumed: the counts, the unowned time of the queues
+    ``old`` handed to ``new``, and each member's hand-offs (none before the
+    fenced hand-off existed)."""
+    _finish(rec, n, 120)
+    out = rec.figures(n)
+    out["unowned_ms"] = _spread(unowned_ms(old, new))
+    out["handoffs"] = {"a": getattr(a, "handoffs", None), "b": getattr(b, "handoffs", None)}
+    return out
+
+
 def join(zk: str, cluster: str, topic: str, n: int, group: str = "handoff-join",
          at: float = 0.25, **settings: Any) -> dict[str, Any]:
     """One member drains; a second joins once ``at`` of the backlog is consumed."""
@@ -110,11 +122,7 @@ def join(zk: str, cluster: str, topic: str, n: int, group: str = "handoff-join",
     try:
         wait_for(lambda: rec.total() >= at * n, 60, what="the first member under way")
         b = _member(zk, cluster, group, topic, rec, "b", **settings)
-        _finish(rec, n, 120)
-        out = rec.figures(n)
-        out["unowned_ms"] = _spread(unowned_ms(a, b))
-        out["handoffs"] = {"a": getattr(a, "handoffs", None), "b": getattr(b, "handoffs", None)}
-        return out
+        return _result(rec, n, a, b, old=a, new=b)
     finally:
         a.shutdown()
         if b is not None:
@@ -131,11 +139,7 @@ def leave(zk: str, cluster: str, topic: str, n: int, group: str = "handoff-leave
         wait_for(lambda: a.held() and b.held() and rec.total() >= at * n, 60,
                  what="both members under way")
         b.shutdown()
-        _finish(rec, n, 120)
-        out = rec.figures(n)
-        out["unowned_ms"] = _spread(unowned_ms(b, a))
-        out["handoffs"] = {"a": getattr(a, "handoffs", None), "b": getattr(b, "handoffs", None)}
-        return out
+        return _result(rec, n, a, b, old=b, new=a)
     finally:
         a.shutdown()
         b.shutdown()
