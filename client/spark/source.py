@@ -36,7 +36,7 @@ from duomq.client.spark.options import (
     nest,
     plan_ranges,
 )
-from duomq.common.errors import ConfigError, DuomqError
+from duomq.common.errors import ConfigError, DuomqError, TopicNotExistError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.members import read_candidates
 from duomq.coordinator.topics import TopicAdmin
@@ -84,7 +84,23 @@ class _Planner:
         deadline = time.monotonic() + min(PLAN_RETRY_S, self.opts.poll_timeout_ms / 1000)
         while True:
             try:
-                return {(mq.topic, mq.broker_group, mq.queue_id): fn(mq) for mq in self.queues()}
+                by_topic: dict[str, list[MessageQueue]] = {}
+                for mq in self.queues():
+                    by_topic.setdefault(mq.topic, []).append(mq)
+                out: Flat = {}
+                for topic, mqs in by_topic.items():
+                    try:
+                        out.update({(mq.topic, mq.broker_group, mq.queue_id): fn(mq)
+                                    for mq in mqs})
+                    except TopicNotExistError as exc:
+                        if self.opts.pattern is None:
+                            raise
+                        # subscribePattern: a topic created a moment ago has
+                        # its route before its brokers load it; a later
+                        # trigger reads it
+                        log.info("topic %r matches subscribePattern but is not served yet "
+                                 "(%s); a later trigger reads it", topic, exc)
+                return out
             except DuomqError as exc:
                 if not self.client.after_failure(exc) or time.monotonic() > deadline:
                     raise
@@ -249,7 +265,10 @@ class DuomqStreamReader(_Planned, DataSourceStreamReader, SupportsTriggerAvailab
     def latestOffset(self, start: dict, limit) -> dict:
         begin = flatten(start)
         self._seen = self.planner.latest() if self._target is None else self._target
-        latest = {k: max(v, begin.get(k, 0)) for k, v in self._seen.items()}
+        # a queue the planner cannot see this time (a topic not served for a
+        # moment) keeps its offset rather than dropping out and restarting
+        # from its earliest offset when it is back
+        latest = {**begin, **{k: max(v, begin.get(k, 0)) for k, v in self._seen.items()}}
         now = time.monotonic()
         if self._last_trigger is None:
             self._last_trigger = now          # Kafka: the delay counts from the query's start
