@@ -6,7 +6,8 @@ orderly: one thread at a time per queue, queues locked on the master). One
 JSON line: per mode, messages per second from the first message to the last,
 and the offsets committed afterwards (they must reach the end of each queue).
 
-BENCH_QUICK=1: 200,000 messages. N=... sets the backlog.
+BENCH_QUICK=1: 200,000 messages. N=... sets the backlog. CLIENT_METRICS=1:
+the consumer serves its Prometheus metrics (metrics_port=0), to see their cost.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 200_000 if QUICK else 500_000))
 QUEUES = 8
 BODY = b"x" * 100
+METRICS = {"metrics_port": 0} if os.environ.get("CLIENT_METRICS") == "1" else {}
 
 
 def drain(zk: str, cluster: str, mode: str) -> dict:
@@ -42,7 +44,7 @@ def drain(zk: str, cluster: str, mode: str) -> dict:
 
     group = f"bench-{mode}"
     c = PushConsumer(group, "Backlog", on_message, zookeeper=zk, cluster=cluster,
-                     consume_from="first", consume_mode=mode)
+                     consume_from="first", consume_mode=mode, **METRICS)
     c.start()
     finished = done.wait(300)
     c.shutdown()
@@ -58,7 +60,8 @@ def main() -> None:
                     segment_size_bytes=256 << 20) as (zk, cluster):
         produce_s = send_all(zk, cluster, [Message("Backlog", BODY)] * N)
         out = {"bench": "push_consumer", "backlog": N, "queues": QUEUES,
-               "body_bytes": len(BODY), "produce_messages_per_s": round(N / produce_s)}
+               "body_bytes": len(BODY), "produce_messages_per_s": round(N / produce_s),
+               "client_metrics": bool(METRICS)}
         for mode in os.environ.get("MODES", "concurrently,orderly").split(","):
             out[mode] = drain(zk, cluster, mode)
     print(json.dumps(out), flush=True)

@@ -13,14 +13,12 @@ labels; there are no series per client id, and per queue only when asked.
 
 from __future__ import annotations
 
-import bisect
 import os
 import shutil
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -30,41 +28,14 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from duomq.broker.state import MASTER
-from duomq.common.errors import ConfigError
+from duomq.common import metrics
+from duomq.common.metrics import Histogram, labelled
 from duomq.format import record as rec
 from duomq.proto import pb
 
-# seconds: 50 µs to 10 s, the span of a request, an fsync or a held pull
-BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-           0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _STATUS = {**{v: k for k, v in pb.Status.items()}, pb.OK: "SEND_OK"}
 STORED = frozenset({pb.OK, pb.FLUSH_DISK_TIMEOUT, pb.FLUSH_SLAVE_TIMEOUT,
                     pb.SLAVE_NOT_AVAILABLE})      # a send with these statuses stored its batch
-
-
-class Histogram:
-    """Bucket counts, their sum and count, written by one thread; read as a
-    copy by the scrape (a list copy is atomic under the GIL)."""
-
-    __slots__ = ("counts", "total", "n")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(BUCKETS) + 1)
-        self.total = 0.0
-        self.n = 0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
-        self.total += seconds
-        self.n += 1
-
-    def buckets(self) -> list[tuple[str, int]]:
-        """Cumulative ``(le, count)`` pairs, ``+Inf`` last."""
-        counts, out, run = list(self.counts), [], 0
-        for le, c in zip([*map(str, BUCKETS), "+Inf"], counts, strict=True):
-            run += c
-            out.append((le, run))
-        return out
 
 
 class BrokerMetrics:
@@ -101,16 +72,6 @@ class BrokerMetrics:
         """A send's batch was stored (acked now or later)."""
         self.messages_in[request.topic] += request.count
         self.bytes_in += len(request.records)
-
-
-def labelled(family, name: str, text: str, labels: list[str], values: dict):
-    """A metric family with one sample per key of ``values`` (a key is the
-    label value, or a tuple of them). ``dict(values)`` copies atomically under
-    the GIL, whatever the serving thread adds meanwhile."""
-    f = family(name, text, labels=labels)
-    for key, n in sorted(dict(values).items()):
-        f.add_metric(list(key) if isinstance(key, tuple) else [key], n)
-    return f
 
 
 class BrokerCollector(Collector):
@@ -239,14 +200,5 @@ def consumer_lag(b) -> Iterator[Metric]:
 
 
 def serve(broker, host: str, port: int) -> tuple[object, int]:
-    """Start ``/metrics`` for ``broker`` on ``host:port`` (0: a free port), on
-    prometheus_client's own daemon thread. Returns (server, port); a port that
-    cannot be bound is a ConfigError naming ``metrics_port``."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(broker))
-    try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise ConfigError(f"metrics_port {port}: cannot listen on {host}: "
-                          f"{exc.strerror or exc}") from None
-    return server, server.server_port
+    """Start ``/metrics`` for ``broker`` on ``host:port`` (0: a free port)."""
+    return metrics.serve(BrokerCollector(broker), host, port)

@@ -22,6 +22,18 @@ def add_endpoint(p) -> None:
                    "cluster's, else DefaultCluster)")
 
 
+def add_metrics_port(p) -> None:
+    p.add_argument("--metrics-port", type=int, default=-1, metavar="PORT",
+                   help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics while running "
+                        "(0: a free port, printed on stderr; default: none)")
+
+
+def say_metrics(client) -> None:
+    """The client's metrics address, on stderr (stdout may be data)."""
+    if client.metrics_url:
+        print(f"metrics on {client.metrics_url}", file=sys.stderr, flush=True)
+
+
 def add_json(p) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 

@@ -7,7 +7,16 @@ import sys
 import threading
 import time
 
-from duomq.cli.common import add_endpoint, add_json, emit, endpoint, message_json, time_arg
+from duomq.cli.common import (
+    add_endpoint,
+    add_json,
+    add_metrics_port,
+    emit,
+    endpoint,
+    message_json,
+    say_metrics,
+    time_arg,
+)
 from duomq.client import PushConsumer
 
 
@@ -35,6 +44,7 @@ def add(sub) -> None:
                         "(default 0: no bound)")
     p.add_argument("--tags", default="*", metavar="EXPRESSION",
                    help="subscription: `*` (default) or `TagA || TagB`")
+    add_metrics_port(p)
     add_endpoint(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -67,7 +77,9 @@ def run(args) -> int:
                             cluster=cluster, consume_from=args.from_, read_from=args.read_from,
                             subscription=args.tags, consume_timestamp_ms=args.timestamp or 0,
                             consume_mode="orderly" if args.orderly else "concurrently",
-                            max_replica_lag_ms=args.max_replica_lag_ms)
+                            max_replica_lag_ms=args.max_replica_lag_ms,
+                            metrics_port=args.metrics_port)
+    say_metrics(consumer)
     consumer.start()
     try:
         while not done.wait(0.1):

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from duomq.cli.common import add_endpoint, add_json, emit, endpoint
+from duomq.cli.common import add_endpoint, add_json, add_metrics_port, emit, endpoint, say_metrics
 from duomq.client import Message, Producer
 from duomq.client.producer import BATCH_MAX_BYTES
 
@@ -23,6 +23,7 @@ def add(sub) -> None:
     p.add_argument("--tags", default="")
     p.add_argument("--keys", default="")
     p.add_argument("--group", default="CLI_PRODUCER", help="producer group")
+    add_metrics_port(p)
     add_endpoint(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -46,7 +47,8 @@ def run(args) -> int:
     counts: collections.Counter[str] = collections.Counter()
     errors: collections.Counter[str] = collections.Counter()
     t0 = time.perf_counter()
-    with Producer(zookeeper, cluster, group=args.group) as producer:
+    with Producer(zookeeper, cluster, group=args.group, metrics_port=args.metrics_port) as producer:
+        say_metrics(producer)
         batch: list[Message] = []
 
         def flush():

@@ -8,13 +8,18 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 from kazoo.exceptions import NoNodeError
+from prometheus_client.core import Metric
 
+from duomq.client.metrics import ClientCollector, ClientMetrics
 from duomq.client.remoting import RemotingClient
 from duomq.client.scheduler import Scheduler
 from duomq.common.endpoint import resolve_endpoint
-from duomq.common.errors import NoRouteError, TopicNotExistError, for_status
+from duomq.common.errors import ConfigError, NoRouteError, TopicNotExistError, for_status
+from duomq.common.metrics import serve
 from duomq.common.names import validate_name
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.members import BrokerMembers
@@ -43,6 +48,33 @@ class ClientBase:
         self.timer = Scheduler(f"duomq-timer-{type(self).__name__}")
         # RocketMQ clients also tell every broker who they are every 30 s
         self._heartbeat = self.timer.every(HEARTBEAT_INTERVAL_S, self.send_heartbeats, first_s=0)
+        cfg = getattr(self, "config", None)
+        # metrics only when the user gives a metrics_port
+        self.metrics: ClientMetrics | None = \
+            ClientMetrics() if cfg is not None and cfg.metrics_port >= 0 else None
+        self.metrics_url: str | None = None
+        self._metrics_server: Any = None
+        if self.metrics is not None:
+            self._serve_metrics(cfg)
+
+    def _serve_metrics(self, cfg) -> None:
+        """Start ``/metrics`` on the configured ``metrics_port``; a port that
+        cannot be bound closes the client and raises ConfigError. (A scrape
+        may come before a subclass's ``__init__`` ends: ``metric_families``
+        reads only what exists.)"""
+        try:
+            self._metrics_server, port = serve(ClientCollector(self), cfg.metrics_host,
+                                               cfg.metrics_port)
+        except ConfigError:
+            self.close()
+            raise
+        host = "127.0.0.1" if cfg.metrics_host in ("", "0.0.0.0") else cfg.metrics_host
+        self.metrics_url = f"http://{host}:{port}/metrics"
+        log.info("client metrics on %s", self.metrics_url)
+
+    def metric_families(self) -> Iterator[Metric]:
+        """Families read from this client's state at a scrape (a subclass's)."""
+        return iter(())
 
     def heartbeat_groups(self) -> tuple[list[str], list[str]]:
         """(producer groups, consumer groups) this client announces."""
@@ -132,6 +164,9 @@ class ClientBase:
         if self._closed:
             return
         self._closed = True
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
         self._heartbeat.cancel()
         self.timer.close()
         self.remoting.close()

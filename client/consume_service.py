@@ -15,7 +15,9 @@ import queue
 import threading
 import time
 
+from duomq.client.metrics import FAILURE, SUCCESS
 from duomq.client.process_queue import Chunk, ProcessQueue
+from duomq.common.metrics import Histogram
 
 log = logging.getLogger(__name__)
 CHUNK_MIN = 32                 # fewer messages per task cost more than they win
@@ -94,6 +96,21 @@ class _Service:
         self.consumed = 0
         self._count_lock = threading.Lock()
 
+    def _timers(self, chunk: Chunk) -> tuple[Histogram, Histogram] | None:
+        """With ``metrics_port``: the chunk's wait for a thread is observed
+        (once), and the calling thread's process-time histograms for its
+        queue (success, failure) come back; else None."""
+        m = self.consumer.metrics
+        if m is None:
+            return None
+        shard = m.shard()
+        labels = (chunk.pq.mq.topic, self.consumer.group)
+        if chunk.since:
+            shard.histogram(("await_time", *labels)).observe(time.perf_counter() - chunk.since)
+            chunk.since = 0.0
+        return (shard.histogram(("process_time", *labels, SUCCESS)),
+                shard.histogram(("process_time", *labels, FAILURE)))
+
     def _finish(self, chunk: Chunk) -> None:
         chunk.pq.finish(chunk)
         with self._count_lock:
@@ -129,14 +146,20 @@ class ConcurrentService(_Service):
     def _consume(self, chunk: Chunk) -> None:
         pq = chunk.pq
         handler = self.consumer.on_message
+        timers = self._timers(chunk)
         messages = chunk.messages
         i = chunk.i
         for msg in messages[i:] if i else messages:
             if pq.dropped:       # no longer ours: the next owner consumes the rest
                 return
+            t = time.perf_counter() if timers else 0.0
             try:
                 handler(msg)
+                if timers:
+                    timers[0].observe(time.perf_counter() - t)
             except Exception as exc:
+                if timers:
+                    timers[1].observe(time.perf_counter() - t)
                 chunk.attempts += 1
                 if not self.consumer.handle_failure(msg, exc, chunk.attempts):
                     # not passed on: this message holds the window until it is through
@@ -212,14 +235,20 @@ class OrderlyService(_Service):
                 return          # _run reschedules: other queues get a thread too
 
     def _consume_chunk(self, pq: ProcessQueue, chunk: Chunk, handler) -> None:
+        timers = self._timers(chunk)
         messages = chunk.messages
         while chunk.i < len(messages):
             if pq.dropped:
                 return
             msg = messages[chunk.i]
+            t = time.perf_counter() if timers else 0.0
             try:
                 handler(msg)
+                if timers:
+                    timers[0].observe(time.perf_counter() - t)
             except Exception as exc:
+                if timers:
+                    timers[1].observe(time.perf_counter() - t)
                 chunk.attempts += 1
                 if chunk.attempts <= self.consumer.config.max_reconsume_times or \
                         not self.consumer.dead_letter(msg, exc):

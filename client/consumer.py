@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
+from duomq.client.metrics import error_name
 from duomq.common.config import ConsumerConfig
 from duomq.common.errors import (
     BadRequestError,
@@ -164,6 +165,35 @@ class PullConsumer(ClientBase):
         holds the pull until a message arrives (long polling); ``subscription``
         (``TagA || TagB``) keeps only those tags (NO_MATCHED_MESSAGE when a
         stretch of the queue held none of them: pull on from ``next_offset``)."""
+        if self.metrics is None:
+            return self._pull(mq, offset, max_messages, max_wait_ms, subscription)
+        t0 = time.perf_counter()
+        try:
+            result = self._pull(mq, offset, max_messages, max_wait_ms, subscription)
+        except Exception as exc:
+            self.count_pull(mq, t0, None, exc)
+            raise
+        self.count_pull(mq, t0, result, None)
+        return result
+
+    def count_pull(self, mq: MessageQueue, t0: float, result: PullResult | None,
+                   exc: BaseException | None) -> None:
+        """A pull's time and outcome, and how late its first message arrived
+        (``metrics_port``)."""
+        m = self.metrics
+        assert m is not None
+        shard = m.shard()
+        now = time.perf_counter()
+        labels = (mq.topic, self.group)
+        shard.histogram(("pull_cost_time", *labels)).observe(now - t0)
+        shard.count[("pull_results", *labels,
+                     result.status.name if result is not None else error_name(exc))] += 1
+        if result is not None and result.messages:
+            late = time.time() - result.messages[0].store_timestamp_ms / 1000
+            shard.histogram(("delivery_latency", *labels)).observe(max(0.0, late))
+
+    def _pull(self, mq: MessageQueue, offset: int, max_messages: int, max_wait_ms: int,
+              subscription: str) -> PullResult:
         sub = parse(subscription)
         req = pb.PullRequest(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
                              queue_offset=offset, max_messages=max_messages,

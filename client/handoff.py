@@ -54,6 +54,14 @@ class HandoffStats:
     acquired: deque = field(default_factory=lambda: deque(maxlen=HandoffStats.KEEP))
     left: int = 0
     timed_out: int = 0
+    released_total: int = 0     # every hand-off so far (the deques keep the last KEEP)
+    acquired_total: int = 0
+
+    def note_acquired(self, mq, since: float) -> None:
+        now = time.time()
+        self.acquired.append({"mq": str(mq), "wanted": since, "acquired": now,
+                              "waited_ms": (now - since) * 1000})
+        self.acquired_total += 1
 
     def summary(self) -> dict:
         rel = [r["ms"] for r in self.released]
@@ -160,6 +168,7 @@ class Releaser:
                 self.stats.released.append({"mq": str(r.pq.mq), "stopped": r.started,
                                             "released": wall,
                                             "ms": (wall - r.started) * 1000})
+                self.stats.released_total += 1
                 self.stats.left += r.left
                 if r.timed_out:
                     self.stats.timed_out += 1

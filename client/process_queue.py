@@ -14,6 +14,7 @@ Pure bookkeeping, no I/O: the consume services drive it.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 
 from duomq.common.message import MessageExt, MessageQueue
@@ -22,7 +23,7 @@ from duomq.common.message import MessageExt, MessageQueue
 class Chunk:
     """Messages of one queue, in offset order, consumed front to back."""
 
-    __slots__ = ("pq", "messages", "i", "end", "nbytes", "attempts", "started")
+    __slots__ = ("pq", "messages", "i", "end", "nbytes", "attempts", "started", "since")
 
     def __init__(self, pq: ProcessQueue, messages: list[MessageExt], end: int, nbytes: int):
         self.pq = pq
@@ -32,6 +33,7 @@ class Chunk:
         self.nbytes = nbytes    # body bytes, released from flow control when finished
         self.attempts = 0       # failed attempts at messages[i] (orderly: in place)
         self.started = False    # a consume thread has taken it (``ProcessQueue.begin``)
+        self.since = time.perf_counter()   # pulled at (a consumer's await_time metric)
 
     @property
     def finished(self) -> bool:
@@ -74,6 +76,7 @@ class ProcessQueue:
         self._stopped = False        # being released: stop pulling, consume what is in hand
         self.running = 0             # concurrent consume threads inside this queue's chunks
         self.pulls = 0
+        self.max_offset = -1         # the queue's end at the broker, as the last pull said
         self.inflight = 0            # messages pulled, not yet consumed
         self.inflight_bytes = 0      # ... and their bodies' bytes
         self.locked_until = 0.0      # orderly: monotonic time the broker lock is held until

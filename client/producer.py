@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from duomq.client.base import ClientBase
+from duomq.client.metrics import FAILURE, SUCCESS, error_name
 from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
 from duomq.common.config import FRAME_ENVELOPE_BYTES, ProducerConfig
 from duomq.common.delay import SCHEDULING
@@ -189,6 +190,18 @@ class Producer(ClientBase):
         """Send messages of one topic as one batch to one queue (one request,
         one write, one fsync). The result names the first message; ``msg_ids``
         lists them all. Blocking sends do their own socket I/O (no thread hop)."""
+        if self.metrics is None:
+            return self._send_blocking(msgs, sharding_key, selector, arg, queue, timeout_ms)
+        t0 = time.perf_counter()
+        try:
+            result = self._send_blocking(msgs, sharding_key, selector, arg, queue, timeout_ms)
+        except Exception as exc:
+            self._count_send(msgs, t0, None, exc)
+            raise
+        self._count_send(msgs, t0, result, None)
+        return result
+
+    def _send_blocking(self, msgs, sharding_key, selector, arg, queue, timeout_ms) -> SendResult:
         topic, encoded = self._encode(msgs)
         att = self._attempts(msgs, timeout_ms, sharding_key, selector, queue, None)
         while True:
@@ -299,6 +312,36 @@ class Producer(ClientBase):
               retries: int | None = None) -> Future:
         """The asynchronous send: attempts chained through the I/O thread's
         callbacks; a retry is issued from the retry pool (route look-ups may block)."""
+        if self.metrics is not None:
+            t0 = time.perf_counter()
+            try:
+                fut = self._send_chained(msgs, sharding_key, selector, arg, queue, timeout_ms,
+                                         retries)
+            except Exception as exc:
+                self._count_send(msgs, t0, None, exc)
+                raise
+            fut.add_done_callback(lambda f: self._count_send(
+                msgs, t0, None if f.exception() else f.result(), f.exception()))
+            return fut
+        return self._send_chained(msgs, sharding_key, selector, arg, queue, timeout_ms, retries)
+
+    def _count_send(self, msgs, t0: float, result: SendResult | None,
+                    exc: BaseException | None) -> None:
+        """A send's time and outcome, for ``metrics_port``."""
+        m = self.metrics
+        assert m is not None
+        topic = msgs[0].topic if msgs else ""
+        seconds = time.perf_counter() - t0
+        if exc is None and result is not None:
+            m.observe(("send_cost_time", topic, SUCCESS), seconds)
+            m.add(("send_results", topic, result.status.value))
+            m.add(("messages_sent", topic), len(msgs))
+        else:
+            m.observe(("send_cost_time", topic, FAILURE), seconds)
+            m.add(("send_results", topic, error_name(exc)))
+
+    def _send_chained(self, msgs, sharding_key, selector, arg, queue, timeout_ms,
+                      retries: int | None) -> Future:
         topic, encoded = self._encode(msgs)
         att = self._attempts(msgs, timeout_ms, sharding_key, selector, queue, retries)
         outer: Future = Future()

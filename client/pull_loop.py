@@ -6,6 +6,7 @@ whose pull failed, is pulled again later from the timer thread."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from duomq.client.consumer import PullConsumer, PullStatus, pull_result
@@ -52,9 +53,10 @@ class PullLoop:
                              max_wait_ms=wait_ms, subscription=self.topics[pq.mq.topic].expression,
                              max_replica_lag_ms=cfg.max_replica_lag_ms)
         fut = c.remoting.request(address, pb.PULL, req, c.timeout_s + wait_ms / 1000)
-        fut.add_done_callback(lambda f: self._on_pulled(pq, f))
+        t0 = time.perf_counter()
+        fut.add_done_callback(lambda f: self._on_pulled(pq, f, t0))
 
-    def _on_pulled(self, pq: ProcessQueue, fut) -> None:
+    def _on_pulled(self, pq: ProcessQueue, fut, t0: float) -> None:
         """Runs on the I/O thread: decode, hand over, pull again."""
         c = self.consumer
         if not pq.pulling:      # let go, or being handed over: the next owner reads this
@@ -63,6 +65,8 @@ class PullLoop:
             status, error, resp = fut.result()
             result = pull_result(pq.mq, status, error, resp, self.topics[pq.mq.topic])
         except Exception as exc:
+            if c.metrics is not None:
+                c.count_pull(pq.mq, t0, None, exc)
             if self.running():
                 c.note_read_failure(pq.mq, exc)
                 if isinstance(exc, ReplicaLagError) and c.config.read_from == "slave_preferred" \
@@ -75,6 +79,9 @@ class PullLoop:
                 c.timer.call_later(PULL_RETRY_S, self.pull, pq)
             return
         pq.pulls += 1
+        pq.max_offset = result.max_offset
+        if c.metrics is not None:
+            c.count_pull(pq.mq, t0, result, None)
         c.note_advice(pq.mq, result)
         if result.status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MESSAGE):
             # filtered-out entries count as consumed once the messages before them are

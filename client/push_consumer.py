@@ -25,7 +25,10 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from duomq.client import queue_locker
 from duomq.client.allocate import Strategy, strategy
@@ -39,6 +42,7 @@ from duomq.client.pull_loop import PullLoop
 from duomq.client.rebalancer import Rebalancer
 from duomq.common.config import ConsumerConfig
 from duomq.common.message import MessageExt, MessageQueue
+from duomq.common.metrics import labelled
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.subscription import parse
 from duomq.coordinator.membership import GroupMembership
@@ -169,6 +173,52 @@ class PushConsumer(PullConsumer):
         and how long it waited for them, messages left to the next owner unread,
         releases that ran out of time."""
         return self.rebalancer.releaser.stats.summary()
+
+    def metric_families(self) -> Iterator[Metric]:
+        """Read at a scrape: per topic, the queues held, the messages pulled
+        and not yet consumed, and the lag as this member sees it (each held
+        queue's end at its last pull past the consumed offset); rebalances,
+        hand-offs and messages sent back."""
+        rebalancer = getattr(self, "rebalancer", None)
+        if rebalancer is None:           # a scrape during __init__
+            return
+        held: dict[str, int] = defaultdict(int)
+        cached: dict[str, int] = defaultdict(int)
+        lag: dict[str, int] = defaultdict(int)
+        with rebalancer.lock:
+            queues = list(rebalancer.assigned.values())
+        for pq in queues:
+            held[pq.mq.topic] += 1
+            cached[pq.mq.topic] += pq.inflight
+            if pq.max_offset >= 0:
+                lag[pq.mq.topic] += max(0, pq.max_offset - pq.consumed_offset())
+        labels = ["topic", "consumer_group"]
+        for name, text, values in (
+                ("duomq_consumer_queues_held", "Queues this member holds", held),
+                ("duomq_consumer_cached_messages", "Messages pulled, not yet consumed", cached),
+                ("duomq_consumer_client_lag_messages",
+                 "Messages of the held queues past the consumed offset, as this member saw "
+                 "their ends at its last pulls", lag)):
+            yield labelled(GaugeMetricFamily, name, text, labels,
+                           {(t, self.group): n for t, n in values.items()})
+        g = [self.group]
+        c = CounterMetricFamily("duomq_consumer_rebalances", "Rebalances this member ran",
+                                labels=["consumer_group"])
+        c.add_metric(g, rebalancer.rebalances)
+        yield c
+        stats = rebalancer.releaser.stats
+        c = CounterMetricFamily("duomq_consumer_handoffs", "Queues this member released to "
+                                "another or acquired from one", labels=["consumer_group",
+                                                                        "direction"])
+        c.add_metric([*g, "released"], stats.released_total)
+        c.add_metric([*g, "acquired"], stats.acquired_total)
+        yield c
+        c = CounterMetricFamily("duomq_consumer_sent_back", "Messages whose listener failed, "
+                                "sent back to the retry or the dead-letter topic",
+                                labels=["consumer_group", "to"])
+        c.add_metric([*g, "retry"], self.sent_back[0])
+        c.add_metric([*g, "dlq"], self.sent_back[1])
+        yield c
 
     def _rebalance_round(self) -> None:
         """The timer's rebalance task: a pending offset reset, then the split."""

@@ -170,9 +170,7 @@ class Rebalancer:
     def _note_acquired(self, mq: MessageQueue, since: float | None) -> None:
         if since is None or self.owners is None:
             return
-        now = time.time()
-        self.releaser.stats.acquired.append({"mq": str(mq), "wanted": since, "acquired": now,
-                                             "waited_ms": (now - since) * 1000})
+        self.releaser.stats.note_acquired(mq, since)
 
     def release(self, pqs: list[ProcessQueue]) -> None:
         """Broadcasting, or a queue reset: commit where ``pqs`` stopped."""

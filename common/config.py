@@ -314,6 +314,8 @@ class ProducerConfig:
     max_message_bytes: int = 4 * MIB         # refuse larger messages before sending
     batch_max_messages: int = 1024           # most messages in one send_batch request
     fault_avoidance_ms: int = 5000           # avoid a broker group this long after it failed a send
+    metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)
+    metrics_host: str = "0.0.0.0"            # ... listening on this address
 
     def __post_init__(self):
         check_types(self)
@@ -323,6 +325,7 @@ class ProducerConfig:
             raise ConfigError("fault_avoidance_ms: must be >= 0")
         if self.retry_times_when_send_failed < 0:
             raise ConfigError("retry_times_when_send_failed: must be >= 0")
+        _check_metrics_port(self.metrics_port)
 
     def check_broker(self, broker: dict) -> None:
         """Refuse a broker whose longest ack wait reaches our send timeout."""
@@ -368,6 +371,8 @@ class ConsumerConfig:
     handoff_timeout_ms: int = 10_000         # a queue handed to another member: longest spent
                                              # consuming the messages in hand before its
                                              # position is committed and it is let go
+    metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)
+    metrics_host: str = "0.0.0.0"            # ... listening on this address
 
     def __post_init__(self):
         check_types(self)
@@ -398,6 +403,13 @@ class ConsumerConfig:
             raise ConfigError("request_timeout_ms: must be > 0")
         if self.max_replica_lag_ms < 0:
             raise ConfigError("max_replica_lag_ms: must be >= 0 (0: no bound)")
+        _check_metrics_port(self.metrics_port)
+
+
+def _check_metrics_port(port: int) -> None:
+    if not -1 <= port < 65536:
+        raise ConfigError(f"metrics_port: {port} must be a TCP port (0: a free one, -1: no "
+                          f"metrics)")
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,),

@@ -1,0 +1,83 @@
+"""What the broker's and the clients' Prometheus metrics share: a histogram
+cheap enough for hot paths, metric families built from plain dicts, and the
+``/metrics`` HTTP server (``prometheus_client``'s own, on its daemon thread).
+
+Writers only add to plain counters and ``Histogram`` objects that one thread
+owns; a scrape builds the families from copies. No lock and no
+``prometheus_client`` metric object sits on a hot path."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.registry import Collector
+
+from duomq.common.errors import ConfigError
+
+# seconds: 50 µs to 10 s, the span of a request, an fsync, a held pull or a handler
+BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+           0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_LE = (*map(str, BUCKETS), "+Inf")
+
+
+class Histogram:
+    """Bucket counts and their sum, written by one thread; read as a copy by
+    the scrape (a list copy is atomic under the GIL)."""
+
+    __slots__ = ("counts", "total", "n")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.total = 0.0
+        self.n = 0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
+        self.total += seconds
+        self.n += 1
+
+    def buckets(self) -> list[tuple[str, int]]:
+        """Cumulative ``(le, count)`` pairs, ``+Inf`` last."""
+        out, run = [], 0
+        for le, c in zip(_LE, list(self.counts), strict=True):
+            run += c
+            out.append((le, run))
+        return out
+
+    @classmethod
+    def merged(cls, parts: Iterable[Histogram]) -> Histogram:
+        """One histogram holding every part's observations (the per-thread
+        shards of a client's metric)."""
+        out = cls()
+        for p in parts:
+            out.counts = [a + b for a, b in zip(out.counts, list(p.counts), strict=True)]
+            out.total += p.total
+            out.n += p.n
+        return out
+
+
+def labelled(family, name: str, text: str, labels: list[str], values: dict):
+    """A metric family with one sample per key of ``values`` (a key is the
+    label value, or a tuple of them). ``dict(values)`` copies atomically under
+    the GIL, whatever a writer adds meanwhile."""
+    f = family(name, text, labels=labels)
+    for key, n in sorted(dict(values).items()):
+        f.add_metric(list(key) if isinstance(key, tuple) else [key], n)
+    return f
+
+
+def serve(collector: Collector, host: str, port: int, setting: str = "metrics_port"
+          ) -> tuple[object, int]:
+    """Start ``/metrics`` serving ``collector`` on ``host:port`` (0: a free
+    port), on prometheus_client's own daemon thread. Returns (server, port);
+    a port that cannot be bound is a ConfigError naming ``setting``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise ConfigError(f"{setting} {port}: cannot listen on {host}: "
+                          f"{exc.strerror or exc}") from None
+    return server, server.server_port
