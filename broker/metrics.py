@@ -32,6 +32,7 @@ from duomq.common import metrics
 from duomq.common.metrics import Histogram, labelled
 from duomq.format import record as rec
 from duomq.proto import pb
+from duomq.store.residency import TAIL_BYTES, tail_residency
 
 _STATUS = {**{v: k for k, v in pb.Status.items()}, pb.OK: "SEND_OK"}
 STORED = frozenset({pb.OK, pb.FLUSH_DISK_TIMEOUT, pb.FLUSH_SLAVE_TIMEOUT,
@@ -137,16 +138,33 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("duomq_commitlog_min_offset",
                                 "Start of the commit log still kept (bytes)",
                                 value=log.min_offset)
+        yield GaugeMetricFamily("duomq_commitlog_bytes", "Commit-log bytes kept (end minus "
+                                "start)", value=log.max_offset - log.min_offset)
         yield GaugeMetricFamily("duomq_commitlog_segments", "Commit-log segment files",
                                 value=len(log.mfq.segments))
+        resident = tail_residency(log.mfq, log.max_offset)
+        if resident is not None:
+            yield GaugeMetricFamily(
+                "duomq_commitlog_tail_resident_ratio",
+                f"Fraction of the commit log's last {TAIL_BYTES >> 20} MiB in the page cache "
+                f"(1: recent reads never touch the disk)", value=resident)
         yield GaugeMetricFamily("duomq_confirmed_offset", "What consumers may read up to",
                                 value=st.visible_offset)
         yield GaugeMetricFamily("duomq_in_sync_replicas",
                                 "Master: slaves in sync now", value=st.in_sync_replicas)
+        lag = GaugeMetricFamily("duomq_replication_lag_bytes",
+                                "Bytes a slave lacks of its master's log: per slave as the "
+                                "master sees it (seen_by=master: acked), and on the slave "
+                                "(seen_by=slave)", labels=["slave_id", "seen_by"])
+        ha = b.ha
+        if ha is not None:
+            for link in ha.status():
+                if link["broker_id"] >= 0:
+                    lag.add_metric([str(link["broker_id"]), "master"], link["lag_bytes"])
         if b.ha_client is not None:
-            yield GaugeMetricFamily("duomq_replication_lag_bytes",
-                                    "Slave: bytes its master holds that it does not",
-                                    value=b.replication_lag())
+            lag.add_metric([str(cfg.broker_id), "slave"], b.replication_lag())
+        yield lag
+        if b.ha_client is not None:
             yield GaugeMetricFamily("duomq_replication_lag_seconds",
                                     "Slave: time since it last held all its master had "
                                     "(-0.001: not caught up since it started)",
@@ -163,15 +181,32 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("duomq_disk_total_bytes", "Size of the store's disk",
                                 value=total)
         if st.role == MASTER:
-            yield from consumer_lag(b)
+            yield from consumer_lag(b, cfg.metrics_per_queue)
+        if cfg.metrics_per_queue:
+            yield queue_ends(b)
 
 
-def consumer_lag(b) -> Iterator[Metric]:
+def queue_ends(b) -> Metric:
+    """``metrics_per_queue``: each queue's end (what consumers may read up to)."""
+    ends: dict[tuple[str, str], int] = {}
+    visible = b.state.visible_offset
+    for (topic, qid), cq in list(b.store.queues.items()):
+        try:
+            ends[(topic, str(qid))] = b.store.visible_max_offset(cq, visible)
+        except (ValueError, IndexError, TypeError, OSError):
+            continue
+    return labelled(GaugeMetricFamily, "duomq_queue_max_offset",
+                    "A queue's end: the offset after its last readable message",
+                    ["topic", "queue_id"], ends)
+
+
+def consumer_lag(b, per_queue: bool = False) -> Iterator[Metric]:
     """Per topic and consumer group, from the committed offsets: messages
     not yet consumed up to what consumers may read, and the age of the
     oldest of them (its store timestamp). Read on the scrape's thread from
     the maps; a queue that changes under it (a truncation) is skipped."""
     lag: dict[tuple[str, str], int] = defaultdict(int)
+    queue_lag: dict[tuple[str, str, str], int] = {}
     age: dict[tuple[str, str], float] = defaultdict(float)
     now_ms = time.time() * 1000
     visible = b.state.visible_offset
@@ -183,6 +218,8 @@ def consumer_lag(b) -> Iterator[Metric]:
             end = b.store.visible_max_offset(cq, visible)
             behind = max(0, end - max(committed, cq.min_offset))
             lag[(topic, group)] += behind
+            if per_queue:
+                queue_lag[(topic, group, str(qid))] = behind
             if behind:
                 entry = cq.entry(max(committed, cq.min_offset))
                 head = b.store.commitlog.read(entry[0], rec.HEADER_SIZE) if entry else None
@@ -197,6 +234,10 @@ def consumer_lag(b) -> Iterator[Metric]:
     yield labelled(GaugeMetricFamily, "duomq_consumer_lag_latency_seconds",
                    "Age of the oldest message a consumer group has not committed past", labels,
                    {k: max(0.0, age[k]) if n else 0.0 for k, n in lag.items()})
+    if per_queue:
+        yield labelled(GaugeMetricFamily, "duomq_consumer_queue_lag_messages",
+                       "metrics_per_queue: a consumer group's lag on each queue",
+                       [*labels, "queue_id"], queue_lag)
 
 
 def serve(broker, host: str, port: int) -> tuple[object, int]:

@@ -101,6 +101,8 @@ class BrokerConfig:
     ha_port: int = 10912                     # the master's replication port; 0 picks a free one
     metrics_port: int = 5557                 # Prometheus /metrics (RocketMQ 5's exporter port);
                                              # 0 picks a free one, -1 serves none
+    metrics_per_queue: bool = False          # also series per queue (queue_id label): each
+                                             # queue's end and each group's lag on it
     ha_max_gap_bytes: int = 256 * MIB        # a slave further behind is not in sync
     ha_housekeeping_ms: int = 20_000         # drop a replication link silent this long
     ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often

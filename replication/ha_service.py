@@ -196,4 +196,5 @@ class HAService:
         end = self.store.commitlog.max_offset
         return [{"broker_id": link.broker_id, "address": link.address, "state": link.state.value,
                  "max_offset": link.max_offset, "acked_offset": link.acked_offset,
-                 "lag_bytes": end - link.acked_offset} for link in self.links.values()]
+                 "lag_bytes": end - link.acked_offset}
+                for link in list(self.links.values())]    # a scrape's thread reads this too

@@ -11,6 +11,7 @@ import mmap
 import os
 
 _libc = None
+_LOW_BIT = bytes(i & 1 for i in range(256))   # mincore: bit 0 says resident
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -44,7 +45,7 @@ def resident_fraction(fd: int, offset: int, length: int) -> float | None:
         vec = ctypes.create_string_buffer(pages)
         if lib.mincore(addr, length, vec) != 0:
             return None
-        return sum(b & 1 for b in vec.raw) / pages
+        return vec.raw.translate(_LOW_BIT).count(1) / pages
     finally:
         lib.munmap(addr, length)
 
@@ -69,3 +70,29 @@ def window_residency(mfq, phys: int, behind: int) -> float | None:
             if f is not None:
                 fractions.append(f)
     return min(fractions) if fractions else None
+
+
+TAIL_BYTES = 64 << 20        # the tail whose residency the metrics report
+
+
+def tail_residency(mfq, end: int, tail: int = TAIL_BYTES) -> float | None:
+    """Fraction of the last ``tail`` bytes of the commit log (up to ``end``)
+    in the page cache: 1.0 means readers of recent messages never touch the
+    disk. None when it cannot be told or the log is empty."""
+    start = max(mfq.min_offset, end - tail)
+    resident = total = 0.0
+    at = start
+    while at < end:
+        seg = mfq.find(at)
+        if seg is None:
+            return None
+        n = min(end, seg.end) - at
+        if n <= 0:
+            return None
+        f = resident_fraction(seg.fd, at - seg.base, n)
+        if f is None:
+            return None
+        resident += f * n
+        total += n
+        at += n
+    return resident / total if total else None

@@ -81,6 +81,10 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     assert value(text, "duomq_request_seconds_count", request_type="SEND") == 30
     assert value(text, "duomq_request_seconds_count", request_type="PULL") >= 2
     assert value(text, "duomq_commitlog_max_offset") > 0
+    assert value(text, "duomq_commitlog_bytes") == value(text, "duomq_commitlog_max_offset")
+    # just written: the tail is in the page cache
+    assert value(text, "duomq_commitlog_tail_resident_ratio") == 1.0
+    assert not any(n == "duomq_queue_max_offset" for n, _ in samples(text))   # not asked for
     assert value(text, "duomq_disk_free_bytes") > 0
     # promtool lints the exposition as Prometheus reads it
     lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
@@ -89,8 +93,10 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
 
     wait_slaves_hold(zk, cl, "Metered")
     slave_url = read_node(zk, ZkPaths(cl).member("broker-a", 1))["metrics"]
-    wait_for(lambda: value(scrape(slave_url), "duomq_replication_lag_bytes") == 0,
-             what="the slave's lag at 0")
+    wait_for(lambda: value(scrape(slave_url), "duomq_replication_lag_bytes", slave_id="1",
+                           seen_by="slave") == 0, what="the slave's lag at 0")
+    wait_for(lambda: value(scrape(url), "duomq_replication_lag_bytes", slave_id="1",
+                           seen_by="master") == 0, what="the master's view of the slave at 0")
     text = scrape(slave_url)
     assert value(text, "duomq_broker_info", cluster=cl, group="broker-a", broker_id="1",
                  role="SLAVE") == 1
@@ -138,3 +144,24 @@ def test_a_real_prometheus_sees_traffic_lag_and_a_lost_slave(local_cluster, prom
     assert alert["labels"]["group"] == "broker-a" and alert["labels"]["broker_id"] == "0"
     wait_for(lambda: prom.value('up{job="duomq"} == 0') == 0, 30,
              what="Prometheus to see the stopped slave down")
+
+
+def test_per_queue_series_only_when_asked(local_cluster):
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    local_cluster.add_broker("broker-a", 0, metrics_per_queue=True)
+    local_cluster.create_topic("Metered", queues=3)
+    with Producer(zk, cl) as p:
+        for qid, n in ((0, 5), (1, 7), (2, 11)):
+            assert p.send_batch([Message("Metered", b"x")] * n,
+                                queue=MessageQueue("Metered", "broker-a", qid)).ok
+    q1 = MessageQueue("Metered", "broker-a", 1)
+    with PullConsumer(zk, cl, group="per-queue") as c:
+        c.commit({q1: 3})
+    url = read_node(zk, ZkPaths(cl).member("broker-a", 0))["metrics"]
+    text = scrape(url)
+    assert [value(text, "duomq_queue_max_offset", topic="Metered", queue_id=str(q))
+            for q in range(3)] == [5, 7, 11]
+    assert value(text, "duomq_consumer_queue_lag_messages", topic="Metered",
+                 consumer_group="per-queue", queue_id="1") == 4
+    assert value(text, "duomq_consumer_lag_messages", topic="Metered",
+                 consumer_group="per-queue") == 4
