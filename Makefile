@@ -32,6 +32,7 @@ bench: install
 	$(PY) bench/push_consumer_bench.py
 	$(PY) bench/handoff_bench.py
 	$(PY) bench/key_index_bench.py
+	$(PY) bench/metrics_bench.py
 
 bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/run_all.py
@@ -41,6 +42,7 @@ bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/push_consumer_bench.py
 	BENCH_QUICK=1 $(PY) bench/handoff_bench.py
 	BENCH_QUICK=1 $(PY) bench/key_index_bench.py
+	BENCH_QUICK=1 $(PY) bench/metrics_bench.py
 
 proto: install
 	bash scripts/gen_proto.sh

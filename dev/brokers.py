@@ -56,7 +56,10 @@ def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pi
     try:
         deadline = time.monotonic() + timeout_s
         while True:
-            info = zkutil.loads(zk.get(path)[0]) if zk.exists(path) is not None else {}
+            try:
+                info = zkutil.loads(zk.get(path)[0])
+            except NoNodeError:         # not yet, or a killed predecessor's node just expired
+                info = {}
             if info.get("pid") == pid and has_role(zk, paths, group, info):
                 return
             if not alive():
