@@ -33,6 +33,7 @@ from duomq.common.errors import (
     BrokerUnreachableError,
     ConfigError,
     DuomqError,
+    InvalidNameError,
     MessageTooLargeError,
     NoRouteError,
     for_status,
@@ -331,6 +332,8 @@ class Producer(ClientBase):
         m = self.metrics
         assert m is not None
         topic = msgs[0].topic if msgs else ""
+        if isinstance(exc, InvalidNameError) or not isinstance(topic, str) or len(topic) > 200:
+            topic = "(invalid)"         # a label holds only names that can exist
         seconds = time.perf_counter() - t0
         if exc is None and result is not None:
             m.observe(("send_cost_time", topic, SUCCESS), seconds)

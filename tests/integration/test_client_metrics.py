@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from duomq.client import Message, Producer, PushConsumer
-from duomq.common.errors import ConfigError, TopicNotExistError
+from duomq.common.errors import ConfigError, InvalidNameError, TopicNotExistError
 from duomq.testing.harness import wait_for
 
 pytestmark = pytest.mark.integration
@@ -46,8 +46,12 @@ def test_a_producers_metrics(local_cluster):
         assert p.send_async([Message("Metered", b"z")] * 5).result(10).ok
         with pytest.raises(TopicNotExistError):
             p.send(Message("NoSuchTopic", b"x"), timeout_ms=2000)
+        with pytest.raises(InvalidNameError):
+            p.send(Message("../" + "x" * 5000, b"x"))
         got = scrape(p.metrics_url)
         url = p.metrics_url
+    assert value(got, "duomq_send_results_total", topic="(invalid)",
+                 status="InvalidNameError") == 1
     assert value(got, "duomq_send_results_total", topic="Metered", status="SEND_OK") == 22
     assert value(got, "duomq_messages_sent_total", topic="Metered") == 55
     assert value(got, "duomq_send_cost_time_seconds_count", topic="Metered",
