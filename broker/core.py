@@ -110,7 +110,7 @@ class BrokerCore:
                 "data_dir": os.path.abspath(cfg.data_dir),
                 "max_offset": self.store.commitlog.max_offset,
                 "confirmed_offset": st.visible_offset,
-                "promotable": cfg.promotable and not self.refetching()}
+                "promotable": cfg.promotable and not self.refetching(), "auth": cfg.auth}
         if cfg.metrics_port > 0:
             info["metrics"] = f"http://{cfg.advertised_host or cfg.listen_host}:" \
                               f"{cfg.metrics_port}/metrics"

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from duomq.auth.guard import Guard
 from duomq.broker.core import BrokerCore
 from duomq.broker.metrics import STORED
 from duomq.broker.outbox import Outbox
@@ -29,9 +30,11 @@ class Dispatcher:
         self.outbox = outbox
         self.handlers = handlers
         self.before_answer = before_answer   # the loop's hook, run before an answer leaves
+        self.guard: Guard | None = None      # auth = true: who may make which request
 
-    def dispatch(self, parts: list[bytes]) -> None:
-        """Serve one ROUTER message."""
+    def dispatch(self, parts: list[bytes], who: str | None = None) -> None:
+        """Serve one ROUTER message (``who``: its connection's User-Id, when
+        the broker is secured)."""
         identity = parts[0]
         if not self.outbox.accepts(identity):   # muted: it does not read its answers
             return None
@@ -51,6 +54,12 @@ class Dispatcher:
             self.core.state.bad_requests += 1
             self.reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)
             return None
+        guard = self.guard
+        if guard is not None:
+            refused = guard.check(who, request)
+            if refused is not None:
+                self.reply(identity, request.request_id, request.type, *refused, None)
+                return None
         answer = self.call(self.handlers[request.type], request)
         if request.type == pb.SEND and (answer is None or answer[0] in STORED):
             self.core.metrics.stored(request.message)       # acked now or when durable

@@ -32,6 +32,7 @@ from duomq.broker.metrics import serve
 from duomq.broker.news import LoopNotifier, read_notes
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
 from duomq.broker.processors import HANDLERS, Request, pull_held
+from duomq.broker.security import BrokerSecurity
 from duomq.broker.state import MASTER, SLAVE
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import ConfigError
@@ -74,6 +75,9 @@ class Broker(BrokerCore):
         self.ha_router = self._socket(zmq.ROUTER, rcvhwm=HA_HWM, sndhwm=HA_HWM,
                                       max_frame=HA_MAX_FRAME_BYTES)
         self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
+        # auth = true: CURVE on both ports, ZAP, the users (broker/security.py)
+        self.security = BrokerSecurity(config, self.ctx, self.router, self.ha_router) \
+            if config.auth else None
         self.notify_pull = self._socket(zmq.PULL)
         endpoint = f"inproc://news-{id(self)}"
         self.notify_pull.bind(endpoint)
@@ -81,6 +85,8 @@ class Broker(BrokerCore):
         self.outbox = Outbox(self.router, config.max_queued_bytes_per_client,
                              config.client_mute_ms / 1000)
         self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
+        if self.security is not None:
+            self.dispatcher.guard = self.security.guard
         self.zk = None
         self.metrics_server: Any = None     # prometheus_client's WSGI server
         self.controller: HaController | None = None
@@ -118,6 +124,8 @@ class Broker(BrokerCore):
         self.offsets.load()
         self.state.flushed_offset = self.store.commitlog.mfq.flushed_offset()
         self.state.epoch = self.store.epoch_file.read()
+        if self.security is not None:
+            self.security.start_zap()
         port = self._bind(self.router, cfg.port, "port")
         ha_port = self._bind(self.ha_router, cfg.ha_port, "ha_port")
         if (port, ha_port) != (cfg.port, cfg.ha_port):
@@ -130,6 +138,8 @@ class Broker(BrokerCore):
         self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed,
                                                 self.metrics.fsync.observe)
         self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms)
+        if self.security is not None:
+            self.security.start(self.zk)        # users known before the member node says "here"
         self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info,
                                                   lambda: self.store.commitlog.max_offset)
         registry.register()
@@ -184,6 +194,8 @@ class Broker(BrokerCore):
         self.notifier.close()
         for sock in (self.router, self.ha_router, self.notify_pull):
             sock.close(linger=0)
+        if self.security is not None:
+            self.security.stop()                 # the ZAP handler's sockets, before term
         self.ctx.term()
         log.info("broker stopped")
 
@@ -232,6 +244,16 @@ class Broker(BrokerCore):
 
     def _drain_router(self) -> None:
         router, dispatch = self.router, self.dispatcher.dispatch
+        if self.security is not None:
+            for _ in range(MAX_DRAIN):
+                try:
+                    frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    return
+                # the User-Id ZAP gave the connection: checked on every request
+                who = frames[-1].get("User-Id")
+                dispatch([f.bytes for f in frames], who if isinstance(who, str) else None)
+            return
         for _ in range(MAX_DRAIN):
             try:
                 parts = router.recv_multipart(zmq.NOBLOCK)

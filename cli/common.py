@@ -20,6 +20,9 @@ def add_endpoint(p) -> None:
                    "(default: $DUOMQ_ZOOKEEPER, else the local dev cluster)")
     p.add_argument("--cluster", help="cluster name (default: $DUOMQ_CLUSTER, else the dev "
                    "cluster's, else DefaultCluster)")
+    p.add_argument("--credentials", metavar="PATH",
+                   help="a secured cluster: your credentials file (default: "
+                        "$DUOMQ_CREDENTIALS; `duomq auth user add` writes one)")
 
 
 def add_metrics_port(p) -> None:
@@ -39,7 +42,11 @@ def add_json(p) -> None:
 
 
 def endpoint(args) -> tuple[str, str]:
-    """--zookeeper/--cluster, then the environment, then the local dev cluster."""
+    """--zookeeper/--cluster, then the environment, then the local dev cluster.
+    ``--credentials`` goes to every client the command makes (through
+    ``$DUOMQ_CREDENTIALS``, which clients read)."""
+    if getattr(args, "credentials", None):
+        os.environ["DUOMQ_CREDENTIALS"] = args.credentials
     zk = args.zookeeper or os.environ.get("DUOMQ_ZOOKEEPER")
     cluster = args.cluster or os.environ.get("DUOMQ_CLUSTER")
     if not zk or not cluster:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from kazoo.exceptions import NoNodeError
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
+from duomq.client.base import secured
 from duomq.client.remoting import RemotingClient
+from duomq.common.credentials import resolve_credentials
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.proto import pb
@@ -21,7 +23,12 @@ def add(sub) -> None:
 def collect(zookeeper: str, cluster: str) -> dict:
     zk = zkutil.connect(zookeeper)
     paths = ZkPaths(cluster)
-    remoting = RemotingClient("duomq-status")
+    try:
+        credentials = secured(zk, cluster, resolve_credentials(None))
+    except Exception:
+        zkutil.close(zk)
+        raise
+    remoting = RemotingClient("duomq-status", credentials=credentials)
     brokers, lag = [], []
     try:
         try:

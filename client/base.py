@@ -17,8 +17,15 @@ from prometheus_client.core import Metric
 from duomq.client.metrics import ClientCollector, ClientMetrics
 from duomq.client.remoting import RemotingClient
 from duomq.client.scheduler import Scheduler
+from duomq.common.credentials import CREDENTIALS_ENV, Credentials, resolve_credentials
 from duomq.common.endpoint import resolve_endpoint
-from duomq.common.errors import ConfigError, NoRouteError, TopicNotExistError, for_status
+from duomq.common.errors import (
+    AuthenticationError,
+    ConfigError,
+    NoRouteError,
+    TopicNotExistError,
+    for_status,
+)
 from duomq.common.metrics import serve
 from duomq.common.names import validate_name
 from duomq.coordinator import zk as zkutil
@@ -39,16 +46,24 @@ class ClientBase:
         self.paths = ZkPaths(self.cluster)
         self._own_zk = zk is None
         self.zk = zk if zk is not None else zkutil.connect(self.zookeeper)
+        cfg = getattr(self, "config", None)
+        try:
+            self.credentials = secured(self.zk, self.cluster, resolve_credentials(
+                cfg.credentials if cfg is not None else None))
+        except Exception:
+            if self._own_zk:
+                zkutil.close(self.zk)
+            raise
         self.routes = RouteTable(self.zk, self.cluster)
         self._leaders: dict[str, dict[str, str]] = {}   # topic -> group -> master address
         self.routes.add_listener(self._route_changed)
         self.members = BrokerMembers(self.zk, self.cluster)
-        self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}")
+        self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}",
+                                       credentials=self.credentials)
         self._closed = False
         self.timer = Scheduler(f"duomq-timer-{type(self).__name__}")
         # RocketMQ clients also tell every broker who they are every 30 s
         self._heartbeat = self.timer.every(HEARTBEAT_INTERVAL_S, self.send_heartbeats, first_s=0)
-        cfg = getattr(self, "config", None)
         # metrics only when the user gives a metrics_port
         self.metrics: ClientMetrics | None = \
             ClientMetrics() if cfg is not None and cfg.metrics_port >= 0 else None
@@ -180,6 +195,38 @@ class ClientBase:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def secured(zk, cluster: str, credentials: Credentials | None) -> Credentials | None:
+    """The credentials a client's sockets use: None on a cluster without
+    auth; on a secured one (its brokers publish that in ZooKeeper) the
+    user's, checked now so that missing, foreign, removed or replaced
+    credentials fail at once with AuthenticationError, not after a timeout."""
+    paths = ZkPaths(cluster)
+    try:
+        doc = zkutil.loads(zk.get(paths.auth_config)[0])
+    except NoNodeError:
+        doc = {}
+    if not doc.get("enabled"):
+        return None
+    if credentials is None:
+        raise AuthenticationError(
+            f"cluster {cluster!r} is secured (auth = true): credentials are needed: pass "
+            f"credentials=PATH (CLI: --credentials PATH or ${CREDENTIALS_ENV}), a file "
+            f"written by `duomq auth user add`")
+    who = f"credentials of user {credentials.user!r}"
+    if credentials.broker_public_key.decode() != doc.get("broker_public_key"):
+        raise AuthenticationError(f"{who} were refused: they name other brokers' key than "
+                                  f"cluster {cluster!r}'s")
+    try:
+        user = zkutil.loads(zk.get(paths.auth_user(credentials.user))[0])
+    except NoNodeError:
+        raise AuthenticationError(f"{who} were refused: no such user in cluster "
+                                  f"{cluster!r} (removed?)") from None
+    if user.get("public_key") != credentials.keys.public.decode():
+        raise AuthenticationError(f"{who} were refused: the user has another key now "
+                                  f"(rotated with `duomq auth user update --rotate`)")
+    return credentials
 
 
 def raise_for(status: int, error: str) -> None:

@@ -29,7 +29,9 @@ from concurrent.futures import Future
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from duomq.common.credentials import Credentials
 from duomq.common.errors import (
+    AuthenticationError,
     BrokerGoneError,
     BrokerUnreachableError,
     ClientClosedError,
@@ -40,13 +42,21 @@ from duomq.proto import codec, pb
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
 LOST = zmq.EVENT_DISCONNECTED
+REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURVE key
+WATCHED = LOST | REFUSED
 
 
 def _lost(monitor: zmq.Socket) -> bool:
-    """Read a socket monitor's pending events: did a connection die?"""
-    lost = False
+    """Read a socket monitor's pending events: did a connection die? Raises
+    AuthenticationError when the broker refused this client's key."""
+    lost = refused = False
     while monitor.poll(0):
-        lost |= recv_monitor_message(monitor)["event"] == LOST
+        event = recv_monitor_message(monitor)["event"]
+        lost |= event == LOST
+        refused |= event == REFUSED
+    if refused:
+        raise AuthenticationError("the broker refused these credentials: the key is no "
+                                  "registered user's (removed, or replaced by a new key)")
     return lost
 
 
@@ -70,8 +80,9 @@ class _Direct:
 
 
 class RemotingClient:
-    def __init__(self, name: str = "duomq-io"):
+    def __init__(self, name: str = "duomq-io", credentials: Credentials | None = None):
         self.ctx: zmq.Context = zmq.Context.instance()
+        self.credentials = credentials      # CURVE on every socket (a secured cluster)
         self._ids = itertools.count(1)
         self._outbox: deque = deque()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -115,13 +126,18 @@ class RemotingClient:
             raise ClientClosedError("client is closed")
         conn = self._direct_socket(address)
         sock = conn.sock
-        _lost(conn.monitor)                 # a drop while idle: the send reconnects
+        self._lost_direct(conn, address)     # a drop while idle: the send reconnects
         gone = self._gone.get(address, (0, ""))[0]
         rid = next(self._ids)
         sock.setsockopt(zmq.SNDTIMEO, max(1, int(min(timeout_s, CONNECT_TIMEOUT_S) * 1000)))
         try:
             sock.send(codec.encode_request(rid, type_, message))
         except zmq.Again:
+            try:
+                _lost(conn.monitor)         # the handshake refused: say so, not "unreachable"
+            except AuthenticationError:
+                self._drop_direct_socket(address)
+                raise
             raise BrokerUnreachableError(f"no connection to {address}") from None
         deadline = time.monotonic() + timeout_s
         wake = self._local.wake
@@ -154,7 +170,7 @@ class RemotingClient:
                         self._drop_direct_socket(address)
                         raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
                                               f"abandoned: {why}")
-                if conn.monitor in ready and _lost(conn.monitor):
+                if conn.monitor in ready and self._lost_direct(conn, address):
                     self._drop_direct_socket(address)
                     raise BrokerUnreachableError(
                         f"the connection to {address} died while {pb.RequestType.Name(type_)} "
@@ -162,6 +178,20 @@ class RemotingClient:
         finally:
             with self._direct_lock:
                 self._waiting[address].discard(wake)
+
+    def _lost_direct(self, conn: _Direct, address: str) -> bool:
+        try:
+            return _lost(conn.monitor)
+        except AuthenticationError:
+            self._drop_direct_socket(address)
+            raise
+
+    def _secure(self, sock: zmq.Socket) -> None:
+        c = self.credentials
+        if c is not None:
+            sock.curve_secretkey = c.keys.secret
+            sock.curve_publickey = c.keys.public
+            sock.curve_serverkey = c.broker_public_key
 
     def abort(self, address: str, why: str) -> None:
         """The broker at ``address`` no longer leads its group (the route
@@ -191,7 +221,8 @@ class RemotingClient:
             sock.setsockopt(zmq.IMMEDIATE, 1)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            monitor = sock.get_monitor_socket(LOST)
+            self._secure(sock)
+            monitor = sock.get_monitor_socket(WATCHED)
             sock.connect(address)
             conn = socks[address] = _Direct(sock, monitor, self._local.wake)
             with self._direct_lock:
@@ -229,7 +260,8 @@ class RemotingClient:
             sock.setsockopt(zmq.RCVHWM, 100_000)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            monitor = sock.get_monitor_socket(LOST)
+            self._secure(sock)
+            monitor = sock.get_monitor_socket(WATCHED)
             sock.connect(address)
             self._sockets[address] = sock
             self._by_socket[sock] = address
@@ -253,11 +285,15 @@ class RemotingClient:
                             pass
                     elif sock in self._monitors:
                         address = self._monitors[sock]
-                        if _lost(sock):
-                            self._drain(self._sockets[address])  # answers that did arrive
-                            self._fail_address(address, BrokerUnreachableError(
+                        try:
+                            lost: Exception | None = BrokerUnreachableError(
                                 f"the connection to {address} died while the request waited "
-                                f"for its answer"))
+                                f"for its answer") if _lost(sock) else None
+                        except AuthenticationError as exc:
+                            lost = exc
+                        if lost is not None:
+                            self._drain(self._sockets[address])  # answers that did arrive
+                            self._fail_address(address, lost)
                     else:
                         self._drain(sock)
                 while self._aborts:

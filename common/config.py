@@ -103,6 +103,10 @@ class BrokerConfig:
                                              # 0 picks a free one, -1 serves none
     metrics_per_queue: bool = False          # also series per queue (queue_id label): each
                                              # queue's end and each group's lag on it
+    auth: bool = False                       # CURVE on both ports; only registered users' keys
+                                             # (client port) and the broker key (both) connect
+    auth_dir: str = ""                       # with auth: the broker keypair and the admin
+                                             # user's public key (duomq auth init writes them)
     ha_max_gap_bytes: int = 256 * MIB        # a slave further behind is not in sync
     ha_housekeeping_ms: int = 20_000         # drop a replication link silent this long
     ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often
@@ -202,6 +206,9 @@ class BrokerConfig:
                 (self.metrics_port > 0 and self.metrics_port in (self.port, self.ha_port)):
             raise ConfigError(f"metrics_port: {self.metrics_port} must be a TCP port other than "
                               f"port and ha_port (0: a free one, -1: no metrics)")
+        if self.auth and not self.auth_dir:
+            raise ConfigError("auth = true needs auth_dir: the directory `duomq auth init "
+                              "--out DIR` wrote (the broker keypair)")
         if not 0 < self.slave_read_back_ratio < self.access_in_memory_max_ratio <= 1:
             raise ConfigError("slave_read_back_ratio must be below access_in_memory_max_ratio "
                               "(both in (0, 1]), or readers would bounce between brokers")
@@ -318,6 +325,8 @@ class ProducerConfig:
     fault_avoidance_ms: int = 5000           # avoid a broker group this long after it failed a send
     metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)
     metrics_host: str = "0.0.0.0"            # ... listening on this address
+    credentials: str = ""                    # a secured cluster: this user's credentials file
+                                             # (default: $DUOMQ_CREDENTIALS)
 
     def __post_init__(self):
         check_types(self)
@@ -375,6 +384,8 @@ class ConsumerConfig:
                                              # position is committed and it is let go
     metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)
     metrics_host: str = "0.0.0.0"            # ... listening on this address
+    credentials: str = ""                    # a secured cluster: this user's credentials file
+                                             # (default: $DUOMQ_CREDENTIALS)
 
     def __post_init__(self):
         check_types(self)

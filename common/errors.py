@@ -130,6 +130,21 @@ class ReplicaLagError(DuomqError):
         self.lag_ms = lag_ms
 
 
+class AuthenticationError(DuomqError):
+    """A secured cluster (``auth = true``) did not accept this client's
+    credentials: none were given, the key is no registered user's, or the
+    user was removed or given a new key."""
+
+    status = pb.AUTHENTICATION_FAILED
+
+
+class AuthorizationError(DuomqError):
+    """The user's policy lacks a permission the request needs (named in the
+    text): nothing was done. Not retriable."""
+
+    status = pb.NOT_AUTHORIZED
+
+
 class ClientClosedError(DuomqError):
     """The client was shut down while the request was pending."""
 
@@ -137,7 +152,8 @@ class ClientClosedError(DuomqError):
 _BY_STATUS: dict[int, type[DuomqError]] = {cls.status: cls for cls in (
     InvalidNameError, BadRequestError, UnsupportedVersionError, UnknownRequestTypeError,
     MessageTooLargeError, TopicNotExistError, NotMasterError, ServiceNotAvailableError,
-    BrokerSystemError, OffsetIllegalError, ReplicaLagError,
+    BrokerSystemError, OffsetIllegalError, ReplicaLagError, AuthenticationError,
+    AuthorizationError,
 )}
 
 

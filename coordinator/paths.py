@@ -76,3 +76,19 @@ class ZkPaths:
 
     def group_reset(self, group: str, topic: str) -> str:
         return f"{self.consumer_groups}/{group}/resets/{topic}"
+
+    @property
+    def auth_root(self) -> str:
+        return f"{self.cluster_root}/auth"
+
+    @property
+    def auth_config(self) -> str:
+        """Published by brokers with auth = true: that it is on, and their public key."""
+        return f"{self.auth_root}/config"
+
+    @property
+    def auth_users(self) -> str:
+        return f"{self.auth_root}/users"
+
+    def auth_user(self, name: str) -> str:
+        return f"{self.auth_users}/{name}"

@@ -44,6 +44,8 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SERVICE_NOT_AVAILABLE: _ClassVar[Status]
     SYSTEM_ERROR: _ClassVar[Status]
     REPLICA_LAGGING: _ClassVar[Status]
+    AUTHENTICATION_FAILED: _ClassVar[Status]
+    NOT_AUTHORIZED: _ClassVar[Status]
 
 class OffsetQuery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -83,6 +85,8 @@ NOT_MASTER: Status
 SERVICE_NOT_AVAILABLE: Status
 SYSTEM_ERROR: Status
 REPLICA_LAGGING: Status
+AUTHENTICATION_FAILED: Status
+NOT_AUTHORIZED: Status
 OFFSET_QUERY_UNSPECIFIED: OffsetQuery
 MIN_OFFSET: OffsetQuery
 MAX_OFFSET: OffsetQuery

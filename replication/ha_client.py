@@ -32,6 +32,7 @@ from collections.abc import Callable
 import zmq
 
 from duomq.common.config import FlushDiskType, ReplicationMode
+from duomq.common.credentials import load_broker_keys
 from duomq.common.service import ServiceThread
 from duomq.format.record import RecordError
 from duomq.proto import PROTOCOL_VERSION, codec, pb
@@ -128,6 +129,13 @@ class HAClient(ServiceThread):
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 64)
+        if cfg.auth:
+            # the broker keypair both ways: the master admits only it, and we
+            # follow only a master that holds its secret half
+            keys = load_broker_keys(cfg.auth_dir)
+            sock.curve_secretkey = keys.secret
+            sock.curve_publickey = keys.public
+            sock.curve_serverkey = keys.public
         sock.connect(address)
         log.info("replicating from %s (local end %d)", address, self.store.commitlog.max_offset)
         try:

@@ -1,0 +1,81 @@
+"""Users' policies in RocketMQ ACL 2.0's terms (pure).
+
+A permission is ``Type:Name:Action``: Type ``Topic``, ``Group`` or
+``Cluster``; Name a resource name, ``*``, or a prefix ending in ``*``;
+Action ``Pub``, ``Sub``, ``Create``, ``Update``, ``Delete``, ``Get``,
+``List``, ``Admin`` or ``All``. A policy is a list of allowed and a list of
+denied permissions: a request is allowed when every permission it needs is
+matched by an allow entry and by no deny entry (deny wins, as in RocketMQ).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from duomq.common.errors import ConfigError
+
+TYPES = ("Topic", "Group", "Cluster")
+# a name (retry and dead-letter topics too), a prefix ending in *, or *
+NAME_PATTERN = re.compile(r"\*|(%RETRY%|%DLQ%)?[A-Za-z0-9_-]{1,127}\*?|(%RETRY%|%DLQ%)\*")
+ACTIONS = ("Pub", "Sub", "Create", "Update", "Delete", "Get", "List", "Admin", "All")
+
+
+@dataclass(frozen=True)
+class Permission:
+    type: str
+    name: str
+    action: str
+
+    @classmethod
+    def parse(cls, text: str) -> Permission:
+        parts = str(text).split(":")
+        if len(parts) != 3:
+            raise ConfigError(f"permission {text!r}: expected Type:Name:Action, such as "
+                              f"Topic:Orders:Pub")
+        type_, name, action = (p.strip() for p in parts)
+        if type_ not in TYPES:
+            raise ConfigError(f"permission {text!r}: type {type_!r} is not one of "
+                              f"{', '.join(TYPES)}")
+        if action not in ACTIONS:
+            raise ConfigError(f"permission {text!r}: action {action!r} is not one of "
+                              f"{', '.join(ACTIONS)}")
+        if not NAME_PATTERN.fullmatch(name):
+            raise ConfigError(f"permission {text!r}: name {name!r} is not a name, a "
+                              f"prefix ending in *, or *")
+        return cls(type_, name, action)
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.name}:{self.action}"
+
+    def covers(self, needed: Permission) -> bool:
+        """Whether this entry matches ``needed`` (a concrete permission)."""
+        if self.type != needed.type or self.action not in (needed.action, "All"):
+            return False
+        if self.name.endswith("*"):
+            return needed.name.startswith(self.name[:-1])
+        return self.name == needed.name
+
+
+@dataclass(frozen=True)
+class Policy:
+    allow: tuple[Permission, ...] = ()
+    deny: tuple[Permission, ...] = ()
+
+    @classmethod
+    def parse(cls, allow, deny=()) -> Policy:
+        return cls(tuple(Permission.parse(p) for p in allow),
+                   tuple(Permission.parse(p) for p in deny))
+
+    def lacking(self, needed: list[Permission]) -> Permission | None:
+        """The first permission of ``needed`` this policy does not grant."""
+        for p in needed:
+            if any(d.covers(p) for d in self.deny) or not any(a.covers(p) for a in self.allow):
+                return p
+        return None
+
+    def to_json(self) -> dict:
+        return {"allow": [str(p) for p in self.allow], "deny": [str(p) for p in self.deny]}
+
+
+ADMIN = Policy.parse(["Cluster:*:All", "Topic:*:All", "Group:*:All"])

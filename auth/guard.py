@@ -1,0 +1,33 @@
+"""Who sent a request, and whether they may (a secured broker's request
+loop). The ZAP handler names every CURVE connection by ``curve_user_id``:
+``"<user> <key>"``; each request's ``User-Id`` is checked against the users
+as ZooKeeper has them now, so a removed user, or one whose key was
+replaced, is refused on its open connections at once, not only on new ones."""
+
+from __future__ import annotations
+
+from duomq.auth.users import UserRegistry
+from duomq.auth.zap import BROKER_USER
+from duomq.proto import pb
+
+
+def user_id(name: str, key: bytes) -> str:
+    return f"{name} {key.decode()}"
+
+
+class Guard:
+    def __init__(self, users: UserRegistry):
+        self.users = users
+
+    def check(self, who: str | None, request) -> tuple[int, str] | None:
+        """None when ``who`` (a connection's User-Id) may make ``request``;
+        else the status and text of the refusal."""
+        name, _, key = (who or "").partition(" ")
+        if name == BROKER_USER:
+            return None
+        user = self.users.user(name)
+        if user is None or user.public_key.decode() != key:
+            return (pb.AUTHENTICATION_FAILED,
+                    f"user {name or 'anonymous'!r} is not (or no longer) registered with this "
+                    f"key: removed, or given a new one")
+        return None

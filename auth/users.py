@@ -1,0 +1,158 @@
+"""Users in ZooKeeper: ``/duomq/<cluster>/auth/users/<name>`` holds a user's
+CURVE public key (Z85) and its policy. ``UserAdmin`` writes them (the
+``duomq auth user`` commands); ``UserRegistry`` is a broker's live view,
+kept by watches, so an added, changed or removed user takes effect on
+every broker at once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from duomq.auth.acl import Policy
+from duomq.common.credentials import z85_key
+from duomq.common.errors import ConfigError
+from duomq.common.names import validate_name
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+
+log = logging.getLogger(__name__)
+RESERVED = frozenset({"broker", "anonymous"})    # names ZAP gives the broker key and no key
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    public_key: bytes           # Z85
+    policy: Policy
+
+    def to_node(self) -> bytes:
+        return zkutil.dumps({"public_key": self.public_key.decode(), **self.policy.to_json()})
+
+    @classmethod
+    def from_node(cls, name: str, raw: bytes | None) -> User:
+        doc = zkutil.loads(raw)
+        where = f"user {name!r} in ZooKeeper"
+        return cls(name, z85_key(doc.get("public_key", ""), "public_key", where),
+                   Policy.parse(doc.get("allow", []), doc.get("deny", [])))
+
+
+class UserAdmin:
+    def __init__(self, zk, cluster: str):
+        self.zk = zk
+        self.paths = ZkPaths(cluster)
+
+    def add(self, user: User) -> None:
+        validate_name("user", user.name)
+        if user.name in RESERVED:
+            raise ConfigError(f"user name {user.name!r} is reserved")
+        self.zk.ensure_path(self.paths.auth_users)
+        try:
+            self.zk.create(self.paths.auth_user(user.name), user.to_node())
+        except NodeExistsError:
+            raise ConfigError(f"user {user.name!r} exists (use update)") from None
+
+    def ensure(self, user: User) -> bool:
+        """Add ``user`` unless one of that name exists; True if added."""
+        try:
+            self.add(user)
+            return True
+        except ConfigError:
+            return False
+
+    def update(self, user: User) -> None:
+        try:
+            self.zk.set(self.paths.auth_user(user.name), user.to_node())
+        except NoNodeError:
+            raise ConfigError(f"user {user.name!r} does not exist") from None
+
+    def remove(self, name: str) -> None:
+        try:
+            self.zk.delete(self.paths.auth_user(name))
+        except NoNodeError:
+            raise ConfigError(f"user {name!r} does not exist") from None
+
+    def get(self, name: str) -> User:
+        try:
+            raw, _ = self.zk.get(self.paths.auth_user(name))
+        except NoNodeError:
+            raise ConfigError(f"user {name!r} does not exist") from None
+        return User.from_node(name, raw)
+
+    def list(self) -> list[User]:
+        try:
+            names = sorted(self.zk.get_children(self.paths.auth_users))
+        except NoNodeError:
+            return []
+        out = []
+        for n in names:
+            try:
+                out.append(self.get(n))
+            except ConfigError:
+                continue
+        return out
+
+
+class UserRegistry:
+    """The users as ZooKeeper has them now (watches; kazoo's threads write,
+    the ZAP handler and the request loop read whole-dict snapshots)."""
+
+    def __init__(self, cluster: str):
+        self.zk = None
+        self.paths = ZkPaths(cluster)
+        self._lock = threading.Lock()
+        self._users: dict[str, User] = {}
+        self.by_key: dict[bytes, User] = {}        # Z85 public key -> user
+        self._watched: set[str] = set()
+        self.version = 0                           # bumped on every change
+
+    def start(self, zk) -> UserRegistry:
+        """Load the users and watch them (until then no user key is known)."""
+        self.zk = zk
+        zk.ensure_path(self.paths.auth_users)
+        ChildrenWatch(self.zk, self.paths.auth_users, self._on_children)
+        return self
+
+    def _on_children(self, names: list[str]) -> None:
+        with self._lock:
+            gone = set(self._users) - set(names)
+            for n in gone:
+                self._users.pop(n, None)
+            new = set(names) - self._watched
+            self._watched |= new
+            self._publish()
+        for n in sorted(new):
+            DataWatch(self.zk, self.paths.auth_user(n), self._watcher(n))
+
+    def _watcher(self, name: str):
+        # two parameters exactly: kazoo passes a third (the event) to a
+        # function that takes three, default or not
+        def watch(data, stat):
+            return self._on_user(name, data, stat)
+        return watch
+
+    def _on_user(self, name: str, data: bytes | None, stat) -> bool | None:
+        with self._lock:
+            if stat is None:              # deleted: the watch ends
+                self._users.pop(name, None)
+                self._watched.discard(name)
+                self._publish()
+                return False
+            try:
+                self._users[name] = User.from_node(name, data)
+            except (ConfigError, ValueError) as exc:
+                log.error("user %s in ZooKeeper is unusable (%s): refused until fixed", name, exc)
+                self._users.pop(name, None)
+            self._publish()
+        return None
+
+    def _publish(self) -> None:
+        self.by_key = {u.public_key: u for u in self._users.values()}
+        self.version += 1
+
+    def user(self, name: str) -> User | None:
+        return self._users.get(name)

@@ -1,0 +1,62 @@
+"""A secured broker (``auth = true``): CURVE on its client and replication
+sockets with the cluster's broker keypair, the ZAP handler (``zmq.auth``),
+the users from ZooKeeper, and the guard that checks every request. The
+cluster's ``auth`` node tells clients that credentials are needed, and the
+admin user of ``auth_dir`` is registered if ZooKeeper has no user of that
+name yet."""
+
+from __future__ import annotations
+
+import logging
+
+import zmq
+from kazoo.exceptions import NodeExistsError
+
+from duomq.auth.acl import ADMIN
+from duomq.auth.guard import Guard
+from duomq.auth.users import User, UserAdmin, UserRegistry
+from duomq.auth.zap import CLIENT_DOMAIN, HA_DOMAIN, BrokerAuthenticator
+from duomq.common.config import BrokerConfig
+from duomq.common.credentials import load_admin_key, load_broker_keys
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+
+log = logging.getLogger(__name__)
+
+
+class BrokerSecurity:
+    def __init__(self, config: BrokerConfig, ctx: zmq.Context, router: zmq.Socket,
+                 ha_router: zmq.Socket):
+        self.config = config
+        self.keys = load_broker_keys(config.auth_dir)       # a ConfigError stops the start
+        self.admin = load_admin_key(config.auth_dir)
+        for sock, domain in ((router, CLIENT_DOMAIN), (ha_router, HA_DOMAIN)):
+            sock.curve_server = True
+            sock.curve_secretkey = self.keys.secret
+            sock.curve_publickey = self.keys.public
+            sock.zap_domain = domain.encode()
+        self.users = UserRegistry(config.cluster)
+        self.guard = Guard(self.users)
+        self.authenticator = BrokerAuthenticator(ctx, self.keys.public, self.users)
+
+    def start_zap(self) -> None:
+        """Before the sockets bind: every handshake goes through ZAP."""
+        self.authenticator.start()
+
+    def start(self, zk) -> None:
+        """With ZooKeeper: the users, the cluster's auth node, the admin."""
+        self.users.start(zk)
+        paths = ZkPaths(self.config.cluster)
+        doc = zkutil.dumps({"enabled": True, "broker_public_key": self.keys.public.decode()})
+        zk.ensure_path(paths.auth_root)
+        try:
+            zk.create(paths.auth_config, doc)
+        except NodeExistsError:
+            zk.set(paths.auth_config, doc)
+        if self.admin is not None:
+            name, key = self.admin
+            if UserAdmin(zk, self.config.cluster).ensure(User(name, key, ADMIN)):
+                log.info("registered the admin user %s from auth_dir", name)
+
+    def stop(self) -> None:
+        self.authenticator.stop()

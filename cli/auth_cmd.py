@@ -1,0 +1,127 @@
+"""``duomq auth init|user``: the cluster's keys and its users.
+
+``duomq auth init --out DIR`` writes, without touching any cluster:
+  DIR/broker.key, DIR/broker.key_secret   the brokers' CURVE keypair (every broker's auth_dir)
+  DIR/admin-user.key                       the admin user's name and public key (brokers register it)
+  DIR/admin.json                           the admin's credentials (keep them with the operator)
+  DIR/zookeeper.secret                     the digest secret duomq's ZooKeeper nodes are written with
+
+``duomq auth user add NAME --allow Type:Name:Action ... [--deny ...] --out FILE``
+registers NAME in ZooKeeper and writes its credentials file; ``list``,
+``remove NAME`` and ``update NAME`` (new permissions, and ``--rotate --out
+FILE`` for a new key: the old one stops working at once).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from duomq.auth.acl import Policy
+from duomq.auth.users import User, UserAdmin
+from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
+from duomq.common.credentials import Credentials, KeyPair, write_admin_key, write_broker_keys
+from duomq.common.errors import ConfigError
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+
+ADMIN_USER = "admin"
+
+
+def add(sub) -> None:
+    p = sub.add_parser("auth", help="the cluster's keys, users and their permissions")
+    asub = p.add_subparsers(dest="auth_cmd", required=True)
+    q = asub.add_parser("init", help="write the broker keypair, an admin user's credentials "
+                                     "and the ZooKeeper secret to a directory")
+    q.add_argument("--out", required=True, metavar="DIR")
+    q.add_argument("--admin", default=ADMIN_USER, metavar="NAME", help="the admin's user name")
+    q.set_defaults(func=init)
+    q = asub.add_parser("user", help="add, update, remove and list users")
+    usub = q.add_subparsers(dest="user_cmd", required=True)
+    for name in ("add", "update", "remove", "list"):
+        u = usub.add_parser(name)
+        if name != "list":
+            u.add_argument("name")
+        if name in ("add", "update"):
+            u.add_argument("--allow", action="append", default=[], metavar="Type:Name:Action",
+                           help="a permission granted (repeat; Type Topic, Group or Cluster; "
+                                "Name may end in *; Action Pub, Sub, Create, Update, Delete, "
+                                "Get, List, Admin or All)")
+            u.add_argument("--deny", action="append", default=[], metavar="Type:Name:Action",
+                           help="a permission refused, whatever --allow says (repeat)")
+            u.add_argument("--out", metavar="FILE", help="write the user's credentials here")
+        if name == "update":
+            u.add_argument("--rotate", action="store_true",
+                           help="a new keypair (written to --out); the old key stops working")
+        add_endpoint(u)
+        add_json(u)
+        u.set_defaults(func=user)
+
+
+def init(args) -> int:
+    out = args.out
+    broker = write_broker_keys(out)
+    admin = KeyPair.new()
+    write_admin_key(out, args.admin, admin.public)
+    Credentials(args.admin, admin, broker.public).write(os.path.join(out, f"{args.admin}.json"))
+    secret = os.path.join(out, "zookeeper.secret")
+    fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(32) + "\n")
+    print(f"wrote {out}: broker.key, broker.key_secret, admin-user.key and zookeeper.secret "
+          f"(the brokers' auth_dir), {args.admin}.json (the admin's credentials: keep it apart)")
+    return 0
+
+
+def _broker_public(zk, cluster: str) -> bytes:
+    doc = zkutil.loads(zk.get(ZkPaths(cluster).auth_config)[0]) \
+        if zk.exists(ZkPaths(cluster).auth_config) else {}
+    key = doc.get("broker_public_key")
+    if not key:
+        raise ConfigError(f"cluster {cluster!r} has no broker with auth = true yet: its "
+                          f"brokers' public key is unknown")
+    return key.encode()
+
+
+def user(args) -> int:
+    zookeeper, cluster = endpoint(args)
+    zk = zkutil.connect(zookeeper)
+    try:
+        admin = UserAdmin(zk, cluster)
+        if args.user_cmd == "list":
+            users = admin.list()
+            rows = [{"user": u.name, "public_key": u.public_key.decode(), **u.policy.to_json()}
+                    for u in users]
+            if args.json:
+                emit({"users": rows})
+            else:
+                print(table([[r["user"], " ".join(r["allow"]), " ".join(r["deny"])]
+                             for r in rows], ["user", "allow", "deny"]))
+            return 0
+        if args.user_cmd == "remove":
+            admin.remove(args.name)
+            print(f"removed user {args.name}: its connections are refused from now on")
+            return 0
+        policy = Policy.parse(args.allow, args.deny)
+        if args.user_cmd == "add":
+            if not args.out:
+                raise ConfigError("duomq auth user add needs --out FILE for the credentials")
+            pair = KeyPair.new()
+            admin.add(User(args.name, pair.public, policy))
+            Credentials(args.name, pair, _broker_public(zk, cluster)).write(args.out)
+            print(f"added user {args.name}; credentials in {args.out}")
+            return 0
+        old = admin.get(args.name)
+        keys = KeyPair.new() if args.rotate else None
+        if keys is not None and not args.out:
+            raise ConfigError("--rotate needs --out FILE for the new credentials")
+        if not args.allow and not args.deny:
+            policy = old.policy                  # only the key changes
+        admin.update(User(args.name, keys.public if keys else old.public_key, policy))
+        if keys is not None:
+            Credentials(args.name, keys, _broker_public(zk, cluster)).write(args.out)
+        print(f"updated user {args.name}" + (f"; new credentials in {args.out}" if keys else ""))
+        return 0
+    finally:
+        zkutil.close(zk)
+

@@ -1,0 +1,154 @@
+"""CURVE keys on disk: the cluster's broker keypair and a user's credentials
+file.
+
+  broker keypair   ``DIR/broker.key`` and ``DIR/broker.key_secret``, written
+                   by ``zmq.auth.create_certificates`` (ZeroMQ's own
+                   certificate format); every broker of the cluster holds it
+  credentials      one JSON file per user: its name, its keypair, and the
+                   brokers' public key (so a client checks it talks to the
+                   cluster's brokers); written readable by its owner only
+
+Keys are Z85 text (40 characters), as ZeroMQ prints them. Nothing here
+does crypto: ZeroMQ's CURVE does, with these keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import zmq
+import zmq.auth
+
+from duomq.common.errors import ConfigError
+from duomq.common.names import validate_name
+
+BROKER_CERT = "broker"
+CREDENTIALS_ENV = "DUOMQ_CREDENTIALS"
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    public: bytes           # Z85
+    secret: bytes           # Z85
+
+    @classmethod
+    def new(cls) -> KeyPair:
+        public, secret = zmq.curve_keypair()
+        return cls(public, secret)
+
+
+def z85_key(value, what: str, where: str) -> bytes:
+    key = value.encode() if isinstance(value, str) else value
+    if not isinstance(key, bytes) or len(key) != 40:
+        raise ConfigError(f"{where}: {what} is not a 40-character Z85 CURVE key")
+    try:
+        zmq.utils.z85.decode(key)
+    except (ValueError, KeyError):
+        raise ConfigError(f"{where}: {what} is not a Z85 CURVE key") from None
+    return key
+
+
+def write_broker_keys(directory: str) -> KeyPair:
+    """A new broker keypair in ``directory`` (refused if one is there)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{BROKER_CERT}.key_secret")
+    if os.path.exists(path):
+        raise ConfigError(f"{path} exists: the cluster already has a broker keypair")
+    zmq.auth.create_certificates(directory, BROKER_CERT)
+    os.chmod(path, 0o600)
+    return load_broker_keys(directory)
+
+
+def load_broker_keys(directory: str) -> KeyPair:
+    """The broker keypair from ``directory`` (``auth_dir``)."""
+    path = os.path.join(directory, f"{BROKER_CERT}.key_secret")
+    try:
+        public, secret = zmq.auth.load_certificate(path)
+    except OSError as exc:
+        raise ConfigError(f"auth_dir: cannot read the broker keypair {path}: "
+                          f"{exc.strerror or exc} (duomq auth init writes it)") from None
+    except ValueError as exc:
+        raise ConfigError(f"auth_dir: {path} is not a ZeroMQ certificate: {exc}") from None
+    if not secret:
+        raise ConfigError(f"auth_dir: {path} holds no secret key")
+    return KeyPair(z85_key(public, "the public key", path), z85_key(secret, "the secret key", path))
+
+
+ADMIN_KEY = "admin-user.key"      # in auth_dir: the admin's name and public key
+
+
+def write_admin_key(directory: str, user: str, public: bytes) -> None:
+    """The admin user's name and public key, for the brokers to register."""
+    with open(os.path.join(directory, ADMIN_KEY), "w") as f:
+        f.write(f"#   duomq's admin user: its public key, registered by the brokers\n"
+                f"metadata\n    user = \"{user}\"\ncurve\n"
+                f"    public-key = \"{public.decode()}\"\n")
+
+
+def load_admin_key(directory: str) -> tuple[str, bytes] | None:
+    """(name, public key) of the admin from ``auth_dir``; None: none there."""
+    path = os.path.join(directory, ADMIN_KEY)
+    if not os.path.exists(path):
+        return None
+    try:
+        public, _ = zmq.auth.load_certificate(path)
+        with open(path) as f:
+            text = f.read()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"auth_dir: {path}: {exc}") from None
+    name = next((line.split("=", 1)[1].strip().strip('"') for line in text.splitlines()
+                 if line.strip().startswith("user")), "admin")
+    return name, z85_key(public, "public-key", path)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    user: str
+    keys: KeyPair
+    broker_public_key: bytes        # Z85: the brokers a client may talk to
+
+    def to_json(self) -> str:
+        return json.dumps({"user": self.user, "public_key": self.keys.public.decode(),
+                           "secret_key": self.keys.secret.decode(),
+                           "broker_public_key": self.broker_public_key.decode()}, indent=2)
+
+    def write(self, path: str) -> None:
+        """Readable by its owner only; an existing file is replaced atomically."""
+        tmp = f"{path}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.to_json() + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str) -> Credentials:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except OSError as exc:
+            raise ConfigError(f"credentials {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"credentials {path}: not JSON ({exc})") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"credentials {path}: expected a JSON object")
+        missing = sorted({"user", "public_key", "secret_key", "broker_public_key"} - set(doc))
+        if missing:
+            raise ConfigError(f"credentials {path}: missing {', '.join(missing)}")
+        user = str(doc["user"])
+        validate_name("user", user)
+        keys = KeyPair(z85_key(doc["public_key"], "public_key", path),
+                       z85_key(doc["secret_key"], "secret_key", path))
+        if zmq.curve_public(keys.secret) != keys.public:
+            raise ConfigError(f"credentials {path}: public_key does not belong to secret_key")
+        return cls(user, keys, z85_key(doc["broker_public_key"], "broker_public_key", path))
+
+
+def resolve_credentials(value) -> Credentials | None:
+    """A client's ``credentials``: a Credentials, a path, or (None) the
+    ``DUOMQ_CREDENTIALS`` variable's path; None when there are none."""
+    if isinstance(value, Credentials):
+        return value
+    path = value if value else os.environ.get(CREDENTIALS_ENV)
+    return Credentials.load(os.fspath(path)) if path else None

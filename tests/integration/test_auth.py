@@ -1,0 +1,195 @@
+"""A secured cluster (auth = true): CURVE on both ports with the keys
+`duomq auth init` writes, users in ZooKeeper. The admin produces and
+consumes, and the slave follows; anonymous clients and unknown keys are
+refused at once with a clear error; a plaintext ZeroMQ peer and a client key
+posing as a slave get nothing from the replication port while the broker
+goes on serving; a removed user's open connection is refused within a
+second, and nothing it sent after is stored."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq
+
+from duomq.auth.acl import Policy
+from duomq.auth.users import User, UserAdmin
+from duomq.client import Message, Producer, PullConsumer
+from duomq.common.credentials import Credentials, KeyPair
+from duomq.common.errors import AuthenticationError
+from duomq.common.message import MessageQueue
+from duomq.coordinator import zk as zkutil
+from duomq.proto import codec, pb
+from duomq.testing.harness import wait_for, wait_slaves_hold
+
+pytestmark = pytest.mark.integration
+Q0 = MessageQueue("Secret", "broker-a", 0)
+
+
+def duomq(*args, env=None, check=True):
+    p = subprocess.run([sys.executable, "-m", "duomq", *args], capture_output=True, text=True,
+                       env={**os.environ, **(env or {})}, timeout=120)
+    assert not check or p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+@pytest.fixture
+def secured(local_cluster, tmp_path, monkeypatch):
+    keys = tmp_path / "keys"
+    duomq("auth", "init", "--out", str(keys))
+    master = local_cluster.add_broker("broker-a", 0, auth=True, auth_dir=str(keys))
+    slave = local_cluster.add_broker("broker-a", 1, auth=True, auth_dir=str(keys))
+    local_cluster.create_topic("Secret", 2)
+    admin = str(keys / "admin.json")
+    monkeypatch.setenv("DUOMQ_CREDENTIALS", admin)     # the harness's own clients
+    return local_cluster, keys, admin, master, slave
+
+
+def stored(zk, cl, admin) -> int:
+    with PullConsumer(zk, cl, group="auditor", credentials=admin) as c:
+        return sum(c.max_offset(mq) for mq in c.queues("Secret"))
+
+
+def test_the_admin_produces_and_the_slave_serves_it(secured):
+    cluster, keys, admin, *_ = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    with Producer(zk, cl, credentials=admin) as p:
+        assert p.send_batch([Message("Secret", b"m%d" % i) for i in range(50)], queue=Q0).ok
+    wait_slaves_hold(zk, cl, "Secret")
+    with PullConsumer(zk, cl, group="g", credentials=admin, read_from="slave") as c:
+        got = c.pull(Q0, 0, 100).messages
+    assert [m.body for m in got] == [b"m%d" % i for i in range(50)]
+    assert oct(os.stat(admin).st_mode & 0o777) == "0o600"
+
+
+def test_anonymous_and_unknown_keys_fail_at_once(secured, monkeypatch):
+    cluster, keys, admin, *_ = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    monkeypatch.delenv("DUOMQ_CREDENTIALS")
+    t0 = time.monotonic()
+    with pytest.raises(AuthenticationError, match="credentials are needed"):
+        Producer(zk, cl)
+    with pytest.raises(AuthenticationError, match="credentials are needed"):
+        PullConsumer(zk, cl, group="g")
+    stranger = Credentials("mallory", KeyPair.new(),
+                           Credentials.load(admin).broker_public_key)
+    path = str(keys / "mallory.json")
+    stranger.write(path)
+    with pytest.raises(AuthenticationError, match="no such user"):
+        Producer(zk, cl, credentials=path)
+    assert time.monotonic() - t0 < 5
+    # the CLI: the same words, exit 2
+    p = duomq("produce", "Secret", "x", "--zookeeper", zk, "--cluster", cl, check=False)
+    assert p.returncode == 2 and "credentials are needed" in p.stderr
+    p = duomq("status", "--zookeeper", zk, "--cluster", cl, "--credentials", admin)
+    assert "broker-a" in p.stdout
+
+
+def test_a_key_zookeeper_does_not_know_is_refused_by_the_broker_itself(secured):
+    cluster, keys, admin, master, _ = secured
+    broker_key = Credentials.load(admin).broker_public_key
+    ctx = zmq.Context()
+    try:
+        d = ctx.socket(zmq.DEALER)
+        pair = KeyPair.new()
+        d.curve_secretkey, d.curve_publickey, d.curve_serverkey = pair.secret, pair.public, \
+            broker_key
+        d.setsockopt(zmq.LINGER, 0)
+        d.connect(f"tcp://127.0.0.1:{master.port}")
+        d.send(codec.encode_request(1, pb.BROKER_STATUS, pb.BrokerStatusRequest()))
+        assert not d.poll(1500), "a key no user holds got an answer"
+        plain = ctx.socket(zmq.DEALER)          # no CURVE at all
+        plain.setsockopt(zmq.LINGER, 0)
+        plain.connect(f"tcp://127.0.0.1:{master.port}")
+        plain.send(codec.encode_request(1, pb.BROKER_STATUS, pb.BrokerStatusRequest()))
+        assert not plain.poll(1000), "a plaintext peer got an answer"
+    finally:
+        ctx.destroy(linger=0)
+    assert stored(cluster.zookeeper, cluster.cluster, admin) == 0     # still serving
+
+
+def _report(offset: int) -> bytes:
+    return codec.encode_request(0, pb.HA_REPORT, pb.HaReport(
+        broker_id=7, max_offset=offset, acked_offset=offset, address="tcp://x:1"))
+
+
+def test_the_replication_port_gives_nothing_to_plaintext_or_client_keys(secured):
+    cluster, keys, admin, master, _ = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    with Producer(zk, cl, credentials=admin) as p:
+        assert p.send_batch([Message("Secret", b"x" * 100)] * 100, queue=Q0).ok
+    creds = Credentials.load(admin)
+    ctx = zmq.Context()
+    try:
+        plain = ctx.socket(zmq.DEALER)
+        plain.setsockopt(zmq.LINGER, 0)
+        plain.connect(f"tcp://127.0.0.1:{master.ha_port}")
+        posing = ctx.socket(zmq.DEALER)     # the admin's own key, posing as a slave
+        posing.setsockopt(zmq.LINGER, 0)
+        posing.curve_secretkey, posing.curve_publickey = creds.keys.secret, creds.keys.public
+        posing.curve_serverkey = creds.broker_public_key
+        posing.connect(f"tcp://127.0.0.1:{master.ha_port}")
+        for sock in (plain, posing):
+            sock.send(_report(0))
+        time.sleep(1.5)
+        assert not plain.poll(0) and not posing.poll(0), "the log leaked"
+    finally:
+        ctx.destroy(linger=0)
+    # the broker goes on serving: the slave still follows, clients still send
+    with Producer(zk, cl, credentials=admin) as p:
+        assert p.send(Message("Secret", b"after"), queue=Q0).ok
+    wait_slaves_hold(zk, cl, "Secret")
+
+
+def test_a_removed_user_is_refused_within_a_second(secured, tmp_path):
+    cluster, keys, admin, *_ = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    bob = str(tmp_path / "bob.json")
+    duomq("auth", "user", "add", "bob", "--allow", "Topic:Secret:Pub", "--out", bob,
+          "--zookeeper", zk, "--cluster", cl)
+    listed = duomq("auth", "user", "list", "--json", "--zookeeper", zk, "--cluster", cl).stdout
+    assert '"bob"' in listed and "Topic:Secret:Pub" in listed
+    with Producer(zk, cl, credentials=bob) as p:
+        assert p.send(Message("Secret", b"before"), queue=Q0).ok
+        t0 = time.monotonic()
+        duomq("auth", "user", "remove", "bob", "--zookeeper", zk, "--cluster", cl)
+        wait_for(lambda: _refused(p), 5, "bob's sends refused")
+        assert time.monotonic() - t0 < 2.5        # the CLI's own start included
+        held = stored(zk, cl, admin)
+        for _ in range(10):                       # refused: nothing of it is stored
+            assert _refused(p)
+    assert stored(zk, cl, admin) == held
+    with pytest.raises(AuthenticationError, match="no such user"):
+        Producer(zk, cl, credentials=bob)
+
+
+def test_a_rotated_key_replaces_the_old_one(secured, tmp_path):
+    cluster, keys, admin, *_ = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    old, new = str(tmp_path / "carol-old.json"), str(tmp_path / "carol-new.json")
+    conn = zkutil.connect(zk)
+    try:
+        pair = KeyPair.new()
+        UserAdmin(conn, cl).add(User("carol", pair.public, Policy.parse(["Topic:*:All"])))
+        Credentials("carol", pair, Credentials.load(admin).broker_public_key).write(old)
+    finally:
+        zkutil.close(conn)
+    with Producer(zk, cl, credentials=old) as p:
+        assert p.send(Message("Secret", b"1"), queue=Q0).ok
+        duomq("auth", "user", "update", "carol", "--rotate", "--out", new, "--zookeeper", zk,
+              "--cluster", cl)
+        wait_for(lambda: _refused(p), 5, "the old key refused")
+    with Producer(zk, cl, credentials=new) as p:
+        assert p.send(Message("Secret", b"2"), queue=Q0).ok
+    with pytest.raises(AuthenticationError, match="another key"):
+        Producer(zk, cl, credentials=old)
+
+
+def _refused(p) -> bool:
+    try:
+        p.send(Message("Secret", b"x"), queue=Q0, timeout_ms=2000)
+    except AuthenticationError:
+        return True
+    return False
