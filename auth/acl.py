@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 
 from duomq.common.errors import ConfigError
+from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
+from duomq.proto import pb
 
 TYPES = ("Topic", "Group", "Cluster")
 # a name (retry and dead-letter topics too), a prefix ending in *, or *
@@ -79,3 +81,41 @@ class Policy:
 
 
 ADMIN = Policy.parse(["Cluster:*:All", "Topic:*:All", "Group:*:All"])
+
+
+def _topic_sub(topic: str, group: str) -> list[Permission]:
+    """Reading ``topic`` in ``group``: the group's own retry and dead-letter
+    topics need only the group's permission (as in RocketMQ)."""
+    own = topic in (RETRY_PREFIX + group, DLQ_PREFIX + group)
+    return ([] if own else [Permission("Topic", topic, "Sub")]) + \
+        [Permission("Group", group, "Sub")]
+
+
+def needs(type_: int, m, cluster: str) -> list[Permission]:
+    """The permissions a client request needs (pure). Heartbeats need none;
+    reads of the broker's status and of messages by id need ``Get`` on the
+    cluster."""
+    if type_ == pb.SEND:
+        return [Permission("Topic", m.topic, "Pub")]
+    if type_ == pb.PULL:
+        return _topic_sub(m.topic, m.consumer_group)
+    if type_ in (pb.QUERY_OFFSET, pb.QUERY_BY_KEY):
+        return [Permission("Topic", m.topic, "Sub")]
+    if type_ == pb.COMMIT_OFFSET:
+        return _unique([p for q in m.offsets for p in _topic_sub(q.topic, m.consumer_group)]
+                       or [Permission("Group", m.consumer_group, "Sub")])
+    if type_ == pb.FETCH_OFFSET:
+        return _unique([p for q in m.queues for p in _topic_sub(q.topic, m.consumer_group)]
+                       or [Permission("Group", m.consumer_group, "Sub")])
+    if type_ in (pb.LOCK_QUEUES, pb.UNLOCK_QUEUES):
+        return _unique([p for q in m.queues for p in _topic_sub(q.topic, m.consumer_group)]
+                       or [Permission("Group", m.consumer_group, "Sub")])
+    if type_ == pb.SEND_BACK:
+        return [Permission("Group", m.consumer_group, "Sub")]
+    if type_ in (pb.BROKER_STATUS, pb.GET_MESSAGE):
+        return [Permission("Cluster", cluster, "Get")]
+    return []
+
+
+def _unique(perms: list[Permission]) -> list[Permission]:
+    return list(dict.fromkeys(perms))

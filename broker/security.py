@@ -36,7 +36,7 @@ class BrokerSecurity:
             sock.curve_publickey = self.keys.public
             sock.zap_domain = domain.encode()
         self.users = UserRegistry(config.cluster)
-        self.guard = Guard(self.users)
+        self.guard = Guard(self.users, config.cluster)
         self.authenticator = BrokerAuthenticator(ctx, self.keys.public, self.users)
 
     def start_zap(self) -> None:

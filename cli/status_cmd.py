@@ -5,7 +5,7 @@ from __future__ import annotations
 from kazoo.exceptions import NoNodeError
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
-from duomq.client.base import secured
+from duomq.client.base import raise_for, secured
 from duomq.client.remoting import RemotingClient
 from duomq.common.credentials import resolve_credentials
 from duomq.coordinator import zk as zkutil
@@ -54,6 +54,7 @@ def collect(zookeeper: str, cluster: str) -> dict:
                 try:
                     status, error, resp = remoting.call(info["address"], pb.BROKER_STATUS,
                                                         pb.BrokerStatusRequest(), 3)
+                    raise_for(status, error)        # refused (a secured cluster), or broken
                 except Exception as exc:
                     entry["error"] = str(exc)
                     brokers.append(entry)

@@ -18,7 +18,7 @@ from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.client import Message, Producer, PullConsumer
 from duomq.common.credentials import Credentials, KeyPair
-from duomq.common.errors import AuthenticationError
+from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
 from duomq.proto import codec, pb
@@ -193,3 +193,35 @@ def _refused(p) -> bool:
     except AuthenticationError:
         return True
     return False
+
+
+def test_a_reader_limited_to_one_topic_and_group_reads_that_and_nothing_else(secured,
+                                                                             tmp_path):
+    cluster, keys, admin, *_ = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    cluster.create_topic("Other", 1)
+    with Producer(zk, cl, credentials=admin) as p:
+        assert p.send_batch([Message("Secret", b"s%d" % i) for i in range(20)], queue=Q0).ok
+        assert p.send(Message("Other", b"o")).ok
+    reader = str(tmp_path / "reader.json")
+    duomq("auth", "user", "add", "reader", "--allow", "Topic:Secret:Sub", "--allow",
+          "Group:billing:Sub", "--out", reader, "--zookeeper", zk, "--cluster", cl)
+    before = stored(zk, cl, admin)
+    with PullConsumer(zk, cl, group="billing", credentials=reader) as c:
+        assert len(c.pull(Q0, 0, 100).messages) == 20
+        c.commit({Q0: 20})
+        assert c.committed(Q0) == 20
+        with pytest.raises(AuthorizationError, match="lacks the permission Topic:Other:Sub"):
+            c.pull(MessageQueue("Other", "broker-a", 0), 0)
+    with PullConsumer(zk, cl, group="audit", credentials=reader) as c:
+        with pytest.raises(AuthorizationError, match="lacks the permission Group:audit:Sub"):
+            c.pull(Q0, 0)
+    with Producer(zk, cl, credentials=reader) as p:
+        t0 = time.monotonic()
+        with pytest.raises(AuthorizationError, match="lacks the permission Topic:Secret:Pub"):
+            p.send(Message("Secret", b"forged"), queue=Q0)
+        assert time.monotonic() - t0 < 2           # not retried: it would fail the same way
+    assert stored(zk, cl, admin) == before          # the refused send stored nothing
+    p = duomq("status", "--zookeeper", zk, "--cluster", cl, "--credentials", reader,
+              check=False)
+    assert f"lacks the permission Cluster:{cl}:Get" in p.stdout

@@ -1,0 +1,56 @@
+"""Permissions, policies and what each request needs (pure)."""
+
+import pytest
+
+from duomq.auth.acl import ADMIN, Permission, Policy, needs
+from duomq.common.errors import ConfigError
+from duomq.proto import pb
+
+
+def P(text):
+    return Permission.parse(text)
+
+
+@pytest.mark.parametrize("text, error", [
+    ("Topic:Orders", "expected Type:Name:Action"),
+    ("Queue:Orders:Pub", "type 'Queue'"),
+    ("Topic:Orders:Write", "action 'Write'"),
+    ("Topic:../x:Pub", "is not a name"),
+    ("Topic:Or*ders:Pub", "is not a name"),
+])
+def test_bad_permissions_are_named(text, error):
+    with pytest.raises(ConfigError, match=error):
+        P(text)
+
+
+def test_matching_names_prefixes_and_all():
+    assert P("Topic:Orders:Pub").covers(P("Topic:Orders:Pub"))
+    assert not P("Topic:Orders:Pub").covers(P("Topic:Orders2:Pub"))
+    assert P("Topic:Ord*:Pub").covers(P("Topic:Orders2:Pub"))
+    assert P("Topic:*:All").covers(P("Topic:Anything:Sub"))
+    assert not P("Topic:*:Sub").covers(P("Topic:Orders:Pub"))
+    assert not P("Group:*:All").covers(P("Topic:Orders:Sub"))
+    assert P("Topic:%RETRY%*:Sub").covers(P("Topic:%RETRY%g:Sub"))
+
+
+def test_deny_wins_and_the_lacking_permission_is_named():
+    pol = Policy.parse(["Topic:*:Pub", "Group:billing:Sub"], ["Topic:Secret*:Pub"])
+    assert pol.lacking([P("Topic:Orders:Pub")]) is None
+    assert pol.lacking([P("Topic:SecretPlans:Pub")]) == P("Topic:SecretPlans:Pub")
+    assert pol.lacking([P("Topic:Orders:Sub"), P("Group:billing:Sub")]) == P("Topic:Orders:Sub")
+    assert ADMIN.lacking([P("Cluster:c:Get"), P("Topic:x:Pub"), P("Group:g:Sub")]) is None
+
+
+def test_what_requests_need():
+    assert needs(pb.SEND, pb.SendRequest(topic="T"), "c") == [P("Topic:T:Pub")]
+    assert needs(pb.PULL, pb.PullRequest(topic="T", consumer_group="G"), "c") == \
+        [P("Topic:T:Sub"), P("Group:G:Sub")]
+    # the group's own retry topic: the group's permission is enough
+    assert needs(pb.PULL, pb.PullRequest(topic="%RETRY%G", consumer_group="G"), "c") == \
+        [P("Group:G:Sub")]
+    commit = pb.CommitOffsetRequest(consumer_group="G", offsets=[
+        pb.QueueOffset(topic="T", queue_id=0), pb.QueueOffset(topic="T", queue_id=1)])
+    assert needs(pb.COMMIT_OFFSET, commit, "c") == [P("Topic:T:Sub"), P("Group:G:Sub")]
+    assert needs(pb.BROKER_STATUS, pb.BrokerStatusRequest(), "prod") == [P("Cluster:prod:Get")]
+    assert needs(pb.HEARTBEAT, pb.HeartbeatRequest(), "c") == []
+    assert needs(pb.SEND_BACK, pb.SendBackRequest(consumer_group="G"), "c") == [P("Group:G:Sub")]
