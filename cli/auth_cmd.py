@@ -14,13 +14,10 @@ FILE`` for a new key: the old one stops working at once).
 
 from __future__ import annotations
 
-import os
-import secrets
-
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
-from duomq.common.credentials import Credentials, KeyPair, write_admin_key, write_broker_keys
+from duomq.common.credentials import Credentials, KeyPair, init_cluster_keys
 from duomq.common.errors import ConfigError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
@@ -59,17 +56,10 @@ def add(sub) -> None:
 
 
 def init(args) -> int:
-    out = args.out
-    broker = write_broker_keys(out)
-    admin = KeyPair.new()
-    write_admin_key(out, args.admin, admin.public)
-    Credentials(args.admin, admin, broker.public).write(os.path.join(out, f"{args.admin}.json"))
-    secret = os.path.join(out, "zookeeper.secret")
-    fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(32) + "\n")
-    print(f"wrote {out}: broker.key, broker.key_secret, admin-user.key and zookeeper.secret "
-          f"(the brokers' auth_dir), {args.admin}.json (the admin's credentials: keep it apart)")
+    init_cluster_keys(args.out, args.admin)
+    print(f"wrote {args.out}: broker.key, broker.key_secret, admin-user.key and "
+          f"zookeeper.secret (the brokers' auth_dir), {args.admin}.json (the admin's "
+          f"credentials: keep them apart)")
     return 0
 
 

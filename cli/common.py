@@ -49,11 +49,15 @@ def endpoint(args) -> tuple[str, str]:
         os.environ["DUOMQ_CREDENTIALS"] = args.credentials
     zk = args.zookeeper or os.environ.get("DUOMQ_ZOOKEEPER")
     cluster = args.cluster or os.environ.get("DUOMQ_CLUSTER")
-    if not zk or not cluster:
-        state = read_dev_state(getattr(args, "data_dir", None) or default_dev_dir())
-        if state:
-            zk = zk or state["zookeeper"]
-            cluster = cluster or state["cluster"]
+    state = read_dev_state(getattr(args, "data_dir", None) or default_dev_dir()) \
+        if not (zk and cluster) or not os.environ.get("DUOMQ_CREDENTIALS") else None
+    if state:
+        zk = zk or state["zookeeper"]
+        cluster = cluster or state["cluster"]
+        admin = state.get("credentials", {}).get("admin")
+        if admin and not os.environ.get("DUOMQ_CREDENTIALS") and \
+                (zk, cluster) == (state["zookeeper"], state["cluster"]):
+            os.environ["DUOMQ_CREDENTIALS"] = admin     # a secured dev cluster: its admin
     return zk or DEFAULT_ZOOKEEPER, cluster or DEFAULT_CLUSTER
 
 

@@ -25,6 +25,9 @@ def add(sub) -> None:
             q.add_argument("--replication", choices=["sync", "async"], default="async")
             q.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                            help="broker config field for every broker (repeatable)")
+            q.add_argument("--auth", action="store_true",
+                           help="a secured cluster: keys in DATA_DIR/auth, auth = true on every "
+                                "broker; the CLI uses the admin's credentials on it")
             q.add_argument("--zookeepers", type=int, default=1, choices=[1, 3, 5],
                            help="ZooKeeper servers: 3 or 5 run an ensemble (default 1)")
             q.add_argument("--store-size", metavar="SIZE",
@@ -64,7 +67,7 @@ def run(args) -> int:
                         cluster=args.cluster or "DefaultCluster", settings=settings,
                         zookeepers=args.zookeepers,
                         store_size=volumes.parse_size(args.store_size) if args.store_size
-                        else None)
+                        else None, auth=args.auth)
     elif args.dev_cmd == "status":
         st = cluster.status(args.data_dir)
     else:

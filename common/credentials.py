@@ -152,3 +152,21 @@ def resolve_credentials(value) -> Credentials | None:
         return value
     path = value if value else os.environ.get(CREDENTIALS_ENV)
     return Credentials.load(os.fspath(path)) if path else None
+
+
+def init_cluster_keys(directory: str, admin: str = "admin") -> str:
+    """``duomq auth init``: the broker keypair, the admin user's public key
+    (for the brokers to register) and credentials, and the ZooKeeper digest
+    secret, in ``directory``. Returns the admin's credentials path."""
+    import secrets
+    validate_name("user", admin)
+    broker = write_broker_keys(directory)
+    pair = KeyPair.new()
+    write_admin_key(directory, admin, pair.public)
+    path = os.path.join(directory, f"{admin}.json")
+    Credentials(admin, pair, broker.public).write(path)
+    fd = os.open(os.path.join(directory, "zookeeper.secret"),
+                 os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(32) + "\n")
+    return path

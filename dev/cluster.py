@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
+from duomq.common.credentials import init_cluster_keys
 from duomq.common.endpoint import DEFAULT_CLUSTER, DEV_STATE, read_dev_state
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil
@@ -74,7 +76,7 @@ def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
 def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
        replication: str = "async", zookeeper: str | None = None,
        cluster: str = DEFAULT_CLUSTER, settings: dict | None = None,
-       zookeepers: int = 1, store_size: int | None = None) -> dict:
+       zookeepers: int = 1, store_size: int | None = None, auth: bool = False) -> dict:
     if slaves < 0:
         raise ConfigError("--slaves: must be >= 0")
     if zookeepers not in (1, 3, 5):
@@ -100,9 +102,14 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
         state = {"zookeeper": zk.connect, "zookeeper_kind": zk.kind, "zookeeper_pid": zk.pid,
                  "zookeeper_started": zk.started, "zookeeper_log": zk.log_path,
                  "cluster": cluster, "data_dir": os.path.abspath(data_dir), "brokers": []}
-    _write_state(data_dir, state)
     base = {"flush": "SYNC_FLUSH" if flush.lower().startswith("sync") else "ASYNC_FLUSH",
             "replication": replication.upper(), **(settings or {})}
+    if auth:        # a secured cluster: its keys in the data dir, the admin's for the CLI
+        keys = os.path.join(os.path.abspath(data_dir), "auth")
+        shutil.rmtree(keys, ignore_errors=True)
+        state["credentials"] = {"admin": init_cluster_keys(keys)}
+        base.update(auth=True, auth_dir=keys)
+    _write_state(data_dir, state)
     if store_size:
         base = volumes.scaled_settings(store_size, base)
     try:
@@ -128,6 +135,8 @@ def status(data_dir: str) -> dict:
            "zookeeper_alive": alive(state.get("zookeeper_pid"), state.get("zookeeper_started"))
            if state.get("zookeeper_pid")
            else None, "brokers": []}
+    if state.get("credentials"):
+        out["credentials"] = state["credentials"]
     servers = state.get("zookeeper_servers", [])
     if servers:                         # an ensemble: each server, and whether all run
         out["zookeeper_servers"] = [{"id": s["id"], "pid": s["pid"], "port": s["port"],

@@ -6,6 +6,7 @@ posing as a slave get nothing from the replication port while the broker
 goes on serving; a removed user's open connection is refused within a
 second, and nothing it sent after is stored."""
 
+import json
 import os
 import subprocess
 import sys
@@ -225,3 +226,29 @@ def test_a_reader_limited_to_one_topic_and_group_reads_that_and_nothing_else(sec
     p = duomq("status", "--zookeeper", zk, "--cluster", cl, "--credentials", reader,
               check=False)
     assert f"lacks the permission Cluster:{cl}:Get" in p.stdout
+
+
+def test_a_secured_dev_cluster_and_its_cli(zk_server, tmp_path):
+    dev = str(tmp_path / "dev")
+    env = {"DUOMQ_DEV_DIR": dev}
+    up = json.loads(duomq("dev", "up", "--auth", "--slaves", "1", "--zookeeper",
+                          zk_server.connect, "--cluster", f"Sec{os.getpid()}", "--json",
+                          env=env).stdout)
+    try:
+        admin = up["credentials"]["admin"]
+        assert admin == os.path.join(dev, "auth", "admin.json") and os.path.exists(admin)
+        assert [b["role"] for b in up["brokers"]] == ["MASTER", "SLAVE"]
+        st = json.loads(duomq("dev", "status", "--json", env=env).stdout)
+        assert st["credentials"] == {"admin": admin}
+        # on its dev cluster the CLI uses the admin's credentials by itself
+        duomq("topic", "create", "Sec", "--queues", "2", env=env)
+        assert "SEND_OK 3" in duomq("produce", "Sec", "a", "b", "c", env=env).stdout
+        out = duomq("consume", "Sec", "--group", "g", "--from", "first", "--until-idle", "2",
+                    "--quiet", "--json", env=env).stdout
+        assert json.loads(out.splitlines()[-1])["consumed"] == 3
+        # another process, without the dev cluster's directory, is refused
+        p = duomq("produce", "Sec", "x", "--zookeeper", st["zookeeper"], "--cluster",
+                  st["cluster"], env={"DUOMQ_DEV_DIR": str(tmp_path / "none")}, check=False)
+        assert p.returncode == 2 and "credentials are needed" in p.stderr
+    finally:
+        duomq("dev", "down", env=env)
