@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from duomq.client.remoting import RemotingClient
 from duomq.client.spark.arrow import records_to_batch
+from duomq.common.credentials import Credentials
 from duomq.common.errors import DuomqError, RequestTimeoutError, for_status
 from duomq.common.subscription import parse
 from duomq.coordinator import zk as zkutil
@@ -50,6 +51,7 @@ class ReadTask:
     subscription: str = "*"       # tags: the broker skips others on its consume queue
     max_replica_lag_ms: int = 0   # a slave serves only within this lag (0: no bound)
     poll_timeout_s: float = STALL_TIMEOUT_S   # no member serves the range this long: fail
+    credentials: str | None = None   # a secured cluster: the credentials file's path
 
 
 def lookup_addresses(task: ReadTask) -> list[str]:
@@ -66,7 +68,9 @@ def lookup_addresses(task: ReadTask) -> list[str]:
 def read_task(task: ReadTask, remoting: RemotingClient | None = None):
     """Yield Arrow record batches of the task's range, in queue order."""
     own = remoting is None
-    remoting = remoting or RemotingClient("duomq-spark-read")
+    remoting = remoting or RemotingClient(
+        "duomq-spark-read",
+        credentials=Credentials.load(task.credentials) if task.credentials else None)
     try:
         yield from _read(task, remoting)
     finally:

@@ -48,7 +48,7 @@ KNOWN = {"zookeeper", "cluster", "topic", "subscribe", "subscribepattern", "assi
          "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger", "minoffsetspertrigger",
          "maxtriggerdelay", "maxrecordsperpartition", "failondataloss", "consumergroup",
          "readfrom", "fetchmessages", "subscription", "path", "maxreplicalagms",
-         "polltimeoutms"}
+         "polltimeoutms", "credentials"}
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000      # Kafka's 15m
 
 
@@ -78,6 +78,8 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     streaming: bool = False
+    credentials: str | None = None   # a secured cluster: a credentials file's path, readable
+                                     # by the driver and every executor
     poll_timeout_ms: int = 120_000   # a task waits this long for a member to serve its range
 
     @classmethod
@@ -168,7 +170,8 @@ class SourceOptions:
             pattern=pattern, assign=assign, starting_by_timestamp=start_by_ts,
             ending_by_timestamp=end_by_ts, timestamp_strategy=strategy,
             min_offsets_per_trigger=min_per, max_trigger_delay_ms=delay, streaming=streaming,
-            poll_timeout_ms=_int("pollTimeoutMs", o.get("polltimeoutms", 120_000), 1))
+            poll_timeout_ms=_int("pollTimeoutMs", o.get("polltimeoutms", 120_000), 1),
+            credentials=o.get("credentials") or None)
 
     def selects(self, topic: str) -> bool:
         """subscribePattern: whether a topic's name matches (the whole name, as

@@ -30,11 +30,13 @@ class SinkOptions:
     cluster: str | None
     topic: str | None
     batch: int
+    credentials: str | None = None   # a secured cluster: a credentials file's path
 
     @classmethod
     def parse(cls, options, columns: list[str]) -> SinkOptions:
         o = {str(k).lower(): v for k, v in dict(options).items()}
-        unknown = sorted(set(o) - {"zookeeper", "cluster", "topic", "batchsize", "path"})
+        unknown = sorted(set(o) - {"zookeeper", "cluster", "topic", "batchsize", "path",
+                                   "credentials"})
         if unknown:
             raise ConfigError(f"unknown duomq sink option(s): {', '.join(unknown)}")
         if "body" not in columns:
@@ -52,7 +54,8 @@ class SinkOptions:
         batch = int(o.get("batchsize", BATCH))
         if not 1 <= batch <= 1024:
             raise ConfigError(f"option batchSize: {batch} is not within 1..1024")
-        return cls(o.get("zookeeper"), o.get("cluster"), o.get("topic") or None, batch)
+        return cls(o.get("zookeeper"), o.get("cluster"), o.get("topic") or None, batch,
+                   o.get("credentials") or None)
 
 
 @dataclass
@@ -126,7 +129,8 @@ class _SinkWriter:
         # one batch per topic, or per topic and queue for rows that name one
         Key = tuple[str, MessageQueue | None]
         pending: dict[Key, list[Message]] = {}
-        with Producer(o.zookeeper, o.cluster, group="duomq-spark-sink") as producer:
+        with Producer(o.zookeeper, o.cluster, group="duomq-spark-sink",
+                      credentials=o.credentials or "") as producer:
             queues: dict[str, list[MessageQueue]] = {}
 
             def flush(key: Key) -> None:

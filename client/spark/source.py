@@ -54,7 +54,8 @@ class _Planner:
         self.opts = opts
         self.client = PullConsumer(opts.zookeeper, opts.cluster,
                                    opts.consumer_group or DEFAULT_GROUP, read_from=opts.read_from,
-                                   max_replica_lag_ms=opts.max_replica_lag_ms)
+                                   max_replica_lag_ms=opts.max_replica_lag_ms,
+                                   credentials=opts.credentials or "")
 
     def close(self) -> None:
         self.client.close()
@@ -196,7 +197,9 @@ class _Planner:
                 r.topic, r.group, r.queue_id, r.start, r.end, addresses[r.group],
                 self.client.zookeeper, self.client.cluster, o.read_from, o.fail_on_data_loss,
                 o.fetch_messages, o.consumer_group or DEFAULT_GROUP, o.subscription,
-                o.max_replica_lag_ms, o.poll_timeout_ms / 1000)))
+                o.max_replica_lag_ms, o.poll_timeout_ms / 1000,
+                # the executors read the same file; None: the cluster is not secured
+                o.credentials if self.client.credentials is not None else None)))
         return out
 
     def commit(self, offsets: Flat) -> None:
