@@ -6,7 +6,11 @@ import random
 import pytest
 import zmq
 
+from duomq.auth.acl import Policy
+from duomq.auth.users import User, UserAdmin
+from duomq.common.credentials import Credentials, KeyPair, init_cluster_keys
 from duomq.common.message import decode_records
+from duomq.coordinator import zk as zkutil
 from duomq.format import record as rec
 from duomq.proto import codec, pb
 
@@ -27,42 +31,102 @@ def valid_frames():
     ]
 
 
-def test_broker_survives_random_and_mutated_frames(local_cluster, small_store):
-    b = local_cluster.add_broker("broker-a", **small_store)
-    local_cluster.create_topic("Fuzz", queues=1)
-    rnd = random.Random(20261122)
-    ctx = zmq.Context()
+def fuzz(sock, rnd: random.Random, n: int = 600) -> dict[int, int]:
+    """``n`` random and mutated frames: each must be answered, an error with
+    its text. Returns the statuses seen (how many of each)."""
+    base = valid_frames()
+    seen: dict[int, int] = {}
+    for i in range(n):
+        if i % 3 == 0:
+            data = rnd.randbytes(rnd.randint(0, 300))
+        else:
+            data = bytearray(rnd.choice(base))
+            for _ in range(rnd.randint(1, 6)):
+                data[rnd.randrange(len(data))] = rnd.randrange(256)
+            data = bytes(data)
+        sock.send(data)
+        answer = codec.decode_frame(sock.recv())      # every frame is answered
+        assert answer.status in pb.Status.values()
+        seen[answer.status] = seen.get(answer.status, 0) + 1
+        if answer.status != pb.OK and answer.status not in (pb.NO_NEW_MESSAGE,
+                                                             pb.OFFSET_ILLEGAL):
+            assert answer.error
+    return seen
+
+
+def still_serving(sock) -> None:
+    """A valid send is stored, and the log reads back whole and valid."""
+    base = valid_frames()
+    sock.send(base[0])
+    assert codec.decode_frame(sock.recv()).status == pb.OK
+    sock.send(codec.encode_request(9, pb.PULL, pb.PullRequest(topic="Fuzz", queue_id=0,
+                                                              max_messages=1000)))
+    pulled = codec.decode_frame(sock.recv())
+    resp = codec.decode_response(pulled)
+    msgs = decode_records(resp.records)
+    assert len(msgs) == resp.count >= 3
+    assert all(m.topic == "Fuzz" for m in msgs)
+
+
+def dealer(ctx, address: str, credentials: Credentials | None = None):
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, 5000)
-    sock.connect(b.address)
-    base = valid_frames()
+    if credentials is not None:
+        sock.curve_secretkey = credentials.keys.secret
+        sock.curve_publickey = credentials.keys.public
+        sock.curve_serverkey = credentials.broker_public_key
+    sock.connect(address)
+    return sock
+
+
+def test_broker_survives_random_and_mutated_frames(local_cluster, small_store):
+    b = local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.create_topic("Fuzz", queues=1)
+    ctx = zmq.Context()
+    sock = dealer(ctx, b.address)
     try:
-        for i in range(600):
-            if i % 3 == 0:
-                data = rnd.randbytes(rnd.randint(0, 300))
-            else:
-                data = bytearray(rnd.choice(base))
-                for _ in range(rnd.randint(1, 6)):
-                    data[rnd.randrange(len(data))] = rnd.randrange(256)
-                data = bytes(data)
-            sock.send(data)
-            answer = codec.decode_frame(sock.recv())      # every frame is answered
-            assert answer.status in pb.Status.values()
-            if answer.status != pb.OK and answer.status not in (pb.NO_NEW_MESSAGE,
-                                                                 pb.OFFSET_ILLEGAL):
-                assert answer.error
-        # still serving, and the log is readable and valid
-        sock.send(base[0])
-        assert codec.decode_frame(sock.recv()).status == pb.OK
-        sock.send(codec.encode_request(9, pb.PULL, pb.PullRequest(topic="Fuzz", queue_id=0,
-                                                                  max_messages=1000)))
-        pulled = codec.decode_frame(sock.recv())
-        resp = codec.decode_response(pulled)
-        msgs = decode_records(resp.records)
-        assert len(msgs) == resp.count >= 3
-        assert all(m.topic == "Fuzz" for m in msgs)
+        fuzz(sock, random.Random(20261122))
+        still_serving(sock)
     finally:
         sock.close(0)
+        ctx.term()
+    assert b.alive()
+
+
+def test_a_secured_broker_survives_fuzz_with_and_without_credentials(local_cluster,
+                                                                     small_store, tmp_path):
+    keys = str(tmp_path / "keys")
+    admin = Credentials.load(init_cluster_keys(keys))
+    b = local_cluster.add_broker("broker-a", auth=True, auth_dir=keys, **small_store)
+    conn = zkutil.connect(local_cluster.zookeeper)
+    try:
+        pair = KeyPair.new()
+        UserAdmin(conn, local_cluster.cluster).add(
+            User("fuzzer", pair.public, Policy.parse(["Topic:Fuzz:Sub", "Group:*:Sub"])))
+        limited = Credentials("fuzzer", pair, admin.broker_public_key)
+    finally:
+        zkutil.close(conn)
+    local_cluster.create_topic("Fuzz", queues=1)
+    ctx = zmq.Context()
+    rnd = random.Random(20261123)
+    socks = [dealer(ctx, b.address),                      # plaintext
+             dealer(ctx, b.address, Credentials("x", KeyPair.new(), admin.broker_public_key)),
+             dealer(ctx, b.address, limited), dealer(ctx, b.address, admin)]
+    try:
+        # without credentials, and with a key no user holds: no answer at all
+        for stranger in socks[:2]:
+            for _ in range(50):
+                stranger.send(rnd.randbytes(rnd.randint(0, 300)))
+            assert not stranger.poll(1000)
+        # a user who may only read: every frame answered, sends refused
+        seen = fuzz(socks[2], rnd)
+        assert seen.get(pb.NOT_AUTHORIZED, 0) > 0
+        # the admin: every frame answered, and the broker still serves
+        fuzz(socks[3], rnd)
+        still_serving(socks[3])
+    finally:
+        for s in socks:
+            s.close(0)
         ctx.term()
     assert b.alive()
