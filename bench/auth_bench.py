@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The cost of a secured cluster, in one sitting: batch produce (200,000 x
+100 B in stop-and-wait batches of 256), a backlog consume (a new consumer
+process reads them) and e2e latency (2,000 msg/s for 3 s), against a lone
+ASYNC_FLUSH master with ``auth = true`` (CURVE on every socket, the admin's
+credentials, every request checked) or plaintext, rounds alternated. One
+JSON line: per round the figures, then the medians and the ratios (issue
+21's target: batch and backlog at least 0.85x).
+
+ROUNDS=4 by default; N=... sets the messages; BENCH_QUICK=1: 2 rounds of 50,000.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+from run_all import child, result
+
+from duomq.common.credentials import init_cluster_keys
+from duomq.dev.zookeeper import launch
+from duomq.testing.harness import LocalCluster
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+ROUNDS = int(os.environ.get("ROUNDS", 2 if QUICK else 4))
+N = int(os.environ.get("N", 50_000 if QUICK else 200_000))
+QUEUES = 4
+LAT_RATE, LAT_SECS = 2000, 3
+
+
+def one(zk: str, base: str, i: int, auth: bool) -> dict:
+    settings: dict = {"flush": "ASYNC_FLUSH"}
+    if auth:
+        keys = os.path.join(base, f"keys{i}")
+        os.environ["DUOMQ_CREDENTIALS"] = init_cluster_keys(keys)   # the children's clients
+        settings.update(auth=True, auth_dir=keys)
+    else:
+        os.environ.pop("DUOMQ_CREDENTIALS", None)
+    cluster = LocalCluster(zk, f"AuthBench{os.getpid()}x{i}", os.path.join(base, str(i)))
+    cluster.add_broker("broker-a", 0, **settings)
+    ep = ["--zookeeper", zk, "--cluster", cluster.cluster]
+    try:
+        for topic in ("Backlog", "Latency"):
+            cluster.create_topic(topic, QUEUES)
+        p = result(child(["produce", *ep, "--topic", "Backlog", "--n", N, "--batch", 256,
+                          "--size", 100, "--max-s", 120]))
+        c = result(child(["consume", *ep, "--topic", "Backlog", "--expect", p["n"] + 1,
+                          "--queues", QUEUES, "--group", "backlog-reader"], ready=True))
+        cons = child(["consume", *ep, "--topic", "Latency", "--latency", "--consume-from", "last",
+                      "--expect", LAT_RATE * LAT_SECS, "--warmup-n", LAT_RATE, "--queues", QUEUES,
+                      "--group", "latency-reader", "--idle-s", 5], ready=True)
+        result(child(["latprod", *ep, "--topic", "Latency", "--rate", LAT_RATE, "--secs",
+                      LAT_SECS, "--size", 100]))
+        lat = result(cons)["lat"]
+    finally:
+        cluster.stop_all()
+    return {"auth": auth, "produce_batch256": round(p["rate"]),
+            "consume_backlog": round(c["rate"]), "e2e_p50_us": lat["p50_us"],
+            "e2e_p99_us": lat["p99_us"]}
+
+
+def main() -> int:
+    zk = launch(os.environ.get("DUOMQ_ZOOKEEPER"))
+    base = tempfile.mkdtemp(prefix="duomq-auth-bench-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
+    rounds = []
+    try:
+        for r in range(ROUNDS):
+            for auth in ((True, False) if r % 2 == 0 else (False, True)):
+                rounds.append(one(zk.connect, base, len(rounds), auth))
+    finally:
+        zk.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    out: dict = {"bench": "auth_cost", "messages": N, "body_bytes": 100, "rounds": rounds}
+    for figure in ("produce_batch256", "consume_backlog", "e2e_p50_us", "e2e_p99_us"):
+        on = statistics.median(x[figure] for x in rounds if x["auth"])
+        off = statistics.median(x[figure] for x in rounds if not x["auth"])
+        out[figure] = {"auth_median": on, "plaintext_median": off, "ratio": round(on / off, 3)}
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
