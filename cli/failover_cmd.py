@@ -14,7 +14,7 @@ import time
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint
-from duomq.cli.health_cmd import add_target, broker_status, target
+from duomq.cli.health_cmd import add_target, broker_status, local_credentials, target
 from duomq.common.errors import DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.nodes import MasterNode, SwitchoverNode
@@ -76,7 +76,7 @@ def switchover(zk, cluster: str, group: str, target: int | None, timeout_s: floa
 
 def step_down(args) -> dict:
     address, _, cfg = target(args)
-    st, _ = broker_status(address, min(args.timeout, 5.0))
+    st, _ = broker_status(address, min(args.timeout, 5.0), local_credentials(cfg))
     who = f"{st.broker_group}/{st.broker_id}"
     if st.role != MASTER:
         return {"group": st.broker_group, "broker": who, "role": st.role, "handed_over": False,

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from duomq.cli.common import add_json, emit
 from duomq.client.remoting import RemotingClient
 from duomq.common.config import BrokerConfig
+from duomq.common.credentials import Credentials, load_broker_keys, resolve_credentials
 from duomq.common.errors import DuomqError
 from duomq.proto import pb
 
@@ -51,9 +52,20 @@ def target(args) -> tuple[str, int | None, BrokerConfig | None]:
     return cfg.local_address, args.ha_port or cfg.ha_port, cfg
 
 
-def broker_status(address: str, timeout_s: float) -> tuple[pb.BrokerStatusResponse, float]:
+def local_credentials(cfg: BrokerConfig | None) -> Credentials | None:
+    """What a probe in the broker's pod dials with: a secured broker's own
+    key (the broker key is admitted and may ask its status), else a user's
+    from ``$DUOMQ_CREDENTIALS``, else none."""
+    if cfg is not None and cfg.auth:
+        keys = load_broker_keys(cfg.auth_dir)
+        return Credentials("broker", keys, keys.public)
+    return resolve_credentials(None)
+
+
+def broker_status(address: str, timeout_s: float, credentials: Credentials | None = None
+                  ) -> tuple[pb.BrokerStatusResponse, float]:
     """The broker's status and the round trip in ms; raises DuomqError."""
-    remoting = RemotingClient("duomq-health")
+    remoting = RemotingClient("duomq-health", credentials=credentials)
     try:
         t0 = time.monotonic()
         status, error, resp = remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(),
@@ -75,10 +87,10 @@ def port_open(host: str, port: int, timeout_s: float) -> bool:
 
 
 def check(args) -> dict:
-    address, ha_port, _ = target(args)
+    address, ha_port, cfg = target(args)
     out: dict[str, object] = {"address": address, "probe": "live" if args.live else "ready"}
     try:
-        st, ms = broker_status(address, args.timeout)
+        st, ms = broker_status(address, args.timeout, local_credentials(cfg))
     except DuomqError as exc:
         return {**out, "ok": False, "reason": f"no answer: {exc}"}
     who = f"broker {st.broker_group}/{st.broker_id}"

@@ -252,3 +252,19 @@ def test_a_secured_dev_cluster_and_its_cli(zk_server, tmp_path):
         assert p.returncode == 2 and "credentials are needed" in p.stderr
     finally:
         duomq("dev", "down", env=env)
+
+
+def test_the_pods_probes_dial_a_secured_broker_with_its_own_key(secured, tmp_path):
+    cluster, keys, admin, master, slave = secured
+    conf = tmp_path / "duomq.toml"
+    conf.write_text(f'cluster = "{cluster.cluster}"\nzookeeper = "{cluster.zookeeper}"\n'
+                    f'group = "broker-a"\nbroker_id = 1\nport = {slave.port}\n'
+                    f'ha_port = {slave.ha_port}\nauth = true\nauth_dir = "{keys}"\n')
+    env = {"DUOMQ_CREDENTIALS": ""}           # not the admin's: the broker's own key
+    for probe in ("--live", "--ready"):
+        out = duomq("health", probe, "--config", str(conf), "--json", env=env).stdout
+        assert json.loads(out)["ok"] is True, out
+    # a plaintext probe from elsewhere is not answered
+    p = duomq("health", "--live", "--address", f"tcp://127.0.0.1:{slave.port}", "--timeout",
+              "1", env=env, check=False)
+    assert p.returncode == 1 and "no answer" in p.stdout
