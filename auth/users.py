@@ -118,13 +118,12 @@ class UserRegistry:
         return self
 
     def _on_children(self, names: list[str]) -> None:
+        # a user's data watch lives on after its node is deleted (kazoo then
+        # watches for its creation), so a name removed and added again is
+        # seen whatever order the two watches fire in
         with self._lock:
-            gone = set(self._users) - set(names)
-            for n in gone:
-                self._users.pop(n, None)
             new = set(names) - self._watched
             self._watched |= new
-            self._publish()
         for n in sorted(new):
             DataWatch(self.zk, self.paths.auth_user(n), self._watcher(n))
 
@@ -137,11 +136,10 @@ class UserRegistry:
 
     def _on_user(self, name: str, data: bytes | None, stat) -> bool | None:
         with self._lock:
-            if stat is None:              # deleted: the watch ends
+            if stat is None:              # deleted (or not created yet)
                 self._users.pop(name, None)
-                self._watched.discard(name)
                 self._publish()
-                return False
+                return None
             try:
                 self._users[name] = User.from_node(name, data)
             except (ConfigError, ValueError) as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 import zmq
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from duomq.auth.acl import ADMIN
 from duomq.auth.guard import Guard
@@ -18,6 +18,7 @@ from duomq.auth.users import User, UserAdmin, UserRegistry
 from duomq.auth.zap import CLIENT_DOMAIN, HA_DOMAIN, BrokerAuthenticator
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import load_admin_key, load_broker_keys
+from duomq.common.errors import ConfigError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 
@@ -60,3 +61,17 @@ class BrokerSecurity:
 
     def stop(self) -> None:
         self.authenticator.stop()
+
+
+def refuse_plaintext_in_secured_cluster(zk, cluster: str) -> None:
+    """A broker with auth = false must not join a secured cluster: as master
+    it would serve anyone, in the clear."""
+    try:
+        doc = zkutil.loads(zk.get(ZkPaths(cluster).auth_config)[0])
+    except NoNodeError:
+        return
+    if doc.get("enabled"):
+        raise ConfigError(f"cluster {cluster!r} is secured (its brokers published "
+                          f"{ZkPaths(cluster).auth_config}): this broker has auth = false; set "
+                          f"auth = true and auth_dir, or delete that node to turn security off "
+                          f"for the whole cluster")

@@ -32,7 +32,7 @@ from duomq.broker.metrics import serve
 from duomq.broker.news import LoopNotifier, read_notes
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
 from duomq.broker.processors import HANDLERS, Request, pull_held
-from duomq.broker.security import BrokerSecurity
+from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.state import MASTER, SLAVE
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import ConfigError
@@ -140,6 +140,8 @@ class Broker(BrokerCore):
         self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms)
         if self.security is not None:
             self.security.start(self.zk)        # users known before the member node says "here"
+        else:
+            refuse_plaintext_in_secured_cluster(self.zk, cfg.cluster)
         self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info,
                                                   lambda: self.store.commitlog.max_offset)
         registry.register()

@@ -37,4 +37,5 @@ def _minimal(name: str) -> list[str]:
             "dev": ["dev", "status"], "message": ["message", "get", "broker-a:" + "0" * 16],
             "dlq": ["dlq", "list", "--group", "g"],
             "group": ["group", "lag", "--group", "g"],
-            "drill": ["drill", "run", "--scenario", "kill-master"]}.get(name, [name])
+            "drill": ["drill", "run", "--scenario", "kill-master"],
+            "auth": ["auth", "user", "list"]}.get(name, [name])

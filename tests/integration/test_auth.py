@@ -268,3 +268,9 @@ def test_the_pods_probes_dial_a_secured_broker_with_its_own_key(secured, tmp_pat
     p = duomq("health", "--live", "--address", f"tcp://127.0.0.1:{slave.port}", "--timeout",
               "1", env=env, check=False)
     assert p.returncode == 1 and "no answer" in p.stdout
+
+
+def test_a_plaintext_broker_cannot_join_a_secured_cluster(secured):
+    cluster, *_ = secured
+    with pytest.raises(RuntimeError, match="is secured .* this broker has auth = false"):
+        cluster.add_broker("broker-b", 0)
