@@ -498,3 +498,41 @@ def test_the_podmonitor_component_renders_with_the_real_kustomize(tmp_path):
                         for meta, _spec in pods)
     for _meta, spec in pods:
         assert any(p["name"] == "metrics" for c in spec["containers"] for p in c["ports"])
+
+
+def test_the_auth_component_secures_every_broker_and_the_spark_job(tmp_path):
+    tree = tmp_path / "k8s"
+    shutil.copytree(K8S, tree)
+    overlay = tree / "overlays" / "secured"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: [../prod]\ncomponents: [../../components/auth]\n")
+    text = kustomize(str(overlay))
+    docs = list(yaml.safe_load_all(text))
+    # the placeholder is gone: `kubectl apply -k` must not empty the real Secret
+    assert not of_kind(docs, "Secret")
+    brokers = [(meta, spec) for _d, meta, spec in workloads(docs)
+               if meta["labels"].get("app.kubernetes.io/component") == "broker"]
+    assert len(brokers) == 3
+    for _meta, spec in brokers:
+        (broker,) = [c for c in spec["containers"] if c["name"] == "broker"]
+        env = {e["name"]: e.get("value") for e in broker["env"]}
+        assert env["DUOMQ_AUTH"] == "true" and env["DUOMQ_AUTH_DIR"] == "/var/run/secrets/duomq"
+        mounts = {m["name"]: m["mountPath"] for m in broker["volumeMounts"]}
+        assert mounts["credentials"] == env["DUOMQ_AUTH_DIR"]
+        (vol,) = [v for v in spec["volumes"] if v["name"] == "credentials"]
+        assert vol["secret"] == {"secretName": "duomq-credentials", "optional": False,
+                                 "defaultMode": 0o440}
+    (job,) = of_kind(docs, "CronJob")
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (minutes,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in minutes["env"]}
+    assert env["DUOMQ_CREDENTIALS"] == "/var/run/secrets/duomq-spark/credentials.json"
+    assert {"secretName": "duomq-spark-credentials", "defaultMode": 0o440} in \
+        [v["secret"] for v in pod["volumes"] if "secret" in v]
+    n = len(docs)
+    for version in (VERSIONS[0], VERSIONS[-1]):
+        p = strict_validate(text, version, tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stdout.count(" passed for resource ") == n, p.stdout
