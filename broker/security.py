@@ -11,13 +11,19 @@ import logging
 
 import zmq
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.security import ACL, Id, Permissions
 
 from duomq.auth.acl import ADMIN
 from duomq.auth.guard import Guard
 from duomq.auth.users import User, UserAdmin, UserRegistry
 from duomq.auth.zap import CLIENT_DOMAIN, HA_DOMAIN, BrokerAuthenticator
 from duomq.common.config import BrokerConfig
-from duomq.common.credentials import load_admin_key, load_broker_keys
+from duomq.common.credentials import (
+    load_admin_key,
+    load_broker_keys,
+    load_zk_secret,
+    zk_access_for_admin,
+)
 from duomq.common.errors import ConfigError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
@@ -36,6 +42,7 @@ class BrokerSecurity:
             sock.curve_secretkey = self.keys.secret
             sock.curve_publickey = self.keys.public
             sock.zap_domain = domain.encode()
+        self.zk_access = zk_access_for_admin(load_zk_secret(config.auth_dir))
         self.users = UserRegistry(config.cluster)
         self.guard = Guard(self.users, config.cluster)
         self.authenticator = BrokerAuthenticator(ctx, self.keys.public, self.users)
@@ -45,13 +52,15 @@ class BrokerSecurity:
         self.authenticator.start()
 
     def start(self, zk) -> None:
-        """With ZooKeeper: the users, the cluster's auth node, the admin."""
-        self.users.start(zk)
+        """With ZooKeeper (connected as ``duomq``): the cluster's nodes
+        secured, the users, the cluster's auth node, the admin."""
         paths = ZkPaths(self.config.cluster)
+        secure_tree(zk, paths, self.zk_access)
+        self.users.start(zk)
         doc = zkutil.dumps({"enabled": True, "broker_public_key": self.keys.public.decode()})
-        zk.ensure_path(paths.auth_root)
         try:
-            zk.create(paths.auth_config, doc)
+            zk.create(paths.auth_config, doc, acl=special_acls(paths, self.zk_access)[
+                paths.auth_config])
         except NodeExistsError:
             zk.set(paths.auth_config, doc)
         if self.admin is not None:
@@ -61,6 +70,39 @@ class BrokerSecurity:
 
     def stop(self) -> None:
         self.authenticator.stop()
+
+
+def special_acls(paths: ZkPaths, access: dict) -> dict[str, list[ACL]]:
+    """Nodes whose ACL differs from the default (``zkutil.node_acl``): users'
+    clients create group membership and queue owners, and groups' retry and
+    dead-letter topics; anyone may read whether the cluster is secured."""
+    base = zkutil.node_acl(access)
+    client = Id("digest", access["client_id"])
+    return {paths.consumer_groups: [base[0], ACL(Permissions.ALL, client)],
+            paths.topics: [base[0], ACL(Permissions.READ | Permissions.CREATE, client)],
+            paths.auth_config: [base[0], ACL(Permissions.READ, Id("world", "anyone"))]}
+
+
+def secure_tree(zk, paths: ZkPaths, access: dict) -> None:
+    """Every node of the cluster that anyone may change (made before the
+    cluster was secured, or by a tool without credentials) gets the secured
+    ACL; the cluster's roots exist with theirs."""
+    special = special_acls(paths, access)
+    base = zkutil.node_acl(access)
+    for path in (paths.cluster_root, paths.brokers, paths.topics, paths.routes,
+                 paths.consumer_groups, paths.auth_root, paths.auth_users):
+        zk.ensure_path(path, acl=special.get(path, base))
+    world = Id("world", "anyone")
+    todo = [paths.cluster_root]
+    while todo:
+        path = todo.pop()
+        try:
+            acl, _ = zk.get_acls(path)
+            if any(a.id == world for a in acl) and path != paths.auth_config:
+                zk.set_acls(path, special.get(path, base))
+            todo.extend(f"{path}/{c}" for c in zk.get_children(path))
+        except NoNodeError:
+            continue
 
 
 def refuse_plaintext_in_secured_cluster(zk, cluster: str) -> None:

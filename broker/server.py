@@ -137,7 +137,8 @@ class Broker(BrokerCore):
             log.info("metrics on http://%s:%d/metrics", cfg.listen_host, metrics_port)
         self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed,
                                                 self.metrics.fsync.observe)
-        self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms)
+        self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms,
+                                 access=self.security.zk_access if self.security else None)
         if self.security is not None:
             self.security.start(self.zk)        # users known before the member node says "here"
         else:

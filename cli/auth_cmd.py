@@ -17,7 +17,14 @@ from __future__ import annotations
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
-from duomq.common.credentials import Credentials, KeyPair, init_cluster_keys
+from duomq.common.credentials import (
+    ZK_ADMIN,
+    Credentials,
+    KeyPair,
+    env_zk_access,
+    init_cluster_keys,
+    zk_access_for_user,
+)
 from duomq.common.errors import ConfigError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
@@ -63,6 +70,20 @@ def init(args) -> int:
     return 0
 
 
+def _user_zk_access() -> dict | None:
+    """A new user's ZooKeeper access, derived from the admin's secret (the
+    admin's credentials, as the command runs with them); None on a cluster
+    whose ZooKeeper is not secured."""
+    access = env_zk_access()
+    if access is None:
+        return None
+    user, secret = access["digest"].split(":", 1)
+    if user != ZK_ADMIN:
+        raise ConfigError("adding users needs the admin's credentials (--credentials or "
+                          "$DUOMQ_CREDENTIALS: the admin.json of duomq auth init)")
+    return zk_access_for_user(secret)
+
+
 def _broker_public(zk, cluster: str) -> bytes:
     doc = zkutil.loads(zk.get(ZkPaths(cluster).auth_config)[0]) \
         if zk.exists(ZkPaths(cluster).auth_config) else {}
@@ -97,8 +118,9 @@ def user(args) -> int:
             if not args.out:
                 raise ConfigError("duomq auth user add needs --out FILE for the credentials")
             pair = KeyPair.new()
+            access = _user_zk_access()
             admin.add(User(args.name, pair.public, policy))
-            Credentials(args.name, pair, _broker_public(zk, cluster)).write(args.out)
+            Credentials(args.name, pair, _broker_public(zk, cluster), access).write(args.out)
             print(f"added user {args.name}; credentials in {args.out}")
             return 0
         old = admin.get(args.name)
@@ -109,7 +131,8 @@ def user(args) -> int:
             policy = old.policy                  # only the key changes
         admin.update(User(args.name, keys.public if keys else old.public_key, policy))
         if keys is not None:
-            Credentials(args.name, keys, _broker_public(zk, cluster)).write(args.out)
+            Credentials(args.name, keys, _broker_public(zk, cluster),
+                        _user_zk_access()).write(args.out)
         print(f"updated user {args.name}" + (f"; new credentials in {args.out}" if keys else ""))
         return 0
     finally:

@@ -42,6 +42,16 @@ def main(argv=None) -> int:
     except DuomqError as exc:
         print(f"duomq: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        # kazoo is loaded only by the commands that use ZooKeeper (not the probes)
+        if "kazoo" in sys.modules:
+            from kazoo.exceptions import NoAuthError
+            if isinstance(exc, NoAuthError):
+                print("duomq: ZooKeeper refused: this cluster is secured, and these "
+                      "credentials (--credentials or $DUOMQ_CREDENTIALS) may not do that, or "
+                      "there are none", file=sys.stderr)
+                return 2
+        raise
     except KeyboardInterrupt:
         return 130
 

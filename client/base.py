@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoAuthError, NoNodeError
 from prometheus_client.core import Metric
 
 from duomq.client.metrics import ClientCollector, ClientMetrics
@@ -45,11 +45,12 @@ class ClientBase:
         self.client_id = f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"
         self.paths = ZkPaths(self.cluster)
         self._own_zk = zk is None
-        self.zk = zk if zk is not None else zkutil.connect(self.zookeeper)
         cfg = getattr(self, "config", None)
+        given = resolve_credentials(cfg.credentials if cfg is not None else None)
+        self.zk = zk if zk is not None else zkutil.connect(
+            self.zookeeper, access=given.zookeeper if given is not None else None)
         try:
-            self.credentials = secured(self.zk, self.cluster, resolve_credentials(
-                cfg.credentials if cfg is not None else None))
+            self.credentials = secured(self.zk, self.cluster, given)
         except Exception:
             if self._own_zk:
                 zkutil.close(self.zk)
@@ -223,9 +224,17 @@ def secured(zk, cluster: str, credentials: Credentials | None) -> Credentials | 
     except NoNodeError:
         raise AuthenticationError(f"{who} were refused: no such user in cluster "
                                   f"{cluster!r} (removed?)") from None
+    except NoAuthError:
+        raise AuthenticationError(f"{who} were refused by ZooKeeper: they carry no (or a "
+                                  f"wrong) ZooKeeper digest") from None
     if user.get("public_key") != credentials.keys.public.decode():
         raise AuthenticationError(f"{who} were refused: the user has another key now "
                                   f"(rotated with `duomq auth user update --rotate`)")
+    try:
+        zk.get_children(paths.brokers)
+    except NoAuthError:
+        raise AuthenticationError(f"{who} were refused by ZooKeeper: they carry no (or a "
+                                  f"wrong) ZooKeeper digest") from None
     return credentials
 
 

@@ -14,6 +14,9 @@ does crypto: ZeroMQ's CURVE does, with these keys.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import os
 from dataclasses import dataclass
@@ -26,6 +29,9 @@ from duomq.common.names import validate_name
 
 BROKER_CERT = "broker"
 CREDENTIALS_ENV = "DUOMQ_CREDENTIALS"
+ZK_SECRET = "zookeeper.secret"     # in auth_dir: the password of ZooKeeper principal "duomq"
+ZK_ADMIN, ZK_CLIENT = "duomq", "client"   # ZooKeeper digest principals: brokers and admins
+                                          # (everything), users' clients (read; groups)
 
 
 @dataclass(frozen=True)
@@ -103,16 +109,57 @@ def load_admin_key(directory: str) -> tuple[str, bytes] | None:
     return name, z85_key(public, "public-key", path)
 
 
+def client_zk_password(secret: str) -> str:
+    """The ZooKeeper password of principal ``client``, derived from the
+    cluster's secret (users never learn the secret itself)."""
+    return base64.urlsafe_b64encode(
+        hmac.new(secret.encode(), b"duomq-zookeeper-client", hashlib.sha256).digest()
+    ).decode().rstrip("=")
+
+
+def digest_id(user: str, password: str) -> str:
+    """ZooKeeper's digest id of ``user:password`` (``user:base64(sha1)``)."""
+    raw = hashlib.sha1(f"{user}:{password}".encode()).digest()
+    return f"{user}:{base64.b64encode(raw).decode()}"
+
+
+def load_zk_secret(directory: str) -> str:
+    path = os.path.join(directory, ZK_SECRET)
+    try:
+        with open(path) as f:
+            secret = f.read().strip()
+    except OSError as exc:
+        raise ConfigError(f"auth_dir: cannot read {path}: {exc.strerror or exc} (duomq auth "
+                          f"init writes it)") from None
+    if not secret:
+        raise ConfigError(f"auth_dir: {path} is empty")
+    return secret
+
+
+def zk_access_for_admin(secret: str) -> dict:
+    return {"digest": f"{ZK_ADMIN}:{secret}",
+            "client_id": digest_id(ZK_CLIENT, client_zk_password(secret))}
+
+
+def zk_access_for_user(secret: str) -> dict:
+    return {"digest": f"{ZK_CLIENT}:{client_zk_password(secret)}",
+            "admin_id": digest_id(ZK_ADMIN, secret)}
+
+
 @dataclass(frozen=True)
 class Credentials:
     user: str
     keys: KeyPair
     broker_public_key: bytes        # Z85: the brokers a client may talk to
+    zookeeper: dict | None = None   # ZooKeeper access: {"digest": "user:password", and the
+                                    # other principal's digest id for the nodes it creates}
 
     def to_json(self) -> str:
         return json.dumps({"user": self.user, "public_key": self.keys.public.decode(),
                            "secret_key": self.keys.secret.decode(),
-                           "broker_public_key": self.broker_public_key.decode()}, indent=2)
+                           "broker_public_key": self.broker_public_key.decode(),
+                           **({"zookeeper": self.zookeeper} if self.zookeeper else {})},
+                          indent=2)
 
     def write(self, path: str) -> None:
         """Readable by its owner only; an existing file is replaced atomically."""
@@ -142,7 +189,12 @@ class Credentials:
                        z85_key(doc["secret_key"], "secret_key", path))
         if zmq.curve_public(keys.secret) != keys.public:
             raise ConfigError(f"credentials {path}: public_key does not belong to secret_key")
-        return cls(user, keys, z85_key(doc["broker_public_key"], "broker_public_key", path))
+        zk = doc.get("zookeeper")
+        if zk is not None and not (isinstance(zk, dict) and isinstance(zk.get("digest"), str)
+                                   and ":" in zk["digest"]):
+            raise ConfigError(f"credentials {path}: zookeeper is not {{\"digest\": "
+                              f"\"user:password\", ...}}")
+        return cls(user, keys, z85_key(doc["broker_public_key"], "broker_public_key", path), zk)
 
 
 def resolve_credentials(value) -> Credentials | None:
@@ -163,10 +215,23 @@ def init_cluster_keys(directory: str, admin: str = "admin") -> str:
     broker = write_broker_keys(directory)
     pair = KeyPair.new()
     write_admin_key(directory, admin, pair.public)
-    path = os.path.join(directory, f"{admin}.json")
-    Credentials(admin, pair, broker.public).write(path)
-    fd = os.open(os.path.join(directory, "zookeeper.secret"),
-                 os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    secret = secrets.token_urlsafe(32)
+    fd = os.open(os.path.join(directory, ZK_SECRET), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(32) + "\n")
+        f.write(secret + "\n")
+    path = os.path.join(directory, f"{admin}.json")
+    Credentials(admin, pair, broker.public, zk_access_for_admin(secret)).write(path)
     return path
+
+
+def env_zk_access() -> dict | None:
+    """The ZooKeeper access of ``$DUOMQ_CREDENTIALS``'s file, if it has one
+    (tools and the CLI reach ZooKeeper as that user); a bad file: None (the
+    client that loads it says why)."""
+    path = os.environ.get(CREDENTIALS_ENV)
+    if not path:
+        return None
+    try:
+        return Credentials.load(path).zookeeper
+    except ConfigError:
+        return None

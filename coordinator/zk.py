@@ -8,20 +8,43 @@ import socket
 
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
+from duomq.common.credentials import ZK_ADMIN, env_zk_access
 from duomq.common.errors import ServiceNotAvailableError
 
 log = logging.getLogger(__name__)
 
 
+FROM_ENV = object()
+
+
+def node_acl(access: dict) -> list[ACL]:
+    """What a node created with ``access`` carries: brokers and admins (the
+    ``duomq`` principal) make nodes every user's client may read; a client
+    makes nodes (group membership, queue owners) the clients and the
+    admins may change."""
+    user, password = access["digest"].split(":", 1)
+    own = make_digest_acl(user, password, all=True)
+    if user == ZK_ADMIN:
+        return [own, ACL(Permissions.READ, Id("digest", access["client_id"]))]
+    return [own, ACL(Permissions.ALL, Id("digest", access["admin_id"]))]
+
+
 def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10_000,
-            read_only: bool = False) -> KazooClient:
-    """A started KazooClient (``hosts`` may carry a chroot: ``h:p,h2:p/chroot``)."""
+            read_only: bool = False, access=FROM_ENV) -> KazooClient:
+    """A started KazooClient (``hosts`` may carry a chroot: ``h:p,h2:p/chroot``).
+    ``access``: a secured cluster's ZooKeeper digest (``Credentials.zookeeper``;
+    by default ``$DUOMQ_CREDENTIALS``'s), with the ACL new nodes carry."""
+    if access is FROM_ENV:
+        access = env_zk_access()
     zk = KazooClient(
         hosts=hosts, timeout=session_timeout_ms / 1000,
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2),
         command_retry=KazooRetry(max_tries=5, delay=0.1, backoff=2, max_delay=2),
         read_only=read_only,
+        auth_data=[("digest", access["digest"])] if access else None,
+        default_acl=node_acl(access) if access else None,
     )
     try:
         zk.start(timeout=timeout_s)

@@ -108,6 +108,7 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
         keys = os.path.join(os.path.abspath(data_dir), "auth")
         shutil.rmtree(keys, ignore_errors=True)
         state["credentials"] = {"admin": init_cluster_keys(keys)}
+        os.environ["DUOMQ_CREDENTIALS"] = state["credentials"]["admin"]   # our own ZK reads
         base.update(auth=True, auth_dir=keys)
     _write_state(data_dir, state)
     if store_size:
@@ -137,6 +138,7 @@ def status(data_dir: str) -> dict:
            else None, "brokers": []}
     if state.get("credentials"):
         out["credentials"] = state["credentials"]
+        os.environ.setdefault("DUOMQ_CREDENTIALS", state["credentials"]["admin"])
     servers = state.get("zookeeper_servers", [])
     if servers:                         # an ensemble: each server, and whether all run
         out["zookeeper_servers"] = [{"id": s["id"], "pid": s["pid"], "port": s["port"],

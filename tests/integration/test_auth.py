@@ -14,14 +14,16 @@ import time
 
 import pytest
 import zmq
+from kazoo.exceptions import NoAuthError
 
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
-from duomq.client import Message, Producer, PullConsumer
-from duomq.common.credentials import Credentials, KeyPair
+from duomq.client import Message, Producer, PullConsumer, PushConsumer
+from duomq.common.credentials import Credentials, KeyPair, zk_access_for_user
 from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
 from duomq.proto import codec, pb
 from duomq.testing.harness import wait_for, wait_slaves_hold
 
@@ -40,11 +42,11 @@ def duomq(*args, env=None, check=True):
 def secured(local_cluster, tmp_path, monkeypatch):
     keys = tmp_path / "keys"
     duomq("auth", "init", "--out", str(keys))
+    admin = str(keys / "admin.json")
+    monkeypatch.setenv("DUOMQ_CREDENTIALS", admin)     # the harness's own ZooKeeper and clients
     master = local_cluster.add_broker("broker-a", 0, auth=True, auth_dir=str(keys))
     slave = local_cluster.add_broker("broker-a", 1, auth=True, auth_dir=str(keys))
     local_cluster.create_topic("Secret", 2)
-    admin = str(keys / "admin.json")
-    monkeypatch.setenv("DUOMQ_CREDENTIALS", admin)     # the harness's own clients
     return local_cluster, keys, admin, master, slave
 
 
@@ -74,8 +76,10 @@ def test_anonymous_and_unknown_keys_fail_at_once(secured, monkeypatch):
         Producer(zk, cl)
     with pytest.raises(AuthenticationError, match="credentials are needed"):
         PullConsumer(zk, cl, group="g")
+    # an unregistered key, even with a client's ZooKeeper digest
+    secret = (keys / "zookeeper.secret").read_text().strip()
     stranger = Credentials("mallory", KeyPair.new(),
-                           Credentials.load(admin).broker_public_key)
+                           Credentials.load(admin).broker_public_key, zk_access_for_user(secret))
     path = str(keys / "mallory.json")
     stranger.write(path)
     with pytest.raises(AuthenticationError, match="no such user"):
@@ -182,7 +186,9 @@ def test_a_rotated_key_replaces_the_old_one(secured, tmp_path):
     try:
         pair = KeyPair.new()
         UserAdmin(conn, cl).add(User("carol", pair.public, Policy.parse(["Topic:*:All"])))
-        Credentials("carol", pair, Credentials.load(admin).broker_public_key).write(old)
+        secret = (keys / "zookeeper.secret").read_text().strip()
+        Credentials("carol", pair, Credentials.load(admin).broker_public_key,
+                    zk_access_for_user(secret)).write(old)
     finally:
         zkutil.close(conn)
     with Producer(zk, cl, credentials=old) as p:
@@ -282,3 +288,50 @@ def test_a_plaintext_broker_cannot_join_a_secured_cluster(secured):
     cluster, *_ = secured
     with pytest.raises(RuntimeError, match="is secured .* this broker has auth = false"):
         cluster.add_broker("broker-b", 0)
+
+
+def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_path):
+    cluster, keys, admin, *_ = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    paths = ZkPaths(cl)
+    anonymous = zkutil.connect(zk, access=None)
+    try:
+        # that the cluster is secured is public; nothing else is
+        assert zkutil.loads(anonymous.get(paths.auth_config)[0])["enabled"] is True
+        for read in (lambda: anonymous.get(paths.topic("Secret")),
+                     lambda: anonymous.get_children(paths.brokers),
+                     lambda: anonymous.get(paths.auth_user("admin"))):
+            with pytest.raises(NoAuthError):
+                read()
+        with pytest.raises(NoAuthError):
+            anonymous.create(paths.topic("Forged"), b"{}")
+        with pytest.raises(NoAuthError):
+            anonymous.set(paths.master("broker-a"), b"{}")
+    finally:
+        zkutil.close(anonymous)
+    reader = str(tmp_path / "reader.json")
+    duomq("auth", "user", "add", "reader", "--allow", "Topic:Secret:Sub", "--allow",
+          "Group:g:Sub", "--out", reader, "--zookeeper", zk, "--cluster", cl)
+    # a user's client reads, and may not change what brokers and admins wrote
+    p = duomq("topic", "delete", "Secret", "--zookeeper", zk, "--cluster", cl,
+              "--credentials", reader, check=False)
+    assert p.returncode == 2 and "ZooKeeper refused" in p.stderr
+    assert "Secret" in duomq("topic", "list", "--zookeeper", zk, "--cluster", cl,
+                             "--credentials", reader).stdout
+    # ... and joins consumer groups (its nodes under groups/)
+    with Producer(zk, cl, credentials=admin) as p:
+        assert p.send_batch([Message("Secret", b"x")] * 10, queue=Q0).ok
+    got = []
+    c = PushConsumer("g", "Secret", got.append, zookeeper=zk, cluster=cl, credentials=reader,
+                     consume_from="first")
+    c.start()
+    try:
+        wait_for(lambda: len(got) >= 10, 30, "the reader's push consumer to read 10")
+    finally:
+        c.shutdown()
+    # credentials without the ZooKeeper digest are refused with that said
+    bare = Credentials.load(reader)
+    bare_path = str(tmp_path / "bare.json")
+    Credentials(bare.user, bare.keys, bare.broker_public_key).write(bare_path)
+    with pytest.raises(AuthenticationError, match="refused by ZooKeeper"):
+        PullConsumer(zk, cl, group="g", credentials=bare_path)

@@ -95,9 +95,12 @@ def test_broker_survives_random_and_mutated_frames(local_cluster, small_store):
 
 
 def test_a_secured_broker_survives_fuzz_with_and_without_credentials(local_cluster,
-                                                                     small_store, tmp_path):
+                                                                     small_store, tmp_path,
+                                                                     monkeypatch):
     keys = str(tmp_path / "keys")
-    admin = Credentials.load(init_cluster_keys(keys))
+    path = init_cluster_keys(keys)
+    admin = Credentials.load(path)
+    monkeypatch.setenv("DUOMQ_CREDENTIALS", path)      # the harness's ZooKeeper reads
     b = local_cluster.add_broker("broker-a", auth=True, auth_dir=keys, **small_store)
     conn = zkutil.connect(local_cluster.zookeeper)
     try:

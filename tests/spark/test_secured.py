@@ -24,6 +24,7 @@ def duomq(*args):
 def secured(local_cluster, tmp_path, monkeypatch):
     keys = tmp_path / "keys"
     duomq("auth", "init", "--out", str(keys))
+    monkeypatch.setenv("DUOMQ_CREDENTIALS", str(keys / "admin.json"))   # the harness's
     local_cluster.add_broker("broker-a", 0, auth=True, auth_dir=str(keys))
     local_cluster.create_topic("Clicks", 2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
@@ -32,7 +33,8 @@ def secured(local_cluster, tmp_path, monkeypatch):
                         ("writer", ["Topic:Clicks:Pub"])):
         users[name] = str(tmp_path / f"{name}.json")
         duomq("auth", "user", "add", name, *[a for p in allow for a in ("--allow", p)],
-              "--out", users[name], "--zookeeper", zk, "--cluster", cl)
+              "--out", users[name], "--zookeeper", zk, "--cluster", cl, "--credentials",
+              str(keys / "admin.json"))
     users["admin"] = str(keys / "admin.json")
     monkeypatch.delenv("DUOMQ_CREDENTIALS", raising=False)
     return local_cluster, users
