@@ -11,7 +11,7 @@ import logging
 
 import zmq
 from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.security import ACL, Id, Permissions
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from duomq.auth.acl import ADMIN
 from duomq.auth.guard import Guard
@@ -26,7 +26,7 @@ from duomq.common.credentials import (
 )
 from duomq.common.errors import ConfigError
 from duomq.coordinator import zk as zkutil
-from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.paths import ROOT, ZkPaths
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,9 @@ def secure_tree(zk, paths: ZkPaths, access: dict) -> None:
     ACL; the cluster's roots exist with theirs."""
     special = special_acls(paths, access)
     base = zkutil.node_acl(access)
+    # the root all clusters share stays open: another (plain) cluster may
+    # live beside this one
+    zk.ensure_path(ROOT, acl=OPEN_ACL_UNSAFE)
     for path in (paths.cluster_root, paths.brokers, paths.topics, paths.routes,
                  paths.consumer_groups, paths.auth_root, paths.auth_users):
         zk.ensure_path(path, acl=special.get(path, base))

@@ -48,7 +48,7 @@ def _scrape(b: Broker) -> None:
     try:
         with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as r:
             b.samples = parse(r.read().decode())
-    except (OSError, ValueError) as exc:
+    except Exception as exc:      # a broker half-answering must not take the screen down
         b.error = f"scrape failed: {getattr(exc, 'reason', exc)}"
 
 

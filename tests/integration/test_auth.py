@@ -264,6 +264,12 @@ def test_a_secured_dev_cluster_and_its_cli(zk_server, tmp_path):
         p = duomq("produce", "Sec", "x", "--zookeeper", st["zookeeper"], "--cluster",
                   st["cluster"], env={"DUOMQ_DEV_DIR": str(tmp_path / "none")}, check=False)
         assert p.returncode == 2 and "credentials are needed" in p.stderr
+        # a plain cluster can still live beside it in the same ZooKeeper
+        plain = json.loads(duomq("dev", "up", "--zookeeper", zk_server.connect, "--cluster",
+                                 f"Plain{os.getpid()}", "--json",
+                                 env={"DUOMQ_DEV_DIR": str(tmp_path / "plain")}).stdout)
+        duomq("dev", "down", env={"DUOMQ_DEV_DIR": str(tmp_path / "plain")})
+        assert [b["role"] for b in plain["brokers"]] == ["MASTER"]
     finally:
         duomq("dev", "down", env=env)
 
