@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import zmq
 import zmq.auth
 
-from duomq.common.errors import ConfigError
+from duomq.common.errors import ConfigError, InvalidNameError
 from duomq.common.names import validate_name
 
 BROKER_CERT = "broker"
@@ -184,16 +184,23 @@ class Credentials:
         if missing:
             raise ConfigError(f"credentials {path}: missing {', '.join(missing)}")
         user = str(doc["user"])
-        validate_name("user", user)
+        try:
+            validate_name("user", user)
+        except InvalidNameError as exc:
+            raise ConfigError(f"credentials {path}: {exc}") from None
         keys = KeyPair(z85_key(doc["public_key"], "public_key", path),
                        z85_key(doc["secret_key"], "secret_key", path))
         if zmq.curve_public(keys.secret) != keys.public:
             raise ConfigError(f"credentials {path}: public_key does not belong to secret_key")
         zk = doc.get("zookeeper")
-        if zk is not None and not (isinstance(zk, dict) and isinstance(zk.get("digest"), str)
-                                   and ":" in zk["digest"]):
-            raise ConfigError(f"credentials {path}: zookeeper is not {{\"digest\": "
-                              f"\"user:password\", ...}}")
+        if zk is not None:
+            ok = isinstance(zk, dict) and isinstance(zk.get("digest"), str) and ":" in zk["digest"]
+            # the other principal's id, for the ACL of the nodes this user creates
+            other = ("client_id" if zk["digest"].split(":", 1)[0] == ZK_ADMIN
+                     else "admin_id") if ok else ""
+            if not ok or not isinstance(zk.get(other), str):
+                raise ConfigError(f"credentials {path}: zookeeper is not {{\"digest\": "
+                                  f"\"user:password\", \"{other or 'admin_id'}\": ...}}")
         return cls(user, keys, z85_key(doc["broker_public_key"], "broker_public_key", path), zk)
 
 
