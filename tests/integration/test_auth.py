@@ -19,6 +19,7 @@ from kazoo.exceptions import NoAuthError
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
+from duomq.client.remoting import RemotingClient
 from duomq.common.credentials import Credentials, KeyPair, zk_access_for_user
 from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
@@ -341,3 +342,19 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
     Credentials(bare.user, bare.keys, bare.broker_public_key).write(bare_path)
     with pytest.raises(AuthenticationError, match="refused by ZooKeeper"):
         PullConsumer(zk, cl, group="g", credentials=bare_path)
+
+
+def test_a_key_the_brokers_zap_refuses_fails_at_once_not_at_a_timeout(secured):
+    cluster, keys, admin, master, _ = secured
+    stranger = Credentials("x", KeyPair.new(), Credentials.load(admin).broker_public_key)
+    remoting = RemotingClient("stranger", credentials=stranger)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(AuthenticationError, match="refused these credentials"):
+            remoting.call(master.address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 10)
+        assert time.monotonic() - t0 < 3          # the handshake's refusal, not the 10 s
+        fut = remoting.request(master.address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 10)
+        with pytest.raises(AuthenticationError):
+            fut.result(5)
+    finally:
+        remoting.close()
