@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import statistics
 import sys
-import tempfile
 
+from one_broker import alternated, medians
 from run_all import child, result
 
 from duomq.common.credentials import init_cluster_keys
-from duomq.dev.zookeeper import launch
 from duomq.testing.harness import LocalCluster
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -64,21 +61,11 @@ def one(zk: str, base: str, i: int, auth: bool) -> dict:
 
 
 def main() -> int:
-    zk = launch(os.environ.get("DUOMQ_ZOOKEEPER"))
-    base = tempfile.mkdtemp(prefix="duomq-auth-bench-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
-    rounds = []
-    try:
-        for r in range(ROUNDS):
-            for auth in ((True, False) if r % 2 == 0 else (False, True)):
-                rounds.append(one(zk.connect, base, len(rounds), auth))
-    finally:
-        zk.stop()
-        shutil.rmtree(base, ignore_errors=True)
-    out: dict = {"bench": "auth_cost", "messages": N, "body_bytes": 100, "rounds": rounds}
-    for figure in ("produce_batch256", "consume_backlog", "e2e_p50_us", "e2e_p99_us"):
-        on = statistics.median(x[figure] for x in rounds if x["auth"])
-        off = statistics.median(x[figure] for x in rounds if not x["auth"])
-        out[figure] = {"auth_median": on, "plaintext_median": off, "ratio": round(on / off, 3)}
+    rounds = alternated("auth-bench", ROUNDS, one)
+    out: dict = {"bench": "auth_cost", "messages": N, "body_bytes": 100, "rounds": rounds,
+                 **medians(rounds, "auth", ("produce_batch256", "consume_backlog",
+                                            "e2e_p50_us", "e2e_p99_us"),
+                           "auth_median", "plaintext_median")}
     print(json.dumps(out), flush=True)
     return 0
 

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import statistics
 import sys
-import tempfile
 import threading
 import urllib.request
 
+from one_broker import alternated, medians
 from run_all import child, result
 
-from duomq.dev.zookeeper import launch
 from duomq.testing.harness import LocalCluster
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -66,23 +63,10 @@ def one(zk: str, base: str, i: int, metrics: bool) -> dict:
 
 
 def main() -> int:
-    zk = launch(os.environ.get("DUOMQ_ZOOKEEPER"))
-    base = tempfile.mkdtemp(prefix="duomq-metrics-bench-",
-                            dir=os.environ.get("BENCH_DIR", "/var/tmp"))
-    rounds = []
-    try:
-        for r in range(ROUNDS):
-            order = (True, False) if r % 2 == 0 else (False, True)
-            for metrics in order:
-                rounds.append(one(zk.connect, base, len(rounds), metrics))
-    finally:
-        zk.stop()
-        shutil.rmtree(base, ignore_errors=True)
-    out: dict = {"bench": "metrics_cost", "messages": N, "body_bytes": 100, "rounds": rounds}
-    for figure in ("produce_batch256", "consume_backlog"):
-        on = statistics.median(x[figure] for x in rounds if x["metrics"])
-        off = statistics.median(x[figure] for x in rounds if not x["metrics"])
-        out[figure] = {"on_median": on, "off_median": off, "ratio": round(on / off, 3)}
+    rounds = alternated("metrics-bench", ROUNDS, one)
+    out: dict = {"bench": "metrics_cost", "messages": N, "body_bytes": 100, "rounds": rounds,
+                 **medians(rounds, "metrics", ("produce_batch256", "consume_backlog"),
+                           "on_median", "off_median")}
     print(json.dumps(out), flush=True)
     return 0
 

@@ -479,15 +479,21 @@ def test_brokers_expose_metrics_to_prometheus_and_only_to_it(overlay):
         assert not ingress_allowed(docs, target, 10912, prometheus)   # nothing else
 
 
-def test_the_podmonitor_component_renders_with_the_real_kustomize(tmp_path):
+def prod_with(tmp_path, component: str) -> str:
+    """The prod overlay with ``components/<component>``, as a user's own
+    overlay adds it, rendered by the real kustomize."""
     tree = tmp_path / "k8s"
     shutil.copytree(K8S, tree)
-    overlay = tree / "overlays" / "monitored"
+    overlay = tree / "overlays" / f"with-{component}"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        "resources: [../prod]\ncomponents: [../../components/podmonitor]\n")
-    docs = list(yaml.safe_load_all(kustomize(str(overlay))))
+        f"resources: [../prod]\ncomponents: [../../components/{component}]\n")
+    return kustomize(str(overlay))
+
+
+def test_the_podmonitor_component_renders_with_the_real_kustomize(tmp_path):
+    docs = list(yaml.safe_load_all(prod_with(tmp_path, "podmonitor")))
     (monitor,) = of_kind(docs, "PodMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
@@ -501,14 +507,7 @@ def test_the_podmonitor_component_renders_with_the_real_kustomize(tmp_path):
 
 
 def test_the_auth_component_secures_every_broker_and_the_spark_job(tmp_path):
-    tree = tmp_path / "k8s"
-    shutil.copytree(K8S, tree)
-    overlay = tree / "overlays" / "secured"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        "resources: [../prod]\ncomponents: [../../components/auth]\n")
-    text = kustomize(str(overlay))
+    text = prod_with(tmp_path, "auth")
     docs = list(yaml.safe_load_all(text))
     # the placeholder is gone: `kubectl apply -k` must not empty the real Secret
     assert not of_kind(docs, "Secret")
