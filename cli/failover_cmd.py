@@ -92,7 +92,7 @@ def step_down(args) -> dict:
 
 def run_switchover(zookeeper: str, cluster: str, group: str, target_id: int | None,
                    timeout_s: float) -> dict:
-    zk = zkutil.connect(zookeeper)
+    zk = zkutil.connect(zookeeper, cluster=cluster)
     try:
         return switchover(zk, cluster, group, target_id, timeout_s)
     finally:

@@ -26,7 +26,7 @@ def add(sub) -> None:
 
 def run(args) -> int:
     zookeeper, cluster = endpoint(args)
-    zk = zkutil.connect(zookeeper)
+    zk = zkutil.connect(zookeeper, cluster=cluster)
     try:
         admin = TopicAdmin(zk, cluster)
         groups = args.groups.split(",") if getattr(args, "groups", None) else None

@@ -48,7 +48,8 @@ class ClientBase:
         cfg = getattr(self, "config", None)
         given = resolve_credentials(cfg.credentials if cfg is not None else None)
         self.zk = zk if zk is not None else zkutil.connect(
-            self.zookeeper, access=given.zookeeper if given is not None else None)
+            self.zookeeper, access=given.zookeeper if given is not None else None,
+            cluster=self.cluster)
         try:
             self.credentials = secured(self.zk, self.cluster, given)
         except Exception:

@@ -7,11 +7,13 @@ import logging
 import socket
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
 from duomq.common.credentials import ZK_ADMIN, env_zk_access
 from duomq.common.errors import ServiceNotAvailableError
+from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +34,14 @@ def node_acl(access: dict) -> list[ACL]:
 
 
 def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10_000,
-            read_only: bool = False, access=FROM_ENV) -> KazooClient:
+            read_only: bool = False, access=FROM_ENV,
+            cluster: str | None = None) -> KazooClient:
     """A started KazooClient (``hosts`` may carry a chroot: ``h:p,h2:p/chroot``).
     ``access``: a secured cluster's ZooKeeper digest (``Credentials.zookeeper``;
-    by default ``$DUOMQ_CREDENTIALS``'s), with the ACL new nodes carry."""
+    by default ``$DUOMQ_CREDENTIALS``'s), with the ACL new nodes carry.
+    ``cluster``: the cluster this session works on; when it is not secured,
+    the nodes the session creates stay open whatever ``access`` says (its
+    brokers, without credentials, must be able to change them)."""
     if access is FROM_ENV:
         access = env_zk_access()
     zk = KazooClient(
@@ -52,7 +58,17 @@ def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10
         zk.close()
         raise ServiceNotAvailableError(
             f"cannot reach ZooKeeper at {hosts} within {timeout_s:g} s: {exc}") from None
+    if access and cluster is not None and not cluster_secured(zk, cluster):
+        zk.default_acl = None
     return zk
+
+
+def cluster_secured(zk: KazooClient, cluster: str) -> bool:
+    """Whether the cluster's brokers published that auth is on."""
+    try:
+        return bool(loads(zk.get(ZkPaths(cluster).auth_config)[0]).get("enabled"))
+    except NoNodeError:
+        return False
 
 
 

@@ -52,7 +52,7 @@ class DrillRun:
 
 def run(settings: DrillSettings, zookeeper: str, cluster: str, driver,
         progress: Progress = lambda _p: None) -> DrillRun:
-    zk = zkutil.connect(zookeeper)
+    zk = zkutil.connect(zookeeper, cluster=cluster)
     try:
         return _run(settings, zookeeper, cluster, driver, zk, progress)
     finally:

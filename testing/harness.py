@@ -154,7 +154,7 @@ class LocalCluster:
 
     def create_topic(self, name: str, queues: int = 4, groups: list[str] | None = None,
                      wait: bool = True) -> None:
-        zk = zkutil.connect(self.zookeeper)
+        zk = zkutil.connect(self.zookeeper, cluster=self.cluster)
         try:
             cfg = TopicAdmin(zk, self.cluster).create(name, queues, groups)
             if wait:  # until every hosting master has published its route

@@ -358,3 +358,39 @@ def test_a_key_the_brokers_zap_refuses_fails_at_once_not_at_a_timeout(secured):
             fut.result(5)
     finally:
         remoting.close()
+
+
+def test_credentials_in_the_environment_leave_a_plain_clusters_nodes_open(secured, tmp_path):
+    """$DUOMQ_CREDENTIALS names a secured cluster's admin; what the CLI and
+    the clients create in another, plain cluster of the same ZooKeeper stays
+    open, or that cluster's brokers (without credentials) could not change
+    it."""
+    from duomq.testing.harness import LocalCluster
+    secured_cluster, *_ = secured
+    zk = secured_cluster.zookeeper
+    plain = LocalCluster(zk, "Plain", str(tmp_path / "plain"))
+    try:
+        plain.add_broker("broker-a", 0)
+        duomq("topic", "create", "Open", "--queues", "2", "--zookeeper", zk, "--cluster", "Plain")
+        got = []
+        c = PushConsumer("g", "Open", got.append, zookeeper=zk, cluster="Plain",
+                         consume_from="first")
+        c.start()
+        try:
+            with Producer(zk, "Plain") as p:
+                assert p.send_batch([Message("Open", b"x")] * 5,
+                                    queue=MessageQueue("Open", "broker-a", 0)).ok
+            wait_for(lambda: len(got) >= 5, 30, "the plain cluster's consumer to read 5")
+            paths = ZkPaths("Plain")
+            anonymous = zkutil.connect(zk, access=None)
+            try:
+                members = anonymous.get_children(paths.group_members("g"))
+                for path in (paths.topic("Open"), f"{paths.group_members('g')}/{members[0]}"):
+                    acl, _ = anonymous.get_acls(path)
+                    assert [str(a.id.scheme) for a in acl] == ["world"], (path, acl)
+            finally:
+                zkutil.close(anonymous)
+        finally:
+            c.shutdown()
+    finally:
+        plain.stop_all()
