@@ -1,7 +1,8 @@
 """ZAP for a broker's two ports, through pyzmq's ``zmq.auth``: the client
 port admits the cluster's broker key and every registered user's key; the
 replication port admits only the broker key (a client cannot pose as a
-slave). ZeroMQ's CURVE handshake does the cryptography; this only answers
+slave). The broker keys are the cluster's keypair, and during a rotation
+the next or the previous one too. ZeroMQ's CURVE handshake does the cryptography; this only answers
 who may connect, and names them (the ``User-Id`` of their messages)."""
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ BROKER_USER = "broker"        # the User-Id of a peer holding the broker key
 class _Keys:
     """A ZAP credentials provider: whether a Z85 key may connect."""
 
-    def __init__(self, broker_public: bytes, users: UserRegistry | None):
-        self.broker_public = broker_public
+    def __init__(self, broker_keys: tuple[bytes, ...], users: UserRegistry | None):
+        self.broker_keys = broker_keys
         self.users = users
 
     def callback(self, domain: str, key: bytes) -> bool:
-        ok = key == self.broker_public or (self.users is not None and key in self.users.by_key)
+        ok = key in self.broker_keys or (self.users is not None and key in self.users.by_key)
         if not ok:
             log.warning("refused a connection on the %s port: unknown key %s",
                         "client" if self.users is not None else "replication", key.decode())
@@ -37,19 +38,19 @@ class _Keys:
 class BrokerAuthenticator(ThreadAuthenticator):
     """The ZAP handler thread of one broker's ZeroMQ context."""
 
-    def __init__(self, context, broker_public: bytes, users: UserRegistry):
+    def __init__(self, context, broker_keys: tuple[bytes, ...], users: UserRegistry):
         super().__init__(context, log=logging.getLogger("duomq.auth.zap.handler"))
-        self.broker_public = broker_public
+        self.broker_keys = broker_keys
         self.users = users
 
     def start(self) -> None:
         super().start()
-        self.configure_curve_callback(CLIENT_DOMAIN, _Keys(self.broker_public, self.users))
-        self.configure_curve_callback(HA_DOMAIN, _Keys(self.broker_public, None))
+        self.configure_curve_callback(CLIENT_DOMAIN, _Keys(self.broker_keys, self.users))
+        self.configure_curve_callback(HA_DOMAIN, _Keys(self.broker_keys, None))
 
     def curve_user_id(self, client_public_key: bytes) -> str:
         """``"<user> <Z85 key>"``: the request loop checks both on every request."""
         key = z85.encode(client_public_key)
         user = self.users.by_key.get(key)
-        name = BROKER_USER if key == self.broker_public else user.name if user else "anonymous"
+        name = BROKER_USER if key in self.broker_keys else user.name if user else "anonymous"
         return f"{name} {key.decode()}"

@@ -49,6 +49,7 @@ class BrokerCore:
         self.ha_client: HAClient | None = None          # slave: the link to the master
         self.registry: BrokerRegistry | None = None
         self.flush_service: FlushService | None = None
+        self.public_key = ""        # the CURVE key the ports serve with (auth = true), Z85
 
     # ------------------------------------------------------------ questions
     def hosted_queues(self, topic: str) -> int | None:
@@ -111,6 +112,8 @@ class BrokerCore:
                 "max_offset": self.store.commitlog.max_offset,
                 "confirmed_offset": st.visible_offset,
                 "promotable": cfg.promotable and not self.refetching(), "auth": cfg.auth}
+        if self.public_key:             # clients and slaves pick the key to expect by it
+            info["public_key"] = self.public_key
         if cfg.metrics_port > 0:
             info["metrics"] = f"http://{cfg.advertised_host or cfg.listen_host}:" \
                               f"{cfg.metrics_port}/metrics"

@@ -21,6 +21,7 @@ from duomq.common.config import BrokerConfig
 from duomq.common.credentials import (
     load_admin_key,
     load_broker_keys,
+    load_broker_trust,
     load_zk_secret,
     zk_access_for_admin,
 )
@@ -36,6 +37,7 @@ class BrokerSecurity:
                  ha_router: zmq.Socket):
         self.config = config
         self.keys = load_broker_keys(config.auth_dir)       # a ConfigError stops the start
+        self.trusted = load_broker_trust(config.auth_dir)   # broker keys: its own, a rotation's
         self.admin = load_admin_key(config.auth_dir)
         for sock, domain in ((router, CLIENT_DOMAIN), (ha_router, HA_DOMAIN)):
             sock.curve_server = True
@@ -45,7 +47,7 @@ class BrokerSecurity:
         self.zk_access = zk_access_for_admin(load_zk_secret(config.auth_dir))
         self.users = UserRegistry(config.cluster)
         self.guard = Guard(self.users, config.cluster)
-        self.authenticator = BrokerAuthenticator(ctx, self.keys.public, self.users)
+        self.authenticator = BrokerAuthenticator(ctx, self.trusted, self.users)
 
     def start_zap(self) -> None:
         """Before the sockets bind: every handshake goes through ZAP."""
@@ -57,7 +59,8 @@ class BrokerSecurity:
         paths = ZkPaths(self.config.cluster)
         secure_tree(zk, paths, self.zk_access)
         self.users.start(zk)
-        doc = zkutil.dumps({"enabled": True, "broker_public_key": self.keys.public.decode()})
+        doc = zkutil.dumps({"enabled": True, "broker_public_key": self.keys.public.decode(),
+                            "broker_public_keys": [k.decode() for k in self.trusted]})
         try:
             zk.create(paths.auth_config, doc, acl=special_acls(paths, self.zk_access)[
                 paths.auth_config])

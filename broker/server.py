@@ -44,6 +44,7 @@ from duomq.flush import make_flush_service
 from duomq.master import roles as master_roles
 from duomq.master.ack_waiters import NEVER
 from duomq.proto import pb
+from duomq.replication.ha_client import LinkCurve
 from duomq.slave import roles as slave_roles
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ class Broker(BrokerCore):
         # auth = true: CURVE on both ports, ZAP, the users (broker/security.py)
         self.security = BrokerSecurity(config, self.ctx, self.router, self.ha_router) \
             if config.auth else None
+        if self.security is not None:
+            self.public_key = self.security.keys.public.decode()
         self.notify_pull = self._socket(zmq.PULL)
         endpoint = f"inproc://news-{id(self)}"
         self.notify_pull.bind(endpoint)
@@ -348,9 +351,11 @@ class Broker(BrokerCore):
             st.visible_offset = min(st.visible_offset, cut)
             st.flushed_offset = min(st.flushed_offset, cut)
         assert self.registry is not None
+        curve = None if self.security is None else LinkCurve(
+            self.security.keys, self.security.trusted, self.registry.master_public_key)
         self.ha_client = slave_roles.follow(self.store, self.config, epoch,
                                             self.registry.master_ha_address,
-                                            self._slave_progress, self.offsets)
+                                            self._slave_progress, self.offsets, curve)
         st.epoch, st.stepping_down = epoch, False
         self._report()
 

@@ -10,19 +10,28 @@
 registers NAME in ZooKeeper and writes its credentials file; ``list``,
 ``remove NAME`` and ``update NAME`` (new permissions, and ``--rotate --out
 FILE`` for a new key: the old one stops working at once).
+
+``duomq auth broker-key new|promote|retire --auth-dir DIR`` rotates the
+brokers' keypair, a step at a time, each followed by a rolling restart of
+the brokers; ``duomq auth trust`` makes a credentials file trust the broker
+keys the cluster's brokers accept now (README: "Rotating the broker key").
 """
 
 from __future__ import annotations
+
+import os
 
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.credentials import (
+    CREDENTIALS_ENV,
     ZK_ADMIN,
     Credentials,
     KeyPair,
     env_zk_access,
     init_cluster_keys,
+    rotate_broker_keys,
     zk_access_for_user,
 )
 from duomq.common.errors import ConfigError
@@ -60,6 +69,19 @@ def add(sub) -> None:
         add_endpoint(u)
         add_json(u)
         u.set_defaults(func=user)
+    q = asub.add_parser("broker-key", help="rotate the brokers' keypair in their auth_dir, "
+                                           "a step at a time (each followed by a rolling "
+                                           "restart of the brokers)")
+    q.add_argument("step", choices=["new", "promote", "retire"],
+                   help="new: a next keypair the brokers accept besides theirs; promote: "
+                        "the next keypair becomes theirs, the old one still accepted; "
+                        "retire: the old one accepted no more")
+    q.add_argument("--auth-dir", required=True, metavar="DIR")
+    q.set_defaults(func=broker_key)
+    q = asub.add_parser("trust", help="make a credentials file (--credentials) trust the "
+                                      "broker keys the cluster accepts now")
+    add_endpoint(q)
+    q.set_defaults(func=trust)
 
 
 def init(args) -> int:
@@ -84,14 +106,55 @@ def _user_zk_access() -> dict | None:
     return zk_access_for_user(secret)
 
 
-def _broker_public(zk, cluster: str) -> bytes:
+def _broker_keys(zk, cluster: str) -> tuple[bytes, tuple[bytes, ...]]:
+    """The key the cluster's brokers serve with, and every broker key they
+    accept (during a rotation, two), as they published them."""
     doc = zkutil.loads(zk.get(ZkPaths(cluster).auth_config)[0]) \
         if zk.exists(ZkPaths(cluster).auth_config) else {}
     key = doc.get("broker_public_key")
     if not key:
         raise ConfigError(f"cluster {cluster!r} has no broker with auth = true yet: its "
                           f"brokers' public key is unknown")
-    return key.encode()
+    accepted = doc.get("broker_public_keys") or [key]
+    return key.encode(), tuple(k.encode() for k in accepted if isinstance(k, str))
+
+
+def _credentials(name: str, keys: KeyPair, zk, cluster: str, access) -> Credentials:
+    main, accepted = _broker_keys(zk, cluster)
+    return Credentials(name, keys, main, access, accepted)
+
+
+STEPS = {"new": "restart the brokers one at a time (each then accepts the next key too); "
+                "then `duomq auth trust` every client's credentials (and restart the "
+                "clients); then `promote`",
+         "promote": "restart the brokers one at a time (each then serves the new key, and "
+                    "still accepts the old one); then `retire`",
+         "retire": "restart the brokers one at a time (the old key is then refused); then "
+                   "`duomq auth trust` the credentials again to forget the old key"}
+
+
+def broker_key(args) -> int:
+    done = rotate_broker_keys(args.auth_dir, args.step)
+    print(f"{args.auth_dir}: {done}. Next: {STEPS[args.step]}")
+    return 0
+
+
+def trust(args) -> int:
+    path = args.credentials or os.environ.get(CREDENTIALS_ENV)
+    if not path:
+        raise ConfigError("duomq auth trust needs the credentials file to update "
+                          "(--credentials FILE or $DUOMQ_CREDENTIALS)")
+    old = Credentials.load(path)
+    zookeeper, cluster = endpoint(args)
+    zk = zkutil.connect(zookeeper, access=old.zookeeper)
+    try:
+        new = _credentials(old.user, old.keys, zk, cluster, old.zookeeper)
+    finally:
+        zkutil.close(zk)
+    new.write(path)
+    print(f"{path} trusts the broker keys " + ", ".join(k.decode() for k in new.broker_keys)
+          + f" (cluster {cluster!r} serves {new.broker_public_key.decode()})")
+    return 0
 
 
 def user(args) -> int:
@@ -120,7 +183,7 @@ def user(args) -> int:
             pair = KeyPair.new()
             access = _user_zk_access()
             admin.add(User(args.name, pair.public, policy))
-            Credentials(args.name, pair, _broker_public(zk, cluster), access).write(args.out)
+            _credentials(args.name, pair, zk, cluster, access).write(args.out)
             print(f"added user {args.name}; credentials in {args.out}")
             return 0
         old = admin.get(args.name)
@@ -131,8 +194,7 @@ def user(args) -> int:
             policy = old.policy                  # only the key changes
         admin.update(User(args.name, keys.public if keys else old.public_key, policy))
         if keys is not None:
-            Credentials(args.name, keys, _broker_public(zk, cluster),
-                        _user_zk_access()).write(args.out)
+            _credentials(args.name, keys, zk, cluster, _user_zk_access()).write(args.out)
         print(f"updated user {args.name}" + (f"; new credentials in {args.out}" if keys else ""))
         return 0
     finally:

@@ -19,9 +19,14 @@ import time
 from urllib.parse import urlsplit
 
 from duomq.cli.common import add_json, emit
-from duomq.client.remoting import RemotingClient
+from duomq.client.remoting import KeyMismatch, RemotingClient
 from duomq.common.config import BrokerConfig
-from duomq.common.credentials import Credentials, load_broker_keys, resolve_credentials
+from duomq.common.credentials import (
+    Credentials,
+    load_broker_keys,
+    load_broker_trust,
+    resolve_credentials,
+)
 from duomq.common.errors import DuomqError
 from duomq.proto import pb
 
@@ -58,7 +63,8 @@ def local_credentials(cfg: BrokerConfig | None) -> Credentials | None:
     from ``$DUOMQ_CREDENTIALS``, else none."""
     if cfg is not None and cfg.auth:
         keys = load_broker_keys(cfg.auth_dir)
-        return Credentials("broker", keys, keys.public)
+        return Credentials("broker", keys, keys.public,
+                           trusted_broker_keys=load_broker_trust(cfg.auth_dir))
     return resolve_credentials(None)
 
 
@@ -66,10 +72,19 @@ def broker_status(address: str, timeout_s: float, credentials: Credentials | Non
                   ) -> tuple[pb.BrokerStatusResponse, float]:
     """The broker's status and the round trip in ms; raises DuomqError."""
     remoting = RemotingClient("duomq-health", credentials=credentials)
+    # during a broker key rotation the broker may serve any key we trust:
+    # each failed handshake makes the next call expect the next key
+    tries = len(credentials.broker_keys) if credentials is not None else 1
     try:
-        t0 = time.monotonic()
-        status, error, resp = remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(),
-                                            timeout_s)
+        for left in range(tries - 1, -1, -1):
+            t0 = time.monotonic()
+            try:
+                status, error, resp = remoting.call(address, pb.BROKER_STATUS,
+                                                    pb.BrokerStatusRequest(), timeout_s)
+                break
+            except KeyMismatch:
+                if not left:
+                    raise
         ms = (time.monotonic() - t0) * 1000
     finally:
         remoting.close()

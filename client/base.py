@@ -61,7 +61,7 @@ class ClientBase:
         self.routes.add_listener(self._route_changed)
         self.members = BrokerMembers(self.zk, self.cluster)
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}",
-                                       credentials=self.credentials)
+                                       credentials=self.credentials, server_key=self._served_key)
         self._closed = False
         self.timer = Scheduler(f"duomq-timer-{type(self).__name__}")
         # RocketMQ clients also tell every broker who they are every 30 s
@@ -150,6 +150,13 @@ class ClientBase:
                 self.remoting.abort(address, why)
                 self.leader_changed(group)
 
+    def _served_key(self, address: str) -> bytes:
+        """The broker key ``address`` serves with (its member node), for a
+        client that trusts more than one (a broker key rotation)."""
+        groups = {g for leaders in list(self._leaders.values())
+                  for g, a in leaders.items() if a == address}
+        return self.members.served_key(address, groups)
+
     def leader_changed(self, group: str) -> None:
         """A broker group's master changed or vanished (kazoo's thread)."""
 
@@ -217,9 +224,12 @@ def secured(zk, cluster: str, credentials: Credentials | None) -> Credentials | 
             f"credentials=PATH (CLI: --credentials PATH or ${CREDENTIALS_ENV}), a file "
             f"written by `duomq auth user add`")
     who = f"credentials of user {credentials.user!r}"
-    if credentials.broker_public_key.decode() != doc.get("broker_public_key"):
-        raise AuthenticationError(f"{who} were refused: they name other brokers' key than "
-                                  f"cluster {cluster!r}'s")
+    # the key the brokers serve with now (the last one started says)
+    if doc.get("broker_public_key") not in {k.decode() for k in credentials.broker_keys}:
+        raise AuthenticationError(f"{who} were refused: they do not trust the key cluster "
+                                  f"{cluster!r}'s brokers serve with (another cluster's "
+                                  f"credentials, or the broker key was rotated since: "
+                                  f"`duomq auth trust` takes the new one)")
     try:
         user = zkutil.loads(zk.get(paths.auth_user(credentials.user))[0])
     except NoNodeError:

@@ -24,6 +24,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 
 import zmq
@@ -43,20 +44,32 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
 LOST = zmq.EVENT_DISCONNECTED
 REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURVE key
+# CURVE: the broker could not open our hello, sealed for the broker key we
+# expected; it serves another one (a broker key rotation under way)
+MISMATCH = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 WATCHED = LOST | REFUSED
+
+
+class KeyMismatch(BrokerUnreachableError):
+    """The CURVE handshake failed: the socket expected another broker key."""
 
 
 def _lost(monitor: zmq.Socket) -> bool:
     """Read a socket monitor's pending events: did a connection die? Raises
-    AuthenticationError when the broker refused this client's key."""
-    lost = refused = False
+    AuthenticationError when the broker refused this client's key, and
+    KeyMismatch when the broker does not hold the key the socket expects."""
+    lost = refused = mismatch = False
     while monitor.poll(0):
         event = recv_monitor_message(monitor)["event"]
         lost |= event == LOST
         refused |= event == REFUSED
+        mismatch |= event == MISMATCH
     if refused:
         raise AuthenticationError("the broker refused these credentials: the key is no "
                                   "registered user's (removed, or replaced by a new key)")
+    if mismatch:
+        raise KeyMismatch("the CURVE handshake failed: the broker serves a key other than "
+                           "the one expected of it (a broker key rotation under way?)")
     return lost
 
 
@@ -80,9 +93,15 @@ class _Direct:
 
 
 class RemotingClient:
-    def __init__(self, name: str = "duomq-io", credentials: Credentials | None = None):
+    def __init__(self, name: str = "duomq-io", credentials: Credentials | None = None,
+                 server_key: Callable[[str], bytes] | None = None):
         self.ctx: zmq.Context = zmq.Context.instance()
         self.credentials = credentials      # CURVE on every socket (a secured cluster)
+        # the broker key an address serves with, as its member node says (b"":
+        # unknown); among the keys the credentials trust, that one is tried first
+        self.server_key = server_key
+        self._misses: dict[str, int] = {}   # address -> CURVE handshakes failed
+        self._watched = WATCHED | (MISMATCH if credentials is not None else 0)
         self._ids = itertools.count(1)
         self._outbox: deque = deque()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -135,8 +154,8 @@ class RemotingClient:
         except zmq.Again:
             try:
                 _lost(conn.monitor)         # the handshake refused: say so, not "unreachable"
-            except AuthenticationError:
-                self._drop_direct_socket(address)
+            except (AuthenticationError, KeyMismatch) as exc:
+                self._dropped(address, exc)
                 raise
             raise BrokerUnreachableError(f"no connection to {address}") from None
         deadline = time.monotonic() + timeout_s
@@ -182,16 +201,33 @@ class RemotingClient:
     def _lost_direct(self, conn: _Direct, address: str) -> bool:
         try:
             return _lost(conn.monitor)
-        except AuthenticationError:
-            self._drop_direct_socket(address)
+        except (AuthenticationError, KeyMismatch) as exc:
+            self._dropped(address, exc)
             raise
 
-    def _secure(self, sock: zmq.Socket) -> None:
+    def _dropped(self, address: str, exc: Exception) -> None:
+        """The calling thread's socket to ``address`` failed its handshake."""
+        self._drop_direct_socket(address)
+        if isinstance(exc, KeyMismatch):
+            self._misses[address] = self._misses.get(address, 0) + 1
+
+    def _secure(self, sock: zmq.Socket, address: str) -> None:
         c = self.credentials
         if c is not None:
             sock.curve_secretkey = c.keys.secret
             sock.curve_publickey = c.keys.public
-            sock.curve_serverkey = c.broker_public_key
+            sock.curve_serverkey = self._expected_key(c, address)
+
+    def _expected_key(self, c: Credentials, address: str) -> bytes:
+        """The broker key to expect at ``address``: of the keys the
+        credentials trust, the one its member node names first, then the
+        others in turn after each failed handshake."""
+        keys = c.broker_keys
+        if len(keys) == 1:
+            return keys[0]
+        hint = self.server_key(address) if self.server_key is not None else b""
+        order = ([hint] if hint in keys else []) + [k for k in keys if k != hint]
+        return order[self._misses.get(address, 0) % len(order)]
 
     def abort(self, address: str, why: str) -> None:
         """The broker at ``address`` no longer leads its group (the route
@@ -221,8 +257,8 @@ class RemotingClient:
             sock.setsockopt(zmq.IMMEDIATE, 1)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            self._secure(sock)
-            monitor = sock.get_monitor_socket(WATCHED)
+            self._secure(sock, address)
+            monitor = sock.get_monitor_socket(self._watched)
             sock.connect(address)
             conn = socks[address] = _Direct(sock, monitor, self._local.wake)
             with self._direct_lock:
@@ -260,8 +296,8 @@ class RemotingClient:
             sock.setsockopt(zmq.RCVHWM, 100_000)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            self._secure(sock)
-            monitor = sock.get_monitor_socket(WATCHED)
+            self._secure(sock, address)
+            monitor = sock.get_monitor_socket(self._watched)
             sock.connect(address)
             self._sockets[address] = sock
             self._by_socket[sock] = address
@@ -291,10 +327,15 @@ class RemotingClient:
                                 f"for its answer") if _lost(sock) else None
                         except AuthenticationError as exc:
                             lost = exc
+                        except KeyMismatch as exc:
+                            lost = exc
+                            self._misses[address] = self._misses.get(address, 0) + 1
                         if lost is not None:
                             self._drain(self._sockets[address])  # answers that did arrive
                             self._fail_address(address, lost)
-                    else:
+                            if isinstance(lost, KeyMismatch):   # the next expects another key
+                                self._close_socket(address, sock)
+                    elif sock in self._by_socket:      # (not closed a moment ago)
                         self._drain(sock)
                 while self._aborts:
                     address, why = self._aborts.popleft()
@@ -312,6 +353,15 @@ class RemotingClient:
                 s.close(linger=0)
             for m in self._monitors:
                 m.close(linger=0)
+
+    def _close_socket(self, address: str, monitor: zmq.Socket) -> None:
+        sock = self._sockets.pop(address)
+        del self._by_socket[sock], self._monitors[monitor]
+        self._poller.unregister(sock)
+        self._poller.unregister(monitor)
+        sock.disable_monitor()
+        monitor.close(linger=0)
+        sock.close(linger=0)
 
     def _send_outbox(self) -> None:
         out = self._outbox

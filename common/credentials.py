@@ -67,6 +67,70 @@ def write_broker_keys(directory: str) -> KeyPair:
     return load_broker_keys(directory)
 
 
+NEXT_CERT, PREVIOUS_CERT = "broker-next", "broker-previous"   # a broker key rotation's
+
+
+def load_broker_trust(directory: str) -> tuple[bytes, ...]:
+    """Every broker public key a broker of ``auth_dir`` accepts, its own
+    first: during a rotation also ``broker-next.key`` (brought in by
+    ``duomq auth broker-key new``) or ``broker-previous.key`` (kept by
+    ``promote`` until ``retire``)."""
+    keys = [load_broker_keys(directory).public]
+    for name in (NEXT_CERT, PREVIOUS_CERT):
+        path = os.path.join(directory, f"{name}.key")
+        if not os.path.exists(path):
+            continue
+        try:
+            public, _ = zmq.auth.load_certificate(path)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"auth_dir: cannot read {path}: {exc}") from None
+        key = z85_key(public, "the public key", path)
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
+
+
+def rotate_broker_keys(directory: str, step: str) -> str:
+    """One step of a broker keypair rotation in ``auth_dir`` (the brokers
+    read it when they start, so each step is followed by a rolling
+    restart); returns what was done.
+
+    ``new``      a new keypair as ``broker-next``: brokers accept it besides
+                 their own, and clients may be given it to trust
+    ``promote``  ``broker-next`` becomes ``broker``; the old public key
+                 stays as ``broker-previous`` (still accepted), its secret
+                 is deleted
+    ``retire``   ``broker-previous`` deleted: the old key is accepted no more
+    """
+    def path(name: str, secret: bool = False) -> str:
+        return os.path.join(directory, f"{name}.key" + ("_secret" if secret else ""))
+    load_broker_keys(directory)             # the directory holds a cluster's keys
+    if step == "new":
+        if os.path.exists(path(NEXT_CERT, True)):
+            raise ConfigError(f"{path(NEXT_CERT, True)} exists: a rotation is under way "
+                              f"(promote it, or delete both broker-next files)")
+        if os.path.exists(path(PREVIOUS_CERT)):
+            raise ConfigError(f"{path(PREVIOUS_CERT)} exists: retire the previous rotation "
+                              f"first")
+        zmq.auth.create_certificates(directory, NEXT_CERT)
+        os.chmod(path(NEXT_CERT, True), 0o600)
+        return f"wrote the next broker keypair ({NEXT_CERT}.key, {NEXT_CERT}.key_secret)"
+    if step == "promote":
+        if not os.path.exists(path(NEXT_CERT, True)):
+            raise ConfigError(f"no {path(NEXT_CERT, True)}: run `duomq auth broker-key new` "
+                              f"first")
+        os.replace(path(BROKER_CERT), path(PREVIOUS_CERT))
+        os.replace(path(NEXT_CERT), path(BROKER_CERT))
+        os.replace(path(NEXT_CERT, True), path(BROKER_CERT, True))
+        return f"{NEXT_CERT} is now the broker keypair; the old public key is {PREVIOUS_CERT}.key"
+    if step == "retire":
+        if not os.path.exists(path(PREVIOUS_CERT)):
+            raise ConfigError(f"no {path(PREVIOUS_CERT)}: nothing to retire")
+        os.remove(path(PREVIOUS_CERT))
+        return f"deleted {PREVIOUS_CERT}.key: the old broker key is accepted no more"
+    raise ValueError(f"unknown rotation step {step!r}")
+
+
 def load_broker_keys(directory: str) -> KeyPair:
     """The broker keypair from ``directory`` (``auth_dir``)."""
     path = os.path.join(directory, f"{BROKER_CERT}.key_secret")
@@ -153,11 +217,20 @@ class Credentials:
     broker_public_key: bytes        # Z85: the brokers a client may talk to
     zookeeper: dict | None = None   # ZooKeeper access: {"digest": "user:password", and the
                                     # other principal's digest id for the nodes it creates}
+    trusted_broker_keys: tuple[bytes, ...] = ()   # more brokers' keys (during a rotation)
+
+    @property
+    def broker_keys(self) -> tuple[bytes, ...]:
+        """Every broker key these credentials trust, the main one first."""
+        return (self.broker_public_key,
+                *(k for k in self.trusted_broker_keys if k != self.broker_public_key))
 
     def to_json(self) -> str:
+        more = [k.decode() for k in self.broker_keys[1:]]
         return json.dumps({"user": self.user, "public_key": self.keys.public.decode(),
                            "secret_key": self.keys.secret.decode(),
                            "broker_public_key": self.broker_public_key.decode(),
+                           **({"trusted_broker_keys": more} if more else {}),
                            **({"zookeeper": self.zookeeper} if self.zookeeper else {})},
                           indent=2)
 
@@ -201,7 +274,11 @@ class Credentials:
             if not ok or not isinstance(zk.get(other), str):
                 raise ConfigError(f"credentials {path}: zookeeper is not {{\"digest\": "
                                   f"\"user:password\", \"{other or 'admin_id'}\": ...}}")
-        return cls(user, keys, z85_key(doc["broker_public_key"], "broker_public_key", path), zk)
+        more = doc.get("trusted_broker_keys", [])
+        if not isinstance(more, list):
+            raise ConfigError(f"credentials {path}: trusted_broker_keys is not a list of keys")
+        return cls(user, keys, z85_key(doc["broker_public_key"], "broker_public_key", path), zk,
+                   tuple(z85_key(k, "a trusted_broker_keys entry", path) for k in more))
 
 
 def resolve_credentials(value) -> Credentials | None:

@@ -4,6 +4,8 @@ master is gone (routes vanish with the master; members do not)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.watches import ChildrenData
 from duomq.coordinator.zk import loads
@@ -23,6 +25,17 @@ class BrokerMembers:
         """Read the group's members from ZooKeeper now (a broker said the view is stale)."""
         self._nodes.watch(group, self.paths.members(group))
         self._nodes.refresh(group)
+
+    def served_key(self, address: str, groups: Iterable[str] = ()) -> bytes:
+        """The CURVE key the broker at ``address`` serves with, as its member
+        node says, among the groups watched so far and ``groups`` (b"":
+        not known)."""
+        for group in dict.fromkeys([*self._nodes.keys(), *groups]):
+            for m in self.of(group).values():
+                key = m.get("public_key")
+                if m.get("address") == address and isinstance(key, str):
+                    return key.encode()
+        return b""
 
     def close(self) -> None:
         self._nodes.close()

@@ -77,6 +77,19 @@ class BrokerRegistry:
             return None
         return m.ha_address or None
 
+    def master_public_key(self) -> bytes:
+        """The CURVE key the master serves with, from its member node (b"":
+        unknown, or a master without auth)."""
+        m = self.master
+        if m is None or not m.known:
+            return b""
+        try:
+            raw, _ = self.zk.get(self.paths.member(self.config.group, m.broker_id))
+            key = decode("member", raw).get("public_key", "")
+        except (NoNodeError, NodeError):
+            return b""
+        return key.encode() if isinstance(key, str) else b""
+
     def _clear_stale_self(self) -> None:
         """A broker restarted after kill -9 finds the ephemeral nodes of its own
         dead session (they live until the session times out): remove them.

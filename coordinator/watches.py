@@ -43,6 +43,11 @@ class ChildrenData(Generic[T]):
         self.zk.ensure_path(path)
         ChildrenWatch(self.zk, path, lambda children: self._on_children(key, children))
 
+    def keys(self) -> list[str]:
+        """The keys watched so far."""
+        with self._cond:
+            return list(self._paths)
+
     def get(self, key: str, wait_s: float = 0.0) -> dict[str, T]:
         """A copy of the key's children data, waiting up to ``wait_s`` for a
         first non-empty answer."""

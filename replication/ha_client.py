@@ -28,11 +28,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import zmq
 
 from duomq.common.config import FlushDiskType, ReplicationMode
-from duomq.common.credentials import load_broker_keys
+from duomq.common.credentials import KeyPair
 from duomq.common.service import ServiceThread
 from duomq.format.record import RecordError
 from duomq.proto import PROTOCOL_VERSION, codec, pb
@@ -49,12 +50,36 @@ class ReplicationHalted(Exception):
     """The master sent bytes this slave will not keep."""
 
 
+@dataclass(frozen=True)
+class LinkCurve:
+    """CURVE on the replication link (auth = true): this broker's keypair
+    (the master admits only broker keys), the broker keys it trusts (its
+    own, and a rotation's next or previous one), and the key the master
+    serves with as its member node says (b"": not known)."""
+    keys: KeyPair
+    trusted: tuple[bytes, ...]
+    master_key: Callable[[], bytes]
+
+    def server_key(self) -> bytes:
+        """The key to expect of the master; a key this broker does not
+        trust is refused (the link is re-dialled later)."""
+        served = self.master_key()
+        if served and served not in self.trusted:
+            raise ConnectionRefusedError(
+                f"the master serves the broker key {served.decode()}, which this broker's "
+                f"auth_dir does not hold (a broker key rotation: restart this broker once "
+                f"auth_dir has broker-next.key)")
+        return served or self.keys.public
+
+
 class HAClient(ServiceThread):
     name = "ha-client"
 
     def __init__(self, store, config, master_ha_address: Callable[[], str | None],
-                 on_progress: Callable[[int], None], offsets=None):
+                 on_progress: Callable[[int], None], offsets=None,
+                 curve: LinkCurve | None = None):
         super().__init__()
+        self.curve = curve          # None: plaintext (auth = false)
         self.offsets = offsets      # ConsumerOffsetManager: takes the master's changes
         self.store = store
         self.config = config
@@ -117,6 +142,8 @@ class HAClient(ServiceThread):
                 self.halted = str(exc)
                 log.error("%s", exc)
                 return
+            except ConnectionRefusedError as exc:      # a master key not trusted
+                log.warning("not following %s: %s", address, exc)
             except Exception:
                 log.exception("replication from %s failed", address)
             if not self.stopped:
@@ -129,13 +156,16 @@ class HAClient(ServiceThread):
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 64)
-        if cfg.auth:
-            # the broker keypair both ways: the master admits only it, and we
-            # follow only a master that holds its secret half
-            keys = load_broker_keys(cfg.auth_dir)
-            sock.curve_secretkey = keys.secret
-            sock.curve_publickey = keys.public
-            sock.curve_serverkey = keys.public
+        if self.curve is not None:
+            # broker keys both ways: the master admits only them, and we
+            # follow only a master that holds the secret half of one
+            sock.curve_secretkey = self.curve.keys.secret
+            sock.curve_publickey = self.curve.keys.public
+            try:
+                sock.curve_serverkey = self.curve.server_key()
+            except ConnectionRefusedError:
+                sock.close(linger=0)
+                raise
         sock.connect(address)
         log.info("replicating from %s (local end %d)", address, self.store.commitlog.max_offset)
         try:

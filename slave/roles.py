@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from duomq.replication.ha_client import HAClient
+from duomq.replication.ha_client import HAClient, LinkCurve
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +25,11 @@ def truncate(store, epoch: int, cut: int) -> bool:
 
 
 def follow(store, config, epoch: int, master_ha_address: Callable[[], str | None],
-           on_progress: Callable[[int], None], offsets) -> HAClient:
+           on_progress: Callable[[int], None], offsets,
+           curve: LinkCurve | None = None) -> HAClient:
     """Record ``epoch`` on disk and start replicating from its master."""
     store.epoch_file.write(epoch)
-    client = HAClient(store, config, master_ha_address, on_progress, offsets)
+    client = HAClient(store, config, master_ha_address, on_progress, offsets, curve)
     client.start()
     return client
 

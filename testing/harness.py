@@ -26,6 +26,15 @@ from duomq.dev.brokers import (  # noqa: F401
 from duomq.dev.ports import free_ports
 
 
+def run_cli(*args: str, env: dict | None = None, check: bool = True,
+            timeout_s: float = 120) -> subprocess.CompletedProcess:
+    """``duomq ARGS`` as a user runs it; ``check``: exit 0 or fail with what it said."""
+    p = subprocess.run([sys.executable, "-m", "duomq", *args], capture_output=True, text=True,
+                       env={**os.environ, **(env or {})}, timeout=timeout_s)
+    assert not check or p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
 def read_node(zookeeper: str, path: str) -> dict:
     """A JSON node's content from a short-lived session ({} when absent)."""
     zk = zkutil.connect(zookeeper)

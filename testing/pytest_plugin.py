@@ -18,7 +18,7 @@ import pytest
 
 from duomq.coordinator import zk as zkutil
 from duomq.dev.zookeeper import launch
-from duomq.testing.harness import LocalCluster
+from duomq.testing.harness import LocalCluster, run_cli
 
 TEST_SEGMENT_BYTES = 64 << 20
 TEST_INDEX_SLOTS = 500_000
@@ -117,3 +117,18 @@ def prometheus(request):
         if _failed(request):
             print("----- prometheus log -----\n" + server.log_tail())
         server.stop()
+
+
+@pytest.fixture
+def secured(local_cluster, tmp_path, monkeypatch):
+    """A secured broker pair (auth = true) with the keys `duomq auth init`
+    wrote, and topic Secret: (cluster, keys dir, the admin's credentials,
+    master, slave). ``$DUOMQ_CREDENTIALS`` names the admin's for the test."""
+    keys = tmp_path / "keys"
+    run_cli("auth", "init", "--out", str(keys))
+    admin = str(keys / "admin.json")
+    monkeypatch.setenv("DUOMQ_CREDENTIALS", admin)     # the harness's own ZooKeeper and clients
+    master = local_cluster.add_broker("broker-a", 0, auth=True, auth_dir=str(keys))
+    slave = local_cluster.add_broker("broker-a", 1, auth=True, auth_dir=str(keys))
+    local_cluster.create_topic("Secret", 2)
+    return local_cluster, keys, admin, master, slave

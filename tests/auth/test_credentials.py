@@ -11,6 +11,8 @@ from duomq.common.credentials import (
     KeyPair,
     init_cluster_keys,
     load_broker_keys,
+    load_broker_trust,
+    rotate_broker_keys,
     zk_access_for_user,
 )
 from duomq.common.errors import ConfigError
@@ -33,6 +35,8 @@ def test_init_writes_keys_and_an_admin_that_reads_back(tmp_path):
     (lambda d: d.update(user="../x"), "invalid"),
     (lambda d: d.update(zookeeper={"digest": "client:pw"}), "admin_id"),
     (lambda d: d.update(zookeeper="client:pw"), "zookeeper is not"),
+    (lambda d: d.update(trusted_broker_keys="k"), "not a list"),
+    (lambda d: d.update(trusted_broker_keys=["k"]), "trusted_broker_keys entry"),
 ])
 def test_a_broken_file_is_refused_with_what_is_wrong(tmp_path, change, error):
     good = Credentials("alice", KeyPair.new(), KeyPair.new().public,
@@ -43,3 +47,40 @@ def test_a_broken_file_is_refused_with_what_is_wrong(tmp_path, change, error):
     path.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match=error):
         Credentials.load(str(path))
+
+
+def test_trusted_broker_keys_read_back_the_main_one_first(tmp_path):
+    main, other = KeyPair.new().public, KeyPair.new().public
+    c = Credentials("alice", KeyPair.new(), main, None, (other, main))
+    c.write(str(tmp_path / "c.json"))
+    back = Credentials.load(str(tmp_path / "c.json"))
+    assert back.broker_keys == (main, other) and back == Credentials("alice", c.keys, main,
+                                                                     None, (other,))
+
+
+def test_a_broker_key_rotation_step_by_step(tmp_path):
+    d = str(tmp_path / "k")
+    init_cluster_keys(d)
+    old = load_broker_keys(d)
+    with pytest.raises(ConfigError, match="broker-key new` first"):
+        rotate_broker_keys(d, "promote")
+    with pytest.raises(ConfigError, match="nothing to retire"):
+        rotate_broker_keys(d, "retire")
+    rotate_broker_keys(d, "new")
+    with pytest.raises(ConfigError, match="under way"):
+        rotate_broker_keys(d, "new")
+    trusted = load_broker_trust(d)
+    assert trusted[0] == old.public and len(trusted) == 2
+    new_public = trusted[1]
+    assert oct(os.stat(os.path.join(d, "broker-next.key_secret")).st_mode & 0o777) == "0o600"
+
+    rotate_broker_keys(d, "promote")
+    assert load_broker_keys(d).public == new_public
+    assert load_broker_trust(d) == (new_public, old.public)
+    assert sorted(os.listdir(d)) == ["admin-user.key", "admin.json", "broker-previous.key",
+                                     "broker.key", "broker.key_secret", "zookeeper.secret"]
+    with pytest.raises(ConfigError, match="retire the previous rotation"):
+        rotate_broker_keys(d, "new")
+
+    rotate_broker_keys(d, "retire")
+    assert load_broker_trust(d) == (new_public,)

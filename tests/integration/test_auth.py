@@ -8,8 +8,6 @@ second, and nothing it sent after is stored."""
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -26,29 +24,13 @@ from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.proto import codec, pb
-from duomq.testing.harness import wait_for, wait_slaves_hold
+from duomq.testing.harness import run_cli, wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 Q0 = MessageQueue("Secret", "broker-a", 0)
 
 
-def duomq(*args, env=None, check=True):
-    p = subprocess.run([sys.executable, "-m", "duomq", *args], capture_output=True, text=True,
-                       env={**os.environ, **(env or {})}, timeout=120)
-    assert not check or p.returncode == 0, p.stdout + p.stderr
-    return p
-
-
-@pytest.fixture
-def secured(local_cluster, tmp_path, monkeypatch):
-    keys = tmp_path / "keys"
-    duomq("auth", "init", "--out", str(keys))
-    admin = str(keys / "admin.json")
-    monkeypatch.setenv("DUOMQ_CREDENTIALS", admin)     # the harness's own ZooKeeper and clients
-    master = local_cluster.add_broker("broker-a", 0, auth=True, auth_dir=str(keys))
-    slave = local_cluster.add_broker("broker-a", 1, auth=True, auth_dir=str(keys))
-    local_cluster.create_topic("Secret", 2)
-    return local_cluster, keys, admin, master, slave
+duomq = run_cli
 
 
 def stored(zk, cl, admin) -> int:
