@@ -35,6 +35,7 @@ from duomq.broker.processors import HANDLERS, Request, pull_held
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.state import MASTER, SLAVE
 from duomq.common.config import BrokerConfig
+from duomq.common.credentials import broker_zk_sasl
 from duomq.common.errors import ConfigError
 from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
@@ -79,6 +80,9 @@ class Broker(BrokerCore):
         # auth = true: CURVE on both ports, ZAP, the users (broker/security.py)
         self.security = BrokerSecurity(config, self.ctx, self.router, self.ha_router) \
             if config.auth else None
+        # a SASL login to the ensemble, where it asks for one
+        self.zk_sasl = broker_zk_sasl(config.zookeeper_sasl_file,
+                                      config.auth_dir if config.auth else "")
         if self.security is not None:
             self.public_key = self.security.keys.public.decode()
         self.notify_pull = self._socket(zmq.PULL)
@@ -141,7 +145,8 @@ class Broker(BrokerCore):
         self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed,
                                                 self.metrics.fsync.observe)
         self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms,
-                                 access=self.security.zk_access if self.security else None)
+                                 access=self.security.zk_access if self.security else None,
+                                 sasl=self.zk_sasl)
         if self.security is not None:
             self.security.start(self.zk)        # users known before the member node says "here"
         else:

@@ -27,10 +27,13 @@ from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.credentials import (
     CREDENTIALS_ENV,
     ZK_ADMIN,
+    ZK_SASL,
     Credentials,
     KeyPair,
     env_zk_access,
+    env_zk_sasl,
     init_cluster_keys,
+    load_zk_sasl,
     rotate_broker_keys,
     zk_access_for_user,
 )
@@ -48,6 +51,9 @@ def add(sub) -> None:
                                      "and the ZooKeeper secret to a directory")
     q.add_argument("--out", required=True, metavar="DIR")
     q.add_argument("--admin", default=ADMIN_USER, metavar="NAME", help="the admin's user name")
+    q.add_argument("--zookeeper-sasl", metavar="USER", help="also a SASL (DIGEST-MD5) login "
+                   "to the ZooKeeper ensemble, as USER with a new password (zookeeper.sasl); "
+                   "prints the JAAS Server entry the ensemble needs")
     q.set_defaults(func=init)
     q = asub.add_parser("user", help="add, update, remove and list users")
     usub = q.add_subparsers(dest="user_cmd", required=True)
@@ -85,10 +91,17 @@ def add(sub) -> None:
 
 
 def init(args) -> int:
-    init_cluster_keys(args.out, args.admin)
-    print(f"wrote {args.out}: broker.key, broker.key_secret, admin-user.key and "
-          f"zookeeper.secret (the brokers' auth_dir), {args.admin}.json (the admin's "
+    init_cluster_keys(args.out, args.admin, args.zookeeper_sasl)
+    sasl = " and zookeeper.sasl" if args.zookeeper_sasl else ""
+    print(f"wrote {args.out}: broker.key, broker.key_secret, admin-user.key, "
+          f"zookeeper.secret{sasl} (the brokers' auth_dir), {args.admin}.json (the admin's "
           f"credentials: keep them apart)")
+    if args.zookeeper_sasl:
+        user, password = load_zk_sasl(os.path.join(args.out, ZK_SASL)).split(":", 1)
+        print(f"every ZooKeeper server's JAAS Server section needs the login (with "
+              f"authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider):\n"
+              f"  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+              f"  user_{user}=\"{password}\";")
     return 0
 
 
@@ -103,7 +116,9 @@ def _user_zk_access() -> dict | None:
     if user != ZK_ADMIN:
         raise ConfigError("adding users needs the admin's credentials (--credentials or "
                           "$DUOMQ_CREDENTIALS: the admin.json of duomq auth init)")
-    return zk_access_for_user(secret)
+    # the ensemble's SASL login, where it asks for one, goes to every user
+    sasl = access.get("sasl") or env_zk_sasl()
+    return {**zk_access_for_user(secret), **({"sasl": sasl} if sasl else {})}
 
 
 def _broker_keys(zk, cluster: str) -> tuple[bytes, tuple[bytes, ...]]:

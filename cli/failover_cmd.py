@@ -15,6 +15,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint
 from duomq.cli.health_cmd import add_target, broker_status, local_credentials, target
+from duomq.common.credentials import broker_zk_login
 from duomq.common.errors import DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.nodes import MasterNode, SwitchoverNode
@@ -84,15 +85,18 @@ def step_down(args) -> dict:
     # the broker's own ZooKeeper and cluster, unless told otherwise
     zookeeper, cluster = endpoint(args) if cfg is None else \
         (args.zookeeper or cfg.zookeeper, args.cluster or cfg.cluster)
-    out = run_switchover(zookeeper, cluster, st.broker_group, None, args.timeout)
+    # in a broker's pod, as the broker reaches ZooKeeper (its digest and SASL login)
+    login = broker_zk_login(cfg.auth, cfg.auth_dir, cfg.zookeeper_sasl_file) \
+        if cfg is not None else (zkutil.FROM_ENV, zkutil.FROM_ENV)
+    out = run_switchover(zookeeper, cluster, st.broker_group, None, args.timeout, *login)
     return {**out, "broker": who, "role": MASTER, "handed_over": True,
             "message": f"broker {who} handed {st.broker_group} over to broker {out['to']} at "
                        f"epoch {out['epoch']} in {out['seconds']} s"}
 
 
 def run_switchover(zookeeper: str, cluster: str, group: str, target_id: int | None,
-                   timeout_s: float) -> dict:
-    zk = zkutil.connect(zookeeper, cluster=cluster)
+                   timeout_s: float, access=zkutil.FROM_ENV, sasl=zkutil.FROM_ENV) -> dict:
+    zk = zkutil.connect(zookeeper, cluster=cluster, access=access, sasl=sasl)
     try:
         return switchover(zk, cluster, group, target_id, timeout_s)
     finally:

@@ -64,6 +64,10 @@ class BrokerConfig:
     broker_id: int = 0                       # 0 is the master in this release
     zookeeper: str = "127.0.0.1:2181"        # ZooKeeper connect string host:port[,...][/chroot]
     zk_session_timeout_ms: int = 6000        # ZooKeeper session timeout
+    zookeeper_sasl_file: str = ""            # a file holding a SASL (DIGEST-MD5) login,
+                                             # user:password, for an ensemble that asks for
+                                             # one (default with auth: auth_dir/zookeeper.sasl
+                                             # if there is one)
     pod_name: str = ""                       # a StatefulSet pod, `<group>-<ordinal>`: the
                                              # group and broker_id follow from it
     # --- network

@@ -32,6 +32,8 @@ CREDENTIALS_ENV = "DUOMQ_CREDENTIALS"
 ZK_SECRET = "zookeeper.secret"     # in auth_dir: the password of ZooKeeper principal "duomq"
 ZK_ADMIN, ZK_CLIENT = "duomq", "client"   # ZooKeeper digest principals: brokers and admins
                                           # (everything), users' clients (read; groups)
+ZK_SASL = "zookeeper.sasl"         # in auth_dir: the brokers' SASL login to the ensemble
+SASL_FILE_ENV = "DUOMQ_ZOOKEEPER_SASL_FILE"   # a file holding a SASL login (user:password)
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,50 @@ def digest_id(user: str, password: str) -> str:
     return f"{user}:{base64.b64encode(raw).decode()}"
 
 
+def sasl_login(value, where: str) -> str:
+    """A ZooKeeper SASL (DIGEST-MD5) login, ``user:password``, checked."""
+    user, sep, password = value.strip().partition(":") if isinstance(value, str) else ("", "", "")
+    if not (sep and user and password) or any(c.isspace() for c in user):
+        raise ConfigError(f"{where}: a ZooKeeper SASL login is 'user:password'")
+    return f"{user}:{password}"
+
+
+def load_zk_sasl(path: str) -> str:
+    """The SASL login in the file ``path`` (``zookeeper_sasl_file``,
+    ``$DUOMQ_ZOOKEEPER_SASL_FILE``, ``auth_dir/zookeeper.sasl``)."""
+    try:
+        with open(path) as f:
+            return sasl_login(f.read(), path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the ZooKeeper SASL login {path}: "
+                          f"{exc.strerror or exc}") from None
+
+
+def broker_zk_sasl(sasl_file: str, auth_dir: str) -> str | None:
+    """A broker's SASL login to ZooKeeper: its ``zookeeper_sasl_file``, else
+    ``auth_dir/zookeeper.sasl`` when that exists (``duomq auth init
+    --zookeeper-sasl``), else none."""
+    if sasl_file:
+        return load_zk_sasl(sasl_file)
+    if auth_dir and os.path.exists(os.path.join(auth_dir, ZK_SASL)):
+        return load_zk_sasl(os.path.join(auth_dir, ZK_SASL))
+    return None
+
+
+def broker_zk_login(auth: bool, auth_dir: str, sasl_file: str) -> tuple[dict | None, str | None]:
+    """How a broker (and a tool run in its pod with its config) reaches
+    ZooKeeper: its digest access (auth = true: the ``duomq`` principal of
+    ``auth_dir``) and its SASL login. A ConfigError names a bad file."""
+    access = zk_access_for_admin(load_zk_secret(auth_dir)) if auth else None
+    return access, broker_zk_sasl(sasl_file, auth_dir if auth else "")
+
+
+def env_zk_sasl() -> str | None:
+    """The SASL login of ``$DUOMQ_ZOOKEEPER_SASL_FILE``'s file, if set."""
+    path = os.environ.get(SASL_FILE_ENV)
+    return load_zk_sasl(path) if path else None
+
+
 def load_zk_secret(directory: str) -> str:
     path = os.path.join(directory, ZK_SECRET)
     try:
@@ -274,6 +320,8 @@ class Credentials:
             if not ok or not isinstance(zk.get(other), str):
                 raise ConfigError(f"credentials {path}: zookeeper is not {{\"digest\": "
                                   f"\"user:password\", \"{other or 'admin_id'}\": ...}}")
+            if "sasl" in zk:
+                sasl_login(zk["sasl"], f"credentials {path}: zookeeper.sasl")
         more = doc.get("trusted_broker_keys", [])
         if not isinstance(more, list):
             raise ConfigError(f"credentials {path}: trusted_broker_keys is not a list of keys")
@@ -290,12 +338,16 @@ def resolve_credentials(value) -> Credentials | None:
     return Credentials.load(os.fspath(path)) if path else None
 
 
-def init_cluster_keys(directory: str, admin: str = "admin") -> str:
+def init_cluster_keys(directory: str, admin: str = "admin", sasl_user: str | None = None) -> str:
     """``duomq auth init``: the broker keypair, the admin user's public key
     (for the brokers to register) and credentials, and the ZooKeeper digest
-    secret, in ``directory``. Returns the admin's credentials path."""
+    secret, in ``directory``; with ``sasl_user``, a SASL login to the
+    ensemble too (``zookeeper.sasl``, also in the admin's credentials).
+    Returns the admin's credentials path."""
     import secrets
     validate_name("user", admin)
+    if sasl_user is not None:
+        sasl_login(f"{sasl_user}:x", "--zookeeper-sasl")
     broker = write_broker_keys(directory)
     pair = KeyPair.new()
     write_admin_key(directory, admin, pair.public)
@@ -303,8 +355,15 @@ def init_cluster_keys(directory: str, admin: str = "admin") -> str:
     fd = os.open(os.path.join(directory, ZK_SECRET), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret + "\n")
+    access = zk_access_for_admin(secret)
+    if sasl_user is not None:
+        access["sasl"] = f"{sasl_user}:{secrets.token_urlsafe(24)}"
+        fd = os.open(os.path.join(directory, ZK_SASL), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                     0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(access["sasl"] + "\n")
     path = os.path.join(directory, f"{admin}.json")
-    Credentials(admin, pair, broker.public, zk_access_for_admin(secret)).write(path)
+    Credentials(admin, pair, broker.public, access).write(path)
     return path
 
 

@@ -7,12 +7,18 @@ import logging
 import socket
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import (
+    AuthFailedError,
+    ConnectionLoss,
+    NoNodeError,
+    SASLException,
+    SessionClosedRequireSaslError,
+)
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
-from duomq.common.credentials import ZK_ADMIN, env_zk_access
-from duomq.common.errors import ServiceNotAvailableError
+from duomq.common.credentials import SASL_FILE_ENV, ZK_ADMIN, env_zk_access, env_zk_sasl
+from duomq.common.errors import AuthenticationError, ServiceNotAvailableError
 from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
@@ -35,15 +41,21 @@ def node_acl(access: dict) -> list[ACL]:
 
 def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10_000,
             read_only: bool = False, access=FROM_ENV,
-            cluster: str | None = None) -> KazooClient:
+            cluster: str | None = None, sasl=FROM_ENV) -> KazooClient:
     """A started KazooClient (``hosts`` may carry a chroot: ``h:p,h2:p/chroot``).
     ``access``: a secured cluster's ZooKeeper digest (``Credentials.zookeeper``;
     by default ``$DUOMQ_CREDENTIALS``'s), with the ACL new nodes carry.
     ``cluster``: the cluster this session works on; when it is not secured,
     the nodes the session creates stay open whatever ``access`` says (its
-    brokers, without credentials, must be able to change them)."""
+    brokers, without credentials, must be able to change them).
+    ``sasl``: a SASL (DIGEST-MD5) login ``user:password`` to an ensemble
+    that asks for one; by default ``access``'s, else the one in the file
+    ``$DUOMQ_ZOOKEEPER_SASL_FILE`` names. A refused login, or a missing
+    one the ensemble requires, is an AuthenticationError at once."""
     if access is FROM_ENV:
         access = env_zk_access()
+    if sasl is FROM_ENV:
+        sasl = (access or {}).get("sasl") or env_zk_sasl()
     zk = KazooClient(
         hosts=hosts, timeout=session_timeout_ms / 1000,
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2),
@@ -51,6 +63,7 @@ def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10
         read_only=read_only,
         auth_data=[("digest", access["digest"])] if access else None,
         default_acl=node_acl(access) if access else None,
+        sasl_options=sasl_options(sasl) if sasl else None,
     )
     try:
         zk.start(timeout=timeout_s)
@@ -58,9 +71,62 @@ def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10
         zk.close()
         raise ServiceNotAvailableError(
             f"cannot reach ZooKeeper at {hosts} within {timeout_s:g} s: {exc}") from None
+    _admitted(zk, hosts, sasl)
     if access and cluster is not None and not cluster_secured(zk, cluster):
         zk.default_acl = None
     return zk
+
+
+def _refused_login_stops_the_session() -> None:
+    """kazoo 2.11.0 lets a server's refusal of a SASL login (a wrong
+    password: SessionClosedRequireSaslError) escape its connection thread,
+    which dies with a traceback and leaves the client hanging
+    (python-zk/kazoo#594). Its fix (python-zk/kazoo#810, merged after
+    2.11.0) treats it as a failed authentication: the session stops with
+    AUTH_FAILED. The same, until a release carries it."""
+    from kazoo.protocol.connection import ConnectionHandler
+    original = ConnectionHandler._authenticate_with_sasl
+    if getattr(original, "refusal_stops", False):
+        return
+
+    def authenticate(self, host, timeout):
+        try:
+            return original(self, host, timeout)
+        except (SessionClosedRequireSaslError, SASLException) as exc:
+            raise AuthFailedError(f"SASL login refused ({type(exc).__name__})") from exc
+
+    authenticate.refusal_stops = True       # type: ignore[attr-defined]
+    ConnectionHandler._authenticate_with_sasl = authenticate
+
+
+_refused_login_stops_the_session()
+
+
+def sasl_options(login: str) -> dict:
+    user, _, password = login.partition(":")
+    return {"mechanism": "DIGEST-MD5", "username": user, "password": password}
+
+
+def _admitted(zk: KazooClient, hosts: str, sasl: str | None) -> None:
+    """One request, so that an ensemble refusing the session says so now:
+    kazoo connects before it logs in, and an ensemble that requires SASL
+    answers the first request of a session without a login."""
+    try:
+        zk.exists("/")
+        return
+    except SessionClosedRequireSaslError:
+        why = (f"ZooKeeper at {hosts} requires a SASL login, and none was given: put "
+               f"'user:password' in a file named by ${SASL_FILE_ENV} (a broker: "
+               f"zookeeper_sasl_file, or auth_dir/zookeeper.sasl), or in the credentials' "
+               f"zookeeper.sasl")
+    except (AuthFailedError, ConnectionLoss) as exc:
+        if not sasl:
+            raise
+        why = (f"ZooKeeper at {hosts} refused the SASL login of {sasl.partition(':')[0]!r} "
+               f"(DIGEST-MD5): a wrong password, a user its JAAS Server section does not "
+               f"list, or an ensemble not configured for SASL ({type(exc).__name__})")
+    close(zk)
+    raise AuthenticationError(why)
 
 
 def cluster_secured(zk: KazooClient, cluster: str) -> bool:

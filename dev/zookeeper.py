@@ -133,9 +133,26 @@ def start_container() -> ZooKeeperHandle:
     return ZooKeeperHandle(f"{host}:{port}", "container", _container=container)
 
 
+def sasl_config(data_dir: str, users: dict[str, str]) -> tuple[list[str], list[str]]:
+    """An ensemble that requires a SASL (DIGEST-MD5) login of every session,
+    as ZooKeeper's admin guide configures one: a JAAS ``Server`` section
+    listing ``users`` (name: password), the SASL provider, and
+    ``enforce.auth`` (3.7+). The zoo.cfg lines and the JVM flags."""
+    jaas = os.path.join(data_dir, "jaas.conf")
+    with open(jaas, "w") as f:
+        f.write("Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+                + "".join(f'  user_{u}="{p}"\n' for u, p in users.items()) + "  ;\n};\n")
+    os.chmod(jaas, 0o600)
+    return (["authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+             "enforce.auth.enabled=true", "enforce.auth.schemes=sasl"],
+            [f"-Djava.security.auth.login.config={jaas}"])
+
+
 def start_local(data_dir: str | None = None, port: int | None = None,
-                detach: bool = False, cp: str | None = None) -> ZooKeeperHandle:
-    """Run a standalone server as a foreground Java process (ours, not systemd's)."""
+                detach: bool = False, cp: str | None = None,
+                sasl_users: dict[str, str] | None = None) -> ZooKeeperHandle:
+    """Run a standalone server as a foreground Java process (ours, not
+    systemd's); with ``sasl_users``, one that requires their SASL login."""
     cp = cp or classpath()
     java = shutil.which("java")
     if cp is None or java is None:
@@ -148,18 +165,19 @@ def start_local(data_dir: str | None = None, port: int | None = None,
         shutil.rmtree(os.path.join(data_dir, "version-2"))  # fresh: no stale sessions
     os.makedirs(data_dir, exist_ok=True)
     port = port or free_port()
+    sasl_lines, jvm_flags = sasl_config(data_dir, sasl_users) if sasl_users else ([], [])
     cfg = os.path.join(data_dir, "zoo.cfg")
     with open(cfg, "w") as f:
         f.write("\n".join([
             "tickTime=500", "initLimit=20", "syncLimit=10", f"dataDir={data_dir}",
             f"clientPort={port}", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
             "4lw.commands.whitelist=srvr,ruok,mntr", "minSessionTimeout=1000",
-            "maxSessionTimeout=20000", "maxClientCnxns=0", ""]))
+            "maxSessionTimeout=20000", "maxClientCnxns=0", *sasl_lines, ""]))
     log_path = os.path.join(data_dir, "zookeeper.log")
     logf = open(log_path, "ab")
     proc = subprocess.Popen(
         [java, "-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.admin.enableServer=false",
-         "-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg],
+         *jvm_flags, "-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg],
         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=detach)
     logf.close()

@@ -50,6 +50,21 @@ def kustomize(directory: str) -> str:
     return p.stdout
 
 
+def prod_with(tmp_path, *components: str) -> str:
+    """The prod overlay with ``components/<component>`` each, as a user's
+    own overlay adds them, rendered by the real kustomize (in a copy of
+    ``deploy/k8s`` under ``tmp_path``)."""
+    tree = os.path.join(tmp_path, "k8s")
+    shutil.copytree(K8S, tree)
+    overlay = os.path.join(tree, "overlays", "with-" + "-".join(components))
+    os.mkdir(overlay)
+    with open(os.path.join(overlay, "kustomization.yaml"), "w") as f:
+        f.write("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                "resources: [../prod]\ncomponents: ["
+                + ", ".join(f"../../components/{c}" for c in components) + "]\n")
+    return kustomize(overlay)
+
+
 @functools.cache
 def _render(path: str) -> tuple:
     return tuple(d for d in yaml.safe_load_all(kustomize(os.path.join(K8S, path))) if d)

@@ -1,19 +1,24 @@
 """The prod overlay's pods as podman containers (tests/deploy): a
 three-server ZooKeeper ensemble and the broker pair broker-a, each started as
 its StatefulSet's pod would be (see tests/deploy/test_containers.py for what
-differs from a cluster)."""
+differs from a cluster); secured (``components/auth``), with the Secret
+``kubectl create secret`` makes from ``duomq auth init``'s files."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import pathlib
+import shutil
+import subprocess
 from collections.abc import Iterator
 
+import yaml
+
 from duomq import __version__
-from duomq.testing.harness import wait_for
-from duomq.testing.k8s import generated, named, render
-from duomq.testing.podman import Network, PodSecurity
+from duomq.testing.harness import run_cli, wait_for
+from duomq.testing.k8s import generated, kubectl, named, prod_with, render
+from duomq.testing.podman import Container, Network, PodSecurity
 from duomq.testing.pods import PodContainer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -37,11 +42,18 @@ zkutil.close(zk)
 class Cluster:
     """The prod overlay's ZooKeeper pods and the broker-a pair, on one network."""
 
-    def __init__(self, net: Network, root: pathlib.Path, *, advertise_ips: bool = False):
+    def __init__(self, net: Network, root: pathlib.Path, *, advertise_ips: bool = False,
+                 docs: list[dict] | None = None, admin: pathlib.Path | None = None):
         """``advertise_ips``: brokers advertise their container IPs instead
         of their pods' DNS names, so that a process on the host (a drill)
-        reaches them."""
-        self.docs = render("overlays/prod")
+        reaches them. ``docs``: the manifests (default: the prod overlay);
+        ``admin``: a secured cluster's admin credentials, with which an
+        admin container (``self.admin``) runs the CLI, since the broker pods
+        have only the brokers' keys."""
+        self.docs = docs if docs is not None else render("overlays/prod")
+        self.admin_credentials = admin
+        self.admin: Container | None = None
+        self.status_error = ""                   # why the last status() found none to answer
         self.net, self.root = net, root
         self.cluster_env = generated(self.docs, "ConfigMap", "duomq-cluster")["data"]
         zk = named(self.docs, "StatefulSet", "zk")
@@ -66,6 +78,19 @@ class Cluster:
             pod.start()
         for pod in self.brokers:
             self.wait_ready(pod)
+        if self.admin_credentials is not None:
+            mount = self.root / "admin-credentials"
+            mount.mkdir(exist_ok=True)
+            shutil.copy(self.admin_credentials, mount / "admin.json")
+            (mount / "admin.json").chmod(0o644)        # a Secret mounted for uid 10001
+            users = self.root / "admin-out"             # where `auth user add --out /users/..`
+            users.mkdir(exist_ok=True)                  # writes
+            users.chmod(0o777)
+            self.admin = self.client("duomq-admin", BROKER_IMAGE, ["sleep", "infinity"], [],
+                                     [f"{mount}:/var/run/secrets/duomq-admin:ro",
+                                      f"{users}:/users"],
+                                     env={"DUOMQ_CREDENTIALS":
+                                          "/var/run/secrets/duomq-admin/admin.json"})
 
     @staticmethod
     def wait_ready(pod: PodContainer) -> None:
@@ -76,15 +101,28 @@ class Cluster:
 
     def status(self, via: PodContainer | None = None) -> dict:
         """`duomq status --json`, run in a broker's container (``via``, or
-        the first that answers); {} when none could."""
+        the first that answers), or on a secured cluster in the admin's;
+        {} when none could."""
         self.status_error = ""
-        for pod in [via] if via else self.brokers:
-            if pod.handle is not None and pod.handle.running():
-                rc, out = pod.exec(["duomq", "status", "--json"], 30)
-                if rc == 0:
-                    return json.loads(out)
-                self.status_error += f"{pod.name}: exit {rc}: {out[-1500:]}\n"
+        for name, handle in self._cli(via):
+            rc, out = handle.exec(["duomq", "status", "--json"], 30)
+            if rc == 0:
+                return json.loads(out)
+            self.status_error += f"{name}: exit {rc}: {out[-1500:]}\n"
         return {}
+
+    def _cli(self, via: PodContainer | None) -> list[tuple[str, Container]]:
+        """Where to run the CLI: the admin's container if there is one,
+        else ``via`` or every broker pod that runs."""
+        if self.admin is not None:
+            return [("duomq-admin", self.admin)]
+        return [(p.name, p.handle) for p in ([via] if via else self.brokers)
+                if p.handle is not None and p.handle.running()]
+
+    def cli(self, *args: str, timeout_s: float = 60) -> tuple[int, str]:
+        """``duomq ARGS`` in the admin's container, or the first broker pod."""
+        (name, handle), *_ = self._cli(None)
+        return handle.exec(["duomq", *args], timeout_s)
 
     def roles(self, via: PodContainer | None = None) -> dict[int, str]:
         return {b["id"]: b.get("role") for b in self.status(via).get("brokers", [])
@@ -93,7 +131,8 @@ class Cluster:
     def master_id(self, via: PodContainer) -> int | None:
         """The master's broker id as ZooKeeper holds it, read in ``via``'s
         container (the election's own record, with no broker asked)."""
-        rc, out = via.exec(["python", "-c", MASTER_ID], 30)
+        ((_, handle),) = self._cli(via)[:1]
+        rc, out = handle.exec(["python", "-c", MASTER_ID], 30)
         return int(out) if rc == 0 and out.strip().isdigit() else None
 
     def master(self) -> PodContainer:
@@ -101,10 +140,11 @@ class Cluster:
         return self.brokers[mid]
 
     def client(self, name: str, image: str, entrypoint: list[str], args: list[str],
-               volumes: list[str]):
-        """A client pod: the cluster's ConfigMap in its environment, uid
-        10001, a read-only root."""
-        return self.net.run(name, image, args, env=dict(self.cluster_env), volumes=volumes,
+               volumes: list[str], env: dict[str, str] | None = None) -> Container:
+        """A client pod: the cluster's ConfigMap (and ``env``) in its
+        environment, uid 10001, a read-only root."""
+        return self.net.run(name, image, args, env={**self.cluster_env, **(env or {})},
+                            volumes=volumes,
                             tmpfs=["/tmp:rw,size=256m,mode=1777"], labels=CLIENT,
                             security=PodSecurity(user="10001:10001", read_only=True,
                                                  drop_all=True, no_new_privileges=True),
@@ -115,14 +155,46 @@ class Cluster:
                          for p in self.zk + self.brokers if p.handle)
 
 
+def client_progress(out: pathlib.Path) -> dict:
+    """What tests/deploy/drill_client.py last wrote to ``out/progress.json``."""
+    try:
+        return json.loads((out / "progress.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {"acked": 0}
+
+
+def secured_docs(root: pathlib.Path) -> tuple[list[dict], pathlib.Path]:
+    """The prod overlay with ``components/auth`` and the ``duomq-credentials``
+    Secret as the documented steps make it (``duomq auth init --out keys``,
+    the admin's file moved out, ``kubectl create secret generic
+    --from-file=keys/``), and the admin's credentials file."""
+    keys, admin = root / "keys", root / "duomq-admin.json"
+    run_cli("auth", "init", "--out", str(keys))
+    shutil.move(keys / "admin.json", admin)
+    docs = [d for d in yaml.safe_load_all(prod_with(root, "auth")) if d]
+    docs.append(secret("duomq-credentials", docs, keys))
+    return docs, admin
+
+
+def secret(name: str, docs: list[dict], source: pathlib.Path) -> dict:
+    """``kubectl create secret generic NAME --from-file=SOURCE`` in the
+    namespace of ``docs``, as the document it would create."""
+    (namespace,) = {d["metadata"]["namespace"] for d in docs if d["kind"] == "StatefulSet"}
+    out = subprocess.run([kubectl(), "create", "secret", "generic", name, "-n", namespace,
+                          f"--from-file={source}", "--dry-run=client", "-o", "yaml"],
+                         check=True, capture_output=True, text=True, timeout=60).stdout
+    return yaml.safe_load(out)
+
+
 
 
 @contextlib.contextmanager
-def running(root: pathlib.Path, *, advertise_ips: bool = False) -> Iterator[Cluster]:
+def running(root: pathlib.Path, *, advertise_ips: bool = False, docs: list[dict] | None = None,
+            admin: pathlib.Path | None = None) -> Iterator[Cluster]:
     """The prod pods started on a network of their own (removed after);
     the containers' logs are printed when they do not start."""
     with Network() as net:
-        c = Cluster(net, root, advertise_ips=advertise_ips)
+        c = Cluster(net, root, advertise_ips=advertise_ips, docs=docs, admin=admin)
         try:
             c.start()
         except BaseException:

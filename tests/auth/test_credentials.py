@@ -9,9 +9,11 @@ import pytest
 from duomq.common.credentials import (
     Credentials,
     KeyPair,
+    broker_zk_sasl,
     init_cluster_keys,
     load_broker_keys,
     load_broker_trust,
+    load_zk_sasl,
     rotate_broker_keys,
     zk_access_for_user,
 )
@@ -37,6 +39,8 @@ def test_init_writes_keys_and_an_admin_that_reads_back(tmp_path):
     (lambda d: d.update(zookeeper="client:pw"), "zookeeper is not"),
     (lambda d: d.update(trusted_broker_keys="k"), "not a list"),
     (lambda d: d.update(trusted_broker_keys=["k"]), "trusted_broker_keys entry"),
+    (lambda d: d["zookeeper"].update(sasl="nopassword"), "zookeeper.sasl: a ZooKeeper SASL"),
+    (lambda d: d["zookeeper"].update(sasl=3), "zookeeper.sasl: a ZooKeeper SASL"),
 ])
 def test_a_broken_file_is_refused_with_what_is_wrong(tmp_path, change, error):
     good = Credentials("alice", KeyPair.new(), KeyPair.new().public,
@@ -47,6 +51,23 @@ def test_a_broken_file_is_refused_with_what_is_wrong(tmp_path, change, error):
     path.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match=error):
         Credentials.load(str(path))
+
+
+def test_a_sasl_login_is_written_for_the_brokers_and_the_admin(tmp_path):
+    keys = str(tmp_path / "k")
+    admin = Credentials.load(init_cluster_keys(keys, sasl_user="zkuser"))
+    login = load_zk_sasl(os.path.join(keys, "zookeeper.sasl"))
+    assert login.startswith("zkuser:") and len(login) > 30 and admin.zookeeper["sasl"] == login
+    assert oct(os.stat(os.path.join(keys, "zookeeper.sasl")).st_mode & 0o777) == "0o600"
+    assert broker_zk_sasl("", keys) == login                      # auth_dir's by default
+    other = tmp_path / "other.sasl"
+    other.write_text(" u:p w \n")
+    assert broker_zk_sasl(str(other), keys) == "u:p w"            # the setting wins
+    assert broker_zk_sasl("", str(tmp_path)) is None
+    with pytest.raises(ConfigError, match="cannot read the ZooKeeper SASL login"):
+        broker_zk_sasl(str(tmp_path / "missing"), "")
+    with pytest.raises(ConfigError, match="--zookeeper-sasl"):
+        init_cluster_keys(str(tmp_path / "k2"), sasl_user="bad user")
 
 
 def test_trusted_broker_keys_read_back_the_main_one_first(tmp_path):

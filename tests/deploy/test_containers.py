@@ -30,6 +30,7 @@ from duomq.testing.harness import wait_for
 from duomq.testing.k8s import named
 from duomq.testing.pods import PodContainer
 from duomq.testing.prod_pods import BROKER_IMAGE, SPARK_IMAGE, running
+from duomq.testing.prod_pods import client_progress as progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
 
@@ -49,13 +50,6 @@ def cluster(pods, request):
     rep = getattr(request.node, "rep_call", None)
     if rep is None or rep.failed:
         print(pods.logs())
-
-
-def progress(out: pathlib.Path) -> dict:
-    try:
-        return json.loads((out / "progress.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {"acked": 0}
 
 
 def test_the_prod_pair_in_containers_hands_over_fails_over_and_loses_nothing(cluster):

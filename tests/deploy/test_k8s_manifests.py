@@ -32,6 +32,7 @@ from duomq.testing.k8s import (
     named,
     of_kind,
     pod_references,
+    prod_with,
     render,
     selects,
     workloads,
@@ -477,19 +478,6 @@ def test_brokers_expose_metrics_to_prometheus_and_only_to_it(overlay):
         assert ingress_allowed(docs, target, 5557, prometheus)
         assert not ingress_allowed(docs, target, 5557, stranger)
         assert not ingress_allowed(docs, target, 10912, prometheus)   # nothing else
-
-
-def prod_with(tmp_path, component: str) -> str:
-    """The prod overlay with ``components/<component>``, as a user's own
-    overlay adds it, rendered by the real kustomize."""
-    tree = tmp_path / "k8s"
-    shutil.copytree(K8S, tree)
-    overlay = tree / "overlays" / f"with-{component}"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        f"resources: [../prod]\ncomponents: [../../components/{component}]\n")
-    return kustomize(str(overlay))
 
 
 def test_the_podmonitor_component_renders_with_the_real_kustomize(tmp_path):

@@ -83,3 +83,25 @@ def test_step_down_hands_a_master_over_and_lets_a_slave_leave(local_cluster):
     assert rc == 0 and not out["handed_over"] and "leaves without a hand-over" in out["message"]
     assert master_info(local_cluster.zookeeper, local_cluster.cluster)["broker_id"] == 1
     wait_for(lambda: probe(master, "ready")[0] == 0, 20, "the old master to follow, ready")
+
+
+def test_step_down_in_a_secured_brokers_pod_uses_the_brokers_own_keys(secured):
+    """The preStop hook of a secured pod: no user's credentials there, only
+    the broker's auth_dir; it dials the broker with the broker key and
+    writes the switchover request to ZooKeeper as the brokers do."""
+    cluster, keys, _admin, master, slave = secured
+    wait_for(lambda: probe_env(slave, keys, "health", "--ready")[0] == 0, 20,
+             "the slave to be ready")
+    rc, out = probe_env(master, keys, "failover", "--step-down")
+    assert rc == 0 and out["handed_over"] and out["to"] == 1, out
+    assert master_info(cluster.zookeeper, cluster.cluster)["broker_id"] == 1
+
+
+def probe_env(broker, keys, *args):
+    """``duomq ARGS`` as in the broker's pod: its settings in DUOMQ_*
+    variables, and no user's credentials."""
+    return duomq(*args, env={
+        "DUOMQ_CREDENTIALS": "", "DUOMQ_ZOOKEEPER": broker.zookeeper,
+        "DUOMQ_CLUSTER": broker.cluster, "DUOMQ_PORT": str(broker.port),
+        "DUOMQ_HA_PORT": str(broker.ha_port), "DUOMQ_AUTH": "true",
+        "DUOMQ_AUTH_DIR": str(keys)})
