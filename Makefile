@@ -34,6 +34,7 @@ bench: install
 	$(PY) bench/key_index_bench.py
 	$(PY) bench/metrics_bench.py
 	$(PY) bench/auth_bench.py
+	MODE=sync $(PY) bench/auth_bench.py
 
 bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/run_all.py
@@ -45,6 +46,7 @@ bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/key_index_bench.py
 	BENCH_QUICK=1 $(PY) bench/metrics_bench.py
 	BENCH_QUICK=1 $(PY) bench/auth_bench.py
+	BENCH_QUICK=1 MODE=sync $(PY) bench/auth_bench.py
 
 proto: install
 	bash scripts/gen_proto.sh

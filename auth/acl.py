@@ -92,9 +92,12 @@ def _topic_sub(topic: str, group: str) -> list[Permission]:
 
 
 def needs(type_: int, m, cluster: str) -> list[Permission]:
-    """The permissions a client request needs (pure). Heartbeats need none;
-    reads of the broker's status and of messages by id need ``Get`` on the
-    cluster."""
+    """The permissions a client request needs (pure). A heartbeat needs
+    ``Sub`` on the consumer groups it names (a master then creates their
+    retry and dead-letter topics); reads of the broker's status and of
+    messages by id need ``Get`` on the cluster."""
+    if type_ == pb.HEARTBEAT:
+        return _unique([Permission("Group", g, "Sub") for g in m.consumer_groups])
     if type_ == pb.SEND:
         return [Permission("Topic", m.topic, "Pub")]
     if type_ == pb.PULL:

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The cost of a secured cluster, in one sitting: batch produce (200,000 x
 100 B in stop-and-wait batches of 256), a backlog consume (a new consumer
-process reads them) and e2e latency (2,000 msg/s for 3 s), against a lone
-ASYNC_FLUSH master with ``auth = true`` (CURVE on every socket, the admin's
-credentials, every request checked) or plaintext, rounds alternated. One
-JSON line: per round the figures, then the medians and the ratios (issue
-21's target: batch and backlog at least 0.85x).
+process reads them) and e2e latency (2,000 msg/s for 3 s), with ``auth =
+true`` (CURVE on every socket, the admin's credentials, every request
+checked) or plaintext, rounds alternated: against a lone ASYNC_FLUSH master,
+or (MODE=sync) a SYNC + SYNC_FLUSH pair, whose acks also wait for the
+slave over the secured replication port. One JSON line: per round the
+figures, then the medians and the ratios (issue 21's target: batch and
+backlog at least 0.85x).
 
 ROUNDS=4 by default; N=... sets the messages; BENCH_QUICK=1: 2 rounds of 50,000.
 """
@@ -27,10 +29,12 @@ ROUNDS = int(os.environ.get("ROUNDS", 2 if QUICK else 4))
 N = int(os.environ.get("N", 50_000 if QUICK else 200_000))
 QUEUES = 4
 LAT_RATE, LAT_SECS = 2000, 3
+SYNC = os.environ.get("MODE", "async") == "sync"
 
 
 def one(zk: str, base: str, i: int, auth: bool) -> dict:
-    settings: dict = {"flush": "ASYNC_FLUSH"}
+    settings: dict = {"flush": "SYNC_FLUSH", "replication": "SYNC"} if SYNC else \
+        {"flush": "ASYNC_FLUSH"}
     if auth:
         keys = os.path.join(base, f"keys{i}")
         os.environ["DUOMQ_CREDENTIALS"] = init_cluster_keys(keys)   # the children's clients
@@ -39,6 +43,8 @@ def one(zk: str, base: str, i: int, auth: bool) -> dict:
         os.environ.pop("DUOMQ_CREDENTIALS", None)
     cluster = LocalCluster(zk, f"AuthBench{os.getpid()}x{i}", os.path.join(base, str(i)))
     cluster.add_broker("broker-a", 0, **settings)
+    if SYNC:
+        cluster.add_broker("broker-a", 1, **settings)
     ep = ["--zookeeper", zk, "--cluster", cluster.cluster]
     try:
         for topic in ("Backlog", "Latency"):
@@ -62,7 +68,9 @@ def one(zk: str, base: str, i: int, auth: bool) -> dict:
 
 def main() -> int:
     rounds = alternated("auth-bench", ROUNDS, one)
-    out: dict = {"bench": "auth_cost", "messages": N, "body_bytes": 100, "rounds": rounds,
+    out: dict = {"bench": "auth_cost", "messages": N, "body_bytes": 100,
+                 "brokers": "SYNC + SYNC_FLUSH pair" if SYNC else "ASYNC_FLUSH master",
+                 "rounds": rounds,
                  **medians(rounds, "auth", ("produce_batch256", "consume_backlog",
                                             "e2e_p50_us", "e2e_p99_us"),
                            "auth_median", "plaintext_median")}

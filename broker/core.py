@@ -17,6 +17,7 @@ from duomq.common.memory import usable_memory
 from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush.services import FlushService
 from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
+from duomq.master.group_topics import GroupTopics
 from duomq.master.health import BrokerHealth
 from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.pull_hold import PullRequestHoldService
@@ -45,6 +46,7 @@ class BrokerCore:
         self.total_memory = usable_memory()      # the machine's, or a pod's limit
         # parts that come and go with the role or with start()
         self.schedule: ScheduleService | None = None    # master
+        self.group_topics: GroupTopics | None = None     # consumer groups' retry/DLQ topics
         self.ha: HAService | None = None                # master: the links to slaves
         self.ha_client: HAClient | None = None          # slave: the link to the master
         self.registry: BrokerRegistry | None = None

@@ -391,6 +391,8 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
         raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
     b.clients[client_id] = (
         time.monotonic(), list(req.producer_groups), list(req.consumer_groups))
+    if b.group_topics is not None and b.state.role == MASTER:
+        b.group_topics.heard(req.consumer_groups)     # their retry and dead-letter topics
     return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
                                            broker_id=b.config.broker_id, role=b.state.role)
 

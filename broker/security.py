@@ -77,12 +77,12 @@ class BrokerSecurity:
 
 def special_acls(paths: ZkPaths, access: dict) -> dict[str, list[ACL]]:
     """Nodes whose ACL differs from the default (``zkutil.node_acl``): users'
-    clients create group membership and queue owners, and groups' retry and
-    dead-letter topics; anyone may read whether the cluster is secured."""
+    clients create group membership and queue owners; anyone may read
+    whether the cluster is secured. (Topics, groups' retry and dead-letter
+    topics too, are made by admins and brokers only.)"""
     base = zkutil.node_acl(access)
     client = Id("digest", access["client_id"])
     return {paths.consumer_groups: [base[0], ACL(Permissions.ALL, client)],
-            paths.topics: [base[0], ACL(Permissions.READ | Permissions.CREATE, client)],
             paths.auth_config: [base[0], ACL(Permissions.READ, Id("world", "anyone"))]}
 
 
@@ -98,6 +98,10 @@ def secure_tree(zk, paths: ZkPaths, access: dict) -> None:
     for path in (paths.cluster_root, paths.brokers, paths.topics, paths.routes,
                  paths.consumer_groups, paths.auth_root, paths.auth_users):
         zk.ensure_path(path, acl=special.get(path, base))
+        # the roots' ACLs as this version wants them (an older one let
+        # clients create topics)
+        if sorted(map(str, zk.get_acls(path)[0])) != sorted(map(str, special.get(path, base))):
+            zk.set_acls(path, special.get(path, base))
     world = Id("world", "anyone")
     todo = [paths.cluster_root]
     while todo:

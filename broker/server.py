@@ -44,6 +44,7 @@ from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush import make_flush_service
 from duomq.master import roles as master_roles
 from duomq.master.ack_waiters import NEVER
+from duomq.master.group_topics import GroupTopics
 from duomq.proto import pb
 from duomq.replication.ha_client import LinkCurve
 from duomq.slave import roles as slave_roles
@@ -154,7 +155,8 @@ class Broker(BrokerCore):
         self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info,
                                                   lambda: self.store.commitlog.max_offset)
         registry.register()
-        self._services = [self.flush_service,
+        self.group_topics = GroupTopics(self.zk, cfg.cluster, cfg.group)
+        self._services = [self.flush_service, self.group_topics,
                           PeriodicService("checkpoint", cfg.checkpoint_interval_ms / 1000,
                                           self.store.checkpoint),
                           PeriodicService("offset-persist", cfg.offset_persist_interval_ms / 1000,

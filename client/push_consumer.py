@@ -25,9 +25,11 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 
+from kazoo.exceptions import NoAuthError
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from duomq.client import queue_locker
@@ -52,6 +54,8 @@ from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
+GROUP_TOPICS_WAIT_S = 5.0   # a secured cluster: how long start waits for the brokers to make
+                            # the group's retry and dead-letter topics
 HANDBACK_MARGIN_S = 5.0     # shutting down: time for the last commits past handoff_timeout_ms
 
 
@@ -274,8 +278,23 @@ class PushConsumer(PullConsumer):
         group of the topic (a failed message goes back to the group it came from)."""
         admin = TopicAdmin(self.zk, self.cluster)
         groups = sorted(admin.describe(self.topic).queues)
-        for name in (RETRY_PREFIX + self.group, DLQ_PREFIX + self.group):
-            admin.ensure_system(name, groups)
+        names = (RETRY_PREFIX + self.group, DLQ_PREFIX + self.group)
+        try:
+            for name in names:
+                admin.ensure_system(name, groups)
+            return
+        except NoAuthError:
+            pass
+        # a secured cluster's clients may not create topics: the masters make
+        # them as they hear this group's heartbeats
+        self.send_heartbeats()
+        deadline = time.monotonic() + GROUP_TOPICS_WAIT_S
+        while not all(self.zk.exists(self.paths.topic(n)) for n in names):
+            if time.monotonic() > deadline:
+                log.warning("the brokers have not made %s yet; retries wait for them",
+                            " and ".join(names))
+                return
+            time.sleep(0.05)
 
     # ------------------------------------------------------------ failures
     def handle_failure(self, msg: MessageExt, exc: Exception, attempts: int) -> bool:

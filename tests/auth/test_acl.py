@@ -52,5 +52,8 @@ def test_what_requests_need():
         pb.QueueOffset(topic="T", queue_id=0), pb.QueueOffset(topic="T", queue_id=1)])
     assert needs(pb.COMMIT_OFFSET, commit, "c") == [P("Topic:T:Sub"), P("Group:G:Sub")]
     assert needs(pb.BROKER_STATUS, pb.BrokerStatusRequest(), "prod") == [P("Cluster:prod:Get")]
-    assert needs(pb.HEARTBEAT, pb.HeartbeatRequest(), "c") == []
+    assert needs(pb.HEARTBEAT, pb.HeartbeatRequest(producer_groups=["P"]), "c") == []
+    # a consumer's heartbeat: its groups (a master then makes their retry topics)
+    assert needs(pb.HEARTBEAT, pb.HeartbeatRequest(consumer_groups=["G", "H", "G"]), "c") == \
+        [P("Group:G:Sub"), P("Group:H:Sub")]
     assert needs(pb.SEND_BACK, pb.SendBackRequest(consumer_group="G"), "c") == [P("Group:G:Sub")]

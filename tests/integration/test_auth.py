@@ -23,8 +23,9 @@ from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import codec, pb
-from duomq.testing.harness import run_cli, wait_for, wait_slaves_hold
+from duomq.testing.harness import read_node, run_cli, wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 Q0 = MessageQueue("Secret", "broker-a", 0)
@@ -305,19 +306,40 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
     p = duomq("topic", "delete", "Secret", "--zookeeper", zk, "--cluster", cl,
               "--credentials", reader, check=False)
     assert p.returncode == 2 and "ZooKeeper refused" in p.stderr
+    p = duomq("topic", "create", "Forged", "--zookeeper", zk, "--cluster", cl,
+              "--credentials", reader, check=False)     # nor create topics, of any kind
+    assert p.returncode == 2 and "ZooKeeper refused" in p.stderr, p.stdout + p.stderr
+    own = zkutil.connect(zk, access=Credentials.load(reader).zookeeper)
+    try:
+        with pytest.raises(NoAuthError):
+            TopicAdmin(own, cl).ensure_system("%RETRY%other", ["broker-a"])
+    finally:
+        zkutil.close(own)
     assert "Secret" in duomq("topic", "list", "--zookeeper", zk, "--cluster", cl,
                              "--credentials", reader).stdout
-    # ... and joins consumer groups (its nodes under groups/)
+    # ... and joins consumer groups (its nodes under groups/); the group's
+    # retry and dead-letter topics are made by the masters that hear it
     with Producer(zk, cl, credentials=admin) as p:
-        assert p.send_batch([Message("Secret", b"x")] * 10, queue=Q0).ok
+        assert p.send_batch([Message("Secret", b"x%d" % i) for i in range(10)], queue=Q0).ok
     got = []
-    c = PushConsumer("g", "Secret", got.append, zookeeper=zk, cluster=cl, credentials=reader,
-                     consume_from="first")
+
+    def handle(msg):
+        if msg.body == b"x3":               # given up at once: to %DLQ%g
+            raise RuntimeError("not this one")
+        got.append(msg.body)
+    c = PushConsumer("g", "Secret", handle, zookeeper=zk, cluster=cl, credentials=reader,
+                     consume_from="first", max_reconsume_times=0)
     c.start()
     try:
-        wait_for(lambda: len(got) >= 10, 30, "the reader's push consumer to read 10")
+        assert read_node(zk, paths.topic("%RETRY%g"))["queues"] == {"broker-a": 1}
+        assert read_node(zk, paths.topic("%DLQ%g"))["queues"] == {"broker-a": 1}
+        wait_for(lambda: len(got) >= 9, 30, "the reader's push consumer to read 9")
     finally:
         c.shutdown()
+    with PullConsumer(zk, cl, group="g", credentials=reader) as dlq:
+        (mq,) = dlq.queues("%DLQ%g")
+        wait_for(lambda: [m.body for m in dlq.pull(mq, 0, 10).messages] == [b"x3"], 10,
+                 "the given-up message in the group's dead-letter queue")
     # credentials without the ZooKeeper digest are refused with that said
     bare = Credentials.load(reader)
     bare_path = str(tmp_path / "bare.json")

@@ -1,0 +1,57 @@
+"""A master creates each consumer group's retry and dead-letter topics, a
+queue on its own broker group, when the group's members first heartbeat it
+(RocketMQ's broker does the same in its heartbeat handler). Clients need
+not create topics, so a secured cluster gives them no right to: a user
+could otherwise create any topic through ZooKeeper. The ZooKeeper work runs
+on a thread of its own, never on the serving loop."""
+
+from __future__ import annotations
+
+import logging
+import queue
+
+from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_PREFIXES
+from duomq.common.service import ServiceThread
+from duomq.coordinator.topics import TopicAdmin
+
+log = logging.getLogger(__name__)
+MAX_KNOWN = 10_000          # groups remembered as done (a heartbeat names at most a few)
+
+
+class GroupTopics(ServiceThread):
+    name = "group-topics"
+
+    def __init__(self, zk, cluster: str, broker_group: str):
+        super().__init__()
+        self.admin = TopicAdmin(zk, cluster)
+        self.broker_group = broker_group
+        self.known: set[str] = set()        # groups done, or queued (serving loop only)
+        self.todo: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def heard(self, groups) -> None:
+        """Consumer groups a heartbeat named (the serving loop): those not
+        seen before are queued for the thread."""
+        for group in groups:
+            if group in self.known or group.startswith(SYSTEM_PREFIXES):
+                continue
+            if len(self.known) >= MAX_KNOWN:
+                self.known.clear()          # done again at worst: ensure_system is idempotent
+            self.known.add(group)
+            self.todo.put(group)
+
+    def run(self) -> None:
+        while not self.stopped:
+            group = self.todo.get()
+            if group is None:
+                return
+            try:
+                for name in (RETRY_PREFIX + group, DLQ_PREFIX + group):
+                    self.admin.ensure_system(name, [self.broker_group])
+            except Exception as exc:     # heard again at its next heartbeat
+                log.warning("cannot create the retry and dead-letter topics of consumer "
+                            "group %s: %s", group, exc)
+                self.known.discard(group)
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        self.todo.put(None)
+        super().shutdown(timeout_s)
