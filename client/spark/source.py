@@ -9,6 +9,7 @@ socket crosses the pickle (``__getstate__``)."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from pyspark.sql.datasource import (
@@ -36,6 +37,7 @@ from duomq.client.spark.options import (
     nest,
     plan_ranges,
 )
+from duomq.common.credentials import CREDENTIALS_ENV
 from duomq.common.errors import ConfigError, DuomqError, TopicNotExistError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.members import read_candidates
@@ -198,8 +200,10 @@ class _Planner:
                 self.client.zookeeper, self.client.cluster, o.read_from, o.fail_on_data_loss,
                 o.fetch_messages, o.consumer_group or DEFAULT_GROUP, o.subscription,
                 o.max_replica_lag_ms, o.poll_timeout_ms / 1000,
-                # the executors read the same file; None: the cluster is not secured
-                o.credentials if self.client.credentials is not None else None)))
+                # the executors read the same file (the option's, else the driver's
+                # $DUOMQ_CREDENTIALS); None: the cluster is not secured
+                (o.credentials or os.environ.get(CREDENTIALS_ENV))
+                if self.client.credentials is not None else None)))
         return out
 
     def commit(self, offsets: Flat) -> None:

@@ -1,13 +1,21 @@
-"""The prod overlay's pods as containers of the images `make image` builds:
-a three-server ZooKeeper ensemble and the broker pair broker-a, each
-started as its StatefulSet's pod would be (image, arguments, the
-environment the kubelet builds, the ConfigMap's duomq.toml, uid 10001, a
-read-only root, the data claim as a volume, the pod's DNS names, on a
-podman network). The manifests' own startup, readiness and liveness probes and
-preStop hook run inside them (`podman exec`); a client container keeps
-producing while the master is handed over, then killed (kill -9 of its
-container), and each time restarted; the audit reads everything back. The
-Spark image then runs the CronJob's pod against the pair.
+"""The prod overlay's pods, secured, as containers of the images `make
+image` builds: a three-server ZooKeeper ensemble and the broker pair
+broker-a, each started as its StatefulSet's pod would be (image, arguments,
+the environment the kubelet builds, the ConfigMap's duomq.toml, uid 10001,
+a read-only root, the data claim as a volume, the pod's DNS names, on a
+podman network), with `components/auth` and the `duomq-credentials` Secret
+made as deploy/k8s/README.md says (`duomq auth init`, then `kubectl create
+secret generic --from-file`, the real kubectl, client side). The
+manifests' own startup, readiness and liveness probes and preStop hook run
+inside them (`podman exec`), dialling the brokers with the brokers' key;
+the CLI runs in an admin container holding the admin's credentials (the
+broker pods have none). A client without credentials is refused at once,
+by the brokers and by ZooKeeper; a user's client container (`duomq auth
+user add`, its credentials mounted as a Secret) keeps producing while the
+master is handed over, then killed (kill -9 of its container), and each
+time restarted; the audit reads everything back. The Spark image then runs
+the CronJob's pod against the pair with its user's credentials. (The plain
+prod pods run in test_container_drill.py.)
 
 What is not as in a cluster: the ZooKeeper pods run the real server from
 the jars in the duomq-spark image, through the manifest's own command and
@@ -29,7 +37,13 @@ from duomq.testing.drill_reports import REPORT_DIR
 from duomq.testing.harness import wait_for
 from duomq.testing.k8s import named
 from duomq.testing.pods import PodContainer
-from duomq.testing.prod_pods import BROKER_IMAGE, SPARK_IMAGE, running
+from duomq.testing.prod_pods import (
+    BROKER_IMAGE,
+    SPARK_IMAGE,
+    running,
+    secret,
+    secured_docs,
+)
 from duomq.testing.prod_pods import client_progress as progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
@@ -37,9 +51,27 @@ pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
 HERE = pathlib.Path(__file__).resolve().parent
 
 
+# an anonymous ZooKeeper session trying to write the cluster's topics
+ZK_WRITE = """
+import os
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+zk = KazooClient(os.environ["DUOMQ_ZOOKEEPER"])
+zk.start(15)
+try:
+    zk.create("/duomq/" + os.environ["DUOMQ_CLUSTER"] + "/topics/Forged", b"{}")
+    print("written")
+except NoAuthError:
+    print("NoAuthError")
+zk.stop()
+"""
+
+
 @pytest.fixture(scope="module")
 def pods(images, tmp_path_factory):
-    with running(tmp_path_factory.mktemp("pods")) as c:
+    root = tmp_path_factory.mktemp("pods")
+    docs, admin = secured_docs(root)
+    with running(root, docs=docs, admin=admin) as c:
         yield c
 
 
@@ -52,9 +84,42 @@ def cluster(pods, request):
         print(pods.logs())
 
 
+def user_credentials(cluster, name: str, *allow: str) -> pathlib.Path:
+    """`duomq auth user add NAME --allow ...` in the admin's container; a
+    directory holding its credentials.json, as its Secret would mount."""
+    rc, said = cluster.cli("auth", "user", "add", name, *(a for p in allow for a in ("--allow", p)),
+                           "--out", f"/users/{name}.json")
+    assert rc == 0, said
+    out = cluster.root / f"user-{name}"
+    out.mkdir()
+    (out / "credentials.json").write_bytes((cluster.root / "admin-out" / f"{name}.json")
+                                           .read_bytes())
+    (out / "credentials.json").chmod(0o644)
+    return out
+
+
+def test_a_stranger_is_refused_at_once_by_the_brokers_and_zookeeper(cluster):
+    for pod in cluster.brokers:
+        rc, keys = pod.exec(["ls", "/var/run/secrets/duomq"], 10)
+        assert keys.split() == ["admin-user.key", "broker.key", "broker.key_secret",
+                                "zookeeper.secret"], keys
+    stranger = cluster.client("stranger", BROKER_IMAGE, ["sleep", "infinity"], [], [])
+    try:
+        started = time.monotonic()
+        rc, said = stranger.exec(["duomq", "topic", "list"], 60)
+        assert rc == 2 and "ZooKeeper refused" in said, said
+        rc, said = stranger.exec(["duomq", "produce", "Orders", "hello"], 60)
+        assert rc != 0 and "credentials are needed" in said, said
+        assert time.monotonic() - started < 20, "refused only after a timeout"
+        rc, said = stranger.exec(["python", "-c", ZK_WRITE], 60)
+        assert said.strip() == "NoAuthError", said
+    finally:
+        stranger.kill()
+
+
 def test_the_prod_pair_in_containers_hands_over_fails_over_and_loses_nothing(cluster):
     a0, a1 = cluster.brokers
-    rc, out = a0.exec(["duomq", "topic", "create", "Orders", "--queues", "4"], 60)
+    rc, out = cluster.cli("topic", "create", "Orders", "--queues", "4")
     assert rc == 0, out
     # the pod's user, nothing written outside its volumes, and the image's
     # own HEALTHCHECK (for Docker and podman users) agrees with the probes
@@ -66,12 +131,18 @@ def test_the_prod_pair_in_containers_hands_over_fails_over_and_loses_nothing(clu
     out = cluster.root / "client"
     out.mkdir()
     os.chmod(out, 0o777)
+    # a user with Orders and any group only (the audit reads in a group of its own)
+    app = user_credentials(cluster, "app", "Topic:Orders:Pub", "Topic:Orders:Sub", "Group:*:Sub")
     client = cluster.client("drill-client", BROKER_IMAGE, ["python", "/client/drill_client.py"],
                             ["--topic", "Orders", "--out", "/out"],
-                            [f"{HERE}:/client:ro", f"{out}:/out"])
+                            [f"{HERE}:/client:ro", f"{out}:/out",
+                             f"{app}:/var/run/secrets/duomq-app:ro"],
+                            env={"DUOMQ_CREDENTIALS": "/var/run/secrets/duomq-app/credentials.json"})
     faults = out / "faults"
     try:
         wait_for(lambda: progress(out)["acked"] >= 300, 60, "acked sends before the hand-over")
+        rc, said = client.exec(["duomq", "topic", "create", "Other"], 60)
+        assert rc == 2 and "ZooKeeper refused" in said, said      # users make no topics
 
         # planned: the kubelet deletes the master's pod: preStop, then SIGTERM
         master = cluster.master()
@@ -141,13 +212,15 @@ def test_the_prod_pair_in_containers_hands_over_fails_over_and_loses_nothing(clu
 
 def test_the_spark_cronjob_pod_runs_against_the_pair(cluster):
     """The CronJob's pod from the duomq-spark image: its arguments and
-    environment, pinned to slave reads; its probes answered while it runs;
-    it stops by itself having written the closed minutes."""
+    environment, pinned to slave reads, its user's credentials from the
+    Secret the README makes; its probes answered while it runs; it stops by
+    itself having written the closed minutes."""
     for pod in cluster.brokers:
         cluster.wait_ready(pod)
-    rc, out = cluster.brokers[0].exec(["duomq", "topic", "create", "ShopEvents", "--queues", "2"],
-                                      60)
+    rc, out = cluster.cli("topic", "create", "ShopEvents", "--queues", "2")
     assert rc == 0, out
+    spark = user_credentials(cluster, "spark", "Topic:*:Sub", "Group:*:Sub")
+    docs = [*cluster.docs, secret("duomq-spark-credentials", cluster.docs, spark)]
     # its output also goes to a file of ours: conmon may flush a finished
     # container's log to `podman logs` only after a while
     out = cluster.root / "shop-producer"
@@ -157,14 +230,17 @@ def test_the_spark_cronjob_pod_runs_against_the_pair(cluster):
         "shop-producer", SPARK_IMAGE,
         ["sh", "-c", 'python -m pipeline.produce "$@" > /out/log 2>&1; rc=$?; cat /out/log; '
                      'exit $rc', "sh"],
-        ["--minutes", "6", "--per-minute", "40"], [f"{out}:/out"])
+        ["--minutes", "6", "--per-minute", "40"],
+        [f"{out}:/out", f"{cluster.root / 'admin-credentials'}:/var/run/secrets/duomq-admin:ro"],
+        env={"DUOMQ_CREDENTIALS": "/var/run/secrets/duomq-admin/admin.json"})
     assert producer.wait(120) == 0, (out / "log").read_text()
     said = (out / "log").read_text().strip()
     assert json.loads(said.splitlines()[-1])["sent"] == 240, said
 
-    job = named(cluster.docs, "CronJob", "spark-minutes")
-    pod = PodContainer(cluster.net, cluster.docs, job, cluster.root,
-                       pod_name="spark-minutes-manual").start()
+    job = named(docs, "CronJob", "spark-minutes")
+    pod = PodContainer(cluster.net, docs, job, cluster.root, pod_name="spark-minutes-manual")
+    assert pod.env["DUOMQ_CREDENTIALS"] == "/var/run/secrets/duomq-spark/credentials.json"
+    pod.start()
     passed: set[str] = set()
     probes = {"startupProbe", "livenessProbe", "readinessProbe"}
     while pod.handle.running() and passed != probes:
