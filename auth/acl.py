@@ -117,6 +117,9 @@ def needs(type_: int, m, cluster: str) -> list[Permission]:
         return [Permission("Group", m.consumer_group, "Sub")]
     if type_ in (pb.BROKER_STATUS, pb.GET_MESSAGE):
         return [Permission("Cluster", cluster, "Get")]
+    if type_ == pb.END_TRANSACTION:      # a producer's: Pub on the topic; an operator's: Admin
+        return [Permission("Topic", m.topic, "Pub")] if m.producer_group else \
+            [Permission("Cluster", cluster, "Admin")]
     return []
 
 

@@ -23,6 +23,7 @@ from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.pull_hold import PullRequestHoldService
 from duomq.master.queue_locks import QueueLocks
 from duomq.master.schedule import ScheduleService
+from duomq.master.transactions import TransactionService
 from duomq.proto import pb
 from duomq.replication.ha_client import HAClient
 from duomq.replication.ha_service import HAService
@@ -47,6 +48,7 @@ class BrokerCore:
         # parts that come and go with the role or with start()
         self.schedule: ScheduleService | None = None    # master
         self.group_topics: GroupTopics | None = None     # consumer groups' retry/DLQ topics
+        self.transactions: TransactionService | None = None   # master
         self.ha: HAService | None = None                # master: the links to slaves
         self.ha_client: HAClient | None = None          # slave: the link to the master
         self.registry: BrokerRegistry | None = None

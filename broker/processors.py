@@ -27,6 +27,7 @@ from duomq.common.errors import (
 )
 from duomq.common.message import PullStatus, decode_records, lookup_key
 from duomq.common.names import RETRY_PREFIX, validate_name
+from duomq.common.transaction import TransactionState
 from duomq.format import record as rec
 from duomq.master import requeue
 from duomq.master.health import readiness
@@ -311,6 +312,40 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     return pb.OK, "", resp
 
 
+# ------------------------------------------------------------ transactions
+def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
+    """Commit or roll back a transaction whose half message is stored here
+    (``master/transactions.py``); acked under the same rules as a send."""
+    req: pb.EndTransactionRequest = r.message
+    _master_only(b)
+    _writable(b)
+    if b.transactions is None:
+        raise ServiceNotAvailableError("this master is still taking over")
+    state = _ACTIONS.get(req.action)
+    if state is None:
+        raise BadRequestError("an end of a transaction is COMMIT or ROLLBACK")
+    ended = b.transactions.end(req.half_offset, state, req.producer_group, req.topic,
+                               int(time.time() * 1000), b.store.commitlog.max_offset)
+    resp = pb.EndTransactionResponse(already=ended.already, epoch=b.state.epoch)
+    if ended.message is not None:
+        resp.topic, resp.queue_id, resp.physical_offset = ended.message
+    if not ended.already:
+        b.state.appended = True
+    # a repeated end (its answer was lost) waits too: for all written so far,
+    # which holds the first end, to be as durable as a send
+    end = b.store.commitlog.max_offset if ended.already else ended.end_offset
+    if b.sync_replication and not b.slaves_available():
+        return pb.SLAVE_NOT_AVAILABLE, (
+            f"ended, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves "
+            f"are in sync to confirm it"), resp
+    if b.ack_waiter(end, r.identity, r.request_id, resp, pb.END_TRANSACTION):
+        return None
+    return pb.OK, "", resp
+
+
+_ACTIONS = {pb.COMMIT: TransactionState.COMMIT, pb.ROLLBACK: TransactionState.ROLLBACK}
+
+
 def _record(b: BrokerCore, physical_offset: int, visible_end: int) -> memoryview:
     view = b.store.read_record(physical_offset, visible_end)
     if view is None:
@@ -443,4 +478,5 @@ HANDLERS: dict[int, Handler] = {
     pb.SEND_BACK: send_back,
     pb.GET_MESSAGE: get_message,
     pb.QUERY_BY_KEY: query_by_key,
+    pb.END_TRANSACTION: end_transaction,
 }

@@ -254,6 +254,9 @@ class Broker(BrokerCore):
         self._next_schedule = now + SCHEDULE_INTERVAL_S
         if self.schedule.pump(time.time_ns() // 1_000_000, self.state.visible_offset):
             self.state.appended = True
+        if self.transactions is not None:
+            self.transactions.catch_up()
+            self.transactions.commit_progress(self.state.visible_offset)
 
     def _drain_router(self) -> None:
         router, dispatch = self.router, self.dispatcher.dispatch
@@ -326,7 +329,7 @@ class Broker(BrokerCore):
         st.replicated_offset = -1
         self.metrics.promotions += 1
         self.queue_locks.clear()       # holders take their queues again on renewal
-        self.schedule, self.ha = t.schedule, t.ha
+        self.schedule, self.transactions, self.ha = t.schedule, t.transactions, t.ha
         if self.controller is not None:     # the ISR as published, read where it is kept
             controller = self.controller
             t.ha.isr_source = lambda: controller.isr_published
@@ -342,6 +345,7 @@ class Broker(BrokerCore):
         st.role, st.draining = SLAVE, False
         self.ha = None
         self.schedule = None
+        self.transactions = None
         for w, status, error in master_roles.unconfirmed(self.ack_waiters, why):
             self.dispatcher.reply(w.identity, w.request_id, w.type, status, error, w.response)
         self._report()

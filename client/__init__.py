@@ -1,4 +1,5 @@
-"""Clients: ``Producer``, ``PullConsumer`` and ``PushConsumer``.
+"""Clients: ``Producer``, ``TransactionProducer``, ``PullConsumer`` and
+``PushConsumer``.
 
     from duomq.client import Producer, Message
     with Producer(zookeeper="127.0.0.1:2181", cluster="DefaultCluster") as p:
@@ -14,6 +15,9 @@ _HOME = {
     "PullConsumer": "consumer", "PullResult": "consumer", "PullStatus": "consumer",
     "Producer": "producer", "SendResult": "producer", "SendStatus": "producer",
     "PushConsumer": "push_consumer",
+    "TransactionProducer": "transaction_producer",
+    "TransactionSendResult": "transaction_producer",
+    "TransactionState": "duomq.common.transaction",
     "ConsumerConfig": "duomq.common.config", "ProducerConfig": "duomq.common.config",
     "Message": "duomq.common.message", "MessageExt": "duomq.common.message",
     "MessageQueue": "duomq.common.message",

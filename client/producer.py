@@ -40,6 +40,7 @@ from duomq.common.errors import (
 )
 from duomq.common.message import Message, MessageQueue, make_msg_id
 from duomq.common.names import validate_name
+from duomq.common.transaction import TRANSACTION
 from duomq.format import record as rec
 from duomq.proto import pb
 
@@ -86,6 +87,7 @@ class SendResult:
 Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 BATCH_MAX_BYTES = 4 << 20   # tools that batch (the CLI, the Spark sink) send at most about this
                             # much per request: well below a broker's max_frame_bytes
+BROKER_ROUTED = SCHEDULING | {TRANSACTION}   # properties that send a message elsewhere first
 ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if retries remain
 
 
@@ -114,7 +116,7 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
             body = bytes(body)
         if m.properties:
             if not scheduled:
-                scheduled = not SCHEDULING.isdisjoint(m.properties)
+                scheduled = not BROKER_ROUTED.isdisjoint(m.properties)
             r = rec.encode_record(topic_b, m.tags.encode() if m.tags else b"",
                                   m.keys.encode() if m.keys else b"",
                                   rec.encode_properties(m.properties), body, born_ts_ms, host)

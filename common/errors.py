@@ -145,6 +145,20 @@ class AuthorizationError(DuomqError):
     status = pb.NOT_AUTHORIZED
 
 
+class TransactionNotFoundError(DuomqError):
+    """No transaction of that id on its broker group (a wrong id, or a
+    broker group that lost it with an ASYNC master): nothing changed."""
+
+    status = pb.TRANSACTION_NOT_FOUND
+
+
+class TransactionEndedError(DuomqError):
+    """The transaction had ended the other way (or so long ago that its end
+    is no longer remembered): nothing changed. Not retriable."""
+
+    status = pb.TRANSACTION_ENDED
+
+
 class ClientClosedError(DuomqError):
     """The client was shut down while the request was pending."""
 
@@ -153,7 +167,7 @@ _BY_STATUS: dict[int, type[DuomqError]] = {cls.status: cls for cls in (
     InvalidNameError, BadRequestError, UnsupportedVersionError, UnknownRequestTypeError,
     MessageTooLargeError, TopicNotExistError, NotMasterError, ServiceNotAvailableError,
     BrokerSystemError, OffsetIllegalError, ReplicaLagError, AuthenticationError,
-    AuthorizationError,
+    AuthorizationError, TransactionNotFoundError, TransactionEndedError,
 )}
 
 

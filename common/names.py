@@ -1,7 +1,9 @@
 """Rules for the names of topics, consumer and producer groups, broker groups
 and clusters: ``[A-Za-z0-9_-]{1,127}``. The prefixes ``%RETRY%`` and ``%DLQ%``
 are reserved for the system's own retry and dead-letter topics, and the
-broker's internal topics (``SCHEDULE_TOPIC_XXXX``) are not a client's.
+broker's internal topics (``SCHEDULE_TOPIC_XXXX``, the transactions'
+``RMQ_SYS_TRANS_HALF_TOPIC`` and ``RMQ_SYS_TRANS_OP_HALF_TOPIC``) are not a
+client's.
 
 A topic name and a queue id become a directory of the store: the store checks
 them with ``validate_queue`` whatever path a record came through."""
@@ -17,7 +19,10 @@ RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 SYSTEM_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX)
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"       # RocketMQ's name for delayed messages
-INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC})  # the broker's own: clients never name them
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"      # RocketMQ's: transactions' half messages
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"     # ... and how each one ended
+INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC})   # the broker's own:
+                                                                      # clients never name them
 MAX_QUEUES = 1024                            # queues of one topic on one broker group
 
 

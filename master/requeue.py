@@ -1,15 +1,19 @@
 """Records the broker writes again (pure): a delayed message into the
 schedule topic, a due one into its topic or its next level, a failed one into
-``%RETRY%<group>`` or ``%DLQ%<group>``. Each returns ``(topic, queue_id,
+``%RETRY%<group>`` or ``%DLQ%<group>``, a transaction's half message into
+the half topic and, committed, into its topic. Each returns ``(topic, queue_id,
 record)`` with the record in the producer's layout (the store patches the
 broker fields), body, tags, keys and born time kept."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from duomq.common import delay as d
+from duomq.common import transaction as tx
 from duomq.common.errors import BadRequestError
 from duomq.common.message import MessageExt
-from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, validate_queue
+from duomq.common.names import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, validate_queue
 from duomq.format import record as rec
 
 Requeued = tuple[str, int, bytes]
@@ -42,8 +46,11 @@ def asked_level(props: dict[str, str], levels: tuple[int, ...], now_ms: int) -> 
 
 
 def schedule(msg: MessageExt, queue_id: int, levels: tuple[int, ...], now_ms: int) -> Requeued:
-    """A producer's message to ``msg.topic``/``queue_id``: held in the schedule
-    topic when it asks for a delay, else as it is."""
+    """A producer's message to ``msg.topic``/``queue_id``: a transaction's
+    half message to the half topic; held in the schedule topic when it asks
+    for a delay; else as it is."""
+    if msg.properties.get(tx.TRANSACTION) == "true":
+        return half(msg, queue_id)
     level = asked_level(msg.properties, levels, now_ms)
     if level == 0:
         props = {k: v for k, v in msg.properties.items() if k not in d.SCHEDULING}
@@ -88,3 +95,31 @@ def send_back(msg: MessageExt, group: str, levels: tuple[int, ...], max_reconsum
     props[d.RECONSUME_TIME] = str(times + 1)
     level = min(delay_level, len(levels)) if delay_level > 0 else d.retry_level(levels, times)
     return _scheduled(msg, props, RETRY_PREFIX + group, 0, level)
+
+
+def half(msg: MessageExt, queue_id: int) -> Requeued:
+    """A transaction's half message: in the half topic, its real topic and
+    queue (and any delay, applied at commit) in its properties."""
+    if not msg.properties.get(tx.PRODUCER_GROUP):
+        raise BadRequestError(f"a transactional message needs its producer group "
+                              f"({tx.PRODUCER_GROUP}): the broker checks it back there")
+    props = {**msg.properties, d.REAL_TOPIC: msg.topic, d.REAL_QID: str(queue_id)}
+    return HALF_TOPIC, 0, _record(msg, HALF_TOPIC, props)
+
+
+def committed(msg: MessageExt, levels: tuple[int, ...], now_ms: int) -> Requeued:
+    """A committed half message, as it was sent: to its topic and queue (or
+    the schedule topic, when it asked for a delay), with the transaction's
+    id and without the half's own properties."""
+    props = msg.properties
+    try:
+        real_topic, real_qid = props[d.REAL_TOPIC], int(props[d.REAL_QID])
+        validate_queue(real_topic, real_qid)
+    except (KeyError, ValueError):
+        raise BadRequestError(f"half message {msg.msg_id} names no valid real topic and queue "
+                              f"({props.get(d.REAL_TOPIC)!r}, {props.get(d.REAL_QID)!r})") from None
+    clean = {k: v for k, v in props.items()
+             if k not in (tx.TRANSACTION, tx.CHECK_TIMES, d.REAL_TOPIC, d.REAL_QID)}
+    clean[tx.HALF_ID] = msg.msg_id
+    return schedule(dataclasses.replace(msg, topic=real_topic, properties=clean), real_qid,
+                    levels, now_ms)

@@ -12,6 +12,7 @@ import zmq
 from duomq.master.ack_waiters import AckWaiter, AckWaiters
 from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.schedule import ScheduleService
+from duomq.master.transactions import TransactionService
 from duomq.proto import pb
 from duomq.replication.ha_service import HAService
 
@@ -22,19 +23,23 @@ log = logging.getLogger(__name__)
 class Takeover:
     flushed_offset: int
     schedule: ScheduleService
+    transactions: TransactionService
     ha: HAService
 
 
 def take_over(store, config, epoch: int, offsets: ConsumerOffsetManager,
               delay_levels: tuple[int, ...], ha_router: zmq.Socket) -> Takeover:
     """Own the log at ``epoch``: consume queues complete, the log fsynced,
-    the epoch on disk; delayed messages resume from the progress the old
-    master replicated; the replication links start afresh."""
+    the epoch on disk; delayed messages and transactions resume from the
+    progress the old master replicated; the replication links start afresh."""
     store.dispatch()
     flushed = store.commitlog.flush()
     store.epoch_file.write(epoch)
     schedule = ScheduleService(store, offsets, delay_levels, config.group)
-    return Takeover(flushed, schedule, HAService(store, config, ha_router, epoch, offsets))
+    transactions = TransactionService(store, offsets, delay_levels, config.group)
+    transactions.catch_up()            # the pending transactions, as the old master left them
+    return Takeover(flushed, schedule, transactions,
+                    HAService(store, config, ha_router, epoch, offsets))
 
 
 def ready_to_hand_over(links: list[dict], end: int, pending_acks: int) -> bool:

@@ -28,6 +28,7 @@ MESSAGES = {
     pb.SEND_BACK: (pb.SendBackRequest, pb.SendBackResponse),
     pb.GET_MESSAGE: (pb.GetMessageRequest, pb.GetMessageResponse),
     pb.QUERY_BY_KEY: (pb.QueryByKeyRequest, pb.QueryByKeyResponse),
+    pb.END_TRANSACTION: (pb.EndTransactionRequest, pb.EndTransactionResponse),
 }
 
 

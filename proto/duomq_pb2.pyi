@@ -24,6 +24,7 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEND_BACK: _ClassVar[RequestType]
     GET_MESSAGE: _ClassVar[RequestType]
     QUERY_BY_KEY: _ClassVar[RequestType]
+    END_TRANSACTION: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -46,6 +47,8 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPLICA_LAGGING: _ClassVar[Status]
     AUTHENTICATION_FAILED: _ClassVar[Status]
     NOT_AUTHORIZED: _ClassVar[Status]
+    TRANSACTION_NOT_FOUND: _ClassVar[Status]
+    TRANSACTION_ENDED: _ClassVar[Status]
 
 class OffsetQuery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -53,6 +56,12 @@ class OffsetQuery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MIN_OFFSET: _ClassVar[OffsetQuery]
     MAX_OFFSET: _ClassVar[OffsetQuery]
     BY_TIME: _ClassVar[OffsetQuery]
+
+class TransactionAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSACTION_ACTION_UNSPECIFIED: _ClassVar[TransactionAction]
+    COMMIT: _ClassVar[TransactionAction]
+    ROLLBACK: _ClassVar[TransactionAction]
 REQUEST_TYPE_UNSPECIFIED: RequestType
 SEND: RequestType
 PULL: RequestType
@@ -68,6 +77,7 @@ UNLOCK_QUEUES: RequestType
 SEND_BACK: RequestType
 GET_MESSAGE: RequestType
 QUERY_BY_KEY: RequestType
+END_TRANSACTION: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -87,10 +97,15 @@ SYSTEM_ERROR: Status
 REPLICA_LAGGING: Status
 AUTHENTICATION_FAILED: Status
 NOT_AUTHORIZED: Status
+TRANSACTION_NOT_FOUND: Status
+TRANSACTION_ENDED: Status
 OFFSET_QUERY_UNSPECIFIED: OffsetQuery
 MIN_OFFSET: OffsetQuery
 MAX_OFFSET: OffsetQuery
 BY_TIME: OffsetQuery
+TRANSACTION_ACTION_UNSPECIFIED: TransactionAction
+COMMIT: TransactionAction
+ROLLBACK: TransactionAction
 
 class Frame(_message.Message):
     __slots__ = ("version", "request_id", "type", "status", "error", "payload")
@@ -471,3 +486,31 @@ class QueryByKeyResponse(_message.Message):
     count: int
     records: bytes
     def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+
+class EndTransactionRequest(_message.Message):
+    __slots__ = ("producer_group", "half_offset", "action", "from_check", "topic")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    HALF_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    FROM_CHECK_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    half_offset: int
+    action: TransactionAction
+    from_check: bool
+    topic: str
+    def __init__(self, producer_group: _Optional[str] = ..., half_offset: _Optional[int] = ..., action: _Optional[_Union[TransactionAction, str]] = ..., from_check: _Optional[bool] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class EndTransactionResponse(_message.Message):
+    __slots__ = ("already", "topic", "queue_id", "physical_offset", "epoch")
+    ALREADY_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    already: bool
+    topic: str
+    queue_id: int
+    physical_offset: int
+    epoch: int
+    def __init__(self, already: _Optional[bool] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., physical_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...

@@ -92,3 +92,20 @@ def test_send_back_counts_retries_then_dead_letters():
     assert "REAL_TOPIC" not in dead.properties
     assert decode(requeue.send_back(m, "g", LEVELS, 16, dead_letter=True))[0] == "%DLQ%g"
     assert decode(requeue.send_back(m, "g", LEVELS, 16, delay_level=1))[1] == 0
+
+
+def test_a_half_message_waits_in_the_half_topic_and_commits_as_sent():
+    m = stored(props={"TRAN_MSG": "true", "PGROUP": "pg", "DELAY": "1", "x": "1"})
+    topic, qid, half = decode(requeue.schedule(m, 3, LEVELS, 0))
+    assert (topic, qid) == ("RMQ_SYS_TRANS_HALF_TOPIC", 0)          # not delayed yet
+    assert half.properties["REAL_TOPIC"] == "T" and half.properties["REAL_QID"] == "3"
+    half.physical_offset, half.broker_group = 777, "broker-a"
+    topic, qid, real = decode(requeue.committed(half, LEVELS, 0))
+    assert (topic, qid) == (d.SCHEDULE_TOPIC, 0)                     # its delay, at commit
+    assert real.properties == {"PGROUP": "pg", "DELAY": "1", "x": "1", "REAL_TOPIC": "T",
+                               "REAL_QID": "3", "TRAN_HALF_ID": "broker-a:0000000000000309"}
+    plain = stored(props={"TRAN_MSG": "true", "PGROUP": "pg"})
+    _, _, half = decode(requeue.schedule(plain, 1, LEVELS, 0))
+    assert decode(requeue.committed(half, LEVELS, 0))[:2] == ("T", 1)
+    with pytest.raises(BadRequestError, match="producer group"):
+        requeue.schedule(stored(props={"TRAN_MSG": "true"}), 0, LEVELS, 0)

@@ -57,3 +57,7 @@ def test_what_requests_need():
     assert needs(pb.HEARTBEAT, pb.HeartbeatRequest(consumer_groups=["G", "H", "G"]), "c") == \
         [P("Group:G:Sub"), P("Group:H:Sub")]
     assert needs(pb.SEND_BACK, pb.SendBackRequest(consumer_group="G"), "c") == [P("Group:G:Sub")]
+    # ending a transaction: a producer's needs Pub on its topic, an operator's Admin
+    assert needs(pb.END_TRANSACTION, pb.EndTransactionRequest(producer_group="pg", topic="T"),
+                 "c") == [P("Topic:T:Pub")]
+    assert needs(pb.END_TRANSACTION, pb.EndTransactionRequest(), "c") == [P("Cluster:c:Admin")]

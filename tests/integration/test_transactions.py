@@ -1,0 +1,119 @@
+"""Transactional messages against real brokers: a half message no consumer
+sees, commit and rollback, repeated and contradicting ends, unknown ids,
+a delay kept through the commit, and a SYNC pair's master killed between
+the half message and its commit (the commit lands on the new master, and
+once the old one is back as its slave, consumers see the message once)."""
+
+import time
+
+import pytest
+
+from duomq.client import (
+    Message,
+    PullConsumer,
+    TransactionProducer,
+    TransactionState,
+)
+from duomq.common.errors import TransactionEndedError, TransactionNotFoundError
+from duomq.common.message import MessageQueue
+from duomq.testing.harness import master_info, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def bodies(zk, cl, topic="Orders", group="audit"):
+    """Every body stored in ``topic`` (its queues on broker-a), with properties."""
+    out = []
+    with PullConsumer(zk, cl, group=group) as c:
+        for mq in c.queues(topic):
+            off = 0
+            while (r := c.pull(mq, off, 100)).messages:
+                out += [(m.body, m) for m in r.messages]
+                off = r.next_offset
+    return out
+
+
+def test_commit_rollback_and_repeated_ends(local_cluster):
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Orders", 2)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    seen_during = []
+
+    def commit(msg, arg):
+        seen_during.append(len(bodies(zk, cl)))      # the half message is not visible yet
+        return TransactionState.COMMIT
+
+    with TransactionProducer("orders", zookeeper=zk, cluster=cl) as p:
+        ok = p.send_in_transaction(Message("Orders", b"paid", tags="T", keys="k1",
+                                           properties={"order": "7"}), commit, arg=7)
+        assert ok.local_state is TransactionState.COMMIT and ok.transaction_id
+        no = p.send_in_transaction(Message("Orders", b"cancelled"),
+                                   lambda m, a: TransactionState.ROLLBACK)
+        assert no.local_state is TransactionState.ROLLBACK
+
+        def fails(msg, arg):
+            raise RuntimeError("the database went away")
+        unknown = p.send_in_transaction(Message("Orders", b"unsure"), fails)
+        assert unknown.local_state is TransactionState.UNKNOWN
+
+        stored = bodies(zk, cl)
+        assert seen_during == [0]
+        assert [b for b, _ in stored] == [b"paid"]         # neither the rolled back nor the pending
+        msg = stored[0][1]
+        assert (msg.tags, msg.keys, msg.properties["order"]) == ("T", "k1", "7")
+        assert msg.properties["TRAN_HALF_ID"] == ok.transaction_id
+        assert "TRAN_MSG" not in msg.properties and "REAL_TOPIC" not in msg.properties
+
+        # repeated ends change nothing; a contradicting one is refused
+        assert p.end_transaction(ok.transaction_id, "Orders", TransactionState.COMMIT).already
+        with pytest.raises(TransactionEndedError, match="already committed"):
+            p.end_transaction(ok.transaction_id, "Orders", TransactionState.ROLLBACK)
+        with pytest.raises(TransactionEndedError, match="already rolled back"):
+            p.end_transaction(no.transaction_id, "Orders", TransactionState.COMMIT)
+        with pytest.raises(TransactionNotFoundError):
+            p.end_transaction("broker-a:0000000000000001", "Orders", TransactionState.COMMIT)
+        # the pending one, ended later
+        late = p.end_transaction(unknown.transaction_id, "Orders", TransactionState.COMMIT)
+        assert not late.already and late.topic == "Orders"
+        assert sorted(b for b, _ in bodies(zk, cl)) == [b"paid", b"unsure"]
+
+
+def test_a_committed_message_keeps_its_delay(local_cluster):
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Orders", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    with TransactionProducer("orders", zookeeper=zk, cluster=cl) as p:
+        t0 = time.time()
+        r = p.send_in_transaction(Message("Orders", b"later", delay_level=1),
+                                  lambda m, a: TransactionState.COMMIT)
+        assert r.local_state is TransactionState.COMMIT
+    wait_for(lambda: bodies(zk, cl), 15, "the delayed message after its commit")
+    (_, msg), = bodies(zk, cl)
+    assert msg.store_timestamp_ms / 1000 - t0 >= 0.9
+
+
+def test_a_commit_after_the_master_died_lands_once_on_the_new_master(local_cluster):
+    settings = {"replication": "SYNC", "flush": "SYNC_FLUSH"}
+    first = local_cluster.add_broker("broker-a", 0, **settings)
+    local_cluster.add_broker("broker-a", 1, **settings)
+    local_cluster.create_topic("Orders", 2)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    with TransactionProducer("orders", zookeeper=zk, cluster=cl) as p:
+        wait_for(lambda: p.send_in_transaction(
+            Message("Orders", b"warm-up"), lambda m, a: TransactionState.ROLLBACK
+        ).send_result.ok, 20, "the pair to ack")
+        r = p.send_in_transaction(Message("Orders", b"survives"),
+                                  lambda m, a: TransactionState.UNKNOWN)
+        assert r.send_result.ok and r.local_state is TransactionState.UNKNOWN
+        first.kill()
+        wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, 30, "the slave to take over")
+        resp = p.end_transaction(r.transaction_id, "Orders", TransactionState.COMMIT,
+                                 timeout_ms=20_000)
+        assert not resp.already
+        assert p.end_transaction(r.transaction_id, "Orders", TransactionState.COMMIT).already
+    first.restart()                 # the pair whole again: what the new master holds is visible
+    wait_for(lambda: bodies(zk, cl), 30, "the committed message, confirmed by the pair")
+    assert [b for b, _ in bodies(zk, cl)] == [b"survives"]
+    # nothing reached the queues but the commit
+    with PullConsumer(zk, cl, group="audit2") as c:
+        assert sum(c.max_offset(MessageQueue("Orders", "broker-a", q)) for q in (0, 1)) == 1
