@@ -42,7 +42,8 @@ class BrokerCore:
         self.delay_levels = parse_levels(config.message_delay_level)
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
-        self.clients: dict[str, tuple[float, list[str], list[str]]] = {}   # id -> seen, groups
+        # client id -> (last heard, producer groups, consumer groups, its connection)
+        self.clients: dict[str, tuple[float, list[str], list[str], bytes]] = {}
         self.metrics = BrokerMetrics()
         self.total_memory = usable_memory()      # the machine's, or a pod's limit
         # parts that come and go with the role or with start()
@@ -58,6 +59,11 @@ class BrokerCore:
     # ------------------------------------------------------------ questions
     def hosted_queues(self, topic: str) -> int | None:
         return self.registry.topics.get(topic) if self.registry else None
+
+    def producers(self, group: str) -> list[bytes]:
+        """The connections of the producers of ``group`` heard from lately
+        (their heartbeats), for check-backs."""
+        return [conn for _seen, groups, _c, conn in self.clients.values() if group in groups]
 
     def master_address(self) -> str | None:
         return self.registry.master_address() if self.registry else None

@@ -37,25 +37,28 @@ class Outbox:
         self.dropped_requests = 0                      # requests of muted peers, unread
         self.mutes = 0                                 # peers muted so far
 
-    def send(self, identity: bytes, payload: bytes, now: float) -> None:
-        """Send an answer now, or queue it behind the peer's waiting ones."""
+    def send(self, identity: bytes, payload: bytes, now: float) -> bool:
+        """Send an answer now, or queue it behind the peer's waiting ones;
+        False when it was dropped (the peer is gone, or muted)."""
         queue = self.waiting.get(identity)
         if queue is None:
             try:
                 send_now(self.socket, [identity, payload])
-                return
+                return True
             except zmq.Again:
                 if identity in self.muted:
-                    return
+                    return False
                 queue = self.waiting[identity] = deque()
                 self.waiting_bytes[identity] = 0
             except zmq.ZMQError:                       # EHOSTUNREACH: the peer is gone
                 log.debug("client %s gone; answer dropped", identity.hex())
-                return
+                return False
         queue.append(payload)
         self.waiting_bytes[identity] += len(payload)
         if self.waiting_bytes[identity] > self.limit_bytes:
             self._mute(identity, now)
+            return False
+        return True
 
     def _mute(self, identity: bytes, now: float) -> None:
         held = self.waiting_bytes.pop(identity, 0)

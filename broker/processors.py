@@ -425,7 +425,7 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
     if client_id not in b.clients and len(b.clients) >= MAX_CLIENTS:
         raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
     b.clients[client_id] = (
-        time.monotonic(), list(req.producer_groups), list(req.consumer_groups))
+        time.monotonic(), list(req.producer_groups), list(req.consumer_groups), r.identity)
     if b.group_topics is not None and b.state.role == MASTER:
         b.group_topics.heard(req.consumer_groups)     # their retry and dead-letter topics
     return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
@@ -451,6 +451,10 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
     resp.sync_replicas, resp.min_sync_replicas = cfg.sync_replicas, cfg.min_sync_replicas or 0
     if st.role == MASTER:
         resp.in_sync_replicas, resp.degraded = st.in_sync_replicas, b.degraded()
+    if b.transactions is not None:
+        resp.transactions_pending = len(b.transactions.book.pending)
+        resp.transaction_checks = b.transactions.checks
+        resp.transactions_discarded = b.transactions.discarded
     if b.ha is not None:
         resp.isr.extend(sorted(b.ha.isr_source() or ()))
         for link in b.ha.status():

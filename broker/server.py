@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 MAX_DRAIN = 512              # client messages handled before looking at other news
 HOUSEKEEPING_S = 0.05
 SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
+TX_CHECK_ROUND_S = 1.0      # how often pending transactions are looked at for check-backs
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
 MEMBER_INFO_INTERVAL_S = 1.0  # refresh of this broker's member node
 CLIENT_RCVHWM = 64           # requests ZeroMQ queues per client before TCP pushes back
@@ -101,6 +102,7 @@ class Broker(BrokerCore):
         self._stopping = False
         self._services: list[ServiceThread] = []
         self._next_schedule = 0.0
+        self._next_tx_check = 0.0
         self._next_retention = 0.0
         self._next_scan = 0.0
 
@@ -256,6 +258,12 @@ class Broker(BrokerCore):
             self.state.appended = True
         if self.transactions is not None:
             self.transactions.catch_up()
+            if now >= self._next_tx_check:
+                self._next_tx_check = now + TX_CHECK_ROUND_S
+                if self.transactions.check(time.time_ns() // 1_000_000, self.producers,
+                                           lambda c, data: self.outbox.send(c, data, now),
+                                           self.config):
+                    self.state.appended = True
             self.transactions.commit_progress(self.state.visible_offset)
 
     def _drain_router(self) -> None:

@@ -66,6 +66,10 @@ def collect(zookeeper: str, cluster: str) -> dict:
                              messages_stored=resp.messages_stored,
                              bad_requests=resp.bad_requests, clients=resp.clients,
                              flushes=resp.flushes, read_redirects=resp.read_redirects)
+                if resp.role == "MASTER":
+                    entry.update(transactions_pending=resp.transactions_pending,
+                                 transaction_checks=resp.transaction_checks,
+                                 transactions_discarded=resp.transactions_discarded)
                 if resp.role == "MASTER" and info.get("replication") == "SYNC":
                     entry.update(in_sync_replicas=resp.in_sync_replicas,
                                  sync_replicas=resp.sync_replicas,

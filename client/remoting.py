@@ -48,6 +48,7 @@ REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURV
 # expected; it serves another one (a broker key rotation under way)
 MISMATCH = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 WATCHED = LOST | REFUSED
+PUSHES = frozenset({pb.CHECK_TRANSACTION_STATE})   # what a broker sends unasked
 
 
 class KeyMismatch(BrokerUnreachableError):
@@ -109,6 +110,9 @@ class RemotingClient:
         self._by_socket: dict[zmq.Socket, str] = {}
         self._pending: dict[int, tuple[Future, float, int, str]] = {}
         self._closed = False
+        # a broker's push on a connection (request id 0: a check-back), handed
+        # over on the I/O thread: (address, frame)
+        self.on_push: Callable[[str, pb.Frame], None] | None = None
         self._local = threading.local()          # per-thread sockets of blocking calls
         self._direct: list[_Direct] = []
         self._direct_lock = threading.Lock()
@@ -390,7 +394,10 @@ class RemotingClient:
                 continue
             entry = pending.pop(frame.request_id, None)
             if entry is None:
-                if frame.request_id == 0 and frame.status != pb.OK:
+                if frame.request_id == 0 and frame.type in PUSHES:
+                    if self.on_push is not None:
+                        self.on_push(self._by_socket.get(sock, ""), frame)
+                elif frame.request_id == 0 and frame.status != pb.OK:
                     log.warning("broker %s rejected a request: %s", self._by_socket.get(sock),
                                 frame.error)
                 continue

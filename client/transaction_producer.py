@@ -24,20 +24,25 @@ nothing.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from duomq.client.producer import Producer, SendResult, SendStatus
 from duomq.common import transaction as tx
+from duomq.common.delay import REAL_QID, REAL_TOPIC
 from duomq.common.errors import DuomqError, ServiceNotAvailableError, for_status
-from duomq.common.message import Message, MessageExt
+from duomq.common.message import Message, MessageExt, decode_records
 from duomq.common.transaction import TransactionState
-from duomq.proto import pb
+from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
 END_RETRY_PAUSE_S = 0.1
+MAX_QUEUED_CHECKS = 10_000       # check-backs waiting for the checker, at most
 Checker = Callable[[MessageExt], TransactionState]
 Executor = Callable[[Message, object], TransactionState]
 _ACTION = {TransactionState.COMMIT: pb.COMMIT, TransactionState.ROLLBACK: pb.ROLLBACK}
@@ -66,6 +71,17 @@ class TransactionProducer(Producer):
                  cluster: str | None = None, **producer_settings):
         super().__init__(zookeeper, cluster, group=group, **producer_settings)
         self.checker = checker
+        # check-backs, answered one at a time off the I/O thread; more than
+        # MAX_QUEUED_CHECKS waiting are dropped (the broker asks again later)
+        self._checks = ThreadPoolExecutor(1, thread_name_prefix="duomq-tx-check")
+        self._queued = threading.Semaphore(MAX_QUEUED_CHECKS)
+        self.checks_answered = 0
+        self.remoting.on_push = self._on_push
+
+    def close(self) -> None:
+        self.remoting.on_push = None
+        self._checks.shutdown(wait=False, cancel_futures=True)
+        super().close()
 
     def send_in_transaction(self, msg: Message, execute: Executor, arg=None, *,
                             timeout_ms: int | None = None) -> TransactionSendResult:
@@ -136,14 +152,54 @@ class TransactionProducer(Producer):
                 log.info("ending %s: %s; trying again", transaction_id, exc)
                 time.sleep(END_RETRY_PAUSE_S)
 
+    # ------------------------------------------------------------ check-backs
+    def _on_push(self, address: str, frame: pb.Frame) -> None:
+        """A broker's check-back (the I/O thread): queued for the checker."""
+        if frame.type != pb.CHECK_TRANSACTION_STATE or not self._queued.acquire(blocking=False):
+            return
+        try:
+            req = codec.decode_request(frame)
+            self._checks.submit(self._check, req)
+        except Exception as exc:     # a broken push, or shutting down: the broker asks again
+            self._queued.release()
+            log.warning("check-back from %s dropped: %s", address, exc)
+
+    def _check(self, req: pb.CheckTransactionStateRequest) -> None:
+        try:
+            if self.checker is None:
+                log.warning("the broker checks back transaction %s, and producer group %s has "
+                            "no checker", req.transaction_id, self.config.group)
+                return
+            msg = as_sent(decode_records(req.record, req.transaction_id.rpartition(":")[0])[0])
+            try:
+                state = self.checker(msg)
+            except Exception:
+                log.exception("the checker raised for %s: UNKNOWN", req.transaction_id)
+                state = TransactionState.UNKNOWN
+            self.checks_answered += 1
+            if isinstance(state, TransactionState) and state is not TransactionState.UNKNOWN:
+                self._end_quietly(req.transaction_id, msg.topic, state, from_check=True)
+        finally:
+            self._queued.release()
+
     def _end_quietly(self, tid: str, topic: str, state: TransactionState,
-                     timeout_ms: int | None = None) -> str:
+                     timeout_ms: int | None = None, from_check: bool = False) -> str:
         """End ``tid``; what went wrong ("" if nothing): a transaction whose
         end did not arrive is checked back later."""
         try:
-            self.end_transaction(tid, topic, state, timeout_ms=timeout_ms)
+            self.end_transaction(tid, topic, state, timeout_ms=timeout_ms, from_check=from_check)
             return ""
         except DuomqError as exc:
             log.warning("could not %s %s (left to a check-back): %s", state.value.lower(), tid,
                         exc)
             return f"{type(exc).__name__}: {exc}"
+
+
+def as_sent(half: MessageExt) -> MessageExt:
+    """A half message as its producer sent it: its topic and queue, its own
+    properties, and the transaction's id as its message id."""
+    props = {k: v for k, v in half.properties.items()
+             if k not in (tx.TRANSACTION, REAL_TOPIC, REAL_QID)}
+    return dataclasses.replace(half, topic=half.properties.get(REAL_TOPIC, half.topic),
+                               queue_id=int(half.properties.get(REAL_QID, half.queue_id)),
+                               properties=props)

@@ -142,6 +142,9 @@ class BrokerConfig:
     max_consumer_groups: int = 10_000        # groups with committed offsets on this broker
     # --- delays, retries
     message_delay_level: str = DEFAULT_LEVELS  # delay levels 1..N (RocketMQ's 18 by default)
+    transaction_timeout_ms: int = 6000       # a transaction pending this long is checked back
+    transaction_check_interval_ms: int = 60_000   # ... at most this often (RocketMQ's)
+    transaction_check_max: int = 15          # check-backs before it is rolled back
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
@@ -198,7 +201,8 @@ class BrokerConfig:
             raise ConfigError(f"max_queued_bytes_per_client ({self.max_queued_bytes_per_client}) "
                               f"must be >= max_pull_bytes ({self.max_pull_bytes}), or one "
                               f"pull answer could mute a client")
-        _positive(self, "client_mute_ms", "max_consumer_groups")
+        _positive(self, "client_mute_ms", "max_consumer_groups", "transaction_timeout_ms",
+                  "transaction_check_interval_ms", "transaction_check_max")
         if self.flush_thorough_interval_ms < self.flush_interval_ms:
             raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
         if self.listen_host in ANY_HOSTS and not self.advertised_host:

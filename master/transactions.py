@@ -14,6 +14,7 @@ rebuilds the book from them and resumes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from duomq.common import delay as d
@@ -24,11 +25,23 @@ from duomq.common.names import HALF_TOPIC, OP_TOPIC
 from duomq.common.transaction import TransactionState
 from duomq.format import record as rec
 from duomq.master import requeue
-from duomq.master.tx_book import ENDS, Half, Outcome, TransactionBook, decode_op, encode_op
+from duomq.master.tx_book import (
+    CHECKED,
+    ENDS,
+    ROLLED_BACK,
+    Half,
+    Outcome,
+    TransactionBook,
+    decode_op,
+    encode_op,
+)
+from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
 TRANSACTION_GROUP = "%TRANSACTION%"        # its check points live in the offset table
 READ_BATCH = 4096                          # queue entries read per catch-up and queue
+MAX_DUE = 10_000                           # transactions looked at per check round
+CHECKS_PER_PRODUCER = 64                   # check-backs one producer gets per round
 
 
 @dataclass
@@ -51,6 +64,8 @@ class TransactionService:
                                     offsets.fetch(TRANSACTION_GROUP, OP_TOPIC, 0))
         self._read_end = 0                 # commit-log end of the last record read
         self._committed = (self.book.half_next, self.book.op_next)
+        self.checks = 0                    # check-backs sent
+        self.discarded = 0                 # transactions rolled back for want of an end
 
     # ------------------------------------------------------------ reading
     def catch_up(self) -> None:
@@ -137,6 +152,58 @@ class TransactionService:
             topic, qid, _ = items[0]
             committed = (topic, qid, puts[0].physical_offsets[0])
         return Ended(committed, puts[-1].end_offset)
+
+    # ------------------------------------------------------------ check-backs
+    def check(self, now_ms: int, producers: Callable[[str], list[bytes]],
+              push: Callable[[bytes, bytes], bool], config) -> int:
+        """Check back the transactions pending past ``transaction_timeout_ms``
+        (each at most every ``transaction_check_interval_ms``) with a live
+        producer of their group (``producers(group)``, connections by which
+        ``push`` reaches them), at most ``CHECKS_PER_PRODUCER`` per producer
+        per round, so a producer coming back to a backlog is not stormed;
+        one checked ``transaction_check_max`` times is rolled back. Each
+        check-back is written to the op queue (a new master knows the
+        count). Returns the records written."""
+        self.catch_up()
+        due = self.book.due(now_ms, config.transaction_timeout_ms,
+                            config.transaction_check_interval_ms, MAX_DUE)
+        ops: list[tuple[str, int, bytes]] = []
+        sent: dict[bytes, int] = {}             # connection -> check-backs this round
+        gone: set[bytes] = set()                # connections that took nothing
+        for half in due:
+            name = tx.transaction_id(self.broker_group, half.offset)
+            if half.checks >= config.transaction_check_max:
+                log.error("transaction %s of producer group %s rolled back: no end after %d "
+                          "check-backs", name, half.producer_group, half.checks)
+                ops.append((OP_TOPIC, 0, _op_record(ROLLED_BACK, half.offset, now_ms)))
+                self.book.ended_now(half.offset, TransactionState.ROLLBACK)
+                self.discarded += 1
+                continue
+            live = sorted((c for c in producers(half.producer_group)
+                           if sent.get(c, 0) < CHECKS_PER_PRODUCER and c not in gone),
+                          key=lambda c: sent.get(c, 0))
+            view = self.store.read_record(half.offset) if live else None
+            if view is None:                    # nobody to ask now: not counted
+                continue
+            props = decode_records(view, self.broker_group)[0].properties
+            request = codec.encode_request(0, pb.CHECK_TRANSACTION_STATE,
+                                           pb.CheckTransactionStateRequest(
+                                               transaction_id=name,
+                                               topic=props.get(d.REAL_TOPIC, ""),
+                                               record=bytes(view), checks=half.checks + 1))
+            for conn in live:                   # the least asked first; a gone one skipped
+                if push(conn, request):
+                    sent[conn] = sent.get(conn, 0) + 1
+                    break
+                gone.add(conn)
+            else:
+                continue
+            half.last_check_ms = now_ms
+            ops.append((OP_TOPIC, 0, _op_record(CHECKED, half.offset, now_ms)))
+            self.checks += 1
+        if ops:
+            self.store.put_records(ops)
+        return len(ops)
 
     # ------------------------------------------------------------ progress
     def commit_progress(self, visible_end: int) -> None:

@@ -29,6 +29,9 @@ MESSAGES = {
     pb.GET_MESSAGE: (pb.GetMessageRequest, pb.GetMessageResponse),
     pb.QUERY_BY_KEY: (pb.QueryByKeyRequest, pb.QueryByKeyResponse),
     pb.END_TRANSACTION: (pb.EndTransactionRequest, pb.EndTransactionResponse),
+    # a push from the master, never answered as such
+    pb.CHECK_TRANSACTION_STATE: (pb.CheckTransactionStateRequest,
+                                 pb.CheckTransactionStateRequest),
 }
 
 

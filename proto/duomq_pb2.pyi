@@ -25,6 +25,7 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GET_MESSAGE: _ClassVar[RequestType]
     QUERY_BY_KEY: _ClassVar[RequestType]
     END_TRANSACTION: _ClassVar[RequestType]
+    CHECK_TRANSACTION_STATE: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -78,6 +79,7 @@ SEND_BACK: RequestType
 GET_MESSAGE: RequestType
 QUERY_BY_KEY: RequestType
 END_TRANSACTION: RequestType
+CHECK_TRANSACTION_STATE: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -302,7 +304,7 @@ class BrokerStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatusResponse(_message.Message):
-    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas", "flushes", "read_redirects", "ready", "ready_reason", "master_max_offset", "master_silent_s", "in_sync_replicas", "sync_replicas", "min_sync_replicas", "degraded", "isr")
+    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas", "flushes", "read_redirects", "ready", "ready_reason", "master_max_offset", "master_silent_s", "in_sync_replicas", "sync_replicas", "min_sync_replicas", "degraded", "isr", "transactions_pending", "transaction_checks", "transactions_discarded")
     BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -331,6 +333,9 @@ class BrokerStatusResponse(_message.Message):
     MIN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_CHECKS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONS_DISCARDED_FIELD_NUMBER: _ClassVar[int]
     broker_group: str
     broker_id: int
     role: str
@@ -359,7 +364,10 @@ class BrokerStatusResponse(_message.Message):
     min_sync_replicas: int
     degraded: bool
     isr: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., flushes: _Optional[int] = ..., read_redirects: _Optional[int] = ..., ready: _Optional[bool] = ..., ready_reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., master_silent_s: _Optional[float] = ..., in_sync_replicas: _Optional[int] = ..., sync_replicas: _Optional[int] = ..., min_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
+    transactions_pending: int
+    transaction_checks: int
+    transactions_discarded: int
+    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., flushes: _Optional[int] = ..., read_redirects: _Optional[int] = ..., ready: _Optional[bool] = ..., ready_reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., master_silent_s: _Optional[float] = ..., in_sync_replicas: _Optional[int] = ..., sync_replicas: _Optional[int] = ..., min_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., isr: _Optional[_Iterable[int]] = ..., transactions_pending: _Optional[int] = ..., transaction_checks: _Optional[int] = ..., transactions_discarded: _Optional[int] = ...) -> None: ...
 
 class ReplicaStatus(_message.Message):
     __slots__ = ("broker_id", "address", "state", "acked_offset", "lag_bytes")
@@ -514,3 +522,15 @@ class EndTransactionResponse(_message.Message):
     physical_offset: int
     epoch: int
     def __init__(self, already: _Optional[bool] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., physical_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class CheckTransactionStateRequest(_message.Message):
+    __slots__ = ("transaction_id", "topic", "record", "checks")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    topic: str
+    record: bytes
+    checks: int
+    def __init__(self, transaction_id: _Optional[str] = ..., topic: _Optional[str] = ..., record: _Optional[bytes] = ..., checks: _Optional[int] = ...) -> None: ...

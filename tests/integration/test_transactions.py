@@ -4,7 +4,9 @@ a delay kept through the commit, and a SYNC pair's master killed between
 the half message and its commit (the commit lands on the new master, and
 once the old one is back as its slave, consumers see the message once)."""
 
+import json
 import time
+from collections import Counter
 
 import pytest
 
@@ -16,7 +18,7 @@ from duomq.client import (
 )
 from duomq.common.errors import TransactionEndedError, TransactionNotFoundError
 from duomq.common.message import MessageQueue
-from duomq.testing.harness import master_info, wait_for
+from duomq.testing.harness import master_info, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -117,3 +119,71 @@ def test_a_commit_after_the_master_died_lands_once_on_the_new_master(local_clust
     # nothing reached the queues but the commit
     with PullConsumer(zk, cl, group="audit2") as c:
         assert sum(c.max_offset(MessageQueue("Orders", "broker-a", q)) for q in (0, 1)) == 1
+
+
+CHECKING = {"transaction_timeout_ms": 500, "transaction_check_interval_ms": 300,
+            "transaction_check_max": 3}
+
+
+def master_status(zk, cl) -> dict:
+    doc = json.loads(run_cli("status", "--json", "--zookeeper", zk, "--cluster", cl).stdout)
+    (master,) = [b for b in doc["brokers"] if b.get("role") == "MASTER"]
+    return master
+
+
+def test_an_unknown_transaction_is_resolved_by_a_check_back(local_cluster):
+    local_cluster.add_broker("broker-a", 0, **CHECKING)
+    local_cluster.create_topic("Orders", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    asked = []
+
+    def check(msg):
+        asked.append(msg)
+        return TransactionState.COMMIT
+
+    with TransactionProducer("orders", checker=check, zookeeper=zk, cluster=cl) as p:
+        r = p.send_in_transaction(Message("Orders", b"later", keys="k9"),
+                                  lambda m, a: TransactionState.UNKNOWN)
+        wait_for(lambda: bodies(zk, cl), 15, "the check-back to commit it")
+    assert [b for b, _ in bodies(zk, cl)] == [b"later"]
+    first = asked[0]
+    assert (first.topic, first.keys, first.msg_id) == ("Orders", "k9", r.transaction_id)
+    assert "TRAN_MSG" not in first.properties
+
+
+def test_a_dead_producers_transaction_is_checked_back_on_another(local_cluster):
+    local_cluster.add_broker("broker-a", 0, **CHECKING)
+    local_cluster.create_topic("Orders", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    with TransactionProducer("orders", zookeeper=zk, cluster=cl) as dying:
+        r = dying.send_in_transaction(Message("Orders", b"orphan"),
+                                      lambda m, a: TransactionState.UNKNOWN)
+    with TransactionProducer("orders", checker=lambda m: TransactionState.COMMIT,
+                             zookeeper=zk, cluster=cl) as other:
+        wait_for(lambda: bodies(zk, cl), 15, "another producer of the group to commit it")
+        assert other.checks_answered >= 1
+    assert [m.properties["TRAN_HALF_ID"] for _, m in bodies(zk, cl)] == [r.transaction_id]
+
+
+def test_check_backs_stop_at_transaction_check_max_then_roll_back(local_cluster):
+    local_cluster.add_broker("broker-a", 0, **CHECKING)
+    local_cluster.create_topic("Orders", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    asked = Counter()
+
+    def undecided(msg):
+        asked[msg.msg_id] += 1
+        return TransactionState.UNKNOWN
+
+    with TransactionProducer("orders", checker=undecided, zookeeper=zk, cluster=cl) as p:
+        ids = [p.send_in_transaction(Message("Orders", b"m%d" % i),
+                                     lambda m, a: TransactionState.UNKNOWN).transaction_id
+               for i in range(5)]
+        wait_for(lambda: master_status(zk, cl)["transactions_discarded"] == 5, 30,
+                 "the broker to give up on all five")
+        status = master_status(zk, cl)
+        assert status["transactions_pending"] == 0 and status["transaction_checks"] == 15
+        assert dict(asked) == {i: 3 for i in ids}           # exactly transaction_check_max each
+        with pytest.raises(TransactionEndedError, match="already rolled back"):
+            p.end_transaction(ids[0], "Orders", TransactionState.COMMIT)
+    assert bodies(zk, cl) == []
