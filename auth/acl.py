@@ -115,7 +115,7 @@ def needs(type_: int, m, cluster: str) -> list[Permission]:
                        or [Permission("Group", m.consumer_group, "Sub")])
     if type_ == pb.SEND_BACK:
         return [Permission("Group", m.consumer_group, "Sub")]
-    if type_ in (pb.BROKER_STATUS, pb.GET_MESSAGE):
+    if type_ in (pb.BROKER_STATUS, pb.GET_MESSAGE, pb.LIST_TRANSACTIONS):
         return [Permission("Cluster", cluster, "Get")]
     if type_ == pb.END_TRANSACTION:      # a producer's: Pub on the topic; an operator's: Admin
         return [Permission("Topic", m.topic, "Pub")] if m.producer_group else \

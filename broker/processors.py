@@ -344,6 +344,22 @@ def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
 
 
 _ACTIONS = {pb.COMMIT: TransactionState.COMMIT, pb.ROLLBACK: TransactionState.ROLLBACK}
+LIST_DEFAULT, LIST_MAX = 1000, 10_000     # pending transactions one listing answers
+
+
+def list_transactions(b: BrokerCore, r: Request) -> Answer:
+    req: pb.ListTransactionsRequest = r.message
+    _master_only(b)
+    if b.transactions is None:
+        raise ServiceNotAvailableError("this master is still taking over")
+    if req.producer_group:
+        validate_name("producer group", req.producer_group)
+    b.transactions.catch_up()
+    most = min(req.max or LIST_DEFAULT, LIST_MAX)
+    resp = pb.ListTransactionsResponse(pending=len(b.transactions.book.pending))
+    for t in b.transactions.listing(req.producer_group, most, int(time.time() * 1000)):
+        resp.transactions.add(**t)
+    return pb.OK, "", resp
 
 
 def _record(b: BrokerCore, physical_offset: int, visible_end: int) -> memoryview:
@@ -483,4 +499,5 @@ HANDLERS: dict[int, Handler] = {
     pb.GET_MESSAGE: get_message,
     pb.QUERY_BY_KEY: query_by_key,
     pb.END_TRANSACTION: end_transaction,
+    pb.LIST_TRANSACTIONS: list_transactions,
 }

@@ -205,6 +205,23 @@ class TransactionService:
             self.store.put_records(ops)
         return len(ops)
 
+    def listing(self, producer_group: str, most: int, now_ms: int) -> list[dict]:
+        """Pending transactions, oldest first (``duomq tx list``)."""
+        out = []
+        for half in self.book.pending.values():
+            if producer_group and half.producer_group != producer_group:
+                continue
+            view = self.store.read_record(half.offset)
+            msg = decode_records(view, self.broker_group)[0] if view is not None else None
+            out.append({"transaction_id": tx.transaction_id(self.broker_group, half.offset),
+                        "producer_group": half.producer_group,
+                        "topic": msg.properties.get(d.REAL_TOPIC, "") if msg else "",
+                        "keys": msg.keys if msg else "", "age_ms": now_ms - half.stored_ms,
+                        "checks": half.checks})
+            if len(out) >= most:
+                break
+        return out
+
     # ------------------------------------------------------------ progress
     def commit_progress(self, visible_end: int) -> None:
         """Commit the check points once all that was read is visible."""

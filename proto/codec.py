@@ -32,6 +32,7 @@ MESSAGES = {
     # a push from the master, never answered as such
     pb.CHECK_TRANSACTION_STATE: (pb.CheckTransactionStateRequest,
                                  pb.CheckTransactionStateRequest),
+    pb.LIST_TRANSACTIONS: (pb.ListTransactionsRequest, pb.ListTransactionsResponse),
 }
 
 

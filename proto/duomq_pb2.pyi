@@ -26,6 +26,7 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     QUERY_BY_KEY: _ClassVar[RequestType]
     END_TRANSACTION: _ClassVar[RequestType]
     CHECK_TRANSACTION_STATE: _ClassVar[RequestType]
+    LIST_TRANSACTIONS: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -80,6 +81,7 @@ GET_MESSAGE: RequestType
 QUERY_BY_KEY: RequestType
 END_TRANSACTION: RequestType
 CHECK_TRANSACTION_STATE: RequestType
+LIST_TRANSACTIONS: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -534,3 +536,35 @@ class CheckTransactionStateRequest(_message.Message):
     record: bytes
     checks: int
     def __init__(self, transaction_id: _Optional[str] = ..., topic: _Optional[str] = ..., record: _Optional[bytes] = ..., checks: _Optional[int] = ...) -> None: ...
+
+class ListTransactionsRequest(_message.Message):
+    __slots__ = ("producer_group", "max")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    max: int
+    def __init__(self, producer_group: _Optional[str] = ..., max: _Optional[int] = ...) -> None: ...
+
+class PendingTransaction(_message.Message):
+    __slots__ = ("transaction_id", "producer_group", "topic", "keys", "age_ms", "checks")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    producer_group: str
+    topic: str
+    keys: str
+    age_ms: int
+    checks: int
+    def __init__(self, transaction_id: _Optional[str] = ..., producer_group: _Optional[str] = ..., topic: _Optional[str] = ..., keys: _Optional[str] = ..., age_ms: _Optional[int] = ..., checks: _Optional[int] = ...) -> None: ...
+
+class ListTransactionsResponse(_message.Message):
+    __slots__ = ("transactions", "pending")
+    TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    transactions: _containers.RepeatedCompositeFieldContainer[PendingTransaction]
+    pending: int
+    def __init__(self, transactions: _Optional[_Iterable[_Union[PendingTransaction, _Mapping]]] = ..., pending: _Optional[int] = ...) -> None: ...

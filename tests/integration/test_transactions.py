@@ -187,3 +187,32 @@ def test_check_backs_stop_at_transaction_check_max_then_roll_back(local_cluster)
         with pytest.raises(TransactionEndedError, match="already rolled back"):
             p.end_transaction(ids[0], "Orders", TransactionState.COMMIT)
     assert bodies(zk, cl) == []
+
+
+def test_operators_list_and_resolve_pending_transactions(local_cluster):
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Orders", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    ep = ["--zookeeper", zk, "--cluster", cl]
+    with TransactionProducer("orders", zookeeper=zk, cluster=cl) as p:
+        ids = [p.send_in_transaction(Message("Orders", b"o%d" % i, keys=f"k{i}"),
+                                     lambda m, a: TransactionState.UNKNOWN).transaction_id
+               for i in range(3)]
+    listed = json.loads(run_cli("tx", "list", "--group", "orders", "--json", *ep).stdout)
+    assert [t["transaction_id"] for t in listed["transactions"]] == ids
+    assert listed["pending"] == {"broker-a": 3}
+    first = listed["transactions"][0]
+    assert (first["topic"], first["keys"], first["checks"]) == ("Orders", "k0", 0)
+    assert json.loads(run_cli("tx", "list", "--group", "other", "--json", *ep).stdout)[
+        "transactions"] == []
+    said = run_cli("tx", "resolve", ids[0], "--commit", *ep).stdout
+    assert f"{ids[0]}: committed to Orders#0" in said
+    assert "already committed" in run_cli("tx", "resolve", ids[0], "--commit", *ep).stdout
+    run_cli("tx", "resolve", ids[1], "--rollback", *ep)
+    p = run_cli("tx", "resolve", ids[1], "--commit", *ep, check=False)
+    assert p.returncode == 2 and "already rolled back" in p.stderr
+    p = run_cli("tx", "resolve", "not-an-id", "--commit", *ep, check=False)
+    assert p.returncode == 2 and "is not a transaction id" in p.stderr
+    human = run_cli("tx", "list", *ep).stdout
+    assert ids[2] in human and "1 pending transaction(s)" in human
+    assert [b for b, _ in bodies(zk, cl)] == [b"o0"]
