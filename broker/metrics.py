@@ -53,6 +53,8 @@ class BrokerMetrics:
         self.ack_wait = Histogram()     # a SYNC_FLUSH / SYNC send from stored to acked
         self.pull_hold = Histogram()    # a long poll from held to answered
         self.promotions = 0             # times this broker became master
+        self.transaction_checks = 0     # check-backs sent (as master)
+        self.transactions_discarded = 0  # rolled back after transaction_check_max check-backs
         self.truncations = 0            # times it cut its log to follow a new master
         self.retention_deleted = 0      # commit-log segments deleted by retention
         self.recovery_seconds = 0.0     # the store's recovery at start
@@ -169,6 +171,15 @@ class BrokerCollector(Collector):
                                     "Slave: time since it last held all its master had "
                                     "(-0.001: not caught up since it started)",
                                     value=b.ha_client.lag_ms() / 1000)
+        tx = b.transactions
+        yield GaugeMetricFamily("duomq_transactions_pending",
+                                "Master: transactions whose half message waits for an end",
+                                value=len(tx.book.pending) if tx is not None else 0)
+        yield CounterMetricFamily("duomq_transaction_checks", "Check-backs sent to producers",
+                                  value=m.transaction_checks)
+        yield CounterMetricFamily("duomq_transactions_discarded",
+                                  "Transactions rolled back after transaction_check_max "
+                                  "check-backs without an end", value=m.transactions_discarded)
         yield GaugeMetricFamily("duomq_degraded", "Master: 1 while SYNC sends are acked by "
                                 "fewer slaves than sync_replicas", value=int(b.degraded()))
         try:

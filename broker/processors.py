@@ -469,8 +469,8 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
         resp.in_sync_replicas, resp.degraded = st.in_sync_replicas, b.degraded()
     if b.transactions is not None:
         resp.transactions_pending = len(b.transactions.book.pending)
-        resp.transaction_checks = b.transactions.checks
-        resp.transactions_discarded = b.transactions.discarded
+    resp.transaction_checks = b.metrics.transaction_checks
+    resp.transactions_discarded = b.metrics.transactions_discarded
     if b.ha is not None:
         resp.isr.extend(sorted(b.ha.isr_source() or ()))
         for link in b.ha.status():

@@ -330,7 +330,7 @@ class Broker(BrokerCore):
         """Become master at ``epoch`` (the controller holds the master node)."""
         self._stop_following()
         t = master_roles.take_over(self.store, self.config, epoch, self.offsets,
-                                   self.delay_levels, self.ha_router)
+                                   self.delay_levels, self.ha_router, self.metrics)
         st = self.state
         st.flushed_offset = t.flushed_offset
         st.epoch, st.role, st.draining, st.stepping_down = epoch, MASTER, False, False

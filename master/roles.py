@@ -28,7 +28,7 @@ class Takeover:
 
 
 def take_over(store, config, epoch: int, offsets: ConsumerOffsetManager,
-              delay_levels: tuple[int, ...], ha_router: zmq.Socket) -> Takeover:
+              delay_levels: tuple[int, ...], ha_router: zmq.Socket, counters) -> Takeover:
     """Own the log at ``epoch``: consume queues complete, the log fsynced,
     the epoch on disk; delayed messages and transactions resume from the
     progress the old master replicated; the replication links start afresh."""
@@ -36,7 +36,7 @@ def take_over(store, config, epoch: int, offsets: ConsumerOffsetManager,
     flushed = store.commitlog.flush()
     store.epoch_file.write(epoch)
     schedule = ScheduleService(store, offsets, delay_levels, config.group)
-    transactions = TransactionService(store, offsets, delay_levels, config.group)
+    transactions = TransactionService(store, offsets, delay_levels, config.group, counters)
     transactions.catch_up()            # the pending transactions, as the old master left them
     return Takeover(flushed, schedule, transactions,
                     HAService(store, config, ha_router, epoch, offsets))

@@ -55,7 +55,7 @@ class Ended:
 
 
 class TransactionService:
-    def __init__(self, store, offsets, levels: tuple[int, ...], broker_group: str):
+    def __init__(self, store, offsets, levels: tuple[int, ...], broker_group: str, counters):
         self.store = store
         self.offsets = offsets
         self.levels = levels
@@ -64,8 +64,7 @@ class TransactionService:
                                     offsets.fetch(TRANSACTION_GROUP, OP_TOPIC, 0))
         self._read_end = 0                 # commit-log end of the last record read
         self._committed = (self.book.half_next, self.book.op_next)
-        self.checks = 0                    # check-backs sent
-        self.discarded = 0                 # transactions rolled back for want of an end
+        self.counters = counters           # BrokerMetrics: transaction_checks, ..._discarded
 
     # ------------------------------------------------------------ reading
     def catch_up(self) -> None:
@@ -177,7 +176,7 @@ class TransactionService:
                           "check-backs", name, half.producer_group, half.checks)
                 ops.append((OP_TOPIC, 0, _op_record(ROLLED_BACK, half.offset, now_ms)))
                 self.book.ended_now(half.offset, TransactionState.ROLLBACK)
-                self.discarded += 1
+                self.counters.transactions_discarded += 1
                 continue
             live = sorted((c for c in producers(half.producer_group)
                            if sent.get(c, 0) < CHECKS_PER_PRODUCER and c not in gone),
@@ -200,7 +199,7 @@ class TransactionService:
                 continue
             half.last_check_ms = now_ms
             ops.append((OP_TOPIC, 0, _op_record(CHECKED, half.offset, now_ms)))
-            self.checks += 1
+            self.counters.transaction_checks += 1
         if ops:
             self.store.put_records(ops)
         return len(ops)

@@ -6,6 +6,7 @@ once the old one is back as its slave, consumers see the message once)."""
 
 import json
 import time
+import urllib.request
 from collections import Counter
 
 import pytest
@@ -166,7 +167,7 @@ def test_a_dead_producers_transaction_is_checked_back_on_another(local_cluster):
 
 
 def test_check_backs_stop_at_transaction_check_max_then_roll_back(local_cluster):
-    local_cluster.add_broker("broker-a", 0, **CHECKING)
+    broker = local_cluster.add_broker("broker-a", 0, **CHECKING)
     local_cluster.create_topic("Orders", 1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     asked = Counter()
@@ -187,6 +188,11 @@ def test_check_backs_stop_at_transaction_check_max_then_roll_back(local_cluster)
         with pytest.raises(TransactionEndedError, match="already rolled back"):
             p.end_transaction(ids[0], "Orders", TransactionState.COMMIT)
     assert bodies(zk, cl) == []
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics") as r:
+        metrics = r.read().decode()
+    for line in ("duomq_transactions_pending 0.0", "duomq_transaction_checks_total 15.0",
+                 "duomq_transactions_discarded_total 5.0"):
+        assert line in metrics.splitlines(), line
 
 
 def test_operators_list_and_resolve_pending_transactions(local_cluster):
