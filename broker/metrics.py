@@ -53,6 +53,7 @@ class BrokerMetrics:
         self.ack_wait = Histogram()     # a SYNC_FLUSH / SYNC send from stored to acked
         self.pull_hold = Histogram()    # a long poll from held to answered
         self.promotions = 0             # times this broker became master
+        self.duplicates_refused = 0     # idempotent retries of batches stored before
         self.transaction_checks = 0     # check-backs sent (as master)
         self.transactions_discarded = 0  # rolled back after transaction_check_max check-backs
         self.truncations = 0            # times it cut its log to follow a new master
@@ -171,6 +172,9 @@ class BrokerCollector(Collector):
                                     "Slave: time since it last held all its master had "
                                     "(-0.001: not caught up since it started)",
                                     value=b.ha_client.lag_ms() / 1000)
+        yield CounterMetricFamily("duomq_duplicate_sends",
+                                  "Idempotent producers' retries of batches stored before: "
+                                  "answered, not stored again", value=m.duplicates_refused)
         tx = b.transactions
         yield GaugeMetricFamily("duomq_transactions_pending",
                                 "Master: transactions whose half message waits for an end",

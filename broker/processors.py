@@ -25,6 +25,7 @@ from duomq.common.errors import (
     ServiceNotAvailableError,
     TopicNotExistError,
 )
+from duomq.common.idempotence import sequence_of
 from duomq.common.message import PullStatus, decode_records, lookup_key
 from duomq.common.names import RETRY_PREFIX, validate_name
 from duomq.common.transaction import TransactionState
@@ -34,8 +35,11 @@ from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
 from duomq.master.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave, slave_says_go_back
 from duomq.proto import pb
+from duomq.store.producer_state import OLD
 from duomq.store.residency import window_residency
 
+_FLAGS = rec.fields("flags")
+_LENGTHS = rec.fields("topic_len", "tags_len", "keys_len", "props_len")
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
 QUERY_MAX_NUM = 64            # ... and at most
 MAX_CLIENT_ID_CHARS = 255     # a client id (ours: host@pid@uuid8)
@@ -87,6 +91,9 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
     if req.count <= 0:
         raise BadRequestError("a send carries at least one record")
     _writable(b)
+    retried, answer = _stored_before(b, r, req)
+    if retried:
+        return answer
     if req.scheduled:
         resp, end = _put_scheduled(b, req)
     else:
@@ -104,6 +111,50 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
         return None
     b.mark_replicas(resp)
     return pb.OK, "", resp
+
+
+def _stored_before(b: BrokerCore, r: Request, req: pb.SendRequest
+                   ) -> tuple[bool, Answer | None]:
+    """An idempotent producer's retry of a batch this log holds
+    (``store/producer_state.py``): ``(True, its answer)``, the answer as the
+    first store's, under the same durability rules (None: deferred until
+    they hold), and nothing is stored again. ``(False, None)`` for a new
+    batch, or one not numbered."""
+    data = req.records
+    if len(data) < rec.HEADER_SIZE or not _FLAGS.unpack_from(data, 0)[0] & rec.FLAG_SEQUENCED:
+        return False, None
+    lt, lg, lk, lp = _LENGTHS.unpack_from(data, 0)
+    p = rec.HEADER_SIZE + lt + lg + lk
+    try:
+        pid, seq, count = sequence_of(rec.decode_properties(data[p:p + lp]))
+    except ValueError as exc:
+        raise BadRequestError(f"an idempotent batch's first record: {exc}") from None
+    if count != req.count:
+        raise BadRequestError(f"an idempotent batch says it holds {count} records, the send "
+                              f"{req.count}")
+    batch = b.store.producers.lookup(pid, req.topic, req.queue_id, seq)
+    if batch is None:
+        return False, None
+    resp = pb.SendResponse(broker_group=b.config.group, queue_offset=-1, duplicate=True,
+                           epoch=b.state.epoch)
+    end = b.store.commitlog.max_offset          # unknown: wait for everything written so far
+    cq = b.store.find_queue(req.topic, req.queue_id)
+    if batch is not OLD and cq is not None:
+        entries = [cq.entry(q) for q in range(batch.queue_offset,
+                                                batch.queue_offset + batch.records)]
+        if all(entries):
+            resp.queue_offset = batch.queue_offset
+            resp.physical_offsets.extend(e[0] for e in entries)
+            end = entries[-1][0] + entries[-1][1]
+    b.metrics.duplicates_refused += 1
+    if b.sync_replication and not b.slaves_available():
+        return True, (pb.SLAVE_NOT_AVAILABLE, (
+            f"stored before, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
+            f"slaves are in sync to confirm it"), resp)
+    if b.ack_waiter(end, r.identity, r.request_id, resp):
+        return True, None
+    b.mark_replicas(resp)
+    return True, (pb.OK, "", resp)
 
 
 def _put_scheduled(b: BrokerCore, req: pb.SendRequest) -> tuple[pb.SendResponse, int]:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,6 +40,7 @@ from duomq.common.errors import (
     NoRouteError,
     for_status,
 )
+from duomq.common.idempotence import sequencing
 from duomq.common.message import Message, MessageQueue, make_msg_id
 from duomq.common.names import validate_name
 from duomq.common.transaction import TRANSACTION
@@ -72,6 +75,8 @@ class SendResult:
     degraded: bool = False                    # SYNC acked with fewer than sync_replicas
                                               # slaves (the group's min_sync_replicas)
     epoch: int = 0                            # the group's master epoch that stored it
+    duplicate: bool = False                   # a retry of a batch stored before: not stored
+                                              # again (offsets: the first store's, if known)
 
     @property
     def ok(self) -> bool:
@@ -87,6 +92,7 @@ class SendResult:
 Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 BATCH_MAX_BYTES = 4 << 20   # tools that batch (the CLI, the Spark sink) send at most about this
                             # much per request: well below a broker's max_frame_bytes
+_BORN = rec.fields("born_ts_ms")
 BROKER_ROUTED = SCHEDULING | {TRANSACTION}   # properties that send a message elsewhere first
 ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if retries remain
 
@@ -171,6 +177,10 @@ class Producer(ClientBase):
         self._checked: set[tuple[str, object]] = set()
         self._faults = FaultAvoidance(cfg.fault_avoidance_ms / 1000)
         self._host = _local_host()
+        # idempotent sends: batches numbered per queue under this id
+        self.producer_id = cfg.producer_id or secrets.randbits(63) or 1
+        self._seqs: dict[MessageQueue, int] = {}
+        self._seq_lock = threading.Lock()
         super().__init__(zookeeper, cluster, zk=zk)
         try:
             for broker in self.registered_brokers():   # refuse a contradiction up front
@@ -212,11 +222,13 @@ class Producer(ClientBase):
             seen = self.routes.version(topic)
             try:
                 mq, address, timeout_s, limit = self._target(topic, msgs, sharding_key, selector,
-                                                             arg, queue, att)
+                                                             arg, att.sequenced or queue, att)
+                sent = self._sequence(msgs, topic, mq, encoded, att)
                 raw = self.remoting.call(address, pb.SEND,
-                                         self._request(topic, mq, msgs, encoded, limit), timeout_s)
+                                         self._request(topic, mq, msgs, sent, limit), timeout_s)
                 result = att.judge(*raw, mq)
             except Exception as exc:
+                self._release_if_no_failover(att, mq, exc)
                 if att.retry_after_error(exc, mq):
                     self._await_master(topic, seen, exc, att)
                     continue
@@ -291,6 +303,53 @@ class Producer(ClientBase):
                 att.attempt_s(int(served.info.get("max_ack_wait_ms", 0)) / 1000),
                 int(served.info.get("max_frame_bytes", 0)))
 
+    def _sequence(self, msgs, topic: str, mq: MessageQueue, encoded, att):
+        """An idempotent send's first attempt: the next sequence of ``mq`` in
+        the batch's first record (flagged), and the send pinned to ``mq``, so
+        that every retry is the same batch to the same queue (its master
+        now, or the next one after a failover). Delayed and transactional
+        batches are not numbered (the broker writes them elsewhere first)."""
+        data, scheduled = encoded
+        if att.sequenced is not None:
+            return att.sequenced_batch
+        if not self.config.idempotent or scheduled:
+            return encoded
+        with self._seq_lock:
+            seq = self._seqs.get(mq, 0)
+            self._seqs[mq] = seq + 1
+        first = msgs[0]
+        size = rec.SIZE_MAGIC.unpack_from(data, 0)[0]
+        body = first.body if type(first.body) is bytes else bytes(first.body)
+        head = rec.encode_record(
+            topic.encode(), first.tags.encode() if first.tags else b"",
+            first.keys.encode() if first.keys else b"",
+            rec.encode_properties({**first.properties,
+                                   **sequencing(self.producer_id, seq, len(msgs))}),
+            body, _BORN.unpack_from(data, 0)[0], self._host, rec.FLAG_SEQUENCED)
+        att.sequenced, att.pinned = mq, True
+        att.sequenced_batch = head + data[size:], scheduled
+        return att.sequenced_batch
+
+    def _release_if_no_failover(self, att, mq: MessageQueue | None, exc: Exception) -> None:
+        """An idempotent send that failed on ``mq`` stays there (its retry,
+        on the same master or the next one after a failover, is stored once)
+        unless its master is gone and the group has no other member to take
+        over (a lone master died): then it goes to another group, numbered
+        anew, as any send would."""
+        if att.sequenced is None or mq is None or att.pinned_by_caller or \
+                not isinstance(exc, BrokerUnreachableError | NoRouteError):
+            return
+        try:
+            failed = self.route(mq.topic, wait_s=0).groups.get(mq.broker_group)
+            address = failed.address if failed is not None else None
+        except DuomqError:
+            address = None
+        if any(m.get("address") != address for m in self.members.of(mq.broker_group).values()):
+            return
+        log.info("broker group %s has no member to fail over to: the send moves on",
+                 mq.broker_group)
+        att.sequenced, att.sequenced_batch, att.pinned = None, None, False
+
     def _request(self, topic, mq, msgs, encoded, limit: int) -> pb.SendRequest:
         data, scheduled = encoded      # scheduled: the broker holds the delayed ones
         if limit and len(data) + FRAME_ENVELOPE_BYTES > limit:
@@ -359,15 +418,17 @@ class Producer(ClientBase):
             seen[0] = self.routes.version(topic)
             try:
                 mq, address, timeout_s, limit = self._target(topic, msgs, sharding_key, selector,
-                                                             arg, queue, att)
+                                                             arg, att.sequenced or queue, att)
+                sent = self._sequence(msgs, topic, mq, encoded, att)
                 inner = self.remoting.request(address, pb.SEND,
-                                              self._request(topic, mq, msgs, encoded, limit),
+                                              self._request(topic, mq, msgs, sent, limit),
                                               timeout_s)
             except Exception as exc:
                 return failed(exc, mq)
             inner.add_done_callback(lambda f: finished(f, mq))
 
         def failed(exc, mq):
+            self._release_if_no_failover(att, mq, exc)
             if att.retry_after_error(exc, mq):
                 def retry():
                     self._await_master(topic, seen[0], exc, att)
@@ -433,6 +494,9 @@ class _SendAttempts:
         self.avoid: set[str] = set()    # groups that failed this send
         self.deadline = time.monotonic() + timeout_s
         self.stored: SendResult | None = None   # a stored-but-not-durable earlier answer
+        self.sequenced: MessageQueue | None = None  # an idempotent send's queue, once chosen
+        self.sequenced_batch = None                 # ... and its numbered batch
+        self.pinned_by_caller = pinned
 
     def left_s(self) -> float:
         return max(0.001, self.deadline - time.monotonic())
@@ -480,7 +544,8 @@ class _SendAttempts:
             result = SendResult(send_status,
                                 make_msg_id(resp.broker_group, offsets[0]) if offsets else "",
                                 mq, resp.queue_offset, offsets, resp.broker_group,
-                                resp.in_sync_replicas, resp.degraded, resp.epoch)
+                                resp.in_sync_replicas, resp.degraded, resp.epoch,
+                                resp.duplicate)
         if (send_status is not SendStatus.SEND_OK and not self.pinned
                 and self.config.retry_another_broker_when_not_store_ok and self._take_retry(mq)):
             self.stored = result

@@ -335,10 +335,19 @@ class ProducerConfig:
     metrics_host: str = "0.0.0.0"            # ... listening on this address
     credentials: str = ""                    # a secured cluster: this user's credentials file
                                              # (default: $DUOMQ_CREDENTIALS)
+    idempotent: bool = True                  # number batches per queue: a retried send is
+                                             # stored once (retries stay on the first queue)
+    producer_id: int = 0                     # the identity batches are numbered under (0: a
+                                             # random one). A producer given an id used before
+                                             # numbers from 0 again: its batches count as the
+                                             # earlier ones (a deterministic rerun, as the
+                                             # Spark sink's); never reuse one for new data
 
     def __post_init__(self):
         check_types(self)
         validate_name("producer group", self.group)
+        if not 0 <= self.producer_id < 1 << 63:
+            raise ConfigError("producer_id: must be in 0..2**63-1 (0: a random one)")
         _positive(self, "send_timeout_ms", "max_message_bytes", "batch_max_messages")
         if self.fault_avoidance_ms < 0:
             raise ConfigError("fault_avoidance_ms: must be >= 0")

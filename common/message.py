@@ -7,6 +7,7 @@ import enum
 from dataclasses import dataclass
 
 from duomq.common.errors import BadRequestError
+from duomq.common.idempotence import SEQUENCING
 from duomq.format import record as rec
 from duomq.format.record import make_msg_id, parse_msg_id
 from duomq.proto import pb
@@ -147,6 +148,7 @@ def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
     HS, RM, props_of, host_of = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.decode_properties, \
         rec.format_host
     RM2 = rec.RECORD_MAGIC_V2          # a log written before format 3
+    SEQUENCED = rec.FLAG_SEQUENCED
     mv = memoryview(buf)
     pos, end = 0, len(buf)
     topics: dict[bytes, str] = {}
@@ -167,6 +169,10 @@ def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
         keys = str(mv[p:p + lk], "utf-8", "replace") if lk else ""
         p += lk
         props = props_of(bytes(mv[p:p + lp])) if lp else {}
+        if flags & SEQUENCED:                  # an idempotent batch's: not the application's
+            flags &= ~SEQUENCED
+            for k in SEQUENCING:
+                props.pop(k, None)
         p += lp
         append(MessageExt(topic, bytes(mv[p:p + lb]), tags, keys, props, qid, qoff, phys,
                           born, stored, host_of(host), flags, broker_group))

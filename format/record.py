@@ -56,6 +56,8 @@ RECORD_MAGIC = 0xD0E0_0003 - (1 << 32)      # as a signed int: format 3
 RECORD_MAGIC_V2 = 0xD0E0_0002 - (1 << 32)   # format 2: CRC-32C of the body only; still read
 RECORD_MAGIC_V1 = 0xD0E0_0001 - (1 << 32)   # format 1: CRC-32 bodies, no longer read
 BLANK_MAGIC = 0xD0E0_0B1A - (1 << 32)
+FLAG_SEQUENCED = 0x1        # flags bit 0: the record opens an idempotent producer's batch
+                            # and carries its sequence (common/idempotence.py)
 
 # The header, field by field: every struct, offset and numpy dtype below is
 # derived from this table.

@@ -72,9 +72,10 @@ def _one_topic(buf: bytes, payload: Any, lt: Any, first: bytes) -> bool:
 def scan(mm: Any, base: int, starts: list[int], end: int):
     """The records at ``starts`` (segment-relative, ending at ``end``) of
     the segment mapped by ``mm`` at log offset ``base``, checked: ``(runs,
-    keyed)``, each run ``((topic, queue id), first queue offset, [phys, size,
+    keyed, sequenced)``, each run ``((topic, queue id), first queue offset, [phys, size,
     tag hash, ...])`` and each keyed record ``(topic, keys, phys, store
-    time)``; None when a record fails a check."""
+    time)``, and the offsets of the records that open an idempotent batch;
+    None when a record fails a check."""
     lo = starts[0]
     buf = mm[lo:end]                                  # a copy: no view of the mapping
     n = len(starts)
@@ -122,4 +123,5 @@ def scan(mm: Any, base: int, starts: list[int], end: int):
     for i in np.flatnonzero(lk).tolist():
         k = int(tags_at[i] + lg[i])
         keyed.append((topics[i], buf[k:k + int(lk[i])], int(phys[i]), int(h["store_ts_ms"][i])))
-    return runs, keyed
+    sequenced = phys[np.flatnonzero(h["flags"] & rec.FLAG_SEQUENCED)].tolist()
+    return runs, keyed, sequenced

@@ -30,6 +30,7 @@ from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.epoch_file import EpochFile
 from duomq.store.key_index import KeyIndex
+from duomq.store.producer_state import ProducerStates
 from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.retention import deletable_prefix
 
@@ -39,8 +40,10 @@ log = logging.getLogger(__name__)
 FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
 SEAL_VECTOR_MIN = 96           # batches from this many records are patched and sealed by numpy
 # the header fields dispatch reads
-_DISPATCH = rec.fields("total_size", "magic", "crc", "queue_id", "queue_offset",
+_DISPATCH = rec.fields("total_size", "magic", "crc", "queue_id", "queue_offset", "flags",
                        "topic_len", "tags_len", "keys_len", "props_len", "body_len")
+_FLAGS = rec.fields("flags")
+PRODUCER_SNAPSHOT_S = 10.0   # the producer-state snapshot is written at most this often
 _PHYSICAL = rec.fields("physical_offset")
 _MATCH = rec.fields("total_size", "magic", "queue_id", "queue_offset")
 _TOPIC_LEN = rec.fields("topic_len")
@@ -90,6 +93,11 @@ class MessageStore:
         self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
         self._checkpointed = -1
         self.messages_stored = 0
+        # idempotent producers' sequences, as the log holds them (snapshotted
+        # with the checkpoint, at most every PRODUCER_SNAPSHOT_S)
+        self.producers = ProducerStates()
+        self.producer_state_path = os.path.join(root, "producer_state.json")
+        self._snapshot_at = -PRODUCER_SNAPSHOT_S
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> RecoveryReport:
@@ -117,9 +125,15 @@ class MessageStore:
                     cq.load()
         self.index.load()
         start = self._verified_start(self.checkpoint_file.read())
+        snapshot = self.producers.load(self.producer_state_path)
+        if snapshot is not None and start is not None and snapshot < start:
+            start = self._verified_start(snapshot)    # replay what the snapshot lacks
+        sequenced: list[int] = []
         self.recovery = recover(self.commitlog, start, self.consume_queue, self.index,
                                 os.path.join(self.config.data_dir, "quarantine"),
-                                self._first_entry_after, self._known_end())
+                                self._first_entry_after, self._known_end(), sequenced)
+        self.producers.truncate(self.commitlog.max_offset)
+        self._observe(sequenced)
         end = self.commitlog.max_offset
         for cq in list(self.queues.values()):
             n = cq.truncate_beyond(end)
@@ -260,6 +274,8 @@ class MessageStore:
         if keyed:
             self.index.add_batch(topic_b, [bytes(buf[p:p + n]) for _i, p, n in keyed],
                                  [offsets[i] for i, _p, _n in keyed], now)
+        if _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:   # an idempotent batch
+            self.producers.observe_record(memoryview(buf), offsets[0])
         end = offsets[-1] + sizes[-1]
         self.dispatched_offset = end
         self.messages_stored += count
@@ -289,6 +305,7 @@ class MessageStore:
                 records += cq.truncate_beyond(offset)
         self.commitlog.mfq.truncate(offset)
         self.index.truncate(offset)
+        self.producers.truncate(offset)
         self.dispatched_offset = min(self.dispatched_offset, offset)
         self.messages_stored = max(0, self.messages_stored - records)
         self._checkpointed = -1
@@ -333,11 +350,12 @@ class MessageStore:
         pos, end, n = self.dispatched_offset, self.commitlog.max_offset, 0
         pending: dict[tuple[bytes, int], list] = {}   # (topic, queue) -> [first qoff, flat]
         keyed: list = []                              # (topic, keys, phys, store time)
+        sequenced: list[int] = []                     # idempotent batches' first records
         while pos < end:
             seg = mfq.find(pos)
             if seg is None:
                 break
-            rel, k = self._dispatch_segment(seg, pos - seg.base, pending, keyed)
+            rel, k = self._dispatch_segment(seg, pos - seg.base, pending, keyed, sequenced)
             n += k
             if rel is None:                          # the segment is done: the next one
                 pos = seg.base + seg.size
@@ -348,11 +366,12 @@ class MessageStore:
             self._dispatch_entries(key, batch)
         if keyed:
             self.index.add(keyed)
+        self._observe(sequenced)
         self.dispatched_offset = pos
         self.messages_stored += n
         return n
 
-    def _dispatch_segment(self, seg, rel: int, pending: dict, keyed: list
+    def _dispatch_segment(self, seg, rel: int, pending: dict, keyed: list, sequenced: list
                           ) -> tuple[int | None, int]:
         """Collect the entries of one segment's records from ``rel`` into
         ``pending``, and those with keys into ``keyed``. Returns ``(None, count)`` when the segment is done (a
@@ -366,20 +385,21 @@ class MessageStore:
             scanned = bulk_dispatch.scan(seg.mm, seg.base, starts, end) \
                 if len(starts) >= bulk_dispatch.BULK_MIN else None
             if scanned is not None:
-                runs, bulk_keyed = scanned
+                runs, bulk_keyed, bulk_sequenced = scanned
                 for key, first, flat in runs:
                     self._pending_run(pending, key, first).extend(flat)
                 keyed.extend(bulk_keyed)
+                sequenced.extend(bulk_sequenced)
                 rel, done = end, len(starts)
-        out, n = self._scan_segment(seg, rel, pending, keyed)
+        out, n = self._scan_segment(seg, rel, pending, keyed, sequenced)
         return out, n + done
 
-    def _scan_segment(self, seg, rel: int, pending: dict, keyed: list
+    def _scan_segment(self, seg, rel: int, pending: dict, keyed: list, sequenced: list
                       ) -> tuple[int | None, int]:
         """``_dispatch_segment`` record by record: the slave's hot loop."""
         unpack, crc32, crc_of = _DISPATCH.unpack_from, zlib.crc32, crc32c
         HS, RECORD, BLANK_, MIN = rec.HEADER_SIZE, rec.RECORD_MAGIC, rec.BLANK_MAGIC, rec.BLANK.size
-        V2, SEALED = rec.RECORD_MAGIC_V2, rec.SEALED_FROM
+        V2, SEALED, SEQUENCED = rec.RECORD_MAGIC_V2, rec.SEALED_FROM, rec.FLAG_SEQUENCED
         mm = seg.mm
         mv = memoryview(mm)
         base, wrote, seg_size = seg.base, seg.wrote, seg.size
@@ -396,7 +416,7 @@ class MessageStore:
                     if fmagic == BLANK_ and fsize <= left:
                         return None, n
                 return rel, n
-            size, magic, crc, qid, qoff, lt, lg, lk, lp, lb = unpack(mv, rel)
+            size, magic, crc, qid, qoff, flags, lt, lg, lk, lp, lb = unpack(mv, rel)
             if magic != RECORD and magic != V2:
                 if magic == BLANK_:
                     return (None, n) if size <= left else (rel, n)
@@ -420,6 +440,8 @@ class MessageStore:
             if lk:
                 k = p + lt + lg
                 keyed.append((topic, mm[k:k + lk], base + rel, rec.STORE_TS.unpack_from(mv, rel)[0]))
+            if flags & SEQUENCED:
+                sequenced.append(base + rel)
             next_qoff = qoff + 1
             rel = nxt
             n += 1
@@ -701,9 +723,24 @@ class MessageStore:
             cq.flush()
         self.index.flush()
         if offset != self._checkpointed:
+            now = time.monotonic()
+            if len(self.producers) and now - self._snapshot_at >= PRODUCER_SNAPSHOT_S:
+                # first: the checkpoint never passes the snapshot's offset by
+                # more than what recovery replays
+                self.producers.save(self.producer_state_path, offset)
+                self._snapshot_at = now
             self.checkpoint_file.write(offset)
             self._checkpointed = offset
         return offset
+
+    def _observe(self, sequenced: list[int]) -> None:
+        """Idempotent batches' first records, stored or dispatched: their
+        producers' sequences."""
+        for phys in sequenced:
+            wrong = self.producers.observe_record(self.read_record(phys), phys)
+            if wrong:
+                log.warning("an idempotent batch's sequence is not readable (%s): a retry of "
+                            "it may be stored again", wrong)
 
     # ------------------------------------------------------------ retention
     def delete_expired(self, reserved_hours: float, min_consumed_phys: int | None,

@@ -67,8 +67,8 @@ class RecoveryReport:
 
 
 # what recovery reads of each record past the checkpoint
-_RECOVER = rec.fields("queue_id", "queue_offset", "physical_offset", "store_ts_ms", "topic_len",
-                      "tags_len", "keys_len")
+_RECOVER = rec.fields("queue_id", "queue_offset", "physical_offset", "store_ts_ms", "flags",
+                      "topic_len", "tags_len", "keys_len")
 _MAGICS = [struct.pack(">i", m) for m in (rec.RECORD_MAGIC, rec.RECORD_MAGIC_V2)]
 SEARCH_BYTES = 8 << 20        # how far past a bad record recovery looks for a good one
 
@@ -76,7 +76,7 @@ SEARCH_BYTES = 8 << 20        # how far past a bad record recovery looks for a g
 def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
             index=None, quarantine_root: str | None = None,
             known_after: Callable[[int], int | None] = lambda _pos: None,
-            known_end: int = 0) -> RecoveryReport:
+            known_end: int = 0, sequenced: list[int] | None = None) -> RecoveryReport:
     """``consume_queue(topic, queue_id)`` returns (creating) the queue to rebuild;
     ``index`` (a KeyIndex) gets the keys of the records scanned;
     ``known_after(pos)`` is the first record past ``pos`` that the consume
@@ -85,7 +85,8 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
     if not mfq.segments:
         return RecoveryReport(0, 0, 0, "empty")
     start = mfq.min_offset if checkpoint_offset is None else max(checkpoint_offset, mfq.min_offset)
-    pos, scanned, reason, keyed = _scan(mfq, start, consume_queue, known_after)
+    pos, scanned, reason, keyed = _scan(mfq, start, consume_queue, known_after,
+                                        sequenced if sequenced is not None else [])
     report = RecoveryReport(start, pos, scanned, reason)
     if report.truncated:
         after = next_valid(mfq, pos, known_after)
@@ -101,7 +102,8 @@ def recover(commitlog: CommitLog, checkpoint_offset: int | None, consume_queue,
 
 
 def _scan(mfq: MappedFileQueue, pos: int, consume_queue,
-          known_after: Callable[[int], int | None]) -> tuple[int, int, str, list]:
+          known_after: Callable[[int], int | None],
+          sequenced: list[int]) -> tuple[int, int, str, list]:
     scanned, reason, keyed = 0, "end of data", []
     header = _RECOVER
     while True:
@@ -123,7 +125,7 @@ def _scan(mfq: MappedFileQueue, pos: int, consume_queue,
         if size == -1:
             pos = seg.end
             continue
-        qid, qoff, phys, stored, lt, lg, lk = header.unpack_from(seg.mm, rel)
+        qid, qoff, phys, stored, flags, lt, lg, lk = header.unpack_from(seg.mm, rel)
         p = rel + rec.HEADER_SIZE
         topic_b = bytes(seg.mm[p:p + lt])
         tags = bytes(seg.mm[p + lt:p + lt + lg])
@@ -148,6 +150,8 @@ def _scan(mfq: MappedFileQueue, pos: int, consume_queue,
         if lk:
             k = p + lt + lg
             keyed.append((topic_b, bytes(seg.mm[k:k + lk]), pos, stored))
+        if flags & rec.FLAG_SEQUENCED:
+            sequenced.append(pos)
         scanned += 1
         pos += size
     return pos, scanned, reason, keyed

@@ -1,0 +1,129 @@
+"""Idempotent sends against real brokers: a send whose answer was lost (the
+master paused past the attempt's timeout, so the producer retries while
+the first request is still queued) is stored once; a numbered batch sent
+again after a restart (graceful, and kill -9 with recovery) or to the new
+master after a failover is answered with the first store's offsets and
+stored once; consumers never see the numbering."""
+
+import threading
+
+import pytest
+
+from duomq.client import Message, Producer, PullConsumer
+from duomq.client.producer import encode_batch
+from duomq.client.remoting import RemotingClient
+from duomq.common.idempotence import sequencing
+from duomq.common.message import MessageQueue
+from duomq.format import record as rec
+from duomq.proto import pb
+from duomq.testing.harness import master_info, wait_for
+
+pytestmark = pytest.mark.integration
+Q0 = MessageQueue("Once", "broker-a", 0)
+
+
+def numbered(pid: int, seq: int, bodies: list[bytes]) -> pb.SendRequest:
+    """A batch as an idempotent producer sends it: its first record flagged,
+    carrying the producer id, the sequence and the count."""
+    msgs = [Message("Once", b) for b in bodies]
+    data, _ = encode_batch(msgs[1:], "Once", 1, rec.NO_HOST, 1 << 20) if len(msgs) > 1 \
+        else (b"", False)
+    head = rec.encode_record(b"Once", b"", b"", rec.encode_properties(
+        sequencing(pid, seq, len(msgs))), msgs[0].body, 1, rec.NO_HOST, rec.FLAG_SEQUENCED)
+    return pb.SendRequest(topic="Once", queue_id=0, count=len(msgs), records=head + data)
+
+
+def send(address: str, req: pb.SendRequest) -> pb.SendResponse:
+    remoting = RemotingClient("idempotence-test")
+    try:
+        status, error, resp = remoting.call(address, pb.SEND, req, 10)
+    finally:
+        remoting.close()
+    assert status == pb.OK, error
+    return resp
+
+
+def stored(zk, cl, topic="Once") -> list:
+    out = []
+    with PullConsumer(zk, cl, group="audit") as c:
+        for mq in c.queues(topic):
+            off = 0
+            while (r := c.pull(mq, off, 100)).messages:
+                out += r.messages
+                off = r.next_offset
+    return out
+
+
+def test_a_send_whose_answer_was_lost_is_stored_once(local_cluster):
+    master = local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Once", 2)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    with Producer(zk, cl, send_timeout_ms=15_000, retry_times_when_send_failed=5) as p:
+        assert p.send(Message("Once", b"warm")).ok        # this thread's connection is up
+        # the master stops reading: the request waits in its socket, the
+        # attempt times out (its grace is 2 s) and is retried there; then
+        # the master reads both
+        master.suspend()
+        waking = threading.Timer(2.4, master.resume)
+        waking.start()
+        try:
+            r = p.send(Message("Once", b"x"))
+        finally:
+            waking.join()
+    assert r.ok and r.duplicate
+    bodies = [m.body for m in stored(zk, cl)]
+    assert sorted(bodies) == [b"warm", b"x"], bodies
+    assert all("PRODUCER_ID" not in m.properties for m in stored(zk, cl))
+
+
+@pytest.mark.parametrize("how", ["restart", "kill"])
+def test_a_numbered_batch_is_stored_once_across_a_restart(local_cluster, how):
+    broker = local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Once", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    first = send(broker.address, numbered(77, 0, [b"a", b"b", b"c"]))
+    assert not first.duplicate and len(first.physical_offsets) == 3
+    again = send(broker.address, numbered(77, 0, [b"a", b"b", b"c"]))
+    assert again.duplicate and list(again.physical_offsets) == list(first.physical_offsets)
+    if how == "kill":
+        broker.kill()
+    broker.restart()
+    after = send(broker.address, numbered(77, 0, [b"a", b"b", b"c"]))
+    assert after.duplicate and after.queue_offset == first.queue_offset
+    assert list(after.physical_offsets) == list(first.physical_offsets)
+    nxt = send(broker.address, numbered(77, 1, [b"d"]))        # the next one is new
+    assert not nxt.duplicate and nxt.queue_offset == 3
+    other = send(broker.address, numbered(78, 0, [b"e"]))      # another producer's
+    assert not other.duplicate
+    assert [m.body for m in stored(zk, cl)] == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_the_new_master_knows_the_sequences_its_log_holds(local_cluster):
+    settings = {"replication": "SYNC", "flush": "SYNC_FLUSH"}
+    first = local_cluster.add_broker("broker-a", 0, **settings)
+    second = local_cluster.add_broker("broker-a", 1, **settings)
+    local_cluster.create_topic("Once", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    wait_for(lambda: master_info(zk, cl).get("broker_id") == 0, 10, "broker 0 master")
+    with Producer(zk, cl) as p:                                 # the pair acks
+        wait_for(lambda: p.send(Message("Once", b"warm")).ok, 20, "the pair to ack")
+    orig = send(first.address, numbered(5, 0, [b"paid"]))
+    first.kill()
+    wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, 30, "the slave to take over")
+    first.restart()                                             # the pair whole again
+    wait_for(lambda: _acks(second.address), 30, "the new master to ack")
+    again = send(second.address, numbered(5, 0, [b"paid"]))
+    assert again.duplicate and list(again.physical_offsets) == list(orig.physical_offsets)
+    # the probe is numbered too: stored once however often it was sent
+    assert sorted(m.body for m in stored(zk, cl)) == [b"paid", b"probe", b"warm"]
+
+
+def _acks(address: str) -> bool:
+    remoting = RemotingClient("probe")
+    try:
+        status, _, _ = remoting.call(address, pb.SEND, numbered(999, 0, [b"probe"]), 5)
+        return status == pb.OK
+    except Exception:
+        return False
+    finally:
+        remoting.close()
