@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from typing import NamedTuple
 
 from duomq.common.errors import ConfigError
@@ -48,7 +48,8 @@ OLD = Batch(-1, -1, 0, -1)  # a retry of a batch older than the window
 class ProducerStates:
     def __init__(self):
         self._lock = threading.Lock()       # the serving loop writes, the checkpoint reads
-        self._by: OrderedDict[tuple[int, str, int], deque[Batch]] = OrderedDict()
+        # (producer, topic, queue) -> its last batches by sequence, oldest first
+        self._by: OrderedDict[tuple[int, str, int], dict[int, Batch]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._by)
@@ -59,14 +60,16 @@ class ProducerStates:
         with self._lock:
             window = self._by.get(key)
             if window is None:
-                window = self._by[key] = deque(maxlen=WINDOW)
+                window = self._by[key] = {}
                 while len(self._by) > MAX_ENTRIES:
                     self._by.popitem(last=False)
             else:
                 self._by.move_to_end(key)
-                if any(b.seq == batch.seq for b in window):
+                if batch.seq in window:
                     return
-            window.append(batch)
+                if len(window) >= WINDOW:                # the oldest one goes
+                    del window[next(iter(window))]
+            window[batch.seq] = batch
 
     def observe_record(self, view, phys: int) -> str | None:
         """A stored record at ``phys`` (None: not readable), observed if it
@@ -88,23 +91,26 @@ class ProducerStates:
 
     def lookup(self, pid: int, topic: str, queue_id: int, seq: int) -> Batch | None:
         """The stored batch ``seq`` is a retry of, ``OLD`` for one older than
-        the window, None for a new batch."""
+        a full window (sequences arrive in order: it was stored), None for a
+        new batch."""
         with self._lock:
             window = self._by.get((pid, topic, queue_id))
             if not window:
                 return None
-            for b in window:
-                if b.seq == seq:
-                    return b
-            return OLD if seq < min(b.seq for b in window) else None
+            found = window.get(seq)
+            if found is not None:
+                return found
+            if len(window) >= WINDOW and seq < next(iter(window)):
+                return OLD
+            return None
 
     def truncate(self, offset: int) -> None:
         """The log was cut at ``offset``: forget the batches past it."""
         with self._lock:
             for key in list(self._by):
-                kept = [b for b in self._by[key] if b.phys < offset]
+                kept = {q: b for q, b in self._by[key].items() if b.phys < offset}
                 if kept:
-                    self._by[key] = deque(kept, maxlen=WINDOW)
+                    self._by[key] = kept
                 else:
                     del self._by[key]
 
@@ -113,7 +119,7 @@ class ProducerStates:
         """Write the batches below ``below`` (a checkpoint's offset) to
         ``path`` atomically."""
         with self._lock:
-            rows = [[pid, topic, qid, [list(b) for b in window if b.phys < below]]
+            rows = [[pid, topic, qid, [list(b) for b in window.values() if b.phys < below]]
                     for (pid, topic, qid), window in self._by.items()]
         doc = {"offset": below, "producers": [r for r in rows if r[3]]}
         tmp = path + ".tmp"
@@ -141,5 +147,5 @@ class ProducerStates:
         with self._lock:
             self._by.clear()
             for pid, topic, qid, batches in rows:
-                self._by[(pid, topic, qid)] = deque(batches, maxlen=WINDOW)
+                self._by[(pid, topic, qid)] = {b.seq: b for b in batches[-WINDOW:]}
         return offset
