@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.lib.stride_tricks import sliding_window_view
 
+from duomq.common.idempotence import SEQUENCING
 from duomq.format import record as rec
 
 SCHEMA_DDL = ("topic string, `group` string, queue_id int, queue_offset bigint, msg_id string, "
@@ -109,6 +110,8 @@ def _properties(buf, src: np.ndarray, lens: np.ndarray) -> pa.Array:
     items: list[str] = []
     for i in np.flatnonzero(lens):
         props = rec.decode_properties(bytes(buf[src[i]:src[i] + lens[i]]))
+        for k in SEQUENCING:                  # an idempotent batch's numbering: not a row's
+            props.pop(k, None)
         counts[i] = len(props)
         keys.extend(props)
         items.extend(props.values())

@@ -2,11 +2,22 @@
 produces its rows through one producer in batches (one request per batch
 and topic, or topic and queue for rows with a ``queue`` column); any
 send that is not SEND_OK fails the task, and the commit
-message reports what each partition sent."""
+message reports what each partition sent.
+
+Exactly once: each task's producer is idempotent under an identity made of
+the write and the task's partition (a streaming query's id and batch id;
+a batch write's ``writeId`` option, else one per job), and it sends the
+batch ``k`` of a topic to the topic's queue ``partition + k`` (in the
+topic's configured order). A task that runs again (a retried task, a query
+restarted from its checkpoint, a batch job run again with the same
+``writeId``) sends the same batches, numbered the same, to the same
+queues, and the brokers store each once (``store/producer_state.py``)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import uuid
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import (
@@ -31,12 +42,13 @@ class SinkOptions:
     topic: str | None
     batch: int
     credentials: str | None = None   # a secured cluster: a credentials file's path
+    write_id: str | None = None      # a batch write's name, the same when it is run again
 
     @classmethod
     def parse(cls, options, columns: list[str]) -> SinkOptions:
         o = {str(k).lower(): v for k, v in dict(options).items()}
         unknown = sorted(set(o) - {"zookeeper", "cluster", "topic", "batchsize", "path",
-                                   "credentials"})
+                                   "credentials", "writeid"})
         if unknown:
             raise ConfigError(f"unknown duomq sink option(s): {', '.join(unknown)}")
         if "body" not in columns:
@@ -55,7 +67,7 @@ class SinkOptions:
         if not 1 <= batch <= 1024:
             raise ConfigError(f"option batchSize: {batch} is not within 1..1024")
         return cls(o.get("zookeeper"), o.get("cluster"), o.get("topic") or None, batch,
-                   o.get("credentials") or None)
+                   o.get("credentials") or None, o.get("writeid") or None)
 
 
 @dataclass
@@ -117,25 +129,60 @@ def resolve_queue(queues: list[MessageQueue], topic: str,
     raise DuomqError(f"row queue {group}/{n}: topic {topic!r} has no such queue")
 
 
+def producer_id(write: str, partition: int) -> int:
+    """A task's producer identity: the same for every run of it."""
+    digest = hashlib.sha256(f"{write}/{partition}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1) or 1
+
+
+def task_identity(default_write: str) -> tuple[str, int]:
+    """``(write, partition)`` of the running task: a micro-batch's query id
+    and batch id (Spark's local properties, stable across restarts from the
+    checkpoint), else the write's own name."""
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    if ctx is None:                     # not in a task (a test calling write())
+        return default_write, 0
+    query, batch = ctx.getLocalProperty("sql.streaming.queryId"), \
+        ctx.getLocalProperty("streaming.sql.batchId")
+    write = f"stream:{query}:{batch}" if query and batch else default_write
+    return write, ctx.partitionId()
+
+
 class _SinkWriter:
     """What the batch and the streaming writers share: each task sends its rows."""
 
     def __init__(self, options, schema):
         self.opts = SinkOptions.parse(options, [f.name for f in schema.fields])
+        # made on the driver, once per write: every task of it shares it
+        self.write_name = f"write:{self.opts.write_id}" if self.opts.write_id \
+            else f"job:{uuid.uuid4().hex}"
 
     def write(self, iterator) -> SinkCommit:
         o = self.opts
         done = SinkCommit()
+        write, partition = task_identity(self.write_name)
         # one batch per topic, or per topic and queue for rows that name one
         Key = tuple[str, MessageQueue | None]
         pending: dict[Key, list[Message]] = {}
+        batches: dict[str, int] = {}        # topic -> batches sent to queues of our choice
         with Producer(o.zookeeper, o.cluster, group="duomq-spark-sink",
-                      credentials=o.credentials or "") as producer:
+                      credentials=o.credentials or "", idempotent=True,
+                      producer_id=producer_id(write, partition)) as producer:
             queues: dict[str, list[MessageQueue]] = {}
+
+            def queues_of(topic: str) -> list[MessageQueue]:
+                if topic not in queues:
+                    queues[topic] = topic_queues(producer, topic)
+                return queues[topic]
 
             def flush(key: Key) -> None:
                 topic, mq = key
                 msgs = pending.pop(key)
+                if mq is None:                  # the same queue in every run of this task
+                    k = batches[topic] = batches.get(topic, -1) + 1
+                    every = queues_of(topic)
+                    mq = every[(partition + k) % len(every)]
                 r = producer.send_batch(msgs, queue=mq)
                 if r.status is not SendStatus.SEND_OK:
                     raise DuomqError(f"sending {len(msgs)} rows to {mq or topic}: "
@@ -147,9 +194,7 @@ class _SinkWriter:
                 m, want = row_message(row, o.topic)
                 mq = None
                 if want is not None:
-                    if m.topic not in queues:
-                        queues[m.topic] = topic_queues(producer, m.topic)
-                    mq = resolve_queue(queues[m.topic], m.topic, want)
+                    mq = resolve_queue(queues_of(m.topic), m.topic, want)
                 key = (m.topic, mq)
                 batch = pending.setdefault(key, [])
                 batch.append(m)
@@ -167,8 +212,8 @@ class DuomqWriter(_SinkWriter, DataSourceWriter):
         log.info("duomq sink: %s from %d tasks", sent(messages), len(messages))
 
     def abort(self, messages) -> None:
-        log.error("duomq sink aborted after sending %s (at-least-once: a retried task sends "
-                  "its rows again)", sent(messages))
+        log.error("duomq sink aborted after sending %s (a run again with the same writeId "
+                  "stores each row once)", sent(messages))
 
 
 class DuomqStreamWriter(_SinkWriter, DataSourceStreamWriter):
