@@ -13,8 +13,12 @@ transaction, then its end, commit or rollback (``common/transaction.py``).
     with TransactionProducer(group="orders", checker=check, zookeeper=..., cluster=...) as p:
         result = p.send_in_transaction(Message("Orders", b"..."), execute, order)
 
-``execute`` runs once the half message is stored; what it returns (an
-exception counts as UNKNOWN) decides the end. UNKNOWN leaves the
+``execute`` runs once the half message is stored, with the transaction's
+id in ``msg.properties["TRAN_HALF_ID"]``; what it returns (an exception
+counts as UNKNOWN) decides the end. As RocketMQ advises, record that id in
+the local transaction and let ``checker`` look it up: a half message sent
+twice (its first answer lost) then has one id the application knows, and
+the other one is rolled back. UNKNOWN leaves the
 transaction pending: the broker checks it back later with a producer of the
 group (``checker``). An end is retried on another master after a failover
 (the half message was replicated with the log), and a repeated end changes
@@ -103,7 +107,9 @@ class TransactionProducer(Producer):
                                          f"the half message was {result.status.value}")
         assert tid is not None
         try:
-            state = execute(msg, arg)
+            mine = copy.copy(msg)               # with its transaction's id, to record
+            mine.properties = {**msg.properties, tx.HALF_ID: tid}
+            state = execute(mine, arg)
             if not isinstance(state, TransactionState):
                 log.error("the local transaction of %s returned %r, not a TransactionState: "
                           "UNKNOWN", tid, state)
@@ -200,6 +206,7 @@ def as_sent(half: MessageExt) -> MessageExt:
     properties, and the transaction's id as its message id."""
     props = {k: v for k, v in half.properties.items()
              if k not in (tx.TRANSACTION, REAL_TOPIC, REAL_QID)}
+    props[tx.HALF_ID] = half.msg_id
     return dataclasses.replace(half, topic=half.properties.get(REAL_TOPIC, half.topic),
                                queue_id=int(half.properties.get(REAL_QID, half.queue_id)),
                                properties=props)

@@ -40,16 +40,17 @@ def test_commit_rollback_and_repeated_ends(local_cluster):
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Orders", 2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    seen_during = []
+    seen_during, ids = [], []
 
     def commit(msg, arg):
         seen_during.append(len(bodies(zk, cl)))      # the half message is not visible yet
+        ids.append(msg.properties["TRAN_HALF_ID"])   # its id, for the application to record
         return TransactionState.COMMIT
 
     with TransactionProducer("orders", zookeeper=zk, cluster=cl) as p:
         ok = p.send_in_transaction(Message("Orders", b"paid", tags="T", keys="k1",
                                            properties={"order": "7"}), commit, arg=7)
-        assert ok.local_state is TransactionState.COMMIT and ok.transaction_id
+        assert ok.local_state is TransactionState.COMMIT and ids == [ok.transaction_id]
         no = p.send_in_transaction(Message("Orders", b"cancelled"),
                                    lambda m, a: TransactionState.ROLLBACK)
         assert no.local_state is TransactionState.ROLLBACK
@@ -149,6 +150,7 @@ def test_an_unknown_transaction_is_resolved_by_a_check_back(local_cluster):
     assert [b for b, _ in bodies(zk, cl)] == [b"later"]
     first = asked[0]
     assert (first.topic, first.keys, first.msg_id) == ("Orders", "k9", r.transaction_id)
+    assert first.properties["TRAN_HALF_ID"] == r.transaction_id
     assert "TRAN_MSG" not in first.properties
 
 
