@@ -48,7 +48,8 @@ class SinkOptions:
     def parse(cls, options, columns: list[str]) -> SinkOptions:
         o = {str(k).lower(): v for k, v in dict(options).items()}
         unknown = sorted(set(o) - {"zookeeper", "cluster", "topic", "batchsize", "path",
-                                   "credentials", "writeid"})
+                                   "credentials", "writeid",
+                                   "checkpointlocation"})   # Spark's own, for a writeStream
         if unknown:
             raise ConfigError(f"unknown duomq sink option(s): {', '.join(unknown)}")
         if "body" not in columns:
