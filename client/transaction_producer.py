@@ -40,7 +40,7 @@ from duomq.client.producer import Producer, SendResult, SendStatus
 from duomq.common import transaction as tx
 from duomq.common.delay import REAL_QID, REAL_TOPIC
 from duomq.common.errors import DuomqError, ServiceNotAvailableError, for_status
-from duomq.common.message import Message, MessageExt, decode_records
+from duomq.common.message import Message, MessageExt, MessageQueue, decode_records
 from duomq.common.transaction import TransactionState
 from duomq.proto import codec, pb
 
@@ -88,14 +88,19 @@ class TransactionProducer(Producer):
         super().close()
 
     def send_in_transaction(self, msg: Message, execute: Executor, arg=None, *,
+                            sharding_key: str | None = None,
+                            queue: MessageQueue | None = None,
                             timeout_ms: int | None = None) -> TransactionSendResult:
         """Store ``msg`` as a half message, run ``execute(msg, arg)``, and end
         the transaction as it says. A half message that was not stored
-        (SendResult not ok) runs nothing and is rolled back if stored at all."""
+        (SendResult not ok) runs nothing and is rolled back if stored at all.
+        ``sharding_key`` or ``queue`` pick the queue as for ``send`` (an
+        ordered topic's): the committed message is appended there at its
+        commit, so the queue holds a key's messages in commit order."""
         half = copy.copy(msg)
         half.properties = {**msg.properties, tx.TRANSACTION: "true",
                            tx.PRODUCER_GROUP: self.config.group}
-        result = self.send(half, timeout_ms=timeout_ms)
+        result = self.send(half, sharding_key=sharding_key, queue=queue, timeout_ms=timeout_ms)
         tid = tx.transaction_id(result.broker_group, result.physical_offsets[0]) \
             if result.physical_offsets else None
         if result.status is not SendStatus.SEND_OK:

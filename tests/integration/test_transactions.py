@@ -224,3 +224,22 @@ def test_operators_list_and_resolve_pending_transactions(local_cluster):
     human = run_cli("tx", "list", *ep).stdout
     assert ids[2] in human and "1 pending transaction(s)" in human
     assert [b for b, _ in bodies(zk, cl)] == [b"o0"]
+
+
+def test_an_ordered_topics_queue_holds_a_keys_messages_in_commit_order(local_cluster):
+    local_cluster.add_broker("broker-a", 0)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    run_cli("topic", "create", "Ordered", "--queues", "4", "--order", "--zookeeper", zk,
+            "--cluster", cl)
+    with TransactionProducer("orders", zookeeper=zk, cluster=cl) as p:
+        sent = {body: p.send_in_transaction(Message("Ordered", body), lambda m, a:
+                                            TransactionState.UNKNOWN, sharding_key="order-7")
+                for body in (b"created", b"paid", b"shipped")}
+        queues = {r.send_result.queue for r in sent.values()}
+        assert len(queues) == 1                           # one key, one queue
+        for body in (b"created", b"shipped", b"paid"):    # ended in this order
+            p.end_transaction(sent[body].transaction_id, "Ordered", TransactionState.COMMIT)
+    (mq,) = queues
+    with PullConsumer(zk, cl, group="audit") as c:
+        got = [m.body for m in c.pull(mq, 0, 10).messages]
+    assert got == [b"created", b"shipped", b"paid"]
