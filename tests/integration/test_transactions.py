@@ -243,3 +243,31 @@ def test_an_ordered_topics_queue_holds_a_keys_messages_in_commit_order(local_clu
     with PullConsumer(zk, cl, group="audit") as c:
         got = [m.body for m in c.pull(mq, 0, 10).messages]
     assert got == [b"created", b"shipped", b"paid"]
+
+
+def test_the_new_master_resumes_the_check_backs(local_cluster):
+    settings = {"replication": "SYNC", "flush": "SYNC_FLUSH", **CHECKING,
+                "transaction_timeout_ms": 3000}
+    first = local_cluster.add_broker("broker-a", 0, **settings)
+    local_cluster.add_broker("broker-a", 1, **settings)
+    local_cluster.create_topic("Orders", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    asked = []
+
+    def check(msg):
+        asked.append(msg.msg_id)
+        return TransactionState.COMMIT
+
+    with TransactionProducer("orders", checker=check, zookeeper=zk, cluster=cl) as p:
+        wait_for(lambda: p.send_in_transaction(
+            Message("Orders", b"warm-up"), lambda m, a: TransactionState.ROLLBACK
+        ).send_result.ok, 20, "the pair to ack")
+        r = p.send_in_transaction(Message("Orders", b"pending"),
+                                  lambda m, a: TransactionState.UNKNOWN)
+        assert r.send_result.ok
+        first.kill()                  # before its timeout: the old master never asked
+        wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, 30, "the slave to take over")
+        first.restart()               # the pair whole again, so the commit becomes visible
+        wait_for(lambda: [b for b, _ in bodies(zk, cl)] == [b"pending"], 30,
+                 "the new master to check it back and commit it")
+    assert asked == [r.transaction_id]
