@@ -58,17 +58,24 @@ def schedule(msg: MessageExt, queue_id: int, levels: tuple[int, ...], now_ms: in
     return _scheduled(msg, msg.properties, msg.topic, queue_id, level)
 
 
-def due(msg: MessageExt, levels: tuple[int, ...], now_ms: int) -> Requeued:
-    """A scheduled message that came due: to its next level if it has a
-    delivery time still ahead, else to its topic."""
+def _real_queue(msg: MessageExt, what: str) -> tuple[str, int]:
+    """The topic and queue a message held elsewhere goes to (its REAL_TOPIC
+    and REAL_QID), checked."""
     props = msg.properties
     try:
         real_topic, real_qid = props[d.REAL_TOPIC], int(props[d.REAL_QID])
         validate_queue(real_topic, real_qid)
     except (KeyError, ValueError):
-        raise BadRequestError(f"scheduled message {msg.msg_id} names no valid real topic "
-                              f"and queue ({props.get(d.REAL_TOPIC)!r}, "
-                              f"{props.get(d.REAL_QID)!r})") from None
+        raise BadRequestError(f"{what} {msg.msg_id} names no valid real topic and queue "
+                              f"({props.get(d.REAL_TOPIC)!r}, {props.get(d.REAL_QID)!r})") from None
+    return real_topic, real_qid
+
+
+def due(msg: MessageExt, levels: tuple[int, ...], now_ms: int) -> Requeued:
+    """A scheduled message that came due: to its next level if it has a
+    delivery time still ahead, else to its topic."""
+    props = msg.properties
+    real_topic, real_qid = _real_queue(msg, "scheduled message")
     if d.DELIVER_AT in props:
         try:
             level = d.hop_level(levels, int(props[d.DELIVER_AT]) - now_ms)
@@ -112,12 +119,7 @@ def committed(msg: MessageExt, levels: tuple[int, ...], now_ms: int) -> Requeued
     the schedule topic, when it asked for a delay), with the transaction's
     id and without the half's own properties."""
     props = msg.properties
-    try:
-        real_topic, real_qid = props[d.REAL_TOPIC], int(props[d.REAL_QID])
-        validate_queue(real_topic, real_qid)
-    except (KeyError, ValueError):
-        raise BadRequestError(f"half message {msg.msg_id} names no valid real topic and queue "
-                              f"({props.get(d.REAL_TOPIC)!r}, {props.get(d.REAL_QID)!r})") from None
+    real_topic, real_qid = _real_queue(msg, "half message")
     clean = {k: v for k, v in props.items()
              if k not in (tx.TRANSACTION, tx.CHECK_TIMES, d.REAL_TOPIC, d.REAL_QID)}
     clean[tx.HALF_ID] = msg.msg_id
