@@ -38,4 +38,4 @@ def _minimal(name: str) -> list[str]:
             "dlq": ["dlq", "list", "--group", "g"],
             "group": ["group", "lag", "--group", "g"],
             "drill": ["drill", "run", "--scenario", "kill-master"],
-            "auth": ["auth", "user", "list"]}.get(name, [name])
+            "auth": ["auth", "user", "list"], "tx": ["tx", "list"]}.get(name, [name])
