@@ -66,6 +66,7 @@ def test_liveness_does_not_depend_on_zookeeper(tmp_path):
         assert "lease" in probe(b, "ready")[1]["reason"]
         rc, out = probe(b, "live")
         assert rc == 0 and out["ok"]
+        b.kill()             # a graceful stop would wait out its ZooKeeper session's close
     finally:
         c.stop_all()
         zk.stop()

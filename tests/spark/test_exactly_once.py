@@ -69,7 +69,7 @@ def test_a_streaming_batch_run_again_after_a_restart_is_stored_once(spark, pair,
     def run():
         q = spark.readStream.format("duomq").option("zookeeper", pair.zookeeper) \
             .option("cluster", pair.cluster).option("topic", "Src") \
-            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "250") \
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "400") \
             .load().select("body").writeStream.format("duomq") \
             .option("zookeeper", pair.zookeeper).option("cluster", pair.cluster) \
             .option("topic", "Rows").option("checkpointLocation", str(ck)) \
