@@ -35,6 +35,8 @@ bench: install
 	$(PY) bench/metrics_bench.py
 	$(PY) bench/auth_bench.py
 	MODE=sync $(PY) bench/auth_bench.py
+	$(PY) bench/tx_bench.py
+	$(PY) bench/idempotence_bench.py
 
 bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/run_all.py
@@ -47,6 +49,8 @@ bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/metrics_bench.py
 	BENCH_QUICK=1 $(PY) bench/auth_bench.py
 	BENCH_QUICK=1 MODE=sync $(PY) bench/auth_bench.py
+	BENCH_QUICK=1 $(PY) bench/tx_bench.py
+	BENCH_QUICK=1 $(PY) bench/idempotence_bench.py
 
 proto: install
 	bash scripts/gen_proto.sh
