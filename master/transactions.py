@@ -40,6 +40,7 @@ from duomq.proto import codec, pb
 log = logging.getLogger(__name__)
 TRANSACTION_GROUP = "%TRANSACTION%"        # its check points live in the offset table
 READ_BATCH = 4096                          # queue entries read per catch-up and queue
+ENDED_AS = {TransactionState.COMMIT: "committed", TransactionState.ROLLBACK: "rolled back"}
 MAX_DUE = 10_000                           # transactions looked at per check round
 CHECKS_PER_PRODUCER = 64                   # check-backs one producer gets per round
 
@@ -123,21 +124,26 @@ class TransactionService:
         name = tx.transaction_id(self.broker_group, half_offset)
         self.catch_up()
         outcome = self.book.decide(half_offset, state)
-        if outcome is Outcome.ALREADY:
-            return Ended(None, 0, already=True)
-        if outcome is Outcome.CONFLICT:
-            raise TransactionEndedError(f"transaction {name} was already "
-                                        f"{self.book.ended[half_offset].value}ed: nothing "
-                                        f"changed".replace("COMMITed", "committed")
-                                        .replace("ROLLBACKed", "rolled back"))
-        msg = self.half_message(half_offset, visible_end)
-        if producer_group and (msg.properties.get(tx.PRODUCER_GROUP) != producer_group
-                               or msg.properties.get(d.REAL_TOPIC) != topic):
+        try:
+            msg: MessageExt | None = self.half_message(half_offset, visible_end)
+        except TransactionNotFoundError:
+            if outcome is not Outcome.ALREADY and outcome is not Outcome.CONFLICT:
+                raise
+            msg = None                           # ended, and its half since deleted
+        if msg is not None and producer_group and (
+                msg.properties.get(tx.PRODUCER_GROUP) != producer_group
+                or msg.properties.get(d.REAL_TOPIC) != topic):
             raise BadRequestError(f"transaction {name} is producer group "
                                   f"{msg.properties.get(tx.PRODUCER_GROUP)!r}'s, on topic "
                                   f"{msg.properties.get(d.REAL_TOPIC)!r}, not {producer_group!r}'s "
                                   f"on {topic!r}")
-        if outcome is Outcome.UNKNOWN:           # a half behind the check point: it ended
+        if outcome is Outcome.ALREADY:
+            return Ended(None, 0, already=True)
+        if outcome is Outcome.CONFLICT:
+            raise TransactionEndedError(f"transaction {name} was already "
+                                        f"{ENDED_AS[self.book.ended[half_offset]]}: nothing "
+                                        f"changed")
+        if outcome is Outcome.UNKNOWN or msg is None:   # a half behind the check point
             raise TransactionEndedError(f"transaction {name} ended long ago (its end is no "
                                         f"longer remembered): nothing changed")
         items = []

@@ -17,7 +17,11 @@ from duomq.client import (
     TransactionProducer,
     TransactionState,
 )
-from duomq.common.errors import TransactionEndedError, TransactionNotFoundError
+from duomq.common.errors import (
+    BadRequestError,
+    TransactionEndedError,
+    TransactionNotFoundError,
+)
 from duomq.common.message import MessageQueue
 from duomq.testing.harness import master_info, run_cli, wait_for
 
@@ -76,6 +80,10 @@ def test_commit_rollback_and_repeated_ends(local_cluster):
             p.end_transaction(no.transaction_id, "Orders", TransactionState.COMMIT)
         with pytest.raises(TransactionNotFoundError):
             p.end_transaction("broker-a:0000000000000001", "Orders", TransactionState.COMMIT)
+        with TransactionProducer("others", zookeeper=zk, cluster=cl) as stranger:
+            for tid in (ok.transaction_id, unknown.transaction_id):   # ended, and pending
+                with pytest.raises(BadRequestError, match="producer group 'orders'"):
+                    stranger.end_transaction(tid, "Orders", TransactionState.ROLLBACK)
         # the pending one, ended later
         late = p.end_transaction(unknown.transaction_id, "Orders", TransactionState.COMMIT)
         assert not late.already and late.topic == "Orders"
