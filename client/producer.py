@@ -316,7 +316,6 @@ class Producer(ClientBase):
             return encoded
         with self._seq_lock:
             seq = self._seqs.get(mq, 0)
-            self._seqs[mq] = seq + 1
         first = msgs[0]
         size = rec.SIZE_MAGIC.unpack_from(data, 0)[0]
         body = first.body if type(first.body) is bytes else bytes(first.body)
@@ -326,6 +325,13 @@ class Producer(ClientBase):
             rec.encode_properties({**first.properties,
                                    **sequencing(self.producer_id, seq, len(msgs))}),
             body, _BORN.unpack_from(data, 0)[0], self._host, rec.FLAG_SEQUENCED)
+        if len(head) > self.config.max_message_bytes:
+            return encoded             # no room for its numbering: sent as a plain send
+        with self._seq_lock:
+            seq2 = self._seqs.get(mq, 0)
+            if seq2 != seq:            # another thread numbered one meanwhile: take the next
+                return self._sequence(msgs, topic, mq, encoded, att)
+            self._seqs[mq] = seq + 1
         att.sequenced, att.pinned = mq, True
         att.sequenced_batch = head + data[size:], scheduled
         return att.sequenced_batch
