@@ -22,18 +22,26 @@ FROM ${PYTHON_IMAGE} AS build
 ARG WHEELS=
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY . .
+# the dependencies first, in a layer of their own: a change of the source
+# alone rebuilds only the package's layer
+COPY pyproject.toml .
 RUN python -m venv /opt/duomq \
- && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} . \
+ && python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+ && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} -r /tmp/requirements.txt
+COPY . .
+RUN /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps . \
  && /opt/duomq/bin/python -m duomq --version
 
 FROM ${PYTHON_IMAGE} AS build-spark
 ARG WHEELS=
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY . .
+COPY pyproject.toml .
 RUN python -m venv /opt/duomq \
- && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} ".[spark]" \
+ && python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['spark']))" > /tmp/requirements.txt \
+ && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} -r /tmp/requirements.txt
+COPY . .
+RUN /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps . \
  && /opt/duomq/bin/python -c "import duomq.client.spark"
 
 # ---- spark: Spark jobs (spark-submit in local mode) -------------------------
