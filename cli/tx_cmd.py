@@ -65,6 +65,7 @@ def list_(args) -> int:
 
 def resolve(args) -> int:
     from duomq.client.base import raise_for
+    from duomq.client.transaction_producer import UNCONFIRMED
     try:
         group, offset = parse_transaction_id(args.id)
     except ValueError as exc:
@@ -74,9 +75,8 @@ def resolve(args) -> int:
         status, error, resp = c.remoting.call(
             c.master_address(group), pb.END_TRANSACTION,
             pb.EndTransactionRequest(half_offset=offset, action=action), 30)
-        if status not in (pb.OK, pb.SLAVE_NOT_AVAILABLE, pb.FLUSH_DISK_TIMEOUT,
-                          pb.FLUSH_SLAVE_TIMEOUT):
-            raise_for(status, error)
+        if status not in (pb.OK, pb.SLAVE_NOT_AVAILABLE, *UNCONFIRMED):   # ended, if not yet
+            raise_for(status, error)                                    # durable as a send
     done = "committed" if args.commit else "rolled back"
     out = {"transaction_id": args.id, "result": f"already {done}" if resp.already else done,
            "warning": error if status != pb.OK else ""}

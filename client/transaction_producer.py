@@ -181,7 +181,8 @@ class TransactionProducer(Producer):
                 log.warning("the broker checks back transaction %s, and producer group %s has "
                             "no checker", req.transaction_id, self.config.group)
                 return
-            msg = as_sent(decode_records(req.record, req.transaction_id.rpartition(":")[0])[0])
+            group, _ = tx.parse_transaction_id(req.transaction_id)
+            msg = as_sent(decode_records(req.record, group)[0])
             try:
                 state = self.checker(msg)
             except Exception:

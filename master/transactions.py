@@ -154,8 +154,8 @@ class TransactionService:
         self.book.ended_now(half_offset, state)
         committed = None
         if state is TransactionState.COMMIT:
-            topic, qid, _ = items[0]
-            committed = (topic, qid, puts[0].physical_offsets[0])
+            where, qid, _ = items[0]            # its topic (or the schedule topic)
+            committed = (where, qid, puts[0].physical_offsets[0])
         return Ended(committed, puts[-1].end_offset)
 
     # ------------------------------------------------------------ check-backs
