@@ -30,6 +30,7 @@ bench: install
 	$(PY) bench/spark_bench.py
 	$(PY) bench/tag_filter_bench.py
 	$(PY) bench/push_consumer_bench.py
+	$(PY) bench/many_queues_bench.py
 	$(PY) bench/handoff_bench.py
 	$(PY) bench/key_index_bench.py
 	$(PY) bench/metrics_bench.py

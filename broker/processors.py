@@ -288,25 +288,36 @@ def _advice(b: BrokerCore, cq, queue_offset: int) -> int | None:
 
 # ------------------------------------------------------------ offsets
 def query_offset(b: BrokerCore, r: Request) -> Answer:
+    """The min, max or by-time offset of one queue, or of each of
+    ``queue_ids`` (a consumer taking many queues of a topic at once)."""
     req: pb.QueryOffsetRequest = r.message
     _lag, refusal = _replica_lag(b, req.max_replica_lag_ms)
     if refusal is not None:         # a stale slave's offsets would plan a stale read
         return refusal[0], refusal[1], pb.QueryOffsetResponse()
+    if req.query not in (pb.MIN_OFFSET, pb.MAX_OFFSET, pb.BY_TIME):
+        raise BadRequestError(f"unknown offset query {req.query}")
+    if not req.queue_ids:
+        return pb.OK, "", pb.QueryOffsetResponse(offset=_queue_offset(b, req, req.queue_id))
+    queues = _hosted(b, req.topic)
+    if len(req.queue_ids) > queues:
+        raise BadRequestError(f"{len(req.queue_ids)} queues asked of topic {req.topic!r}, "
+                              f"which has {queues} on this group")
+    return pb.OK, "", pb.QueryOffsetResponse(
+        offsets=[_queue_offset(b, req, q) for q in req.queue_ids])
+
+
+def _queue_offset(b: BrokerCore, req: pb.QueryOffsetRequest, queue_id: int) -> int:
     store, visible = b.store, b.state.visible_offset
-    cq = store.find_queue(req.topic, req.queue_id)
+    cq = store.find_queue(req.topic, queue_id)
     if cq is None:
         _hosted(b, req.topic)
-        return pb.OK, "", pb.QueryOffsetResponse(offset=0)
+        return 0
     if req.query == pb.MIN_OFFSET:
-        off = cq.min_offset
-    elif req.query == pb.MAX_OFFSET:
-        off = store.visible_max_offset(cq, visible)
-    elif req.query == pb.BY_TIME:
-        off = min(store.offset_by_time(req.topic, req.queue_id, req.timestamp_ms),
-                  store.visible_max_offset(cq, visible))
-    else:
-        raise BadRequestError(f"unknown offset query {req.query}")
-    return pb.OK, "", pb.QueryOffsetResponse(offset=off)
+        return cq.min_offset
+    if req.query == pb.MAX_OFFSET:
+        return store.visible_max_offset(cq, visible)
+    return min(store.offset_by_time(req.topic, queue_id, req.timestamp_ms),
+               store.visible_max_offset(cq, visible))
 
 
 def commit_offset(b: BrokerCore, r: Request) -> Answer:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
 import time
 from typing import Any
@@ -514,10 +515,28 @@ class Broker(BrokerCore):
         return floor
 
 
+def raise_open_files_limit() -> int:
+    """Raise the soft limit on open files to the hard one, as the JVM does
+    for Kafka and RocketMQ brokers: every consume-queue segment holds a file
+    descriptor, and a soft limit of 1,024 would stop a broker at about 1,000
+    queues. Returns the limit in force (logged)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, want, exc)
+    log.info("open files limit %d (each queue's consume-queue segment holds one)", soft)
+    return soft
+
+
 def run_broker(config: BrokerConfig) -> None:
     """Start and serve until stopped. A file the broker cannot use at start
     (``data_dir`` unwritable, a damaged offsets file, a port taken) is a
     ``ConfigError`` naming it: the CLI prints one line and exits 2."""
+    raise_open_files_limit()
     try:
         broker = Broker(config)
         broker.install_signal_handlers()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
@@ -10,6 +11,7 @@ from duomq.client.metrics import error_name
 from duomq.common.config import ConsumerConfig
 from duomq.common.errors import (
     BadRequestError,
+    BrokerSystemError,
     NoRouteError,
     ReplicaLagError,
     RequestTimeoutError,
@@ -24,6 +26,7 @@ from duomq.common.message import (
     lookup_key,
     parse_msg_id,
 )
+from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.subscription import Subscription, parse
 from duomq.coordinator.members import read_target
 from duomq.coordinator.topics import TopicAdmin
@@ -271,7 +274,17 @@ class PullConsumer(ClientBase):
         ``max_replica_lag_ms`` refuses (slave_preferred then asks the master)."""
         req = pb.QueryOffsetRequest(topic=mq.topic, queue_id=mq.queue_id, query=query,
                                     timestamp_ms=timestamp_ms,
-                                    max_replica_lag_ms=self.config.max_replica_lag_ms)
+                                    max_replica_lag_ms=self.config.max_replica_lag_ms,
+                                    consumer_group=self._owning_group(mq.topic))
+        return self._ask_offsets(mq, req).offset
+
+    def _owning_group(self, topic: str) -> str:
+        """This group when ``topic`` is its retry or dead-letter topic (read
+        with the group's permission alone), else ""."""
+        return self.group if topic in (RETRY_PREFIX + self.group, DLQ_PREFIX + self.group) else ""
+
+    def _ask_offsets(self, mq: MessageQueue, req: pb.QueryOffsetRequest
+                     ) -> pb.QueryOffsetResponse:
         for attempt in range(2):
             status, error, resp = self.remoting.call(self.read_address(mq), pb.QUERY_OFFSET, req,
                                                      self.timeout_s)
@@ -282,8 +295,28 @@ class PullConsumer(ClientBase):
                 if attempt or self.config.read_from != "slave_preferred":
                     raise
                 continue
-            return resp.offset
+            return resp
         raise AssertionError("unreachable")
+
+    def offsets(self, mqs: Iterable[MessageQueue], query: pb.OffsetQuery,
+                timestamp_ms: int = 0) -> dict[MessageQueue, int]:
+        """``min_offset``, ``max_offset`` or ``offset_by_time`` of many queues:
+        one request per topic and broker group."""
+        runs: dict[tuple[str, str], list[MessageQueue]] = {}
+        for mq in mqs:
+            runs.setdefault((mq.broker_group, mq.topic), []).append(mq)
+        out: dict[MessageQueue, int] = {}
+        for (_group, topic), run in runs.items():
+            req = pb.QueryOffsetRequest(topic=topic, query=query, timestamp_ms=timestamp_ms,
+                                        max_replica_lag_ms=self.config.max_replica_lag_ms,
+                                        queue_ids=[mq.queue_id for mq in run],
+                                        consumer_group=self._owning_group(topic))
+            resp = self._ask_offsets(run[0], req)
+            if len(resp.offsets) != len(run):
+                raise BrokerSystemError(f"asked the offsets of {len(run)} queues of {topic!r}, "
+                                        f"got {len(resp.offsets)}")
+            out.update(zip(run, resp.offsets, strict=True))
+        return out
 
     def min_offset(self, mq: MessageQueue) -> int:
         return self._query(mq, pb.MIN_OFFSET)
@@ -316,3 +349,23 @@ class PullConsumer(ClientBase):
         status, error, resp = self.remoting.call(address, pb.FETCH_OFFSET, req, self.timeout_s)
         raise_for(status, error)
         return resp.offsets[0].offset
+
+    def committed_many(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """The group's committed offsets of ``mqs`` (-1: never committed):
+        one request per broker group."""
+        out: dict[MessageQueue, int] = {}
+        for group, items in by_broker_group(mqs).items():
+            req = pb.FetchOffsetRequest(consumer_group=self.group)
+            for mq in items:
+                req.queues.add(topic=mq.topic, queue_id=mq.queue_id)
+            try:
+                address = self.master_address(group, items[0].topic)
+            except NoRouteError:
+                address = self.read_address(items[0])
+            status, error, resp = self.remoting.call(address, pb.FETCH_OFFSET, req,
+                                                     self.timeout_s)
+            raise_for(status, error)
+            got = {(o.topic, o.queue_id): o.offset for o in resp.offsets}
+            for mq in items:
+                out[mq] = got.get((mq.topic, mq.queue_id), -1)
+        return out

@@ -13,6 +13,7 @@ from duomq.client.consumer import PullConsumer
 from duomq.client.offset_file import LocalOffsetStore
 from duomq.client.process_queue import ProcessQueue
 from duomq.common.message import MessageQueue
+from duomq.proto import pb
 
 log = logging.getLogger(__name__)
 
@@ -22,17 +23,26 @@ class OffsetCommitter:
         self.consumer = consumer
         self.local = local          # broadcasting: this member's own offsets
 
-    def start_offset(self, mq: MessageQueue) -> tuple[int, bool]:
-        """(offset, came from the committed offsets): else ``consume_from``."""
+    def start_offsets(self, mqs: list[MessageQueue]) -> dict[MessageQueue, tuple[int, bool]]:
+        """Where each of ``mqs`` starts: ``(offset, came from the committed
+        offsets)``, else where ``consume_from`` says. One request per broker
+        group for the commits, one per topic and group for the rest: a member
+        taking 1,000 queues asks a few times, not 2,000."""
         c = self.consumer
-        off = self.local.committed(mq) if self.local is not None else c.committed(mq)
-        if off >= 0:
-            return off, True
-        if c.config.consume_from == "first":
-            return c.min_offset(mq), False
-        if c.config.consume_from == "timestamp":
-            return c.offset_by_time(mq, c.config.consume_timestamp_ms), False
-        return c.max_offset(mq), False
+        if self.local is not None:
+            committed = {mq: self.local.committed(mq) for mq in mqs}
+        else:
+            committed = c.committed_many(mqs)
+        out = {mq: (off, True) for mq, off in committed.items() if off >= 0}
+        rest = [mq for mq in mqs if mq not in out]
+        if rest:
+            how = c.config.consume_from
+            query, ts = ((pb.MIN_OFFSET, 0) if how == "first" else
+                         (pb.BY_TIME, c.config.consume_timestamp_ms) if how == "timestamp" else
+                         (pb.MAX_OFFSET, 0))
+            for mq, off in c.offsets(rest, query, ts).items():
+                out[mq] = (off, False)
+        return out
 
     def commit(self, pqs: list[ProcessQueue]) -> bool:
         """Commit the consumed offset of each of ``pqs`` that moved; True once

@@ -124,17 +124,13 @@ class Rebalancer:
             self.releaser.start(dropped)
         taken = self._take(added)
         locks = self.locker.lock(taken) if self.locker else {}
-        for mq in sorted(taken):
-            if self.locker and mq not in locks:
-                # its last owner has not let it go yet: try again soon
-                self.retry_soon(PULL_RETRY_S)
-                continue
-            try:
-                start, from_broker = self.committer.start_offset(mq)
-            except Exception as exc:
-                log.warning("cannot find the start offset of %s (%s); retrying", mq, exc)
-                self.retry_soon(PULL_RETRY_S)
-                continue
+        if self.locker and any(mq not in locks for mq in taken):
+            # a last owner has not let its queue go yet: try again soon
+            self.retry_soon(PULL_RETRY_S)
+        starts = self._start_offsets(sorted(mq for mq in taken
+                                            if not self.locker or mq in locks))
+        for mq in sorted(starts):
+            start, from_broker = starts[mq]
             # a start chosen by consume_from is committed on the next round, so
             # the group keeps its starting position even before any message
             pq = ProcessQueue(mq, start, committed=start if from_broker else -1)
@@ -148,6 +144,23 @@ class Rebalancer:
             self.pulls.pull(pq)
         log.info("consumer %s of %s now holds %d queues (members %d)", c.client_id, c.group,
                  len(self.assigned), len(self.members()))
+
+    def _start_offsets(self, mqs: list[MessageQueue]) -> dict[MessageQueue, tuple[int, bool]]:
+        """Where each of ``mqs`` starts, asked in bulk per topic and broker
+        group; queues whose start cannot be found now are left out (the next
+        round tries them again)."""
+        runs: dict[tuple[str, str], list[MessageQueue]] = {}
+        for mq in mqs:
+            runs.setdefault((mq.topic, mq.broker_group), []).append(mq)
+        out = {}
+        for (topic, group), run in runs.items():
+            try:
+                out.update(self.committer.start_offsets(run))
+            except Exception as exc:
+                log.warning("cannot find the start offsets of %d queues of %s on %s (%s); "
+                            "retrying", len(run), topic, group, exc)
+                self.retry_soon(PULL_RETRY_S)
+        return out
 
     def _take(self, added: set[MessageQueue]) -> set[MessageQueue]:
         """The queues of ``added`` this member may read now: all of them when

@@ -136,7 +136,8 @@ class RemotingClient:
         rid = next(self._ids)
         data = codec.encode_request(rid, type_, message)
         self._outbox.append((address, rid, data, fut, time.monotonic() + timeout_s, type_))
-        os.eventfd_write(self._wake_fd, 1)
+        if threading.get_ident() != self._thread.ident:   # the I/O thread sends it anyway
+            os.eventfd_write(self._wake_fd, 1)            # before it polls again
         return fut
 
     def call(self, address: str, type_: int, message, timeout_s: float):

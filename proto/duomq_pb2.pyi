@@ -204,24 +204,30 @@ class PullResponse(_message.Message):
     def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., suggest_broker_id: _Optional[int] = ..., advice_ttl_ms: _Optional[int] = ..., replica_lag_ms: _Optional[int] = ...) -> None: ...
 
 class QueryOffsetRequest(_message.Message):
-    __slots__ = ("topic", "queue_id", "query", "timestamp_ms", "max_replica_lag_ms")
+    __slots__ = ("topic", "queue_id", "query", "timestamp_ms", "max_replica_lag_ms", "queue_ids", "consumer_group")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_REPLICA_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_IDS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     query: OffsetQuery
     timestamp_ms: int
     max_replica_lag_ms: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., query: _Optional[_Union[OffsetQuery, str]] = ..., timestamp_ms: _Optional[int] = ..., max_replica_lag_ms: _Optional[int] = ...) -> None: ...
+    queue_ids: _containers.RepeatedScalarFieldContainer[int]
+    consumer_group: str
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., query: _Optional[_Union[OffsetQuery, str]] = ..., timestamp_ms: _Optional[int] = ..., max_replica_lag_ms: _Optional[int] = ..., queue_ids: _Optional[_Iterable[int]] = ..., consumer_group: _Optional[str] = ...) -> None: ...
 
 class QueryOffsetResponse(_message.Message):
-    __slots__ = ("offset",)
+    __slots__ = ("offset", "offsets")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
     offset: int
-    def __init__(self, offset: _Optional[int] = ...) -> None: ...
+    offsets: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, offset: _Optional[int] = ..., offsets: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class QueueOffset(_message.Message):
     __slots__ = ("topic", "queue_id", "offset")

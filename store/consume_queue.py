@@ -32,8 +32,9 @@ class ConsumeQueue:
         validate_queue(topic, queue_id)     # they become a path: never outside ``root``
         self.topic = topic
         self.queue_id = queue_id
+        # read with pread: one file descriptor per segment, not two (segment.py)
         self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)),
-                                   entries_per_segment * UNIT)
+                                   entries_per_segment * UNIT, mapped=False)
         self.min_offset = 0      # first readable entry (after retention)
         self.max_offset = 0      # one past the last entry
 
@@ -44,7 +45,7 @@ class ConsumeQueue:
         if not segs:
             return
         last = segs[-1]
-        data = last.mm[:]
+        data = last.read(0, last.size)
         used = len(data.rstrip(b"\0"))
         used = -(-used // UNIT) * UNIT
         last.wrote = last.flushed = used
@@ -103,7 +104,7 @@ class ConsumeQueue:
             return b""
         rel = byte_pos - seg.base
         n = min(count * UNIT, seg.wrote - rel)
-        return seg.mm[rel:rel + n]
+        return seg.read(rel, n)
 
     def entry(self, queue_offset: int):
         """(phys, size, tag_hash) at ``queue_offset``, or None."""
@@ -165,7 +166,7 @@ class ConsumeQueue:
         segs = self.mfq.segments
         drop = 0
         for seg in segs[:-1]:
-            last_entry = seg.mm[seg.size - UNIT:seg.size]
+            last_entry = seg.read(seg.size - UNIT, UNIT)
             phys, size, _ = CQ_UNIT.unpack(last_entry)
             if phys + size <= min_phys:
                 drop += 1

@@ -16,9 +16,10 @@ def segment_name(base: int) -> str:
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, segment_size: int):
+    def __init__(self, directory: str, segment_size: int, mapped: bool = True):
         self.dir = directory
         self.segment_size = segment_size
+        self.mapped = mapped            # segments read through a mapping (Segment.open)
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self._lock = threading.Lock()  # guards the list against retention and rolls
@@ -35,7 +36,7 @@ class MappedFileQueue:
                 raise ValueError(
                     f"segment {path} has size {os.path.getsize(path)}, expected "
                     f"{self.segment_size}: was segment_size_bytes changed?")
-            seg = Segment.open(path, base, self.segment_size)
+            seg = Segment.open(path, base, self.segment_size, self.mapped)
             seg.wrote = seg.flushed = self.segment_size
             self.segments.append(seg)
         self._bases = [s.base for s in self.segments]
@@ -64,7 +65,8 @@ class MappedFileQueue:
 
     # ------------------------------------------------------------ growth
     def create(self, base: int) -> Segment:
-        seg = Segment.open(os.path.join(self.dir, segment_name(base)), base, self.segment_size)
+        seg = Segment.open(os.path.join(self.dir, segment_name(base)), base, self.segment_size,
+                           self.mapped)
         with self._lock:
             self.segments.append(seg)
             self._bases.append(base)

@@ -2,8 +2,12 @@
 
 Writes go through ``os.pwrite`` (one call per batch); reads go through a
 read-only shared ``mmap`` of the whole file, which sees the page cache and so
-every completed write. ``wrote`` and ``flushed`` are positions relative to the
-segment start; the owner publishes ``wrote`` only after the write returned.
+every completed write. An unmapped segment (``mapped=False``: consume
+queues, small reads) is read with ``os.pread``: Python's ``mmap`` keeps a
+duplicate of the file descriptor, so a mapping costs a second descriptor per
+file, and a broker with 10,000 queues would need 20,000. ``wrote`` and
+``flushed`` are positions relative to the segment start; the owner
+publishes ``wrote`` only after the write returned.
 """
 
 from __future__ import annotations
@@ -36,19 +40,19 @@ def preallocate(fd: int, path: str, size: int) -> None:
 
 
 class Segment:
-    __slots__ = ("path", "base", "size", "fd", "mm", "wrote", "flushed")
+    __slots__ = ("path", "base", "size", "fd", "_mm", "wrote", "flushed")
 
-    def __init__(self, path: str, base: int, size: int, fd: int, mm: mmap.mmap):
+    def __init__(self, path: str, base: int, size: int, fd: int, mm: mmap.mmap | None):
         self.path = path
         self.base = base
         self.size = size
         self.fd = fd
-        self.mm = mm
+        self._mm = mm
         self.wrote = 0
         self.flushed = 0
 
     @classmethod
-    def open(cls, path: str, base: int, size: int) -> Segment:
+    def open(cls, path: str, base: int, size: int, mapped: bool = True) -> Segment:
         """Open or create ``path``, preallocated to ``size`` (fallocate: the
         space is reserved, reads of unwritten parts give zeros). Space that
         cannot be reserved is an ``OSError`` (ENOSPC) naming the file, and a
@@ -61,7 +65,7 @@ class Segment:
             fd = os.open(path, os.O_RDWR, 0o644)
         try:
             preallocate(fd, path, size)
-            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ) if mapped else None
         except BaseException:
             os.close(fd)
             if created:
@@ -70,11 +74,24 @@ class Segment:
         return cls(path, base, size, fd, mm)
 
     @property
+    def mm(self) -> mmap.mmap:
+        """The read-only mapping of a mapped segment."""
+        if self._mm is None:
+            raise ValueError(f"segment {self.path} is read with pread; it has no mapping")
+        return self._mm
+
+    @property
     def end(self) -> int:
         return self.base + self.size
 
     def write(self, data, rel_pos: int) -> None:
         pwrite_all(self.fd, data, rel_pos)
+
+    def read(self, rel_pos: int, n: int) -> bytes:
+        """``n`` bytes at ``rel_pos`` (fewer at the segment's end)."""
+        if self._mm is not None:
+            return self._mm[rel_pos:rel_pos + n]
+        return os.pread(self.fd, max(0, min(n, self.size - rel_pos)), rel_pos)
 
     def flush(self) -> int:
         """fdatasync if anything is unflushed; return the flushed position."""
@@ -91,7 +108,7 @@ class Segment:
         pos = rel_pos
         while pos < self.size:
             n = min(len(ZERO_CHUNK), self.size - pos)
-            if pos > rel_pos and self.mm[pos:pos + n].count(0) == n:
+            if pos > rel_pos and self.read(pos, n).count(0) == n:
                 break
             self.write(ZERO_CHUNK[:n], pos)
             pos += n
@@ -99,7 +116,8 @@ class Segment:
 
     def close(self) -> None:
         try:
-            self.mm.close()
+            if self._mm is not None:
+                self._mm.close()
         except (BufferError, ValueError):
             pass  # a reader still holds a view; the mapping goes with the process
         os.close(self.fd)

@@ -83,3 +83,19 @@ def test_a_metrics_port_in_use_is_named(tmp_path):
         port = taken.getsockname()[1]
         assert_refused(start_broker(tmp_path, "--set", f"metrics_port={port}"),
                        f"metrics_port {port}: cannot listen on 127.0.0.1: Address already in use")
+
+
+def test_the_broker_raises_its_open_files_limit_to_the_hard_one():
+    """Every consume-queue segment holds a descriptor: a broker must not stop
+    at the usual soft limit of 1,024 (about 1,000 queues)."""
+    import resource
+
+    from duomq.broker.server import raise_open_files_limit
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+        got = raise_open_files_limit()
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == got
+        assert got == (hard if hard != resource.RLIM_INFINITY else 1 << 20)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

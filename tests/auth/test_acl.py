@@ -48,6 +48,12 @@ def test_what_requests_need():
     # the group's own retry topic: the group's permission is enough
     assert needs(pb.PULL, pb.PullRequest(topic="%RETRY%G", consumer_group="G"), "c") == \
         [P("Group:G:Sub")]
+    # the offsets of a topic: Sub on it; of the group's own retry topic: the group's
+    assert needs(pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic="T"), "c") == [P("Topic:T:Sub")]
+    assert needs(pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic="%RETRY%G", consumer_group="G"),
+                 "c") == [P("Group:G:Sub")]
+    assert needs(pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic="%RETRY%H", consumer_group="G"),
+                 "c") == [P("Topic:%RETRY%H:Sub"), P("Group:G:Sub")]
     commit = pb.CommitOffsetRequest(consumer_group="G", offsets=[
         pb.QueueOffset(topic="T", queue_id=0), pb.QueueOffset(topic="T", queue_id=1)])
     assert needs(pb.COMMIT_OFFSET, commit, "c") == [P("Topic:T:Sub"), P("Group:G:Sub")]

@@ -6,8 +6,14 @@ import time
 import pytest
 
 from duomq.client import Message, Producer, PullConsumer, PullStatus, SendStatus
-from duomq.common.errors import ConfigError, MessageTooLargeError, TopicNotExistError
+from duomq.common.errors import (
+    BadRequestError,
+    ConfigError,
+    MessageTooLargeError,
+    TopicNotExistError,
+)
 from duomq.common.message import MessageQueue, parse_msg_id
+from duomq.proto import pb
 
 pytestmark = pytest.mark.integration
 
@@ -110,6 +116,27 @@ def test_offsets_min_max_time_commit_and_fetch(one_broker):
         assert c.committed(mq) == 6
         r = c.pull(mq, 100)
         assert r.status is PullStatus.OFFSET_ILLEGAL and r.next_offset == 8
+
+
+def test_offsets_of_many_queues_in_one_request(one_broker):
+    """A consumer taking many queues asks their offsets in bulk; the answers
+    are those of the one-queue queries, in the order asked."""
+    p, c = clients(one_broker)
+    with p, c:
+        mqs = [MessageQueue("Orders", "broker-a", q) for q in (3, 0, 2, 1)]
+        for n, mq in enumerate(mqs):
+            p.send_batch([Message("Orders", b"x")] * (n + 1), queue=mq)
+        c.commit({mqs[1]: 1})
+        assert c.offsets(mqs, pb.MAX_OFFSET) == {mq: n + 1 for n, mq in enumerate(mqs)}
+        assert c.offsets(mqs, pb.MIN_OFFSET) == dict.fromkeys(mqs, 0)
+        assert c.offsets(mqs, pb.BY_TIME, int(time.time() * 1000) + 3_600_000) == \
+            {mq: c.max_offset(mq) for mq in mqs}
+        assert c.committed_many(mqs) == {mqs[0]: -1, mqs[1]: 1, mqs[2]: -1, mqs[3]: -1}
+        # more queues than the topic has on this group: refused, nothing answered
+        too_many = pb.QueryOffsetRequest(topic="Orders", query=pb.MIN_OFFSET,
+                                         queue_ids=list(range(5)))
+        with pytest.raises(BadRequestError, match="5 queues asked of topic 'Orders'"):
+            c._ask_offsets(mqs[0], too_many)
 
 
 def test_consumer_offsets_survive_a_broker_restart(one_broker):

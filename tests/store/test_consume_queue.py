@@ -33,3 +33,21 @@ def test_truncate_beyond_and_correct_min(tmp_path):
     cq.correct_min_offset(450)             # records below 450 are gone
     assert cq.min_offset == 5
     assert [s.base for s in cq.mfq.segments] == [4 * UNIT]
+
+
+def test_a_queue_holds_one_file_descriptor_per_segment(tmp_path):
+    """Consume queues are read with pread, not a mapping (Python's mmap keeps
+    a second descriptor): 10,000 queues must fit 10,000 descriptors."""
+    import os
+    before = len(os.listdir("/proc/self/fd"))
+    queues = []
+    for q in range(50):
+        cq = ConsumeQueue(str(tmp_path), "T", q, entries_per_segment=4)
+        cq.append(pack_entries([q, 100, 7] * 5, 5), 0)      # two segments each
+        queues.append(cq)
+    assert len(os.listdir("/proc/self/fd")) - before == 100
+    assert queues[7].entry(4) == (7, 100, 7)
+    assert queues[7].read(0, 10) == CQ_UNIT.pack(7, 100, 7) * 4    # up to the segment end
+    for cq in queues:
+        cq.close()
+    assert len(os.listdir("/proc/self/fd")) == before
