@@ -45,6 +45,7 @@ bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/spark_bench.py
 	BENCH_QUICK=1 $(PY) bench/tag_filter_bench.py
 	BENCH_QUICK=1 $(PY) bench/push_consumer_bench.py
+	BENCH_QUICK=1 $(PY) bench/many_queues_bench.py
 	BENCH_QUICK=1 $(PY) bench/handoff_bench.py
 	BENCH_QUICK=1 $(PY) bench/key_index_bench.py
 	BENCH_QUICK=1 $(PY) bench/metrics_bench.py

@@ -15,7 +15,7 @@ from duomq.auth.guard import Guard
 from duomq.broker.core import BrokerCore
 from duomq.broker.metrics import STORED
 from duomq.broker.outbox import Outbox
-from duomq.broker.processors import Answer, Handler, Request
+from duomq.broker.requests import Answer, Handler, Request
 from duomq.common.errors import REJECTED, DuomqError, answer_for
 from duomq.format.record import RecordError
 from duomq.proto import codec, pb

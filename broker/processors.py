@@ -6,178 +6,42 @@ carries a response: SLAVE_NOT_AVAILABLE, NO_MATCHED_MESSAGE, ...), or
 pull). A request that cannot be served raises a ``DuomqError`` (or a
 ``RecordError``); the dispatcher answers its status (``errors.answer_for``).
 Handlers never touch a socket; the table at the end is what the dispatcher
-serves."""
+serves. The handlers that write to the log are in ``writes.py``; what all
+handlers share (``Request``, ``Answer``, the role checks) in ``requests.py``."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from duomq.broker.core import BrokerCore
+from duomq.broker.requests import (
+    Answer,
+    Handler,
+    Request,
+    hosted,
+    master_only,
+    stored_record,
+)
 from duomq.broker.state import MASTER
-from duomq.common import delay as d
+from duomq.broker.writes import end_transaction, list_transactions, send, send_back
 from duomq.common import subscription
 from duomq.common.errors import (
     BadRequestError,
-    MessageTooLargeError,
-    NotMasterError,
     ServiceNotAvailableError,
-    TopicNotExistError,
 )
-from duomq.common.idempotence import sequence_of
-from duomq.common.message import PullStatus, decode_records, lookup_key
-from duomq.common.names import RETRY_PREFIX, validate_name
-from duomq.common.transaction import TransactionState
-from duomq.format import record as rec
-from duomq.master import requeue
+from duomq.common.message import PullStatus, lookup_key
+from duomq.common.names import validate_name
 from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
 from duomq.master.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave, slave_says_go_back
 from duomq.proto import pb
-from duomq.store.producer_state import OLD
 from duomq.store.residency import window_residency
 
-_FLAGS = rec.fields("flags")
-_LENGTHS = rec.fields("topic_len", "tags_len", "keys_len", "props_len")
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
 QUERY_MAX_NUM = 64            # ... and at most
 MAX_CLIENT_ID_CHARS = 255     # a client id (ours: host@pid@uuid8)
 MAX_GROUPS_PER_CLIENT = 1024  # producer and consumer groups one heartbeat names
 MAX_CLIENTS = 100_000         # clients one broker tracks (forgotten after 120 s of silence)
-
-
-class Request(NamedTuple):
-    identity: bytes           # the client's ROUTER identity
-    request_id: int
-    type: int
-    message: Any              # the decoded protobuf request
-
-
-Answer = tuple[int, str, Any]
-Handler = Callable[[BrokerCore, Request], Answer | None]
-
-
-# ------------------------------------------------------------ checks
-def _master_only(b: BrokerCore) -> None:
-    if b.state.role != MASTER:
-        raise NotMasterError(b.not_writable_reason())
-
-
-def _writable(b: BrokerCore) -> None:
-    if not b.writable():
-        raise ServiceNotAvailableError(b.not_writable_reason())
-
-
-def _hosted(b: BrokerCore, topic: str) -> int:
-    """The number of queues this group hosts of ``topic``."""
-    validate_name("topic", topic, allow_system=True)
-    queues = b.hosted_queues(topic)
-    if queues is None:
-        raise TopicNotExistError(f"topic {topic!r} is not hosted by broker group "
-                                 f"{b.config.group!r}")
-    return queues
-
-
-# ------------------------------------------------------------ send
-def send(b: BrokerCore, r: Request) -> Answer | None:
-    req: pb.SendRequest = r.message
-    _master_only(b)
-    validate_name("topic", req.topic, allow_system=True)
-    queues = _hosted(b, req.topic)
-    if not 0 <= req.queue_id < queues:
-        raise BadRequestError(f"queue {req.queue_id} of topic {req.topic!r} does not exist "
-                              f"(this group hosts queues 0..{queues - 1})")
-    if req.count <= 0:
-        raise BadRequestError("a send carries at least one record")
-    _writable(b)
-    retried, answer = _stored_before(b, r, req)
-    if retried:
-        return answer
-    if req.scheduled:
-        resp, end = _put_scheduled(b, req)
-    else:
-        put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count)
-        resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=b.config.group)
-        resp.physical_offsets.extend(put.physical_offsets)
-        end = put.end_offset
-    b.state.appended = True
-    resp.epoch = b.state.epoch
-    if b.sync_replication and not b.slaves_available():
-        return pb.SLAVE_NOT_AVAILABLE, (
-            f"stored, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
-            f"slaves are in sync to confirm it"), resp
-    if b.ack_waiter(end, r.identity, r.request_id, resp):
-        return None
-    b.mark_replicas(resp)
-    return pb.OK, "", resp
-
-
-def _stored_before(b: BrokerCore, r: Request, req: pb.SendRequest
-                   ) -> tuple[bool, Answer | None]:
-    """An idempotent producer's retry of a batch this log holds
-    (``store/producer_state.py``): ``(True, its answer)``, the answer as the
-    first store's, under the same durability rules (None: deferred until
-    they hold), and nothing is stored again. ``(False, None)`` for a new
-    batch, or one not numbered."""
-    data = req.records
-    if len(data) < rec.HEADER_SIZE or not _FLAGS.unpack_from(data, 0)[0] & rec.FLAG_SEQUENCED:
-        return False, None
-    lt, lg, lk, lp = _LENGTHS.unpack_from(data, 0)
-    p = rec.HEADER_SIZE + lt + lg + lk
-    try:
-        pid, seq, count = sequence_of(rec.decode_properties(data[p:p + lp]))
-    except ValueError as exc:
-        raise BadRequestError(f"an idempotent batch's first record: {exc}") from None
-    if count != req.count:
-        raise BadRequestError(f"an idempotent batch says it holds {count} records, the send "
-                              f"{req.count}")
-    batch = b.store.producers.lookup(pid, req.topic, req.queue_id, seq)
-    if batch is None:
-        return False, None
-    resp = pb.SendResponse(broker_group=b.config.group, queue_offset=-1, duplicate=True,
-                           epoch=b.state.epoch)
-    end = b.store.commitlog.max_offset          # unknown: wait for everything written so far
-    cq = b.store.find_queue(req.topic, req.queue_id)
-    if batch is not OLD and cq is not None:
-        entries = [cq.entry(q) for q in range(batch.queue_offset,
-                                                batch.queue_offset + batch.records)]
-        if all(entries):
-            resp.queue_offset = batch.queue_offset
-            resp.physical_offsets.extend(e[0] for e in entries)
-            end = entries[-1][0] + entries[-1][1]
-    b.metrics.duplicates_refused += 1
-    if b.sync_replication and not b.slaves_available():
-        return True, (pb.SLAVE_NOT_AVAILABLE, (
-            f"stored before, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
-            f"slaves are in sync to confirm it"), resp)
-    if b.ack_waiter(end, r.identity, r.request_id, resp):
-        return True, None
-    b.mark_replicas(resp)
-    return True, (pb.OK, "", resp)
-
-
-def _put_scheduled(b: BrokerCore, req: pb.SendRequest) -> tuple[pb.SendResponse, int]:
-    """A batch with delayed messages: each goes to its level's queue of the
-    schedule topic (or, when not delayed, to its queue), one write per run
-    of records bound for one queue. Everything is validated before anything
-    is stored."""
-    cfg = b.config
-    buf = bytearray(req.records)
-    rec.scan_batch(buf, req.topic.encode(), cfg.max_message_bytes, req.count)
-    now = int(time.time() * 1000)
-    placed = [requeue.schedule(m, req.queue_id, b.delay_levels, now)
-              for m in decode_records(buf, cfg.group)]
-    for _topic, _qid, record in placed:
-        if len(record) > cfg.max_message_bytes:
-            raise rec.RecordTooLargeError(
-                f"a delayed record is {len(record)} bytes with its schedule properties, "
-                f"over max_message_bytes ({cfg.max_message_bytes})")
-    resp = pb.SendResponse(broker_group=cfg.group, queue_offset=-1)
-    puts = b.store.put_records(placed)
-    for put in puts:
-        resp.physical_offsets.extend(put.physical_offsets)
-    return resp, puts[-1].end_offset
 
 
 # ------------------------------------------------------------ pull
@@ -195,7 +59,7 @@ def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
     cfg, store = b.config, b.store
     cq = store.find_queue(req.topic, req.queue_id)
     if cq is None:
-        _hosted(b, req.topic)
+        hosted(b, req.topic)
     if req.queue_offset < 0:
         raise BadRequestError("queue_offset must be >= 0")
     lag, refusal = _replica_lag(b, req.max_replica_lag_ms)
@@ -298,7 +162,7 @@ def query_offset(b: BrokerCore, r: Request) -> Answer:
         raise BadRequestError(f"unknown offset query {req.query}")
     if not req.queue_ids:
         return pb.OK, "", pb.QueryOffsetResponse(offset=_queue_offset(b, req, req.queue_id))
-    queues = _hosted(b, req.topic)
+    queues = hosted(b, req.topic)
     if len(req.queue_ids) > queues:
         raise BadRequestError(f"{len(req.queue_ids)} queues asked of topic {req.topic!r}, "
                               f"which has {queues} on this group")
@@ -310,7 +174,7 @@ def _queue_offset(b: BrokerCore, req: pb.QueryOffsetRequest, queue_id: int) -> i
     store, visible = b.store, b.state.visible_offset
     cq = store.find_queue(req.topic, queue_id)
     if cq is None:
-        _hosted(b, req.topic)
+        hosted(b, req.topic)
         return 0
     if req.query == pb.MIN_OFFSET:
         return cq.min_offset
@@ -322,10 +186,10 @@ def _queue_offset(b: BrokerCore, req: pb.QueryOffsetRequest, queue_id: int) -> i
 
 def commit_offset(b: BrokerCore, r: Request) -> Answer:
     req: pb.CommitOffsetRequest = r.message
-    _master_only(b)                # offsets live on the master; slaves only copy them
+    master_only(b)                # offsets live on the master; slaves only copy them
     group = validate_name("consumer group", req.consumer_group, allow_system=True)
     for q in req.offsets:          # only queues this group hosts: the table stays bounded
-        queues = _hosted(b, q.topic)
+        queues = hosted(b, q.topic)
         if not 0 <= q.queue_id < queues:
             raise BadRequestError(f"queue {q.queue_id} of topic {q.topic!r} does not exist "
                                   f"(this group hosts queues 0..{queues - 1})")
@@ -349,92 +213,9 @@ def fetch_offset(b: BrokerCore, r: Request) -> Answer:
     return pb.OK, "", resp
 
 
-# ------------------------------------------------------------ send back, lookups
-def send_back(b: BrokerCore, r: Request) -> Answer | None:
-    """A consumer failed a message stored here: write it again into the
-    group's retry topic (delayed) or dead-letter topic."""
-    req: pb.SendBackRequest = r.message
-    _master_only(b)
-    validate_name("consumer group", req.consumer_group)
-    _writable(b)
-    view = _record(b, req.physical_offset, b.store.commitlog.max_offset)
-    msg = decode_records(view, b.config.group)[0]
-    topic, qid, record = requeue.send_back(
-        msg, req.consumer_group, b.delay_levels, max(req.max_reconsume_times, 0),
-        req.delay_level, req.dead_letter)
-    try:
-        put = b.store.put_batch(topic, qid, bytearray(record), 1)
-    except rec.RecordError as exc:
-        raise MessageTooLargeError(f"cannot store the message again: {exc}") from exc
-    b.state.appended = True
-    where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
-    resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
-    if b.ack_waiter(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK):
-        return None
-    return pb.OK, "", resp
-
-
-# ------------------------------------------------------------ transactions
-def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
-    """Commit or roll back a transaction whose half message is stored here
-    (``master/transactions.py``); acked under the same rules as a send."""
-    req: pb.EndTransactionRequest = r.message
-    _master_only(b)
-    _writable(b)
-    if b.transactions is None:
-        raise ServiceNotAvailableError("this master is still taking over")
-    state = _ACTIONS.get(req.action)
-    if state is None:
-        raise BadRequestError("an end of a transaction is COMMIT or ROLLBACK")
-    ended = b.transactions.end(req.half_offset, state, req.producer_group, req.topic,
-                               int(time.time() * 1000), b.store.commitlog.max_offset)
-    resp = pb.EndTransactionResponse(already=ended.already, epoch=b.state.epoch)
-    if ended.message is not None:
-        resp.topic, resp.queue_id, resp.physical_offset = ended.message
-    if not ended.already:
-        b.state.appended = True
-    # a repeated end (its answer was lost) waits too: for all written so far,
-    # which holds the first end, to be as durable as a send
-    end = b.store.commitlog.max_offset if ended.already else ended.end_offset
-    if b.sync_replication and not b.slaves_available():
-        return pb.SLAVE_NOT_AVAILABLE, (
-            f"ended, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves "
-            f"are in sync to confirm it"), resp
-    if b.ack_waiter(end, r.identity, r.request_id, resp, pb.END_TRANSACTION):
-        return None
-    return pb.OK, "", resp
-
-
-_ACTIONS = {pb.COMMIT: TransactionState.COMMIT, pb.ROLLBACK: TransactionState.ROLLBACK}
-LIST_DEFAULT, LIST_MAX = 1000, 10_000     # pending transactions one listing answers
-
-
-def list_transactions(b: BrokerCore, r: Request) -> Answer:
-    req: pb.ListTransactionsRequest = r.message
-    _master_only(b)
-    if b.transactions is None:
-        raise ServiceNotAvailableError("this master is still taking over")
-    if req.producer_group:
-        validate_name("producer group", req.producer_group)
-    b.transactions.catch_up()
-    most = min(req.max or LIST_DEFAULT, LIST_MAX)
-    resp = pb.ListTransactionsResponse(pending=len(b.transactions.book.pending))
-    for t in b.transactions.listing(req.producer_group, most, int(time.time() * 1000)):
-        resp.transactions.add(**t)
-    return pb.OK, "", resp
-
-
-def _record(b: BrokerCore, physical_offset: int, visible_end: int) -> memoryview:
-    view = b.store.read_record(physical_offset, visible_end)
-    if view is None:
-        raise BadRequestError(f"no message is stored at offset {physical_offset} of broker "
-                              f"group {b.config.group!r}")
-    return view
-
-
 def get_message(b: BrokerCore, r: Request) -> Answer:
     req: pb.GetMessageRequest = r.message
-    view = _record(b, req.physical_offset, b.state.visible_offset)
+    view = stored_record(b, req.physical_offset, b.state.visible_offset)
     return pb.OK, "", pb.GetMessageResponse(record=bytes(view))
 
 
@@ -454,7 +235,7 @@ def query_by_key(b: BrokerCore, r: Request) -> Answer:
 # ------------------------------------------------------------ queue locks
 def lock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
-    _master_only(b)                # locks live on the master
+    master_only(b)                # locks live on the master
     _check_lock_request(b, req)
     got = b.queue_locks.lock(req.consumer_group, req.client_id,
                              [(q.topic, q.queue_id) for q in req.queues], time.monotonic())
@@ -466,7 +247,7 @@ def lock_queues(b: BrokerCore, r: Request) -> Answer:
 
 def unlock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
-    _master_only(b)
+    master_only(b)
     _check_lock_request(b, req)
     b.queue_locks.unlock(req.consumer_group, req.client_id,
                          [(q.topic, q.queue_id) for q in req.queues])
@@ -479,7 +260,7 @@ def _check_lock_request(b: BrokerCore, req: pb.LockQueuesRequest) -> None:
         raise BadRequestError("a lock request names its client")
     _check_client_id(req.client_id)
     for q in req.queues:
-        if not 0 <= q.queue_id < _hosted(b, q.topic):
+        if not 0 <= q.queue_id < hosted(b, q.topic):
             raise BadRequestError(f"queue {q.queue_id} of topic {q.topic!r} does not exist")
 
 
@@ -547,6 +328,7 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
     return pb.OK, "", resp
 
 
+# the writes are in writes.py
 HANDLERS: dict[int, Handler] = {
     pb.SEND: send,
     pb.PULL: pull,

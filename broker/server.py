@@ -32,7 +32,8 @@ from duomq.broker.dispatcher import Dispatcher
 from duomq.broker.metrics import serve
 from duomq.broker.news import LoopNotifier, read_notes
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
-from duomq.broker.processors import HANDLERS, Request, pull_held
+from duomq.broker.processors import HANDLERS, pull_held
+from duomq.broker.requests import Request
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.state import MASTER, SLAVE
 from duomq.common.config import BrokerConfig

@@ -30,7 +30,7 @@ from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.epoch_file import EpochFile
 from duomq.store.key_index import KeyIndex
-from duomq.store.producer_state import ProducerStates
+from duomq.store.producer_state import Batch, ProducerStates
 from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.retention import deletable_prefix
 
@@ -220,13 +220,16 @@ class MessageStore:
         return self.queues.get((topic, queue_id))
 
     # ------------------------------------------------------------ write
-    def put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int) -> PutResult:
+    def put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
+                  numbering: tuple[int, int, int] | None = None) -> PutResult:
         """Validate, place, patch and write a producer's batch (one commit-log
         write per segment touched, one consume-queue write). Raises
         RecordError / RecordTooLargeError, or StoreFullError when the disk has
-        no room for a file it needs, with nothing stored."""
+        no room for a file it needs, with nothing stored. ``numbering``: an
+        idempotent batch's ``(producer id, sequence, count)`` as the SEND
+        handler read it (else a flagged first record is read here)."""
         try:
-            return self._put_batch(topic, queue_id, buf, count)
+            return self._put_batch(topic, queue_id, buf, count, numbering)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -243,7 +246,8 @@ class MessageStore:
             log.warning("%s (logged once a minute while the disk stays full)", text)
         return StoreFullError(exc.errno or errno.ENOSPC, text)
 
-    def _put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int) -> PutResult:
+    def _put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
+                   numbering: tuple[int, int, int] | None) -> PutResult:
         topic_b = topic.encode()
         crcs: list[int] = []
         bounds, borns, hashes, keyed = rec.scan_batch(buf, topic_b, self.config.max_message_bytes,
@@ -274,7 +278,10 @@ class MessageStore:
         if keyed:
             self.index.add_batch(topic_b, [bytes(buf[p:p + n]) for _i, p, n in keyed],
                                  [offsets[i] for i, _p, _n in keyed], now)
-        if _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:   # an idempotent batch
+        if numbering is not None:                                # an idempotent batch
+            pid, seq, n = numbering
+            self.producers.observe(pid, topic, queue_id, Batch(seq, qoff, n, offsets[0]))
+        elif _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:
             self.producers.observe_record(memoryview(buf), offsets[0])
         end = offsets[-1] + sizes[-1]
         self.dispatched_offset = end

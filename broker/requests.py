@@ -1,0 +1,60 @@
+"""What every request handler shares: the decoded ``Request``, the
+``Answer`` a handler returns, and the checks most handlers start with
+(``processors.py`` and ``writes.py`` hold the handlers)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from duomq.broker.core import BrokerCore
+from duomq.broker.state import MASTER
+from duomq.common.errors import (
+    BadRequestError,
+    NotMasterError,
+    ServiceNotAvailableError,
+    TopicNotExistError,
+)
+from duomq.common.names import validate_name
+
+
+class Request(NamedTuple):
+    identity: bytes           # the client's ROUTER identity
+    request_id: int
+    type: int
+    message: Any              # the decoded protobuf request
+
+
+Answer = tuple[int, str, Any]
+Handler = Callable[[BrokerCore, Request], Answer | None]
+
+
+# ------------------------------------------------------------ checks
+def master_only(b: BrokerCore) -> None:
+    if b.state.role != MASTER:
+        raise NotMasterError(b.not_writable_reason())
+
+
+def writable(b: BrokerCore) -> None:
+    if not b.writable():
+        raise ServiceNotAvailableError(b.not_writable_reason())
+
+
+def hosted(b: BrokerCore, topic: str) -> int:
+    """The number of queues this group hosts of ``topic``."""
+    validate_name("topic", topic, allow_system=True)
+    queues = b.hosted_queues(topic)
+    if queues is None:
+        raise TopicNotExistError(f"topic {topic!r} is not hosted by broker group "
+                                 f"{b.config.group!r}")
+    return queues
+
+
+def stored_record(b: BrokerCore, physical_offset: int, visible_end: int) -> memoryview:
+    view = b.store.read_record(physical_offset, visible_end)
+    if view is None:
+        raise BadRequestError(f"no message is stored at offset {physical_offset} of broker "
+                              f"group {b.config.group!r}")
+    return view
+
+

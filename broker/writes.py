@@ -1,0 +1,216 @@
+"""The handlers that write to the log: sends (idempotent retries answered
+from the producer state, delayed messages to the schedule topic), messages a
+consumer sends back, and the ends of transactions. Each is acked at once or,
+under SYNC_FLUSH or SYNC replication, deferred until durable (``None``)."""
+
+from __future__ import annotations
+
+import time
+
+from duomq.broker.core import BrokerCore
+from duomq.broker.requests import Answer, Request, hosted, master_only, stored_record, writable
+from duomq.common import delay as d
+from duomq.common.errors import (
+    BadRequestError,
+    MessageTooLargeError,
+    ServiceNotAvailableError,
+)
+from duomq.common.idempotence import sequence_of
+from duomq.common.message import decode_records
+from duomq.common.names import RETRY_PREFIX, validate_name
+from duomq.common.transaction import TransactionState
+from duomq.format import record as rec
+from duomq.master import requeue
+from duomq.proto import pb
+from duomq.store.producer_state import OLD
+
+_FLAGS = rec.fields("flags")
+_LENGTHS = rec.fields("topic_len", "tags_len", "keys_len", "props_len")
+
+
+# ------------------------------------------------------------ send
+def send(b: BrokerCore, r: Request) -> Answer | None:
+    req: pb.SendRequest = r.message
+    master_only(b)
+    queues = hosted(b, req.topic)           # the topic's name checked there
+    if not 0 <= req.queue_id < queues:
+        raise BadRequestError(f"queue {req.queue_id} of topic {req.topic!r} does not exist "
+                              f"(this group hosts queues 0..{queues - 1})")
+    if req.count <= 0:
+        raise BadRequestError("a send carries at least one record")
+    writable(b)
+    numbering = _numbering(req)
+    if numbering is not None:
+        retried, answer = _stored_before(b, r, req, numbering)
+        if retried:
+            return answer
+    if req.scheduled:
+        resp, end = _put_scheduled(b, req)
+    else:
+        put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count,
+                                numbering)
+        resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=b.config.group)
+        resp.physical_offsets.extend(put.physical_offsets)
+        end = put.end_offset
+    b.state.appended = True
+    resp.epoch = b.state.epoch
+    if b.sync_replication and not b.slaves_available():
+        return pb.SLAVE_NOT_AVAILABLE, (
+            f"stored, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
+            f"slaves are in sync to confirm it"), resp
+    if b.ack_waiter(end, r.identity, r.request_id, resp):
+        return None
+    b.mark_replicas(resp)
+    return pb.OK, "", resp
+
+
+def _numbering(req: pb.SendRequest) -> tuple[int, int, int] | None:
+    """``(producer id, sequence, count)`` of an idempotent producer's batch
+    (its first record is flagged, ``common/idempotence.py``); None for a
+    batch not numbered. Read once: the store observes it as given."""
+    data = req.records
+    if len(data) < rec.HEADER_SIZE or not _FLAGS.unpack_from(data, 0)[0] & rec.FLAG_SEQUENCED:
+        return None
+    lt, lg, lk, lp = _LENGTHS.unpack_from(data, 0)
+    p = rec.HEADER_SIZE + lt + lg + lk
+    try:
+        pid, seq, count = sequence_of(rec.decode_properties(data[p:p + lp]))
+    except ValueError as exc:
+        raise BadRequestError(f"an idempotent batch's first record: {exc}") from None
+    if count != req.count:
+        raise BadRequestError(f"an idempotent batch says it holds {count} records, the send "
+                              f"{req.count}")
+    return pid, seq, count
+
+
+def _stored_before(b: BrokerCore, r: Request, req: pb.SendRequest,
+                   numbering: tuple[int, int, int]) -> tuple[bool, Answer | None]:
+    """An idempotent producer's retry of a batch this log holds
+    (``store/producer_state.py``): ``(True, its answer)``, the answer as the
+    first store's, under the same durability rules (None: deferred until
+    they hold), and nothing is stored again. ``(False, None)`` for a new
+    batch."""
+    pid, seq, _count = numbering
+    batch = b.store.producers.lookup(pid, req.topic, req.queue_id, seq)
+    if batch is None:
+        return False, None
+    resp = pb.SendResponse(broker_group=b.config.group, queue_offset=-1, duplicate=True,
+                           epoch=b.state.epoch)
+    end = b.store.commitlog.max_offset          # unknown: wait for everything written so far
+    cq = b.store.find_queue(req.topic, req.queue_id)
+    if batch is not OLD and cq is not None:
+        entries = [cq.entry(q) for q in range(batch.queue_offset,
+                                                batch.queue_offset + batch.records)]
+        if all(entries):
+            resp.queue_offset = batch.queue_offset
+            resp.physical_offsets.extend(e[0] for e in entries)
+            end = entries[-1][0] + entries[-1][1]
+    b.metrics.duplicates_refused += 1
+    if b.sync_replication and not b.slaves_available():
+        return True, (pb.SLAVE_NOT_AVAILABLE, (
+            f"stored before, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
+            f"slaves are in sync to confirm it"), resp)
+    if b.ack_waiter(end, r.identity, r.request_id, resp):
+        return True, None
+    b.mark_replicas(resp)
+    return True, (pb.OK, "", resp)
+
+
+def _put_scheduled(b: BrokerCore, req: pb.SendRequest) -> tuple[pb.SendResponse, int]:
+    """A batch with delayed messages: each goes to its level's queue of the
+    schedule topic (or, when not delayed, to its queue), one write per run
+    of records bound for one queue. Everything is validated before anything
+    is stored."""
+    cfg = b.config
+    buf = bytearray(req.records)
+    rec.scan_batch(buf, req.topic.encode(), cfg.max_message_bytes, req.count)
+    now = int(time.time() * 1000)
+    placed = [requeue.schedule(m, req.queue_id, b.delay_levels, now)
+              for m in decode_records(buf, cfg.group)]
+    for _topic, _qid, record in placed:
+        if len(record) > cfg.max_message_bytes:
+            raise rec.RecordTooLargeError(
+                f"a delayed record is {len(record)} bytes with its schedule properties, "
+                f"over max_message_bytes ({cfg.max_message_bytes})")
+    resp = pb.SendResponse(broker_group=cfg.group, queue_offset=-1)
+    puts = b.store.put_records(placed)
+    for put in puts:
+        resp.physical_offsets.extend(put.physical_offsets)
+    return resp, puts[-1].end_offset
+
+
+# ------------------------------------------------------------ send back, lookups
+def send_back(b: BrokerCore, r: Request) -> Answer | None:
+    """A consumer failed a message stored here: write it again into the
+    group's retry topic (delayed) or dead-letter topic."""
+    req: pb.SendBackRequest = r.message
+    master_only(b)
+    validate_name("consumer group", req.consumer_group)
+    writable(b)
+    view = stored_record(b, req.physical_offset, b.store.commitlog.max_offset)
+    msg = decode_records(view, b.config.group)[0]
+    topic, qid, record = requeue.send_back(
+        msg, req.consumer_group, b.delay_levels, max(req.max_reconsume_times, 0),
+        req.delay_level, req.dead_letter)
+    try:
+        put = b.store.put_batch(topic, qid, bytearray(record), 1)
+    except rec.RecordError as exc:
+        raise MessageTooLargeError(f"cannot store the message again: {exc}") from exc
+    b.state.appended = True
+    where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
+    resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
+    if b.ack_waiter(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK):
+        return None
+    return pb.OK, "", resp
+
+
+# ------------------------------------------------------------ transactions
+def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
+    """Commit or roll back a transaction whose half message is stored here
+    (``master/transactions.py``); acked under the same rules as a send."""
+    req: pb.EndTransactionRequest = r.message
+    master_only(b)
+    writable(b)
+    if b.transactions is None:
+        raise ServiceNotAvailableError("this master is still taking over")
+    state = _ACTIONS.get(req.action)
+    if state is None:
+        raise BadRequestError("an end of a transaction is COMMIT or ROLLBACK")
+    ended = b.transactions.end(req.half_offset, state, req.producer_group, req.topic,
+                               int(time.time() * 1000), b.store.commitlog.max_offset)
+    resp = pb.EndTransactionResponse(already=ended.already, epoch=b.state.epoch)
+    if ended.message is not None:
+        resp.topic, resp.queue_id, resp.physical_offset = ended.message
+    if not ended.already:
+        b.state.appended = True
+    # a repeated end (its answer was lost) waits too: for all written so far,
+    # which holds the first end, to be as durable as a send
+    end = b.store.commitlog.max_offset if ended.already else ended.end_offset
+    if b.sync_replication and not b.slaves_available():
+        return pb.SLAVE_NOT_AVAILABLE, (
+            f"ended, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves "
+            f"are in sync to confirm it"), resp
+    if b.ack_waiter(end, r.identity, r.request_id, resp, pb.END_TRANSACTION):
+        return None
+    return pb.OK, "", resp
+
+
+_ACTIONS = {pb.COMMIT: TransactionState.COMMIT, pb.ROLLBACK: TransactionState.ROLLBACK}
+LIST_DEFAULT, LIST_MAX = 1000, 10_000     # pending transactions one listing answers
+
+
+def list_transactions(b: BrokerCore, r: Request) -> Answer:
+    req: pb.ListTransactionsRequest = r.message
+    master_only(b)
+    if b.transactions is None:
+        raise ServiceNotAvailableError("this master is still taking over")
+    if req.producer_group:
+        validate_name("producer group", req.producer_group)
+    b.transactions.catch_up()
+    most = min(req.max or LIST_DEFAULT, LIST_MAX)
+    resp = pb.ListTransactionsResponse(pending=len(b.transactions.book.pending))
+    for t in b.transactions.listing(req.producer_group, most, int(time.time() * 1000)):
+        resp.transactions.add(**t)
+    return pb.OK, "", resp
+
+
