@@ -31,6 +31,8 @@ bench: install
 	$(PY) bench/tag_filter_bench.py
 	$(PY) bench/push_consumer_bench.py
 	$(PY) bench/many_queues_bench.py
+	$(PY) bench/latency_floor.py
+	$(PY) bench/zk_scale_bench.py
 	$(PY) bench/handoff_bench.py
 	$(PY) bench/key_index_bench.py
 	$(PY) bench/metrics_bench.py
@@ -46,6 +48,8 @@ bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/tag_filter_bench.py
 	BENCH_QUICK=1 $(PY) bench/push_consumer_bench.py
 	BENCH_QUICK=1 $(PY) bench/many_queues_bench.py
+	BENCH_QUICK=1 $(PY) bench/latency_floor.py
+	BENCH_QUICK=1 $(PY) bench/zk_scale_bench.py
 	BENCH_QUICK=1 $(PY) bench/handoff_bench.py
 	BENCH_QUICK=1 $(PY) bench/key_index_bench.py
 	BENCH_QUICK=1 $(PY) bench/metrics_bench.py
