@@ -4,12 +4,14 @@ processes, as in ../shared/peers). Each prints READY when set up (consumers)
 and one ``RESULT {json}`` line at the end.
 
 Bodies start with ``<u64 seq><u64 CLOCK_MONOTONIC ns>`` and are padded to size.
+PRODUCER_SETTINGS (JSON of producer config fields) applies to every producer.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import struct
 import sys
 import threading
@@ -18,6 +20,8 @@ import time
 from duomq.client import Message, Producer, PushConsumer
 
 HDR = struct.Struct("<QQ")
+# producer fields for every producing child, e.g. PRODUCER_SETTINGS='{"idempotent": false}'
+PRODUCER = json.loads(os.environ.get("PRODUCER_SETTINGS", "{}"))
 
 
 def emit(obj):
@@ -42,7 +46,7 @@ def produce(a):
     pad = b"x" * (a.size - HDR.size)
     mono = time.monotonic_ns
     acks, errors, sent, statuses = [], 0, 0, {}
-    with Producer(a.zookeeper, a.cluster, group="bench") as p:
+    with Producer(a.zookeeper, a.cluster, group="bench", **PRODUCER) as p:
         p.send(Message(a.topic, HDR.pack(0, mono()) + pad))  # routes warm
         t0 = time.perf_counter()
         deadline = t0 + a.max_s
@@ -70,7 +74,7 @@ def latprod(a):
     mono = time.monotonic_ns
     total = int(a.rate * a.secs)
     sent = errors = 0
-    with Producer(a.zookeeper, a.cluster, group="bench-lat") as p:
+    with Producer(a.zookeeper, a.cluster, group="bench-lat", **PRODUCER) as p:
         t0 = time.perf_counter()
         while sent < total and time.perf_counter() < t0 + a.secs + 30:
             now = time.perf_counter()
