@@ -10,6 +10,8 @@ hold when the queues multiply? One JSON line.
             time) drains a backlog of DRAIN_N messages spread evenly over 8
             queues and over 1,000 (one topic each), from the first message to
             the last; DRAIN_ROUNDS rounds, medians reported.
+            Then over 8 queues again while a consumer holds pulls on the
+            DRAIN_QUEUES drained queues (``few_with_held_pulls``).
   broker    the master's RSS and open files with all those queues.
 
 BENCH_QUICK=1: fewer messages. N, DRAIN_N, TOPICS x PER_TOPIC (the many
@@ -139,11 +141,23 @@ def main() -> None:
             rates = {}
             for name, qs in (("few", few_q), ("many", many_q), ("few_again", few_q)):
                 rates[name] = N / produce(p, qs, N)
+            # the same with a consumer's pulls held on DRAIN_QUEUES drained queues:
+            # a send must not look at every held pull
+            holder = PushConsumer("holder", "DrainMany", lambda _m: None, zookeeper=zk,
+                                  cluster=cluster, consume_from="last").start()
+            deadline = time.monotonic() + 60
+            while len(holder.held()) < DRAIN_QUEUES and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)                                    # their pulls now held
+            rates["few_held"] = N / produce(p, few_q, N)
+            holder.shutdown()
         few = (rates["few"] + rates["few_again"]) / 2
         out["produce"] = {"messages": N, "few_queues": FEW, "many_queues": len(many_q),
                           "few_msgs_per_s": round(few), "many_msgs_per_s": round(rates["many"]),
                           "ratio": round(rates["many"] / few, 3),
-                          "first_touch_msgs_per_s": round(len(many_q) * BATCH / first)}
+                          "first_touch_msgs_per_s": round(len(many_q) * BATCH / first),
+                          "few_with_held_pulls_msgs_per_s": round(rates["few_held"]),
+                          "held_pulls": DRAIN_QUEUES}
         mem = master.memory_info().rss
         out["broker"] = {"queues": len(many_q) + 2 * FEW + DRAIN_QUEUES,
                          "rss_mib": round(mem / (1 << 20), 1),

@@ -47,13 +47,15 @@ class PullRequestHoldService:
             else:
                 del counts[p.identity]
 
-    def take_ready(self, visible_max) -> list[HeldPull]:
+    def take_ready(self, visible_max, keys=None) -> list[HeldPull]:
         """Remove and return pulls whose queue now has a message at or past
         their offset. ``visible_max(topic, queue_id)`` -> one past the newest
-        visible entry."""
+        visible entry. ``keys``: only the pulls held on these ``(topic,
+        queue)`` (the queues written to; None: every held pull)."""
         ready: list[HeldPull] = []
-        for key in list(self.held):
-            pulls = self.held[key]
+        held = self.held
+        for key in list(held) if keys is None else [k for k in keys if k in held]:
+            pulls = held[key]
             top = visible_max(*key)
             keep: list[HeldPull] = []
             for p in pulls:

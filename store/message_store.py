@@ -7,6 +7,7 @@ does no networking and knows nothing of roles.
 
 from __future__ import annotations
 
+import collections
 import errno
 import itertools
 import logging
@@ -89,6 +90,10 @@ class MessageStore:
         self.index = KeyIndex(os.path.join(root, "index"), config.index_slot_count,
                               config.index_max_entries)
         self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
+        # (topic, queue, commit-log end) of each write of consume-queue entries,
+        # for the serving thread to look at only those queues' held pulls
+        # (written by the serving thread as master, the replication thread as slave)
+        self.appended: collections.deque[tuple[str, int, int]] = collections.deque()
         self.recovery: RecoveryReport | None = None
         self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
         self._checkpointed = -1
@@ -285,6 +290,7 @@ class MessageStore:
             self.producers.observe_record(memoryview(buf), offsets[0])
         end = offsets[-1] + sizes[-1]
         self.dispatched_offset = end
+        self.appended.append((topic, queue_id, end))
         self.messages_stored += count
         return PutResult(qoff, offsets, end)
 
@@ -375,6 +381,7 @@ class MessageStore:
             self.index.add(keyed)
         self._observe(sequenced)
         self.dispatched_offset = pos
+        self.appended.extend((str(t, "utf-8"), q, pos) for t, q in pending)
         self.messages_stored += n
         return n
 

@@ -25,3 +25,17 @@ def test_forget_drops_every_pull_of_a_client():
         h.hold("T", q, pull(b"b"))
     assert h.forget(b"a") == 3
     assert h.per_client == {b"b": 3} and len(h) == 3
+
+
+def test_only_the_queues_written_to_are_looked_at():
+    h = PullRequestHoldService()
+    for q in range(1000):
+        h.hold("T", q, pull(b"a"))
+    asked = []
+
+    def visible_max(topic, qid):
+        asked.append(qid)
+        return 6
+    ready = h.take_ready(visible_max, [("T", 7), ("T", 123), ("U", 0)])
+    assert sorted(p.request.queue_offset for p in ready) == [5, 5]
+    assert sorted(asked) == [7, 123] and len(h) == 998 and h.per_client == {b"a": 998}
