@@ -23,8 +23,8 @@ from crc32c import crc32c
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError, StoreFullError, UnsupportedVersionError
 from duomq.common.message import PullStatus
+from duomq.format import bulk_scan, seal
 from duomq.format import record as rec
-from duomq.format import seal
 from duomq.store import bulk_dispatch
 from duomq.store.checkpoint import Checkpoint
 from duomq.store.commitlog import CommitLog
@@ -255,8 +255,10 @@ class MessageStore:
                    numbering: tuple[int, int, int] | None) -> PutResult:
         topic_b = topic.encode()
         crcs: list[int] = []
-        bounds, borns, hashes, keyed = rec.scan_batch(buf, topic_b, self.config.max_message_bytes,
-                                                      count, crcs)
+        scanned = bulk_scan.scan(buf, topic_b, self.config.max_message_bytes, count, crcs) \
+            if count >= SEAL_VECTOR_MIN else None
+        bounds, borns, hashes, keyed = scanned or rec.scan_batch(
+            buf, topic_b, self.config.max_message_bytes, count, crcs)
         sizes = list(map(operator.sub, bounds[1:], bounds))
         offsets, plan = self.commitlog.place(sizes)
         cq = self.consume_queue(topic, queue_id)

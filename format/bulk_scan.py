@@ -1,0 +1,98 @@
+"""A producer's large batch checked at once (pure: numpy, no I/O).
+
+``record.scan_batch`` checks a batch record by record: an unpack, a CRC
+call, a topic comparison and four list appends per record, about 0.7 us
+each, most of a master's cost of storing a batch. This does the same checks
+in a few passes: the sizes walked once (records of one size at a stride, as
+``store/bulk_dispatch.py`` does), the headers gathered into an array and
+checked together, the payload CRCs by ``map`` (C loops, no bytecode per
+record). Anything unusual returns None: the caller then runs
+``scan_batch``, which names the first bad record exactly as before."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+from crc32c import crc32c
+
+from duomq.format import record as rec
+from duomq.format import seal
+
+HS = rec.HEADER_SIZE
+_HEADER = rec.numpy_dtype()
+_SIZE = rec.fields("total_size")
+
+
+def starts_of(buf: Any, end: int) -> list[int] | None:
+    """Where each record of ``buf`` starts, walking the sizes (None: a size
+    that cannot be right). A batch of records of one size is checked at its
+    stride with one gather."""
+    (size,) = _SIZE.unpack_from(buf, 0)
+    if HS <= size and end % size == 0:
+        n = end // size
+        sizes = seal.windows(buf, 4)[0:end - size + 1:size].view(">i4").ravel()
+        if len(sizes) == n and (sizes == size).all():
+            return list(range(0, end, size))
+    starts: list[int] = []
+    add, unpack = starts.append, _SIZE.unpack_from
+    pos = 0
+    while pos < end:
+        if end - pos < HS:
+            return None
+        (size,) = unpack(buf, pos)
+        if size < HS:
+            return None
+        add(pos)
+        pos += size
+    return starts if pos == end else None
+
+
+def scan(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
+         crcs: list[int]) -> tuple[list[int], list[int], list[int],
+                                   list[tuple[int, int, int]]] | None:
+    """What ``record.scan_batch`` returns for a well-formed batch (and the
+    payload CRCs appended to ``crcs``), or None for one it must look at."""
+    end = len(buf)
+    if end < HS:
+        return None
+    starts = starts_of(buf, end)
+    if starts is None or len(starts) != count:
+        return None
+    at = np.array(starts, np.int64)
+    h = seal.windows(buf, HS)[at].view(_HEADER).reshape(count)
+    size = h["total_size"].astype(np.int64)
+    lt, lg, lk, lp = (h[f].astype(np.int64) for f in ("topic_len", "tags_len", "keys_len",
+                                                        "props_len"))
+    tlen = len(topic)
+    if not ((h["magic"] == rec.RECORD_MAGIC).all()
+            and (size == HS + lt + lg + lk + lp + h["body_len"]).all()
+            and (size <= max_record_bytes).all() and (lt == tlen).all()):
+        return None
+    payload = at + HS
+    if tlen and not (seal.windows(buf, tlen)[payload] == np.frombuffer(topic, np.uint8)).all():
+        return None
+    got = list(map(crc32c, map(buf.__getitem__, map(slice, payload.tolist(),
+                                                    (at + size).tolist()))))
+    if got != h["crc"].tolist():
+        return None
+    tags_at = payload + tlen
+    texts = np.flatnonzero(lg + lk + lp)
+    hashes = [0] * count
+    keyed: list[tuple[int, int, int]] = []
+    if len(texts):
+        t0 = tags_at[texts]
+        try:       # one decode for all: a newline ends any sequence a text leaves open
+            str(b"\n".join(map(buf.__getitem__, map(slice, t0.tolist(),
+                                                    (t0 + (lg + lk + lp)[texts]).tolist()))),
+                "utf-8")
+        except UnicodeDecodeError:
+            return None
+        for i in np.flatnonzero(lg).tolist():
+            a = int(tags_at[i])
+            hashes[i] = zlib.crc32(buf[a:a + int(lg[i])])
+        keyed = [(i, int(tags_at[i] + lg[i]), int(lk[i])) for i in np.flatnonzero(lk).tolist()]
+    crcs.extend(got)
+    starts.append(end)
+    return starts, h["born_ts_ms"].tolist(), hashes, keyed
