@@ -429,6 +429,12 @@ class Broker(BrokerCore):
         else:
             confirmed = self.ha_client.master_confirmed if self.ha_client is not None else 0
             visible = min(end, confirmed)
+        appended, pending = self.store.appended, self._pending_queues
+        while appended:                  # the queues written to (bounded: one key per queue)
+            topic, qid, upto = appended.popleft()
+            key = (topic, qid)
+            if pending.get(key, -1) < upto:
+                pending[key] = upto
         if visible > st.visible_offset:
             st.visible_offset = visible
             self._answer_ready_pulls(visible)
@@ -438,12 +444,7 @@ class Broker(BrokerCore):
         visible: only those queues are looked at, so a send costs the same
         with 10 held pulls or 10,000. A queue stays pending until all it was
         written is visible (a pull held meanwhile is answered then)."""
-        appended, pending = self.store.appended, self._pending_queues
-        while appended:
-            topic, qid, end = appended.popleft()
-            key = (topic, qid)
-            if pending.get(key, -1) < end:
-                pending[key] = end
+        pending = self._pending_queues
         keys = list(pending)
         for key in keys:
             if pending[key] <= visible:

@@ -317,7 +317,9 @@ class RemotingClient:
         next_expiry = time.monotonic() + 0.1
         try:
             while not self._closed:
-                events = self._poller.poll(100)
+                # a request made on this thread after the outbox was sent (an
+                # expiry's callback) wrote no wake-up: do not sleep on it
+                events = self._poller.poll(0 if self._outbox else 100)
                 for sock, _ in events:
                     if sock == self._wake_fd:
                         try:

@@ -291,8 +291,8 @@ class MessageStore:
         elif _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:
             self.producers.observe_record(memoryview(buf), offsets[0])
         end = offsets[-1] + sizes[-1]
-        self.dispatched_offset = end
         self.appended.append((topic, queue_id, end))
+        self.dispatched_offset = end
         self.messages_stored += count
         return PutResult(qoff, offsets, end)
 
@@ -382,8 +382,9 @@ class MessageStore:
         if keyed:
             self.index.add(keyed)
         self._observe(sequenced)
-        self.dispatched_offset = pos
+        # the queues first: whoever sees the new offset finds them (the serving thread)
         self.appended.extend((str(t, "utf-8"), q, pos) for t, q in pending)
+        self.dispatched_offset = pos
         self.messages_stored += n
         return n
 

@@ -15,11 +15,11 @@ from duomq.testing.harness import wait_for
 pytestmark = pytest.mark.integration
 
 
-def send(cluster, topic, n, queue=None, tag=b"m"):
+def send(cluster, topic, n, queue=None, tag=b"m", batch=100):
     with Producer(cluster.zookeeper, cluster.cluster) as p:
         mq = MessageQueue(topic, "broker-a", queue) if queue is not None else None
-        for lo in range(0, n, 100):
-            r = p.send_batch([Message(topic, tag + b"%06d" % i) for i in range(lo, min(n, lo + 100))],
+        for lo in range(0, n, batch):
+            r = p.send_batch([Message(topic, tag + b"%06d" % i) for i in range(lo, min(n, lo + batch))],
                              queue=mq)
             assert r.status.value == "SEND_OK"
 
@@ -124,7 +124,9 @@ def test_min_offsets_per_trigger_waits_for_enough_or_the_delay(spark, one, tmp_p
         wait_for(lambda: len(rows_of(spark, q)) == 30, 30, "the delayed batch")
         assert time.monotonic() - t0 >= 4.0               # ... once maxTriggerDelay passed
         t1 = time.monotonic()
-        send(one, "Clicks", 150)
+        # one batch: sent as two, a trigger between them would take the first
+        # 100 (enough) and leave 50 to wait for the delay
+        send(one, "Clicks", 150, batch=150)
         wait_for(lambda: len(rows_of(spark, q)) == 180, 30, "a full batch")
         assert time.monotonic() - t1 < 5.0                # enough waiting: well within the
                                                           # delay (6 s), on a busy machine too
