@@ -15,7 +15,7 @@ hold when the queues multiply? One JSON line.
   broker    the master's RSS and open files with all those queues.
 
 BENCH_QUICK=1: fewer messages. N, DRAIN_N, TOPICS x PER_TOPIC (the many
-queues), DRAIN_QUEUES set the sizes.
+queues), DRAIN_QUEUES set the sizes; CONSUME_THREADS the drains' pool.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ DRAIN_QUEUES = int(os.environ.get("DRAIN_QUEUES", 1000))
 # would reserve 60 GB for 10,000 queues; 30,000 entries reserve 6 GB
 CQ_ENTRIES = int(os.environ.get("CQ_ENTRIES", 30_000))
 DRAIN_ROUNDS = int(os.environ.get("DRAIN_ROUNDS", 1 if QUICK else 3))
+# the drains' consume thread pool (default: the consumer's, 20)
+CONSUMER = {"consume_threads": int(os.environ["CONSUME_THREADS"])} \
+    if os.environ.get("CONSUME_THREADS") else {}
 FEW = 8
 BATCH = 100
 BODY = b"x" * 100
@@ -92,7 +95,7 @@ def drain(zk: str, cluster: str, topic: str, n: int, round_: int) -> float:
                 done.set()
 
     c = PushConsumer(f"drain-{topic}-{round_}", topic, on_message, zookeeper=zk, cluster=cluster,
-                     consume_from="first")
+                     consume_from="first", **CONSUMER)
     c.start()
     finished = done.wait(300)
     c.shutdown()

@@ -152,6 +152,7 @@ def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
     mv = memoryview(buf)
     pos, end = 0, len(buf)
     topics: dict[bytes, str] = {}
+    hosts: dict[bytes, str] = {}           # a pull's messages come from few producers
     while pos < end:
         (size, magic, _crc, qid, qoff, phys, born, stored, host, flags,
          lt, lg, lk, lp, lb) = unpack(buf, pos)
@@ -174,7 +175,10 @@ def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
             for k in SEQUENCING:
                 props.pop(k, None)
         p += lp
+        born_host = hosts.get(host)
+        if born_host is None:
+            born_host = hosts[host] = host_of(host)
         append(MessageExt(topic, bytes(mv[p:p + lb]), tags, keys, props, qid, qoff, phys,
-                          born, stored, host_of(host), flags, broker_group))
+                          born, stored, born_host, flags, broker_group))
         pos += size
     return out

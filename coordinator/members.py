@@ -15,11 +15,20 @@ class BrokerMembers:
     def __init__(self, zk, cluster: str):
         self.paths = ZkPaths(cluster)
         self._nodes = ChildrenData(zk, loads)
+        # group -> (changes seen, members): every pull asks, the watches rarely change it
+        self._parsed: dict[str, tuple[int, dict[int, dict]]] = {}
 
     def of(self, group: str) -> dict[int, dict]:
-        """The group's live members by broker id."""
+        """The group's live members by broker id (shared: do not modify it)."""
+        version = self._nodes.version(group)
+        hit = self._parsed.get(group)
+        if hit is not None and hit[0] == version:
+            return hit[1]
         self._nodes.watch(group, self.paths.members(group))
-        return {int(k): v for k, v in self._nodes.get(group).items() if k.isdigit()}
+        # read after the version: a change between the two is seen again next time
+        members = {int(k): v for k, v in self._nodes.get(group).items() if k.isdigit()}
+        self._parsed[group] = (version, members)
+        return members
 
     def refresh(self, group: str) -> None:
         """Read the group's members from ZooKeeper now (a broker said the view is stale)."""

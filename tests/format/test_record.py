@@ -29,6 +29,14 @@ def test_layout_and_roundtrip():
     assert m.msg_id == "broker-a:0000000000000000"
 
 
+def test_each_message_keeps_its_own_born_host():
+    hosts = [("10.1.2.3", 99), ("10.1.2.4", 99), ("10.1.2.3", 99), ("", 0)]
+    pull = b"".join(stored(rec.encode_record(b"T", b"", b"", b"", b"x", 1, rec.pack_host(h, p)))
+                    for h, p in hosts)
+    assert [m.born_host for m in decode_records(pull)] == \
+        ["10.1.2.3:99", "10.1.2.4:99", "10.1.2.3:99", rec.format_host(rec.pack_host("", 0))]
+
+
 def test_properties_roundtrip_and_reserved_separators():
     props = {"x": "y", "unicode": "é", "empty": ""}
     assert rec.decode_properties(rec.encode_properties(props)) == props
