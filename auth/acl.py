@@ -102,6 +102,8 @@ def needs(type_: int, m, cluster: str) -> list[Permission]:
         return [Permission("Topic", m.topic, "Pub")]
     if type_ == pb.PULL:
         return _topic_sub(m.topic, m.consumer_group)
+    if type_ == pb.PULL_MANY:
+        return _unique([p for q in m.pulls for p in _topic_sub(q.topic, q.consumer_group)])
     if type_ == pb.QUERY_OFFSET and m.consumer_group:
         return _topic_sub(m.topic, m.consumer_group)
     if type_ in (pb.QUERY_OFFSET, pb.QUERY_BY_KEY):

@@ -89,6 +89,9 @@ class Dispatcher:
     def answer(self, request: Request, answer: Answer) -> None:
         if request.type == pb.PULL:
             self.core.metrics.pulled(request.message, answer[0], answer[2])
+        elif request.type == pb.PULL_MANY and answer[2] is not None:
+            for pull, entry in zip(request.message.pulls, answer[2].entries, strict=True):
+                self.core.metrics.pulled(pull, entry.status, entry.response)
         self.reply(request.identity, request.request_id, request.type, *answer)
 
     def reply(self, identity: bytes, request_id: int, type_: int, status: int, error: str,

@@ -27,10 +27,13 @@ from duomq.broker.writes import end_transaction, list_transactions, send, send_b
 from duomq.common import subscription
 from duomq.common.errors import (
     BadRequestError,
+    DuomqError,
     ServiceNotAvailableError,
+    answer_for,
 )
 from duomq.common.message import PullStatus, lookup_key
 from duomq.common.names import validate_name
+from duomq.format.record import RecordError
 from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
 from duomq.master.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave, slave_says_go_back
@@ -42,6 +45,7 @@ QUERY_MAX_NUM = 64            # ... and at most
 MAX_CLIENT_ID_CHARS = 255     # a client id (ours: host@pid@uuid8)
 MAX_GROUPS_PER_CLIENT = 1024  # producer and consumer groups one heartbeat names
 MAX_CLIENTS = 100_000         # clients one broker tracks (forgotten after 120 s of silence)
+MAX_PULLS_PER_REQUEST = 1000  # queues one PULL_MANY names
 
 
 # ------------------------------------------------------------ pull
@@ -54,7 +58,9 @@ def pull_held(b: BrokerCore, r: Request) -> Answer | None:
     return _pull(b, r, held=True)
 
 
-def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
+def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> Answer | None:
+    """``held``: answer now, never hold; ``budget``: the most bytes to read,
+    the first record included (what a PULL_MANY's answer has left)."""
     req: pb.PullRequest = r.message
     cfg, store = b.config, b.store
     cq = store.find_queue(req.topic, req.queue_id)
@@ -67,10 +73,13 @@ def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
         return refusal
     max_n = min(req.max_messages or cfg.max_pull_messages, cfg.max_pull_messages)
     max_b = min(req.max_bytes or cfg.max_pull_bytes, cfg.max_pull_bytes)
+    if budget is not None:
+        max_b = min(max_b, budget)
     sub = subscription.parse(req.subscription)
     advice = _advice(b, cq, req.queue_offset) if cq is not None else None
     got = store.get_messages(req.topic, req.queue_id, req.queue_offset, max_n, max_b,
-                             b.state.visible_offset, None if sub.everything else sub.codes)
+                             b.state.visible_offset, None if sub.everything else sub.codes,
+                             first_fits=budget is not None and budget < cfg.max_pull_bytes)
     if got.count:
         resp = pb.PullResponse(count=got.count, records=got.records,
                                next_offset=got.next_offset, min_offset=got.min_offset,
@@ -96,6 +105,59 @@ def _pull(b: BrokerCore, r: Request, held: bool) -> Answer | None:
         return None
     return PullStatus.NO_NEW_MESSAGE.wire, "", _with_lag(pb.PullResponse(
         next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
+
+
+def pull_many(b: BrokerCore, r: Request) -> Answer | None:
+    return _pull_many(b, r, held=False)
+
+
+def pull_many_held(b: BrokerCore, r: Request) -> Answer | None:
+    """A held PULL_MANY answered now: what each of its queues has."""
+    return _pull_many(b, r, held=True)
+
+
+def _pull_many(b: BrokerCore, r: Request, held: bool) -> Answer | None:
+    """Each entry served as a PULL that does not wait, within one answer of
+    at most ``max_pull_bytes``; held as a whole when none found anything."""
+    req: pb.PullManyRequest = r.message
+    cfg, st = b.config, b.state
+    if not req.pulls:
+        raise BadRequestError("a PULL_MANY names no queue")
+    if len(req.pulls) > MAX_PULLS_PER_REQUEST:
+        raise BadRequestError(f"a PULL_MANY names {len(req.pulls)} queues; at most "
+                              f"{MAX_PULLS_PER_REQUEST}")
+    resp = pb.PullManyResponse()
+    budget = cfg.max_pull_bytes
+    news = False
+    for p in req.pulls:
+        entry = resp.entries.add()
+        if budget <= 0:                   # the answer is full: this queue next time
+            cq = b.store.find_queue(p.topic, p.queue_id)
+            entry.status = pb.NO_NEW_MESSAGE
+            entry.response.next_offset = p.queue_offset
+            if cq is not None:
+                entry.response.min_offset = cq.min_offset
+                entry.response.max_offset = b.store.visible_max_offset(cq, st.visible_offset)
+            continue
+        try:
+            answer = _pull(b, Request(r.identity, r.request_id, pb.PULL, p), True, budget)
+        except (DuomqError, RecordError) as exc:
+            answer = (*answer_for(exc), None)
+        assert answer is not None               # answered now: never held
+        status, error, one = answer
+        entry.status, entry.error = status, error
+        if one is not None:
+            entry.response.CopyFrom(one)
+            budget -= len(one.records)
+        news = news or status != pb.NO_NEW_MESSAGE
+    wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
+    if not news and wait_ms > 0 and not held:
+        now = time.monotonic()
+        if b.pull_hold.hold_many(HeldPull(
+                r.identity, r.request_id, req, now + wait_ms / 1000, now,
+                {(p.topic, p.queue_id): p.queue_offset for p in req.pulls})):
+            return None
+    return pb.OK, "", resp
 
 
 def _replica_lag(b: BrokerCore, bound_ms: int) -> tuple[int | None, Answer | None]:
@@ -332,6 +394,7 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
 HANDLERS: dict[int, Handler] = {
     pb.SEND: send,
     pb.PULL: pull,
+    pb.PULL_MANY: pull_many,
     pb.QUERY_OFFSET: query_offset,
     pb.COMMIT_OFFSET: commit_offset,
     pb.FETCH_OFFSET: fetch_offset,

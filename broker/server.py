@@ -32,7 +32,7 @@ from duomq.broker.dispatcher import Dispatcher
 from duomq.broker.metrics import serve
 from duomq.broker.news import LoopNotifier, read_notes
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
-from duomq.broker.processors import HANDLERS, pull_held
+from duomq.broker.processors import HANDLERS, pull_held, pull_many_held
 from duomq.broker.requests import Request
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.state import MASTER, SLAVE
@@ -475,8 +475,9 @@ class Broker(BrokerCore):
         now = time.monotonic()
         for p in pulls:
             self.metrics.pull_hold.observe(now - p.since)
-            request = Request(p.identity, p.request_id, pb.PULL, p.request)
-            answer = self.dispatcher.call(pull_held, request)
+            request = Request(p.identity, p.request_id, p.type, p.request)
+            answer = self.dispatcher.call(pull_held if p.type == pb.PULL else pull_many_held,
+                                          request)
             if answer is not None:
                 self.dispatcher.answer(request, answer)
 

@@ -1,23 +1,36 @@
 """A push consumer's pulls: one long poll in flight per held queue. An
 answer is decoded on the remoting I/O thread, handed to the consume service
 and the next pull issued at once; a queue over its flow-control limits, or
-whose pull failed, is pulled again later from the timer thread."""
+whose pull failed, is pulled again later from the timer thread.
+
+Queues with messages waiting are pulled together: gathered until the I/O
+thread has handed over the answers it read, then those of one broker go in
+one request (a PULL_MANY, as Kafka's fetch names several partitions of a
+broker). A queue pulled to its end waits in a PULL of its own, held at the
+broker until a message arrives in it: a message wakes only its queue's
+pull. Over 1,000 queues of 100 messages, a request per queue and pull cost
+the consumer about 170 us of CPU per queue."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 from duomq.client.consumer import PullConsumer, PullStatus, pull_result
 from duomq.client.process_queue import ProcessQueue
 from duomq.common.delay import RETRY_TOPIC
-from duomq.common.errors import ReplicaLagError
+from duomq.common.errors import BrokerSystemError, ReplicaLagError, for_status
 from duomq.common.subscription import Subscription
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
 PULL_RETRY_S = 1.0
+# queues with messages waiting pulled in one PULL_MANY (the broker takes up to 1,000): 64
+# queues of 256 messages of 100 bytes fill 1.6 MiB of the broker's 4 MiB an answer
+QUEUES_PER_REQUEST = 64
+SPREAD = 4                     # ... and in at least this many requests (if there are as many)
 FLOW_CONTROL_RETRY_S = 0.05
 
 
@@ -32,8 +45,17 @@ class PullLoop:
         cfg = consumer.config
         self.threshold = cfg.pull_threshold_for_queue
         self.threshold_bytes = cfg.pull_threshold_size_for_queue_mib << 20
+        self._lock = threading.Lock()
+        self._ready: dict[str, list[ProcessQueue]] = {}   # address -> queues to pull next
+        self._flush_due = False                           # a _flush is on its way
+        self._turn = 0
 
     def pull(self, pq: ProcessQueue) -> None:
+        """Pull ``pq`` next. A queue known to hold more than was pulled (or
+        not pulled yet) is gathered with the others of its broker and sent
+        once the I/O thread has handed over the answers it read, in one
+        request (a PULL_MANY that does not wait); a queue pulled to its end
+        gets a PULL of its own, held at the broker until it has something."""
         c = self.consumer
         if not pq.pulling or not self.running():
             return
@@ -46,25 +68,93 @@ class PullLoop:
         except Exception:
             c.timer.call_later(PULL_RETRY_S, self.pull, pq)
             return
+        if pq.pulls and pq.max_offset <= pq.next_pull:       # at its end: a long poll
+            self._send(address, [pq])
+            return
+        with self._lock:
+            self._ready.setdefault(address, []).append(pq)
+            if self._flush_due:
+                return
+            self._flush_due = True
+        c.remoting.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """On the I/O thread: send what ``pull`` gathered."""
+        with self._lock:
+            ready, self._ready = self._ready, {}
+            self._flush_due = False
+        self._turn += 1
+        for address, pqs in ready.items():
+            # a full answer leaves the queues at its end unread: each request
+            # starts at another place (Kafka's fetch rotates its partitions)
+            k = self._turn % len(pqs)
+            pqs = pqs[k:] + pqs[:k]
+            # in at least SPREAD requests: the broker reads one answer while
+            # this thread decodes another
+            per = min(QUEUES_PER_REQUEST, -(-len(pqs) // SPREAD))
+            for lo in range(0, len(pqs), per):
+                self._send(address, pqs[lo:lo + per])
+
+    def _send(self, address: str, pqs: list[ProcessQueue]) -> None:
+        """One queue: a PULL held at the broker until it has something;
+        several: a PULL_MANY answered at once."""
+        c = self.consumer
         cfg = c.config
-        wait_ms = cfg.long_polling_timeout_ms
-        req = pb.PullRequest(consumer_group=c.group, topic=pq.mq.topic, queue_id=pq.mq.queue_id,
-                             queue_offset=pq.next_pull, max_messages=cfg.pull_batch_size,
-                             max_wait_ms=wait_ms, subscription=self.topics[pq.mq.topic].expression,
-                             max_replica_lag_ms=cfg.max_replica_lag_ms)
-        fut = c.remoting.request(address, pb.PULL, req, c.timeout_s + wait_ms / 1000)
+        wait_ms = cfg.long_polling_timeout_ms if len(pqs) == 1 else 0
+        reqs = [pb.PullRequest(consumer_group=c.group, topic=pq.mq.topic,
+                               queue_id=pq.mq.queue_id, queue_offset=pq.next_pull,
+                               max_messages=cfg.pull_batch_size, max_wait_ms=wait_ms,
+                               subscription=self.topics[pq.mq.topic].expression,
+                               max_replica_lag_ms=cfg.max_replica_lag_ms) for pq in pqs]
+        timeout_s = c.timeout_s + wait_ms / 1000
         t0 = time.perf_counter()
-        fut.add_done_callback(lambda f: self._on_pulled(pq, f, t0))
+        if len(pqs) == 1:
+            pq = pqs[0]
+            fut = c.remoting.request(address, pb.PULL, reqs[0], timeout_s)
+            fut.add_done_callback(lambda f: self._on_pulled(pq, f, t0))
+        else:
+            fut = c.remoting.request(address, pb.PULL_MANY, pb.PullManyRequest(pulls=reqs),
+                                     timeout_s)
+            fut.add_done_callback(lambda f: self._on_pulled_many(pqs, f, t0))
 
     def _on_pulled(self, pq: ProcessQueue, fut, t0: float) -> None:
         """Runs on the I/O thread: decode, hand over, pull again."""
+        try:
+            status, error, resp = fut.result()
+        except Exception as exc:
+            self._answered(pq, t0, exc)
+            return
+        self._answered(pq, t0, None, status, error, resp)
+
+    def _on_pulled_many(self, pqs: list[ProcessQueue], fut, t0: float) -> None:
+        """Runs on the I/O thread: each queue's entry as a PULL's answer."""
+        try:
+            status, error, resp = fut.result()
+            if status != pb.OK:
+                raise for_status(status, error)
+            entries = list(resp.entries)
+            if len(entries) != len(pqs):
+                raise BrokerSystemError(f"a PULL_MANY of {len(pqs)} queues was answered with "
+                                  f"{len(entries)} entries")
+        except Exception as exc:
+            for pq in pqs:
+                self._answered(pq, t0, exc)
+            return
+        for pq, e in zip(pqs, entries, strict=True):
+            self._answered(pq, t0, None, e.status, e.error,
+                           e.response if e.HasField("response") else None)
+
+    def _answered(self, pq: ProcessQueue, t0: float, exc: Exception | None,
+                  status: int = 0, error: str = "", resp=None) -> None:
         c = self.consumer
         if not pq.pulling:      # let go, or being handed over: the next owner reads this
             return
-        try:
-            status, error, resp = fut.result()
-            result = pull_result(pq.mq, status, error, resp, self.topics[pq.mq.topic])
-        except Exception as exc:
+        if exc is None:
+            try:
+                result = pull_result(pq.mq, status, error, resp, self.topics[pq.mq.topic])
+            except Exception as e:
+                exc = e
+        if exc is not None:
             if c.metrics is not None:
                 c.count_pull(pq.mq, t0, None, exc)
             if self.running():

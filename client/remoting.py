@@ -105,6 +105,7 @@ class RemotingClient:
         self._watched = WATCHED | (MISMATCH if credentials is not None else 0)
         self._ids = itertools.count(1)
         self._outbox: deque = deque()
+        self._soon: deque = deque()         # functions to run on the I/O thread
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._sockets: dict[str, zmq.Socket] = {}
         self._by_socket: dict[zmq.Socket, str] = {}
@@ -139,6 +140,14 @@ class RemotingClient:
         if threading.get_ident() != self._thread.ident:   # the I/O thread sends it anyway
             os.eventfd_write(self._wake_fd, 1)            # before it polls again
         return fut
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the I/O thread once the answers it has read so far
+        are handed over, before it sends its outbox (a caller gathering the
+        requests those answers lead to, to send them as one)."""
+        self._soon.append(fn)
+        if threading.get_ident() != self._thread.ident:
+            os.eventfd_write(self._wake_fd, 1)
 
     def call(self, address: str, type_: int, message, timeout_s: float):
         """Blocking request on the caller's own socket: (status, error, response).
@@ -319,7 +328,7 @@ class RemotingClient:
             while not self._closed:
                 # a request made on this thread after the outbox was sent (an
                 # expiry's callback) wrote no wake-up: do not sleep on it
-                events = self._poller.poll(0 if self._outbox else 100)
+                events = self._poller.poll(0 if self._outbox or self._soon else 100)
                 for sock, _ in events:
                     if sock == self._wake_fd:
                         try:
@@ -348,6 +357,12 @@ class RemotingClient:
                     address, why = self._aborts.popleft()
                     self._fail_address(address, BrokerGoneError(
                         f"request to {address} abandoned: {why}"))
+                soon = self._soon
+                while soon:
+                    try:
+                        soon.popleft()()
+                    except Exception:
+                        log.exception("a call on the I/O thread failed")
                 self._send_outbox()
                 now = time.monotonic()
                 if now >= next_expiry:

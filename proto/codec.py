@@ -16,6 +16,7 @@ from duomq.proto import PROTOCOL_VERSION, pb
 MESSAGES = {
     pb.SEND: (pb.SendRequest, pb.SendResponse),
     pb.PULL: (pb.PullRequest, pb.PullResponse),
+    pb.PULL_MANY: (pb.PullManyRequest, pb.PullManyResponse),
     pb.QUERY_OFFSET: (pb.QueryOffsetRequest, pb.QueryOffsetResponse),
     pb.COMMIT_OFFSET: (pb.CommitOffsetRequest, pb.CommitOffsetResponse),
     pb.FETCH_OFFSET: (pb.FetchOffsetRequest, pb.FetchOffsetResponse),

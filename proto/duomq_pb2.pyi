@@ -27,6 +27,7 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     END_TRANSACTION: _ClassVar[RequestType]
     CHECK_TRANSACTION_STATE: _ClassVar[RequestType]
     LIST_TRANSACTIONS: _ClassVar[RequestType]
+    PULL_MANY: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -82,6 +83,7 @@ QUERY_BY_KEY: RequestType
 END_TRANSACTION: RequestType
 CHECK_TRANSACTION_STATE: RequestType
 LIST_TRANSACTIONS: RequestType
+PULL_MANY: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -202,6 +204,30 @@ class PullResponse(_message.Message):
     advice_ttl_ms: int
     replica_lag_ms: int
     def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., suggest_broker_id: _Optional[int] = ..., advice_ttl_ms: _Optional[int] = ..., replica_lag_ms: _Optional[int] = ...) -> None: ...
+
+class PullManyRequest(_message.Message):
+    __slots__ = ("pulls", "max_wait_ms")
+    PULLS_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    pulls: _containers.RepeatedCompositeFieldContainer[PullRequest]
+    max_wait_ms: int
+    def __init__(self, pulls: _Optional[_Iterable[_Union[PullRequest, _Mapping]]] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
+
+class PullManyEntry(_message.Message):
+    __slots__ = ("status", "error", "response")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    status: int
+    error: str
+    response: PullResponse
+    def __init__(self, status: _Optional[int] = ..., error: _Optional[str] = ..., response: _Optional[_Union[PullResponse, _Mapping]] = ...) -> None: ...
+
+class PullManyResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[PullManyEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[PullManyEntry, _Mapping]]] = ...) -> None: ...
 
 class QueryOffsetRequest(_message.Message):
     __slots__ = ("topic", "queue_id", "query", "timestamp_ms", "max_replica_lag_ms", "queue_ids", "consumer_group")

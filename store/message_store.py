@@ -494,9 +494,14 @@ class MessageStore:
     # ------------------------------------------------------------ read
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int,
                      max_bytes: int, visible_end: int,
-                     tag_codes: frozenset[int] | None = None) -> GetResult:
+                     tag_codes: frozenset[int] | None = None,
+                     first_fits: bool = False) -> GetResult:
         """Stored records of a queue from ``offset``, only those ending at or
-        below ``visible_end`` (the flushed or confirmed offset). With
+        below ``visible_end`` (the flushed or confirmed offset), within
+        ``max_bytes`` but for the first record, which is always read (a pull
+        must move on); with ``first_fits`` it must fit too, and when it does
+        not the answer is NO_NEW_MESSAGE at ``offset`` (a PULL_MANY whose
+        answer is full). With
         ``tag_codes``, entries whose tag code is not among them are skipped on
         the consume queue alone (up to FILTER_SCAN_ENTRIES of them per call):
         the commit log is read for matching records only, and ``next_offset``
@@ -523,7 +528,7 @@ class MessageStore:
         for i, (phys, size, code) in enumerate(CQ_UNIT.iter_unpack(entries)):
             if tag_codes is not None and code not in tag_codes:
                 continue
-            if count == max_count or (total + size > max_bytes and count):
+            if count == max_count or (total + size > max_bytes and (count or first_fits)):
                 scanned = i
                 break
             if phys == run_end and phys % seg_size:
@@ -542,9 +547,11 @@ class MessageStore:
             edges.append(last)
         if not self._edges_match(entries, edges, offset, queue_id):
             return self._get_checked(cq, entries, offset, scanned, tag_codes, max_count,
-                                     max_bytes, lo, hi)
+                                     max_bytes, lo, hi, first_fits)
         if any(p is None for p in parts):   # deleted under us by retention
             return GetResult(b"", 0, cq.min_offset, cq.min_offset, hi, PullStatus.OFFSET_ILLEGAL)
+        if not count and not scanned:       # the first record did not fit (first_fits)
+            return GetResult(b"", 0, offset, lo, hi, PullStatus.NO_NEW_MESSAGE)
         status = PullStatus.FOUND if count else PullStatus.NO_MATCHED_MESSAGE
         return GetResult(b"".join(parts), count, offset + scanned, lo, hi, status)
 
@@ -560,7 +567,8 @@ class MessageStore:
         return True
 
     def _get_checked(self, cq: ConsumeQueue, entries: bytes, offset: int, scanned: int,
-                     tag_codes, max_count: int, max_bytes: int, lo: int, hi: int) -> GetResult:
+                     tag_codes, max_count: int, max_bytes: int, lo: int, hi: int,
+                     first_fits: bool = False) -> GetResult:
         """The slow path of a pull whose entries include a damaged one: serve
         the records before it, each checked, or deal with it when it is first."""
         good: list[tuple[int, int]] = []
@@ -568,7 +576,9 @@ class MessageStore:
         for i, (phys, size, code) in enumerate(CQ_UNIT.iter_unpack(entries[:scanned * CQ_UNIT.size])):
             if tag_codes is not None and code not in tag_codes:
                 continue
-            if len(good) == max_count or (total + size > max_bytes and good):
+            if len(good) == max_count or (total + size > max_bytes and (good or first_fits)):
+                if not good:                # the first record did not fit (first_fits)
+                    return GetResult(b"", 0, offset, lo, hi, PullStatus.NO_NEW_MESSAGE)
                 break
             if not self._entry_matches(phys, size, cq.queue_id, offset + i):
                 if not good:

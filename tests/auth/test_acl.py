@@ -48,6 +48,11 @@ def test_what_requests_need():
     # the group's own retry topic: the group's permission is enough
     assert needs(pb.PULL, pb.PullRequest(topic="%RETRY%G", consumer_group="G"), "c") == \
         [P("Group:G:Sub")]
+    # several queues at once: what each would need, once
+    many = pb.PullManyRequest(pulls=[pb.PullRequest(topic=t, consumer_group="G", queue_id=q)
+                                     for t in ("T", "%RETRY%G", "U") for q in range(3)])
+    assert needs(pb.PULL_MANY, many, "c") == [P("Topic:T:Sub"), P("Group:G:Sub"),
+                                               P("Topic:U:Sub")]
     # the offsets of a topic: Sub on it; of the group's own retry topic: the group's
     assert needs(pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic="T"), "c") == [P("Topic:T:Sub")]
     assert needs(pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic="%RETRY%G", consumer_group="G"),

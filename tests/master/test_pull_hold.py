@@ -39,3 +39,35 @@ def test_only_the_queues_written_to_are_looked_at():
     ready = h.take_ready(visible_max, [("T", 7), ("T", 123), ("U", 0)])
     assert sorted(p.request.queue_offset for p in ready) == [5, 5]
     assert sorted(asked) == [7, 123] and len(h) == 998 and h.per_client == {b"a": 998}
+
+
+def many(identity: bytes, offsets: dict, deadline: float = 10.0) -> HeldPull:
+    req = pb.PullManyRequest(pulls=[pb.PullRequest(topic=t, queue_id=q, queue_offset=o)
+                                    for (t, q), o in offsets.items()])
+    return HeldPull(identity, 2, req, deadline, 0.0, dict(offsets))
+
+
+def test_a_pull_of_many_queues_is_answered_once_when_any_of_them_is_ready():
+    h = PullRequestHoldService()
+    m = many(b"a", {("T", 0): 5, ("T", 1): 9, ("U", 0): 0})
+    assert h.hold_many(m)
+    assert h.hold("T", 1, pull(b"b", offset=9))
+    assert len(h) == 2 and h.per_client == {b"a": 1, b"b": 1}
+    # queue T/1 grew to 9: not past either pull's offset
+    assert h.take_ready(lambda t, q: 9, [("T", 1)]) == []
+    # T/0 and T/1 both grew: the PULL_MANY comes back once, and goes from every queue
+    ready = h.take_ready(lambda t, q: 10, [("T", 0), ("T", 1), ("U", 0)])
+    assert sorted(p.type for p in ready) == [pb.PULL, pb.PULL_MANY]
+    assert h.held == {} and h.per_client == {}
+
+
+def test_a_pull_of_many_queues_expires_and_is_forgotten_as_one():
+    h = PullRequestHoldService()
+    assert h.hold_many(many(b"a", {("T", q): 0 for q in range(4)}, deadline=1.0))
+    assert h.hold_many(many(b"a", {("T", q): 0 for q in range(2, 6)}, deadline=5.0))
+    assert len(h) == 2 and h.per_client == {b"a": 2}
+    (gone,) = h.take_expired(2.0)
+    assert gone.deadline == 1.0 and sorted(h.held) == [("T", q) for q in range(2, 6)]
+    assert h.per_client == {b"a": 1}
+    assert h.forget(b"a") == 1 and h.held == {} and h.per_client == {}
+    assert h.take_ready(lambda t, q: 10) == []
