@@ -112,9 +112,10 @@ class _Service:
                 shard.histogram(("process_time", *labels, FAILURE)))
 
     def _finish(self, chunk: Chunk) -> None:
+        n = len(chunk.messages)
         chunk.pq.finish(chunk)
         with self._count_lock:
-            self.consumed += len(chunk.messages)
+            self.consumed += n
 
     def shutdown(self, timeout_s: float) -> None:
         self.pool.shutdown(timeout_s)

@@ -158,10 +158,16 @@ class ProcessQueue:
         return chunks
 
     def finish(self, chunk: Chunk) -> None:
-        """A consume thread is done with ``chunk``."""
+        """A consume thread is done with ``chunk``: its messages are let go
+        at once (the chunk keeps only where it ends), and finished chunks at
+        the window's low end leave it. (Kept until the next commit, the
+        messages of 1,000 queues drained at once were all alive at the end:
+        100,000 objects for every full garbage collection to walk.)"""
         with self._lock:
             self.inflight -= len(chunk.messages)
             self.inflight_bytes -= chunk.nbytes
+            chunk.messages, chunk.i = [], 0
+            self._first()
 
     def skip_to(self, offset: int) -> None:
         """The broker moved us (an illegal offset): pull from ``offset``, and

@@ -118,25 +118,31 @@ class PullLoop:
             fut.add_done_callback(lambda f: self._on_pulled_many(pqs, f, t0))
 
     def _on_pulled(self, pq: ProcessQueue, fut, t0: float) -> None:
-        """Runs on the I/O thread: decode, hand over, pull again."""
-        try:
-            status, error, resp = fut.result()
-        except Exception as exc:
+        """Runs on the I/O thread: decode, hand over, pull again. A failure is
+        read with ``exception()``: ``result()`` raises it again, and one
+        exception failing every request of a closed client collects a frame
+        per request, kept until a full garbage collection."""
+        exc = fut.exception()
+        if exc is not None:
             self._answered(pq, t0, exc)
             return
+        status, error, resp = fut.result()
         self._answered(pq, t0, None, status, error, resp)
 
     def _on_pulled_many(self, pqs: list[ProcessQueue], fut, t0: float) -> None:
         """Runs on the I/O thread: each queue's entry as a PULL's answer."""
-        try:
+        exc = fut.exception()
+        entries: list = []
+        if exc is None:
             status, error, resp = fut.result()
             if status != pb.OK:
-                raise for_status(status, error)
-            entries = list(resp.entries)
-            if len(entries) != len(pqs):
-                raise BrokerSystemError(f"a PULL_MANY of {len(pqs)} queues was answered with "
-                                  f"{len(entries)} entries")
-        except Exception as exc:
+                exc = for_status(status, error)
+            else:
+                entries = list(resp.entries)
+                if len(entries) != len(pqs):
+                    exc = BrokerSystemError(f"a PULL_MANY of {len(pqs)} queues was answered "
+                                            f"with {len(entries)} entries")
+        if exc is not None:
             for pq in pqs:
                 self._answered(pq, t0, exc)
             return

@@ -30,6 +30,19 @@ def test_a_stuck_message_holds_the_offset_however_far_the_others_get():
     assert pq.consumed_offset() == 200 and pq.inflight == 0 and pq.inflight_bytes == 0
 
 
+def test_a_finished_chunk_lets_its_messages_go():
+    pq = ProcessQueue(MQ, 0)
+    a, b = pq.add(msgs(*range(0, 64)), 64, 6400, chunk_size=32)
+    consume(b)
+    pq.finish(b)                      # behind an unfinished chunk: stays in the window ...
+    assert b.messages == [] and b.finished and b.position() == 64   # ... holding nothing
+    assert pq.consumed_offset() == 0 and len(pq._chunks) == 2
+    consume(a)
+    pq.finish(a)
+    assert a.messages == [] and len(pq._chunks) == 0 and pq.consumed_offset() == 64
+    assert pq.inflight == 0 and pq.inflight_bytes == 0
+
+
 def test_filtered_entries_pass_once_the_messages_before_them_are_consumed():
     pq = ProcessQueue(MQ, 0)
     first = pq.add(msgs(0, 7), 50, 2, chunk_size=32)     # 2..6, 8..49 filtered out
