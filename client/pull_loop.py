@@ -109,32 +109,25 @@ class PullLoop:
         timeout_s = c.timeout_s + wait_ms / 1000
         t0 = time.perf_counter()
         if len(pqs) == 1:
-            pq = pqs[0]
-            fut = c.remoting.request(address, pb.PULL, reqs[0], timeout_s)
-            fut.add_done_callback(lambda f: self._on_pulled(pq, f, t0))
+            c.remoting.request_then(address, pb.PULL, reqs[0], timeout_s, self._on_pulled,
+                                    pqs[0], t0)
         else:
-            fut = c.remoting.request(address, pb.PULL_MANY, pb.PullManyRequest(pulls=reqs),
-                                     timeout_s)
-            fut.add_done_callback(lambda f: self._on_pulled_many(pqs, f, t0))
+            c.remoting.request_then(address, pb.PULL_MANY, pb.PullManyRequest(pulls=reqs),
+                                    timeout_s, self._on_pulled_many, pqs, t0)
 
-    def _on_pulled(self, pq: ProcessQueue, fut, t0: float) -> None:
-        """Runs on the I/O thread: decode, hand over, pull again. A failure is
-        read with ``exception()``: ``result()`` raises it again, and one
-        exception failing every request of a closed client collects a frame
-        per request, kept until a full garbage collection."""
-        exc = fut.exception()
+    def _on_pulled(self, pq: ProcessQueue, t0: float, answer, exc) -> None:
+        """Runs on the I/O thread: decode, hand over, pull again."""
         if exc is not None:
             self._answered(pq, t0, exc)
             return
-        status, error, resp = fut.result()
+        status, error, resp = answer
         self._answered(pq, t0, None, status, error, resp)
 
-    def _on_pulled_many(self, pqs: list[ProcessQueue], fut, t0: float) -> None:
+    def _on_pulled_many(self, pqs: list[ProcessQueue], t0: float, answer, exc) -> None:
         """Runs on the I/O thread: each queue's entry as a PULL's answer."""
-        exc = fut.exception()
         entries: list = []
         if exc is None:
-            status, error, resp = fut.result()
+            status, error, resp = answer
             if status != pb.OK:
                 exc = for_status(status, error)
             else:

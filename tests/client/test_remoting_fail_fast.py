@@ -97,3 +97,32 @@ def test_an_answer_sent_just_before_the_connection_died_is_returned(silent_broke
     status, _err, resp = remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)
     t.join()
     assert status == pb.OK and resp.broker_id == 7
+
+
+def test_request_then_calls_back_once_on_the_io_thread(silent_broker, remoting):
+    from duomq.proto import codec
+    router, address = silent_broker
+    got, done = [], threading.Event()
+
+    def answered(tag, result, exc):
+        got.append((tag, result, exc, threading.current_thread().name))
+        done.set()
+
+    remoting.request_then(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 10, answered, "a")
+    assert router.poll(2000)
+    ident, data = router.recv_multipart()
+    frame = codec.decode_frame(data)
+    router.send_multipart([ident, codec.encode_response(
+        frame.request_id, frame.type, pb.OK, "", pb.BrokerStatusResponse(broker_id=3))])
+    assert done.wait(2)
+    (tag, (status, _err, resp), exc, thread), = got
+    assert (tag, status, resp.broker_id, exc, thread) == ("a", pb.OK, 3, None, "fail-fast-test")
+    # a failure: the exception, once
+    done.clear()
+    remoting.request_then(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 10, answered, "b")
+    assert router.poll(2000)
+    remoting.abort(address, "fenced")
+    assert done.wait(2)
+    time.sleep(0.1)
+    assert len(got) == 2 and got[1][0] == "b" and got[1][1] is None
+    assert isinstance(got[1][2], BrokerGoneError)
