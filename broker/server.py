@@ -164,7 +164,7 @@ class Broker(BrokerCore):
         self.group_topics = GroupTopics(self.zk, cfg.cluster, cfg.group)
         self._services = [self.flush_service, self.group_topics,
                           PeriodicService("checkpoint", cfg.checkpoint_interval_ms / 1000,
-                                          self.store.checkpoint),
+                                          lambda: self.store.checkpoint(thorough=False)),
                           PeriodicService("offset-persist", cfg.offset_persist_interval_ms / 1000,
                                           self.offsets.persist),
                           # offsets and lag in the member node, for status and elections

@@ -92,6 +92,10 @@ class BrokerConfig:
     flush_least_pages: int = 4               # ASYNC_FLUSH: flush only with this many dirty 4 KiB pages
     flush_thorough_interval_ms: int = 10_000  # ASYNC_FLUSH: flush everything this often
     checkpoint_interval_ms: int = 1000       # flush consume queues and write the checkpoint
+    cq_flush_least_pages: int = 2            # ... flushing a consume queue only with this many
+                                             # 4 KiB pages of entries written (RocketMQ's)
+    cq_flush_thorough_interval_ms: int = 60_000  # ... and every queue this often (recovery
+                                             # replays the commit log from the oldest left)
     # --- replication
     replication: ReplicationMode = ReplicationMode.ASYNC
     slave_timeout_ms: int = 3000             # SYNC replication: FLUSH_SLAVE_TIMEOUT past this
@@ -157,6 +161,7 @@ class BrokerConfig:
         validate_name("broker group", self.group)
         _positive(self, "zk_session_timeout_ms", "sync_flush_timeout_ms", "flush_interval_ms",
                   "flush_thorough_interval_ms", "checkpoint_interval_ms", "slave_timeout_ms",
+                  "cq_flush_thorough_interval_ms",
                   "long_polling_timeout_ms", "max_pull_messages", "max_pull_bytes",
                   "offset_persist_interval_ms", "retention_check_interval_ms",
                   "sync_replicas", "ha_max_gap_bytes", "ha_housekeeping_ms", "ha_heartbeat_ms",
@@ -178,6 +183,8 @@ class BrokerConfig:
             raise ConfigError(f"port: {self.port} is not a TCP port")
         if self.flush_least_pages < 0:
             raise ConfigError("flush_least_pages: must be >= 0")
+        if self.cq_flush_least_pages < 0:
+            raise ConfigError("cq_flush_least_pages: must be >= 0")
         if self.file_reserved_hours <= 0:
             raise ConfigError("file_reserved_hours: must be > 0")
         from duomq.format.record import HEADER_SIZE

@@ -37,6 +37,10 @@ class ConsumeQueue:
                                    entries_per_segment * UNIT, mapped=False)
         self.min_offset = 0      # first readable entry (after retention)
         self.max_offset = 0      # one past the last entry
+        # entries written since the last flush: their bytes, and the commit-log
+        # offset of the first one's record (a checkpoint must stay below it)
+        self.unflushed = 0
+        self.dirty_since = -1
 
     # ------------------------------------------------------------ load
     def load(self) -> None:
@@ -81,6 +85,9 @@ class ConsumeQueue:
             self.max_offset = queue_offset + 1
 
     def _write(self, data: bytes, byte_pos: int) -> None:
+        if not self.unflushed:
+            self.dirty_since = CQ_UNIT.unpack_from(data, 0)[0]
+        self.unflushed += len(data)
         view = memoryview(data)
         while view:
             seg = self.mfq.ensure(byte_pos)
@@ -185,8 +192,17 @@ class ConsumeQueue:
                 lo = mid + 1
         self.min_offset = lo
 
-    def flush(self) -> None:
+    def flush(self, since: int = -1) -> None:
+        """fdatasync what was written. Entries written meanwhile (by the
+        serving thread, while this one waits on the disk) stay counted as
+        unflushed, from ``since``: a commit-log offset no record of theirs
+        is below (the checkpointing thread passes where dispatch stood
+        before it began)."""
+        n = self.unflushed
         self.mfq.flush()
+        self.unflushed -= n
+        if self.unflushed:
+            self.dirty_since = since
 
     def close(self) -> None:
         self.mfq.close()

@@ -236,3 +236,48 @@ def test_a_checkpoint_at_a_segment_start_is_taken_as_it_is(cfg):
     s.checkpoint_file.write(base)                     # after a segment's filler
     report = MessageStore(cfg).start()
     assert report.start_offset == base and not report.truncated
+
+
+def test_a_queue_written_a_little_is_flushed_later_and_holds_the_checkpoint(cfg, monkeypatch):
+    import dataclasses
+    s = MessageStore(dataclasses.replace(cfg, cq_flush_least_pages=1))   # 4 KiB: 204 entries
+    s.start()
+    synced = []
+    monkeypatch.setattr(os, "fdatasync", lambda fd: synced.append(fd))
+    put(s, 250, queue=0)                             # 5,000 bytes of entries: flushed
+    first = put(s, 3, queue=1).physical_offsets[0]   # 60 bytes: left for later
+    put(s, 250, queue=0)
+    s.commitlog.flush()
+    q0, q1 = s.queues[("T", 0)], s.queues[("T", 1)]
+    synced.clear()
+    offset = s.checkpoint(thorough=False)
+    assert offset == first                           # recovery replays queue 1's entries
+    assert q0.mfq.segments[-1].fd in synced and q0.unflushed == 0
+    assert q1.unflushed == 60 and all(seg.fd not in synced for seg in q1.mfq.segments)
+    assert s.checkpoint_file.read() == first
+    assert s.checkpoint(thorough=True) == s.dispatched_offset and q1.unflushed == 0
+    # a crash now keeps everything: the consume queues are rebuilt from the checkpoint
+    monkeypatch.undo()
+    s.close()
+    s = MessageStore(cfg)
+    s.start()
+    assert [m.body[:6] for m in read_all(s, 1)] == [b"m%05d" % i for i in range(3)]
+    assert len(read_all(s, 0)) == 500
+    s.close()
+
+
+def test_entries_written_while_a_queue_is_flushed_stay_unflushed(cfg):
+    s = MessageStore(cfg)
+    s.start()
+    put(s, 5)
+    cq = s.queues[("T", 0)]
+    real = cq.mfq.flush
+
+    def slow_flush():                               # the serving thread writes meanwhile
+        put(s, 2, start=5)
+        return real()
+    cq.mfq.flush = slow_flush
+    mark = s.dispatched_offset
+    cq.flush(mark)
+    assert cq.unflushed == 40 and cq.dirty_since == mark
+    s.close()
