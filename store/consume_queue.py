@@ -37,9 +37,11 @@ class ConsumeQueue:
                                    entries_per_segment * UNIT, mapped=False)
         self.min_offset = 0      # first readable entry (after retention)
         self.max_offset = 0      # one past the last entry
-        # entries written since the last flush: their bytes, and the commit-log
-        # offset of the first one's record (a checkpoint must stay below it)
-        self.unflushed = 0
+        # bytes of entries written (by the thread that dispatches) and of those
+        # flushed (by the checkpointing thread): one writer each, no lost update;
+        # and the commit-log offset no unflushed entry's record is below
+        self.written = 0
+        self.flushed_written = 0
         self.dirty_since = -1
 
     # ------------------------------------------------------------ load
@@ -85,9 +87,9 @@ class ConsumeQueue:
             self.max_offset = queue_offset + 1
 
     def _write(self, data: bytes, byte_pos: int) -> None:
-        if not self.unflushed:
+        if self.written == self.flushed_written:     # all durable so far: this is the first
             self.dirty_since = CQ_UNIT.unpack_from(data, 0)[0]
-        self.unflushed += len(data)
+        self.written += len(data)
         view = memoryview(data)
         while view:
             seg = self.mfq.ensure(byte_pos)
@@ -192,16 +194,21 @@ class ConsumeQueue:
                 lo = mid + 1
         self.min_offset = lo
 
+    @property
+    def unflushed(self) -> int:
+        """Bytes of entries written since the last flush."""
+        return self.written - self.flushed_written
+
     def flush(self, since: int = -1) -> None:
         """fdatasync what was written. Entries written meanwhile (by the
         serving thread, while this one waits on the disk) stay counted as
         unflushed, from ``since``: a commit-log offset no record of theirs
         is below (the checkpointing thread passes where dispatch stood
         before it began)."""
-        n = self.unflushed
+        w = self.written
         self.mfq.flush()
-        self.unflushed -= n
-        if self.unflushed:
+        self.flushed_written = w
+        if self.written != w:
             self.dirty_since = since
 
     def close(self) -> None:
