@@ -763,9 +763,9 @@ class MessageStore:
         for cq in queues:
             if not cq.unflushed:
                 continue
-            if cq.unflushed >= least:
+            if cq.unflushed >= least or cq.dirty_since < 0:
                 cq.flush(offset)
-            elif 0 <= cq.dirty_since < held:
+            elif cq.dirty_since < held:
                 held = cq.dirty_since
         offset = held
         self.index.flush()
