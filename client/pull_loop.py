@@ -8,8 +8,8 @@ thread has handed over the answers it read, then those of one broker go in
 one request (a PULL_MANY, as Kafka's fetch names several partitions of a
 broker). A queue pulled to its end waits in a PULL of its own, held at the
 broker until a message arrives in it: a message wakes only its queue's
-pull. Over 1,000 queues of 100 messages, a request per queue and pull cost
-the consumer about 170 us of CPU per queue."""
+pull. (A drain of 1,000 queues of 100 messages takes about 16 requests and
+answers instead of 1,000.)"""
 
 from __future__ import annotations
 
