@@ -120,7 +120,7 @@ def _pull_many(b: BrokerCore, r: Request, held: bool) -> Answer | None:
     """Each entry served as a PULL that does not wait, within one answer of
     at most ``max_pull_bytes``; held as a whole when none found anything."""
     req: pb.PullManyRequest = r.message
-    cfg, st = b.config, b.state
+    cfg = b.config
     if not req.pulls:
         raise BadRequestError("a PULL_MANY names no queue")
     if len(req.pulls) > MAX_PULLS_PER_REQUEST:
@@ -131,16 +131,8 @@ def _pull_many(b: BrokerCore, r: Request, held: bool) -> Answer | None:
     news = False
     for p in req.pulls:
         entry = resp.entries.add()
-        if budget <= 0:                   # the answer is full: this queue next time
-            cq = b.store.find_queue(p.topic, p.queue_id)
-            entry.status = pb.NO_NEW_MESSAGE
-            entry.response.next_offset = p.queue_offset
-            if cq is not None:
-                entry.response.min_offset = cq.min_offset
-                entry.response.max_offset = b.store.visible_max_offset(cq, st.visible_offset)
-            continue
-        try:
-            answer = _pull(b, Request(r.identity, r.request_id, pb.PULL, p), True, budget)
+        try:     # once the answer is full, a queue with messages is NO_NEW_MESSAGE (unread)
+            answer = _pull(b, Request(r.identity, r.request_id, pb.PULL, p), True, max(budget, 0))
         except (DuomqError, RecordError) as exc:
             answer = (*answer_for(exc), None)
         assert answer is not None               # answered now: never held

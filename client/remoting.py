@@ -167,14 +167,7 @@ class RemotingClient:
     def request(self, address: str, type_: int, message, timeout_s: float) -> Future:
         """Send a request; the future resolves to (status, error, response or None)."""
         fut: Future = Future()
-        if self._closed:
-            fut.set_exception(ClientClosedError("client is closed"))
-            return fut
-        rid = next(self._ids)
-        data = codec.encode_request(rid, type_, message)
-        self._outbox.append((address, rid, data, fut, time.monotonic() + timeout_s, type_))
-        if threading.get_ident() != self._thread.ident:   # the I/O thread sends it anyway
-            os.eventfd_write(self._wake_fd, 1)            # before it polls again
+        self._enqueue(address, type_, message, timeout_s, fut)
         return fut
 
     def request_then(self, address: str, type_: int, message, timeout_s: float, fn,
@@ -182,23 +175,28 @@ class RemotingClient:
         """Send a request; ``fn(*args, (status, error, response), None)``, or
         ``fn(*args, None, exception)``, runs on the I/O thread once, with no
         Future made (for requests that many are outstanding of: pulls)."""
-        answer = _Answer(fn, args)
+        self._enqueue(address, type_, message, timeout_s, _Answer(fn, args))
+
+    def _enqueue(self, address: str, type_: int, message, timeout_s: float,
+                 waiter: Future | _Answer) -> None:
         if self._closed:
-            answer.set_exception(ClientClosedError("client is closed"))
+            waiter.set_exception(ClientClosedError("client is closed"))
             return
         rid = next(self._ids)
         data = codec.encode_request(rid, type_, message)
-        self._outbox.append((address, rid, data, answer, time.monotonic() + timeout_s, type_))
-        if threading.get_ident() != self._thread.ident:
-            os.eventfd_write(self._wake_fd, 1)
+        self._outbox.append((address, rid, data, waiter, time.monotonic() + timeout_s, type_))
+        self._wake()
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the I/O thread once the answers it has read so far
         are handed over, before it sends its outbox (a caller gathering the
         requests those answers lead to, to send them as one)."""
         self._soon.append(fn)
-        if threading.get_ident() != self._thread.ident:
-            os.eventfd_write(self._wake_fd, 1)
+        self._wake()
+
+    def _wake(self) -> None:
+        if threading.get_ident() != self._thread.ident:   # the I/O thread sees it anyway
+            os.eventfd_write(self._wake_fd, 1)            # before it polls again
 
     def call(self, address: str, type_: int, message, timeout_s: float):
         """Blocking request on the caller's own socket: (status, error, response).

@@ -9,19 +9,10 @@ import time
 from collections.abc import Callable
 
 from duomq.common.config import BrokerConfig, FlushDiskType
+from duomq.common.flush_policy import should_flush
 from duomq.common.service import ServiceThread
 
 log = logging.getLogger(__name__)
-PAGE = 4096
-
-
-def should_flush(dirty_bytes: int, least_pages: int, now_ms: float, last_thorough_ms: float,
-                 thorough_interval_ms: int) -> tuple[bool, bool]:
-    """(flush now, thorough): the ASYNC_FLUSH decision, pure."""
-    thorough = now_ms - last_thorough_ms >= thorough_interval_ms
-    if dirty_bytes <= 0:
-        return False, thorough
-    return thorough or dirty_bytes >= least_pages * PAGE, thorough
 
 
 def fault_flush_delay_s() -> float:

@@ -11,6 +11,7 @@ import collections
 import errno
 import itertools
 import logging
+import math
 import operator
 import os
 import threading
@@ -22,6 +23,7 @@ from crc32c import crc32c
 
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError, StoreFullError, UnsupportedVersionError
+from duomq.common.flush_policy import thorough_due, worth_flushing
 from duomq.common.message import PullStatus
 from duomq.format import bulk_scan, seal
 from duomq.format import record as rec
@@ -97,7 +99,7 @@ class MessageStore:
         self.recovery: RecoveryReport | None = None
         self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
         self._checkpointed = -1
-        self._thorough_at = 0.0              # monotonic: next checkpoint flushes every queue
+        self._last_thorough_ms = -math.inf   # monotonic: when a checkpoint last flushed every queue
         self.messages_stored = 0
         # idempotent producers' sequences, as the log holds them (snapshotted
         # with the checkpoint, at most every PRODUCER_SNAPSHOT_S)
@@ -750,22 +752,19 @@ class MessageStore:
         written, as RocketMQ's flushConsumeQueueLeastPages: 10,000 queues
         each written a little would be 10,000 fdatasyncs a second."""
         offset = min(self.commitlog.mfq.flushed_offset(), self.dispatched_offset)
-        now = time.monotonic()
         cfg = self.config
-        if not thorough and now >= self._thorough_at:
-            thorough = True
-        if thorough:
-            self._thorough_at = now + cfg.cq_flush_thorough_interval_ms / 1000
-        least = 1 if thorough else cfg.cq_flush_least_pages * 4096
+        now_ms = time.monotonic() * 1000
+        if thorough or thorough_due(now_ms, self._last_thorough_ms,
+                                    cfg.cq_flush_thorough_interval_ms):
+            thorough, self._last_thorough_ms = True, now_ms
         with self._cq_lock:
             queues = list(self.queues.values())
         held = offset
         for cq in queues:
-            if not cq.unflushed:
-                continue
-            if cq.unflushed >= least or cq.dirty_since < 0:
+            if worth_flushing(cq.unflushed, cfg.cq_flush_least_pages, thorough) \
+                    or (cq.unflushed and cq.dirty_since < 0):
                 cq.flush(offset)
-            elif cq.dirty_since < held:
+            elif cq.unflushed and cq.dirty_since < held:
                 held = cq.dirty_since
         offset = held
         self.index.flush()

@@ -1,22 +1,11 @@
 """BrokerMembers and QueueOwners against a real ZooKeeper."""
 
-import time
-
 from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.members import BrokerMembers
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.queue_owners import QueueOwners
-
-
-def _until(check, timeout_s: float = 10.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+from duomq.testing.harness import wait_for
 
 
 def test_members_follow_every_change_of_their_nodes(zk):
@@ -25,15 +14,15 @@ def test_members_follow_every_change_of_their_nodes(zk):
               makepath=True)
     members = BrokerMembers(zk, "c1")
     try:
-        _until(lambda: members.of("g"))
+        wait_for(lambda: members.of("g"))
         assert members.of("g")[0]["role"] == "MASTER"
         assert members.of("g") is members.of("g")      # unchanged: parsed once
         zk.set(paths.member("g", 0), zkutil.dumps({"address": "tcp://a:1", "role": "SLAVE"}))
-        _until(lambda: members.of("g")[0]["role"] == "SLAVE")
+        wait_for(lambda: members.of("g")[0]["role"] == "SLAVE")
         zk.create(paths.member("g", 1), zkutil.dumps({"address": "tcp://b:1", "role": "MASTER"}))
-        _until(lambda: 1 in members.of("g"))
+        wait_for(lambda: 1 in members.of("g"))
         zk.delete(paths.member("g", 0))
-        _until(lambda: 0 not in members.of("g"))
+        wait_for(lambda: 0 not in members.of("g"))
         assert set(members.of("g")) == {1}
     finally:
         members.close()
