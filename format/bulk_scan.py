@@ -25,16 +25,26 @@ _HEADER = rec.numpy_dtype()
 _SIZE = rec.fields("total_size")
 
 
+def _one_size(buf: Any, lo: int, end: int, size: int) -> bool:
+    """Whether ``buf[lo:end]`` is records of ``size`` bytes each (one gather)."""
+    if size < HS or (end - lo) % size:
+        return False
+    sizes = seal.windows(buf, 4)[lo:end - size + 1:size].view(">i4").ravel()
+    return len(sizes) == (end - lo) // size and bool((sizes == size).all())
+
+
 def starts_of(buf: Any, end: int) -> list[int] | None:
     """Where each record of ``buf`` starts, walking the sizes (None: a size
     that cannot be right). A batch of records of one size is checked at its
-    stride with one gather."""
+    stride with one gather, and so is one whose first record alone differs
+    (an idempotent batch's, which carries the numbering)."""
     (size,) = _SIZE.unpack_from(buf, 0)
-    if HS <= size and end % size == 0:
-        n = end // size
-        sizes = seal.windows(buf, 4)[0:end - size + 1:size].view(">i4").ravel()
-        if len(sizes) == n and (sizes == size).all():
-            return list(range(0, end, size))
+    if _one_size(buf, 0, end, size):
+        return list(range(0, end, size))
+    if HS <= size and end - size >= HS:
+        (rest,) = _SIZE.unpack_from(buf, size)
+        if _one_size(buf, size, end, rest):
+            return [0, *range(size, end, rest)]
     starts: list[int] = []
     add, unpack = starts.append, _SIZE.unpack_from
     pos = 0

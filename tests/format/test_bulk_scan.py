@@ -46,6 +46,38 @@ def test_records_of_one_size_but_one_longer():
     assert fast == slow and fast_crcs == crcs
 
 
+def walked(buf):
+    """Record starts by walking every size, one record at a time."""
+    starts, pos = [], 0
+    while pos < len(buf):
+        starts.append(pos)
+        pos += rec.fields("total_size").unpack_from(buf, pos)[0]
+    return starts
+
+
+@pytest.mark.parametrize("n", [1, 2, 256])
+def test_a_numbered_first_record_keeps_the_stride(n):
+    """An idempotent batch: the first record carries the numbering, the rest are one size."""
+    msgs = [Message("Orders", b"x" * 100, properties={"PRODUCER_SEQ": "12345"})] + \
+        [Message("Orders", b"x" * 100)] * (n - 1)
+    buf = batch(msgs)
+    assert bulk_scan.starts_of(buf, len(buf)) == walked(buf)
+    slow, crcs, fast, fast_crcs = both(buf, n)
+    assert fast == slow and fast_crcs == crcs
+
+
+@pytest.mark.parametrize("where", [1, 2, 100, 255])
+def test_a_wrong_size_after_the_first_record_is_found(where):
+    msgs = [Message("Orders", b"x" * 100, properties={"PRODUCER_SEQ": "1"})] + \
+        [Message("Orders", b"x" * 100)] * 255
+    buf = batch(msgs)
+    starts = walked(buf)
+    rec.fields("total_size").pack_into(buf, starts[where], 150)
+    found = bulk_scan.starts_of(buf, len(buf))
+    assert found is None or found != starts
+    assert bulk_scan.scan(bytearray(buf), b"Orders", 1 << 22, 256, []) is None
+
+
 def corrupt(buf, field, value, i=7, size=None):
     starts = bulk_scan.starts_of(buf, len(buf))
     s, at = rec.span(field, field)
