@@ -7,6 +7,9 @@
   zmq_echo     the same through ZeroMQ DEALER -> ROUTER, polled as the broker
                and the client poll: each message also crosses each side's
                ZeroMQ I/O thread (six wake-ups per round trip)
+  zmtp_client  the same ROUTER, its client speaking ZMTP 3.1 itself over a
+               plain socket (no ZeroMQ, so no I/O thread, on the client's
+               side: four wake-ups): what a client without ZeroMQ would save
   duomq_send   Producer.send to a lone ASYNC_FLUSH master, one outstanding;
                with the broker's own time per SEND (its duomq_request_seconds
                histogram: the handler, from decoded request to answer)
@@ -22,6 +25,7 @@ import multiprocessing
 import os
 import re
 import socket
+import struct
 import time
 import urllib.request
 
@@ -111,6 +115,72 @@ def zmq_echo() -> dict:
     return figures(rtts)
 
 
+class ZmtpDealer:
+    """The least of a ZMTP 3.1 DEALER (NULL mechanism, single-frame
+    messages) over a blocking socket, to time a client without ZeroMQ's I/O
+    thread against a real ROUTER. Measurement only."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        greeting = b"\xff" + bytes(8) + b"\x7f\x03\x01NULL" + bytes(16) + b"\x00" + bytes(31)
+        body = b"\x05READY\x0bSocket-Type" + struct.pack(">I", 6) + b"DEALER"
+        self.sock.sendall(greeting + bytes([0x04, len(body)]) + body)
+        peer = self._take(64)
+        if peer[0] != 0xFF or peer[10] != 3:
+            raise RuntimeError(f"not a ZMTP 3 peer: {peer[:11]!r}")
+        flags, body = self._frame()
+        if not flags & 4 or b"ROUTER" not in body:
+            raise RuntimeError(f"expected the ROUTER's READY, got {body[:40]!r}")
+
+    def _take(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("the ROUTER closed the connection")
+            self.buf += data
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def _frame(self) -> tuple[int, bytes]:
+        flags = self._take(1)[0]
+        size = struct.unpack(">Q", self._take(8))[0] if flags & 2 else self._take(1)[0]
+        return flags, self._take(size)
+
+    def send(self, data: bytes) -> None:
+        head = bytes([0, len(data)]) if len(data) < 256 else b"\x02" + struct.pack(">Q", len(data))
+        self.sock.sendall(head + data)
+
+    def recv(self) -> bytes:
+        while True:
+            flags, body = self._frame()
+            if not flags & 4:                  # a command (PING): not an answer
+                return body
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def zmtp_client() -> dict:
+    q: multiprocessing.Queue = multiprocessing.Queue()
+    server = multiprocessing.Process(target=zmq_server, args=(q,), daemon=True)
+    server.start()
+    dealer = ZmtpDealer(q.get(timeout=10))
+    rtts = []
+    for _ in range(N):
+        t = time.perf_counter_ns()
+        dealer.send(BODY)
+        if dealer.recv() != BODY:
+            raise RuntimeError("the echo differs")
+        rtts.append(time.perf_counter_ns() - t)
+    dealer.send(b"")
+    server.join(5)
+    dealer.close()
+    return figures(rtts)
+
+
 def send_seconds(metrics_url: str) -> tuple[float, float]:
     """(sum, count) of the broker's SEND handler histogram."""
     text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
@@ -156,7 +226,8 @@ def _metrics_url(zk: str, cluster: str) -> str:
 
 def main() -> None:
     out = {"bench": "latency_floor", "body_bytes": len(BODY), "round_trips": N,
-           "tcp_echo": tcp_echo(), "zmq_echo": zmq_echo(), "duomq_send": duomq_send()}
+           "tcp_echo": tcp_echo(), "zmq_echo": zmq_echo(), "zmtp_client": zmtp_client(),
+           "duomq_send": duomq_send()}
     print(json.dumps(out), flush=True)
 
 
