@@ -106,6 +106,7 @@ class MessageStore:
         self.producers = ProducerStates()
         self.producer_state_path = os.path.join(root, "producer_state.json")
         self._snapshot_at = -PRODUCER_SNAPSHOT_S
+        self._snapshot_offset = -1             # the offset the last snapshot was taken at
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> RecoveryReport:
@@ -203,8 +204,12 @@ class MessageStore:
                 f"with the version that wrote it, or start this broker on an empty data_dir")
 
     def close(self) -> None:
+        """Flush and checkpoint, with the producers' sequences snapshotted at
+        the checkpoint: a clean restart replays nothing (a snapshot taken up
+        to PRODUCER_SNAPSHOT_S earlier would make it read that much of the log
+        again, through the mapping, keeping those pages mapped)."""
         self.commitlog.flush()
-        self.checkpoint()
+        self.checkpoint(final=True)
         self._close_files()
 
     def _close_files(self) -> None:
@@ -326,7 +331,7 @@ class MessageStore:
         self.producers.truncate(offset)
         self.dispatched_offset = min(self.dispatched_offset, offset)
         self.messages_stored = max(0, self.messages_stored - records)
-        self._checkpointed = -1
+        self._checkpointed = self._snapshot_offset = -1
         self.checkpoint()
         return end - offset, records
 
@@ -743,7 +748,7 @@ class MessageStore:
         return e[0] if e else None
 
     # ------------------------------------------------------------ durability
-    def checkpoint(self, thorough: bool = True) -> int:
+    def checkpoint(self, thorough: bool = True, final: bool = False) -> int:
         """Flush consume queues and record the offset recovery may start from:
         the lower of the flushed commit log, the dispatched consume queues and
         the first entry of any queue left unflushed. Not ``thorough`` (the
@@ -768,13 +773,14 @@ class MessageStore:
                 held = cq.dirty_since
         offset = held
         self.index.flush()
+        now = time.monotonic()
+        if len(self.producers) and offset != self._snapshot_offset and (
+                final or now - self._snapshot_at >= PRODUCER_SNAPSHOT_S):
+            # first: the checkpoint never passes the snapshot's offset by
+            # more than what recovery replays
+            self.producers.save(self.producer_state_path, offset)
+            self._snapshot_at, self._snapshot_offset = now, offset
         if offset != self._checkpointed:
-            now = time.monotonic()
-            if len(self.producers) and now - self._snapshot_at >= PRODUCER_SNAPSHOT_S:
-                # first: the checkpoint never passes the snapshot's offset by
-                # more than what recovery replays
-                self.producers.save(self.producer_state_path, offset)
-                self._snapshot_at = now
             self.checkpoint_file.write(offset)
             self._checkpointed = offset
         return offset

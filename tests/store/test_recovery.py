@@ -281,3 +281,30 @@ def test_entries_written_while_a_queue_is_flushed_stay_unflushed(cfg):
     cq.flush(mark)
     assert cq.unflushed == 40 and cq.dirty_since == mark
     s.close()
+
+
+def put_numbered(store, pid, seq, n=3):
+    """An idempotent producer's batch: its first record flagged and numbered."""
+    from duomq.common.idempotence import sequencing
+    first = rec.encode_record(b"T", b"", b"", rec.encode_properties(sequencing(pid, seq, n)),
+                              b"first", 1, flags=rec.FLAG_SEQUENCED)
+    rest = b"".join(rec.encode_record(b"T", b"", b"", b"", b"m%05d" % i, 1) for i in range(n - 1))
+    return store.put_batch("T", 0, bytearray(first + rest), n, (pid, seq, n))
+
+
+def test_a_clean_close_snapshots_the_producers_so_nothing_is_replayed(cfg):
+    s = MessageStore(cfg)
+    s.start()
+    put_numbered(s, 7, 0)
+    s.commitlog.flush()
+    s.checkpoint()                 # the periodic snapshot: the sequences up to here
+    for seq in range(1, 20):       # more batches within PRODUCER_SNAPSHOT_S: not snapshotted
+        put_numbered(s, 7, seq)
+        s.commitlog.flush()
+        s.checkpoint()
+    s.close()
+    s2 = MessageStore(cfg)
+    report = s2.start()
+    assert report.records_scanned == 0          # a stale snapshot would replay 19 batches
+    assert s2.producers.lookup(7, "T", 0, 19) is not None
+    assert s2.producers.lookup(7, "T", 0, 20) is None
