@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install demo test unit lint image bench bench-quick proto clean
+.PHONY: install demo test unit lint image bench bench-beside-redis bench-quick proto clean
 
 install:
 	bash scripts/install.sh
@@ -40,6 +40,9 @@ bench: install
 	MODE=sync $(PY) bench/auth_bench.py
 	$(PY) bench/tx_bench.py
 	$(PY) bench/idempotence_bench.py
+
+bench-beside-redis: install   # the README's table: Redis's harness and run_all.py in one sitting
+	bash scripts/bench_beside_redis.sh
 
 bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/run_all.py
