@@ -5,6 +5,7 @@ import pytest
 
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import UnsupportedVersionError
+from duomq.common.idempotence import sequencing
 from duomq.common.message import decode_records
 from duomq.format import record as rec
 from duomq.store import MessageStore
@@ -285,7 +286,6 @@ def test_entries_written_while_a_queue_is_flushed_stay_unflushed(cfg):
 
 def put_numbered(store, pid, seq, n=3):
     """An idempotent producer's batch: its first record flagged and numbered."""
-    from duomq.common.idempotence import sequencing
     first = rec.encode_record(b"T", b"", b"", rec.encode_properties(sequencing(pid, seq, n)),
                               b"first", 1, flags=rec.FLAG_SEQUENCED)
     rest = b"".join(rec.encode_record(b"T", b"", b"", b"", b"m%05d" % i, 1) for i in range(n - 1))
