@@ -42,7 +42,7 @@ bench: install
 	$(PY) bench/idempotence_bench.py
 
 bench-beside-redis: install   # the README's table: Redis's harness and run_all.py in one sitting
-	bash scripts/bench_beside_redis.sh
+	$(PY) bench/beside_redis.py
 
 bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/run_all.py

@@ -57,21 +57,36 @@ def tcp_server(port_q) -> None:
         c.sendall(data)
 
 
-def tcp_echo() -> dict:
+def serve(target) -> tuple[multiprocessing.Process, int]:
+    """``target(port_q)`` in a process of its own; the process and the port it bound."""
     q: multiprocessing.Queue = multiprocessing.Queue()
-    server = multiprocessing.Process(target=tcp_server, args=(q,), daemon=True)
+    server = multiprocessing.Process(target=target, args=(q,), daemon=True)
     server.start()
-    c = socket.create_connection(("127.0.0.1", q.get(timeout=10)))
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return server, q.get(timeout=10)
+
+
+def timed(round_trip) -> dict:
+    """``figures`` of N calls of ``round_trip``."""
     rtts = []
     for _ in range(N):
         t = time.perf_counter_ns()
+        round_trip()
+        rtts.append(time.perf_counter_ns() - t)
+    return figures(rtts)
+
+
+def tcp_echo() -> dict:
+    server, port = serve(tcp_server)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def round_trip() -> None:
         c.sendall(BODY)
         c.recv(65536)
-        rtts.append(time.perf_counter_ns() - t)
+    out = timed(round_trip)
     c.close()
     server.join(5)
-    return figures(rtts)
+    return out
 
 
 def zmq_server(port_q) -> None:
@@ -93,26 +108,23 @@ def zmq_server(port_q) -> None:
 
 
 def zmq_echo() -> dict:
-    q: multiprocessing.Queue = multiprocessing.Queue()
-    server = multiprocessing.Process(target=zmq_server, args=(q,), daemon=True)
-    server.start()
+    server, port = serve(zmq_server)
     ctx = zmq.Context()
     dealer = ctx.socket(zmq.DEALER)
-    dealer.connect(f"tcp://127.0.0.1:{q.get(timeout=10)}")
+    dealer.connect(f"tcp://127.0.0.1:{port}")
     poller = zmq.Poller()
     poller.register(dealer, zmq.POLLIN)
-    rtts = []
-    for _ in range(N):
-        t = time.perf_counter_ns()
+
+    def round_trip() -> None:
         dealer.send(BODY)
         poller.poll(5000)
         dealer.recv()
-        rtts.append(time.perf_counter_ns() - t)
+    out = timed(round_trip)
     dealer.send(b"")
     server.join(5)
     dealer.close(linger=0)
     ctx.term()
-    return figures(rtts)
+    return out
 
 
 class ZmtpDealer:
@@ -164,21 +176,18 @@ class ZmtpDealer:
 
 
 def zmtp_client() -> dict:
-    q: multiprocessing.Queue = multiprocessing.Queue()
-    server = multiprocessing.Process(target=zmq_server, args=(q,), daemon=True)
-    server.start()
-    dealer = ZmtpDealer(q.get(timeout=10))
-    rtts = []
-    for _ in range(N):
-        t = time.perf_counter_ns()
+    server, port = serve(zmq_server)
+    dealer = ZmtpDealer(port)
+
+    def round_trip() -> None:
         dealer.send(BODY)
         if dealer.recv() != BODY:
             raise RuntimeError("the echo differs")
-        rtts.append(time.perf_counter_ns() - t)
+    out = timed(round_trip)
     dealer.send(b"")
     server.join(5)
     dealer.close()
-    return figures(rtts)
+    return out
 
 
 def send_seconds(metrics_url: str) -> tuple[float, float]:
@@ -199,13 +208,8 @@ def duomq_send() -> dict:
                 p.send(Message("Floor", BODY))
             url = _metrics_url(zk, cluster)
             s0, c0 = send_seconds(url)
-            rtts = []
-            for _ in range(N):
-                t = time.perf_counter_ns()
-                p.send(Message("Floor", BODY))
-                rtts.append(time.perf_counter_ns() - t)
+            out = timed(lambda: p.send(Message("Floor", BODY)))
             s1, c1 = send_seconds(url)
-    out = figures(rtts)
     out["broker_handler_mean_us"] = round((s1 - s0) / max(c1 - c0, 1) * 1e6, 1)
     return out
 
