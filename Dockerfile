@@ -2,16 +2,20 @@
 #   docker build -t duomq:0.1.0 .                       the broker and the CLI (default)
 #   docker build --target spark -t duomq-spark:0.1.0 .  the same plus Java and PySpark,
 #                                                        for Spark jobs pinned to slave reads
-# Every dependency ships as a wheel, so no stage needs a compiler; the final
-# stages hold a virtualenv, no pip cache and no build tools, and run as an
-# unprivileged user (uid 10001).
+# Every dependency ships as a wheel; duomq's own C loops (format/_native.c)
+# are compiled in the build stages (gcc from Debian there), or come in the
+# wheel scripts/image.sh built on the host when offline. The final stages hold
+# a virtualenv, no pip cache and no build tools, and run as an unprivileged
+# user (uid 10001).
 #
 # Offline (`make image`, scripts/image.sh): no registry and no package index
 # is reachable, so the build is given
 #   PYTHON_IMAGE  a Debian 12 base with python3.11 made locally (debootstrap,
 #                 `podman import`); for the spark target one that also has Java
-#   WHEELS        a directory of every wheel the image needs, mounted into the
-#                 build (podman build --volume), so pip never asks an index
+#   WHEELS        a directory of every wheel the image needs, duomq's own
+#                 (built on the host, with its C loops) among them, mounted
+#                 into the build (podman build --volume), so pip never asks
+#                 an index
 # and runs with --network none. Without them (Docker and the internet) the
 # stages pull python:3.11-slim, install from PyPI and, for spark, Java from
 # Debian, exactly as before.
@@ -29,8 +33,14 @@ RUN python -m venv /opt/duomq \
  && python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
  && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} -r /tmp/requirements.txt
 COPY . .
-RUN /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps . \
- && /opt/duomq/bin/python -m duomq --version
+RUN if ls "$WHEELS"/duomq-*.whl >/dev/null 2>&1; then \
+      /opt/duomq/bin/pip install --no-index --no-deps "$WHEELS"/duomq-*.whl; \
+    else \
+      { command -v gcc >/dev/null || { apt-get update \
+        && apt-get install -y --no-install-recommends gcc libc6-dev; }; } \
+      && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps .; \
+    fi \
+ && /opt/duomq/bin/python -m duomq --version | tee /dev/stderr | grep -q "C loops"
 
 FROM ${PYTHON_IMAGE} AS build-spark
 ARG WHEELS=
@@ -41,8 +51,15 @@ RUN python -m venv /opt/duomq \
  && python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['spark']))" > /tmp/requirements.txt \
  && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} -r /tmp/requirements.txt
 COPY . .
-RUN /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps . \
- && /opt/duomq/bin/python -c "import duomq.client.spark"
+RUN if ls "$WHEELS"/duomq-*.whl >/dev/null 2>&1; then \
+      /opt/duomq/bin/pip install --no-index --no-deps "$WHEELS"/duomq-*.whl; \
+    else \
+      { command -v gcc >/dev/null || { apt-get update \
+        && apt-get install -y --no-install-recommends gcc libc6-dev; }; } \
+      && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps .; \
+    fi \
+ && /opt/duomq/bin/python -c "import duomq.client.spark" \
+ && /opt/duomq/bin/python -m duomq --version | tee /dev/stderr | grep -q "C loops"
 
 # ---- spark: Spark jobs (spark-submit in local mode) -------------------------
 FROM ${PYTHON_IMAGE} AS spark

@@ -44,6 +44,7 @@ from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush import make_flush_service
+from duomq.format import native
 from duomq.master import roles as master_roles
 from duomq.master.ack_waiters import NEVER
 from duomq.master.group_topics import GroupTopics
@@ -177,9 +178,9 @@ class Broker(BrokerCore):
                                        self.store.epoch_file.read, self.notifier.post)
         self.controller.start()
         self._update_visible()
-        log.info("broker %s/%d serving at %s (%s, %s replication, pid %d); role from ZooKeeper",
-                 cfg.group, cfg.broker_id, cfg.address, cfg.flush.value, cfg.replication.value,
-                 os.getpid())
+        log.info("broker %s/%d serving at %s (%s, %s replication, pid %d, records checked by %s); "
+                 "role from ZooKeeper", cfg.group, cfg.broker_id, cfg.address, cfg.flush.value,
+                 cfg.replication.value, os.getpid(), native.describe())
 
     def stop(self) -> None:
         """Ask the loop to stop (any thread, or a signal handler)."""

@@ -9,6 +9,7 @@ import sys
 
 from duomq import __version__
 from duomq.common.errors import DuomqError
+from duomq.format import native
 
 # subcommand -> its module; only the one being run is imported, so that a
 # pod's probes (`duomq health`, every few seconds) start fast
@@ -22,7 +23,8 @@ COMMANDS = {"dev": "dev_cmd", "broker": "broker_cmd", "topic": "topic_cmd",
 def parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or only subcommand ``only``'s part of it."""
     p = argparse.ArgumentParser(prog="duomq", description="duomq: a replicated message broker")
-    p.add_argument("--version", action="version", version=f"duomq {__version__}")
+    p.add_argument("--version", action="version",
+                   version=f"duomq {__version__} ({native.describe()})")
     sub = p.add_subparsers(dest="command", required=True)
     for name, module in COMMANDS.items():
         if only in (None, name):

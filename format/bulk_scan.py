@@ -7,7 +7,10 @@ in a few passes: the sizes walked once (records of one size at a stride, as
 ``store/bulk_dispatch.py`` does), the headers gathered into an array and
 checked together, the payload CRCs by ``map`` (C loops, no bytecode per
 record). Anything unusual returns None: the caller then runs
-``scan_batch``, which names the first bad record exactly as before."""
+``scan_batch``, which names the first bad record exactly as before.
+
+With the C loops (``format/native.py``) the walk and every check of a
+record are one C loop instead, for batches of any size."""
 
 from __future__ import annotations
 
@@ -17,12 +20,13 @@ from typing import Any
 import numpy as np
 from crc32c import crc32c
 
+from duomq.format import native, seal
 from duomq.format import record as rec
-from duomq.format import seal
 
 HS = rec.HEADER_SIZE
 _HEADER = rec.numpy_dtype()
 _SIZE = rec.fields("total_size")
+_TEXT_LENS = rec.fields("tags_len", "keys_len", "props_len")
 
 
 def _one_size(buf: Any, lo: int, end: int, size: int) -> bool:
@@ -64,6 +68,18 @@ def scan(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
                                    list[tuple[int, int, int]]] | None:
     """What ``record.scan_batch`` returns for a well-formed batch (and the
     payload CRCs appended to ``crcs``), or None for one it must look at."""
+    loops = native.LOOPS
+    if loops is not None:
+        got = loops.scan(buf, topic, max_record_bytes, count)
+        if got is None:
+            return None
+        bounds, borns, payload_crcs, texted = got
+        hashes = [0] * count
+        keyed: list[tuple[int, int, int]] = []
+        if texted and not _texts(buf, bounds, len(topic), texted, hashes, keyed):
+            return None
+        crcs.extend(payload_crcs)
+        return bounds, borns, hashes, keyed
     end = len(buf)
     if end < HS:
         return None
@@ -90,7 +106,7 @@ def scan(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
     tags_at = payload + tlen
     texts = np.flatnonzero(lg + lk + lp)
     hashes = [0] * count
-    keyed: list[tuple[int, int, int]] = []
+    keyed = []
     if len(texts):
         t0 = tags_at[texts]
         try:       # one decode for all: a newline ends any sequence a text leaves open
@@ -106,3 +122,25 @@ def scan(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
     crcs.extend(got)
     starts.append(end)
     return starts, h["born_ts_ms"].tolist(), hashes, keyed
+
+
+def _texts(buf: bytearray, bounds: list[int], tlen: int, texted: list[int], hashes: list[int],
+           keyed: list[tuple[int, int, int]]) -> bool:
+    """For the records ``texted`` (those with tags, keys or properties): their
+    tag hashes into ``hashes``, ``(index, keys start, keys length)`` onto
+    ``keyed``; False when their texts are not UTF-8."""
+    parts = []
+    unpack = _TEXT_LENS.unpack_from
+    for i in texted:
+        lg, lk, lp = unpack(buf, bounds[i])
+        p = bounds[i] + HS + tlen
+        parts.append(buf[p:p + lg + lk + lp])
+        if lg:
+            hashes[i] = zlib.crc32(buf[p:p + lg])
+        if lk:
+            keyed.append((i, p + lg, lk))
+    try:       # one decode for all: a newline ends any sequence a text leaves open
+        str(b"\n".join(parts), "utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -28,6 +28,7 @@ from typing import Any
 import crc32c
 import numpy as np
 
+from duomq.format import native
 from duomq.format import record as rec
 
 ROW = 4 + rec.HEADER_SIZE - rec.SEALED_FROM      # 66: crc to go on from, then bytes 12..74
@@ -85,7 +86,12 @@ def patch_and_seal(buf: bytearray, bounds: Sequence[int], queue_id: int, first_q
     whole producer batch in ``buf``: records at ``bounds[:-1]`` (as
     ``scan_batch`` returns them, each carrying its payload CRC) get queue id,
     queue offsets from ``first_qoff``, physical ``offsets`` and the store time,
-    then their stored crc. The born time stays as the producer set it."""
+    then their stored crc. The born time stays as the producer set it. The C
+    loops do it record by record when there are some (``format/native.py``)."""
+    loops = native.LOOPS
+    if loops is not None:
+        loops.seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms)
+        return
     n = len(bounds) - 1
     at = np.array(bounds[:-1], np.int64)
     at += _ROW_AT

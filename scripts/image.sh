@@ -94,14 +94,14 @@ fi
 
 build=(build --layers --format docker)   # docker format keeps HEALTHCHECK
 if [ "$offline" = 1 ]; then
-  # every wheel the images install (duomq itself is built from the source in
-  # the image), with what pip needs to build it
+  # every wheel the images install, duomq's own among them (built here, where
+  # there is a compiler for its C loops), with what pip needs to build it
   wheels="$WORK/wheels"
   mkdir -p "$wheels"
   [ -x "$VENV/bin/pip" ] || python3 -m venv "$VENV"
+  rm -f "$wheels"/duomq-*.whl   # duomq's own wheel, with its C loops: built anew each time
   "$VENV/bin/pip" wheel -q -w "$wheels" ".[spark]" "setuptools>=77" wheel 2>&1 \
     | grep -v "^WARNING: Location" >&2 || true
-  rm -f "$wheels"/duomq-*.whl
   rm -rf build                  # setuptools' leftovers from building duomq's wheel
   build+=(--network none --volume "$wheels:/wheels:ro" --build-arg WHEELS=/wheels)
 fi

@@ -5,7 +5,8 @@ microsecond per record, two CRC calls of it. For a run of many complete
 format-3 records this does the same work in a few passes: one walk over the
 sizes in Python, then the headers gathered into an array, lengths checked
 together, payload CRCs computed by ``map`` (C loops, no bytecode per record),
-stored crcs checked by ``format.seal.seals``, tag hashes, topics and the
+stored crcs checked by ``format.seal.seals`` (or both CRCs by the C loops,
+``format/native.py``), tag hashes, topics and the
 consume-queue entries of each run of one queue built in bulk. Anything that
 fails a check returns None: the caller's loop then goes over the same records
 and names the first bad one exactly as before."""
@@ -18,8 +19,8 @@ from typing import Any
 import numpy as np
 from crc32c import crc32c
 
+from duomq.format import native, seal
 from duomq.format import record as rec
-from duomq.format import seal
 
 BULK_MIN = 64              # records in a run before the bulk path pays
 STRIDE_MIN = 8             # records of one size ahead before they are checked together
@@ -88,13 +89,18 @@ def scan(mm: Any, base: int, starts: list[int], end: int):
     if not (size == HS + lt + lg + lk + h["props_len"] + h["body_len"]).all():
         return None
     payload = at + HS
-    # bytes slices: copying ~100 bytes and a CRC of bytes beat a CRC of a memoryview
-    crcs = list(map(crc32c, map(buf.__getitem__, map(slice, payload.tolist(),
-                                                     (at + size).tolist()))))
-    rows = headers[:, rec.CRC_OFFSET:HS].copy()
-    rows[:, :4] = np.array(crcs, ">u4").view(np.uint8).reshape(n, 4)
-    if not (seal.seals(rows) == h["crc"]).all():
-        return None
+    loops = native.LOOPS
+    if loops is not None:
+        if loops.first_unsealed(buf, at.tolist()) >= 0:
+            return None
+    else:
+        # bytes slices: copying ~100 bytes and a CRC of bytes beat a CRC of a memoryview
+        crcs = list(map(crc32c, map(buf.__getitem__, map(slice, payload.tolist(),
+                                                         (at + size).tolist()))))
+        rows = headers[:, rec.CRC_OFFSET:HS].copy()
+        rows[:, :4] = np.array(crcs, ">u4").view(np.uint8).reshape(n, 4)
+        if not (seal.seals(rows) == h["crc"]).all():
+            return None
     tags_at = payload + lt
     hashes = np.zeros(n, np.int64)
     tagged = np.flatnonzero(lg)

@@ -25,7 +25,7 @@ from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError, StoreFullError, UnsupportedVersionError
 from duomq.common.flush_policy import thorough_due, worth_flushing
 from duomq.common.message import PullStatus
-from duomq.format import bulk_scan, seal
+from duomq.format import bulk_scan, native, seal
 from duomq.format import record as rec
 from duomq.store import bulk_dispatch
 from duomq.store.checkpoint import Checkpoint
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
-SEAL_VECTOR_MIN = 96           # batches from this many records are patched and sealed by numpy
+SEAL_VECTOR_MIN = 96           # without the C loops, batches from this many records are sealed by numpy
 # the header fields dispatch reads
 _DISPATCH = rec.fields("total_size", "magic", "crc", "queue_id", "queue_offset", "flags",
                        "topic_len", "tags_len", "keys_len", "props_len", "body_len")
@@ -263,8 +263,9 @@ class MessageStore:
                    numbering: tuple[int, int, int] | None) -> PutResult:
         topic_b = topic.encode()
         crcs: list[int] = []
+        bulk = count >= SEAL_VECTOR_MIN or native.LOOPS is not None
         scanned = bulk_scan.scan(buf, topic_b, self.config.max_message_bytes, count, crcs) \
-            if count >= SEAL_VECTOR_MIN else None
+            if bulk else None
         bounds, borns, hashes, keyed = scanned or rec.scan_batch(
             buf, topic_b, self.config.max_message_bytes, count, crcs)
         sizes = list(map(operator.sub, bounds[1:], bounds))
@@ -272,7 +273,7 @@ class MessageStore:
         cq = self.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
-        if count >= SEAL_VECTOR_MIN:
+        if bulk:
             seal.patch_and_seal(buf, bounds, queue_id, qoff, offsets, now)
         else:
             patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET

@@ -89,6 +89,30 @@ def small_store():
             "cq_entries_per_segment": 1000, "max_pull_bytes": 1 << 20}
 
 
+@pytest.fixture
+def c_loops():
+    """format/_native.c's module. A build without it fails the test, unless
+    DUOMQ_NATIVE=0 says to go without (then the test is skipped)."""
+    from duomq.format import native
+    if native.LOOPS is None:
+        if os.environ.get("DUOMQ_NATIVE") == "0":
+            pytest.skip("DUOMQ_NATIVE=0: no C loops")
+        pytest.fail("duomq.format._native is not built: `pip install -e .` needs a C compiler")
+    return native.LOOPS
+
+
+@pytest.fixture(params=["C loops", "numpy"])
+def hot_loops(request, monkeypatch):
+    """Runs a test twice: with format/_native.c's loops and with the pure
+    paths they stand in for (``format/native.py``)."""
+    from duomq.format import native
+    if request.param == "numpy":
+        monkeypatch.setattr(native, "LOOPS", None)
+    else:
+        request.getfixturevalue("c_loops")
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One local[2] SparkSession for the whole run (start-up costs 5-9 s),

@@ -13,6 +13,8 @@ from duomq.format import bulk_scan
 from duomq.format import record as rec
 
 HOST = b"\x7f\0\0\x01\0\0\x27\x10"
+# each test twice: the C loops and the numpy path (format/native.py)
+pytestmark = pytest.mark.usefixtures("hot_loops")
 
 
 def batch(msgs, topic="Orders"):

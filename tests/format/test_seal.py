@@ -14,6 +14,8 @@ from duomq.format import record as rec
 from duomq.format import seal
 
 HOST = b"\x7f\0\0\x01\0\0\x27\x10"
+# each test twice: the C loops and the numpy path (format/native.py)
+pytestmark = pytest.mark.usefixtures("hot_loops")
 
 
 def one_by_one(buf, bounds, crcs, borns, queue_id, qoff, offsets, now):

@@ -103,7 +103,7 @@ def test_dispatch_refuses_a_damaged_record(tmp_path):
 
 
 @pytest.mark.parametrize("n", [5, 300])     # checked record by record, and by numpy
-def test_dispatch_refuses_a_record_whose_header_was_changed(tmp_path, n):
+def test_dispatch_refuses_a_record_whose_header_was_changed(tmp_path, n, hot_loops):
     big = dict(segment_size_bytes=1 << 20, cq_entries_per_segment=1000)
     master = MessageStore(cfg(tmp_path / "m").replace(**big))
     slave = MessageStore(cfg(tmp_path / "s").replace(**big))
@@ -134,7 +134,7 @@ def test_dispatch_names_a_record_of_format_1(tmp_path):
         s.close()
 
 
-def test_bulk_dispatch_builds_what_the_record_by_record_loop_builds(tmp_path, monkeypatch):
+def test_bulk_dispatch_builds_what_the_record_by_record_loop_builds(tmp_path, monkeypatch, hot_loops):
     """store/bulk_dispatch.py: the same consume-queue entries and key index
     for a log of mixed records (queues, tags, keys, properties, batches)."""
     from duomq.store import bulk_dispatch

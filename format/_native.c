@@ -1,0 +1,339 @@
+/* duomq.format._native: the master's per-record checks and seals of a
+ * producer's batch, and a slave's check of stored records, in one C loop each.
+ *
+ * Optional. Everything here has a pure implementation (format/bulk_scan.py,
+ * format/seal.py, store/bulk_dispatch.py with numpy; format/record.py record
+ * by record) that gives the same answers; the tests run both and compare.
+ * The record layout is format/record.py's (all fields big-endian):
+ *
+ *   0 total_size i32 | 4 magic i32 | 8 crc u32 | 12 queue_id i32
+ *   16 queue_offset i64 | 24 physical_offset i64 | 32 born_ts_ms i64
+ *   40 store_ts_ms i64 | 48 born_host 8 | 56 flags i32 | 60 topic_len u16
+ *   62 tags_len u16 | 64 keys_len u16 | 66 props_len u32 | 70 body_len u32
+ *   74 payload: topic, tags, keys, properties, body
+ *
+ * A producer's record carries crc = CRC-32C of its payload; a stored
+ * (sealed) record's crc is CRC-32C of bytes 12..74 continued from that.
+ * CRC-32C with the CPU's crc32 instruction where it has one (x86-64 SSE4.2),
+ * else a table: the same values as the crc32c package's crc32c(data, crc). */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define HS 74
+#define SEALED_FROM 12
+#define RECORD_MAGIC ((int32_t)0xD0E00003u)
+
+static uint32_t table[256];
+
+static uint32_t crc_sw(uint32_t crc, const uint8_t *p, size_t n)
+{
+    while (n--)
+        crc = table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+__attribute__((target("sse4.2")))
+static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t n)
+{
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = _mm_crc32_u8(c32, *p++);
+    return c32;
+}
+#define HAVE_HW 1
+#endif
+
+static uint32_t (*crc_raw)(uint32_t, const uint8_t *, size_t) = crc_sw;
+
+static inline uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
+{
+    return ~crc_raw(~crc, p, n);
+}
+
+static inline uint32_t be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+
+static inline int64_t be64(const uint8_t *p)
+{
+    return (int64_t)(((uint64_t)be32(p) << 32) | be32(p + 4));
+}
+
+static inline void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+static inline void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+/* The payload's length as the header states it (-1: not total_size). */
+static inline int64_t stated(const uint8_t *r, int64_t size)
+{
+    int64_t want = (int64_t)HS + be16(r + 60) + be16(r + 62) + be16(r + 64) + be32(r + 66) + be32(r + 70);
+    return want == size ? size - HS : -1;
+}
+
+/* ints of a list (or tuple) into a C array; -1 with an exception set */
+static int int64s(PyObject *seq, Py_ssize_t n, int64_t *out, const char *what)
+{
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(fast) < n) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd values, %zd needed", what,
+                     PySequence_Fast_GET_SIZE(fast), n);
+        Py_DECREF(fast);
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = PyLong_AsLongLong(items[i]);
+        if (out[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+PyDoc_STRVAR(crc32c_doc, "crc32c(data, crc=0): CRC-32C of data continued from crc (the crc32c package's).");
+
+static PyObject *py_crc32c(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &b, &crc))
+        return NULL;
+    uint32_t c = crc32c(crc, b.buf, (size_t)b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(buf, topic, max_record_bytes, count) -> (bounds, borns, crcs, texts) or None\n\n"
+"A producer's batch walked and checked record by record: each of the count\n"
+"records has the format-3 magic, lengths that add up to its size, a size of at\n"
+"most max_record_bytes, the topic, and its payload's CRC-32C in its crc field;\n"
+"together they fill buf exactly. bounds: the records' starts and buf's end;\n"
+"borns: their born times; crcs: their payload CRCs; texts: the indexes of\n"
+"the records with tags, keys or properties. None when anything fails.");
+
+static PyObject *py_scan(PyObject *self, PyObject *args)
+{
+    Py_buffer b, t;
+    long long max_bytes;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*y*Ln", &b, &t, &max_bytes, &count))
+        return NULL;
+    PyObject *bounds = NULL, *borns = NULL, *crcs = NULL, *texts = NULL, *out = NULL;
+    const uint8_t *p = b.buf, *topic = t.buf;
+    Py_ssize_t end = b.len, tlen = t.len, pos = 0, i = 0;
+    if (count < 1 || end < HS)
+        goto none;
+    bounds = PyList_New(count + 1);
+    borns = PyList_New(count);
+    crcs = PyList_New(count);
+    texts = PyList_New(0);
+    if (!bounds || !borns || !crcs || !texts)
+        goto fail;
+    while (pos < end) {
+        const uint8_t *r = p + pos;
+        if (i == count || end - pos < HS)
+            goto none;
+        int64_t size = (int32_t)be32(r);
+        if (size < HS || size > end - pos || size > max_bytes || (int32_t)be32(r + 4) != RECORD_MAGIC
+            || stated(r, size) < 0 || be16(r + 60) != tlen || memcmp(r + HS, topic, tlen) != 0)
+            goto none;
+        uint32_t c = crc32c(0, r + HS, (size_t)(size - HS));
+        if (c != be32(r + 8))
+            goto none;
+        PyObject *at = PyLong_FromSsize_t(pos), *born = PyLong_FromLongLong(be64(r + 32)),
+                 *crc = PyLong_FromUnsignedLong(c);
+        if (!at || !born || !crc) {
+            Py_XDECREF(at); Py_XDECREF(born); Py_XDECREF(crc);
+            goto fail;
+        }
+        PyList_SET_ITEM(bounds, i, at);
+        PyList_SET_ITEM(borns, i, born);
+        PyList_SET_ITEM(crcs, i, crc);
+        if (be16(r + 62) | be16(r + 64) | be32(r + 66)) {
+            PyObject *k = PyLong_FromSsize_t(i);
+            if (!k || PyList_Append(texts, k) < 0) {
+                Py_XDECREF(k);
+                goto fail;
+            }
+            Py_DECREF(k);
+        }
+        pos += size;
+        i++;
+    }
+    if (i != count)
+        goto none;
+    PyObject *e = PyLong_FromSsize_t(end);
+    if (!e)
+        goto fail;
+    PyList_SET_ITEM(bounds, count, e);
+    out = PyTuple_Pack(4, bounds, borns, crcs, texts);
+    goto fail;                       /* not a failure: drop our references, return out */
+none:
+    out = Py_NewRef(Py_None);
+fail:
+    Py_XDECREF(bounds); Py_XDECREF(borns); Py_XDECREF(crcs); Py_XDECREF(texts);
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&t);
+    return out;
+}
+
+PyDoc_STRVAR(seal_doc,
+"seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms)\n\n"
+"Patch and seal, in place, the records of buf at bounds[:len(offsets)]\n"
+"(each carrying its payload CRC): queue id, queue offsets from first_qoff,\n"
+"physical offsets, store time, then crc = CRC-32C of bytes 12..74\n"
+"continued from the payload's CRC.");
+
+static PyObject *py_seal(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    PyObject *bounds_o, *offsets_o;
+    int queue_id;
+    long long first_qoff, store_ts;
+    if (!PyArg_ParseTuple(args, "w*OiLOL", &b, &bounds_o, &queue_id, &first_qoff, &offsets_o, &store_ts))
+        return NULL;
+    PyObject *out = NULL;
+    int64_t *at = NULL;
+    Py_ssize_t n = PyObject_Length(offsets_o);
+    if (n < 0)
+        goto done;
+    at = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(n ? n : 1));
+    if (at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *phys = at + n;
+    if (int64s(bounds_o, n, at, "bounds") < 0 || int64s(offsets_o, n, phys, "offsets") < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (at[i] < 0 || at[i] > b.len - HS) {
+            PyErr_Format(PyExc_ValueError, "record %zd at %lld is not inside the buffer", i,
+                         (long long)at[i]);
+            goto done;
+        }
+    uint8_t *p = b.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t *r = p + at[i];
+        put32(r + 12, (uint32_t)queue_id);
+        put64(r + 16, (uint64_t)(first_qoff + i));
+        put64(r + 24, (uint64_t)phys[i]);
+        put64(r + 40, (uint64_t)store_ts);
+        put32(r + 8, crc32c(be32(r + 8), r + SEALED_FROM, HS - SEALED_FROM));
+    }
+    out = Py_NewRef(Py_None);
+done:
+    PyMem_Free(at);
+    PyBuffer_Release(&b);
+    return out;
+}
+
+PyDoc_STRVAR(first_unsealed_doc,
+"first_unsealed(buf, starts) -> int\n\n"
+"The index of the first record of buf at starts (each a format-3 record whose\n"
+"whole size lies in buf) whose lengths do not add up to its size or whose\n"
+"crc is not its seal; -1 when every one checks.");
+
+static PyObject *py_first_unsealed(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    PyObject *starts_o;
+    if (!PyArg_ParseTuple(args, "y*O", &b, &starts_o))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = PyObject_Length(starts_o), bad = -1;
+    int64_t *at = NULL;
+    if (n < 0)
+        goto done;
+    at = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (int64s(starts_o, n, at, "starts") < 0)
+        goto done;
+    const uint8_t *p = b.buf;
+    for (Py_ssize_t i = 0; i < n && bad < 0; i++) {
+        if (at[i] < 0 || at[i] > b.len - HS) {
+            bad = i;
+            break;
+        }
+        const uint8_t *r = p + at[i];
+        int64_t size = (int32_t)be32(r);
+        if (size < HS || size > b.len - at[i] || stated(r, size) < 0)
+            bad = i;
+        else if (crc32c(crc32c(0, r + HS, (size_t)(size - HS)), r + SEALED_FROM, HS - SEALED_FROM)
+                 != be32(r + 8))
+            bad = i;
+    }
+    out = PyLong_FromSsize_t(bad);
+done:
+    PyMem_Free(at);
+    PyBuffer_Release(&b);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
+    {"scan", py_scan, METH_VARARGS, scan_doc},
+    {"seal", py_seal, METH_VARARGS, seal_doc},
+    {"first_unsealed", py_first_unsealed, METH_VARARGS, first_unsealed_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native",
+    "C loops for the master's batch scan and seal and a slave's check of stored records "
+    "(optional: format/native.py falls back to numpy).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+        table[i] = c;
+    }
+    const char *how = "table";
+#ifdef HAVE_HW
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        crc_raw = crc_hw;
+        how = "sse4.2";
+    }
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "CRC", how) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,146 @@
+"""format/_native.c against the Python it stands in for: the same CRCs, the
+same answer as record.scan_batch for every batch (None for every batch that
+scan_batch refuses), the same seals, and damage found wherever it is."""
+
+import random
+
+import crc32c
+import pytest
+
+from duomq.client.producer import encode_batch
+from duomq.common.message import Message
+from duomq.format import native
+from duomq.format import record as rec
+
+HOST = b"\x7f\0\0\x01\0\0\x27\x10"
+LIMIT = 1 << 22
+
+
+@pytest.fixture
+def c(c_loops):
+    return c_loops
+
+
+def messages(rnd, n, topic="Orders"):
+    return [Message(topic, rnd.randbytes(rnd.choice([0, 1, 7, 100, rnd.randrange(2000)])),
+                    tags=rnd.choice(["", "", "a", "tag-é"]), keys=rnd.choice(["", "", "k1", "k1 k2"]),
+                    properties=rnd.choice([None, None, {"p": "v"}])) for _ in range(n)]
+
+
+def batch(msgs, topic="Orders"):
+    return bytearray(encode_batch(msgs, topic, 1_700_000_000_000, HOST, LIMIT)[0])
+
+
+def test_crc32c_is_the_crc32c_packages(c):
+    rnd = random.Random(1)
+    for n in [*range(0, 40), 63, 64, 65, 1000, 4097]:
+        data = rnd.randbytes(n)
+        for start in (0, 1, 0xFFFFFFFF, rnd.getrandbits(32)):
+            assert c.crc32c(data, start) == crc32c.crc32c(data, start)
+    assert c.CRC in ("sse4.2", "table")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_scan_answers_what_scan_batch_answers(c, seed):
+    rnd = random.Random(seed)
+    n = rnd.choice([1, 2, 5, 96, 300])
+    msgs = messages(rnd, n)
+    buf = batch(msgs)
+    crcs = []
+    bounds, borns, hashes, keyed = rec.scan_batch(bytearray(buf), b"Orders", LIMIT, n, crcs)
+    got = c.scan(buf, b"Orders", LIMIT, n)
+    assert got is not None
+    g_bounds, g_borns, g_crcs, texts = got
+    assert (g_bounds, g_borns, g_crcs) == (bounds, borns, crcs)
+    with_texts = [i for i, m in enumerate(msgs) if m.tags or m.keys or m.properties]
+    assert texts == with_texts
+
+
+def damaged(rnd, kind):
+    n = rnd.choice([1, 3, 200])
+    buf = batch(messages(rnd, n))
+    bounds = rec.scan_batch(bytearray(buf), b"Orders", LIMIT, n)[0]
+    i = rnd.randrange(n)
+    at, end = bounds[i], bounds[i + 1]
+    count, topic, limit = n, b"Orders", LIMIT
+    if kind == "payload":
+        buf[rnd.randrange(at + rec.HEADER_SIZE, end)] ^= 1 << rnd.randrange(8)
+    elif kind == "crc":
+        buf[at + rec.CRC_OFFSET + rnd.randrange(4)] ^= 0x10
+    elif kind == "magic":
+        rec.SIZE_MAGIC.pack_into(buf, at, end - at, rec.RECORD_MAGIC_V2)
+    elif kind == "size":
+        rec.SIZE_MAGIC.pack_into(buf, at, end - at + rnd.choice([-1, 1, 1 << 20, -(1 << 30)]),
+                                 rec.RECORD_MAGIC)
+    elif kind == "length field":
+        buf[at + rec.OFFSET["body_len"] + 3] ^= 0x01
+    elif kind == "topic":
+        topic = b"Ordert"
+    elif kind == "count":
+        count = n + (1 if n == 1 else rnd.choice([-1, 1]))
+    elif kind == "limit":
+        limit = max(map(int.__sub__, bounds[1:], bounds)) - 1
+    elif kind == "truncated":
+        del buf[len(buf) - rnd.randrange(1, 80):]
+    elif kind == "trailing bytes":
+        buf += b"\0" * rnd.randrange(1, 80)
+    return buf, topic, limit, count
+
+
+@pytest.mark.parametrize("kind", ["payload", "crc", "magic", "size", "length field", "topic",
+                                  "count", "limit", "truncated", "trailing bytes"])
+@pytest.mark.parametrize("seed", range(8))
+def test_scan_refuses_every_batch_that_scan_batch_refuses(c, kind, seed):
+    buf, topic, limit, count = damaged(random.Random(seed), kind)
+    with pytest.raises(rec.RecordError):
+        rec.scan_batch(bytearray(buf), topic, limit, count)
+    assert c.scan(buf, topic, limit, count) is None
+
+
+def test_scan_of_nothing_is_none(c):
+    assert c.scan(b"", b"Orders", LIMIT, 1) is None
+    assert c.scan(batch(messages(random.Random(0), 1)), b"Orders", LIMIT, 0) is None
+
+
+def sealed(n, seed=0):
+    rnd = random.Random(seed)
+    buf = batch(messages(rnd, n))
+    bounds = rec.scan_batch(bytearray(buf), b"Orders", LIMIT, n)[0]
+    c_offsets = [1000 + b for b in bounds[:-1]]
+    native.LOOPS.seal(buf, bounds, 3, 77, c_offsets, 1_800_000_000_000)
+    return buf, bounds
+
+
+def test_seal_matches_record_seal_and_check_record(c):
+    buf, bounds = sealed(50)
+    for i, at in enumerate(bounds[:-1]):
+        h = rec.Header._make(rec.HEADER.unpack_from(buf, at))
+        assert (h.queue_id, h.queue_offset, h.physical_offset, h.store_ts_ms) == \
+               (3, 77 + i, 1000 + at, 1_800_000_000_000)
+        assert rec.check_record(buf, at, len(buf)) == bounds[i + 1] - at   # raises if not sealed
+    assert c.first_unsealed(buf, bounds[:-1]) == -1
+
+
+def test_seal_refuses_a_record_outside_the_buffer_and_a_read_only_one(c):
+    buf, bounds = sealed(3)
+    with pytest.raises(ValueError, match="not inside the buffer"):
+        c.seal(buf, [0, len(buf) - 10], 0, 0, [0, 1], 0)
+    with pytest.raises(ValueError, match="values"):
+        c.seal(buf, [0], 0, 0, [0, 1], 0)
+    with pytest.raises(TypeError):
+        c.seal(bytes(buf), bounds, 0, 0, [0, 1, 2], 0)
+
+
+@pytest.mark.parametrize("where", ["size", "crc", "queue_id", "queue_offset", "physical_offset",
+                                   "born_ts_ms", "store_ts_ms", "born_host", "flags",
+                                   "topic_len", "props_len", "body_len", "payload"])
+def test_first_unsealed_finds_any_changed_byte(c, where):
+    buf, bounds = sealed(20, seed=3)
+    i = 13
+    at = bounds[i]
+    pos = at + rec.HEADER_SIZE + 2 if where == "payload" else \
+        at + rec.OFFSET["total_size" if where == "size" else where] + (
+            3 if where == "size" else rec.SIZE.get(where, 1) - 1)
+    buf[pos] ^= 0x04
+    assert c.first_unsealed(buf, bounds[:-1]) == i
+    assert c.first_unsealed(buf, [*bounds[:-2], len(buf) - 10]) in (i, len(bounds) - 2)
