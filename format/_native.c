@@ -149,7 +149,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args)
     PyObject *bounds = NULL, *borns = NULL, *crcs = NULL, *texts = NULL, *out = NULL;
     const uint8_t *p = b.buf, *topic = t.buf;
     Py_ssize_t end = b.len, tlen = t.len, pos = 0, i = 0;
-    if (count < 1 || end < HS)
+    if (count < 1 || end < HS || count > end / HS)   /* no room for that many: refused */
         goto none;
     bounds = PyList_New(count + 1);
     borns = PyList_New(count);

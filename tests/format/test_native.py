@@ -97,9 +97,12 @@ def test_scan_refuses_every_batch_that_scan_batch_refuses(c, kind, seed):
     assert c.scan(buf, topic, limit, count) is None
 
 
-def test_scan_of_nothing_is_none(c):
+def test_scan_of_nothing_and_of_an_impossible_count_is_none(c):
     assert c.scan(b"", b"Orders", LIMIT, 1) is None
-    assert c.scan(batch(messages(random.Random(0), 1)), b"Orders", LIMIT, 0) is None
+    buf = batch(messages(random.Random(0), 1))
+    assert c.scan(buf, b"Orders", LIMIT, 0) is None
+    assert c.scan(buf, b"Orders", LIMIT, -1) is None
+    assert c.scan(buf, b"Orders", LIMIT, 2 ** 31) is None      # nothing allocated for it
 
 
 def sealed(n, seed=0):
