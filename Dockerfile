@@ -21,6 +21,24 @@
 # Debian, exactly as before.
 ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm
 
+# ---- build-wheel: duomq's own wheel, with its C loops (format/_native.c) ----
+# offline, the one scripts/image.sh built on the host (the local base has no
+# compiler and the build no network); else built here, with Debian's gcc
+FROM ${PYTHON_IMAGE} AS build-wheel
+ARG WHEELS=
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY . .
+RUN mkdir /wheel \
+ && if ls "$WHEELS"/duomq-*.whl >/dev/null 2>&1; then \
+      cp "$WHEELS"/duomq-*.whl /wheel/; \
+    else \
+      { command -v gcc >/dev/null || { apt-get update \
+        && apt-get install -y --no-install-recommends gcc libc6-dev; }; } \
+      && python -m venv /tmp/pip \
+      && /tmp/pip/bin/pip wheel ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps -w /wheel .; \
+    fi
+
 # ---- build: the package and its dependencies into /opt/duomq --------------
 FROM ${PYTHON_IMAGE} AS build
 ARG WHEELS=
@@ -32,14 +50,8 @@ COPY pyproject.toml .
 RUN python -m venv /opt/duomq \
  && python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
  && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} -r /tmp/requirements.txt
-COPY . .
-RUN if ls "$WHEELS"/duomq-*.whl >/dev/null 2>&1; then \
-      /opt/duomq/bin/pip install --no-index --no-deps "$WHEELS"/duomq-*.whl; \
-    else \
-      { command -v gcc >/dev/null || { apt-get update \
-        && apt-get install -y --no-install-recommends gcc libc6-dev; }; } \
-      && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps .; \
-    fi \
+COPY --from=build-wheel /wheel /wheel
+RUN /opt/duomq/bin/pip install --no-index --no-deps /wheel/duomq-*.whl \
  && /opt/duomq/bin/python -m duomq --version | tee /dev/stderr | grep -q "C loops"
 
 FROM ${PYTHON_IMAGE} AS build-spark
@@ -50,14 +62,8 @@ COPY pyproject.toml .
 RUN python -m venv /opt/duomq \
  && python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['spark']))" > /tmp/requirements.txt \
  && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} -r /tmp/requirements.txt
-COPY . .
-RUN if ls "$WHEELS"/duomq-*.whl >/dev/null 2>&1; then \
-      /opt/duomq/bin/pip install --no-index --no-deps "$WHEELS"/duomq-*.whl; \
-    else \
-      { command -v gcc >/dev/null || { apt-get update \
-        && apt-get install -y --no-install-recommends gcc libc6-dev; }; } \
-      && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps .; \
-    fi \
+COPY --from=build-wheel /wheel /wheel
+RUN /opt/duomq/bin/pip install --no-index --no-deps /wheel/duomq-*.whl \
  && /opt/duomq/bin/python -c "import duomq.client.spark" \
  && /opt/duomq/bin/python -m duomq --version | tee /dev/stderr | grep -q "C loops"
 
