@@ -168,7 +168,7 @@ class ZmtpDealer:
     def recv(self) -> bytes:
         while True:
             flags, body = self._frame()
-            if not flags & 4:                  # a command (PING): not an answer
+            if not flags & 4:                  # a message; commands (PING) are skipped
                 return body
 
     def close(self) -> None:

@@ -10,7 +10,9 @@ record). Anything unusual returns None: the caller then runs
 ``scan_batch``, which names the first bad record exactly as before.
 
 With the C loops (``format/native.py``) the walk and every check of a
-record are one C loop instead, for batches of any size."""
+record are one C loop instead, for batches of any size (``pays``). Either
+way, the records with tags, keys or properties then have their texts
+checked and their tag hashes taken here, those records only (``_texts``)."""
 
 from __future__ import annotations
 
@@ -63,23 +65,39 @@ def starts_of(buf: Any, end: int) -> list[int] | None:
     return starts if pos == end else None
 
 
+BULK_MIN = 96      # without the C loops, records a batch needs before numpy pays
+
+
+def pays(count: int) -> bool:
+    """Whether a batch of ``count`` records goes through ``scan`` and
+    ``seal.patch_and_seal`` (else record by record): always with the C loops."""
+    return native.LOOPS is not None or count >= BULK_MIN
+
+
 def scan(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
          crcs: list[int]) -> tuple[list[int], list[int], list[int],
                                    list[tuple[int, int, int]]] | None:
     """What ``record.scan_batch`` returns for a well-formed batch (and the
     payload CRCs appended to ``crcs``), or None for one it must look at."""
     loops = native.LOOPS
-    if loops is not None:
-        got = loops.scan(buf, topic, max_record_bytes, count)
-        if got is None:
-            return None
-        bounds, borns, payload_crcs, texted = got
-        hashes = [0] * count
-        keyed: list[tuple[int, int, int]] = []
-        if texted and not _texts(buf, bounds, len(topic), texted, hashes, keyed):
-            return None
-        crcs.extend(payload_crcs)
-        return bounds, borns, hashes, keyed
+    checked = loops.scan(buf, topic, max_record_bytes, count) if loops is not None \
+        else _checked(buf, topic, max_record_bytes, count)
+    if checked is None:
+        return None
+    bounds, borns, payload_crcs, texted = checked
+    hashes = [0] * count
+    keyed: list[tuple[int, int, int]] = []
+    if texted and not _texts(buf, bounds, len(topic), texted, hashes, keyed):
+        return None
+    crcs.extend(payload_crcs)
+    return bounds, borns, hashes, keyed
+
+
+def _checked(buf: bytearray, topic: bytes, max_record_bytes: int, count: int
+             ) -> tuple[list[int], list[int], list[int], list[int]] | None:
+    """numpy's answer to what ``_native.scan`` answers: the bounds, born
+    times and payload CRCs of a well-formed batch and the indexes of its
+    records with texts, or None."""
     end = len(buf)
     if end < HS:
         return None
@@ -103,25 +121,8 @@ def scan(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
                                                     (at + size).tolist()))))
     if got != h["crc"].tolist():
         return None
-    tags_at = payload + tlen
-    texts = np.flatnonzero(lg + lk + lp)
-    hashes = [0] * count
-    keyed = []
-    if len(texts):
-        t0 = tags_at[texts]
-        try:       # one decode for all: a newline ends any sequence a text leaves open
-            str(b"\n".join(map(buf.__getitem__, map(slice, t0.tolist(),
-                                                    (t0 + (lg + lk + lp)[texts]).tolist()))),
-                "utf-8")
-        except UnicodeDecodeError:
-            return None
-        for i in np.flatnonzero(lg).tolist():
-            a = int(tags_at[i])
-            hashes[i] = zlib.crc32(buf[a:a + int(lg[i])])
-        keyed = [(i, int(tags_at[i] + lg[i]), int(lk[i])) for i in np.flatnonzero(lk).tolist()]
-    crcs.extend(got)
     starts.append(end)
-    return starts, h["born_ts_ms"].tolist(), hashes, keyed
+    return starts, h["born_ts_ms"].tolist(), got, np.flatnonzero(lg + lk + lp).tolist()
 
 
 def _texts(buf: bytearray, bounds: list[int], tlen: int, texted: list[int], hashes: list[int],

@@ -25,7 +25,7 @@ from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError, StoreFullError, UnsupportedVersionError
 from duomq.common.flush_policy import thorough_due, worth_flushing
 from duomq.common.message import PullStatus
-from duomq.format import bulk_scan, native, seal
+from duomq.format import bulk_scan, seal
 from duomq.format import record as rec
 from duomq.store import bulk_dispatch
 from duomq.store.checkpoint import Checkpoint
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 
 
 FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
-SEAL_VECTOR_MIN = 96           # without the C loops, batches from this many records are sealed by numpy
 # the header fields dispatch reads
 _DISPATCH = rec.fields("total_size", "magic", "crc", "queue_id", "queue_offset", "flags",
                        "topic_len", "tags_len", "keys_len", "props_len", "body_len")
@@ -263,7 +262,7 @@ class MessageStore:
                    numbering: tuple[int, int, int] | None) -> PutResult:
         topic_b = topic.encode()
         crcs: list[int] = []
-        bulk = count >= SEAL_VECTOR_MIN or native.LOOPS is not None
+        bulk = bulk_scan.pays(count)
         scanned = bulk_scan.scan(buf, topic_b, self.config.max_message_bytes, count, crcs) \
             if bulk else None
         bounds, borns, hashes, keyed = scanned or rec.scan_batch(

@@ -9,7 +9,6 @@ import pytest
 
 from duomq.client.producer import encode_batch
 from duomq.common.message import Message
-from duomq.format import native
 from duomq.format import record as rec
 
 HOST = b"\x7f\0\0\x01\0\0\x27\x10"
@@ -105,17 +104,17 @@ def test_scan_of_nothing_and_of_an_impossible_count_is_none(c):
     assert c.scan(buf, b"Orders", LIMIT, 2 ** 31) is None      # nothing allocated for it
 
 
-def sealed(n, seed=0):
+def sealed(c, n, seed=0):
+    """n random records sealed by ``c``: queue 3 from offset 77, each at 1000 + its start."""
     rnd = random.Random(seed)
     buf = batch(messages(rnd, n))
     bounds = rec.scan_batch(bytearray(buf), b"Orders", LIMIT, n)[0]
-    c_offsets = [1000 + b for b in bounds[:-1]]
-    native.LOOPS.seal(buf, bounds, 3, 77, c_offsets, 1_800_000_000_000)
+    c.seal(buf, bounds, 3, 77, [1000 + b for b in bounds[:-1]], 1_800_000_000_000)
     return buf, bounds
 
 
 def test_seal_matches_record_seal_and_check_record(c):
-    buf, bounds = sealed(50)
+    buf, bounds = sealed(c, 50)
     for i, at in enumerate(bounds[:-1]):
         h = rec.Header._make(rec.HEADER.unpack_from(buf, at))
         assert (h.queue_id, h.queue_offset, h.physical_offset, h.store_ts_ms) == \
@@ -125,7 +124,7 @@ def test_seal_matches_record_seal_and_check_record(c):
 
 
 def test_seal_refuses_a_record_outside_the_buffer_and_a_read_only_one(c):
-    buf, bounds = sealed(3)
+    buf, bounds = sealed(c, 3)
     with pytest.raises(ValueError, match="not inside the buffer"):
         c.seal(buf, [0, len(buf) - 10], 0, 0, [0, 1], 0)
     with pytest.raises(ValueError, match="values"):
@@ -138,7 +137,7 @@ def test_seal_refuses_a_record_outside_the_buffer_and_a_read_only_one(c):
                                    "born_ts_ms", "store_ts_ms", "born_host", "flags",
                                    "topic_len", "props_len", "body_len", "payload"])
 def test_first_unsealed_finds_any_changed_byte(c, where):
-    buf, bounds = sealed(20, seed=3)
+    buf, bounds = sealed(c, 20, seed=3)
     i = 13
     at = bounds[i]
     pos = at + rec.HEADER_SIZE + 2 if where == "payload" else \
