@@ -27,9 +27,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from duomq import __version__
 from duomq.broker.state import MASTER
 from duomq.common import metrics
 from duomq.common.metrics import Histogram, labelled
+from duomq.format import native
 from duomq.format import record as rec
 from duomq.proto import pb
 from duomq.store.residency import TAIL_BYTES, tail_residency
@@ -92,6 +94,11 @@ class BrokerCollector(Collector):
                                  labels=["cluster", "group", "broker_id", "role"])
         info.add_metric([cfg.cluster, cfg.group, str(cfg.broker_id), st.role], 1)
         yield info
+        build = GaugeMetricFamily("duomq_build_info", "This broker's version and what checks and "
+                                  "seals its records (c: format/_native.c; numpy: built without "
+                                  "a compiler, or DUOMQ_NATIVE=0)", labels=["version", "record_loops"])
+        build.add_metric([__version__, native.kind()], 1)
+        yield build
         yield GaugeMetricFamily("duomq_epoch", "The epoch this broker leads or follows",
                                 value=st.epoch)
         yield labelled(CounterMetricFamily, "duomq_messages_in", "Messages stored, by topic",

@@ -26,6 +26,11 @@ def _load() -> ModuleType | None:
 LOOPS = _load()
 
 
+def kind() -> str:
+    """``c`` or ``numpy``: the label of ``duomq_build_info{record_loops}``."""
+    return "c" if LOOPS is not None else "numpy"
+
+
 def describe() -> str:
     """What serves the hot loops, for logs and ``--version``."""
     return f"C loops (CRC-32C: {LOOPS.CRC})" if LOOPS is not None else "numpy (no C loops)"
