@@ -300,7 +300,42 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(use_crc_doc,
+"use_crc(kind) -> str\n\n"
+"Compute CRC-32C with kind ('sse4.2': the CPU's instruction, 'table': the\n"
+"portable loop) from now on; returns the kind used before. CRC names the\n"
+"kind in use. For tests: a CPU without SSE4.2 takes the table at start.\n"
+"ValueError for a kind this CPU or build does not have.");
+
+static PyObject *py_use_crc(PyObject *self, PyObject *args)
+{
+    const char *kind;
+    if (!PyArg_ParseTuple(args, "s", &kind))
+        return NULL;
+    const char *before = crc_raw == crc_sw ? "table" : "sse4.2";
+    if (strcmp(kind, "table") == 0)
+        crc_raw = crc_sw;
+#ifdef HAVE_HW
+    else if (strcmp(kind, "sse4.2") == 0 && __builtin_cpu_supports("sse4.2"))
+        crc_raw = crc_hw;
+#endif
+    else {
+        PyErr_Format(PyExc_ValueError, "no CRC-32C kind %R here (table%s)", PyTuple_GET_ITEM(args, 0),
+#ifdef HAVE_HW
+                     __builtin_cpu_supports("sse4.2") ? ", sse4.2" : ""
+#else
+                     ""
+#endif
+                     );
+        return NULL;
+    }
+    if (PyObject_SetAttrString(self, "CRC", PyTuple_GET_ITEM(args, 0)) < 0)
+        return NULL;
+    return PyUnicode_FromString(before);
+}
+
 static PyMethodDef methods[] = {
+    {"use_crc", py_use_crc, METH_VARARGS, use_crc_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
     {"scan", py_scan, METH_VARARGS, scan_doc},
     {"seal", py_seal, METH_VARARGS, seal_doc},

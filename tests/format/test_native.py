@@ -15,9 +15,16 @@ HOST = b"\x7f\0\0\x01\0\0\x27\x10"
 LIMIT = 1 << 22
 
 
-@pytest.fixture
-def c(c_loops):
-    return c_loops
+@pytest.fixture(params=["sse4.2", "table"])
+def c(request, c_loops):
+    """The C loops with each CRC-32C they may compute with: the CPU's
+    instruction, and the table a CPU without SSE4.2 (or not x86-64) uses."""
+    try:
+        before = c_loops.use_crc(request.param)
+    except ValueError:
+        pytest.skip(f"this CPU or build has no {request.param} CRC-32C")
+    yield c_loops
+    c_loops.use_crc(before)
 
 
 def messages(rnd, n, topic="Orders"):
@@ -37,6 +44,19 @@ def test_crc32c_is_the_crc32c_packages(c):
         for start in (0, 1, 0xFFFFFFFF, rnd.getrandbits(32)):
             assert c.crc32c(data, start) == crc32c.crc32c(data, start)
     assert c.CRC in ("sse4.2", "table")
+
+
+def test_use_crc_switches_and_says_which(c_loops):
+    before = c_loops.use_crc("table")
+    try:
+        assert c_loops.CRC == "table"
+        assert c_loops.crc32c(b"123456789") == 0xE3069283       # CRC-32C's check value
+        with pytest.raises(ValueError, match="no CRC-32C kind 'crc64'"):
+            c_loops.use_crc("crc64")
+        assert c_loops.CRC == "table"
+    finally:
+        c_loops.use_crc(before)
+    assert c_loops.CRC == before
 
 
 @pytest.mark.parametrize("seed", range(40))
