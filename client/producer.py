@@ -44,6 +44,7 @@ from duomq.common.idempotence import sequencing
 from duomq.common.message import Message, MessageQueue, make_msg_id
 from duomq.common.names import validate_name
 from duomq.common.transaction import TRANSACTION
+from duomq.format import native
 from duomq.format import record as rec
 from duomq.proto import pb
 
@@ -103,7 +104,14 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     whether one of them asks for a delay (pure). The producer's hot path: a
     message without properties is packed inline (a plain one from its size,
     payload CRC and body length around a header middle shared by the batch); the
-    others go through ``record.encode_record``."""
+    others go through ``record.encode_record``. With the C loops
+    (``format/native.py``) a batch without properties is encoded in one C
+    loop, to the same bytes."""
+    loops = native.LOOPS
+    if loops is not None:
+        done = loops.encode(msgs, topic, born_ts_ms, host, max_message_bytes)
+        if done is not None:
+            return done, False
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt

@@ -11,6 +11,7 @@ from duomq.common.message import Message
 from duomq.format import record as rec
 
 HOST = rec.pack_host("10.1.2.3", 4567)
+pytestmark = pytest.mark.usefixtures("hot_loops")   # each test with the C encoder and without
 
 
 def reference(msgs, now):

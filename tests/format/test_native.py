@@ -199,3 +199,43 @@ def test_scan_and_first_unsealed_on_mutated_batches_agree_with_python_and_never_
             accepted += 1
         c.first_unsealed(bytes(buf), [rnd.randrange(-5, len(buf) + 5) for _ in range(3)])
     assert accepted > 300
+
+
+def plain_messages(rnd, n, topic="Orders"):
+    return [Message(topic, rnd.randbytes(rnd.choice([0, 1, 7, 100, rnd.randrange(70_000)])),
+                    tags=rnd.choice(["", "", "a", "tag-\u00e9", "\U0001f600" * 3]),
+                    keys=rnd.choice(["", "", "k1", ["k1", "k\u00e9"]])) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_encode_gives_encode_batchs_bytes(c, seed, monkeypatch):
+    from duomq.format import native
+    rnd = random.Random(seed)
+    msgs = plain_messages(rnd, rnd.choice([1, 2, 50, 256]))
+    got = c.encode(msgs, "Orders", 1_700_000_000_123, HOST, LIMIT)
+    monkeypatch.setattr(native, "LOOPS", None)
+    want, scheduled = encode_batch(msgs, "Orders", 1_700_000_000_123, HOST, LIMIT)
+    assert got == want and not scheduled
+    bounds, _borns, _hashes, _keyed = rec.scan_batch(bytearray(got), b"Orders", LIMIT, len(msgs))
+    assert len(bounds) == len(msgs) + 1
+
+
+def test_encode_leaves_every_other_batch_to_python(c):
+    """None (the Python encoder then encodes it, or says what is wrong)."""
+    ok = Message("Orders", b"x")
+    size = rec.HEADER_SIZE + len("Orders") + 1
+    assert c.encode([ok], "Orders", 1, HOST, size) is not None
+    for other in (Message("Orders", b"x", properties={"p": "v"}), Message("Payments", b"x"),
+                  Message("Orders", bytearray(b"x")), Message("Orders", memoryview(b"x")),
+                  Message("Orders", b"x", tags="t" * 65536), Message("Orders", b"x", keys="\ud800"),
+                  Message("Orders", b"xx")):
+        assert c.encode([ok, other], "Orders", 1, HOST, size) is None
+    odd = Message("Orders", b"x")
+    odd.tags = None                    # not a str: Python's encoder decides
+    assert c.encode([odd], "Orders", 1, HOST, LIMIT) is None
+    assert c.encode([], "Orders", 1, HOST, LIMIT) is None
+    assert c.encode([ok], "O" * 65536, 1, HOST, 1 << 20) is None
+    with pytest.raises(ValueError, match="host is 6 bytes"):
+        c.encode([ok], "Orders", 1, HOST[:6], LIMIT)
+    with pytest.raises(AttributeError):
+        c.encode([ok, object()], "Orders", 1, HOST, LIMIT)
