@@ -355,10 +355,10 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "host is %zd bytes, not 8", host.len);
         goto fail;
     }
-    fast = PySequence_Fast(msgs, "msgs must be a sequence");
+    fast = PySequence_Tuple(msgs);   /* a copy: reading an attribute may run code that changes msgs */
     if (fast == NULL)
         goto fail;
-    n = PySequence_Fast_GET_SIZE(fast);
+    n = PyTuple_GET_SIZE(fast);
     if (n == 0 || tlen > 0xFFFF)
         goto none;
     pl = PyMem_Calloc((size_t)n, sizeof(plain_t));
@@ -366,9 +366,8 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto fail;
     }
-    PyObject **items = PySequence_Fast_ITEMS(fast);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *m = items[i], *v;
+        PyObject *m = PyTuple_GET_ITEM(fast, i), *v;
         plain_t *e = pl + i;
         if ((v = PyObject_GetAttr(m, s_topic)) == NULL)
             goto fail;

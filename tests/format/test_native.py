@@ -239,3 +239,23 @@ def test_encode_leaves_every_other_batch_to_python(c):
         c.encode([ok], "Orders", 1, HOST[:6], LIMIT)
     with pytest.raises(AttributeError):
         c.encode([ok, object()], "Orders", 1, HOST, LIMIT)
+
+
+def test_encode_survives_a_message_that_empties_the_batch_while_read(c):
+    msgs = []
+
+    class Sly(Message):
+        @property
+        def topic(self):
+            msgs.clear()               # the list goes; the encoder keeps its own copy
+            return "Orders"
+
+        @topic.setter
+        def topic(self, value):
+            pass
+
+    msgs += [Sly("Orders", b"a"), Message("Orders", b"b"), Message("Orders", b"c")]
+    kept = list(msgs)
+    got = c.encode(msgs, "Orders", 1, HOST, LIMIT)
+    assert got == b"".join(rec.encode_record(b"Orders", b"", b"", b"", m.body, 1, HOST)
+                           for m in kept)
