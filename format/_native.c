@@ -3,7 +3,8 @@
  *
  * Optional. Everything here has a pure implementation (format/bulk_scan.py,
  * format/seal.py, store/bulk_dispatch.py with numpy; format/record.py record
- * by record) that gives the same answers; the tests run both and compare.
+ * by record; client/producer.py's encode_batch) that gives the same answers;
+ * the tests run both and compare.
  * The record layout is format/record.py's (all fields big-endian):
  *
  *   0 total_size i32 | 4 magic i32 | 8 crc u32 | 12 queue_id i32
@@ -482,8 +483,9 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native",
-    "C loops for the master's batch scan and seal and a slave's check of stored records "
-    "(optional: format/native.py falls back to numpy).", -1, methods,
+    "C loops for the master's batch scan and seal, a slave's check of stored records and "
+    "the producer's batch encoding (optional: format/native.py falls back to numpy and "
+    "Python).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__native(void)
