@@ -7,10 +7,12 @@ VENV=${VENV:-.venv}
 # The suite starts real brokers that preallocate their segments: say what
 # disk there is, so a run that fails for want of it says so.
 df -h . "${TMPDIR:-/tmp}" | awk 'NR == 1 || !seen[$0]++'
+args=("$@")
 if [ $# -eq 0 ]; then          # the whole suite: the static checks first
   bash scripts/lint.sh || { echo "static checks failed (scripts/lint.sh)" >&2; exit 1; }
+  args=(--durations=15)        # the suite must stay under 20 minutes: say what takes longest
 fi
-"$VENV/bin/python" -m pytest "$@"
+"$VENV/bin/python" -m pytest "${args[@]}"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "no test ran: that is a failure" >&2
