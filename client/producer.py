@@ -94,7 +94,7 @@ Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 BATCH_MAX_BYTES = 4 << 20   # tools that batch (the CLI, the Spark sink) send at most about this
                             # much per request: well below a broker's max_frame_bytes
 _BORN = rec.fields("born_ts_ms")
-BROKER_ROUTED = SCHEDULING | {TRANSACTION}   # properties that send a message elsewhere first
+BROKER_ROUTED = frozenset(SCHEDULING | {TRANSACTION})   # properties that send a message elsewhere first
 ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if retries remain
 
 
@@ -105,11 +105,12 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     message without properties is packed inline (a plain one from its size,
     payload CRC and body length around a header middle shared by the batch); the
     others go through ``record.encode_record``. With the C loops
-    (``format/native.py``) a batch without properties is encoded in one C
-    loop, to the same bytes."""
+    (``format/native.py``) a batch is encoded in one C loop, to the same
+    bytes, unless a message asks for a delay or a transaction or is not the
+    common case (the loop says None and this one encodes it)."""
     loops = native.LOOPS
     if loops is not None:
-        done = loops.encode(msgs, topic, born_ts_ms, host, max_message_bytes)
+        done = loops.encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED)
         if done is not None:
             return done, False
     topic_b = topic.encode()

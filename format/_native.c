@@ -18,7 +18,7 @@
  * CRC-32C with the CPU's crc32 instruction where it has one (x86-64 SSE4.2),
  * else a table: the same values as the crc32c package's crc32c(data, crc).
  *
- * And the producer's side: a batch of plain messages encoded in one loop. */
+ * And the producer's side: a batch of messages encoded in one loop. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -304,17 +304,18 @@ done:
 }
 
 PyDoc_STRVAR(encode_doc,
-"encode(msgs, topic, born_ts_ms, host, max_record_bytes) -> bytes or None\n\n"
-"A producer's batch of messages of topic without properties, encoded as\n"
-"client/producer.py's encode_batch encodes it: each record with its payload's\n"
-"CRC-32C, born time and host, everything else zero. None when a message is\n"
-"not that case (properties, another topic, a body that is not bytes, tags or\n"
-"keys that are not str or are over 65535 bytes, a record over\n"
-"max_record_bytes): the Python encoder then encodes the batch and says what\n"
-"is wrong with it, if anything is.");
+"encode(msgs, topic, born_ts_ms, host, max_record_bytes, routed) -> bytes or None\n\n"
+"A producer's batch of messages of topic, encoded as client/producer.py's\n"
+"encode_batch encodes it: each record with its payload's CRC-32C, born time\n"
+"and host, everything else zero. None when a message is not a case this\n"
+"loop takes (another topic, a body that is not bytes, tags or keys that are\n"
+"not str or are over 65535 bytes, properties that are not a dict of str to\n"
+"str, a property named in routed (a delayed or transactional message) or\n"
+"holding a separator, a record over max_record_bytes): the Python encoder\n"
+"then encodes the batch and says what is wrong with it, if anything is.");
 
 typedef struct {
-    PyObject *body, *tags, *keys;   /* references held while encoding */
+    PyObject *body, *tags, *keys, *props;   /* references held while encoding (props: bytes) */
     const char *tg, *ky;
     Py_ssize_t lg, lk;
 } plain_t;
@@ -339,12 +340,74 @@ static int utf8_of(PyObject *v, const char **p, Py_ssize_t *n)
     return *n > 0xFFFF ? -1 : 0;
 }
 
+#define PROP_SEP 1
+#define PAIR_SEP 2
+
+/* a str's UTF-8, or NULL: not an exact str, not encodable, or holding a separator */
+static const char *prop_text(PyObject *v, Py_ssize_t *n)
+{
+    if (!PyUnicode_CheckExact(v))
+        return NULL;
+    const char *p = PyUnicode_AsUTF8AndSize(v, n);
+    if (p == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (memchr(p, PROP_SEP, (size_t)*n) || memchr(p, PAIR_SEP, (size_t)*n))
+        return NULL;
+    return p;
+}
+
+/* A message's properties as format/record.py's encode_properties writes them
+ * ("key\x01value\x02" each, in the dict's order): a new bytes, Py_None (a new
+ * reference) when this loop leaves them to Python, NULL with an exception. No
+ * Python code runs between the two walks of the dict. */
+static PyObject *props_bytes(PyObject *d, PyObject *routed)
+{
+    if (!PyDict_CheckExact(d))
+        return Py_NewRef(Py_None);
+    Py_ssize_t pos = 0, total = 0, n;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!PyUnicode_CheckExact(k))
+            return Py_NewRef(Py_None);
+        int r = PySet_Contains(routed, k);
+        if (r < 0)
+            return NULL;
+        if (r)
+            return Py_NewRef(Py_None);
+        if (prop_text(k, &n) == NULL)
+            return Py_NewRef(Py_None);
+        total += n + 2;
+        if (prop_text(v, &n) == NULL)
+            return Py_NewRef(Py_None);
+        total += n;
+        if (total > 0x7FFFFFFF)
+            return Py_NewRef(Py_None);
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        return NULL;
+    char *w = PyBytes_AS_STRING(out);
+    pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        const char *t = PyUnicode_AsUTF8AndSize(k, &n);   /* cached by the first walk */
+        memcpy(w, t, (size_t)n); w += n;
+        *w++ = PROP_SEP;
+        t = PyUnicode_AsUTF8AndSize(v, &n);
+        memcpy(w, t, (size_t)n); w += n;
+        *w++ = PAIR_SEP;
+    }
+    return out;
+}
+
 static PyObject *py_encode(PyObject *self, PyObject *args)
 {
-    PyObject *msgs, *topic;
+    PyObject *msgs, *topic, *routed;
     long long born, max_bytes;
     Py_buffer host;
-    if (!PyArg_ParseTuple(args, "OULy*L", &msgs, &topic, &born, &host, &max_bytes))
+    if (!PyArg_ParseTuple(args, "OULy*LO!", &msgs, &topic, &born, &host, &max_bytes,
+                          &PyFrozenSet_Type, &routed))
         return NULL;
     PyObject *fast = NULL, *out = NULL;
     plain_t *pl = NULL;
@@ -378,19 +441,22 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
             goto none;
         if ((v = PyObject_GetAttr(m, s_properties)) == NULL)
             goto fail;
-        int props = PyObject_IsTrue(v);
+        int any = PyObject_IsTrue(v);
+        if (any > 0)
+            e->props = props_bytes(v, routed);
         Py_DECREF(v);
-        if (props < 0)
+        if (any < 0 || (any > 0 && e->props == NULL))
             goto fail;
-        if (props)
+        if (e->props == Py_None)
             goto none;
+        Py_ssize_t lp = e->props != NULL ? PyBytes_GET_SIZE(e->props) : 0;
         if ((e->body = PyObject_GetAttr(m, s_body)) == NULL || (e->tags = PyObject_GetAttr(m, s_tags)) == NULL
             || (e->keys = PyObject_GetAttr(m, s_keys)) == NULL)
             goto fail;
         if (!PyBytes_CheckExact(e->body) || utf8_of(e->tags, &e->tg, &e->lg) < 0
             || utf8_of(e->keys, &e->ky, &e->lk) < 0)
             goto none;
-        Py_ssize_t size = HS + tlen + e->lg + e->lk + PyBytes_GET_SIZE(e->body);
+        Py_ssize_t size = HS + tlen + e->lg + e->lk + lp + PyBytes_GET_SIZE(e->body);
         if (size > max_bytes || size > INT32_MAX || total > PY_SSIZE_T_MAX - size)
             goto none;
         total += size;
@@ -403,9 +469,12 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         plain_t *e = pl + i;
         const uint8_t *body = (const uint8_t *)PyBytes_AS_STRING(e->body);
-        Py_ssize_t lb = PyBytes_GET_SIZE(e->body), size = HS + tlen + e->lg + e->lk + lb;
+        const uint8_t *pr = e->props != NULL ? (const uint8_t *)PyBytes_AS_STRING(e->props) : NULL;
+        Py_ssize_t lb = PyBytes_GET_SIZE(e->body), lp = e->props != NULL ? PyBytes_GET_SIZE(e->props) : 0,
+                   size = HS + tlen + e->lg + e->lk + lp + lb;
         uint32_t c = crc32c(crc32c(crc32c(topic_crc, (const uint8_t *)e->tg, (size_t)e->lg),
-                                   (const uint8_t *)e->ky, (size_t)e->lk), body, (size_t)lb);
+                                   (const uint8_t *)e->ky, (size_t)e->lk), pr, (size_t)lp);
+        c = crc32c(c, body, (size_t)lb);
         memset(w, 0, HS);
         put32(w, (uint32_t)size);
         put32(w + 4, (uint32_t)RECORD_MAGIC);
@@ -415,11 +484,15 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
         w[60] = (uint8_t)(tlen >> 8); w[61] = (uint8_t)tlen;
         w[62] = (uint8_t)(e->lg >> 8); w[63] = (uint8_t)e->lg;
         w[64] = (uint8_t)(e->lk >> 8); w[65] = (uint8_t)e->lk;
+        put32(w + 66, (uint32_t)lp);
         put32(w + 70, (uint32_t)lb);
         w += HS;
         memcpy(w, tp, (size_t)tlen); w += tlen;
         memcpy(w, e->tg, (size_t)e->lg); w += e->lg;
         memcpy(w, e->ky, (size_t)e->lk); w += e->lk;
+        if (lp)
+            memcpy(w, pr, (size_t)lp);
+        w += lp;
         memcpy(w, body, (size_t)lb); w += lb;
     }
     goto fail;                       /* not a failure: drop our references, return out */
@@ -429,6 +502,7 @@ fail:
     if (pl != NULL) {
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_XDECREF(pl[i].body); Py_XDECREF(pl[i].tags); Py_XDECREF(pl[i].keys);
+            Py_XDECREF(pl[i].props);
         }
         PyMem_Free(pl);
     }

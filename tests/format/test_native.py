@@ -2,13 +2,14 @@
 same answer as record.scan_batch for every batch (None for every batch that
 scan_batch refuses), the same seals, and damage found wherever it is."""
 
+import functools
 import random
 
 import crc32c
 import pytest
 
 from duomq.client.producer import encode_batch
-from duomq.common.message import Message
+from duomq.common.message import Message, decode_records
 from duomq.format import record as rec
 
 HOST = b"\x7f\0\0\x01\0\0\x27\x10"
@@ -201,44 +202,66 @@ def test_scan_and_first_unsealed_on_mutated_batches_agree_with_python_and_never_
     assert accepted > 300
 
 
-def plain_messages(rnd, n, topic="Orders"):
+ROUTED = frozenset({"DELAY", "DELIVER_AT", "TRAN_MSG"})
+
+
+def some_messages(rnd, n, topic="Orders"):
     return [Message(topic, rnd.randbytes(rnd.choice([0, 1, 7, 100, rnd.randrange(70_000)])),
                     tags=rnd.choice(["", "", "a", "tag-\u00e9", "\U0001f600" * 3]),
-                    keys=rnd.choice(["", "", "k1", ["k1", "k\u00e9"]])) for _ in range(n)]
+                    keys=rnd.choice(["", "", "k1", ["k1", "k\u00e9"]]),
+                    properties=rnd.choice([None, None, {"p": "v"}, {"trace": "\u00e9" * 300, "": ""},
+                                           {str(i): "x" * i for i in range(20)}]))
+            for _ in range(n)]
 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_encode_gives_encode_batchs_bytes(c, seed, monkeypatch):
     from duomq.format import native
     rnd = random.Random(seed)
-    msgs = plain_messages(rnd, rnd.choice([1, 2, 50, 256]))
-    got = c.encode(msgs, "Orders", 1_700_000_000_123, HOST, LIMIT)
+    msgs = some_messages(rnd, rnd.choice([1, 2, 50, 256]))
+    got = c.encode(msgs, "Orders", 1_700_000_000_123, HOST, LIMIT, ROUTED)
     monkeypatch.setattr(native, "LOOPS", None)
     want, scheduled = encode_batch(msgs, "Orders", 1_700_000_000_123, HOST, LIMIT)
     assert got == want and not scheduled
     bounds, _borns, _hashes, _keyed = rec.scan_batch(bytearray(got), b"Orders", LIMIT, len(msgs))
     assert len(bounds) == len(msgs) + 1
+    decoded = decode_records(memoryview(got), "broker-a")
+    assert [(m.properties, m.tags, m.keys) for m in decoded] == \
+        [(m.properties, m.tags, m.keys) for m in msgs]
 
 
 def test_encode_leaves_every_other_batch_to_python(c):
     """None (the Python encoder then encodes it, or says what is wrong)."""
-    ok = Message("Orders", b"x")
-    size = rec.HEADER_SIZE + len("Orders") + 1
-    assert c.encode([ok], "Orders", 1, HOST, size) is not None
-    for other in (Message("Orders", b"x", properties={"p": "v"}), Message("Payments", b"x"),
+    ok = Message("Orders", b"x", properties={"p": "v"})
+    size = rec.HEADER_SIZE + len("Orders") + len(b"p\x01v\x02") + 1
+    assert c.encode([ok], "Orders", 1, HOST, size, ROUTED) is not None
+
+    class Props(dict):
+        pass
+
+    class Text(str):
+        pass
+
+    m = functools.partial(Message, "Orders", b"x")
+    for other in (Message("Payments", b"x"), m(tags="t" * 65536), m(keys="\ud800"),
                   Message("Orders", bytearray(b"x")), Message("Orders", memoryview(b"x")),
-                  Message("Orders", b"x", tags="t" * 65536), Message("Orders", b"x", keys="\ud800"),
-                  Message("Orders", b"xx")):
-        assert c.encode([ok, other], "Orders", 1, HOST, size) is None
+                  Message("Orders", b"xx", properties={"p": "v"}),          # over the limit
+                  m(delay_level=2), m(properties={"TRAN_MSG": "true"}),     # routed by the broker
+                  m(properties={"a\x01": "v"}), m(properties={"a": "v\x02"}),  # separators
+                  m(properties={"a": 1}), m(properties={1: "a"}), m(properties={"a": "\udc80"}),
+                  m(properties=Props(a="b")), m(properties={Text("a"): "b"})):
+        assert c.encode([ok, other], "Orders", 1, HOST, size, ROUTED) is None, other
     odd = Message("Orders", b"x")
     odd.tags = None                    # not a str: Python's encoder decides
-    assert c.encode([odd], "Orders", 1, HOST, LIMIT) is None
-    assert c.encode([], "Orders", 1, HOST, LIMIT) is None
-    assert c.encode([ok], "O" * 65536, 1, HOST, 1 << 20) is None
+    assert c.encode([odd], "Orders", 1, HOST, LIMIT, ROUTED) is None
+    assert c.encode([], "Orders", 1, HOST, LIMIT, ROUTED) is None
+    assert c.encode([ok], "O" * 65536, 1, HOST, 1 << 20, ROUTED) is None
     with pytest.raises(ValueError, match="host is 6 bytes"):
-        c.encode([ok], "Orders", 1, HOST[:6], LIMIT)
+        c.encode([ok], "Orders", 1, HOST[:6], LIMIT, ROUTED)
     with pytest.raises(AttributeError):
-        c.encode([ok, object()], "Orders", 1, HOST, LIMIT)
+        c.encode([ok, object()], "Orders", 1, HOST, LIMIT, ROUTED)
+    with pytest.raises(TypeError):
+        c.encode([ok], "Orders", 1, HOST, LIMIT, set(ROUTED))
 
 
 def test_encode_survives_a_message_that_empties_the_batch_while_read(c):
@@ -256,6 +279,6 @@ def test_encode_survives_a_message_that_empties_the_batch_while_read(c):
 
     msgs += [Sly("Orders", b"a"), Message("Orders", b"b"), Message("Orders", b"c")]
     kept = list(msgs)
-    got = c.encode(msgs, "Orders", 1, HOST, LIMIT)
+    got = c.encode(msgs, "Orders", 1, HOST, LIMIT, ROUTED)
     assert got == b"".join(rec.encode_record(b"Orders", b"", b"", b"", m.body, 1, HOST)
                            for m in kept)
