@@ -388,15 +388,21 @@ static PyObject *props_bytes(PyObject *d, PyObject *routed)
     PyObject *out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL)
         return NULL;
-    char *w = PyBytes_AS_STRING(out);
+    char *w = PyBytes_AS_STRING(out), *end = w + total;
+    Py_ssize_t nk, nv;
     pos = 0;
     while (PyDict_Next(d, &pos, &k, &v)) {
-        const char *t = PyUnicode_AsUTF8AndSize(k, &n);   /* cached by the first walk */
-        memcpy(w, t, (size_t)n); w += n;
+        const char *tk = prop_text(k, &nk), *tv = prop_text(v, &nv);   /* cached by the first walk */
+        if (tk == NULL || tv == NULL || nk + nv + 2 > end - w)
+            break;                                                    /* the dict changed */
+        memcpy(w, tk, (size_t)nk); w += nk;
         *w++ = PROP_SEP;
-        t = PyUnicode_AsUTF8AndSize(v, &n);
-        memcpy(w, t, (size_t)n); w += n;
+        memcpy(w, tv, (size_t)nv); w += nv;
         *w++ = PAIR_SEP;
+    }
+    if (w != end) {
+        Py_DECREF(out);
+        return Py_NewRef(Py_None);
     }
     return out;
 }
