@@ -108,3 +108,19 @@ def drop_page_cache(directory: str) -> int:
         finally:
             os.close(fd)
     return len(names)
+
+
+def cached_bytes(directory: str) -> int:
+    """Bytes of the files of ``directory`` in the page cache now (mincore):
+    what ``drop_page_cache`` could not drop is what a process keeps mapped."""
+    from duomq.store.residency import resident_fraction
+    total = 0
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            fraction = resident_fraction(fd, 0, size) if size else 0.0
+            total += int((fraction or 0.0) * size)
+        finally:
+            os.close(fd)
+    return total

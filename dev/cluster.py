@@ -17,7 +17,7 @@ from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.dev import volumes
-from duomq.dev.brokers import drop_page_cache, wait_registered
+from duomq.dev.brokers import cached_bytes, drop_page_cache, wait_registered
 from duomq.dev.ports import free_ports
 from duomq.dev.processes import alive, send_signal, started_at, stop
 from duomq.dev.zookeeper import launch, server_mode, start_ensemble, start_server
@@ -285,10 +285,13 @@ def start_zookeeper(data_dir: str, server_id: int) -> dict:
 def drop_cache(data_dir: str, name: str) -> dict:
     """Write back and drop one broker's commit log from the page cache
     (posix_fadvise DONTNEED), making its backlog cold: for read-redirect drills.
-    Pages the broker process has mapped stay resident."""
+    Pages the broker process has mapped stay resident: ``cached_mib`` says how
+    much of the log is still in the page cache after the drop."""
     state = read_dev_state(data_dir)
     if state is None:
         raise ConfigError(f"no dev cluster in {data_dir}")
     b = find_broker(state, name)
-    n = drop_page_cache(os.path.join(os.path.dirname(b["config"]), "store", "commitlog"))
-    return {"broker": f"{b['group']}/{b['id']}", "segments": n}
+    directory = os.path.join(os.path.dirname(b["config"]), "store", "commitlog")
+    n = drop_page_cache(directory)
+    return {"broker": f"{b['group']}/{b['id']}", "segments": n,
+            "cached_mib": round(cached_bytes(directory) / (1 << 20), 1)}

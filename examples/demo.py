@@ -81,7 +81,11 @@ def ha_tour(state) -> bool:
     duomq("status")
     print("\n--- planned switchback, then a catch-up reader on a cold backlog")
     duomq("failover", "broker-a", "--to", "0")
-    duomq("dev", "drop-cache", "broker-a/0")
+    took = wait_caught_up("broker-a/1")
+    print(f"  broker-a/1 follows broker-a/0 and holds every byte ({took:.1f} s)")
+    dropped = json.loads(duomq("dev", "drop-cache", "broker-a/0", "--json", capture=True))
+    print(f"  broker-a/0's commit log dropped from the page cache: {dropped['cached_mib']} MiB "
+          f"of it still cached (what the broker process has mapped)")
     reader = json.loads(duomq("consume", TOPIC, "--group", "catch-up", "--from", "first",
                               "--until-idle", "3", "--json", "--quiet",
                               capture=True).strip().splitlines()[-1])
@@ -91,9 +95,35 @@ def ha_tour(state) -> bool:
           f"served what was still in its page cache itself")
     final = json.loads(duomq("status", "--json", capture=True))
     print(f"  consumer lag of every group: {final['total_lag']}")
-    return (more["statuses"] == {"SEND_OK": 10000} and after["consumed"] >= 10000
-            and reader["consumed"] >= COUNT + 10000 and pulls.get("broker-a/1", 0) > 0
-            and final["total_lag"] == 0)
+    return checked({
+        "10,000 more sends after the failover all SEND_OK": more["statuses"] == {"SEND_OK": 10000},
+        "the group consumed them from the new master": after["consumed"] >= 10000,
+        f"the catch-up reader consumed all {COUNT + 10000}": reader["consumed"] >= COUNT + 10000,
+        "the catch-up reader was sent to the slave for the cold backlog":
+            pulls.get("broker-a/1", 0) > 0,
+        "no consumer lag is left": final["total_lag"] == 0})
+
+
+def wait_caught_up(broker: str, timeout_s: float = 30) -> float:
+    """Until ``broker`` is a slave holding every byte of its master."""
+    t0 = time.monotonic()
+    while True:
+        role, _epoch, lag = roles().get(broker, ("", None, None))
+        if role == "SLAVE" and lag == 0:
+            return time.monotonic() - t0
+        if time.monotonic() - t0 > timeout_s:
+            raise RuntimeError(f"{broker} did not catch up with its master in {timeout_s} s "
+                               f"(role {role}, lag {lag} bytes)")
+        time.sleep(0.1)
+
+
+def checked(checks: dict[str, bool]) -> bool:
+    """Every check passed; each one that did not is printed, so a failed demo
+    says why."""
+    for what, ok in checks.items():
+        if not ok:
+            print(f"  FAILED: {what}")
+    return all(checks.values())
 
 
 def spark_pipeline(state) -> bool:
@@ -113,7 +143,8 @@ def spark_pipeline(state) -> bool:
               if q["consumer_group"] == "minute-aggregator")
     print(f"  the pipeline took {time.monotonic() - t0:.0f} s (Spark start-up included); "
           f"lag of its consumer group minute-aggregator: {lag}")
-    return run.returncode == 0 and lag == 0
+    return checked({"the pipeline finished (exit 0)": run.returncode == 0,
+                    "the pipeline's consumer group has no lag": lag == 0})
 
 
 def main() -> int:
@@ -155,8 +186,9 @@ def main() -> int:
         print()
         print(f"produced {produced['sent']}, consumed {consumed} by a group of two, "
               f"lag {status['total_lag']}")
-        ok = produced["statuses"] == {"SEND_OK": COUNT} and consumed >= COUNT \
-            and status["total_lag"] == 0
+        ok = checked({f"all {COUNT} sends SEND_OK": produced["statuses"] == {"SEND_OK": COUNT},
+                      f"the group of two consumed all {COUNT}": consumed >= COUNT,
+                      "no consumer lag is left": status["total_lag"] == 0})
         ok = ha_tour(state) and ok
         ok = spark_pipeline(state) and ok
         print("demo OK" if ok else "demo FAILED")

@@ -132,6 +132,12 @@ class MappedFileQueue:
     def unflushed_bytes(self) -> int:
         return sum(s.wrote - s.flushed for s in list(self.segments[-2:]))
 
+    def release_mappings(self) -> None:
+        """Drop this process's page-table entries of every segment (the page
+        cache keeps the pages): see ``Segment.release_mapping``."""
+        for seg in list(self.segments):
+            seg.release_mapping()
+
     def close(self) -> None:
         for s in self.segments:
             s.close()

@@ -151,6 +151,10 @@ class MessageStore:
             cq.correct_min_offset(self.commitlog.min_offset)
         self.dispatched_offset = end
         self.checkpoint()
+        # recovery read what it scanned through the mapping: unmap it, or those
+        # pages stay cached whatever happens to the rest of the log (a restarted
+        # master would never find its replayed backlog cold)
+        self.commitlog.mfq.release_mappings()
         log.info("%s", self.recovery)
         return self.recovery
 

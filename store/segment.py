@@ -93,6 +93,15 @@ class Segment:
             return self._mm[rel_pos:rel_pos + n]
         return os.pread(self.fd, max(0, min(n, self.size - rel_pos)), rel_pos)
 
+    def release_mapping(self) -> None:
+        """Drop this process's page-table entries for the whole mapping
+        (``madvise(MADV_DONTNEED)``; the page cache keeps the pages and the
+        next read maps them again). Pages a process has mapped survive
+        ``posix_fadvise(DONTNEED)``: after a one-off scan (recovery) they
+        would otherwise stay cached because this process touched them once."""
+        if self._mm is not None:
+            self._mm.madvise(mmap.MADV_DONTNEED)
+
     def flush(self) -> int:
         """fdatasync if anything is unflushed; return the flushed position."""
         wrote = self.wrote

@@ -80,6 +80,10 @@ def test_dev_cluster_end_to_end(zk_server, tmp_path):
                     check=False)
         assert bad.returncode == 2 and "--timestamp" in bad.stderr
 
+        drop = lines(duomq("dev", "drop-cache", "broker-a/0", "--json", env=env))[0]
+        assert drop["broker"] == "broker-a/0" and drop["segments"] >= 1
+        assert 0 <= drop["cached_mib"] < 1           # at most what the broker has mapped
+
         status = lines(duomq("status", "--json", env=env))[0]
         assert {b["role"] for b in status["brokers"]} == {"MASTER"}
         assert status["total_lag"] == 60            # group cli has not read the last 60

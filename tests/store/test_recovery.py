@@ -308,3 +308,30 @@ def test_a_clean_close_snapshots_the_producers_so_nothing_is_replayed(cfg):
     assert report.records_scanned == 0          # a stale snapshot would replay 19 batches
     assert s2.producers.lookup(7, "T", 0, 19) is not None
     assert s2.producers.lookup(7, "T", 0, 20) is None
+
+
+def test_recovery_leaves_nothing_it_scanned_mapped(tmp_path):
+    """Recovery reads the log through the mapping; pages a process has mapped
+    survive posix_fadvise(DONTNEED), so a restarted master would keep its
+    replayed backlog warm and never send a catch-up reader to its slave (the
+    demo's first-run failure). After a start that scanned every record, the
+    scanned range can be made cold."""
+    from duomq.store.residency import resident_fraction
+    cfg = BrokerConfig(data_dir=str(tmp_path), segment_size_bytes=4 << 20,
+                       max_message_bytes=2048, max_pull_bytes=8192)
+    s = MessageStore(cfg)
+    s.start()
+    for i in range(40):
+        put(s, 100, i * 100)       # 4,000 records, ~1 MiB
+    s.commitlog.flush()
+    for cq in s.queues.values():   # lost consume-queue pages: recovery scans everything
+        for seg in cq.mfq.segments:
+            seg.zero_from(0)
+    s2 = MessageStore(cfg)
+    assert s2.start().records_scanned == 4000
+    end = s2.commitlog.max_offset
+    seg = s2.commitlog.mfq.segments[0]
+    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    assert resident_fraction(seg.fd, 0, end) < 0.1
+    assert [m.body[:6] for m in read_all(s2)][-1] == b"m03999"   # still readable
+    s2.close()
