@@ -17,7 +17,8 @@ from duomq.auth.acl import Policy
 from duomq.common.credentials import z85_key
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
-from duomq.coordinator import zk as zkutil
+from duomq.coordinator.auth_nodes import UserNode
+from duomq.coordinator.nodes import NodeError
 from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
@@ -31,14 +32,19 @@ class User:
     policy: Policy
 
     def to_node(self) -> bytes:
-        return zkutil.dumps({"public_key": self.public_key.decode(), **self.policy.to_json()})
+        policy = self.policy.to_json()
+        return UserNode(self.public_key.decode(), tuple(policy["allow"]),
+                        tuple(policy["deny"])).to_bytes()
 
     @classmethod
     def from_node(cls, name: str, raw: bytes | None) -> User:
-        doc = zkutil.loads(raw)
         where = f"user {name!r} in ZooKeeper"
-        return cls(name, z85_key(doc.get("public_key", ""), "public_key", where),
-                   Policy.parse(doc.get("allow", []), doc.get("deny", [])))
+        try:
+            node = UserNode.from_bytes(raw)
+        except NodeError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        return cls(name, z85_key(node.public_key, "public_key", where),
+                   Policy.parse(node.allow, node.deny))
 
 
 class UserAdmin:

@@ -220,12 +220,10 @@ def _metrics_url(zk: str, cluster: str) -> str:
     from duomq.coordinator.paths import ZkPaths
     client = zkutil.connect(zk, cluster=cluster)
     try:
-        paths = ZkPaths(cluster)
-        group = paths.members("broker-a")
-        node = zkutil.loads(client.get(f"{group}/{client.get_children(group)[0]}")[0])
+        (member, *_) = zkutil.read_members(client, ZkPaths(cluster), "broker-a").values()
     finally:
         zkutil.close(client)
-    return node["metrics"]
+    return member.metrics
 
 
 def main() -> None:

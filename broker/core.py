@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 from duomq import __version__
 from duomq.broker.metrics import BrokerMetrics
-from duomq.broker.state import MASTER, BrokerState
+from duomq.broker.state import BrokerState
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.delay import parse_levels
 from duomq.common.memory import usable_memory
+from duomq.common.role import Role
+from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush.services import FlushService
 from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
@@ -77,7 +80,7 @@ class BrokerCore:
 
     def not_writable_reason(self) -> str:
         st = self.state
-        if st.role != MASTER:
+        if st.role != Role.MASTER:
             return f"broker {self.config.group}/{self.config.broker_id} is a slave; the " \
                    f"master is at {self.master_address() or 'unknown'}"
         if st.draining:
@@ -110,34 +113,28 @@ class BrokerCore:
             draining=st.draining, epoch=st.epoch, lag_bytes=self.replication_lag(),
             master_silent_s=now - heard if heard else -1.0)
 
-    def member_info(self) -> dict:
+    def member_info(self) -> MemberNode:
         """This broker's member node (read by the registry's threads)."""
         cfg, st = self.config, self.state
-        info = {"group": cfg.group, "broker_id": cfg.broker_id, "address": cfg.address,
-                "ha_address": cfg.ha_address, "role": st.role, "epoch": st.epoch,
-                "stepping_down": st.stepping_down, "flush": cfg.flush.value,
-                "replication": cfg.replication.value, "max_ack_wait_ms": cfg.max_ack_wait_ms,
-                "pid": os.getpid(), "version": __version__,
-                "data_dir": os.path.abspath(cfg.data_dir),
-                "max_offset": self.store.commitlog.max_offset,
-                "confirmed_offset": st.visible_offset,
-                "promotable": cfg.promotable and not self.refetching(), "auth": cfg.auth}
-        if self.public_key:             # clients and slaves pick the key to expect by it
-            info["public_key"] = self.public_key
-        if cfg.metrics_port > 0:
-            info["metrics"] = f"http://{cfg.advertised_host or cfg.listen_host}:" \
-                              f"{cfg.metrics_port}/metrics"
         report = self.store.recovery
-        if report is not None and report.damaged:
-            info["recovery"] = str(report)
         client = self.ha_client
+        node = MemberNode(
+            cfg.broker_id, group=cfg.group, address=cfg.address, ha_address=cfg.ha_address,
+            role=st.role, epoch=st.epoch, stepping_down=st.stepping_down,
+            flush=cfg.flush.value, replication=cfg.replication.value,
+            max_ack_wait_ms=cfg.max_ack_wait_ms, pid=os.getpid(), version=__version__,
+            data_dir=os.path.abspath(cfg.data_dir), max_offset=self.store.commitlog.max_offset,
+            confirmed_offset=st.visible_offset,
+            promotable=cfg.promotable and not self.refetching(), auth=cfg.auth,
+            public_key=self.public_key,     # clients and slaves pick the key to expect by it
+            metrics=f"http://{cfg.advertised_host or cfg.listen_host}:{cfg.metrics_port}/metrics"
+            if cfg.metrics_port > 0 else "",
+            recovery=str(report) if report is not None and report.damaged else "")
         if client is not None:
-            info["master_max_offset"] = client.master_max
-            info["lag_bytes"] = self.replication_lag()
-            info["lag_ms"] = client.lag_ms()
-            if client.halted:
-                info["replication_halted"] = client.halted
-        return info
+            node = replace(node, master_max_offset=client.master_max,
+                           lag_bytes=self.replication_lag(), lag_ms=client.lag_ms(),
+                           replication_halted=client.halted)
+        return node
 
     def degraded(self) -> bool:
         """A SYNC master acking with fewer slaves than sync_replicas."""

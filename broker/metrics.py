@@ -28,9 +28,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from duomq import __version__
-from duomq.broker.state import MASTER
 from duomq.common import metrics
 from duomq.common.metrics import Histogram, labelled
+from duomq.common.role import Role
 from duomq.format import native
 from duomq.format import record as rec
 from duomq.proto import pb
@@ -202,7 +202,7 @@ class BrokerCollector(Collector):
                                 value=free)
         yield GaugeMetricFamily("duomq_disk_total_bytes", "Size of the store's disk",
                                 value=total)
-        if st.role == MASTER:
+        if st.role == Role.MASTER:
             yield from consumer_lag(b, cfg.metrics_per_queue)
         if cfg.metrics_per_queue:
             yield queue_ends(b)

@@ -22,7 +22,6 @@ from duomq.broker.requests import (
     master_only,
     stored_record,
 )
-from duomq.broker.state import MASTER
 from duomq.broker.writes import end_transaction, list_transactions, send, send_back
 from duomq.common import subscription
 from duomq.common.errors import (
@@ -33,6 +32,7 @@ from duomq.common.errors import (
 )
 from duomq.common.message import PullStatus, lookup_key
 from duomq.common.names import validate_name
+from duomq.common.role import Role
 from duomq.format.record import RecordError
 from duomq.master.health import readiness
 from duomq.master.pull_hold import HeldPull
@@ -156,7 +156,7 @@ def _replica_lag(b: BrokerCore, bound_ms: int) -> tuple[int | None, Answer | Non
     """A slave's lag behind its master (None on a master), and the answer
     REPLICA_LAGGING, naming the lag, when the pull's bound is exceeded."""
     client = b.ha_client
-    if client is None or b.state.role == MASTER:
+    if client is None or b.state.role == Role.MASTER:
         return None, None
     lag = client.lag_ms()
     if bound_ms > 0 and (lag < 0 or lag > bound_ms):
@@ -184,7 +184,7 @@ def _advice(b: BrokerCore, cq, queue_offset: int) -> int | None:
     if entry is None:
         return None
     phys = entry[0]
-    if b.state.role == MASTER:
+    if b.state.role == Role.MASTER:
         behind = b.store.commitlog.max_offset - phys
         if b.ha is None or behind < ADVICE_MIN_BEHIND:
             return None
@@ -339,7 +339,7 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
         raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
     b.clients[client_id] = (
         time.monotonic(), list(req.producer_groups), list(req.consumer_groups), r.identity)
-    if b.group_topics is not None and b.state.role == MASTER:
+    if b.group_topics is not None and b.state.role == Role.MASTER:
         b.group_topics.heard(req.consumer_groups)     # their retry and dead-letter topics
     return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
                                            broker_id=b.config.broker_id, role=b.state.role)
@@ -362,7 +362,7 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
     if b.ha_client is not None:
         resp.master_max_offset = b.ha_client.master_max
     resp.sync_replicas, resp.min_sync_replicas = cfg.sync_replicas, cfg.min_sync_replicas or 0
-    if st.role == MASTER:
+    if st.role == Role.MASTER:
         resp.in_sync_replicas, resp.degraded = st.in_sync_replicas, b.degraded()
     if b.transactions is not None:
         resp.transactions_pending = len(b.transactions.book.pending)

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from duomq.broker.core import BrokerCore
-from duomq.broker.state import MASTER
 from duomq.common.errors import (
     BadRequestError,
     NotMasterError,
@@ -16,6 +15,7 @@ from duomq.common.errors import (
     TopicNotExistError,
 )
 from duomq.common.names import validate_name
+from duomq.common.role import Role
 
 
 class Request(NamedTuple):
@@ -31,7 +31,7 @@ Handler = Callable[[BrokerCore, Request], Answer | None]
 
 # ------------------------------------------------------------ checks
 def master_only(b: BrokerCore) -> None:
-    if b.state.role != MASTER:
+    if b.state.role != Role.MASTER:
         raise NotMasterError(b.not_writable_reason())
 
 

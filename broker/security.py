@@ -27,6 +27,7 @@ from duomq.common.credentials import (
 )
 from duomq.common.errors import ConfigError
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.paths import ROOT, ZkPaths
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,8 @@ class BrokerSecurity:
         paths = ZkPaths(self.config.cluster)
         secure_tree(zk, paths, self.zk_access)
         self.users.start(zk)
-        doc = zkutil.dumps({"enabled": True, "broker_public_key": self.keys.public.decode(),
-                            "broker_public_keys": [k.decode() for k in self.trusted]})
+        doc = AuthConfigNode(True, self.keys.public.decode(),
+                             tuple(k.decode() for k in self.trusted)).to_bytes()
         try:
             zk.create(paths.auth_config, doc, acl=special_acls(paths, self.zk_access)[
                 paths.auth_config])
@@ -118,11 +119,7 @@ def secure_tree(zk, paths: ZkPaths, access: dict) -> None:
 def refuse_plaintext_in_secured_cluster(zk, cluster: str) -> None:
     """A broker with auth = false must not join a secured cluster: as master
     it would serve anyone, in the clear."""
-    try:
-        doc = zkutil.loads(zk.get(ZkPaths(cluster).auth_config)[0])
-    except NoNodeError:
-        return
-    if doc.get("enabled"):
+    if zkutil.cluster_secured(zk, cluster):
         raise ConfigError(f"cluster {cluster!r} is secured (its brokers published "
                           f"{ZkPaths(cluster).auth_config}): this broker has auth = false; set "
                           f"auth = true and auth_dir, or delete that node to turn security off "

@@ -2,9 +2,9 @@
 replication ROUTER socket, the store's write path (as master), long polling
 and the sends waiting for their durability conditions.
 
-A broker plays one role at a time. As MASTER it appends sends, streams its
+A broker plays one role at a time. As Role.MASTER it appends sends, streams its
 log to slaves (``replication.ha_service``) and acks a send once its flush
-(SYNC_FLUSH) and its replication (SYNC) conditions hold. As SLAVE it follows
+(SYNC_FLUSH) and its replication (SYNC) conditions hold. As Role.SLAVE it follows
 the master (``replication.ha_client``), serves read-only pulls and answers
 writes with NOT_MASTER. The HA controller (``coordinator.ha_controller``)
 decides the role and posts its orders as news; this thread carries them out
@@ -35,10 +35,10 @@ from duomq.broker.outbox import PIPE_MESSAGES, Outbox
 from duomq.broker.processors import HANDLERS, pull_held, pull_many_held
 from duomq.broker.requests import Request
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
-from duomq.broker.state import MASTER, SLAVE
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import broker_zk_sasl
 from duomq.common.errors import ConfigError
+from duomq.common.role import Role
 from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
@@ -198,7 +198,7 @@ class Broker(BrokerCore):
         if self.controller is not None:
             self.controller.stop()
         if self.registry is not None:
-            self.registry.close(master=self.state.role == MASTER)
+            self.registry.close(master=self.state.role == Role.MASTER)
         self._stop_following()
         for s in self._services:
             s.shutdown()
@@ -237,7 +237,7 @@ class Broker(BrokerCore):
                 if ha_router in events:
                     self._drain_ha()
                 if router in events:
-                    if st.role == SLAVE:
+                    if st.role == Role.SLAVE:
                         self._update_visible()   # replication moved it without waking us
                     self._drain_router()
                 if st.appended:
@@ -338,7 +338,7 @@ class Broker(BrokerCore):
                                    self.delay_levels, self.ha_router, self.metrics)
         st = self.state
         st.flushed_offset = t.flushed_offset
-        st.epoch, st.role, st.draining, st.stepping_down = epoch, MASTER, False, False
+        st.epoch, st.role, st.draining, st.stepping_down = epoch, Role.MASTER, False, False
         st.replicated_offset = -1
         self.metrics.promotions += 1
         self.queue_locks.clear()       # holders take their queues again on renewal
@@ -347,27 +347,27 @@ class Broker(BrokerCore):
             controller = self.controller
             t.ha.isr_source = lambda: controller.isr_published
         self._report()
-        log.info("serving as MASTER of %s at epoch %d from offset %d", self.config.group, epoch,
+        log.info("serving as Role.MASTER of %s at epoch %d from offset %d", self.config.group, epoch,
                  self.store.commitlog.max_offset)
 
     def _demote(self, why: str) -> None:
         """Stop acking writes now; follow whoever is master next (an ``F`` order)."""
         st = self.state
-        if st.role != MASTER:
+        if st.role != Role.MASTER:
             return
-        st.role, st.draining = SLAVE, False
+        st.role, st.draining = Role.SLAVE, False
         self.ha = None
         self.schedule = None
         self.transactions = None
         for w, status, error in master_roles.unconfirmed(self.ack_waiters, why):
             self.dispatcher.reply(w.identity, w.request_id, w.type, status, error, w.response)
         self._report()
-        log.warning("serving as SLAVE: %s", why)
+        log.warning("serving as Role.SLAVE: %s", why)
 
     def _follow(self, epoch: int, cut: int) -> None:
         """Follow the master of ``epoch``: truncate what the group does not share, then replicate."""
         st = self.state
-        if st.role == MASTER:
+        if st.role == Role.MASTER:
             self._demote(f"broker of epoch {epoch} is master")
         self._stop_following()
         if slave_roles.truncate(self.store, epoch, cut):
@@ -400,7 +400,7 @@ class Broker(BrokerCore):
     def _drain_for_handover(self) -> None:
         """Planned switchover: refuse new writes; hand over once a slave holds all."""
         st = self.state
-        if st.role != MASTER or self.ha is None:
+        if st.role != Role.MASTER or self.ha is None:
             return
         if not st.draining:
             log.info("switchover requested: draining writes")
@@ -417,7 +417,7 @@ class Broker(BrokerCore):
         """Recompute the replicated and visible offsets; answer what they allow."""
         st = self.state
         end = self.store.dispatched_offset
-        if st.role == MASTER:
+        if st.role == Role.MASTER:
             if self.ha is not None:
                 replicated, st.in_sync_replicas = self.ha.ack_state()
                 st.replicated_offset = replicated if replicated is not None else -1

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MASTER, SLAVE = "MASTER", "SLAVE"
+from duomq.common.role import Role
 
 
 @dataclass
 class BrokerState:
-    role: str = SLAVE
+    role: Role = Role.SLAVE
     epoch: int = 0                 # the epoch led (master) or followed (slave)
     lease_until: float = 0.0       # monotonic; a master acks and takes writes only before it
     draining: bool = False         # a master handing over: no new writes
@@ -26,10 +26,10 @@ class BrokerState:
 
     @property
     def is_master(self) -> bool:
-        return self.role == MASTER
+        return self.role == Role.MASTER
 
     def lease_valid(self, now: float) -> bool:
         return now < self.lease_until
 
     def writable(self, now: float) -> bool:
-        return self.role == MASTER and not self.draining and self.lease_valid(now)
+        return self.role == Role.MASTER and not self.draining and self.lease_valid(now)

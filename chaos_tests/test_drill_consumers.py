@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 from duomq.client import Message, Producer, PushConsumer, SendStatus
-from duomq.testing.harness import master_info, wait_for
+from duomq.testing.harness import master_id, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ def test_delayed_messages_are_delivered_by_the_new_master(local_cluster):
             r = p.send(Message("Timers", body, deliver_at_ms=int(at * 1000)))
             assert r.status is SendStatus.SEND_OK         # SYNC: the slave holds it
     old.kill()                                             # before the first is due
-    wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the slave to take over")
+    wait_for(lambda: master_id(zk, cl) == 1, what="the slave to take over")
     old.start()          # SYNC: consumers see what a slave holds; the old master rejoins as one
     lock = threading.Lock()
     arrivals = defaultdict(list)
@@ -74,7 +74,7 @@ def test_orderly_consumption_keeps_queue_order_through_a_failover(local_cluster)
                               sharding_key=str(i % 2)).status is SendStatus.SEND_OK
             wait_for(lambda: sum(map(len, order.values())) >= 100, what="consumption under way")
             old.kill()
-            wait_for(lambda: master_info(zk, cl).get("broker_id") == 1,
+            wait_for(lambda: master_id(zk, cl) == 1,
                      what="the slave to take over")
             old.start()                     # rejoins as the slave: SYNC visibility resumes
             for i in range(300, 400):       # to the new master

@@ -11,7 +11,7 @@ import pytest
 
 from duomq.drill.load import Workload
 from duomq.testing.drill_reports import audit
-from duomq.testing.harness import master_info, wait_for
+from duomq.testing.harness import master_id, master_info, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,7 +35,7 @@ def test_kill9_master_under_sync_load_then_old_master_rejoins(local_cluster):
         wait_for(lambda: load.acked() >= 300, what="acked load before the fault")
         fault_at = time.monotonic()
         old.kill()                                        # kill -9 the master
-        wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the slave to take over")
+        wait_for(lambda: master_id(zk, cl) == 1, what="the slave to take over")
         # SYNC with the only slave gone: stored, answered SLAVE_NOT_AVAILABLE, never SEND_OK
         wait_for(lambda: load.first_stored_after(fault_at), what="writes after the failover")
         assert load.first_ack_after(fault_at) is None
@@ -46,7 +46,7 @@ def test_kill9_master_under_sync_load_then_old_master_rejoins(local_cluster):
     finally:
         load.stop()
     report = audit("failover_sync_kill9", load, fault_at,
-                   new_master_epoch=master_info(zk, cl).get("epoch"))
+                   new_master_epoch=master_info(zk, cl).epoch)
     assert report.lost == 0 and report.unexpected == 0 and report.guarantees_held
     assert report.acked >= 300 and report.stored_not_durable > 0
     assert report.notes["stored_after_s"] is not None and report.notes["stored_after_s"] < 15

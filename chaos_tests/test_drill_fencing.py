@@ -14,7 +14,7 @@ from duomq.drill.load import read_back
 from duomq.format import record as rec
 from duomq.proto import pb
 from duomq.testing.drill_reports import keep
-from duomq.testing.harness import isr_members, master_info, wait_for
+from duomq.testing.harness import isr_members, master_id, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -55,7 +55,7 @@ def test_sigstopped_master_acks_nothing_after_the_takeover(local_cluster, replic
     stopped_at = time.monotonic()
     t = threading.Thread(target=hammer)
     t.start()
-    wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the slave to take over")
+    wait_for(lambda: master_id(zk, cl) == 1, what="the slave to take over")
     took_over = time.monotonic()
     old.resume()                                          # SIGCONT: it wakes up stale
     time.sleep(3.0)
@@ -91,7 +91,7 @@ def test_async_lagging_promotion_truncates_the_old_masters_tail(local_cluster):
             assert r.status is SendStatus.SEND_OK         # ASYNC: acked by the master alone
     old.kill()                                            # ... and the master dies
     slave.resume()
-    wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the in-sync slave to take over")
+    wait_for(lambda: master_id(zk, cl) == 1, what="the in-sync slave to take over")
     old.start()
     log_text = wait_for(lambda: re.search(r"truncated (\d+) bytes \((\d+) records\)",
                                           old.log_tail(10_000)), what="the truncation")

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from duomq.client import Message, Producer
-from duomq.testing.harness import isr_members, master_info, wait_for
+from duomq.testing.harness import isr_members, master_id, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -65,7 +65,7 @@ def recovery_after_master_kill(local_cluster, brokers, settings):
         took = sender.first_ok_after(killed) - killed
     finally:
         sender.close()
-    assert master_info(zk, cl).get("broker_id") != 0
+    assert master_id(zk, cl) != 0
     return took, sender.errors
 
 

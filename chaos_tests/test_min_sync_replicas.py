@@ -12,7 +12,7 @@ from duomq.client import Message, Producer, PullConsumer, SendStatus
 from duomq.client.remoting import RemotingClient
 from duomq.common.message import MessageQueue
 from duomq.proto import pb
-from duomq.testing.harness import isr_members, master_info, wait_for
+from duomq.testing.harness import isr_members, master_id, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -53,7 +53,7 @@ def test_pair_with_min_zero_acks_alone_after_the_master_is_killed(local_cluster)
         assert all(r.ok and not r.degraded and r.in_sync_replicas == 1 for r in full), full[:3]
         old.kill()
         killed = time.monotonic()
-        wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the slave to take over")
+        wait_for(lambda: master_id(zk, cl) == 1, what="the slave to take over")
         wait_for(lambda: p.send(Message("Pair", b"probe after")).ok, what="SEND_OK alone")
         ok_after = time.monotonic() - killed
         alone = [p.send(Message("Pair", b"alone %d" % i)) for i in range(20)]
@@ -126,7 +126,7 @@ def test_producers_route_around_a_group_that_cannot_ack(local_cluster):
 
         def a_says_it_cannot_ack():
             g = p.route("Both").groups.get("broker-a")
-            return g is not None and g.info.get("acks") is False
+            return g is not None and g.acks is False
         wait_for(a_says_it_cannot_ack, timeout_s=20, what="broker-a's routes to say so")
         rr = [p.send(Message("Both", b"rr %d" % i)) for i in range(40)]
         assert all(r.ok and r.broker_group == "broker-b" for r in rr), \

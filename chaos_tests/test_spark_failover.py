@@ -10,7 +10,7 @@ import time
 import pytest
 
 from duomq.drill.load import Workload, read_back
-from duomq.testing.harness import master_info, wait_for
+from duomq.testing.harness import master_id, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -37,7 +37,7 @@ def test_master_killed_during_a_slave_pinned_streaming_query(spark, local_cluste
         wait_for(lambda: any(p["numInputRows"] for p in q.recentProgress), 60, "a first batch")
         fault_at = time.monotonic()
         old.kill()                                        # kill -9 the master
-        wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, what="the slave to take over")
+        wait_for(lambda: master_id(zk, cl) == 1, what="the slave to take over")
         wait_for(lambda: load.first_stored_after(fault_at), what="writes to the new master")
         old.start()                                       # rejoins as the new slave
         wait_for(lambda: load.first_ack_after(time.monotonic() - 0.5), what="SYNC acks again")

@@ -39,7 +39,6 @@ from duomq.common.credentials import (
 )
 from duomq.common.errors import ConfigError
 from duomq.coordinator import zk as zkutil
-from duomq.coordinator.paths import ZkPaths
 
 ADMIN_USER = "admin"
 
@@ -124,14 +123,11 @@ def _user_zk_access() -> dict | None:
 def _broker_keys(zk, cluster: str) -> tuple[bytes, tuple[bytes, ...]]:
     """The key the cluster's brokers serve with, and every broker key they
     accept (during a rotation, two), as they published them."""
-    doc = zkutil.loads(zk.get(ZkPaths(cluster).auth_config)[0]) \
-        if zk.exists(ZkPaths(cluster).auth_config) else {}
-    key = doc.get("broker_public_key")
-    if not key:
+    node = zkutil.auth_config(zk, cluster)
+    if not node.broker_public_key:
         raise ConfigError(f"cluster {cluster!r} has no broker with auth = true yet: its "
                           f"brokers' public key is unknown")
-    accepted = doc.get("broker_public_keys") or [key]
-    return key.encode(), tuple(k.encode() for k in accepted if isinstance(k, str))
+    return node.broker_public_key.encode(), tuple(k.encode() for k in node.accepted_keys)
 
 
 def _credentials(name: str, keys: KeyPair, zk, cluster: str, access) -> Credentials:

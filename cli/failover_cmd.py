@@ -17,10 +17,10 @@ from duomq.cli.common import add_endpoint, add_json, emit, endpoint
 from duomq.cli.health_cmd import add_target, broker_status, local_credentials, target
 from duomq.common.credentials import broker_zk_login
 from duomq.common.errors import DuomqError
+from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.nodes import MasterNode, SwitchoverNode
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.registry import MASTER
 
 
 def add(sub) -> None:
@@ -79,7 +79,7 @@ def step_down(args) -> dict:
     address, _, cfg = target(args)
     st, _ = broker_status(address, min(args.timeout, 5.0), local_credentials(cfg))
     who = f"{st.broker_group}/{st.broker_id}"
-    if st.role != MASTER:
+    if st.role != Role.MASTER:
         return {"group": st.broker_group, "broker": who, "role": st.role, "handed_over": False,
                 "message": f"broker {who} is a slave: it leaves without a hand-over"}
     # the broker's own ZooKeeper and cluster, unless told otherwise
@@ -89,7 +89,7 @@ def step_down(args) -> dict:
     login = broker_zk_login(cfg.auth, cfg.auth_dir, cfg.zookeeper_sasl_file) \
         if cfg is not None else (zkutil.FROM_ENV, zkutil.FROM_ENV)
     out = run_switchover(zookeeper, cluster, st.broker_group, None, args.timeout, *login)
-    return {**out, "broker": who, "role": MASTER, "handed_over": True,
+    return {**out, "broker": who, "role": Role.MASTER, "handed_over": True,
             "message": f"broker {who} handed {st.broker_group} over to broker {out['to']} at "
                        f"epoch {out['epoch']} in {out['seconds']} s"}
 

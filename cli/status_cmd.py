@@ -8,6 +8,7 @@ from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.client.base import raise_for, secured
 from duomq.client.remoting import RemotingClient
 from duomq.common.credentials import resolve_credentials
+from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.proto import pb
@@ -36,23 +37,14 @@ def collect(zookeeper: str, cluster: str) -> dict:
         except NoNodeError:
             groups = []
         for g in groups:
-            try:
-                ids = sorted(zk.get_children(paths.members(g)), key=int)
-            except NoNodeError:
-                ids = []
-            for i in ids:
-                try:
-                    info = zkutil.loads(zk.get(paths.member(g, int(i)))[0])
-                except NoNodeError:
-                    continue
-                entry = {"group": g, "id": int(i), "role": info.get("role"),
-                         "epoch": info.get("epoch"), "address": info.get("address"),
-                         "flush": info.get("flush"), "pid": info.get("pid")}
+            for i, info in zkutil.read_members(zk, paths, g).items():
+                entry = {"group": g, "id": i, "role": info.role, "epoch": info.epoch,
+                         "address": info.address, "flush": info.flush, "pid": info.pid}
                 for problem in ("replication_halted", "recovery"):   # what needs a person
-                    if info.get(problem):
-                        entry[problem] = info[problem]
+                    if getattr(info, problem):
+                        entry[problem] = getattr(info, problem)
                 try:
-                    status, error, resp = remoting.call(info["address"], pb.BROKER_STATUS,
+                    status, error, resp = remoting.call(info.address, pb.BROKER_STATUS,
                                                         pb.BrokerStatusRequest(), 3)
                     raise_for(status, error)        # refused (a secured cluster), or broken
                 except Exception as exc:
@@ -66,18 +58,18 @@ def collect(zookeeper: str, cluster: str) -> dict:
                              messages_stored=resp.messages_stored,
                              bad_requests=resp.bad_requests, clients=resp.clients,
                              flushes=resp.flushes, read_redirects=resp.read_redirects)
-                if resp.role == "MASTER":
+                if resp.role == Role.MASTER:
                     entry.update(transactions_pending=resp.transactions_pending,
                                  transaction_checks=resp.transaction_checks,
                                  transactions_discarded=resp.transactions_discarded)
-                if resp.role == "MASTER" and info.get("replication") == "SYNC":
+                if resp.role == Role.MASTER and info.replication == "SYNC":
                     entry.update(in_sync_replicas=resp.in_sync_replicas,
                                  sync_replicas=resp.sync_replicas,
                                  min_sync_replicas=resp.min_sync_replicas,
                                  degraded=resp.degraded, isr=list(resp.isr))
                 maxes = {(q.topic, q.queue_id): q.max_offset for q in resp.queues}
                 # consumer offsets live on the master; a slave's copy may be stale
-                for o in (resp.group_offsets if resp.role == "MASTER" else ()):
+                for o in (resp.group_offsets if resp.role == Role.MASTER else ()):
                     top = maxes.get((o.topic, o.queue_id), o.offset)
                     lag.append({"consumer_group": o.consumer_group, "topic": o.topic,
                                 "broker_group": g, "queue": o.queue_id, "offset": o.offset,
@@ -85,8 +77,8 @@ def collect(zookeeper: str, cluster: str) -> dict:
                 brokers.append(entry)
         for b in brokers:   # replication lag: bytes the slave lacks against its master
             master = next((m for m in brokers if m["group"] == b["group"]
-                           and m.get("role") == "MASTER" and "max_offset" in m), None)
-            if b.get("role") == "SLAVE" and master and "max_offset" in b:
+                           and m.get("role") == Role.MASTER and "max_offset" in m), None)
+            if b.get("role") == Role.SLAVE and master and "max_offset" in b:
                 b["lag_bytes"] = max(0, master["max_offset"] - b["max_offset"])
     finally:
         remoting.close()

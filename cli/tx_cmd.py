@@ -40,8 +40,8 @@ def list_(args) -> int:
     from duomq.client.base import raise_for
     rows, pending = [], {}
     with _client(args) as c:
-        masters = sorted((b["group"], b["address"]) for b in c.registered_brokers()
-                         if b.get("role") == "MASTER" and b.get("address"))
+        masters = sorted((b.group, b.address) for b in c.registered_brokers()
+                         if b.is_master and b.address)
         for group, address in masters:
             status, error, resp = c.remoting.call(
                 address, pb.LIST_TRANSACTIONS,

@@ -29,7 +29,9 @@ from duomq.common.errors import (
 from duomq.common.metrics import serve
 from duomq.common.names import validate_name
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.auth_nodes import UserNode
 from duomq.coordinator.members import BrokerMembers
+from duomq.coordinator.nodes import MemberNode, NodeError
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.routes import RouteTable, TopicRoute
 from duomq.proto import pb
@@ -97,32 +99,22 @@ class ClientBase:
         """(producer groups, consumer groups) this client announces."""
         return [], []
 
-    def registered_brokers(self) -> list[dict]:
+    def registered_brokers(self) -> list[MemberNode]:
         """Every broker's member node in the cluster."""
-        out: list[dict] = []
         try:
             groups = self.zk.get_children(self.paths.brokers)
         except NoNodeError:
-            return out
-        for g in groups:
-            try:
-                ids = self.zk.get_children(self.paths.members(g))
-            except NoNodeError:
-                continue
-            for i in ids:
-                try:
-                    out.append(zkutil.loads(self.zk.get(self.paths.member(g, int(i)))[0]))
-                except (NoNodeError, ValueError):
-                    continue
-        return out
+            return []
+        return [m for g in sorted(groups)
+                for m in zkutil.read_members(self.zk, self.paths, g).values()]
 
     def send_heartbeats(self) -> None:
         producers, consumers = self.heartbeat_groups()
         req = pb.HeartbeatRequest(client_id=self.client_id, producer_groups=producers,
                                   consumer_groups=consumers)
         for b in self.registered_brokers():
-            if b.get("address"):
-                self.remoting.request(b["address"], pb.HEARTBEAT, req, 5)
+            if b.address:
+                self.remoting.request(b.address, pb.HEARTBEAT, req, 5)
 
     def route(self, topic: str, wait_s: float = 3.0) -> TopicRoute:
         """The topic's live route; raises TopicNotExistError or NoRouteError."""
@@ -176,9 +168,9 @@ class ClientBase:
 
     def master_address(self, group: str, topic: str | None = None) -> str:
         """The live master of a broker group (its member node, else a route)."""
-        for info in self.members.of(group).values():
-            if info.get("role") == "MASTER" and info.get("address"):
-                return info["address"]
+        for member in self.members.of(group).values():
+            if member.is_master and member.address:
+                return member.address
         addr = self.routes.get(topic, wait_s=0).address(group) if topic else None
         if addr is None:
             raise NoRouteError(f"broker group {group!r} has no live master")
@@ -212,11 +204,8 @@ def secured(zk, cluster: str, credentials: Credentials | None) -> Credentials | 
     user's, checked now so that missing, foreign, removed or replaced
     credentials fail at once with AuthenticationError, not after a timeout."""
     paths = ZkPaths(cluster)
-    try:
-        doc = zkutil.loads(zk.get(paths.auth_config)[0])
-    except NoNodeError:
-        doc = {}
-    if not doc.get("enabled"):
+    config = zkutil.auth_config(zk, cluster)
+    if not config.enabled:
         return None
     if credentials is None:
         raise AuthenticationError(
@@ -225,20 +214,23 @@ def secured(zk, cluster: str, credentials: Credentials | None) -> Credentials | 
             f"written by `duomq auth user add`")
     who = f"credentials of user {credentials.user!r}"
     # the key the brokers serve with now (the last one started says)
-    if doc.get("broker_public_key") not in {k.decode() for k in credentials.broker_keys}:
+    if config.broker_public_key not in {k.decode() for k in credentials.broker_keys}:
         raise AuthenticationError(f"{who} were refused: they do not trust the key cluster "
                                   f"{cluster!r}'s brokers serve with (another cluster's "
                                   f"credentials, or the broker key was rotated since: "
                                   f"`duomq auth trust` takes the new one)")
     try:
-        user = zkutil.loads(zk.get(paths.auth_user(credentials.user))[0])
+        user = UserNode.from_bytes(zk.get(paths.auth_user(credentials.user))[0])
+    except NodeError:
+        raise AuthenticationError(f"{who} were refused: user {credentials.user!r}'s node in "
+                                  f"cluster {cluster!r} cannot be read") from None
     except NoNodeError:
         raise AuthenticationError(f"{who} were refused: no such user in cluster "
                                   f"{cluster!r} (removed?)") from None
     except NoAuthError:
         raise AuthenticationError(f"{who} were refused by ZooKeeper: they carry no (or a "
                                   f"wrong) ZooKeeper digest") from None
-    if user.get("public_key") != credentials.keys.public.decode():
+    if user.public_key != credentials.keys.public.decode():
         raise AuthenticationError(f"{who} were refused: the user has another key now "
                                   f"(rotated with `duomq auth user update --rotate`)")
     try:

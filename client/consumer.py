@@ -27,6 +27,7 @@ from duomq.common.message import (
     parse_msg_id,
 )
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
+from duomq.common.role import Role
 from duomq.common.subscription import Subscription, parse
 from duomq.coordinator.members import read_target
 from duomq.coordinator.topics import TopicAdmin
@@ -131,10 +132,10 @@ class PullConsumer(ClientBase):
                 raise NoRouteError(f"no live slave of group {group!r} (read_from=slave never "
                                    f"reads from the master; slave_preferred does)")
             raise NoRouteError(f"no live broker of group {group!r}")
-        key = (group, int(target.get("broker_id", -1)))
+        key = (group, target.broker_id)
         self._read_from_broker[mq] = key
         self.reads_by_broker[key] = self.reads_by_broker.get(key, 0) + 1
-        return target["address"]
+        return target.address
 
     def note_advice(self, mq: MessageQueue, result: PullResult) -> None:
         if result.suggest_broker_id is not None:
@@ -146,8 +147,7 @@ class PullConsumer(ClientBase):
                 self.replica_lag_ms[key] = result.replica_lag_ms
 
     def has_master(self, group: str) -> bool:
-        return any(m.get("role") == "MASTER" and m.get("address")
-                   for m in self.members.of(group).values())
+        return any(m.is_master and m.address for m in self.members.of(group).values())
 
     def note_read_failure(self, mq: MessageQueue, exc: BaseException) -> None:
         """A read of ``mq`` failed: a slave too far behind, or unreachable, is
@@ -158,8 +158,8 @@ class PullConsumer(ClientBase):
             return
         if isinstance(exc, ReplicaLagError) and exc.lag_ms is not None:
             self.replica_lag_ms[key] = exc.lag_ms
-        info = self.members.of(key[0]).get(key[1]) or {}
-        if info.get("role") == "SLAVE":
+        member = self.members.of(key[0]).get(key[1])
+        if member is not None and member.role is Role.SLAVE:
             self._avoid[key] = time.monotonic() + AVOID_SLAVE_S
 
     def pull(self, mq: MessageQueue, offset: int, max_messages: int = 256,
@@ -267,7 +267,7 @@ class PullConsumer(ClientBase):
             target = read_target(self.members.of(group), "slave_preferred", None)
             if target is None:
                 raise NoRouteError(f"no live broker of group {group!r}") from None
-            return target["address"]
+            return target.address
 
     def _query(self, mq: MessageQueue, query: pb.OffsetQuery, timestamp_ms: int = 0) -> int:
         """An offset of ``mq`` from the member reads go to; a slave beyond

@@ -193,7 +193,7 @@ class Producer(ClientBase):
         super().__init__(zookeeper, cluster, zk=zk)
         try:
             for broker in self.registered_brokers():   # refuse a contradiction up front
-                cfg.check_broker(broker)
+                cfg.check_broker(broker.group, broker.max_ack_wait_ms)
         except ConfigError:
             self.close()
             raise
@@ -286,9 +286,9 @@ class Producer(ClientBase):
         request frame it reads (0: not published)."""
         route = self.route(topic)
         for g in route.groups.values():
-            key = (g.group, g.info.get("max_ack_wait_ms"))
+            key = (g.group, g.max_ack_wait_ms)
             if key not in self._checked:       # once per broker setting, not per send
-                self.config.check_broker({"group": g.group, **g.info})
+                self.config.check_broker(g.group, g.max_ack_wait_ms)
                 self._checked.add(key)
         mq = queue
         if mq is None:
@@ -302,15 +302,14 @@ class Producer(ClientBase):
             else:
                 # a group whose master cannot ack now (SYNC, too few slaves) is
                 # avoided while another can take the message
-                slow = {g for g, r in route.groups.items() if r.info.get("acks") is False}
+                slow = {g for g, r in route.groups.items() if not r.acks}
                 mq = self._rr.select(queues, att.avoid | self._faults.avoided(time.monotonic())
                                      | slow)
         served = route.groups.get(mq.broker_group)
         if served is None:
             raise NoRouteError(f"broker group {mq.broker_group!r} is not serving {topic!r}")
         return (mq, served.address,
-                att.attempt_s(int(served.info.get("max_ack_wait_ms", 0)) / 1000),
-                int(served.info.get("max_frame_bytes", 0)))
+                att.attempt_s(served.max_ack_wait_ms / 1000), served.max_frame_bytes)
 
     def _sequence(self, msgs, topic: str, mq: MessageQueue, encoded, att):
         """An idempotent send's first attempt: the next sequence of ``mq`` in
@@ -359,7 +358,7 @@ class Producer(ClientBase):
             address = failed.address if failed is not None else None
         except DuomqError:
             address = None
-        if any(m.get("address") != address for m in self.members.of(mq.broker_group).values()):
+        if any(m.address != address for m in self.members.of(mq.broker_group).values()):
             return
         log.info("broker group %s has no member to fail over to: the send moves on",
                  mq.broker_group)

@@ -47,6 +47,7 @@ from duomq.common.message import MessageExt, MessageQueue
 from duomq.common.metrics import labelled
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.subscription import parse
+from duomq.coordinator.group_nodes import GroupMemberNode
 from duomq.coordinator.membership import GroupMembership
 from duomq.coordinator.offset_reset import ResetWatch
 from duomq.coordinator.queue_owners import QueueOwners
@@ -148,7 +149,7 @@ class PushConsumer(PullConsumer):
             self.zk.add_listener(self._on_zk_state)
         self._membership = GroupMembership(
             self.zk, self.cluster, self.group, self.client_id,
-            {"topic": self.topic, "model": cfg.message_model.upper()},
+            GroupMemberNode(self.topic, cfg.message_model.upper()),
             lambda members: self._rebalance.wake())
         self._membership.join()
         self._reset_watch = ResetWatch(self.zk, self.cluster, self.group, self.topic,

@@ -362,13 +362,13 @@ class ProducerConfig:
             raise ConfigError("retry_times_when_send_failed: must be >= 0")
         _check_metrics_port(self.metrics_port)
 
-    def check_broker(self, broker: dict) -> None:
-        """Refuse a broker whose longest ack wait reaches our send timeout."""
-        wait = int(broker.get("max_ack_wait_ms", 0))
+    def check_broker(self, group: str, max_ack_wait_ms: int) -> None:
+        """Refuse a broker group whose longest ack wait reaches our send timeout."""
+        wait = max_ack_wait_ms
         if self.send_timeout_ms <= wait:
             raise ConfigError(
                 f"send_timeout_ms ({self.send_timeout_ms}) must exceed the flush and slave "
-                f"timeouts of broker group {broker.get('group')!r} ({wait} ms: "
+                f"timeouts of broker group {group!r} ({wait} ms: "
                 f"sync_flush_timeout_ms + slave_timeout_ms), or its answer would never arrive")
 
 

@@ -35,6 +35,7 @@ from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError, ZookeeperError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from duomq.common.role import Role
 from duomq.coordinator import ha_cycle as hc
 from duomq.coordinator.nodes import (
     EpochNode,
@@ -47,7 +48,6 @@ from duomq.coordinator.nodes import (
 from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
-MASTER, SLAVE = hc.MASTER, hc.SLAVE
 Post = Callable[[bytes, int, int], None]
 
 
@@ -66,7 +66,7 @@ class HaController:
         self.memory = hc.Memory()          # this thread's only
         self.last_sentence = ""
         # written by the serving thread, read here (whole values, swapped atomically)
-        self._serving: tuple[str, int] = (SLAVE, 0)
+        self._serving: tuple[str, int] = (Role.SLAVE, 0)
         self._drained = False
         self._isr_wanted: frozenset[int] | None = None
         self._acks_wanted = True
@@ -103,7 +103,7 @@ class HaController:
         return True
 
     # ------------------------------------------------------------ from the serving thread
-    def report(self, role: str, epoch: int) -> None:
+    def report(self, role: Role, epoch: int) -> None:
         """The serving thread took ``role`` at ``epoch``."""
         self._serving = (role, epoch)
         self._wake.set()
@@ -160,7 +160,7 @@ class HaController:
         if self._serving != self._info_written:
             self._info_written = self._serving
             self.registry.update_info()
-        acks = self._acks_wanted or self.memory.role != MASTER
+        acks = self._acks_wanted or self.memory.role != Role.MASTER
         if acks != self.registry.acks_now:
             self.registry.set_acks_now(acks)
         return cycle.wake_in_s
@@ -173,7 +173,7 @@ class HaController:
                 self.zk.exists_async(self.paths.master(self.config.group)).get(timeout=period)
             except Exception:
                 continue   # the lease runs out by itself
-            if self.memory.role == MASTER:
+            if self.memory.role == Role.MASTER:
                 self._grant_lease(t0)
 
     def _grant_lease(self, t0: float) -> None:
@@ -206,7 +206,7 @@ class HaController:
                 continue
             except (NodeError, ValueError) as exc:
                 self._bad_node(f"{p.members(g)}/{child}", exc, "ignored")
-        if self.memory.role == MASTER:       # the master owns the ISR: repair it
+        if self.memory.role == Role.MASTER:       # the master owns the ISR: repair it
             isr = self._read(p.isr(g), IsrNode.from_bytes, "rewritten by the master")
             if isr is None and self.memory.isr_published:
                 self._write_isr(self.memory.isr_published)
@@ -238,7 +238,7 @@ class HaController:
         except NoNodeError:
             return None
         except NodeError as exc:
-            if stat.ephemeralOwner == self.zk.client_id[0] and self.memory.role == MASTER:
+            if stat.ephemeralOwner == self.zk.client_id[0] and self.memory.role == Role.MASTER:
                 self._bad_node(path, exc, "rewritten: this broker holds it")
                 node = MasterNode(cfg.broker_id, self.memory.epoch, cfg.address, cfg.ha_address)
                 self.zk.set(path, node.to_bytes(), version=stat.version)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from duomq.common.role import Role
 from duomq.coordinator.election import Member, Snapshot, choose_master, truncation_point
 from duomq.coordinator.nodes import EpochNode, IsrNode, MasterNode, MemberNode, SwitchoverNode
 
-MASTER, SLAVE = "MASTER", "SLAVE"
 CONNECTED, SUSPENDED, LOST = "CONNECTED", "SUSPENDED", "LOST"
 
 
@@ -39,7 +39,7 @@ class GroupView:
     local_epoch: int = 0
     local_max_offset: int = 0
     allow_lagging_promotion: bool = False
-    serving_role: str = SLAVE                    # the role the serving thread has taken
+    serving_role: Role = Role.SLAVE                   # the role the serving thread has taken
     serving_epoch: int = 0
     isr_wanted: frozenset[int] | None = None     # the slaves the master's links find in sync
     drained: bool = False                        # a draining master is ready to hand over
@@ -100,8 +100,8 @@ Action = Claim | Follow | StepDown | Drain | ReleaseMaster | PublishIsr | Publis
 @dataclass(frozen=True)
 class Memory:
     """What the controller remembers between cycles."""
-    role: str = SLAVE                 # the role last ordered
-    epoch: int = -1                   # the epoch led (MASTER) or followed (SLAVE); -1 none
+    role: Role = Role.SLAVE                # the role last ordered
+    epoch: int = -1                   # the epoch led (master) or followed (slave); -1 none
     vacant_since: float | None = None  # when this broker first saw the group without a master
     isr_published: frozenset[int] = frozenset()
     routes_epoch: int = -1            # routes published as master of this epoch
@@ -133,17 +133,17 @@ def run_cycle(view: GroupView, memory: Memory, now: float, settle_s: float) -> C
     """Decide this cycle's actions (see the module docstring)."""
     if view.session != CONNECTED:
         return _disconnected(view, memory)
-    if memory.role == MASTER:
+    if memory.role == Role.MASTER:
         return _as_master(view, memory)
     return _as_slave(view, memory, now, settle_s)
 
 
 def _disconnected(view: GroupView, memory: Memory) -> Cycle:
-    if view.session == LOST and memory.role == MASTER:
+    if view.session == LOST and memory.role == Role.MASTER:
         why = "ZooKeeper session lost"
         return Cycle((StepDown(why),), f"{why}: stepping down",
-                     replace(memory, role=SLAVE, epoch=-1, routes_epoch=-1))
-    if memory.role == MASTER:
+                     replace(memory, role=Role.SLAVE, epoch=-1, routes_epoch=-1))
+    if memory.role == Role.MASTER:
         return Cycle((), "ZooKeeper connection suspended: acking no write until the lease is "
                          "renewed", memory)
     return Cycle((), f"ZooKeeper session {view.session.lower()}: waiting to reconnect", memory)
@@ -155,13 +155,13 @@ def _as_master(view: GroupView, memory: Memory) -> Cycle:
     if holder != me or (view.master is not None and view.master.epoch != memory.epoch):
         why = "the master node is gone" if holder is None else f"broker {holder} holds the master node"
         return Cycle((StepDown(why),), f"lost the master node ({why}): stepping down",
-                     replace(memory, role=SLAVE, epoch=-1, routes_epoch=-1))
+                     replace(memory, role=Role.SLAVE, epoch=-1, routes_epoch=-1))
     if view.drained:
         return Cycle((ReleaseMaster(),), f"handed over the master of epoch {memory.epoch}: "
                                          f"releasing the master node",
-                     replace(memory, role=SLAVE, epoch=-1, routes_epoch=-1, vacant_since=None))
+                     replace(memory, role=Role.SLAVE, epoch=-1, routes_epoch=-1, vacant_since=None))
     actions: list[Action] = []
-    if (memory.routes_epoch != memory.epoch and view.serving_role == MASTER
+    if (memory.routes_epoch != memory.epoch and view.serving_role == Role.MASTER
             and view.serving_epoch == memory.epoch):
         actions.append(PublishRoutes(memory.epoch))
         memory = replace(memory, routes_epoch=memory.epoch)
@@ -213,5 +213,5 @@ def _as_slave(view: GroupView, memory: Memory, now: float, settle_s: float) -> C
     epoch = (history[-1][0] if history else 0) + 1
     return Cycle((Claim(epoch, view.local_max_offset, decision.lagging),),
                  f"election: {decision.reason}; claiming epoch {epoch}",
-                 replace(memory, role=MASTER, epoch=epoch, vacant_since=None,
+                 replace(memory, role=Role.MASTER, epoch=epoch, vacant_since=None,
                          isr_published=frozenset({me}), routes_epoch=-1))

@@ -5,20 +5,24 @@ master is gone (routes vanish with the master; members do not)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
+from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.watches import ChildrenData
-from duomq.coordinator.zk import loads
+
+Members = dict[int, MemberNode]      # a group's live members by broker id
 
 
 class BrokerMembers:
     def __init__(self, zk, cluster: str):
         self.paths = ZkPaths(cluster)
-        self._nodes = ChildrenData(zk, loads)
+        # the id is the node's name, set when the group is read (``of``)
+        self._nodes = ChildrenData(zk, lambda raw: MemberNode.from_bytes(raw, -1))
         # group -> (changes seen, members): every pull asks, the watches rarely change it
-        self._parsed: dict[str, tuple[int, dict[int, dict]]] = {}
+        self._parsed: dict[str, tuple[int, Members]] = {}
 
-    def of(self, group: str) -> dict[int, dict]:
+    def of(self, group: str) -> Members:
         """The group's live members by broker id (shared: do not modify it)."""
         version = self._nodes.version(group)
         hit = self._parsed.get(group)
@@ -26,7 +30,8 @@ class BrokerMembers:
             return hit[1]
         self._nodes.watch(group, self.paths.members(group))
         # read after the version: a change between the two is seen again next time
-        members = {int(k): v for k, v in self._nodes.get(group).items() if k.isdigit()}
+        members = {int(k): replace(v, broker_id=int(k))       # the node's name wins
+                   for k, v in self._nodes.get(group).items() if k.isdigit()}
         self._parsed[group] = (version, members)
         return members
 
@@ -41,17 +46,16 @@ class BrokerMembers:
         not known)."""
         for group in dict.fromkeys([*self._nodes.keys(), *groups]):
             for m in self.of(group).values():
-                key = m.get("public_key")
-                if m.get("address") == address and isinstance(key, str):
-                    return key.encode()
+                if m.address == address and m.public_key:
+                    return m.public_key.encode()
         return b""
 
     def close(self) -> None:
         self._nodes.close()
 
 
-def read_candidates(members: dict[int, dict], read_from: str,
-                    avoid: frozenset[int] = frozenset()) -> list[dict]:
+def read_candidates(members: Members, read_from: str,
+                    avoid: frozenset[int] = frozenset()) -> list[MemberNode]:
     """Pure: the live members in the order a read tries them.
 
     ``master``: the master, then slaves (so a dead master's queues still
@@ -60,25 +64,25 @@ def read_candidates(members: dict[int, dict], read_from: str,
     moment ago), then the master, then the avoided slaves (with the master
     gone, a slave is all there is). ``slave``: slaves only, the avoided ones
     last: never the master."""
-    alive = [m for _, m in sorted(members.items()) if m.get("address")]
-    masters = [m for m in alive if m.get("role") == "MASTER"]
-    slaves = sorted((m for m in alive if m.get("role") == "SLAVE"),
-                    key=lambda m: (-m.get("max_offset", 0), m.get("broker_id", 0)))
+    alive = [m for _, m in sorted(members.items()) if m.address]
+    masters = [m for m in alive if m.is_master]
+    slaves = sorted((m for m in alive if not m.is_master),
+                    key=lambda m: (-m.max_offset, m.broker_id))
     if read_from == "master":
         return masters + slaves
-    fresh = [m for m in slaves if m.get("broker_id") not in avoid]
-    avoided = [m for m in slaves if m.get("broker_id") in avoid]
+    fresh = [m for m in slaves if m.broker_id not in avoid]
+    avoided = [m for m in slaves if m.broker_id in avoid]
     if read_from == "slave_preferred":
         return fresh + masters + avoided
     return fresh + avoided
 
 
-def read_target(members: dict[int, dict], read_from: str, advice: int | None = None,
-                avoid: frozenset[int] = frozenset()) -> dict | None:
+def read_target(members: Members, read_from: str, advice: int | None = None,
+                avoid: frozenset[int] = frozenset()) -> MemberNode | None:
     """Pure: the member a read goes to: the first of ``read_candidates``, or
     ``advice`` (a broker id the brokers suggested for this queue) while it is alive."""
     advised = members.get(advice) if advice is not None else None
-    if advised is not None and advised.get("address"):
+    if advised is not None and advised.address:
         return advised
     candidates = read_candidates(members, read_from, avoid)
     return candidates[0] if candidates else None

@@ -10,20 +10,20 @@ from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
+from duomq.coordinator.group_nodes import GroupMemberNode
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.zk import dumps
 
 log = logging.getLogger(__name__)
 
 
 class GroupMembership:
-    def __init__(self, zk, cluster: str, group: str, client_id: str, data: dict,
+    def __init__(self, zk, cluster: str, group: str, client_id: str, node: GroupMemberNode,
                  on_change: Callable[[list[str]], None]):
         self.zk = zk
         self.paths = ZkPaths(cluster)
         self.group = group
         self.client_id = client_id
-        self.data = data
+        self.node = node
         self.on_change = on_change
         self.members: list[str] = []
         self._closed = False
@@ -37,7 +37,7 @@ class GroupMembership:
 
     def _create(self) -> None:
         try:
-            self.zk.create(self.paths.group_member(self.group, self.client_id), dumps(self.data),
+            self.zk.create(self.paths.group_member(self.group, self.client_id), self.node.to_bytes(),
                            ephemeral=True)
         except NodeExistsError:
             pass

@@ -25,11 +25,13 @@ Counts are bounded (a route's queues by ``names.MAX_QUEUES``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from duomq.common.errors import DuomqError
 from duomq.common.names import MAX_QUEUES
+from duomq.common.role import Role
 
 
 class NodeError(DuomqError, ValueError):
@@ -85,6 +87,22 @@ def _bool(kind: str, d: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
+def _role(kind: str, d: dict[str, Any], key: str, default: Role) -> Role:
+    value = d.get(key, default)
+    role = Role.parse(value)
+    if role is None:
+        raise NodeError(f"{kind} node: {key!r} is {value!r}, not MASTER or SLAVE")
+    return role
+
+
+_PARSERS: dict[type, Callable[..., Any]] = {int: _int, str: _str, bool: _bool, Role: _role}
+
+
+def _typed(kind: str, d: dict[str, Any], fields_: dict[str, tuple[type, Any]]) -> dict[str, Any]:
+    """Each of ``fields_`` (name -> (type, default)) read from ``d``."""
+    return {name: _PARSERS[t](kind, d, name, default) for name, (t, default) in fields_.items()}
+
+
 UNKNOWN_HOLDER = -1    # a master node that exists but cannot be read
 
 
@@ -120,26 +138,48 @@ class MasterNode:
 
 @dataclass(frozen=True)
 class MemberNode:
-    """A live broker of the group. The election reads the typed fields;
-    ``info`` keeps the whole node for status displays."""
+    """A live broker of the group, as it describes itself (written by the
+    broker's registry every second; read by elections, clients, status)."""
     broker_id: int
-    max_offset: int = 0
-    epoch: int = 0
-    role: str = "SLAVE"
+    max_offset: int = 0             # end of its commit log
+    epoch: int = 0                  # the epoch it leads or follows
+    role: Role = Role.SLAVE
     stepping_down: bool = False     # a master handing over (planned switchover)
-    promotable: bool = True         # false: a read replica
-    address: str = ""
-    info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    promotable: bool = True         # false: a read replica, or refetching damaged data
+    address: str = ""               # the client port, tcp://host:port
+    group: str = ""
+    ha_address: str = ""            # the replication port
+    flush: str = ""                 # SYNC_FLUSH or ASYNC_FLUSH
+    replication: str = ""           # SYNC or ASYNC
+    max_ack_wait_ms: int = 0        # how long a send may wait for its conditions
+    pid: int = 0
+    version: str = ""
+    data_dir: str = ""
+    confirmed_offset: int = 0       # what consumers may read up to
+    auth: bool = False
+    public_key: str = ""            # the CURVE key it serves with (Z85), auth = true
+    metrics: str = ""               # its /metrics URL, when served
+    recovery: str = ""              # a recovery that cut damaged data: what it found
+    master_max_offset: int = -1     # a slave: its master's end as last heard (-1: n/a)
+    lag_bytes: int = -1             # a slave: bytes it lacks (-1: n/a)
+    lag_ms: int = -1                # a slave: ms behind (-1: n/a, or not caught up yet)
+    replication_halted: str = ""    # a slave whose replication stopped for good: why
 
     @classmethod
     def from_bytes(cls, raw: bytes | None, broker_id: int | None = None) -> MemberNode:
         """``broker_id``: the node's name, which wins over its data."""
-        k = "member"
-        d = decode(k, raw)
-        bid = broker_id if broker_id is not None else _int(k, d, "broker_id")
-        return cls(bid, _int(k, d, "max_offset", 0), _int(k, d, "epoch", 0),
-                   _str(k, d, "role", "SLAVE"), _bool(k, d, "stepping_down", False),
-                   _bool(k, d, "promotable", True), _str(k, d, "address", ""), d)
+        d = decode("member", raw)
+        values = _typed("member", d, _MEMBER_FIELDS)
+        values["broker_id"] = broker_id if broker_id is not None \
+            else _int("member", d, "broker_id")
+        return cls(**values)
+
+    def to_bytes(self) -> bytes:
+        return encode({f: getattr(self, f) for f in ("broker_id", *_MEMBER_FIELDS)})
+
+    @property
+    def is_master(self) -> bool:
+        return self.role is Role.MASTER
 
 
 @dataclass(frozen=True)
@@ -209,18 +249,33 @@ class SwitchoverNode:
 
 @dataclass(frozen=True)
 class RouteNode:
-    """A topic's route on one broker group: where its master serves it."""
+    """A topic's route on one broker group: where its master serves it
+    (written by the master's registry, one per topic it hosts)."""
     group: str
     address: str
     queues: int
-    perm: int
-    epoch: int
-    info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    perm: int = 6                   # read and write (topics.PERM_RW)
+    epoch: int = 0
+    broker_id: int = -1
+    max_ack_wait_ms: int = 0        # a send's longest wait for its conditions
+    max_frame_bytes: int = 0        # the largest request it takes (0: unknown)
+    acks: bool = True               # false: SYNC with too few slaves in sync to ack now
 
     @classmethod
     def from_bytes(cls, raw: bytes | None) -> RouteNode:
         k = "route"
         d = decode(k, raw)
-        perm = _count(k, {"perm": 6, **d}, "perm", 0, 7)        # default: read and write
         return cls(_str(k, d, "group"), _str(k, d, "address"),
-                   _count(k, d, "queues", 1, MAX_QUEUES), perm, _int(k, d, "epoch", 0), d)
+                   _count(k, d, "queues", 1, MAX_QUEUES),
+                   _count(k, {"perm": 6, **d}, "perm", 0, 7), _int(k, d, "epoch", 0),
+                   _int(k, d, "broker_id", -1), _int(k, d, "max_ack_wait_ms", 0),
+                   _int(k, d, "max_frame_bytes", 0), _bool(k, d, "acks", True))
+
+    def to_bytes(self) -> bytes:
+        return encode(asdict(self))
+
+
+_TYPES = {"int": int, "str": str, "bool": bool, "Role": Role}
+# every field of a member node but its id (its name): type and default, for parsing
+_MEMBER_FIELDS: dict[str, tuple[type, Any]] = {
+    f.name: (_TYPES[str(f.type)], f.default) for f in fields(MemberNode) if f.name != "broker_id"}

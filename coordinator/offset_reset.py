@@ -12,45 +12,26 @@ its offsets are already the committed ones.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 
 from kazoo.recipe.watchers import DataWatch
 
 from duomq.common.message import MessageQueue
+from duomq.coordinator.group_nodes import OffsetResetNode
+from duomq.coordinator.nodes import NodeError
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.zk import dumps, loads
 
 log = logging.getLogger(__name__)
-
-
-def encode(topic: str, offsets: dict[MessageQueue, int], timestamp_ms: int) -> dict:
-    return {"id": uuid.uuid4().hex, "topic": topic, "timestamp_ms": timestamp_ms,
-            "offsets": {f"{mq.broker_group}/{mq.queue_id}": off
-                        for mq, off in sorted(offsets.items())}}
-
-
-def decode(data: dict) -> tuple[str, dict[MessageQueue, int]]:
-    """(id, offsets) of a published reset; raises ValueError when malformed."""
-    try:
-        topic, rid = data["topic"], data["id"]
-        out = {}
-        for where, off in data["offsets"].items():
-            group, _, qid = where.rpartition("/")
-            out[MessageQueue(topic, group, int(qid))] = int(off)
-        return str(rid), out
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"not an offset reset: {exc}") from None
 
 
 def publish(zk, cluster: str, group: str, topic: str, offsets: dict[MessageQueue, int],
             timestamp_ms: int) -> str:
     """Publish a reset for the live members; returns its id."""
-    data = encode(topic, offsets, timestamp_ms)
+    node = OffsetResetNode(topic, dict(offsets), timestamp_ms)
     path = ZkPaths(cluster).group_reset(group, topic)
     zk.ensure_path(path)
-    zk.set(path, dumps(data))
-    return data["id"]
+    zk.set(path, node.to_bytes())
+    return node.id
 
 
 class ResetWatch:
@@ -72,14 +53,14 @@ class ResetWatch:
         if not data:
             return True
         try:
-            rid, offsets = decode(loads(data))
-        except ValueError as exc:
+            node = OffsetResetNode.from_bytes(data)
+        except NodeError as exc:
             log.warning("ignoring an offset reset: %s", exc)
             return True
-        if rid != self._seen:
-            self._seen = rid
+        if node.id != self._seen:
+            self._seen = node.id
             if not first:
-                self.on_reset(offsets)
+                self.on_reset(node.offsets)
         return True
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from duomq.common.message import MessageQueue
+from duomq.coordinator.group_nodes import QueueOwnerNode
 from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class QueueOwners:
         if not self._ensured:
             self.zk.ensure_path(self.root)
             self._ensured = True
-        data = self.client_id.encode()
+        data = QueueOwnerNode(self.client_id).to_bytes()
         pending = [(mq, self.zk.create_async(self.path(mq), data, ephemeral=True)) for mq in mqs]
         taken: set[MessageQueue] = set()
         held: dict[MessageQueue, str] = {}
@@ -91,7 +92,7 @@ class QueueOwners:
             return None
         if stat.ephemeralOwner == self._session():
             return ""
-        return raw.decode(errors="replace") or "?"
+        return QueueOwnerNode.from_bytes(raw).client_id or "?"
 
     def release(self, mqs: Iterable[MessageQueue]) -> list[MessageQueue]:
         """Delete our nodes of ``mqs`` (ones that are not ours are left).
@@ -133,7 +134,7 @@ class QueueOwners:
         out = {}
         for name in names:
             try:
-                out[name] = self.zk.get(f"{self.root}/{name}")[0].decode(errors="replace")
+                out[name] = QueueOwnerNode.from_bytes(self.zk.get(f"{self.root}/{name}")[0]).client_id
             except NoNodeError:
                 pass
         return out

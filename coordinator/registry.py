@@ -15,17 +15,16 @@ from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from duomq.coordinator.nodes import MasterNode, NodeError, decode, encode
+from duomq.coordinator.nodes import MasterNode, MemberNode, NodeError, RouteNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicConfig
 
 log = logging.getLogger(__name__)
-MASTER = "MASTER"
-SLAVE = "SLAVE"
 
 
 class BrokerRegistry:
-    def __init__(self, zk, config, member_info: Callable[[], dict], max_offset: Callable[[], int]):
+    def __init__(self, zk, config, member_info: Callable[[], MemberNode],
+                 max_offset: Callable[[], int]):
         self.zk = zk
         self.config = config
         self.paths = ZkPaths(config.cluster)
@@ -51,7 +50,7 @@ class BrokerRegistry:
                      p.consumer_groups):
             self.zk.ensure_path(path)
         self._clear_stale_self()
-        self.zk.create(p.member(cfg.group, cfg.broker_id), encode(self.member_info()),
+        self.zk.create(p.member(cfg.group, cfg.broker_id), self.member_info().to_bytes(),
                        ephemeral=True)
         self.zk.add_listener(self._on_state)
         DataWatch(self.zk, p.master(cfg.group), self._on_master)
@@ -85,10 +84,10 @@ class BrokerRegistry:
             return b""
         try:
             raw, _ = self.zk.get(self.paths.member(self.config.group, m.broker_id))
-            key = decode("member", raw).get("public_key", "")
+            key = MemberNode.from_bytes(raw, m.broker_id).public_key
         except (NoNodeError, NodeError):
             return b""
-        return key.encode() if isinstance(key, str) else b""
+        return key.encode()
 
     def _clear_stale_self(self) -> None:
         """A broker restarted after kill -9 finds the ephemeral nodes of its own
@@ -96,13 +95,14 @@ class BrokerRegistry:
         Nodes of another broker id are never touched."""
         cfg, p = self.config, self.paths
         own_session = self.zk.client_id[0]
-        for path in (p.master(cfg.group), p.member(cfg.group, cfg.broker_id)):
+        for path, parse in ((p.master(cfg.group), MasterNode.from_bytes),
+                            (p.member(cfg.group, cfg.broker_id), MemberNode.from_bytes)):
             try:
                 raw, stat = self.zk.get(path)
             except NoNodeError:
                 continue
             try:
-                holder = decode("broker", raw).get("broker_id")
+                holder = parse(raw).broker_id
             except NodeError:
                 holder = None
             if holder == cfg.broker_id and stat.ephemeralOwner != own_session:
@@ -149,7 +149,7 @@ class BrokerRegistry:
     def update_info(self) -> None:
         try:
             self.zk.set(self.paths.member(self.config.group, self.config.broker_id),
-                        encode(self.member_info()))
+                        self.member_info().to_bytes())
         except Exception:  # best effort: status only
             log.debug("member info update failed", exc_info=True)
 
@@ -182,7 +182,7 @@ class BrokerRegistry:
                 self.topics, self.topic_configs = topics, configs
                 return False
             try:
-                cfg = TopicConfig.from_json(name, data)
+                cfg = TopicConfig.from_bytes(name, data)
             except NodeError as exc:     # as if absent until someone repairs it
                 log.error("ignoring topic node %s: %s", self.paths.topic(name), exc)
                 topics.pop(name, None)
@@ -204,12 +204,10 @@ class BrokerRegistry:
 
     def _publish_route(self, cfg: TopicConfig, queues: int) -> None:
         path = self.paths.route(cfg.name, self.config.group)
-        data = encode({"group": self.config.group, "address": self.config.address,
-                       "broker_id": self.config.broker_id, "epoch": self.routes_epoch,
-                       "queues": queues, "perm": cfg.perm,
-                       "max_ack_wait_ms": self.config.max_ack_wait_ms,
-                       "max_frame_bytes": self.config.max_frame_bytes,
-                       "acks": self.acks_now})
+        own = self.config
+        data = RouteNode(own.group, own.address, queues, cfg.perm, self.routes_epoch or 0,
+                         own.broker_id, own.max_ack_wait_ms, own.max_frame_bytes,
+                         self.acks_now).to_bytes()
         try:
             self.zk.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
@@ -242,7 +240,7 @@ class BrokerRegistry:
     def _reregister(self):
         try:
             self.zk.create(self.paths.member(self.config.group, self.config.broker_id),
-                           encode(self.member_info()), ephemeral=True)
+                           self.member_info().to_bytes(), ephemeral=True)
             with self._lock:
                 for _name, cfg in self.topic_configs.items():
                     n = cfg.queues.get(self.config.group, 0)

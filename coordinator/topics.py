@@ -8,9 +8,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from duomq.common.errors import ConfigError, TopicNotExistError
 from duomq.common.names import MAX_QUEUES, NAME_RE, SYSTEM_PREFIXES, validate_name
-from duomq.coordinator.nodes import NodeError, decode
+from duomq.coordinator.nodes import NodeError, decode, encode
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.zk import dumps
 
 PERM_READ = 4
 PERM_WRITE = 2
@@ -25,11 +24,11 @@ class TopicConfig:
     perm: int = PERM_RW
     order: bool = False
 
-    def to_json(self) -> bytes:
-        return dumps({"queues": self.queues, "perm": self.perm, "order": self.order})
+    def to_bytes(self) -> bytes:
+        return encode({"queues": self.queues, "perm": self.perm, "order": self.order})
 
     @classmethod
-    def from_json(cls, name: str, raw: bytes | None) -> TopicConfig:
+    def from_bytes(cls, name: str, raw: bytes | None) -> TopicConfig:
         """Parse a topic node; ``nodes.NodeError`` names what is wrong (a
         queue count that is not 1..MAX_QUEUES, a bad group name, ...)."""
         d = decode("topic", raw)
@@ -88,7 +87,7 @@ class TopicAdmin:
         _check_queues(cfg.queues)
         self.zk.ensure_path(self.paths.topics)
         try:
-            self.zk.create(self.paths.topic(name), cfg.to_json())
+            self.zk.create(self.paths.topic(name), cfg.to_bytes())
         except NodeExistsError:
             raise ConfigError(f"topic {name!r} already exists (use update)") from None
         return cfg
@@ -108,7 +107,7 @@ class TopicAdmin:
                 cfg = TopicConfig(name, {g: queues for g in groups})
                 _check_queues(cfg.queues)
                 try:
-                    self.zk.create(self.paths.topic(name), cfg.to_json())
+                    self.zk.create(self.paths.topic(name), cfg.to_bytes())
                     return cfg
                 except NodeExistsError:
                     continue
@@ -117,7 +116,7 @@ class TopicAdmin:
                 return old
             cfg = TopicConfig(name, {**old.queues, **missing}, old.perm, old.order)
             try:
-                self.zk.set(self.paths.topic(name), cfg.to_json(), version=stat.version)
+                self.zk.set(self.paths.topic(name), cfg.to_bytes(), version=stat.version)
                 return cfg
             except BadVersionError:
                 continue
@@ -137,7 +136,7 @@ class TopicAdmin:
                               old.order if order is None else order)
             _check_queues(cfg.queues)
             try:
-                self.zk.set(self.paths.topic(name), cfg.to_json(), version=stat.version)
+                self.zk.set(self.paths.topic(name), cfg.to_bytes(), version=stat.version)
                 return cfg
             except BadVersionError:
                 continue
@@ -158,7 +157,7 @@ class TopicAdmin:
             raw, stat = self.zk.get(self.paths.topic(name))
         except NoNodeError:
             raise TopicNotExistError(f"topic {name!r} does not exist") from None
-        return TopicConfig.from_json(name, raw), stat
+        return TopicConfig.from_bytes(name, raw), stat
 
     def list(self) -> list[str]:
         try:

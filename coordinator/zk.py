@@ -1,8 +1,7 @@
-"""Connecting to ZooKeeper, and JSON node data."""
+"""Connecting to ZooKeeper, the cluster's auth config, and reading a group's member nodes."""
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 
@@ -19,6 +18,8 @@ from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
 from duomq.common.credentials import SASL_FILE_ENV, ZK_ADMIN, env_zk_access, env_zk_sasl
 from duomq.common.errors import AuthenticationError, ServiceNotAvailableError
+from duomq.coordinator.auth_nodes import AuthConfigNode
+from duomq.coordinator.nodes import MemberNode, NodeError
 from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
@@ -129,28 +130,50 @@ def _admitted(zk: KazooClient, hosts: str, sasl: str | None) -> None:
     raise AuthenticationError(why)
 
 
+def auth_config(zk: KazooClient, cluster: str) -> AuthConfigNode:
+    """What the cluster's brokers published of their security (an absent
+    node: not secured; one that cannot be parsed: secured, keys unknown, so
+    that nobody falls back to plaintext on a damaged node)."""
+    try:
+        return AuthConfigNode.from_bytes(zk.get(ZkPaths(cluster).auth_config)[0])
+    except NoNodeError:
+        return AuthConfigNode()
+    except NodeError as exc:
+        log.warning("unreadable auth config node: %s", exc)
+        return AuthConfigNode(enabled=True)
+
+
 def cluster_secured(zk: KazooClient, cluster: str) -> bool:
     """Whether the cluster's brokers published that auth is on."""
+    return auth_config(zk, cluster).enabled
+
+
+
+def read_members(zk: KazooClient, paths: ZkPaths, group: str) -> dict[int, MemberNode]:
+    """A broker group's live members by id, read now; a node that cannot be
+    parsed is left out, with a warning."""
     try:
-        return bool(loads(zk.get(ZkPaths(cluster).auth_config)[0]).get("enabled"))
+        names = zk.get_children(paths.members(group))
     except NoNodeError:
-        return False
-
-
-
-def dumps(data: dict) -> bytes:
-    return json.dumps(data, sort_keys=True).encode()
-
-
-def loads(raw: bytes | None) -> dict:
-    if not raw:
         return {}
+    members = {}
+    for name in sorted((n for n in names if n.isdigit()), key=int):
+        member = read_member(zk, paths, group, int(name))
+        if member is not None:
+            members[member.broker_id] = member
+    return members
+
+
+def read_member(zk: KazooClient, paths: ZkPaths, group: str, broker_id: int) -> MemberNode | None:
+    """One broker's member node, or None (absent, or unreadable: logged)."""
+    path = paths.member(group, broker_id)
     try:
-        value = json.loads(raw)
-    except ValueError:
-        log.warning("ignoring a znode whose data is not JSON")
-        return {}
-    return value if isinstance(value, dict) else {}
+        return MemberNode.from_bytes(zk.get(path)[0], broker_id)
+    except NoNodeError:
+        return None
+    except NodeError as exc:
+        log.warning("unreadable member node %s ignored: %s", path, exc)
+        return None
 
 
 def close(zk: KazooClient | None) -> None:

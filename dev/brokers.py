@@ -10,7 +10,7 @@ import time
 from kazoo.exceptions import NoNodeError
 
 from duomq.coordinator import zk as zkutil
-from duomq.coordinator.nodes import MasterNode
+from duomq.coordinator.nodes import MasterNode, MemberNode
 from duomq.coordinator.paths import ZkPaths
 
 
@@ -34,16 +34,16 @@ def log_tail(path: str, lines: int = 80) -> str:
         return ""
 
 
-def has_role(zk, paths: ZkPaths, group: str, info: dict) -> bool:
+def has_role(zk, paths: ZkPaths, group: str, member: MemberNode) -> bool:
     """A member serves once it is the master, or a slave following the
     current master's epoch."""
     try:
         master = MasterNode.from_bytes(zk.get(paths.master(group))[0])
     except NoNodeError:
         return False
-    if info.get("role") == "MASTER":
-        return master.broker_id == info.get("broker_id")
-    return info.get("role") == "SLAVE" and info.get("epoch") == master.epoch
+    if member.is_master:
+        return master.broker_id == member.broker_id
+    return member.epoch == master.epoch
 
 
 def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pid: int,
@@ -52,15 +52,12 @@ def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pi
     and has its role; fail early, with its log, if ``alive()`` turns false."""
     zk = zkutil.connect(zookeeper)
     paths = ZkPaths(cluster)
-    path = paths.member(group, broker_id)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
-            try:
-                info = zkutil.loads(zk.get(path)[0])
-            except NoNodeError:         # not yet, or a killed predecessor's node just expired
-                info = {}
-            if info.get("pid") == pid and has_role(zk, paths, group, info):
+            # none yet, or a killed predecessor's node that just expired
+            member = zkutil.read_member(zk, paths, group, broker_id)
+            if member is not None and member.pid == pid and has_role(zk, paths, group, member):
                 return
             if not alive():
                 raise RuntimeError(f"broker {group}/{broker_id} exited; log {log_path}:\n"

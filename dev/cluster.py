@@ -151,20 +151,20 @@ def status(data_dir: str) -> dict:
         try:
             paths = ZkPaths(state["cluster"])
             for b in state["brokers"]:
-                node = zk.exists(paths.member(b["group"], b["id"]))
-                if node:
-                    roles[(b["group"], b["id"])] = zkutil.loads(
-                        zk.get(paths.member(b["group"], b["id"]))[0])
+                member = zkutil.read_member(zk, paths, b["group"], b["id"])
+                if member is not None:
+                    roles[(b["group"], b["id"])] = member
         finally:
             zkutil.close(zk)
     except DuomqError:
         out["zookeeper_alive"] = False
     for b in state["brokers"]:
-        info = roles.get((b["group"], b["id"]), {})
+        info = roles.get((b["group"], b["id"]))
         out["brokers"].append({"group": b["group"], "id": b["id"], "address": b["address"],
                                "pid": b["pid"], "alive": alive(b["pid"], b.get("started")),
-                               "role": info.get("role", "DOWN"), "epoch": info.get("epoch"),
-                               "metrics": info.get("metrics"),
+                               "role": info.role if info else "DOWN",
+                               "epoch": info.epoch if info else None,
+                               "metrics": (info.metrics or None) if info else None,
                                "log": b["log"], **_volume_status(b)})
     return out
 

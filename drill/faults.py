@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import psutil
 
 from duomq.common.errors import ConfigError
+from duomq.common.role import Role
 
 CGROUP_ROOT = "/sys/fs/cgroup/unified"
 
@@ -45,7 +46,7 @@ class Broker:
     """A broker as the drill sees it (its member node)."""
     group: str
     broker_id: int
-    role: str
+    role: Role
     pid: int | None
     address: str
     ha_address: str

@@ -198,13 +198,13 @@ def _observed_round(i: int, s: DrillSettings, load: Workload, zk, cluster: str, 
 
 
 def _broken(v: sc.GroupView, g: sc.GroupView) -> bool:
-    live = {b.broker_id for b in v.brokers if b.role in ("MASTER", "SLAVE")}
+    live = {b.broker_id for b in v.brokers}
     return v.master != g.master or v.epoch != g.epoch or live != {b.broker_id for b in g.brokers}
 
 
 def _describe(v: sc.GroupView, g: sc.GroupView) -> str:
     gone = sorted({b.broker_id for b in g.brokers}
-                  - {b.broker_id for b in v.brokers if b.role in ("MASTER", "SLAVE")})
+                  - {b.broker_id for b in v.brokers})
     parts = [f"{g.group}/{b} gone" for b in gone]
     if v.master != g.master:
         parts.append(f"master {g.master} -> {v.master}")

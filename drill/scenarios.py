@@ -13,7 +13,8 @@ from typing import Any
 
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
-from duomq.coordinator.nodes import IsrNode, MasterNode, MemberNode
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.nodes import IsrNode, MasterNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.drill.faults import Broker, DrillError
 
@@ -37,7 +38,7 @@ class GroupView:
     @property
     def healthy(self) -> bool:
         """A master, every member following it, every member in sync (SYNC)."""
-        if self.master is None or any(b.role not in ("MASTER", "SLAVE") for b in self.brokers):
+        if self.master is None:
             return False
         ids = {b.broker_id for b in self.brokers}
         return self.replication != "SYNC" or ids <= self.isr
@@ -69,19 +70,11 @@ def _read_view(zk, cluster: str, group: str) -> GroupView:
     except (NoNodeError, ValueError):
         isr = frozenset()
     brokers, replication, flushes = [], "", set()
-    try:
-        ids = zk.get_children(paths.members(group))
-    except NoNodeError:
-        ids = []
-    for i in sorted(ids, key=int):
-        try:
-            m = MemberNode.from_bytes(zk.get(paths.member(group, int(i)))[0], int(i))
-        except (NoNodeError, ValueError):
-            continue
-        replication = replication or m.info.get("replication", "")
-        flushes.add(m.info.get("flush", ""))
-        brokers.append(Broker(group, m.broker_id, m.role, m.info.get("pid"), m.address,
-                              m.info.get("ha_address", "")))
+    for m in zkutil.read_members(zk, paths, group).values():
+        replication = replication or m.replication
+        flushes.add(m.flush)
+        brokers.append(Broker(group, m.broker_id, m.role, m.pid or None, m.address,
+                              m.ha_address))
     return GroupView(group, master_id, epoch, tuple(brokers), isr, replication,
                      frozenset(flushes))
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from duomq.coordinator.registry import MASTER
+from duomq.common.role import Role
 
 
 @dataclass(frozen=True)
 class BrokerHealth:
-    role: str                  # MASTER or SLAVE
+    role: Role
     following: bool            # a slave: replication from its master has started
     lease_valid: bool          # a master: its ZooKeeper lease allows writes
     draining: bool             # a master handing over (planned switchover)
@@ -28,7 +28,7 @@ class BrokerHealth:
 def readiness(h: BrokerHealth, ha_max_gap_bytes: int, ha_housekeeping_s: float) -> tuple[bool, str]:
     """(ready, why): a master that may take writes; a slave that follows a
     master it heard from lately and is within ``ha_max_gap_bytes`` of it."""
-    if h.role == MASTER:
+    if h.role == Role.MASTER:
         if h.draining:
             return False, f"master at epoch {h.epoch}, handing over to a slave"
         if not h.lease_valid:

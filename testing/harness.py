@@ -4,6 +4,7 @@ restart comes back at the same address."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import time
 from kazoo.exceptions import NoNodeError
 
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.nodes import IsrNode, MasterNode, MemberNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicAdmin
 from duomq.dev.brokers import (  # noqa: F401
@@ -36,24 +38,51 @@ def run_cli(*args: str, env: dict | None = None, check: bool = True,
 
 
 def read_node(zookeeper: str, path: str) -> dict:
-    """A JSON node's content from a short-lived session ({} when absent)."""
+    """A JSON node's content, as raw as it is stored, from a short-lived
+    session ({} when absent): for tests that look at what was written."""
     zk = zkutil.connect(zookeeper)
     try:
-        return zkutil.loads(zk.get(path)[0])
+        raw = zk.get(path)[0]
     except NoNodeError:
         return {}
     finally:
         zkutil.close(zk)
+    return json.loads(raw) if raw else {}
+
+
+def read_typed(zookeeper: str, path: str, parse):
+    """A node parsed by ``parse`` (a node type's ``from_bytes``), from a
+    short-lived session; None when absent."""
+    zk = zkutil.connect(zookeeper)
+    try:
+        return parse(zk.get(path)[0])
+    except NoNodeError:
+        return None
+    finally:
+        zkutil.close(zk)
+
+
+def member_node(zookeeper: str, cluster: str, group: str, broker_id: int) -> MemberNode | None:
+    """A broker's member node (None when it has none)."""
+    return read_typed(zookeeper, ZkPaths(cluster).member(group, broker_id),
+                      lambda raw: MemberNode.from_bytes(raw, broker_id))
 
 
 def isr_members(zookeeper: str, cluster: str, group: str = "broker-a") -> set[int]:
     """The group's in-sync set as ZooKeeper holds it (empty when unpublished)."""
-    return {int(m) for m in read_node(zookeeper, ZkPaths(cluster).isr(group)).get("members", [])}
+    isr = read_typed(zookeeper, ZkPaths(cluster).isr(group), IsrNode.from_bytes)
+    return set(isr.members) if isr is not None else set()
 
 
-def master_info(zookeeper: str, cluster: str, group: str = "broker-a") -> dict:
-    """The group's master node ({} when there is none)."""
-    return read_node(zookeeper, ZkPaths(cluster).master(group))
+def master_info(zookeeper: str, cluster: str, group: str = "broker-a") -> MasterNode | None:
+    """The group's master node (None when there is none)."""
+    return read_typed(zookeeper, ZkPaths(cluster).master(group), MasterNode.from_bytes)
+
+
+def master_id(zookeeper: str, cluster: str, group: str = "broker-a") -> int | None:
+    """The broker id holding the group's master node (None when there is none)."""
+    node = master_info(zookeeper, cluster, group)
+    return node.broker_id if node is not None else None
 
 
 class BrokerProcess:

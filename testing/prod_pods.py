@@ -30,11 +30,15 @@ CLIENT = {"duomq.io/client": "true"}
 MASTER_ID = """
 import os
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.nodes import MasterNode
 from duomq.coordinator.paths import ZkPaths
+from kazoo.exceptions import NoNodeError
 zk = zkutil.connect(os.environ["DUOMQ_ZOOKEEPER"])
-node = zk.exists(ZkPaths(os.environ["DUOMQ_CLUSTER"]).master("broker-a"))
-print(zkutil.loads(zk.get(ZkPaths(os.environ["DUOMQ_CLUSTER"]).master("broker-a"))[0])
-      ["broker_id"] if node else "")
+try:
+    print(MasterNode.from_bytes(zk.get(ZkPaths(os.environ["DUOMQ_CLUSTER"]).master("broker-a"))[0])
+          .broker_id)
+except NoNodeError:
+    print("")
 zkutil.close(zk)
 """
 

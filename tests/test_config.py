@@ -49,9 +49,9 @@ def test_flush_aliases():
 def test_send_timeout_must_exceed_broker_waits():
     sync = BrokerConfig(flush="SYNC_FLUSH", replication="SYNC")
     assert sync.max_ack_wait_ms == 8000
-    ProducerConfig(send_timeout_ms=9000).check_broker({"group": "g", "max_ack_wait_ms": 8000})
+    ProducerConfig(send_timeout_ms=9000).check_broker("g", 8000)
     with pytest.raises(ConfigError, match="send_timeout_ms"):
-        ProducerConfig(send_timeout_ms=5000).check_broker({"group": "g", "max_ack_wait_ms": 8000})
+        ProducerConfig(send_timeout_ms=5000).check_broker("g", 8000)
 
 
 def test_load_file_env_and_overrides(tmp_path):

@@ -4,6 +4,8 @@ without a master called out."""
 
 from duomq.cli.top.snapshot import Broker, Snapshot, parse
 from duomq.cli.top.view import build
+from duomq.common.role import Role
+from duomq.coordinator.nodes import MemberNode
 
 MASTER = """
 duomq_messages_in_total{topic="Orders"} %d
@@ -23,13 +25,14 @@ duomq_replication_lag_seconds 0.02
 """
 
 
-def snap(at, orders, clicks, out, lag, slave_role="SLAVE"):
+def snap(at, orders, clicks, out, lag, slave_role=Role.SLAVE):
     return Snapshot(at, [
-        Broker("broker-a", 0, {"role": "MASTER", "epoch": 3, "address": "tcp://m:10911"},
+        Broker("broker-a", 0, MemberNode(0, role=Role.MASTER, epoch=3, address="tcp://m:10911"),
                parse(MASTER % (orders, clicks, out, lag))),
-        Broker("broker-a", 1, {"role": slave_role, "epoch": 3, "address": "tcp://s:10911"},
+        Broker("broker-a", 1, MemberNode(1, role=slave_role, epoch=3, address="tcp://s:10911"),
                parse(SLAVE)),
-        Broker("broker-b", 0, {"role": "SLAVE", "epoch": 1}, error="scrape failed: refused"),
+        Broker("broker-b", 0, MemberNode(0, role=Role.SLAVE, epoch=1),
+               error="scrape failed: refused"),
     ])
 
 

@@ -9,8 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from duomq.cli.top.view import View
+from duomq.common.role import Role
 
-ROLE_STYLE = {"MASTER": "bold green", "SLAVE": "cyan"}
+ROLE_STYLE = {Role.MASTER: "bold green", Role.SLAVE: "cyan"}
 
 
 def size(n: float | None) -> str:

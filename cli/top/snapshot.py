@@ -14,6 +14,7 @@ from kazoo.exceptions import NoNodeError
 from prometheus_client.parser import text_string_to_metric_families
 
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.paths import ZkPaths
 
 SCRAPE_TIMEOUT_S = 1.0
@@ -24,7 +25,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]   # (name, sorted
 class Broker:
     group: str
     broker_id: int
-    info: dict                          # its member node
+    info: MemberNode                    # its member node
     samples: Samples = field(default_factory=dict)
     error: str = ""                     # why there are no samples
 
@@ -41,7 +42,7 @@ def parse(text: str) -> Samples:
 
 
 def _scrape(b: Broker) -> None:
-    url = b.info.get("metrics")
+    url = b.info.metrics
     if not url:
         b.error = "no metrics (metrics_port = -1)"
         return
@@ -60,16 +61,7 @@ def members(zk, cluster: str) -> list[Broker]:
     except NoNodeError:
         return out
     for g in groups:
-        try:
-            ids = sorted(zk.get_children(paths.members(g)), key=int)
-        except (NoNodeError, ValueError):
-            continue
-        for i in ids:
-            try:
-                info = zkutil.loads(zk.get(paths.member(g, int(i)))[0])
-            except (NoNodeError, ValueError):
-                continue
-            out.append(Broker(g, int(i), info if isinstance(info, dict) else {}))
+        out.extend(Broker(g, i, m) for i, m in zkutil.read_members(zk, paths, g).items())
     return out
 
 

@@ -10,13 +10,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from duomq.cli.top.snapshot import Broker, Samples, Snapshot
+from duomq.common.role import Role
 
 
 @dataclass
 class BrokerRow:
     group: str
     broker_id: int
-    role: str
+    role: Role
     epoch: int
     address: str
     in_rate: float | None           # messages stored per second
@@ -97,21 +98,20 @@ def build(prev: Snapshot | None, cur: Snapshot, top: int = 10) -> View:
         s = b.samples
         old = before.get((b.group, b.broker_id))
         ps = old.samples if old is not None and not old.error else None
-        role = str(b.info.get("role", "?"))
-        masters[b.group] += role == "MASTER"
+        role = b.info.role
+        masters[b.group] += role is Role.MASTER
         lag_b = _one(s, "duomq_replication_lag_bytes", slave_id=str(b.broker_id),
                      seen_by="slave")
         free, total = _one(s, "duomq_disk_free_bytes"), _one(s, "duomq_disk_total_bytes")
         rows.append(BrokerRow(
-            b.group, b.broker_id, role, int(b.info.get("epoch", 0) or 0),
-            str(b.info.get("address", "")),
+            b.group, b.broker_id, role, b.info.epoch, b.info.address,
             _rate(_total(s, "duomq_messages_in_total"), _total(ps, "duomq_messages_in_total"), dt),
             _rate(_total(s, "duomq_messages_out_total"), _total(ps, "duomq_messages_out_total"),
                   dt),
-            int(v) if role == "MASTER" and (v := _one(s, "duomq_in_sync_replicas")) is not None
+            int(v) if role is Role.MASTER and (v := _one(s, "duomq_in_sync_replicas")) is not None
             else None,
-            lag_b if role != "MASTER" else None,
-            _one(s, "duomq_replication_lag_seconds") if role != "MASTER" else None,
+            lag_b if role is not Role.MASTER else None,
+            _one(s, "duomq_replication_lag_seconds") if role is not Role.MASTER else None,
             _one(s, "duomq_commitlog_bytes"),
             free / total if free is not None and total else None,
             _one(s, "duomq_commitlog_tail_resident_ratio"),
@@ -129,7 +129,7 @@ def build(prev: Snapshot | None, cur: Snapshot, top: int = 10) -> View:
                 r = _rate(n, old_out.get(key, 0.0), dt)
                 if r is not None:
                     out_rate[key] += r
-        if role == "MASTER":
+        if role is Role.MASTER:
             for key, n in _by(s, "duomq_consumer_lag_messages", "topic", "consumer_group").items():
                 lag[key] += n
             for (name, labels), v in s.items():

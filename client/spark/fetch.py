@@ -59,7 +59,7 @@ def lookup_addresses(task: ReadTask) -> list[str]:
     zk = zkutil.connect(task.zookeeper)
     members = BrokerMembers(zk, task.cluster)
     try:
-        return [m["address"] for m in read_candidates(members.of(task.group), task.read_from)]
+        return [m.address for m in read_candidates(members.of(task.group), task.read_from)]
     finally:
         members.close()
         zkutil.close(zk)

@@ -71,8 +71,8 @@ def replica_lags(zookeeper: str, cluster: str | None, groups: list[str]) -> dict
     zk = zkutil.connect(zookeeper)
     members = BrokerMembers(zk, cluster or DEFAULT_CLUSTER)
     try:
-        return {f"{g}/{bid}": int(m.get("lag_ms", -1)) for g in groups
-                for bid, m in sorted(members.of(g).items()) if m.get("role") == "SLAVE"}
+        return {f"{g}/{bid}": m.lag_ms for g in groups
+                for bid, m in sorted(members.of(g).items()) if not m.is_master}
     finally:
         members.close()
         zkutil.close(zk)

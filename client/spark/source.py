@@ -193,7 +193,7 @@ class _Planner:
         out = []
         for r in plan_ranges(start, end, o.max_records_per_partition):
             if r.group not in addresses:
-                addresses[r.group] = [m["address"] for m in read_candidates(
+                addresses[r.group] = [m.address for m in read_candidates(
                     self.client.members.of(r.group), o.read_from)]
             out.append(InputPartition(ReadTask(
                 r.topic, r.group, r.queue_id, r.start, r.end, addresses[r.group],

@@ -3,10 +3,9 @@ the drills exercise, each asserting the actions and the sentence logged."""
 
 from dataclasses import replace
 
+from duomq.common.role import Role
 from duomq.coordinator.ha_cycle import (
     LOST,
-    MASTER,
-    SLAVE,
     SUSPENDED,
     Claim,
     Drain,
@@ -41,6 +40,7 @@ def settled(v, memory=FRESH, now=10.0):
     return run_cycle(v, first.memory, now + SETTLE, SETTLE)
 
 
+MASTER, SLAVE = Role.MASTER, Role.SLAVE
 MASTER_E1 = Memory(role=MASTER, epoch=1, isr_published=frozenset({0, 1}), routes_epoch=1)
 
 

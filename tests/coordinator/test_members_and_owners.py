@@ -1,8 +1,10 @@
 """BrokerMembers and QueueOwners against a real ZooKeeper."""
 
 from duomq.common.message import MessageQueue
+from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.members import BrokerMembers
+from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.queue_owners import QueueOwners
 from duomq.testing.harness import wait_for
@@ -10,16 +12,16 @@ from duomq.testing.harness import wait_for
 
 def test_members_follow_every_change_of_their_nodes(zk):
     paths = ZkPaths("c1")
-    zk.create(paths.member("g", 0), zkutil.dumps({"address": "tcp://a:1", "role": "MASTER"}),
+    zk.create(paths.member("g", 0), MemberNode(0, address="tcp://a:1", role=Role.MASTER).to_bytes(),
               makepath=True)
     members = BrokerMembers(zk, "c1")
     try:
         wait_for(lambda: members.of("g"))
-        assert members.of("g")[0]["role"] == "MASTER"
+        assert members.of("g")[0].role == "MASTER"
         assert members.of("g") is members.of("g")      # unchanged: parsed once
-        zk.set(paths.member("g", 0), zkutil.dumps({"address": "tcp://a:1", "role": "SLAVE"}))
-        wait_for(lambda: members.of("g")[0]["role"] == "SLAVE")
-        zk.create(paths.member("g", 1), zkutil.dumps({"address": "tcp://b:1", "role": "MASTER"}))
+        zk.set(paths.member("g", 0), MemberNode(0, address="tcp://a:1", role=Role.SLAVE).to_bytes())
+        wait_for(lambda: members.of("g")[0].role == "SLAVE")
+        zk.create(paths.member("g", 1), MemberNode(1, address="tcp://b:1", role=Role.MASTER).to_bytes())
         wait_for(lambda: 1 in members.of("g"))
         zk.delete(paths.member("g", 0))
         wait_for(lambda: 0 not in members.of("g"))

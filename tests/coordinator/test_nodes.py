@@ -1,5 +1,6 @@
 import pytest
 
+from duomq.common.role import Role
 from duomq.coordinator.nodes import (
     EpochNode,
     IsrNode,
@@ -23,13 +24,27 @@ def test_nodes_read_back_what_they_write():
         assert SwitchoverNode.from_bytes(sw.to_bytes()) == sw
 
 
-def test_a_member_node_keeps_its_whole_data_and_its_name_wins():
+def test_a_member_node_is_typed_and_its_name_wins():
     raw = (b'{"broker_id": 9, "max_offset": 10, "epoch": 2, "role": "MASTER", '
-           b'"address": "a:1", "pid": 77}')
+           b'"address": "a:1", "pid": 77, "unknown_later_field": [1]}')
     m = MemberNode.from_bytes(raw, 4)
     assert (m.broker_id, m.max_offset, m.epoch, m.role, m.address) == (4, 10, 2, "MASTER", "a:1")
-    assert m.info["pid"] == 77 and not m.stepping_down and m.promotable
+    assert m.role is Role.MASTER and m.is_master
+    assert m.pid == 77 and not m.stepping_down and m.promotable
     assert MemberNode.from_bytes(b"", 5) == MemberNode(5)
+
+
+def test_member_and_route_nodes_read_back_what_they_write():
+    m = MemberNode(2, max_offset=7, epoch=3, role=Role.SLAVE, address="tcp://h:1", group="g",
+                   ha_address="tcp://h:2", flush="SYNC_FLUSH", replication="SYNC",
+                   max_ack_wait_ms=5000, pid=9, version="1.0", data_dir="/d",
+                   confirmed_offset=6, auth=True, public_key="k", metrics="http://h:3/metrics",
+                   recovery="cut", master_max_offset=8, lag_bytes=1, lag_ms=4,
+                   replication_halted="why")
+    assert MemberNode.from_bytes(m.to_bytes()) == m
+    assert MemberNode.from_bytes(m.to_bytes(), 5).broker_id == 5
+    r = RouteNode("broker-a", "tcp://h:1", 8, 4, 3, 1, 5000, 1 << 20, False)
+    assert RouteNode.from_bytes(r.to_bytes()) == r
 
 
 @pytest.mark.parametrize(("parse", "raw", "message"), [
@@ -42,6 +57,10 @@ def test_a_member_node_keeps_its_whole_data_and_its_name_wins():
      "member node: 'max_offset' is 'x', not an integer"),
     (lambda r: MemberNode.from_bytes(r, 1), b'{"promotable": "yes"}',
      "member node: 'promotable' is 'yes', not true or false"),
+    (lambda r: MemberNode.from_bytes(r, 1), b'{"role": "LEADER"}',
+     "member node: 'role' is 'LEADER', not MASTER or SLAVE"),
+    (lambda r: MemberNode.from_bytes(r, 1), b'{"address": 5}',
+     "member node: 'address' is 5, not a string"),
     (IsrNode.from_bytes, b'{"members": [1, "x"]}',
      "isr node: 'members' is [1, 'x'], not a list of broker ids"),
     (IsrNode.from_bytes, b'{"members": [true]}',
@@ -70,6 +89,8 @@ def test_a_route_reads_back_and_defaults_to_read_write():
     (b'{"group": "g", "queues": 8}', "route node: 'address' is missing"),
     (b'{"group": "g", "address": "a", "queues": 8, "perm": 9}',
      "route node: 'perm' is 9, outside 0..7"),
+    (b'{"group": "g", "address": "a", "queues": 8, "acks": "no"}',
+     "route node: 'acks' is 'no', not true or false"),
 ])
 def test_a_malformed_route_is_refused(raw, message):
     with pytest.raises(NodeError) as exc:
@@ -88,5 +109,5 @@ def test_a_malformed_route_is_refused(raw, message):
 def test_a_malformed_topic_node_is_refused(raw, message):
     with pytest.raises(NodeError, match=message.replace("[", r"\[").replace("]", r"\]")
                        .replace(".", r"\.")):
-        TopicConfig.from_json("T", raw)
-    assert TopicConfig.from_json("T", b'{"queues": {"g": 4}}').queues == {"g": 4}
+        TopicConfig.from_bytes("T", raw)
+    assert TopicConfig.from_bytes("T", b'{"queues": {"g": 4}}').queues == {"g": 4}

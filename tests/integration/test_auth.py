@@ -22,6 +22,7 @@ from duomq.common.credentials import Credentials, KeyPair, zk_access_for_user
 from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import codec, pb
@@ -287,7 +288,7 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
     anonymous = zkutil.connect(zk, access=None)
     try:
         # that the cluster is secured is public; nothing else is
-        assert zkutil.loads(anonymous.get(paths.auth_config)[0])["enabled"] is True
+        assert AuthConfigNode.from_bytes(anonymous.get(paths.auth_config)[0]).enabled is True
         for read in (lambda: anonymous.get(paths.topic("Secret")),
                      lambda: anonymous.get_children(paths.brokers),
                      lambda: anonymous.get(paths.auth_user("admin"))):

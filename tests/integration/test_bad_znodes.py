@@ -8,9 +8,9 @@ import time
 import pytest
 
 from duomq.client import Message, Producer
-from duomq.coordinator import zk as zkutil
+from duomq.coordinator.nodes import IsrNode
 from duomq.coordinator.paths import ZkPaths
-from duomq.testing.harness import master_info, wait_for
+from duomq.testing.harness import master_id, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +64,8 @@ def test_a_garbage_isr_node_does_not_stop_a_failover(local_cluster, zk, paths):
     assert sends_ok(local_cluster)
     old.stop()                   # its controller would repair the node: it is gone first
     zk.set(paths.isr("broker-a"), b'{"epoch": 1, "master": 0, "members": [1, "x"]}')
-    wait_for(lambda: master_info(local_cluster.zookeeper, local_cluster.cluster)
-             .get("broker_id") == 1, what="broker 1 to take over")
+    wait_for(lambda: master_id(local_cluster.zookeeper, local_cluster.cluster) == 1,
+             what="broker 1 to take over")
     assert sends_ok(local_cluster)
     assert "unreadable znode " + paths.isr("broker-a") in log_of(new)
 
@@ -78,9 +78,10 @@ def test_the_master_repairs_its_own_node_and_the_isr(local_cluster, zk, paths):
     zk.set(paths.isr("broker-a"), b'{"members": "all"}')
     zk.create(paths.switchover("broker-a"), b"[1, 2]")
     zk.create(paths.epoch("broker-a", 7) , b"{")
-    wait_for(lambda: master_info(local_cluster.zookeeper, local_cluster.cluster)
-             .get("broker_id") == 0, what="the master to rewrite its node")
-    wait_for(lambda: zkutil.loads(zk.get(paths.isr("broker-a"))[0]).get("members") in ([0], [0, 1]),
+    wait_for(lambda: master_id(local_cluster.zookeeper, local_cluster.cluster) == 0,
+             what="the master to rewrite its node")
+    wait_for(lambda: IsrNode.from_bytes(zk.get(paths.isr("broker-a"))[0]).members
+             in ({0}, {0, 1}),
              what="the master to rewrite the ISR")
     assert sends_ok(local_cluster)
     log = log_of(master)

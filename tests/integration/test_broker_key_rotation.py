@@ -19,7 +19,7 @@ from duomq.common.credentials import Credentials, load_broker_keys
 from duomq.common.errors import AuthenticationError, DuomqError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.paths import ZkPaths
-from duomq.testing.harness import master_info, read_node, run_cli, wait_for
+from duomq.testing.harness import master_id, master_info, member_node, read_node, run_cli, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -64,17 +64,14 @@ def test_a_broker_key_rotation_with_rolling_restarts_loses_nothing(secured, tmp_
         assert p.send_batch([Message("Secret", b"before")] * 20,
                             queue=MessageQueue("Secret", "broker-a", 0)).ok
 
-    def member(b) -> dict:
-        return read_node(zk, paths.member("broker-a", b.broker_id))
-
     def following(b) -> bool:
-        info = member(b)
-        return info.get("role") == "SLAVE" and 0 < info.get("master_max_offset", 0) \
-            == info.get("max_offset")
+        info = member_node(zk, cl, "broker-a", b.broker_id)
+        return info is not None and not info.is_master \
+            and 0 < info.master_max_offset == info.max_offset
 
     def roll() -> None:
         """Restart the slave, hand the group over to it, restart the old master."""
-        (master,) = [b for b in brokers if b.broker_id == master_info(zk, cl)["broker_id"]]
+        (master,) = [b for b in brokers if b.broker_id == master_id(zk, cl)]
         (slave,) = [b for b in brokers if b is not master]
         slave.restart()
         wait_for(lambda: following(slave), 30, f"broker {slave.broker_id} to follow again")
@@ -103,7 +100,8 @@ def test_a_broker_key_rotation_with_rolling_restarts_loses_nothing(secured, tmp_
         run_cli("auth", "broker-key", "promote", "--auth-dir", str(keys))
         new_public = load_broker_keys(str(keys)).public
         roll()
-        assert {member(b)["public_key"] for b in brokers} == {new_public.decode()}
+        assert {member_node(zk, cl, "broker-a", b.broker_id).public_key
+                for b in brokers} == {new_public.decode()}
         assert published()["broker_public_key"] == new_public.decode()
         # a client that trusts only the old key is told so at once
         with pytest.raises(AuthenticationError, match="duomq auth trust"):
@@ -137,7 +135,7 @@ def test_a_broker_key_rotation_with_rolling_restarts_loses_nothing(secured, tmp_
 
     # the old broker key is refused on the replication port now
     master = master_info(zk, cl)
-    assert _handshake(master["ha_address"], old_keys, new_public) == zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    assert _handshake(master.ha_address, old_keys, new_public) == zmq.EVENT_HANDSHAKE_FAILED_AUTH
 
 
 def _handshake(address: str, keys, server_key: bytes) -> int:

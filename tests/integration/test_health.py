@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from duomq.dev.zookeeper import launch
-from duomq.testing.harness import LocalCluster, master_info, wait_for
+from duomq.testing.harness import LocalCluster, master_id, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -79,10 +79,10 @@ def test_step_down_hands_a_master_over_and_lets_a_slave_leave(local_cluster):
     endpoint = ["--zookeeper", local_cluster.zookeeper, "--cluster", local_cluster.cluster]
     rc, out = duomq("failover", "--step-down", "--address", master.address, *endpoint)
     assert rc == 0 and out["handed_over"] and out["to"] == 1, out
-    assert master_info(local_cluster.zookeeper, local_cluster.cluster)["broker_id"] == 1
+    assert master_id(local_cluster.zookeeper, local_cluster.cluster) == 1
     rc, out = duomq("failover", "--step-down", "--address", master.address, *endpoint)
     assert rc == 0 and not out["handed_over"] and "leaves without a hand-over" in out["message"]
-    assert master_info(local_cluster.zookeeper, local_cluster.cluster)["broker_id"] == 1
+    assert master_id(local_cluster.zookeeper, local_cluster.cluster) == 1
     wait_for(lambda: probe(master, "ready")[0] == 0, 20, "the old master to follow, ready")
 
 
@@ -95,7 +95,7 @@ def test_step_down_in_a_secured_brokers_pod_uses_the_brokers_own_keys(secured):
              "the slave to be ready")
     rc, out = probe_env(master, keys, "failover", "--step-down")
     assert rc == 0 and out["handed_over"] and out["to"] == 1, out
-    assert master_info(cluster.zookeeper, cluster.cluster)["broker_id"] == 1
+    assert master_id(cluster.zookeeper, cluster.cluster) == 1
 
 
 def probe_env(broker, keys, *args):

@@ -16,7 +16,7 @@ from duomq.common.idempotence import sequencing
 from duomq.common.message import MessageQueue
 from duomq.format import record as rec
 from duomq.proto import pb
-from duomq.testing.harness import master_info, wait_for
+from duomq.testing.harness import master_id, wait_for
 
 pytestmark = pytest.mark.integration
 Q0 = MessageQueue("Once", "broker-a", 0)
@@ -104,12 +104,12 @@ def test_the_new_master_knows_the_sequences_its_log_holds(local_cluster):
     second = local_cluster.add_broker("broker-a", 1, **settings)
     local_cluster.create_topic("Once", 1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    wait_for(lambda: master_info(zk, cl).get("broker_id") == 0, 10, "broker 0 master")
+    wait_for(lambda: master_id(zk, cl) == 0, 10, "broker 0 master")
     with Producer(zk, cl) as p:                                 # the pair acks
         wait_for(lambda: p.send(Message("Once", b"warm")).ok, 20, "the pair to ack")
     orig = send(first.address, numbered(5, 0, [b"paid"]))
     first.kill()
-    wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, 30, "the slave to take over")
+    wait_for(lambda: master_id(zk, cl) == 1, 30, "the slave to take over")
     first.restart()                                             # the pair whole again
     wait_for(lambda: _acks(second.address), 30, "the new master to ack")
     again = send(second.address, numbered(5, 0, [b"paid"]))

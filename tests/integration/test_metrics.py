@@ -13,8 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from duomq import __version__
 from duomq.client import Message, Producer, PullConsumer
 from duomq.common.message import MessageQueue
-from duomq.coordinator.paths import ZkPaths
-from duomq.testing.harness import read_node, wait_for, wait_slaves_hold
+from duomq.testing.harness import member_node, wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 DASHBOARD = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "duomq.json"
@@ -43,8 +42,7 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     local_cluster.add_broker("broker-a", 0, flush="SYNC_FLUSH", replication="ASYNC")
     slave = local_cluster.add_broker("broker-a", 1, flush="SYNC_FLUSH", replication="ASYNC")
     local_cluster.create_topic("Metered", queues=2)
-    member = read_node(zk, ZkPaths(cl).member("broker-a", 0))
-    url = member["metrics"]
+    url = member_node(zk, cl, "broker-a", 0).metrics
     assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
     with Producer(zk, cl) as p:
         for _ in range(30):
@@ -94,7 +92,7 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
     wait_slaves_hold(zk, cl, "Metered")
-    slave_url = read_node(zk, ZkPaths(cl).member("broker-a", 1))["metrics"]
+    slave_url = member_node(zk, cl, "broker-a", 1).metrics
     wait_for(lambda: value(scrape(slave_url), "duomq_replication_lag_bytes", slave_id="1",
                            seen_by="slave") == 0, what="the slave's lag at 0")
     wait_for(lambda: value(scrape(url), "duomq_replication_lag_bytes", slave_id="1",
@@ -159,7 +157,7 @@ def test_per_queue_series_only_when_asked(local_cluster):
     q1 = MessageQueue("Metered", "broker-a", 1)
     with PullConsumer(zk, cl, group="per-queue") as c:
         c.commit({q1: 3})
-    url = read_node(zk, ZkPaths(cl).member("broker-a", 0))["metrics"]
+    url = member_node(zk, cl, "broker-a", 0).metrics
     text = scrape(url)
     assert [value(text, "duomq_queue_max_offset", topic="Metered", queue_id=str(q))
             for q in range(3)] == [5, 7, 11]

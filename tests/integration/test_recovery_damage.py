@@ -9,9 +9,9 @@ import pytest
 
 from duomq.cli.status_cmd import collect
 from duomq.client import Message, Producer
-from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.nodes import MemberNode
 from duomq.format import record as rec
-from duomq.testing.harness import master_info, read_node, wait_for
+from duomq.testing.harness import master_id, master_info, member_node, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -43,9 +43,10 @@ def send(local_cluster, n: int) -> None:
             assert p.send_batch([Message("T", b"m%05d" % i) for i in range(lo, lo + 100)]).ok
 
 
-def member(local_cluster, broker) -> dict:
-    return read_node(local_cluster.zookeeper,
-                     ZkPaths(local_cluster.cluster).member(broker.group, broker.broker_id))
+def member(local_cluster, broker) -> MemberNode:
+    node = member_node(local_cluster.zookeeper, local_cluster.cluster, broker.group,
+                       broker.broker_id)
+    return node if node is not None else MemberNode(broker.broker_id, promotable=False)
 
 
 def test_a_lone_broker_with_damage_in_the_middle_will_not_be_master(local_cluster):
@@ -55,9 +56,9 @@ def test_a_lone_broker_with_damage_in_the_middle_will_not_be_master(local_cluste
     b.kill()
     damage_record(b, 300)
     b.start(wait=False)
-    wait_for(lambda: "recovery" in member(local_cluster, b), what="the damage in its member node")
+    wait_for(lambda: member(local_cluster, b).recovery, what="the damage in its member node")
     info = member(local_cluster, b)
-    assert info["promotable"] is False and "DAMAGE below data written later" in info["recovery"]
+    assert info.promotable is False and "DAMAGE below data written later" in info.recovery
     assert os.listdir(os.path.join(b.data_dir, "store", "quarantine"))
 
     def said():
@@ -76,16 +77,16 @@ def test_a_damaged_old_master_refetches_from_its_group_and_rejoins_whole(local_c
     send(local_cluster, 2000)
     old.kill()
     damage_record(old, 700)
-    wait_for(lambda: master_info(local_cluster.zookeeper, local_cluster.cluster)
-             .get("broker_id") == 1, what="broker 1 to take over")
+    wait_for(lambda: master_id(local_cluster.zookeeper, local_cluster.cluster) == 1,
+             what="broker 1 to take over")
     old.start(wait=False)
-    wait_for(lambda: member(local_cluster, old).get("promotable") is True
-             and member(local_cluster, old).get("max_offset") == member(local_cluster, new)
-             .get("max_offset"), what="the old master to fetch the cut range again")
-    assert "DAMAGE below data written later" in member(local_cluster, old)["recovery"]
+    wait_for(lambda: member(local_cluster, old).promotable is True
+             and member(local_cluster, old).max_offset == member(local_cluster, new).max_offset,
+             what="the old master to fetch the cut range again")
+    assert "DAMAGE below data written later" in member(local_cluster, old).recovery
     send(local_cluster, 100)                       # and it follows on as a slave
-    wait_for(lambda: member(local_cluster, old).get("max_offset") ==
-             member(local_cluster, new).get("max_offset"), what="the slave to catch up")
+    wait_for(lambda: member(local_cluster, old).max_offset ==
+             member(local_cluster, new).max_offset, what="the slave to catch up")
     names = sorted(os.listdir(commitlog(new)))
     _match, mismatch, errors = filecmp.cmpfiles(commitlog(old), commitlog(new), names,
                                                 shallow=False)

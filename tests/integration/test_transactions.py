@@ -23,7 +23,7 @@ from duomq.common.errors import (
     TransactionNotFoundError,
 )
 from duomq.common.message import MessageQueue
-from duomq.testing.harness import master_info, run_cli, wait_for
+from duomq.testing.harness import master_id, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -118,7 +118,7 @@ def test_a_commit_after_the_master_died_lands_once_on_the_new_master(local_clust
                                   lambda m, a: TransactionState.UNKNOWN)
         assert r.send_result.ok and r.local_state is TransactionState.UNKNOWN
         first.kill()
-        wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, 30, "the slave to take over")
+        wait_for(lambda: master_id(zk, cl) == 1, 30, "the slave to take over")
         resp = p.end_transaction(r.transaction_id, "Orders", TransactionState.COMMIT,
                                  timeout_ms=20_000)
         assert not resp.already
@@ -274,7 +274,7 @@ def test_the_new_master_resumes_the_check_backs(local_cluster):
                                   lambda m, a: TransactionState.UNKNOWN)
         assert r.send_result.ok
         first.kill()                  # before its timeout: the old master never asked
-        wait_for(lambda: master_info(zk, cl).get("broker_id") == 1, 30, "the slave to take over")
+        wait_for(lambda: master_id(zk, cl) == 1, 30, "the slave to take over")
         first.restart()               # the pair whole again, so the commit becomes visible
         wait_for(lambda: [b for b, _ in bodies(zk, cl)] == [b"pending"], 30,
                  "the new master to check it back and commit it")

@@ -13,7 +13,9 @@ from duomq.client.spark.options import (
     plan_ranges,
 )
 from duomq.common.errors import ConfigError
+from duomq.common.role import Role
 from duomq.coordinator.members import read_candidates, read_target
+from duomq.coordinator.nodes import MemberNode
 
 
 def test_defaults_follow_spark_kafka():
@@ -76,22 +78,22 @@ def test_cap_by_limit_is_proportional_and_exact():
 
 
 def test_read_candidates_order_by_read_from():
-    members = {0: {"broker_id": 0, "role": "MASTER", "address": "m"},
-               1: {"broker_id": 1, "role": "SLAVE", "address": "s1", "max_offset": 5},
-               2: {"broker_id": 2, "role": "SLAVE", "address": "s2", "max_offset": 9},
-               3: {"broker_id": 3, "role": "SLAVE"}}              # no address: not alive
-    assert [m["address"] for m in read_candidates(members, "slave")] == ["s2", "s1"]
-    assert [m["address"] for m in read_candidates(members, "slave_preferred")] == \
+    members = {0: MemberNode(0, role=Role.MASTER, address="m"),
+               1: MemberNode(1, role=Role.SLAVE, address="s1", max_offset=5),
+               2: MemberNode(2, role=Role.SLAVE, address="s2", max_offset=9),
+               3: MemberNode(3, role=Role.SLAVE)}              # no address: not alive
+    assert [m.address for m in read_candidates(members, "slave")] == ["s2", "s1"]
+    assert [m.address for m in read_candidates(members, "slave_preferred")] == \
         ["s2", "s1", "m"]
-    assert [m["address"] for m in read_candidates(members, "master")] == ["m", "s2", "s1"]
+    assert [m.address for m in read_candidates(members, "master")] == ["m", "s2", "s1"]
     # a slave that was too far behind a moment ago: after the master, or last
-    assert [m["address"] for m in read_candidates(members, "slave_preferred",
+    assert [m.address for m in read_candidates(members, "slave_preferred",
                                                   frozenset({2}))] == ["s1", "m", "s2"]
-    assert [m["address"] for m in read_candidates(members, "slave", frozenset({2}))] == \
+    assert [m.address for m in read_candidates(members, "slave", frozenset({2}))] == \
         ["s1", "s2"]
     assert read_target({0: members[0]}, "slave") is None       # never the master
-    assert read_target(members, "master", advice=1)["address"] == "s1"
-    assert read_target(members, "master", advice=3)["address"] == "m"
+    assert read_target(members, "master", advice=1).address == "s1"
+    assert read_target(members, "master", advice=3).address == "m"
     assert read_target({}, "slave") is None
 
 

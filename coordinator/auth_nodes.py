@@ -1,0 +1,67 @@
+"""The znodes of a secured cluster (``auth = true``), each a frozen dataclass
+with ``to_bytes`` / ``from_bytes`` (pure, as ``nodes``). Keys are Z85 text.
+
+  kind         path (under /duomq/<cluster>/auth)   written by
+  auth config  config                                every broker with auth = true
+  user         users/<name>                          ``duomq auth user``
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from duomq.coordinator.nodes import NodeError, _bool, _str, decode, encode
+
+
+def _texts(kind: str, d: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = d.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise NodeError(f"{kind} node: {key!r} is {value!r}, not a list of strings")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class AuthConfigNode:
+    """That the cluster is secured, and the broker keys it serves with: the
+    key the last broker started serves with, and every key the brokers
+    accept (two during a key rotation)."""
+    enabled: bool = False
+    broker_public_key: str = ""
+    broker_public_keys: tuple[str, ...] = ()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | None) -> AuthConfigNode:
+        k = "auth config"
+        d = decode(k, raw)
+        return cls(_bool(k, d, "enabled", False), _str(k, d, "broker_public_key", ""),
+                   _texts(k, d, "broker_public_keys"))
+
+    def to_bytes(self) -> bytes:
+        return encode({"enabled": self.enabled, "broker_public_key": self.broker_public_key,
+                       "broker_public_keys": list(self.broker_public_keys)})
+
+    @property
+    def accepted_keys(self) -> tuple[str, ...]:
+        """Every broker key the brokers accept (the served one, at least)."""
+        return self.broker_public_keys or ((self.broker_public_key,)
+                                           if self.broker_public_key else ())
+
+
+@dataclass(frozen=True)
+class UserNode:
+    """A user: its CURVE public key and its policy's permissions as text
+    (``auth.acl.Policy`` parses them)."""
+    public_key: str
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | None) -> UserNode:
+        k = "user"
+        d = decode(k, raw)
+        return cls(_str(k, d, "public_key", ""), _texts(k, d, "allow"), _texts(k, d, "deny"))
+
+    def to_bytes(self) -> bytes:
+        return encode({"public_key": self.public_key, "allow": list(self.allow),
+                       "deny": list(self.deny)})
