@@ -1,7 +1,8 @@
-"""What request handlers and role changes work on: the broker's state and
-its parts, with the questions handlers ask of them. ``server.Broker``
-extends it with the sockets and the loop; every attribute belongs to the
-serving thread."""
+"""What request handlers and role changes work on: the broker's state, its
+store and services, the current role's parts, with the questions handlers
+ask of them. ``server.Broker`` extends it with the sockets and the loop.
+Every attribute belongs to the serving thread but ``snapshot``, which it
+publishes for the others."""
 
 from __future__ import annotations
 
@@ -10,27 +11,23 @@ import time
 from dataclasses import replace
 
 from duomq import __version__
+from duomq.broker.health import BrokerHealth
 from duomq.broker.metrics import BrokerMetrics
+from duomq.broker.pull_hold import PullRequestHoldService
+from duomq.broker.snapshot import BrokerSnapshot
 from duomq.broker.state import BrokerState
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
-from duomq.common.delay import parse_levels
 from duomq.common.memory import usable_memory
 from duomq.common.role import Role
 from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush.services import FlushService
-from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
-from duomq.master.group_topics import GroupTopics
-from duomq.master.health import BrokerHealth
-from duomq.master.offsets import ConsumerOffsetManager
-from duomq.master.pull_hold import PullRequestHoldService
-from duomq.master.queue_locks import QueueLocks
-from duomq.master.schedule import ScheduleService
-from duomq.master.transactions import TransactionService
-from duomq.proto import pb
-from duomq.replication.ha_client import HAClient
-from duomq.replication.ha_service import HAService
+from duomq.master.parts import MasterParts
+from duomq.slave.parts import SlaveParts
 from duomq.store import MessageStore
+from duomq.store.consumer_offsets import ConsumerOffsetManager
+
+Parts = MasterParts | SlaveParts
 
 
 class BrokerCore:
@@ -40,21 +37,18 @@ class BrokerCore:
         self.store = MessageStore(config)
         self.offsets = ConsumerOffsetManager(os.path.join(config.data_dir, "consumer_offsets.json"))
         self.pull_hold = PullRequestHoldService()
-        self.ack_waiters = AckWaiters()
-        self.queue_locks = QueueLocks()
-        self.delay_levels = parse_levels(config.message_delay_level)
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
         # client id -> (last heard, producer groups, consumer groups, its connection)
         self.clients: dict[str, tuple[float, list[str], list[str], bytes]] = {}
         self.metrics = BrokerMetrics()
         self.total_memory = usable_memory()      # the machine's, or a pod's limit
-        # parts that come and go with the role or with start()
-        self.schedule: ScheduleService | None = None    # master
-        self.group_topics: GroupTopics | None = None     # consumer groups' retry/DLQ topics
-        self.transactions: TransactionService | None = None   # master
-        self.ha: HAService | None = None                # master: the links to slaves
-        self.ha_client: HAClient | None = None          # slave: the link to the master
+        # what only the current role has: swapped on every role change
+        # (``role_switch``); a slave following nobody until the election says
+        self.parts: Parts = SlaveParts()
+        # what other threads read of this broker (``snapshot``): published by
+        # the serving thread, replaced whole
+        self.snapshot = BrokerSnapshot()
         self.registry: BrokerRegistry | None = None
         self.flush_service: FlushService | None = None
         self.public_key = ""        # the CURVE key the ports serve with (auth = true), Z85
@@ -87,13 +81,16 @@ class BrokerCore:
             return "the master is handing over to a slave (planned switchover)"
         return "the master's ZooKeeper lease has lapsed: not accepting writes"
 
-    def slaves_available(self) -> bool:
-        return self.ha is not None and self.ha.slaves_available()
+    def master(self) -> MasterParts | None:
+        """The master's parts, while this broker is master."""
+        parts = self.parts
+        return parts if isinstance(parts, MasterParts) else None
 
     def replication_lag(self) -> int:
         """A slave: bytes its master holds that it does not (as last heard)."""
-        return max(0, self.ha_client.master_max - self.store.commitlog.max_offset) \
-            if self.ha_client is not None else 0
+        parts = self.parts
+        return parts.lag_bytes(self.store.commitlog.max_offset) \
+            if isinstance(parts, SlaveParts) else 0
 
     def refetching(self) -> bool:
         """Recovery cut damaged data that valid data followed: until this
@@ -104,59 +101,40 @@ class BrokerCore:
             self.store.commitlog.max_offset < report.damaged_until
 
     def health(self) -> BrokerHealth:
-        following = self.ha_client is not None
-        heard = self.ha_client.last_received if self.ha_client is not None else 0.0
-        now = time.monotonic()
-        st = self.state
+        parts, st, now = self.parts, self.state, time.monotonic()
+        following, silent = (parts.following, parts.master_silent_s(now)) \
+            if isinstance(parts, SlaveParts) else (False, -1.0)
         return BrokerHealth(
             role=st.role, following=following, lease_valid=st.lease_valid(now),
             draining=st.draining, epoch=st.epoch, lag_bytes=self.replication_lag(),
-            master_silent_s=now - heard if heard else -1.0)
+            master_silent_s=silent)
 
     def member_info(self) -> MemberNode:
-        """This broker's member node (read by the registry's threads)."""
-        cfg, st = self.config, self.state
-        report = self.store.recovery
-        client = self.ha_client
+        """This broker's member node, from the last published snapshot (read
+        by the registry's and the controller's threads)."""
+        cfg, s = self.config, self.snapshot
         node = MemberNode(
             cfg.broker_id, group=cfg.group, address=cfg.address, ha_address=cfg.ha_address,
-            role=st.role, epoch=st.epoch, stepping_down=st.stepping_down,
+            role=s.role, epoch=s.epoch, stepping_down=s.stepping_down,
             flush=cfg.flush.value, replication=cfg.replication.value,
             max_ack_wait_ms=cfg.max_ack_wait_ms, pid=os.getpid(), version=__version__,
-            data_dir=os.path.abspath(cfg.data_dir), max_offset=self.store.commitlog.max_offset,
-            confirmed_offset=st.visible_offset,
-            promotable=cfg.promotable and not self.refetching(), auth=cfg.auth,
+            data_dir=os.path.abspath(cfg.data_dir), max_offset=s.max_offset,
+            confirmed_offset=s.confirmed_offset, promotable=s.promotable, auth=cfg.auth,
             public_key=self.public_key,     # clients and slaves pick the key to expect by it
             metrics=f"http://{cfg.advertised_host or cfg.listen_host}:{cfg.metrics_port}/metrics"
             if cfg.metrics_port > 0 else "",
-            recovery=str(report) if report is not None and report.damaged else "")
-        if client is not None:
-            node = replace(node, master_max_offset=client.master_max,
-                           lag_bytes=self.replication_lag(), lag_ms=client.lag_ms(),
-                           replication_halted=client.halted)
+            recovery=s.recovery)
+        if s.following:
+            node = replace(node, master_max_offset=s.master_max_offset, lag_bytes=s.lag_bytes,
+                           lag_ms=s.lag_ms, replication_halted=s.replication_halted)
         return node
 
     def degraded(self) -> bool:
         """A SYNC master acking with fewer slaves than sync_replicas."""
-        return self.sync_replication and self.state.in_sync_replicas < self.config.sync_replicas
+        m = self.master()
+        return m is not None and m.degraded(self.state.in_sync_replicas)
 
     def mark_replicas(self, resp) -> None:
         """Say on a send's answer how many slaves were in sync when it was acked."""
         resp.in_sync_replicas = self.state.in_sync_replicas
         resp.degraded = self.degraded()
-
-    # ------------------------------------------------------------ deferred answers
-    def ack_waiter(self, end_offset: int, identity: bytes, request_id: int, resp,
-                   type_: int = pb.SEND) -> bool:
-        """Register a write (a send, a send back) that waits for its
-        conditions; False when none applies."""
-        if not (self.sync_flush or self.sync_replication):
-            return False
-        now = time.monotonic()
-        cfg = self.config
-        self.ack_waiters.add(AckWaiter(
-            end_offset,
-            now + cfg.sync_flush_timeout_ms / 1000 if self.sync_flush else NEVER,
-            now + cfg.slave_timeout_ms / 1000 if self.sync_replication else NEVER,
-            identity, request_id, resp, type_, now))
-        return True

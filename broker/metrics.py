@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -28,13 +27,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from duomq import __version__
+from duomq.broker.snapshot import BrokerSnapshot, QueueSnapshot, lag_by_topic
 from duomq.common import metrics
 from duomq.common.metrics import Histogram, labelled
 from duomq.common.role import Role
 from duomq.format import native
-from duomq.format import record as rec
 from duomq.proto import pb
-from duomq.store.residency import TAIL_BYTES, tail_residency
+from duomq.store.residency import TAIL_BYTES
 
 _STATUS = {**{v: k for k, v in pb.Status.items()}, pb.OK: "SEND_OK"}
 STORED = frozenset({pb.OK, pb.FLUSH_DISK_TIMEOUT, pb.FLUSH_SLAVE_TIMEOUT,
@@ -81,187 +80,189 @@ class BrokerMetrics:
 
 
 class BrokerCollector(Collector):
-    """Metric families from the broker at scrape time (prometheus_client's thread)."""
+    """Metric families at scrape time (prometheus_client's thread), from the
+    serving thread's snapshots only: ``snapshot()`` (the last published) and
+    ``queues()`` (per queue and consumer group, taken for this scrape; None
+    when the serving thread did not answer in time)."""
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, config, counters: BrokerMetrics, snapshot: Callable[[], BrokerSnapshot],
+                 queues: Callable[[], QueueSnapshot | None]) -> None:
+        self.config = config
+        self.counters = counters
+        self.snapshot = snapshot
+        self.queues = queues
 
     def collect(self) -> Iterator[Metric]:
-        b = self.broker
-        m: BrokerMetrics = b.metrics
-        cfg, st = b.config, b.state
-        info = GaugeMetricFamily("duomq_broker_info", "This broker: its group, id and role",
-                                 labels=["cluster", "group", "broker_id", "role"])
-        info.add_metric([cfg.cluster, cfg.group, str(cfg.broker_id), st.role], 1)
-        yield info
-        build = GaugeMetricFamily("duomq_build_info", "This broker's version and what checks and "
-                                  "seals its records (c: format/_native.c; numpy: built without "
-                                  "a compiler, or DUOMQ_NATIVE=0)", labels=["version", "record_loops"])
-        build.add_metric([__version__, native.kind()], 1)
-        yield build
-        yield GaugeMetricFamily("duomq_epoch", "The epoch this broker leads or follows",
-                                value=st.epoch)
-        yield labelled(CounterMetricFamily, "duomq_messages_in", "Messages stored, by topic",
-                       ["topic"], m.messages_in)
-        yield CounterMetricFamily("duomq_throughput_in_bytes", "Bytes of records stored",
-                                  value=m.bytes_in)
-        yield labelled(CounterMetricFamily, "duomq_messages_out", "Messages served to pulls",
-                       ["topic", "consumer_group"], m.messages_out)
-        yield CounterMetricFamily("duomq_throughput_out_bytes", "Bytes of records served",
-                                  value=m.bytes_out)
-        yield labelled(CounterMetricFamily, "duomq_send_results", "Send answers, by status",
-                       ["status"], m.send_results)
-        h = HistogramMetricFamily("duomq_request_seconds",
-                                  "Time handling a request, by type (a deferred answer's wait "
-                                  "excluded)", labels=["request_type"])
-        for type_, hist in sorted(dict(m.requests).items()):
-            name = pb.RequestType.Name(type_) if type_ in pb.RequestType.values() else str(type_)
-            h.add_metric([name], hist.buckets(), hist.total)
+        s, m, cfg = self.snapshot(), self.counters, self.config
+        yield from _identity(cfg, s)
+        yield from _traffic(m, s)
+        yield from _histograms(m)
+        yield from _log(s)
+        yield from _replication(cfg, s)
+        yield from _transactions(m, s)
+        yield from _disk(cfg)
+        q = self.queues()
+        if q is not None:
+            if q.tail_resident is not None:
+                yield GaugeMetricFamily(
+                    "duomq_commitlog_tail_resident_ratio",
+                    f"Fraction of the commit log's last {TAIL_BYTES >> 20} MiB in the page cache "
+                    f"(1: recent reads never touch the disk)", value=q.tail_resident)
+            if s.role is Role.MASTER:
+                yield from consumer_lag(q, cfg.metrics_per_queue)
+            if cfg.metrics_per_queue:
+                yield queue_ends(q)
+
+
+def _identity(cfg, s: BrokerSnapshot) -> Iterator[Metric]:
+    info = GaugeMetricFamily("duomq_broker_info", "This broker: its group, id and role",
+                             labels=["cluster", "group", "broker_id", "role"])
+    info.add_metric([cfg.cluster, cfg.group, str(cfg.broker_id), s.role], 1)
+    yield info
+    build = GaugeMetricFamily("duomq_build_info", "This broker's version and what checks and "
+                              "seals its records (c: format/_native.c; numpy: built without "
+                              "a compiler, or DUOMQ_NATIVE=0)", labels=["version", "record_loops"])
+    build.add_metric([__version__, native.kind()], 1)
+    yield build
+    yield GaugeMetricFamily("duomq_epoch", "The epoch this broker leads or follows",
+                            value=s.epoch)
+
+
+def _traffic(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
+    yield labelled(CounterMetricFamily, "duomq_messages_in", "Messages stored, by topic",
+                   ["topic"], dict(m.messages_in))
+    yield CounterMetricFamily("duomq_throughput_in_bytes", "Bytes of records stored",
+                              value=m.bytes_in)
+    yield labelled(CounterMetricFamily, "duomq_messages_out", "Messages served to pulls",
+                   ["topic", "consumer_group"], dict(m.messages_out))
+    yield CounterMetricFamily("duomq_throughput_out_bytes", "Bytes of records served",
+                              value=m.bytes_out)
+    yield labelled(CounterMetricFamily, "duomq_send_results", "Send answers, by status",
+                   ["status"], dict(m.send_results))
+    yield CounterMetricFamily("duomq_duplicate_sends",
+                              "Idempotent producers' retries of batches stored before: "
+                              "answered, not stored again", value=m.duplicates_refused)
+    yield CounterMetricFamily("duomq_pulls_redirected",
+                              "Pulls answered with advice to read another member",
+                              value=s.redirects)
+    yield CounterMetricFamily("duomq_bad_requests", "Requests refused as malformed or "
+                              "invalid", value=s.bad_requests)
+
+
+def _histograms(m: BrokerMetrics) -> Iterator[Metric]:
+    h = HistogramMetricFamily("duomq_request_seconds",
+                              "Time handling a request, by type (a deferred answer's wait "
+                              "excluded)", labels=["request_type"])
+    for type_, hist in sorted(dict(m.requests).items()):
+        name = pb.RequestType.Name(type_) if type_ in pb.RequestType.values() else str(type_)
+        h.add_metric([name], hist.buckets(), hist.total)
+    yield h
+    for name, hist, text in (
+            ("duomq_fsync_seconds", m.fsync,
+             "Commit-log fdatasync time (group commit under SYNC_FLUSH)"),
+            ("duomq_ack_wait_seconds", m.ack_wait,
+             "A send under SYNC_FLUSH or SYNC replication, from stored to acked"),
+            ("duomq_pull_hold_seconds", m.pull_hold,
+             "A long poll, from held to answered")):
+        h = HistogramMetricFamily(name, text)
+        h.add_metric([], hist.buckets(), hist.total)
         yield h
-        for name, hist, text in (
-                ("duomq_fsync_seconds", m.fsync,
-                 "Commit-log fdatasync time (group commit under SYNC_FLUSH)"),
-                ("duomq_ack_wait_seconds", m.ack_wait,
-                 "A send under SYNC_FLUSH or SYNC replication, from stored to acked"),
-                ("duomq_pull_hold_seconds", m.pull_hold,
-                 "A long poll, from held to answered")):
-            h = HistogramMetricFamily(name, text)
-            h.add_metric([], hist.buckets(), hist.total)
-            yield h
-        yield CounterMetricFamily("duomq_promotions", "Times this broker became master",
-                                  value=m.promotions)
-        yield CounterMetricFamily("duomq_truncations", "Times this broker cut its log to "
-                                  "follow a new master", value=m.truncations)
-        yield CounterMetricFamily("duomq_retention_deleted_segments",
-                                  "Commit-log segments deleted by retention",
-                                  value=m.retention_deleted)
-        yield GaugeMetricFamily("duomq_recovery_seconds", "The store's recovery at start",
-                                value=m.recovery_seconds)
-        yield CounterMetricFamily("duomq_pulls_redirected",
-                                  "Pulls answered with advice to read another member",
-                                  value=st.redirects)
-        yield CounterMetricFamily("duomq_bad_requests", "Requests refused as malformed or "
-                                  "invalid", value=st.bad_requests)
-        log = b.store.commitlog
-        yield GaugeMetricFamily("duomq_commitlog_max_offset", "End of the commit log (bytes)",
-                                value=log.max_offset)
-        yield GaugeMetricFamily("duomq_commitlog_min_offset",
-                                "Start of the commit log still kept (bytes)",
-                                value=log.min_offset)
-        yield GaugeMetricFamily("duomq_commitlog_bytes", "Commit-log bytes kept (end minus "
-                                "start)", value=log.max_offset - log.min_offset)
-        yield GaugeMetricFamily("duomq_commitlog_segments", "Commit-log segment files",
-                                value=len(log.mfq.segments))
-        resident = tail_residency(log.mfq, log.max_offset)
-        if resident is not None:
-            yield GaugeMetricFamily(
-                "duomq_commitlog_tail_resident_ratio",
-                f"Fraction of the commit log's last {TAIL_BYTES >> 20} MiB in the page cache "
-                f"(1: recent reads never touch the disk)", value=resident)
-        yield GaugeMetricFamily("duomq_confirmed_offset", "What consumers may read up to",
-                                value=st.visible_offset)
-        yield GaugeMetricFamily("duomq_in_sync_replicas",
-                                "Master: slaves in sync now", value=st.in_sync_replicas)
-        lag = GaugeMetricFamily("duomq_replication_lag_bytes",
-                                "Bytes a slave lacks of its master's log: per slave as the "
-                                "master sees it (seen_by=master: acked), and on the slave "
-                                "(seen_by=slave)", labels=["slave_id", "seen_by"])
-        ha = b.ha
-        if ha is not None:
-            for link in ha.status():
-                if link["broker_id"] >= 0:
-                    lag.add_metric([str(link["broker_id"]), "master"], link["lag_bytes"])
-        if b.ha_client is not None:
-            lag.add_metric([str(cfg.broker_id), "slave"], b.replication_lag())
-        yield lag
-        if b.ha_client is not None:
-            yield GaugeMetricFamily("duomq_replication_lag_seconds",
-                                    "Slave: time since it last held all its master had "
-                                    "(-0.001: not caught up since it started)",
-                                    value=b.ha_client.lag_ms() / 1000)
-        yield CounterMetricFamily("duomq_duplicate_sends",
-                                  "Idempotent producers' retries of batches stored before: "
-                                  "answered, not stored again", value=m.duplicates_refused)
-        tx = b.transactions
-        yield GaugeMetricFamily("duomq_transactions_pending",
-                                "Master: transactions whose half message waits for an end",
-                                value=len(tx.book.pending) if tx is not None else 0)
-        yield CounterMetricFamily("duomq_transaction_checks", "Check-backs sent to producers",
-                                  value=m.transaction_checks)
-        yield CounterMetricFamily("duomq_transactions_discarded",
-                                  "Transactions rolled back after transaction_check_max "
-                                  "check-backs without an end", value=m.transactions_discarded)
-        yield GaugeMetricFamily("duomq_degraded", "Master: 1 while SYNC sends are acked by "
-                                "fewer slaves than sync_replicas", value=int(b.degraded()))
-        try:
-            disk = shutil.disk_usage(os.path.abspath(cfg.data_dir))
-            free, total = disk.free, disk.total
-        except OSError:
-            free = total = -1
-        yield GaugeMetricFamily("duomq_disk_free_bytes", "Free bytes on the store's disk",
-                                value=free)
-        yield GaugeMetricFamily("duomq_disk_total_bytes", "Size of the store's disk",
-                                value=total)
-        if st.role == Role.MASTER:
-            yield from consumer_lag(b, cfg.metrics_per_queue)
-        if cfg.metrics_per_queue:
-            yield queue_ends(b)
 
 
-def queue_ends(b) -> Metric:
+def _log(s: BrokerSnapshot) -> Iterator[Metric]:
+    yield GaugeMetricFamily("duomq_commitlog_max_offset", "End of the commit log (bytes)",
+                            value=s.max_offset)
+    yield GaugeMetricFamily("duomq_commitlog_min_offset",
+                            "Start of the commit log still kept (bytes)", value=s.min_offset)
+    yield GaugeMetricFamily("duomq_commitlog_bytes", "Commit-log bytes kept (end minus "
+                            "start)", value=s.max_offset - s.min_offset)
+    yield GaugeMetricFamily("duomq_commitlog_segments", "Commit-log segment files",
+                            value=s.segments)
+    yield GaugeMetricFamily("duomq_confirmed_offset", "What consumers may read up to",
+                            value=s.confirmed_offset)
+
+
+def _replication(cfg, s: BrokerSnapshot) -> Iterator[Metric]:
+    yield GaugeMetricFamily("duomq_in_sync_replicas",
+                            "Master: slaves in sync now", value=s.in_sync_replicas)
+    lag = GaugeMetricFamily("duomq_replication_lag_bytes",
+                            "Bytes a slave lacks of its master's log: per slave as the "
+                            "master sees it (seen_by=master: acked), and on the slave "
+                            "(seen_by=slave)", labels=["slave_id", "seen_by"])
+    for link in s.links:
+        if link.broker_id >= 0:
+            lag.add_metric([str(link.broker_id), "master"], link.lag_bytes)
+    if s.following:
+        lag.add_metric([str(cfg.broker_id), "slave"], s.lag_bytes)
+    yield lag
+    if s.following:
+        yield GaugeMetricFamily("duomq_replication_lag_seconds",
+                                "Slave: time since it last held all its master had "
+                                "(-0.001: not caught up since it started)",
+                                value=s.lag_ms / 1000)
+    yield GaugeMetricFamily("duomq_degraded", "Master: 1 while SYNC sends are acked by "
+                            "fewer slaves than sync_replicas", value=int(s.degraded))
+
+
+def _transactions(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
+    yield CounterMetricFamily("duomq_promotions", "Times this broker became master",
+                              value=m.promotions)
+    yield CounterMetricFamily("duomq_truncations", "Times this broker cut its log to "
+                              "follow a new master", value=m.truncations)
+    yield CounterMetricFamily("duomq_retention_deleted_segments",
+                              "Commit-log segments deleted by retention",
+                              value=m.retention_deleted)
+    yield GaugeMetricFamily("duomq_recovery_seconds", "The store's recovery at start",
+                            value=m.recovery_seconds)
+    yield GaugeMetricFamily("duomq_transactions_pending",
+                            "Master: transactions whose half message waits for an end",
+                            value=s.transactions_pending)
+    yield CounterMetricFamily("duomq_transaction_checks", "Check-backs sent to producers",
+                              value=m.transaction_checks)
+    yield CounterMetricFamily("duomq_transactions_discarded",
+                              "Transactions rolled back after transaction_check_max "
+                              "check-backs without an end", value=m.transactions_discarded)
+
+
+def _disk(cfg) -> Iterator[Metric]:
+    try:
+        disk = shutil.disk_usage(os.path.abspath(cfg.data_dir))
+        free, total = disk.free, disk.total
+    except OSError:
+        free = total = -1
+    yield GaugeMetricFamily("duomq_disk_free_bytes", "Free bytes on the store's disk",
+                            value=free)
+    yield GaugeMetricFamily("duomq_disk_total_bytes", "Size of the store's disk",
+                            value=total)
+
+
+def queue_ends(q: QueueSnapshot) -> Metric:
     """``metrics_per_queue``: each queue's end (what consumers may read up to)."""
-    ends: dict[tuple[str, str], int] = {}
-    visible = b.state.visible_offset
-    for (topic, qid), cq in list(b.store.queues.items()):
-        try:
-            ends[(topic, str(qid))] = b.store.visible_max_offset(cq, visible)
-        except (ValueError, IndexError, TypeError, OSError):
-            continue
     return labelled(GaugeMetricFamily, "duomq_queue_max_offset",
                     "A queue's end: the offset after its last readable message",
-                    ["topic", "queue_id"], ends)
+                    ["topic", "queue_id"],
+                    {(topic, str(qid)): end for (topic, qid), end in q.queue_ends.items()})
 
 
-def consumer_lag(b, per_queue: bool = False) -> Iterator[Metric]:
+def consumer_lag(q: QueueSnapshot, per_queue: bool = False) -> Iterator[Metric]:
     """Per topic and consumer group, from the committed offsets: messages
     not yet consumed up to what consumers may read, and the age of the
-    oldest of them (its store timestamp). Read on the scrape's thread from
-    the maps; a queue that changes under it (a truncation) is skipped."""
-    lag: dict[tuple[str, str], int] = defaultdict(int)
-    queue_lag: dict[tuple[str, str, str], int] = {}
-    age: dict[tuple[str, str], float] = defaultdict(float)
-    now_ms = time.time() * 1000
-    visible = b.state.visible_offset
-    for (group, topic, qid), committed in b.offsets.items():
-        cq = b.store.find_queue(topic, qid)
-        if cq is None or committed < 0:
-            continue
-        try:
-            end = b.store.visible_max_offset(cq, visible)
-            behind = max(0, end - max(committed, cq.min_offset))
-            lag[(topic, group)] += behind
-            if per_queue:
-                queue_lag[(topic, group, str(qid))] = behind
-            if behind:
-                entry = cq.entry(max(committed, cq.min_offset))
-                head = b.store.commitlog.read(entry[0], rec.HEADER_SIZE) if entry else None
-                if head is not None:
-                    (ts,) = rec.STORE_TS.unpack_from(head, 0)
-                    age[(topic, group)] = max(age[(topic, group)], (now_ms - ts) / 1000)
-        except (ValueError, IndexError, TypeError, OSError):
-            continue
+    oldest of them (its store timestamp)."""
+    lag, age = lag_by_topic(q)
     labels = ["topic", "consumer_group"]
     yield labelled(GaugeMetricFamily, "duomq_consumer_lag_messages",
                    "Messages a consumer group has not committed past, by topic", labels, lag)
     yield labelled(GaugeMetricFamily, "duomq_consumer_lag_latency_seconds",
                    "Age of the oldest message a consumer group has not committed past", labels,
-                   {k: max(0.0, age[k]) if n else 0.0 for k, n in lag.items()})
+                   {k: age[k] if n else 0.0 for k, n in lag.items()})
     if per_queue:
         yield labelled(GaugeMetricFamily, "duomq_consumer_queue_lag_messages",
                        "metrics_per_queue: a consumer group's lag on each queue",
-                       [*labels, "queue_id"], queue_lag)
+                       [*labels, "queue_id"],
+                       {(topic, group, str(qid)): n for (group, topic, qid), (n, _a)
+                        in q.lag.items()})
 
 
-def serve(broker, host: str, port: int) -> tuple[object, int]:
-    """Start ``/metrics`` for ``broker`` on ``host:port`` (0: a free port)."""
-    return metrics.serve(BrokerCollector(broker), host, port)
+def serve(collector: BrokerCollector, host: str, port: int) -> tuple[object, int]:
+    """Start ``/metrics`` on ``host:port`` (0: a free port)."""
+    return metrics.serve(collector, host, port)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 
 from duomq.broker.core import BrokerCore
+from duomq.broker.health import readiness
+from duomq.broker.pull_hold import HeldPull
 from duomq.broker.requests import (
     Answer,
     Handler,
@@ -32,13 +34,10 @@ from duomq.common.errors import (
 )
 from duomq.common.message import PullStatus, lookup_key
 from duomq.common.names import validate_name
-from duomq.common.role import Role
 from duomq.format.record import RecordError
-from duomq.master.health import readiness
-from duomq.master.pull_hold import HeldPull
-from duomq.master.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave, slave_says_go_back
+from duomq.master.parts import MasterParts
 from duomq.proto import pb
-from duomq.store.residency import window_residency
+from duomq.slave.parts import SlaveParts
 
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
 QUERY_MAX_NUM = 64            # ... and at most
@@ -155,18 +154,10 @@ def _pull_many(b: BrokerCore, r: Request, held: bool) -> Answer | None:
 def _replica_lag(b: BrokerCore, bound_ms: int) -> tuple[int | None, Answer | None]:
     """A slave's lag behind its master (None on a master), and the answer
     REPLICA_LAGGING, naming the lag, when the pull's bound is exceeded."""
-    client = b.ha_client
-    if client is None or b.state.role == Role.MASTER:
+    parts = b.parts
+    if not isinstance(parts, SlaveParts):
         return None, None
-    lag = client.lag_ms()
-    if bound_ms > 0 and (lag < 0 or lag > bound_ms):
-        cfg = b.config
-        how = "has not caught up with its master since it started" if lag < 0 else \
-            f"is {lag} ms behind its master"
-        return lag, (pb.REPLICA_LAGGING,
-                     f"slave {cfg.group}/{cfg.broker_id} {how} (the reader's max_replica_lag_ms "
-                     f"is {bound_ms}); nothing was read", pb.PullResponse(replica_lag_ms=lag))
-    return lag, None
+    return parts.lag_refusal(bound_ms, f"{b.config.group}/{b.config.broker_id}")
 
 
 def _with_lag(resp: pb.PullResponse, lag: int | None) -> pb.PullResponse:
@@ -183,25 +174,10 @@ def _advice(b: BrokerCore, cq, queue_offset: int) -> int | None:
     entry = cq.entry(queue_offset)
     if entry is None:
         return None
-    phys = entry[0]
-    if b.state.role == Role.MASTER:
-        behind = b.store.commitlog.max_offset - phys
-        if b.ha is None or behind < ADVICE_MIN_BEHIND:
-            return None
-        slaves = b.ha.in_sync_ids()
-        if not slaves:
-            return None
-        resident = window_residency(b.store.commitlog.mfq, phys, behind)
-        if master_says_go_to_slave(behind, b.total_memory, cfg.access_in_memory_max_ratio,
-                                   resident, True):
-            return min(slaves)
-    elif b.ha_client is not None:
-        master_id = b.master_id()
-        lag = max(0, b.ha_client.master_max - phys)
-        if master_id is not None and slave_says_go_back(lag, b.total_memory,
-                                                        cfg.slave_read_back_ratio, True):
-            return master_id
-    return None
+    parts = b.parts
+    if isinstance(parts, MasterParts):
+        return parts.read_advice(entry[0], b.total_memory)
+    return parts.read_advice(entry[0], b.total_memory, cfg.slave_read_back_ratio, b.master_id())
 
 
 # ------------------------------------------------------------ offsets
@@ -289,9 +265,9 @@ def query_by_key(b: BrokerCore, r: Request) -> Answer:
 # ------------------------------------------------------------ queue locks
 def lock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
-    master_only(b)                # locks live on the master
+    m = master_only(b)            # locks live on the master
     _check_lock_request(b, req)
-    got = b.queue_locks.lock(req.consumer_group, req.client_id,
+    got = m.queue_locks.lock(req.consumer_group, req.client_id,
                              [(q.topic, q.queue_id) for q in req.queues], time.monotonic())
     resp = pb.LockQueuesResponse()
     for topic, qid in got:
@@ -301,9 +277,9 @@ def lock_queues(b: BrokerCore, r: Request) -> Answer:
 
 def unlock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
-    master_only(b)
+    m = master_only(b)
     _check_lock_request(b, req)
-    b.queue_locks.unlock(req.consumer_group, req.client_id,
+    m.queue_locks.unlock(req.consumer_group, req.client_id,
                          [(q.topic, q.queue_id) for q in req.queues])
     return pb.OK, "", pb.LockQueuesResponse()
 
@@ -339,8 +315,9 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
         raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
     b.clients[client_id] = (
         time.monotonic(), list(req.producer_groups), list(req.consumer_groups), r.identity)
-    if b.group_topics is not None and b.state.role == Role.MASTER:
-        b.group_topics.heard(req.consumer_groups)     # their retry and dead-letter topics
+    m = b.master()
+    if m is not None:
+        m.heard(req.consumer_groups)     # their retry and dead-letter topics
     return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
                                            broker_id=b.config.broker_id, role=b.state.role)
 
@@ -359,21 +336,14 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
     resp.ready, resp.ready_reason = readiness(health, cfg.ha_max_gap_bytes,
                                               cfg.ha_housekeeping_ms / 1000)
     resp.master_silent_s = health.master_silent_s
-    if b.ha_client is not None:
-        resp.master_max_offset = b.ha_client.master_max
     resp.sync_replicas, resp.min_sync_replicas = cfg.sync_replicas, cfg.min_sync_replicas or 0
-    if st.role == Role.MASTER:
-        resp.in_sync_replicas, resp.degraded = st.in_sync_replicas, b.degraded()
-    if b.transactions is not None:
-        resp.transactions_pending = len(b.transactions.book.pending)
+    parts = b.parts
+    if isinstance(parts, MasterParts):
+        parts.describe(resp, st.in_sync_replicas)
+    else:
+        parts.describe(resp)
     resp.transaction_checks = b.metrics.transaction_checks
     resp.transactions_discarded = b.metrics.transactions_discarded
-    if b.ha is not None:
-        resp.isr.extend(sorted(b.ha.isr_source() or ()))
-        for link in b.ha.status():
-            resp.replicas.add(broker_id=link["broker_id"], address=link["address"],
-                              state=link["state"], acked_offset=link["acked_offset"],
-                              lag_bytes=link["lag_bytes"])
     for (topic, qid), cq in sorted(store.queues.items()):
         resp.queues.add(topic=topic, queue_id=qid, min_offset=cq.min_offset,
                         max_offset=store.visible_max_offset(cq, st.visible_offset))

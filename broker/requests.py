@@ -16,6 +16,7 @@ from duomq.common.errors import (
 )
 from duomq.common.names import validate_name
 from duomq.common.role import Role
+from duomq.master.parts import MasterParts
 
 
 class Request(NamedTuple):
@@ -30,9 +31,12 @@ Handler = Callable[[BrokerCore, Request], Answer | None]
 
 
 # ------------------------------------------------------------ checks
-def master_only(b: BrokerCore) -> None:
-    if b.state.role != Role.MASTER:
+def master_only(b: BrokerCore) -> MasterParts:
+    """The master's parts; NOT_MASTER (with the master's address) on a slave."""
+    m = b.master()
+    if m is None or b.state.role != Role.MASTER:
         raise NotMasterError(b.not_writable_reason())
+    return m
 
 
 def writable(b: BrokerCore) -> None:

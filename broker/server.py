@@ -2,18 +2,15 @@
 replication ROUTER socket, the store's write path (as master), long polling
 and the sends waiting for their durability conditions.
 
-A broker plays one role at a time. As Role.MASTER it appends sends, streams its
-log to slaves (``replication.ha_service``) and acks a send once its flush
-(SYNC_FLUSH) and its replication (SYNC) conditions hold. As Role.SLAVE it follows
-the master (``replication.ha_client``), serves read-only pulls and answers
-writes with NOT_MASTER. The HA controller (``coordinator.ha_controller``)
-decides the role and posts its orders as news; this thread carries them out
-(``master.roles``, ``slave.roles``) and reports back.
-
-Consumers see messages up to ``visible_offset``: on a master the flushed
-offset under SYNC_FLUSH and the offset ``sync_replicas`` slaves hold under
-SYNC replication (so no consumer reads what a crash or a failover could take
-back); on a slave, what it holds, capped at what its master lets consumers see.
+A broker plays one role at a time, whose parts it holds (``master.parts``,
+``slave.parts``). As master it appends sends, streams its log to slaves and
+acks a send once its flush (SYNC_FLUSH) and its replication (SYNC)
+conditions hold (``visibility``); as slave it follows the master, serves
+read-only pulls and answers writes with NOT_MASTER. The HA controller
+(``coordinator.ha_controller``) decides the role and sends typed orders
+through the inbox (``inbox``); this thread carries them out
+(``role_switch``) and publishes what it is as a snapshot (``snapshot``),
+which the controller, the member-info writer and metrics scrapes read.
 """
 
 from __future__ import annotations
@@ -27,14 +24,16 @@ from typing import Any
 
 import zmq
 
+from duomq.broker import role_switch, visibility
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import Dispatcher
-from duomq.broker.metrics import serve
-from duomq.broker.news import LoopNotifier, read_notes
+from duomq.broker.inbox import Inbox, ScrapeWanted
+from duomq.broker.metrics import BrokerCollector, serve
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
-from duomq.broker.processors import HANDLERS, pull_held, pull_many_held
+from duomq.broker.processors import HANDLERS
 from duomq.broker.requests import Request
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
+from duomq.broker.snapshot import QueueSnapshot, take, take_queues
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import broker_zk_sasl
 from duomq.common.errors import ConfigError
@@ -45,12 +44,7 @@ from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush import make_flush_service
 from duomq.format import native
-from duomq.master import roles as master_roles
-from duomq.master.ack_waiters import NEVER
-from duomq.master.group_topics import GroupTopics
 from duomq.proto import pb
-from duomq.replication.ha_client import LinkCurve
-from duomq.slave import roles as slave_roles
 
 log = logging.getLogger(__name__)
 MAX_DRAIN = 512              # client messages handled before looking at other news
@@ -59,6 +53,7 @@ SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
 TX_CHECK_ROUND_S = 1.0      # how often pending transactions are looked at for check-backs
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
 MEMBER_INFO_INTERVAL_S = 1.0  # refresh of this broker's member node
+SCRAPE_WAIT_S = 2.0          # a scrape waits this long for the per-queue snapshot
 CLIENT_RCVHWM = 64           # requests ZeroMQ queues per client before TCP pushes back
 HA_HWM = 16                  # messages queued per replication link, each way: at most 16
                              # chunks of ha_transfer_batch_bytes wait for a slave that
@@ -93,7 +88,7 @@ class Broker(BrokerCore):
         self.notify_pull = self._socket(zmq.PULL)
         endpoint = f"inproc://news-{id(self)}"
         self.notify_pull.bind(endpoint)
-        self.notifier = LoopNotifier(self.ctx, endpoint)
+        self.inbox = Inbox(self.ctx, endpoint)
         self.outbox = Outbox(self.router, config.max_queued_bytes_per_client,
                              config.client_mute_ms / 1000)
         self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
@@ -109,7 +104,9 @@ class Broker(BrokerCore):
         self._next_retention = 0.0
         self._next_scan = 0.0
         # queues written to whose entries are not all visible yet: (topic, queue) -> end
-        self._pending_queues: dict[tuple[str, int], int] = {}
+        self.pending_queues: dict[tuple[str, int], int] = {}
+        self.queue_snapshot: QueueSnapshot | None = None     # the last a scrape asked for
+        self._told_controller: tuple | None = None
 
     # ------------------------------------------------------------ lifecycle
     def _socket(self, kind, rcvhwm: int = 100_000, sndhwm: int = 100_000,
@@ -145,12 +142,17 @@ class Broker(BrokerCore):
         ha_port = self._bind(self.ha_router, cfg.ha_port, "ha_port")
         if (port, ha_port) != (cfg.port, cfg.ha_port):
             self.config = cfg = cfg.replace(port=port, ha_port=ha_port)
+        self.publish()
         if cfg.metrics_port >= 0:        # scraped on prometheus_client's own thread
-            self.metrics_server, metrics_port = serve(self, cfg.listen_host, cfg.metrics_port)
+            collector = BrokerCollector(cfg, self.metrics, lambda: self.snapshot,
+                                        self.queues_for_scrape)
+            self.metrics_server, metrics_port = serve(collector, cfg.listen_host,
+                                                      cfg.metrics_port)
             if metrics_port != cfg.metrics_port:
                 self.config = cfg = cfg.replace(metrics_port=metrics_port)
+                collector.config = cfg
             log.info("metrics on http://%s:%d/metrics", cfg.listen_host, metrics_port)
-        self.flush_service = make_flush_service(self.store, cfg, self.notifier.flushed,
+        self.flush_service = make_flush_service(self.store, cfg, self.inbox.flushed,
                                                 self.metrics.fsync.observe)
         self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms,
                                  access=self.security.zk_access if self.security else None,
@@ -159,11 +161,9 @@ class Broker(BrokerCore):
             self.security.start(self.zk)        # users known before the member node says "here"
         else:
             refuse_plaintext_in_secured_cluster(self.zk, cfg.cluster)
-        self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info,
-                                                  lambda: self.store.commitlog.max_offset)
+        self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info)
         registry.register()
-        self.group_topics = GroupTopics(self.zk, cfg.cluster, cfg.group)
-        self._services = [self.flush_service, self.group_topics,
+        self._services = [self.flush_service,
                           PeriodicService("checkpoint", cfg.checkpoint_interval_ms / 1000,
                                           lambda: self.store.checkpoint(thorough=False)),
                           PeriodicService("offset-persist", cfg.offset_persist_interval_ms / 1000,
@@ -173,11 +173,10 @@ class Broker(BrokerCore):
                                           registry.update_info)]
         for s in self._services:
             s.start()
-        self.controller = HaController(self.zk, cfg, registry,
-                                       lambda: self.store.commitlog.max_offset,
-                                       self.store.epoch_file.read, self.notifier.post)
+        self.controller = HaController(self.zk, cfg, registry, lambda: self.snapshot,
+                                       self.inbox.post)
         self.controller.start()
-        self._update_visible()
+        visibility.update_visible(self)
         log.info("broker %s/%d serving at %s (%s, %s replication, pid %d, records checked by %s); "
                  "role from ZooKeeper", cfg.group, cfg.broker_id, cfg.address, cfg.flush.value,
                  cfg.replication.value, os.getpid(), native.describe())
@@ -199,19 +198,18 @@ class Broker(BrokerCore):
             self.controller.stop()
         if self.registry is not None:
             self.registry.close(master=self.state.role == Role.MASTER)
-        self._stop_following()
         for s in self._services:
             s.shutdown()
         self._drain_notifications()
-        self._release_waiters()
-        for w in self.ack_waiters.drain():
+        visibility.release_waiters(self)
+        for w, _status, _error in self.parts.stop("the broker shut down"):
             self.dispatcher.reply(w.identity, w.request_id, w.type, pb.SERVICE_NOT_AVAILABLE,
                                   "broker shut down before the send was durable; it is stored",
                                   None)
         self.offsets.persist(force=True)
         self.store.close()
         zkutil.close(self.zk)
-        self.notifier.close()
+        self.inbox.close()
         for sock in (self.router, self.ha_router, self.notify_pull):
             sock.close(linger=0)
         if self.security is not None:
@@ -238,17 +236,18 @@ class Broker(BrokerCore):
                     self._drain_ha()
                 if router in events:
                     if st.role == Role.SLAVE:
-                        self._update_visible()   # replication moved it without waking us
+                        visibility.update_visible(self)   # replication moved it without waking us
                     self._drain_router()
                 if st.appended:
                     st.appended = False
                     if self.sync_flush and self.flush_service is not None:
                         self.flush_service.wakeup()
                 self._pump_schedule()
-                self._update_visible()   # first: transfers carry the newest confirmed offset
-                if self.ha is not None:
-                    self.ha.pump(time.monotonic(), st.visible_offset,
-                                 st.draining or (self.sync_replication and len(self.ack_waiters) > 0))
+                visibility.update_visible(self)   # first: transfers carry the newest confirmed offset
+                m = self.master()
+                if m is not None:
+                    m.ha.pump(time.monotonic(), st.visible_offset,
+                              st.draining or (m.sync_replication and len(m.ack_waiters) > 0))
                 self._housekeeping()
         finally:
             self._shutdown()
@@ -256,20 +255,19 @@ class Broker(BrokerCore):
     def _pump_schedule(self) -> None:
         """Deliver delayed messages that came due (a master taking writes)."""
         now = time.monotonic()
-        if self.schedule is None or now < self._next_schedule or not self.writable():
+        m = self.master()
+        if m is None or now < self._next_schedule or not self.writable():
             return
         self._next_schedule = now + SCHEDULE_INTERVAL_S
-        if self.schedule.pump(time.time_ns() // 1_000_000, self.state.visible_offset):
+        if m.schedule.pump(time.time_ns() // 1_000_000, self.state.visible_offset):
             self.state.appended = True
-        if self.transactions is not None:
-            self.transactions.catch_up()
-            if now >= self._next_tx_check:
-                self._next_tx_check = now + TX_CHECK_ROUND_S
-                if self.transactions.check(time.time_ns() // 1_000_000, self.producers,
-                                           lambda c, data: self.outbox.send(c, data, now),
-                                           self.config):
-                    self.state.appended = True
-            self.transactions.commit_progress(self.state.visible_offset)
+        m.transactions.catch_up()
+        if now >= self._next_tx_check:
+            self._next_tx_check = now + TX_CHECK_ROUND_S
+            if m.transactions.check(time.time_ns() // 1_000_000, self.producers,
+                                    lambda c, data: self.outbox.send(c, data, now), self.config):
+                self.state.appended = True
+        m.transactions.commit_progress(self.state.visible_offset)
 
     def _drain_router(self) -> None:
         router, dispatch = self.router, self.dispatcher.dispatch
@@ -297,7 +295,7 @@ class Broker(BrokerCore):
         host, waking the producer first delayed the consumer by about
         0.2 ms at the median)."""
         if request.type == pb.SEND and not (self.sync_flush or self.sync_replication):
-            self._update_visible()
+            visibility.update_visible(self)
 
     def _drain_ha(self) -> None:
         now = time.monotonic()
@@ -306,84 +304,16 @@ class Broker(BrokerCore):
                 parts = self.ha_router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if len(parts) == 2 and self.ha is not None:
-                self.ha.on_message(parts[0], parts[1], now)
+            m = self.master()
+            if len(parts) == 2 and m is not None:
+                m.ha.on_message(parts[0], parts[1], now)
 
-    # ------------------------------------------------------------ news and role changes
+    # ------------------------------------------------------------ news and snapshots
     def _drain_notifications(self) -> None:
-        st = self.state
-        for kind, a, b in read_notes(self.notify_pull):
-            if kind == b"f":
-                st.flushed_offset = max(st.flushed_offset, a)
-            elif kind == b"L":
-                st.lease_until = a / 1e9
-            elif kind == b"P":
-                self._promote(a)
-            elif kind == b"F":
-                self._follow(a, b)
-            elif kind == b"D":
-                self._demote("ZooKeeper session lost or master node gone")
-            elif kind == b"H":
-                self._drain_for_handover()
-            # b"w": only a wake-up; the loop re-reads what moved
+        for note in self.inbox.take(self.notify_pull):
+            role_switch.carry_out(self, note)
 
-    def _report(self) -> None:
-        if self.controller is not None:
-            self.controller.report(self.state.role, self.state.epoch)
-
-    def _promote(self, epoch: int) -> None:
-        """Become master at ``epoch`` (the controller holds the master node)."""
-        self._stop_following()
-        t = master_roles.take_over(self.store, self.config, epoch, self.offsets,
-                                   self.delay_levels, self.ha_router, self.metrics)
-        st = self.state
-        st.flushed_offset = t.flushed_offset
-        st.epoch, st.role, st.draining, st.stepping_down = epoch, Role.MASTER, False, False
-        st.replicated_offset = -1
-        self.metrics.promotions += 1
-        self.queue_locks.clear()       # holders take their queues again on renewal
-        self.schedule, self.transactions, self.ha = t.schedule, t.transactions, t.ha
-        if self.controller is not None:     # the ISR as published, read where it is kept
-            controller = self.controller
-            t.ha.isr_source = lambda: controller.isr_published
-        self._report()
-        log.info("serving as Role.MASTER of %s at epoch %d from offset %d", self.config.group, epoch,
-                 self.store.commitlog.max_offset)
-
-    def _demote(self, why: str) -> None:
-        """Stop acking writes now; follow whoever is master next (an ``F`` order)."""
-        st = self.state
-        if st.role != Role.MASTER:
-            return
-        st.role, st.draining = Role.SLAVE, False
-        self.ha = None
-        self.schedule = None
-        self.transactions = None
-        for w, status, error in master_roles.unconfirmed(self.ack_waiters, why):
-            self.dispatcher.reply(w.identity, w.request_id, w.type, status, error, w.response)
-        self._report()
-        log.warning("serving as Role.SLAVE: %s", why)
-
-    def _follow(self, epoch: int, cut: int) -> None:
-        """Follow the master of ``epoch``: truncate what the group does not share, then replicate."""
-        st = self.state
-        if st.role == Role.MASTER:
-            self._demote(f"broker of epoch {epoch} is master")
-        self._stop_following()
-        if slave_roles.truncate(self.store, epoch, cut):
-            self.metrics.truncations += 1
-            st.visible_offset = min(st.visible_offset, cut)
-            st.flushed_offset = min(st.flushed_offset, cut)
-        assert self.registry is not None
-        curve = None if self.security is None else LinkCurve(
-            self.security.keys, self.security.trusted, self.registry.master_public_key)
-        self.ha_client = slave_roles.follow(self.store, self.config, epoch,
-                                            self.registry.master_ha_address,
-                                            self._slave_progress, self.offsets, curve)
-        st.epoch, st.stepping_down = epoch, False
-        self._report()
-
-    def _slave_progress(self, confirmed: int) -> None:
+    def slave_progress(self, confirmed: int) -> None:
         """The replication thread's news after each transfer. The serving thread
         reads the offsets on every loop, so it is woken only when a pull waits
         on them: a wake-up per transfer cost the slave a thread switch per
@@ -391,127 +321,49 @@ class Broker(BrokerCore):
         thread holds a pull, then reads the offset: one of the two always sees
         the other.)"""
         if self.pull_hold.held:
-            self.notifier.wake()
+            self.inbox.wake()
 
-    def _stop_following(self) -> None:
-        slave_roles.stop_following(self.ha_client)
-        self.ha_client = None
+    def publish(self) -> None:
+        """Publish what this broker is now (``snapshot.take``); wake the
+        controller when something it acts on changed."""
+        s = self.snapshot = take(self)
+        told = (s.role, s.epoch, s.in_sync_ids, s.acks_possible, s.drained)
+        if told != self._told_controller and self.controller is not None:
+            self._told_controller = told
+            self.controller.wake()
 
-    def _drain_for_handover(self) -> None:
-        """Planned switchover: refuse new writes; hand over once a slave holds all."""
-        st = self.state
-        if st.role != Role.MASTER or self.ha is None:
-            return
-        if not st.draining:
-            log.info("switchover requested: draining writes")
-            st.draining = True
-        if master_roles.ready_to_hand_over(self.ha.status(), self.store.commitlog.max_offset,
-                                           len(self.ack_waiters)):
-            self._demote("handed over by a planned switchover")
-            st.stepping_down = True
-            if self.controller is not None:
-                self.controller.drained()
+    def publish_queues(self, wanted: ScrapeWanted) -> None:
+        """A scrape's per-queue snapshot (``snapshot.take_queues``)."""
+        self.queue_snapshot = take_queues(self)
+        wanted.done.set()
 
-    # ------------------------------------------------------------ what consumers see
-    def _update_visible(self) -> None:
-        """Recompute the replicated and visible offsets; answer what they allow."""
-        st = self.state
-        end = self.store.dispatched_offset
-        if st.role == Role.MASTER:
-            if self.ha is not None:
-                replicated, st.in_sync_replicas = self.ha.ack_state()
-                st.replicated_offset = replicated if replicated is not None else -1
-            visible = end
-            if self.sync_flush:
-                visible = min(visible, st.flushed_offset)
-            if self.sync_replication:
-                visible = min(visible, max(0, st.replicated_offset))
-            self._release_waiters()
-        else:
-            confirmed = self.ha_client.master_confirmed if self.ha_client is not None else 0
-            visible = min(end, confirmed)
-        appended, pending = self.store.appended, self._pending_queues
-        while appended:                  # the queues written to (bounded: one key per queue)
-            topic, qid, upto = appended.popleft()
-            key = (topic, qid)
-            if pending.get(key, -1) < upto:
-                pending[key] = upto
-        if visible > st.visible_offset:
-            st.visible_offset = visible
-            self._answer_ready_pulls(visible)
-
-    def _answer_ready_pulls(self, visible: int) -> None:
-        """Answer the held pulls of the queues written to whose entries became
-        visible: only those queues are looked at, so a send costs the same
-        with 10 held pulls or 10,000. A queue stays pending until all it was
-        written is visible (a pull held meanwhile is answered then)."""
-        pending = self._pending_queues
-        keys = list(pending)
-        for key in keys:
-            if pending[key] <= visible:
-                del pending[key]
-        if self.pull_hold.held and keys:
-            self._answer_pulls(self.pull_hold.take_ready(self._visible_max, keys))
-
-    def _conditions(self) -> tuple[float, float]:
-        st = self.state
-        return (st.flushed_offset if self.sync_flush else NEVER,
-                st.replicated_offset if self.sync_replication else NEVER)
-
-    def _release_waiters(self) -> None:
-        if not self.state.lease_valid(time.monotonic()):
-            return   # a successor may exist: ack nothing until the lease is back
-        now = time.monotonic()
-        for w in self.ack_waiters.release(*self._conditions()):
-            self.metrics.ack_wait.observe(now - w.since)
-            if w.type == pb.SEND:
-                self.mark_replicas(w.response)
-            self.dispatcher.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
-
-    def _visible_max(self, topic: str, queue_id: int) -> int:
-        cq = self.store.find_queue(topic, queue_id)
-        return self.store.visible_max_offset(cq, self.state.visible_offset) if cq else 0
-
-    def _answer_pulls(self, pulls) -> None:
-        now = time.monotonic()
-        for p in pulls:
-            self.metrics.pull_hold.observe(now - p.since)
-            request = Request(p.identity, p.request_id, p.type, p.request)
-            answer = self.dispatcher.call(pull_held if p.type == pb.PULL else pull_many_held,
-                                          request)
-            if answer is not None:
-                self.dispatcher.answer(request, answer)
+    def queues_for_scrape(self) -> QueueSnapshot | None:
+        """A scrape's thread: the per-queue snapshot, taken by the serving
+        thread now (None when it did not answer within SCRAPE_WAIT_S)."""
+        wanted = ScrapeWanted()
+        self.inbox.post(wanted)
+        return self.queue_snapshot if wanted.done.wait(SCRAPE_WAIT_S) else None
 
     # ------------------------------------------------------------ timers
     def _housekeeping(self) -> None:
         """Deadlines every iteration (a front check); scans of held pulls and
         replication links every HOUSEKEEPING_S, not once per drained batch."""
         now = time.monotonic()
-        cfg = self.config
-        for w, status in self.ack_waiters.expire(now, *self._conditions()):
-            what = ("not flushed within sync_flush_timeout_ms "
-                    f"({cfg.sync_flush_timeout_ms} ms)") if status == pb.FLUSH_DISK_TIMEOUT \
-                else (f"not held by the slaves in sync (sync_replicas {cfg.sync_replicas}, "
-                      f"min_sync_replicas {cfg.min_sync_replicas}) within slave_timeout_ms "
-                      f"({cfg.slave_timeout_ms} ms)")
-            self.dispatcher.reply(w.identity, w.request_id, w.type, status,
-                                  what + "; the message is stored", w.response)
+        visibility.expire_waiters(self, now)
         if now < self._next_scan:
             return
         self._next_scan = now + HOUSEKEEPING_S
+        cfg, m = self.config, self.master()
         if self.pull_hold.held:
-            self._answer_pulls(self.pull_hold.take_expired(now))
+            visibility.answer_pulls(self, self.pull_hold.take_expired(now))
         for identity in self.outbox.expire(now):
             n = self.pull_hold.forget(identity)
             log.info("forgot muted client %s (%d held pulls dropped)", identity.hex(), n)
-        if self.ha is not None:
-            self.ha.housekeeping(now)
-            if self.controller is not None:
-                self.controller.request_isr(set(self.ha.in_sync_ids()))
-                self.controller.request_acks(not self.sync_replication
-                                             or self.ha.slaves_available())
+        if m is not None:
+            m.ha.housekeeping(now)
             if self.state.draining:
-                self._drain_for_handover()
+                role_switch.drain_for_handover(self)
+        self.publish()
         if now >= self._next_retention:
             self._next_retention = now + cfg.retention_check_interval_ms / 1000
             self._retention()

@@ -13,14 +13,13 @@ from duomq.common import delay as d
 from duomq.common.errors import (
     BadRequestError,
     MessageTooLargeError,
-    ServiceNotAvailableError,
 )
 from duomq.common.idempotence import sequence_of
 from duomq.common.message import decode_records
 from duomq.common.names import RETRY_PREFIX, validate_name
 from duomq.common.transaction import TransactionState
 from duomq.format import record as rec
-from duomq.master import requeue
+from duomq.master.parts import MasterParts
 from duomq.proto import pb
 from duomq.store.producer_state import OLD
 
@@ -31,7 +30,7 @@ _LENGTHS = rec.fields("topic_len", "tags_len", "keys_len", "props_len")
 # ------------------------------------------------------------ send
 def send(b: BrokerCore, r: Request) -> Answer | None:
     req: pb.SendRequest = r.message
-    master_only(b)
+    m = master_only(b)
     queues = hosted(b, req.topic)           # the topic's name checked there
     if not 0 <= req.queue_id < queues:
         raise BadRequestError(f"queue {req.queue_id} of topic {req.topic!r} does not exist "
@@ -41,11 +40,11 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
     writable(b)
     numbering = _numbering(req)
     if numbering is not None:
-        retried, answer = _stored_before(b, r, req, numbering)
+        retried, answer = _stored_before(b, m, r, req, numbering)
         if retried:
             return answer
     if req.scheduled:
-        resp, end = _put_scheduled(b, req)
+        resp, end = _put_scheduled(b, m, req)
     else:
         put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count,
                                 numbering)
@@ -54,11 +53,11 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
         end = put.end_offset
     b.state.appended = True
     resp.epoch = b.state.epoch
-    if b.sync_replication and not b.slaves_available():
+    if m.slaves_missing():
         return pb.SLAVE_NOT_AVAILABLE, (
             f"stored, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
             f"slaves are in sync to confirm it"), resp
-    if b.ack_waiter(end, r.identity, r.request_id, resp):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp):
         return None
     b.mark_replicas(resp)
     return pb.OK, "", resp
@@ -83,7 +82,7 @@ def _numbering(req: pb.SendRequest) -> tuple[int, int, int] | None:
     return pid, seq, count
 
 
-def _stored_before(b: BrokerCore, r: Request, req: pb.SendRequest,
+def _stored_before(b: BrokerCore, m: MasterParts, r: Request, req: pb.SendRequest,
                    numbering: tuple[int, int, int]) -> tuple[bool, Answer | None]:
     """An idempotent producer's retry of a batch this log holds
     (``store/producer_state.py``): ``(True, its answer)``, the answer as the
@@ -106,17 +105,18 @@ def _stored_before(b: BrokerCore, r: Request, req: pb.SendRequest,
             resp.physical_offsets.extend(e[0] for e in entries)
             end = entries[-1][0] + entries[-1][1]
     b.metrics.duplicates_refused += 1
-    if b.sync_replication and not b.slaves_available():
+    if m.slaves_missing():
         return True, (pb.SLAVE_NOT_AVAILABLE, (
             f"stored before, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
             f"slaves are in sync to confirm it"), resp)
-    if b.ack_waiter(end, r.identity, r.request_id, resp):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp):
         return True, None
     b.mark_replicas(resp)
     return True, (pb.OK, "", resp)
 
 
-def _put_scheduled(b: BrokerCore, req: pb.SendRequest) -> tuple[pb.SendResponse, int]:
+def _put_scheduled(b: BrokerCore, m: MasterParts,
+                   req: pb.SendRequest) -> tuple[pb.SendResponse, int]:
     """A batch with delayed messages: each goes to its level's queue of the
     schedule topic (or, when not delayed, to its queue), one write per run
     of records bound for one queue. Everything is validated before anything
@@ -125,8 +125,7 @@ def _put_scheduled(b: BrokerCore, req: pb.SendRequest) -> tuple[pb.SendResponse,
     buf = bytearray(req.records)
     rec.scan_batch(buf, req.topic.encode(), cfg.max_message_bytes, req.count)
     now = int(time.time() * 1000)
-    placed = [requeue.schedule(m, req.queue_id, b.delay_levels, now)
-              for m in decode_records(buf, cfg.group)]
+    placed = m.placements(decode_records(buf, cfg.group), req.queue_id, now)
     for _topic, _qid, record in placed:
         if len(record) > cfg.max_message_bytes:
             raise rec.RecordTooLargeError(
@@ -144,14 +143,13 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     """A consumer failed a message stored here: write it again into the
     group's retry topic (delayed) or dead-letter topic."""
     req: pb.SendBackRequest = r.message
-    master_only(b)
+    m = master_only(b)
     validate_name("consumer group", req.consumer_group)
     writable(b)
     view = stored_record(b, req.physical_offset, b.store.commitlog.max_offset)
     msg = decode_records(view, b.config.group)[0]
-    topic, qid, record = requeue.send_back(
-        msg, req.consumer_group, b.delay_levels, max(req.max_reconsume_times, 0),
-        req.delay_level, req.dead_letter)
+    topic, qid, record = m.sent_back(msg, req.consumer_group, max(req.max_reconsume_times, 0),
+                                     req.delay_level, req.dead_letter)
     try:
         put = b.store.put_batch(topic, qid, bytearray(record), 1)
     except rec.RecordError as exc:
@@ -159,7 +157,7 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     b.state.appended = True
     where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
     resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
-    if b.ack_waiter(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK):
+    if m.wait_for_ack(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK):
         return None
     return pb.OK, "", resp
 
@@ -169,14 +167,12 @@ def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
     """Commit or roll back a transaction whose half message is stored here
     (``master/transactions.py``); acked under the same rules as a send."""
     req: pb.EndTransactionRequest = r.message
-    master_only(b)
+    m = master_only(b)
     writable(b)
-    if b.transactions is None:
-        raise ServiceNotAvailableError("this master is still taking over")
     state = _ACTIONS.get(req.action)
     if state is None:
         raise BadRequestError("an end of a transaction is COMMIT or ROLLBACK")
-    ended = b.transactions.end(req.half_offset, state, req.producer_group, req.topic,
+    ended = m.transactions.end(req.half_offset, state, req.producer_group, req.topic,
                                int(time.time() * 1000), b.store.commitlog.max_offset)
     resp = pb.EndTransactionResponse(already=ended.already, epoch=b.state.epoch)
     if ended.message is not None:
@@ -186,11 +182,11 @@ def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
     # a repeated end (its answer was lost) waits too: for all written so far,
     # which holds the first end, to be as durable as a send
     end = b.store.commitlog.max_offset if ended.already else ended.end_offset
-    if b.sync_replication and not b.slaves_available():
+    if m.slaves_missing():
         return pb.SLAVE_NOT_AVAILABLE, (
             f"ended, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves "
             f"are in sync to confirm it"), resp
-    if b.ack_waiter(end, r.identity, r.request_id, resp, pb.END_TRANSACTION):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp, pb.END_TRANSACTION):
         return None
     return pb.OK, "", resp
 
@@ -201,15 +197,13 @@ LIST_DEFAULT, LIST_MAX = 1000, 10_000     # pending transactions one listing ans
 
 def list_transactions(b: BrokerCore, r: Request) -> Answer:
     req: pb.ListTransactionsRequest = r.message
-    master_only(b)
-    if b.transactions is None:
-        raise ServiceNotAvailableError("this master is still taking over")
+    m = master_only(b)
     if req.producer_group:
         validate_name("producer group", req.producer_group)
-    b.transactions.catch_up()
+    m.transactions.catch_up()
     most = min(req.max or LIST_DEFAULT, LIST_MAX)
-    resp = pb.ListTransactionsResponse(pending=len(b.transactions.book.pending))
-    for t in b.transactions.listing(req.producer_group, most, int(time.time() * 1000)):
+    resp = pb.ListTransactionsResponse(pending=len(m.transactions.book.pending))
+    for t in m.transactions.listing(req.producer_group, most, int(time.time() * 1000)):
         resp.transactions.add(**t)
     return pb.OK, "", resp
 

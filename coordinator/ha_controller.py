@@ -3,18 +3,13 @@
 Each cycle it reads its group once into a frozen view (``read_view``), runs
 ``ha_cycle.run_cycle`` on it, logs the sentence whenever it changes and
 carries out the actions. Only this thread touches ZooKeeper for HA (claims,
-the ISR, routes, releasing the master node); role changes go to the serving
-thread through ``post(kind, a, b)``:
-
-  ``P`` epoch        become master at this epoch
-  ``F`` epoch, cut   follow the master of this epoch, after truncating to ``cut``
-  ``D``              stop being master now (fenced: session lost, or the node gone)
-  ``H``              drain writes for a planned switchover
-  ``L`` until_ns     the master's lease now runs until this monotonic time (ns; 0: revoked)
-
-and the serving thread reports back (``report``, ``drained``,
-``request_isr``), which wakes a cycle. Watches on the master node, the members
-and the switchover node wake it too; otherwise it runs every ``CYCLE_S``.
+the ISR, routes, releasing the master node); what the serving thread must do
+goes to it as typed orders (``orders``: Promote, Follow, Demote, Drain,
+Lease, IsrPublished) through ``post``. What the serving thread is comes back
+as its published snapshot (``serving()``: role, epoch, log end, the in-sync
+set its links want, whether it can ack, whether it handed over); it wakes a
+cycle when any of that changes (``wake``), as do watches on the master node,
+the members and the switchover node; otherwise a cycle runs every ``CYCLE_S``.
 
 Fencing: a master acks writes only while it holds a lease, renewed by a
 successful ZooKeeper round trip and lasting half the session timeout, so it
@@ -45,35 +40,37 @@ from duomq.coordinator.nodes import (
     NodeError,
     SwitchoverNode,
 )
+from duomq.coordinator.orders import (
+    Demote,
+    Drain,
+    Follow,
+    IsrPublished,
+    Lease,
+    Order,
+    Promote,
+    Serving,
+)
 from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
-Post = Callable[[bytes, int, int], None]
 
 
 class HaController:
     CYCLE_S = 1.0
 
-    def __init__(self, zk, config, registry, max_offset: Callable[[], int],
-                 local_epoch: Callable[[], int], post: Post):
+    def __init__(self, zk, config, registry, serving: Callable[[], Serving],
+                 post: Callable[[Order], None]):
         self.zk = zk
         self.config = config
         self.registry = registry
         self.paths = ZkPaths(config.cluster)
-        self.max_offset = max_offset
-        self.local_epoch = local_epoch
-        self.post = post
+        self.serving = serving             # the serving thread's last snapshot
+        self.post = post                   # an order to the serving thread
         self.memory = hc.Memory()          # this thread's only
         self.last_sentence = ""
-        # written by the serving thread, read here (whole values, swapped atomically)
-        self._serving: tuple[str, int] = (Role.SLAVE, 0)
-        self._drained = False
-        self._isr_wanted: frozenset[int] | None = None
-        self._acks_wanted = True
-        # written here, read by the serving thread: the in-sync set as ZooKeeper
-        # now lists it (None until this broker wrote one as master)
+        # the in-sync set as ZooKeeper now lists it (None until this broker wrote one)
         self.isr_published: frozenset[int] | None = None
-        self._info_written: tuple[str, int] | None = None
+        self._info_written: tuple[Role, int] | None = None
         self._bad_nodes: set[tuple[str, str]] = set()   # (path, problem) already logged
         self._wake = threading.Event()
         self._stopped = threading.Event()
@@ -102,29 +99,9 @@ class HaController:
         self._wake.set()
         return True
 
-    # ------------------------------------------------------------ from the serving thread
-    def report(self, role: Role, epoch: int) -> None:
-        """The serving thread took ``role`` at ``epoch``."""
-        self._serving = (role, epoch)
+    def wake(self) -> None:
+        """Run a cycle now: what the serving thread reports changed (any thread)."""
         self._wake.set()
-
-    def drained(self) -> None:
-        """A draining master stopped acking and a slave holds everything: hand over."""
-        self._drained = True
-        self._wake.set()
-
-    def request_acks(self, acks: bool) -> None:
-        """Whether the master can ack writes now; published in its routes."""
-        if acks != self._acks_wanted:
-            self._acks_wanted = acks
-            self._wake.set()
-
-    def request_isr(self, members: set[int]) -> None:
-        """The slaves the master's links find in sync; published by this thread."""
-        wanted = frozenset(members)
-        if wanted != self._isr_wanted:
-            self._isr_wanted = wanted
-            self._wake.set()
 
     # ------------------------------------------------------------ threads
     def _run(self) -> None:
@@ -157,10 +134,11 @@ class HaController:
             if not self._act(action):
                 self.memory = replace(before, vacant_since=None)
                 return 0.0
-        if self._serving != self._info_written:
-            self._info_written = self._serving
+        serving = self.serving()
+        if (serving.role, serving.epoch) != self._info_written:
+            self._info_written = (serving.role, serving.epoch)
             self.registry.update_info()
-        acks = self._acks_wanted or self.memory.role != Role.MASTER
+        acks = serving.acks_possible or self.memory.role != Role.MASTER
         if acks != self.registry.acks_now:
             self.registry.set_acks_now(acks)
         return cycle.wake_in_s
@@ -178,22 +156,21 @@ class HaController:
 
     def _grant_lease(self, t0: float) -> None:
         until = t0 + self.config.zk_session_timeout_ms / 2000
-        self.post(b"L", int(until * 1e9), 0)
+        self.post(Lease(until))
 
     def _on_state(self, state) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):
-            self.post(b"L", 0, 0)            # stop acking at once
+            self.post(Lease(0.0))            # stop acking at once
         self._wake.set()
 
     # ------------------------------------------------------------ the view
     def read_view(self) -> hc.GroupView:
         cfg, g, p = self.config, self.config.group, self.paths
-        role, epoch = self._serving
-        own = dict(me=cfg.broker_id, local_epoch=self.local_epoch(),
-                   local_max_offset=self.max_offset(),
+        s = self.serving()
+        own = dict(me=cfg.broker_id, local_epoch=s.local_epoch, local_max_offset=s.max_offset,
                    allow_lagging_promotion=cfg.allow_lagging_promotion,
-                   serving_role=role, serving_epoch=epoch, isr_wanted=self._isr_wanted,
-                   drained=self._drained)
+                   serving_role=s.role, serving_epoch=s.epoch, isr_wanted=s.in_sync_ids,
+                   drained=s.drained)
         state = self.zk.state
         if state != KazooState.CONNECTED:
             return hc.GroupView(session=str(state), **own)
@@ -287,14 +264,14 @@ class HaController:
         if isinstance(action, hc.Claim):
             return self._claim(action)
         if isinstance(action, hc.Follow):
-            self.post(b"F", action.epoch, action.cut)
+            self.post(Follow(action.epoch, action.cut))
         elif isinstance(action, hc.StepDown):
             log.error("stepping down as master of %s: %s", g, action.why)
-            self.post(b"L", 0, 0)
-            self.post(b"D", 0, 0)
+            self.post(Lease(0.0))
+            self.post(Demote(action.why))
             self.registry.remove_routes()
         elif isinstance(action, hc.Drain):
-            self.post(b"H", 0, 0)
+            self.post(Drain())
         elif isinstance(action, hc.ReleaseMaster):
             self._release_master()
         elif isinstance(action, hc.PublishIsr):
@@ -325,7 +302,7 @@ class HaController:
         log.info("became master of %s at epoch %d, start offset %d", g, claim.epoch,
                  claim.start_offset)
         self._grant_lease(t0)
-        self.post(b"P", claim.epoch, claim.start_offset)
+        self.post(Promote(claim.epoch, self.isr_published))
         try:
             self.zk.delete(p.switchover(g))
         except NoNodeError:
@@ -336,8 +313,7 @@ class HaController:
         """A drained master (already serving as slave, marked stepping down)
         gives up the master node to the slave the election picks."""
         p, g = self.paths, self.config.group
-        self._drained = False
-        self.post(b"L", 0, 0)
+        self.post(Lease(0.0))
         self.registry.remove_routes()
         self.registry.update_info()
         try:
@@ -358,3 +334,4 @@ class HaController:
             except NodeExistsError:
                 self.zk.set(p.isr(g), data)
         self.isr_published = members
+        self.post(IsrPublished(members))

@@ -23,13 +23,11 @@ log = logging.getLogger(__name__)
 
 
 class BrokerRegistry:
-    def __init__(self, zk, config, member_info: Callable[[], MemberNode],
-                 max_offset: Callable[[], int]):
+    def __init__(self, zk, config, member_info: Callable[[], MemberNode]):
         self.zk = zk
         self.config = config
         self.paths = ZkPaths(config.cluster)
         self.member_info = member_info
-        self.max_offset = max_offset
         self.routes_epoch: int | None = None   # routes published as master of this epoch
         # can the master ack a write under its own rules right now (SYNC: enough
         # slaves in sync)? Routes say so, and producers prefer groups that can

@@ -52,6 +52,12 @@ class GroupTopics(ServiceThread):
                             "group %s: %s", group, exc)
                 self.known.discard(group)
 
+    def stop_soon(self) -> None:
+        """Stop after the ZooKeeper call under way, without waiting for it
+        (the serving thread demotes at once)."""
+        self.todo.put(None)
+        self._stopped.set()
+
     def shutdown(self, timeout_s: float = 10.0) -> None:
         self.todo.put(None)
         super().shutdown(timeout_s)

@@ -14,7 +14,7 @@ import time
 from kazoo.exceptions import NoNodeError
 
 from duomq.coordinator import zk as zkutil
-from duomq.coordinator.nodes import IsrNode, MasterNode, MemberNode
+from duomq.coordinator.nodes import IsrNode, MasterNode, MemberNode, NodeError
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicAdmin
 from duomq.dev.brokers import (  # noqa: F401
@@ -52,11 +52,11 @@ def read_node(zookeeper: str, path: str) -> dict:
 
 def read_typed(zookeeper: str, path: str, parse):
     """A node parsed by ``parse`` (a node type's ``from_bytes``), from a
-    short-lived session; None when absent."""
+    short-lived session; None when absent or unreadable."""
     zk = zkutil.connect(zookeeper)
     try:
         return parse(zk.get(path)[0])
-    except NoNodeError:
+    except (NoNodeError, NodeError):
         return None
     finally:
         zkutil.close(zk)

@@ -1,6 +1,6 @@
+from duomq.broker.pull_hold import HeldPull, PullRequestHoldService
 from duomq.common.flush_policy import PAGE, should_flush
 from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
-from duomq.master.pull_hold import HeldPull, PullRequestHoldService
 from duomq.proto import pb
 
 

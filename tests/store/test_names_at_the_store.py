@@ -14,11 +14,11 @@ from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError
 from duomq.common.names import MAX_QUEUES, validate_name, validate_queue
 from duomq.format import record as rec
-from duomq.master.offsets import ConsumerOffsetManager
 from duomq.master.schedule import ScheduleService
 from duomq.proto import pb
-from duomq.replication.ha_client import HAClient, ReplicationHalted
+from duomq.slave.ha_client import HAClient, ReplicationHalted
 from duomq.store import MessageStore
+from duomq.store.consumer_offsets import ConsumerOffsetManager
 
 BAD_QUEUES = [("../../escape", 0), ("/abs/path", 0), ("..", 0), ("a/b", 0), ("", 0),
               ("T", -1), ("T", MAX_QUEUES), ("x" * 128, 0)]

@@ -5,7 +5,6 @@ other thread touches this state."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import zmq
@@ -16,6 +15,17 @@ from duomq.replication.protocol import HaState, ack_point, in_sync, next_state, 
 
 log = logging.getLogger(__name__)
 MAX_LINKS = 8             # replication links one master keeps (a group has a few slaves)
+
+
+@dataclass(frozen=True)
+class LinkStatus:
+    """A replication link as status answers and metrics show it."""
+    broker_id: int
+    address: str
+    state: str                   # HaState's value
+    max_offset: int
+    acked_offset: int
+    lag_bytes: int               # the master's end minus what the slave acked
 
 
 @dataclass
@@ -44,8 +54,8 @@ class HAService:
         self.epoch = epoch
         self.links: dict[bytes, HAConnection] = {}
         # the in-sync set as ZooKeeper lists it (the HA controller publishes
-        # it, this reads it); None: no controller, every link in sync counts
-        self.isr_source: Callable[[], frozenset[int] | None] = lambda: None
+        # it and orders it set here); None: none published, every link in sync counts
+        self.isr: frozenset[int] | None = None
         self.last_acked: dict[int, int] = {}   # broker id -> what it last said it holds
 
     # ------------------------------------------------------------ inbound
@@ -161,7 +171,7 @@ class HAService:
         that ZooKeeper does not list could not be elected, so a record only it
         holds is not safe). ``listed=False``: every link in sync."""
         end = self.store.commitlog.max_offset
-        isr = self.isr_source() if listed else None
+        isr = self.isr if listed else None
         return [link.acked_offset for link in self.links.values()
                 if link.state is HaState.TRANSFER
                 and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)
@@ -177,7 +187,7 @@ class HAService:
         cfg = self.config
         me = cfg.broker_id
         counted = self.in_sync_acked()
-        isr_acked = [self.last_acked.get(b, 0) for b in self.isr_source() or () if b != me]
+        isr_acked = [self.last_acked.get(b, 0) for b in self.isr or () if b != me]
         return ack_point(counted, isr_acked, self.store.commitlog.max_offset,
                          cfg.sync_replicas, cfg.min_sync_replicas), len(counted)
 
@@ -192,9 +202,8 @@ class HAService:
         return required_acks(len(self.in_sync_acked(listed=False)), cfg.sync_replicas,
                              cfg.min_sync_replicas) is not None
 
-    def status(self) -> list[dict]:
+    def status(self) -> tuple[LinkStatus, ...]:
         end = self.store.commitlog.max_offset
-        return [{"broker_id": link.broker_id, "address": link.address, "state": link.state.value,
-                 "max_offset": link.max_offset, "acked_offset": link.acked_offset,
-                 "lag_bytes": end - link.acked_offset}
-                for link in list(self.links.values())]    # a scrape's thread reads this too
+        return tuple(LinkStatus(link.broker_id, link.address, link.state.value, link.max_offset,
+                                link.acked_offset, end - link.acked_offset)
+                     for link in self.links.values())

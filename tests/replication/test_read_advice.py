@@ -2,7 +2,7 @@ import os
 
 from duomq.common.config import BrokerConfig
 from duomq.format import record as rec
-from duomq.master.read_advice import master_says_go_to_slave, slave_says_go_back
+from duomq.replication.read_advice import master_says_go_to_slave, slave_says_go_back
 from duomq.store import MessageStore
 from duomq.store.residency import PROBE_AHEAD, PROBE_BYTES, resident_fraction, window_residency
 

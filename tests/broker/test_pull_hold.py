@@ -1,4 +1,4 @@
-from duomq.master.pull_hold import MAX_HELD_PER_CLIENT, HeldPull, PullRequestHoldService
+from duomq.broker.pull_hold import MAX_HELD_PER_CLIENT, HeldPull, PullRequestHoldService
 from duomq.proto import pb
 
 

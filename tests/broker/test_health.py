@@ -2,9 +2,9 @@
 
 import pytest
 
+from duomq.broker.health import BrokerHealth, readiness
 from duomq.common.config import BrokerConfig, parse_pod_name
 from duomq.common.errors import ConfigError
-from duomq.master.health import BrokerHealth, readiness
 
 GAP, QUIET = 1000, 20.0
 

@@ -6,8 +6,8 @@ import zmq
 
 from duomq.common.config import BrokerConfig
 from duomq.format import record as rec
+from duomq.master.ha_service import HAService
 from duomq.proto import codec, pb
-from duomq.replication.ha_service import HAService
 from duomq.store import MessageStore
 
 
@@ -105,16 +105,16 @@ def test_only_slaves_in_the_published_isr_count_and_a_listed_one_is_waited_for(t
         ha.pump(1.0, 0, True)
         link_ = next(iter(ha.links.values()))
         link_.acked_offset = ha.last_acked[1] = 4 * len(one)
-        ha.isr_source = lambda: frozenset({0})    # ZooKeeper does not list slave 1 yet
+        ha.isr = frozenset({0})    # ZooKeeper does not list slave 1 yet
         assert ha.in_sync_count() == 0
         assert ha.replicated_offset() == store.commitlog.max_offset     # min 0: alone
-        ha.isr_source = lambda: frozenset({0, 1})  # listed: it counts, and holds 4 records
+        ha.isr = frozenset({0, 1})  # listed: it counts, and holds 4 records
         assert ha.in_sync_count() == 1
         assert ha.replicated_offset() == 4 * len(one)
         link_.state = link_.state.SUSPEND        # silent: out of sync, but still listed
         assert ha.in_sync_count() == 0 and ha.slaves_available()
         assert ha.replicated_offset() == 4 * len(one)
-        ha.isr_source = lambda: frozenset({0})    # the controller removed it
+        ha.isr = frozenset({0})    # the controller removed it
         assert ha.replicated_offset() == store.commitlog.max_offset
     finally:
         store.close()

@@ -1,0 +1,117 @@
+"""The serving thread carries out the HA controller's orders
+(``coordinator.orders``): it swaps the role's parts (``master.parts``,
+``slave.parts``), updates the state, answers what a demoted master owed, and
+publishes a snapshot at once so that the controller sees the new role. The
+decisions are the controller's; nothing here talks to ZooKeeper."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from duomq.broker.inbox import Flushed, ScrapeWanted, Wake
+from duomq.common.role import Role
+from duomq.coordinator.orders import Demote, Drain, Follow, IsrPublished, Lease, Promote
+from duomq.master.parts import MasterParts
+from duomq.slave.ha_client import LinkCurve
+from duomq.slave.parts import SlaveParts, truncate
+
+if TYPE_CHECKING:
+    from duomq.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+
+def carry_out(b: Broker, note: object) -> None:
+    """One note of the inbox."""
+    st = b.state
+    match note:
+        case Flushed(offset):
+            st.flushed_offset = max(st.flushed_offset, offset)
+        case Lease(until):
+            st.lease_until = until
+        case Promote(epoch, isr):
+            promote(b, epoch, isr)
+        case Follow(epoch, cut):
+            follow(b, epoch, cut)
+        case Demote(why):
+            demote(b, why)
+        case Drain():
+            drain_for_handover(b)
+        case IsrPublished(members):
+            m = b.master()
+            if m is not None:
+                m.ha.isr = members
+        case ScrapeWanted():
+            b.publish_queues(note)
+        case Wake():
+            pass                 # the loop re-reads what moved
+        case _:
+            log.error("unknown note for the serving thread: %r", note)
+
+
+def promote(b: Broker, epoch: int, isr: frozenset[int] | None) -> None:
+    """Become master at ``epoch`` (the controller holds the master node and
+    published the in-sync set ``isr``)."""
+    b.parts.stop("promoted")
+    m = MasterParts(b.store, b.config, epoch, b.offsets, b.ha_router, b.metrics, b.zk)
+    m.ha.isr = isr
+    b.parts = m
+    st = b.state
+    st.flushed_offset = m.flushed_at_start
+    st.epoch, st.role, st.draining, st.stepping_down = epoch, Role.MASTER, False, False
+    st.replicated_offset = -1
+    b.metrics.promotions += 1
+    b.publish()
+    log.info("serving as MASTER of %s at epoch %d from offset %d", b.config.group, epoch,
+             b.store.commitlog.max_offset)
+
+
+def demote(b: Broker, why: str) -> None:
+    """Stop acking writes now; follow whoever is master next (a ``Follow`` order)."""
+    st = b.state
+    if st.role != Role.MASTER:
+        return
+    st.role, st.draining = Role.SLAVE, False
+    owed = b.parts.stop(why)
+    b.parts = SlaveParts()                # following nobody until a Follow order
+    for w, status, error in owed:
+        b.dispatcher.reply(w.identity, w.request_id, w.type, status, error, w.response)
+    b.publish()
+    log.warning("serving as SLAVE: %s", why)
+
+
+def follow(b: Broker, epoch: int, cut: int) -> None:
+    """Follow the master of ``epoch``: truncate what the group does not share, then replicate."""
+    st = b.state
+    if st.role == Role.MASTER:
+        demote(b, f"broker of epoch {epoch} is master")
+    b.parts.stop(f"following the master of epoch {epoch}")
+    if truncate(b.store, epoch, cut):
+        b.metrics.truncations += 1
+        st.visible_offset = min(st.visible_offset, cut)
+        st.flushed_offset = min(st.flushed_offset, cut)
+    registry = b.registry
+    assert registry is not None
+    curve = None if b.security is None else LinkCurve(
+        b.security.keys, b.security.trusted, registry.master_public_key)
+    b.parts = SlaveParts.follow(b.store, b.config, epoch, registry.master_ha_address,
+                                b.slave_progress, b.offsets, curve)
+    st.epoch, st.stepping_down = epoch, False
+    b.publish()
+
+
+def drain_for_handover(b: Broker) -> None:
+    """Planned switchover: refuse new writes; hand over once a slave holds
+    all. A master that handed over is a slave stepping down: its snapshot
+    says it is drained, and the controller releases the master node."""
+    st = b.state
+    m = b.master()
+    if st.role != Role.MASTER or m is None:
+        return
+    if not st.draining:
+        log.info("switchover requested: draining writes")
+        st.draining = True
+    if m.ready_to_hand_over():
+        st.stepping_down = True
+        demote(b, "handed over by a planned switchover")

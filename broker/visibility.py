@@ -1,0 +1,100 @@
+"""What consumers see, and the answers that wait on it (the serving thread).
+
+Consumers see messages up to ``visible_offset``: on a master the flushed
+offset under SYNC_FLUSH and the offset ``sync_replicas`` slaves hold under
+SYNC replication (so no consumer reads what a crash or a failover could take
+back); on a slave, what it holds, capped at what its master lets consumers
+see (``MasterParts.visible``, ``SlaveParts.visible``). When it moves, the
+sends waiting for it are acked and the pulls held for it answered."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from duomq.broker.processors import pull_held, pull_many_held
+from duomq.broker.requests import Request
+from duomq.common.role import Role
+from duomq.proto import pb
+
+if TYPE_CHECKING:
+    from duomq.broker.server import Broker
+
+
+def update_visible(b: Broker) -> None:
+    """Recompute the replicated and visible offsets; answer what they allow."""
+    st = b.state
+    visible = b.parts.visible(b.store.dispatched_offset, st)
+    if st.role == Role.MASTER:
+        release_waiters(b)
+    appended, pending = b.store.appended, b.pending_queues
+    while appended:                  # the queues written to (bounded: one key per queue)
+        topic, qid, upto = appended.popleft()
+        key = (topic, qid)
+        if pending.get(key, -1) < upto:
+            pending[key] = upto
+    if visible > st.visible_offset:
+        st.visible_offset = visible
+        answer_ready_pulls(b, visible)
+
+
+def answer_ready_pulls(b: Broker, visible: int) -> None:
+    """Answer the held pulls of the queues written to whose entries became
+    visible: only those queues are looked at, so a send costs the same with
+    10 held pulls or 10,000. A queue stays pending until all it was written
+    is visible (a pull held meanwhile is answered then)."""
+    pending = b.pending_queues
+    keys = list(pending)
+    for key in keys:
+        if pending[key] <= visible:
+            del pending[key]
+    if b.pull_hold.held and keys:
+        answer_pulls(b, b.pull_hold.take_ready(lambda t, q: visible_max(b, t, q), keys))
+
+
+def release_waiters(b: Broker) -> None:
+    """Ack the writes whose conditions now hold: never without the lease (a
+    successor may exist)."""
+    m = b.master()
+    if m is None or not b.state.lease_valid(time.monotonic()):
+        return
+    now = time.monotonic()
+    st = b.state
+    for w in m.ack_waiters.release(*m.conditions(st.flushed_offset, st.replicated_offset)):
+        b.metrics.ack_wait.observe(now - w.since)
+        if w.type == pb.SEND:
+            b.mark_replicas(w.response)
+        b.dispatcher.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
+
+
+def expire_waiters(b: Broker, now: float) -> None:
+    """Answer the writes past a deadline with their condition unmet."""
+    m = b.master()
+    if m is None:
+        return
+    cfg, st = b.config, b.state
+    for w, status in m.ack_waiters.expire(now, *m.conditions(st.flushed_offset,
+                                                              st.replicated_offset)):
+        what = ("not flushed within sync_flush_timeout_ms "
+                f"({cfg.sync_flush_timeout_ms} ms)") if status == pb.FLUSH_DISK_TIMEOUT \
+            else (f"not held by the slaves in sync (sync_replicas {cfg.sync_replicas}, "
+                  f"min_sync_replicas {cfg.min_sync_replicas}) within slave_timeout_ms "
+                  f"({cfg.slave_timeout_ms} ms)")
+        b.dispatcher.reply(w.identity, w.request_id, w.type, status,
+                           what + "; the message is stored", w.response)
+
+
+def visible_max(b: Broker, topic: str, queue_id: int) -> int:
+    cq = b.store.find_queue(topic, queue_id)
+    return b.store.visible_max_offset(cq, b.state.visible_offset) if cq else 0
+
+
+def answer_pulls(b: Broker, pulls) -> None:
+    """Answer held pulls now (their data arrived, or their wait ended)."""
+    now = time.monotonic()
+    for p in pulls:
+        b.metrics.pull_hold.observe(now - p.since)
+        request = Request(p.identity, p.request_id, p.type, p.request)
+        answer = b.dispatcher.call(pull_held if p.type == pb.PULL else pull_many_held, request)
+        if answer is not None:
+            b.dispatcher.answer(request, answer)

@@ -1,0 +1,75 @@
+"""What the HA controller orders the broker's serving thread to do, as typed
+values (the controller decides in ``ha_cycle``; the serving loop carries the
+orders out in ``broker.role_switch``). An order travels in the broker's inbox
+(``broker.inbox``): a queue the loop drains, with a ZeroMQ socket that only
+wakes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from duomq.common.role import Role
+
+
+@dataclass(frozen=True)
+class Promote:
+    """Become master at ``epoch`` (the controller holds the master node and
+    published the in-sync set ``isr``)."""
+    epoch: int
+    isr: frozenset[int] | None
+
+
+@dataclass(frozen=True)
+class Follow:
+    """Truncate the log to ``cut``, then follow the master of ``epoch``."""
+    epoch: int
+    cut: int
+
+
+@dataclass(frozen=True)
+class Demote:
+    """Stop being master now: fenced (the session lost, the node gone)."""
+    why: str
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Refuse new writes until a slave holds everything, then hand over
+    (a planned switchover)."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A master may ack writes until ``until`` (monotonic seconds; 0: revoked)."""
+    until: float
+
+
+@dataclass(frozen=True)
+class IsrPublished:
+    """The in-sync set ZooKeeper now lists: a SYNC ack counts only those
+    slaves (one ZooKeeper does not list could not be elected)."""
+    members: frozenset[int] | None
+
+
+Order = Promote | Follow | Demote | Drain | Lease | IsrPublished
+
+
+class Serving(Protocol):
+    """What the controller reads of the serving thread: its last published
+    snapshot (``broker.snapshot.BrokerSnapshot``), read-only."""
+
+    @property
+    def role(self) -> Role: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def local_epoch(self) -> int: ...           # the epoch on disk
+    @property
+    def max_offset(self) -> int: ...            # the log's end
+    @property
+    def in_sync_ids(self) -> frozenset[int] | None: ...   # a master: its links in sync
+    @property
+    def acks_possible(self) -> bool: ...        # a master: enough slaves for a SYNC write
+    @property
+    def drained(self) -> bool: ...              # a master that handed over

@@ -1,0 +1,122 @@
+"""What a broker has only while it is a slave: its link to the master of the
+epoch it follows (``ha_client``, a thread that applies the replicated log
+byte for byte), and the slave's answers to readers: reads capped at what its
+master confirmed, refused beyond a reader's ``max_replica_lag_ms``, and sent
+back to the master once they are within the hot tail. A broker starts as a
+slave that follows nobody (``SlaveParts()``) until its group's election
+says whom; the serving thread swaps parts on every role change
+(``broker.role_switch``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from duomq.common.role import Role
+from duomq.proto import pb
+from duomq.replication.read_advice import slave_says_go_back
+from duomq.slave.ha_client import HAClient, LinkCurve
+
+log = logging.getLogger(__name__)
+
+
+def truncate(store, epoch: int, cut: int) -> bool:
+    """Cut the log to ``cut`` if it holds more (what the master of ``epoch``
+    does not share); True when something was cut."""
+    if cut >= store.commitlog.max_offset:
+        return False
+    removed, records = store.truncate_to(cut)
+    log.warning("truncated %d bytes (%d records) past offset %d that the master of epoch %d "
+                "does not hold", removed, records, cut, epoch)
+    return True
+
+
+class SlaveParts:
+    role = Role.SLAVE
+
+    def __init__(self, client: HAClient | None = None, epoch: int = 0):
+        self._client = client          # None: following nobody yet
+        self.epoch = epoch
+
+    @classmethod
+    def follow(cls, store, config, epoch: int, master_ha_address: Callable[[], str | None],
+               on_progress: Callable[[int], None], offsets,
+               curve: LinkCurve | None = None) -> SlaveParts:
+        """Record ``epoch`` on disk and start replicating from its master
+        (the log already cut to what the group shares: ``truncate``)."""
+        store.epoch_file.write(epoch)
+        client = HAClient(store, config, master_ha_address, on_progress, offsets, curve)
+        client.start()
+        return cls(client, epoch)
+
+    def stop(self, why: str = "") -> list:
+        """Stop following (``why``: for the log); a slave owes no answers."""
+        if self._client is not None:
+            log.info("stopped replicating from the master of epoch %d%s", self.epoch,
+                     f": {why}" if why else "")
+            self._client.shutdown()
+        return []
+
+    # ------------------------------------------------------------ the link
+    @property
+    def following(self) -> bool:
+        return self._client is not None
+
+    @property
+    def master_max(self) -> int:
+        """The master's log end as last heard (0: not heard)."""
+        return self._client.master_max if self._client is not None else 0
+
+    @property
+    def halted(self) -> str:
+        """Why replication stopped for good ("" while it runs)."""
+        return self._client.halted if self._client is not None else ""
+
+    def lag_bytes(self, local_end: int) -> int:
+        """Bytes its master holds that this slave does not (as last heard)."""
+        return max(0, self.master_max - local_end)
+
+    def lag_ms(self) -> int:
+        """How far behind its master, in ms (-1: not caught up since it started)."""
+        return self._client.lag_ms() if self._client is not None else -1
+
+    def master_silent_s(self, now: float | None = None) -> float:
+        """Since the master was last heard (-1: never)."""
+        heard = self._client.last_received if self._client is not None else 0.0
+        return (time.monotonic() if now is None else now) - heard if heard else -1.0
+
+    # ------------------------------------------------------------ readers
+    def visible(self, end: int, state) -> int:
+        """What readers may see: what this slave holds, capped at what its
+        master lets its own consumers see."""
+        confirmed = self._client.master_confirmed if self._client is not None else 0
+        return min(end, confirmed)
+
+    def read_advice(self, phys: int, total_memory: int, back_ratio: float,
+                    master_id: int | None) -> int | None:
+        """Send a reader at commit-log offset ``phys`` back to the master
+        (``master_id``) once it is within the hot tail."""
+        if self._client is None or master_id is None:
+            return None
+        lag = max(0, self._client.master_max - phys)
+        return master_id if slave_says_go_back(lag, total_memory, back_ratio, True) else None
+
+    def lag_refusal(self, bound_ms: int, who: str) -> tuple[int | None, tuple | None]:
+        """This slave's lag (None when following nobody) and, when a reader's
+        ``bound_ms`` is exceeded, the answer REPLICA_LAGGING naming it."""
+        if self._client is None:
+            return None, None
+        lag = self._client.lag_ms()
+        if bound_ms > 0 and (lag < 0 or lag > bound_ms):
+            how = "has not caught up with its master since it started" if lag < 0 else \
+                f"is {lag} ms behind its master"
+            return lag, (pb.REPLICA_LAGGING,
+                         f"slave {who} {how} (the reader's max_replica_lag_ms is {bound_ms}); "
+                         f"nothing was read", pb.PullResponse(replica_lag_ms=lag))
+        return lag, None
+
+    def describe(self, resp: pb.BrokerStatusResponse) -> None:
+        """A status answer's slave fields."""
+        if self._client is not None:
+            resp.master_max_offset = self._client.master_max
