@@ -31,9 +31,9 @@ from one_broker import one_broker
 
 from duomq.client import MessageQueue, PushConsumer
 from duomq.client.allocate import allocate_averagely
+from duomq.client.cluster.queue_owners import node_name
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.queue_owners import node_name
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 TOPICS = int(os.environ.get("TOPICS", 200 if QUICK else 1000))

@@ -13,8 +13,7 @@ from duomq.broker.inbox import Flushed, ScrapeWanted, Wake
 from duomq.common.role import Role
 from duomq.coordinator.orders import Demote, Drain, Follow, IsrPublished, Lease, Promote
 from duomq.master.parts import MasterParts
-from duomq.slave.ha_client import LinkCurve
-from duomq.slave.parts import SlaveParts, truncate
+from duomq.slave.parts import LinkCurve, SlaveParts, truncate
 
 if TYPE_CHECKING:
     from duomq.broker.server import Broker

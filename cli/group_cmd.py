@@ -5,7 +5,7 @@ visible offset and the difference. ``reset-offset --timestamp`` moves the
 group, per queue, to the first message stored at or after a time (back to
 consume again, or ahead to skip): it commits the offsets on the masters and
 publishes them in ZooKeeper, where every live member of the group picks them
-up and moves the queues it holds (``coordinator.offset_reset``).
+up and moves the queues it holds (``client.cluster.offset_reset``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def lag_rows(c, topics: list[str]) -> list[dict]:
 
 def lag_(args) -> int:
     from duomq.client import PullConsumer
-    from duomq.coordinator.membership import list_members
+    from duomq.client.cluster.membership import list_members
     zookeeper, cluster = endpoint(args)
     topics = [args.topic] if args.topic else group_topics(zookeeper, cluster, args.group)
     with PullConsumer(zookeeper, cluster, group=args.group) as c:
@@ -75,8 +75,8 @@ def lag_(args) -> int:
 
 def reset(args) -> int:
     from duomq.client import PullConsumer
-    from duomq.coordinator import offset_reset
-    from duomq.coordinator.membership import list_members
+    from duomq.client.cluster import offset_reset
+    from duomq.client.cluster.membership import list_members
     zookeeper, cluster = endpoint(args)
     with PullConsumer(zookeeper, cluster, group=args.group) as c:
         mqs = c.queues(args.topic)

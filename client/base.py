@@ -14,6 +14,8 @@ from typing import Any
 from kazoo.exceptions import NoAuthError, NoNodeError
 from prometheus_client.core import Metric
 
+from duomq.client.cluster.members import BrokerMembers
+from duomq.client.cluster.routes import RouteTable, TopicRoute
 from duomq.client.metrics import ClientCollector, ClientMetrics
 from duomq.client.remoting import RemotingClient
 from duomq.client.scheduler import Scheduler
@@ -30,10 +32,8 @@ from duomq.common.metrics import serve
 from duomq.common.names import validate_name
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.auth_nodes import UserNode
-from duomq.coordinator.members import BrokerMembers
 from duomq.coordinator.nodes import MemberNode, NodeError
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.routes import RouteTable, TopicRoute
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)

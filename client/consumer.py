@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
+from duomq.client.cluster.members import read_target
 from duomq.client.metrics import error_name
 from duomq.common.config import ConsumerConfig
 from duomq.common.errors import (
@@ -29,7 +30,6 @@ from duomq.common.message import (
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.role import Role
 from duomq.common.subscription import Subscription, parse
-from duomq.coordinator.members import read_target
 from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 

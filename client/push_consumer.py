@@ -35,6 +35,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from duomq.client import queue_locker
 from duomq.client.allocate import Strategy, strategy
 from duomq.client.base import raise_for
+from duomq.client.cluster.membership import GroupMembership
+from duomq.client.cluster.offset_reset import ResetWatch
+from duomq.client.cluster.queue_owners import QueueOwners
 from duomq.client.consume_service import ConcurrentService, OrderlyService
 from duomq.client.consumer import EVERYTHING, PullConsumer
 from duomq.client.offset_committer import OffsetCommitter
@@ -48,9 +51,6 @@ from duomq.common.metrics import labelled
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.subscription import parse
 from duomq.coordinator.group_nodes import GroupMemberNode
-from duomq.coordinator.membership import GroupMembership
-from duomq.coordinator.offset_reset import ResetWatch
-from duomq.coordinator.queue_owners import QueueOwners
 from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 

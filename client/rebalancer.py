@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from duomq.client.allocate import Strategy
+from duomq.client.cluster.queue_owners import QueueOwners
 from duomq.client.consumer import PullConsumer
 from duomq.client.handoff import Releaser
 from duomq.client.offset_committer import OffsetCommitter
@@ -29,7 +30,6 @@ from duomq.client.process_queue import ProcessQueue
 from duomq.client.pull_loop import PULL_RETRY_S, PullLoop
 from duomq.client.queue_locker import QueueLocker
 from duomq.common.message import MessageQueue
-from duomq.coordinator.queue_owners import QueueOwners
 
 log = logging.getLogger(__name__)
 RELEASE_WAIT_S = 1.0        # orderly: wait for the message in hand before unlocking

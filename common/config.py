@@ -187,6 +187,16 @@ class BrokerConfig:
             raise ConfigError("cq_flush_least_pages: must be >= 0")
         if self.file_reserved_hours <= 0:
             raise ConfigError("file_reserved_hours: must be > 0")
+        self._check_sizes()
+        _positive(self, "client_mute_ms", "max_consumer_groups", "transaction_timeout_ms",
+                  "transaction_check_interval_ms", "transaction_check_max")
+        if self.flush_thorough_interval_ms < self.flush_interval_ms:
+            raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
+        self._check_network()
+
+    def _check_sizes(self) -> None:
+        """Sizes that must fit one in another: a record in a segment, in a
+        pull, in a frame, in what a client may have queued."""
         from duomq.format.record import HEADER_SIZE
         if self.max_message_bytes < HEADER_SIZE + 1:
             raise ConfigError(f"max_message_bytes: {self.max_message_bytes} cannot hold a "
@@ -208,10 +218,9 @@ class BrokerConfig:
             raise ConfigError(f"max_queued_bytes_per_client ({self.max_queued_bytes_per_client}) "
                               f"must be >= max_pull_bytes ({self.max_pull_bytes}), or one "
                               f"pull answer could mute a client")
-        _positive(self, "client_mute_ms", "max_consumer_groups", "transaction_timeout_ms",
-                  "transaction_check_interval_ms", "transaction_check_max")
-        if self.flush_thorough_interval_ms < self.flush_interval_ms:
-            raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
+
+    def _check_network(self) -> None:
+        """Ports, hosts, auth and the replication link's timings."""
         if self.listen_host in ANY_HOSTS and not self.advertised_host:
             raise ConfigError(f"listen_host {self.listen_host!r} binds every interface: set "
                               f"advertised_host, the address clients and slaves dial")

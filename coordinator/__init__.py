@@ -1,12 +1,22 @@
-"""ZooKeeper through kazoo: the layout of brokers, topics, routes and consumer
-groups, broker registration, route and membership watches, and topic admin.
+"""The brokers' coordination in ZooKeeper (through kazoo): the connection
+(``zk``), the layout (``paths``), every node's type (``nodes``,
+``group_nodes``, ``auth_nodes``), topic admin (``topics``), a broker's
+registration (``registry``), and the HA controller: a pure cycle over a
+frozen view of the group (``ha_cycle``, with ``election``) run by a thread
+(``ha_controller``) that sends typed orders to the serving loop
+(``orders``). The clients' view of the cluster (routes, members, group
+membership, queue owners, offset resets) is in ``duomq.client.cluster``.
 
 Layout (``paths.ZkPaths``)::
 
-    /duomq/<cluster>/brokers/<group>/members/<broker_id>  ephemeral   address, role, epoch, timeouts
+    /duomq/<cluster>/brokers/<group>/members/<broker_id>  ephemeral   address, role, epoch, offsets
     /duomq/<cluster>/brokers/<group>/master               ephemeral   broker id, epoch, address
     /duomq/<cluster>/brokers/<group>/epochs/<n>           persistent  broker id, start offset
+    /duomq/<cluster>/brokers/<group>/isr                  persistent  the in-sync set
     /duomq/<cluster>/topics/<topic>                       persistent  queues per broker group, perm, order
     /duomq/<cluster>/routes/<topic>/<group>               ephemeral   the master's address, queues
-    /duomq/<cluster>/groups/<group>/members/<client_id>   ephemeral   subscriptions, message model
+    /duomq/<cluster>/groups/<group>/members/<client_id>   ephemeral   topic, message model
+    /duomq/<cluster>/groups/<group>/owners/<queue>        ephemeral   the client holding it
+    /duomq/<cluster>/groups/<group>/resets/<topic>        persistent  an offset reset
+    /duomq/<cluster>/auth/config, auth/users/<name>       persistent  a secured cluster's keys, users
 """

@@ -40,8 +40,8 @@ def duomq(*args, capture=False):
 
 
 def group_members(zookeeper, cluster):
+    from duomq.client.cluster.membership import list_members
     from duomq.coordinator import zk as zkutil
-    from duomq.coordinator.membership import list_members
     zk = zkutil.connect(zookeeper)
     try:
         return list_members(zk, cluster, GROUP)

@@ -266,6 +266,16 @@ def parse_msg_id(msg_id: str) -> tuple[str, int]:
     return group, int(hex_offset, 16)
 
 
+_TAGS_AT = fields("topic_len", "tags_len")
+
+
+def tags_at(buf: bytes | bytearray | memoryview | mmap.mmap, rel: int) -> bytes:
+    """The tags of the record that starts at ``rel`` of ``buf``."""
+    lt, lg = _TAGS_AT.unpack_from(buf, rel)
+    t = rel + HEADER_SIZE + lt
+    return bytes(buf[t:t + lg])
+
+
 def tag_hash(tags: bytes) -> int:
     """The consume queue's tag code: CRC32 of the tag (0 for no tag)."""
     return zlib.crc32(tags) if tags else 0

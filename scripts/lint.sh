@@ -3,7 +3,8 @@
 # before the suite: ruff (pyflakes, pycodestyle, import order, bugbear,
 # pyupgrade; pyproject's [tool.ruff]), mypy (pyproject's [tool.mypy]: clean,
 # strict for the pure modules) and import-linter (the layers and the
-# forbidden imports of pyproject's [tool.importlinter]).
+# forbidden imports of pyproject's [tool.importlinter]) and the rooms' sizes
+# (scripts/check_sizes.py: modules <= 600 lines, functions <= 80).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -18,4 +19,5 @@ ln -s "$repo" "$root/duomq"
 (cd "$root" && "$mypy" --config-file "$repo/pyproject.toml" --cache-dir "$root/.mypy_cache" \
    -p duomq) || rc=1
 "$VENV/bin/lint-imports" --no-cache || rc=1
+"$VENV/bin/python" scripts/check_sizes.py || rc=1
 exit "$rc"

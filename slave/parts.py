@@ -18,6 +18,7 @@ from duomq.proto import pb
 from duomq.replication.read_advice import slave_says_go_back
 from duomq.slave.ha_client import HAClient, LinkCurve
 
+__all__ = ["LinkCurve", "SlaveParts", "truncate"]
 log = logging.getLogger(__name__)
 
 

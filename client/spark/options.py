@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from duomq.common import duration
 from duomq.common.errors import BadRequestError, ConfigError
@@ -88,27 +89,7 @@ class SourceOptions:
         unknown = sorted(set(o) - KNOWN)
         if unknown:
             raise ConfigError(f"unknown duomq source option(s): {', '.join(unknown)}")
-        chosen = [k for k in ("topic", "subscribe", "subscribepattern", "assign") if k in o]
-        if len(chosen) != 1:
-            raise ConfigError("give exactly one of the options topic (or subscribe: topics, "
-                              "comma-separated), subscribePattern (a regex over topic names) "
-                              f"and assign (JSON queues){'; got ' + ', '.join(chosen) if chosen else ''}")
-        topics: tuple[str, ...] = ()
-        pattern = assign = None
-        if chosen[0] in ("topic", "subscribe"):
-            topics = tuple(t.strip() for t in str(o[chosen[0]]).split(",") if t.strip())
-            if not topics:
-                raise ConfigError(f"option {chosen[0]}: no topic named")
-        elif chosen[0] == "subscribepattern":
-            pattern = str(o["subscribepattern"])
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ConfigError(f"option subscribePattern: {pattern!r} is not a regular "
-                                  f"expression ({exc})") from None
-        else:
-            assign = parse_assign(o["assign"])
-            topics = tuple(sorted({t for t, _g, _q in assign}))
+        topics, pattern, assign = _what(o)
         starting = parse_offsets("startingOffsets", o.get("startingoffsets",
                                                           "latest" if streaming else "earliest"))
         ending = parse_offsets("endingOffsets", o.get("endingoffsets", "latest"))
@@ -140,22 +121,7 @@ class SourceOptions:
         read_from = str(o.get("readfrom", "slave_preferred")).strip().lower()
         if read_from not in READ_FROM:
             raise ConfigError(f"option readFrom: {read_from!r} is not one of {', '.join(READ_FROM)}")
-        max_per = _int("maxOffsetsPerTrigger", o["maxoffsetspertrigger"], 1) \
-            if "maxoffsetspertrigger" in o else None
-        min_per = _int("minOffsetsPerTrigger", o["minoffsetspertrigger"], 1) \
-            if "minoffsetspertrigger" in o else None
-        if min_per is not None and not streaming:
-            raise ConfigError("option minOffsetsPerTrigger is for streaming queries only")
-        if min_per is not None and max_per is not None and min_per > max_per:
-            raise ConfigError(f"option minOffsetsPerTrigger ({min_per}) is above "
-                              f"maxOffsetsPerTrigger ({max_per})")
-        if "maxtriggerdelay" in o and min_per is None:
-            raise ConfigError("option maxTriggerDelay needs minOffsetsPerTrigger")
-        try:
-            delay = duration.parse_ms(str(o["maxtriggerdelay"])) if "maxtriggerdelay" in o \
-                else DEFAULT_MAX_TRIGGER_DELAY_MS
-        except ValueError as exc:
-            raise ConfigError(f"option maxTriggerDelay: {exc}") from None
+        max_per, min_per, delay = _trigger(o, streaming)
         return cls(
             zookeeper=o.get("zookeeper"), cluster=o.get("cluster"), topics=topics,
             starting=starting, ending=ending, starting_timestamp=start_ts,
@@ -182,6 +148,54 @@ class SourceOptions:
 
 _NAMES = {"endingoffsets": "endingOffsets", "endingtimestamp": "endingTimestamp",
           "endingoffsetsbytimestamp": "endingOffsetsByTimestamp"}
+
+
+def _what(o: dict) -> tuple[tuple[str, ...], str | None, Any]:
+    """The topics (topic, subscribe), a pattern (subscribePattern) or the
+    queues (assign) a query reads: exactly one of them."""
+    chosen = [k for k in ("topic", "subscribe", "subscribepattern", "assign") if k in o]
+    if len(chosen) != 1:
+        raise ConfigError("give exactly one of the options topic (or subscribe: topics, "
+                          "comma-separated), subscribePattern (a regex over topic names) "
+                          f"and assign (JSON queues){'; got ' + ', '.join(chosen) if chosen else ''}")
+    topics: tuple[str, ...] = ()
+    pattern = assign = None
+    if chosen[0] in ("topic", "subscribe"):
+        topics = tuple(t.strip() for t in str(o[chosen[0]]).split(",") if t.strip())
+        if not topics:
+            raise ConfigError(f"option {chosen[0]}: no topic named")
+    elif chosen[0] == "subscribepattern":
+        pattern = str(o["subscribepattern"])
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"option subscribePattern: {pattern!r} is not a regular "
+                              f"expression ({exc})") from None
+    else:
+        assign = parse_assign(o["assign"])
+        topics = tuple(sorted({t for t, _g, _q in assign}))
+    return topics, pattern, assign
+
+
+def _trigger(o: dict, streaming: bool) -> tuple[int | None, int | None, int]:
+    """maxOffsetsPerTrigger, minOffsetsPerTrigger and maxTriggerDelay (ms)."""
+    max_per = _int("maxOffsetsPerTrigger", o["maxoffsetspertrigger"], 1) \
+        if "maxoffsetspertrigger" in o else None
+    min_per = _int("minOffsetsPerTrigger", o["minoffsetspertrigger"], 1) \
+        if "minoffsetspertrigger" in o else None
+    if min_per is not None and not streaming:
+        raise ConfigError("option minOffsetsPerTrigger is for streaming queries only")
+    if min_per is not None and max_per is not None and min_per > max_per:
+        raise ConfigError(f"option minOffsetsPerTrigger ({min_per}) is above "
+                          f"maxOffsetsPerTrigger ({max_per})")
+    if "maxtriggerdelay" in o and min_per is None:
+        raise ConfigError("option maxTriggerDelay needs minOffsetsPerTrigger")
+    try:
+        delay = duration.parse_ms(str(o["maxtriggerdelay"])) if "maxtriggerdelay" in o \
+            else DEFAULT_MAX_TRIGGER_DELAY_MS
+    except ValueError as exc:
+        raise ConfigError(f"option maxTriggerDelay: {exc}") from None
+    return max_per, min_per, delay
 
 
 def parse_assign(value) -> frozenset[QueueKey]:

@@ -65,9 +65,9 @@ def source_metrics(progress: Any, zookeeper: str | None = None,
 def replica_lags(zookeeper: str, cluster: str | None, groups: list[str]) -> dict[str, int]:
     """``group/broker id`` -> each live slave's lag behind its master (ms; -1:
     not caught up since it started), from the slaves' member nodes."""
+    from duomq.client.cluster.members import BrokerMembers
     from duomq.common.endpoint import DEFAULT_CLUSTER
     from duomq.coordinator import zk as zkutil
-    from duomq.coordinator.members import BrokerMembers
     zk = zkutil.connect(zookeeper)
     members = BrokerMembers(zk, cluster or DEFAULT_CLUSTER)
     try:

@@ -24,6 +24,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from duomq.client.cluster.members import read_candidates
 from duomq.client.consumer import PullConsumer
 from duomq.client.spark.arrow import SCHEMA_DDL
 from duomq.client.spark.fetch import ReadTask, read_task
@@ -40,7 +41,6 @@ from duomq.client.spark.options import (
 from duomq.common.credentials import CREDENTIALS_ENV
 from duomq.common.errors import ConfigError, DuomqError, TopicNotExistError
 from duomq.common.message import MessageQueue
-from duomq.coordinator.members import read_candidates
 from duomq.coordinator.topics import TopicAdmin
 
 log = logging.getLogger(__name__)

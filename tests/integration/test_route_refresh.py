@@ -6,8 +6,8 @@ import json
 import pytest
 
 from duomq.client import PullConsumer
+from duomq.client.cluster.watches import ChildrenData
 from duomq.common.errors import BadRequestError, NotMasterError, RequestTimeoutError
-from duomq.coordinator.watches import ChildrenData
 
 pytestmark = pytest.mark.integration
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from duomq.client.cluster.members import read_candidates, read_target
 from duomq.client.spark.fetch import DataLossError, ReadTask, _data_loss
 from duomq.client.spark.options import (
     Range,
@@ -14,7 +15,6 @@ from duomq.client.spark.options import (
 )
 from duomq.common.errors import ConfigError
 from duomq.common.role import Role
-from duomq.coordinator.members import read_candidates, read_target
 from duomq.coordinator.nodes import MemberNode
 
 

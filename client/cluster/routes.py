@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from duomq.client.cluster.watches import ChildrenData
 from duomq.common.message import MessageQueue
 from duomq.coordinator.nodes import RouteNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import PERM_READ, PERM_WRITE
-from duomq.coordinator.watches import ChildrenData
 
 GroupRoute = RouteNode      # a topic's route on one broker group (``nodes.RouteNode``)
 

@@ -1,12 +1,12 @@
 """BrokerMembers and QueueOwners against a real ZooKeeper."""
 
+from duomq.client.cluster.members import BrokerMembers
+from duomq.client.cluster.queue_owners import QueueOwners
 from duomq.common.message import MessageQueue
 from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
-from duomq.coordinator.members import BrokerMembers
 from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.queue_owners import QueueOwners
 from duomq.testing.harness import wait_for
 
 

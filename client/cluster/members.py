@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from duomq.client.cluster.watches import ChildrenData
 from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.watches import ChildrenData
 
 Members = dict[int, MemberNode]      # a group's live members by broker id
 

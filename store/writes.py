@@ -1,0 +1,153 @@
+"""The master's write path of the store: a producer's batch checked, placed,
+sealed and written (``put_batch``), records the broker writes again
+(``put_records``), and a slave's byte-identical append of the master's log
+(``append_raw``). Part of ``MessageStore``; the serving thread calls it as
+master, the replication thread as slave."""
+
+from __future__ import annotations
+
+import collections
+import errno
+import itertools
+import logging
+import operator
+import time
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from duomq.common.config import BrokerConfig
+from duomq.common.errors import StoreFullError
+from duomq.format import bulk_scan, seal
+from duomq.format import record as rec
+from duomq.store.commitlog import CommitLog
+from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
+from duomq.store.key_index import KeyIndex
+from duomq.store.producer_state import Batch, ProducerStates
+
+log = logging.getLogger(__name__)
+_FLAGS = rec.fields("flags")
+
+
+@dataclass(slots=True)
+class PutResult:
+    queue_offset: int              # queue offset of the first record
+    physical_offsets: list[int]    # commit-log offset of each record
+    end_offset: int                # commit-log offset just past the batch
+
+
+class StoreWrites:
+    # the store's parts (set by ``MessageStore.__init__``)
+    config: BrokerConfig
+    commitlog: CommitLog
+    queues: dict[tuple[str, int], ConsumeQueue]
+    index: KeyIndex
+    producers: ProducerStates
+    appended: collections.deque[tuple[str, int, int]]
+    dispatched_offset: int
+    messages_stored: int
+    full_logged: float
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        raise NotImplementedError       # MessageStore's
+
+    def put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
+                  numbering: tuple[int, int, int] | None = None) -> PutResult:
+        """Validate, place, patch and write a producer's batch (one commit-log
+        write per segment touched, one consume-queue write). Raises
+        RecordError / RecordTooLargeError, or StoreFullError when the disk has
+        no room for a file it needs, with nothing stored. ``numbering``: an
+        idempotent batch's ``(producer id, sequence, count)`` as the SEND
+        handler read it (else a flagged first record is read here)."""
+        try:
+            return self._put_batch(topic, queue_id, buf, count, numbering)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise self._full(exc) from None
+
+    def _full(self, exc: OSError) -> StoreFullError:
+        """The error for a write a full disk refused, logged at most once a minute."""
+        cfg = self.config
+        text = (f"broker {cfg.group}/{cfg.broker_id} cannot store: {exc.strerror or exc}; "
+                f"nothing was stored")
+        now = time.monotonic()
+        if now - self.full_logged >= 60.0:
+            self.full_logged = now
+            log.warning("%s (logged once a minute while the disk stays full)", text)
+        return StoreFullError(exc.errno or errno.ENOSPC, text)
+
+    def _put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
+                   numbering: tuple[int, int, int] | None) -> PutResult:
+        topic_b = topic.encode()
+        crcs: list[int] = []
+        bulk = bulk_scan.pays(count)
+        scanned = bulk_scan.scan(buf, topic_b, self.config.max_message_bytes, count, crcs) \
+            if bulk else None
+        bounds, borns, hashes, keyed = scanned or rec.scan_batch(
+            buf, topic_b, self.config.max_message_bytes, count, crcs)
+        sizes = list(map(operator.sub, bounds[1:], bounds))
+        offsets, plan = self.commitlog.place(sizes)
+        cq = self.consume_queue(topic, queue_id)
+        qoff = cq.max_offset
+        now = time.time_ns() // 1_000_000
+        if bulk:
+            seal.patch_and_seal(buf, bounds, queue_id, qoff, offsets, now)
+        else:
+            patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET
+            crc_of, set_crc, ca = crc32c, rec.CRC.pack_into, rec.CRC_OFFSET
+            mv, hs = memoryview(buf), rec.HEADER_SIZE
+            for qo, start, phys, born, c in zip(itertools.count(qoff), bounds, offsets, borns,
+                                                crcs):
+                patch(buf, start + at, queue_id, qo, phys, born, now)
+                # seal: the stored crc covers the patched header, continued from the payload's
+                set_crc(buf, start + ca, crc_of(mv[start + at:start + hs], c))
+        flat = [0] * (3 * count)   # [phys, size, tag hash] per entry, interleaved in C
+        flat[0::3], flat[1::3], flat[2::3] = offsets, sizes, hashes
+        last_cq = cq.mfq.last()
+        if last_cq is None or (qoff + count) * CQ_UNIT.size > last_cq.end:
+            cq.reserve(qoff, count)            # a full disk fails here, with nothing written
+        self.commitlog.write(buf, bounds, plan)
+        cq.append(pack_entries(flat, count), qoff)
+        if keyed:
+            self.index.add_batch(topic_b, [bytes(buf[p:p + n]) for _i, p, n in keyed],
+                                 [offsets[i] for i, _p, _n in keyed], now)
+        if numbering is not None:                                # an idempotent batch
+            pid, seq, n = numbering
+            self.producers.observe(pid, topic, queue_id, Batch(seq, qoff, n, offsets[0]))
+        elif _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:
+            self.producers.observe_record(memoryview(buf), offsets[0])
+        end = offsets[-1] + sizes[-1]
+        self.appended.append((topic, queue_id, end))
+        self.dispatched_offset = end
+        self.messages_stored += count
+        return PutResult(qoff, offsets, end)
+
+    def put_records(self, items: list[tuple[str, int, bytes]]) -> list[PutResult]:
+        """Store records the broker writes again (delayed, due, sent back),
+        ``(topic, queue_id, record)`` in order: one ``put_batch`` per run of
+        records bound for the same queue. Returns the PutResult of each run."""
+        out = []
+        for (topic, qid), run in itertools.groupby(items, key=lambda t: t[:2]):
+            records = [r for _t, _q, r in run]
+            out.append(self.put_batch(topic, qid, bytearray(b"".join(records)), len(records)))
+        return out
+
+    def append_raw(self, offset: int, data) -> int:
+        """A slave's write: the master's bytes at the same offset (byte-identical
+        logs). ``offset`` must be this log's end. Returns the new end."""
+        end = self.commitlog.max_offset
+        if offset != end:
+            raise ValueError(f"replicated chunk at {offset} but the log ends at {end}")
+        mfq = self.commitlog.mfq
+        view = memoryview(data)
+        pos = offset
+        while view:
+            seg = mfq.ensure(pos)
+            rel = pos - seg.base
+            n = min(len(view), seg.size - rel)
+            seg.write(view[:n], rel)
+            seg.wrote = rel + n
+            view = view[n:]
+            pos += n
+        return pos
