@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from duomq import __version__
@@ -50,12 +51,15 @@ class BrokerCore:
         # the serving thread, replaced whole
         self.snapshot = BrokerSnapshot()
         self.registry: BrokerRegistry | None = None
+        # topic -> queues this group hosts: the registry's watches once it runs
+        self.hosted_topics: Callable[[], Mapping[str, int]] = dict
         self.flush_service: FlushService | None = None
         self.public_key = ""        # the CURVE key the ports serve with (auth = true), Z85
 
     # ------------------------------------------------------------ questions
     def hosted_queues(self, topic: str) -> int | None:
-        return self.registry.topics.get(topic) if self.registry else None
+        """The number of queues this broker group hosts of ``topic`` (None: none)."""
+        return self.hosted_topics().get(topic)
 
     def producers(self, group: str) -> list[bytes]:
         """The connections of the producers of ``group`` heard from lately

@@ -162,6 +162,7 @@ class Broker(BrokerCore):
         else:
             refuse_plaintext_in_secured_cluster(self.zk, cfg.cluster)
         self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info)
+        self.hosted_topics = lambda: registry.topics
         registry.register()
         self._services = [self.flush_service,
                           PeriodicService("checkpoint", cfg.checkpoint_interval_ms / 1000,

@@ -75,7 +75,8 @@ def test_the_image_install_builds_a_complete_wheel(tmp_path):
         names = z.namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"duomq"}
-    for module in ("duomq/cli/main.py", "duomq/cli/health_cmd.py", "duomq/master/health.py",
+    for module in ("duomq/cli/main.py", "duomq/cli/health_cmd.py", "duomq/broker/health.py",
+                   "duomq/client/cluster/routes.py", "duomq/master/parts.py", "duomq/slave/parts.py",
                    "duomq/client/spark/arrow.py", "duomq/proto/duomq_pb2.py"):
         assert module in names
     assert not any(n.startswith(("duomq/tests/", "duomq/chaos_tests/", "duomq/testing/"))

@@ -1,0 +1,203 @@
+"""The request handlers in-process: a BrokerCore over a temporary directory,
+no ZooKeeper and no sockets but the master's replication ROUTER. Each main
+request type as a client makes it, on a master and on a slave."""
+
+import time
+
+import pytest
+import zmq
+
+from duomq.broker.core import BrokerCore
+from duomq.broker.processors import HANDLERS
+from duomq.broker.requests import Request
+from duomq.common.config import BrokerConfig
+from duomq.common.errors import (
+    BadRequestError,
+    NotMasterError,
+    ServiceNotAvailableError,
+    TopicNotExistError,
+)
+from duomq.common.message import decode_records
+from duomq.common.role import Role
+from duomq.format import record as rec
+from duomq.master.parts import MasterParts
+from duomq.proto import pb
+
+TOPIC = "Orders"
+
+
+def call(core, type_, message, identity=b"client-1"):
+    return HANDLERS[type_](core, Request(identity, 7, type_, message))
+
+
+def records(n, start=0, tags=b"TagA", keys=b""):
+    return b"".join(rec.encode_record(TOPIC.encode(), tags, keys, b"", b"body-%d" % i, 1)
+                    for i in range(start, start + n))
+
+
+@pytest.fixture
+def ctx():
+    c = zmq.Context()
+    yield c
+    c.term()
+
+
+def make_core(tmp_path, ctx, role=Role.MASTER, **settings):
+    cfg = BrokerConfig(data_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20,
+                       max_message_bytes=64 << 10, max_pull_bytes=256 << 10,
+                       **settings)
+    core = BrokerCore(cfg)
+    core.store.start()
+    core.offsets.load()
+    core.hosted_topics = lambda: {TOPIC: 4}
+    if role is Role.MASTER:
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        core.parts = MasterParts(core.store, cfg, 1, core.offsets, sock, core.metrics)
+        core.state.role, core.state.epoch = Role.MASTER, 1
+        core.state.lease_until = time.monotonic() + 3600
+        core._sock = sock
+    return core
+
+
+def close(core):
+    core.parts.stop("test over")
+    sock = getattr(core, "_sock", None)
+    if sock is not None:
+        sock.close(0)
+    core.store.close()
+
+
+@pytest.fixture
+def master(tmp_path, ctx):
+    core = make_core(tmp_path, ctx)
+    yield core
+    close(core)
+
+
+def send(core, n=3, queue=0, **kw):
+    status, error, resp = call(core, pb.SEND, pb.SendRequest(
+        topic=TOPIC, queue_id=queue, count=n, records=records(n, **kw)))
+    assert status == pb.OK, error
+    core.state.visible_offset = core.store.dispatched_offset   # ASYNC: visible at once
+    return resp
+
+
+def test_send_then_pull_reads_what_was_stored(master):
+    resp = send(master, 3)
+    assert (resp.queue_offset, len(resp.physical_offsets), resp.epoch) == (0, 3, 1)
+    status, _, got = call(master, pb.PULL, pb.PullRequest(
+        consumer_group="g", topic=TOPIC, queue_id=0, queue_offset=0, max_messages=10))
+    assert status == pb.OK and got.count == 3 and got.next_offset == 3
+    assert [m.body for m in decode_records(got.records)] == [b"body-0", b"body-1", b"body-2"]
+    status, _, none = call(master, pb.PULL, pb.PullRequest(
+        consumer_group="g", topic=TOPIC, queue_id=0, queue_offset=3))
+    assert status == pb.NO_NEW_MESSAGE and none.next_offset == 3
+
+
+def test_a_pull_that_may_wait_is_held_and_pull_many_reads_several_queues(master):
+    held = call(master, pb.PULL, pb.PullRequest(consumer_group="g", topic=TOPIC, queue_id=1,
+                                                queue_offset=0, max_wait_ms=1000))
+    assert held is None and master.pull_hold.held
+    send(master, 2, queue=1)
+    send(master, 1, queue=2)
+    status, _, many = call(master, pb.PULL_MANY, pb.PullManyRequest(pulls=[
+        pb.PullRequest(topic=TOPIC, queue_id=q, queue_offset=0) for q in (1, 2, 3)]))
+    assert status == pb.OK
+    assert [(e.status, e.response.count) for e in many.entries] == \
+        [(pb.OK, 2), (pb.OK, 1), (pb.NO_NEW_MESSAGE, 0)]
+
+
+def test_offsets_query_commit_and_fetch(master):
+    send(master, 5)
+    _, _, top = call(master, pb.QUERY_OFFSET, pb.QueryOffsetRequest(
+        topic=TOPIC, queue_id=0, query=pb.MAX_OFFSET))
+    assert top.offset == 5
+    call(master, pb.COMMIT_OFFSET, pb.CommitOffsetRequest(
+        consumer_group="g", offsets=[pb.QueueOffset(topic=TOPIC, queue_id=0, offset=4)]))
+    _, _, got = call(master, pb.FETCH_OFFSET, pb.FetchOffsetRequest(
+        consumer_group="g", queues=[pb.QueueOffset(topic=TOPIC, queue_id=0)]))
+    assert got.offsets[0].offset == 4
+    with pytest.raises(BadRequestError, match="queue 9"):
+        call(master, pb.COMMIT_OFFSET, pb.CommitOffsetRequest(
+            consumer_group="g", offsets=[pb.QueueOffset(topic=TOPIC, queue_id=9, offset=1)]))
+
+
+def test_lookups_by_offset_and_by_key(master):
+    resp = send(master, 2, keys=b"order-17")
+    _, _, one = call(master, pb.GET_MESSAGE,
+                     pb.GetMessageRequest(physical_offset=resp.physical_offsets[1]))
+    assert decode_records(one.record)[0].body == b"body-1"
+    _, _, found = call(master, pb.QUERY_BY_KEY, pb.QueryByKeyRequest(topic=TOPIC,
+                                                                      key="order-17"))
+    assert found.count == 2
+    with pytest.raises(BadRequestError, match="no message is stored"):
+        call(master, pb.GET_MESSAGE, pb.GetMessageRequest(physical_offset=3))
+
+
+def test_heartbeat_locks_and_status(master):
+    _, _, hb = call(master, pb.HEARTBEAT, pb.HeartbeatRequest(
+        client_id="c1", producer_groups=["p"], consumer_groups=["g"]))
+    assert hb.role == "MASTER" and master.producers("p") == [b"client-1"]
+    q = pb.QueueRef(topic=TOPIC, queue_id=0)
+    _, _, locked = call(master, pb.LOCK_QUEUES, pb.LockQueuesRequest(
+        consumer_group="g", client_id="c1", queues=[q]))
+    _, _, other = call(master, pb.LOCK_QUEUES, pb.LockQueuesRequest(
+        consumer_group="g", client_id="c2", queues=[q]))
+    assert len(locked.locked) == 1 and len(other.locked) == 0
+    call(master, pb.UNLOCK_QUEUES, pb.LockQueuesRequest(consumer_group="g", client_id="c1",
+                                                        queues=[q]))
+    _, _, taken = call(master, pb.LOCK_QUEUES, pb.LockQueuesRequest(
+        consumer_group="g", client_id="c2", queues=[q]))
+    assert len(taken.locked) == 1
+    send(master, 2)
+    _, _, st = call(master, pb.BROKER_STATUS, pb.BrokerStatusRequest())
+    assert st.role == "MASTER" and st.ready and st.max_physical_offset > 0
+    assert [(x.topic, x.queue_id, x.max_offset) for x in st.queues] == [(TOPIC, 0, 2)]
+
+
+def test_send_back_goes_to_the_groups_retry_topic_and_transactions_end(master):
+    resp = send(master, 1)
+    master.hosted_topics = lambda: {TOPIC: 4, "%RETRY%g": 1}
+    _, _, back = call(master, pb.SEND_BACK, pb.SendBackRequest(
+        consumer_group="g", physical_offset=resp.physical_offsets[0], max_reconsume_times=16))
+    assert back.topic == "%RETRY%g"
+    _, _, listing = call(master, pb.LIST_TRANSACTIONS, pb.ListTransactionsRequest())
+    assert listing.pending == 0
+    with pytest.raises(BadRequestError):
+        call(master, pb.END_TRANSACTION, pb.EndTransactionRequest(half_offset=0, action=0))
+
+
+def test_bad_requests_are_refused_by_name(master):
+    with pytest.raises(TopicNotExistError):
+        call(master, pb.SEND, pb.SendRequest(topic="Nope", queue_id=0, count=1,
+                                             records=records(1)))
+    with pytest.raises(BadRequestError, match="does not exist"):
+        call(master, pb.SEND, pb.SendRequest(topic=TOPIC, queue_id=4, count=1,
+                                             records=records(1)))
+    with pytest.raises(BadRequestError, match="queue_offset"):
+        call(master, pb.PULL, pb.PullRequest(topic=TOPIC, queue_id=0, queue_offset=-1))
+    master.state.lease_until = 0.0                  # the lease lapsed: fenced
+    with pytest.raises(ServiceNotAvailableError, match="lease"):
+        call(master, pb.SEND, pb.SendRequest(topic=TOPIC, queue_id=0, count=1,
+                                             records=records(1)))
+
+
+def test_a_slave_answers_writes_with_not_master_and_serves_nothing_unconfirmed(tmp_path, ctx):
+    slave = make_core(tmp_path, ctx, role=Role.SLAVE)
+    try:
+        for type_, message in (
+                (pb.SEND, pb.SendRequest(topic=TOPIC, queue_id=0, count=1, records=records(1))),
+                (pb.COMMIT_OFFSET, pb.CommitOffsetRequest(consumer_group="g")),
+                (pb.LOCK_QUEUES, pb.LockQueuesRequest(consumer_group="g", client_id="c")),
+                (pb.END_TRANSACTION, pb.EndTransactionRequest()),
+                (pb.SEND_BACK, pb.SendBackRequest(consumer_group="g"))):
+            with pytest.raises(NotMasterError, match="is a slave"):
+                call(slave, type_, message)
+        status, _, got = call(slave, pb.PULL, pb.PullRequest(topic=TOPIC, queue_id=0,
+                                                             queue_offset=0))
+        assert status == pb.NO_NEW_MESSAGE and got.count == 0
+        _, _, st = call(slave, pb.BROKER_STATUS, pb.BrokerStatusRequest())
+        assert st.role == "SLAVE" and not st.ready
+    finally:
+        close(slave)
