@@ -5,16 +5,14 @@
  * format/seal.py, store/bulk_dispatch.py with numpy; format/record.py record
  * by record; client/producer.py's encode_batch) that gives the same answers;
  * the tests run both and compare.
- * The record layout is format/record.py's (all fields big-endian):
- *
- *   0 total_size i32 | 4 magic i32 | 8 crc u32 | 12 queue_id i32
- *   16 queue_offset i64 | 24 physical_offset i64 | 32 born_ts_ms i64
- *   40 store_ts_ms i64 | 48 born_host 8 | 56 flags i32 | 60 topic_len u16
- *   62 tags_len u16 | 64 keys_len u16 | 66 props_len u32 | 70 body_len u32
- *   74 payload: topic, tags, keys, properties, body
+ * The record layout is format/record.py's (all fields big-endian), as
+ * layout.h has it: that header is generated from record.py's FIELDS
+ * (`python -m duomq.format.layout_h`), so no offset is spelled here; a test
+ * fails when the header or this build differs from the Python layout.
  *
  * A producer's record carries crc = CRC-32C of its payload; a stored
- * (sealed) record's crc is CRC-32C of bytes 12..74 continued from that.
+ * (sealed) record's crc is CRC-32C of bytes PATCH_OFFSET..HEADER_SIZE
+ * continued from that.
  * CRC-32C with the CPU's crc32 instruction where it has one (x86-64 SSE4.2),
  * else a table: the same values as the crc32c package's crc32c(data, crc).
  *
@@ -25,9 +23,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define HS 74
-#define SEALED_FROM 12
-#define RECORD_MAGIC ((int32_t)0xD0E00003u)
+#include "layout.h"
+
+#define HS HEADER_SIZE
 
 static uint32_t table[256];
 
@@ -78,6 +76,11 @@ static inline int64_t be64(const uint8_t *p)
     return (int64_t)(((uint64_t)be32(p) << 32) | be32(p + 4));
 }
 
+static inline void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v;
+}
+
 static inline void put32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
@@ -92,7 +95,7 @@ static inline void put64(uint8_t *p, uint64_t v)
 /* The payload's length as the header states it (-1: not total_size). */
 static inline int64_t stated(const uint8_t *r, int64_t size)
 {
-    int64_t want = (int64_t)HS + be16(r + 60) + be16(r + 62) + be16(r + 64) + be32(r + 66) + be32(r + 70);
+    int64_t want = (int64_t)HS + be16(r + OFF_TOPIC_LEN) + be16(r + OFF_TAGS_LEN) + be16(r + OFF_KEYS_LEN) + be32(r + OFF_PROPS_LEN) + be32(r + OFF_BODY_LEN);
     return want == size ? size - HS : -1;
 }
 
@@ -164,14 +167,14 @@ static PyObject *py_scan(PyObject *self, PyObject *args)
         const uint8_t *r = p + pos;
         if (i == count || end - pos < HS)
             goto none;
-        int64_t size = (int32_t)be32(r);
-        if (size < HS || size > end - pos || size > max_bytes || (int32_t)be32(r + 4) != RECORD_MAGIC
-            || stated(r, size) < 0 || be16(r + 60) != tlen || memcmp(r + HS, topic, tlen) != 0)
+        int64_t size = (int32_t)be32(r + OFF_TOTAL_SIZE);
+        if (size < HS || size > end - pos || size > max_bytes || (int32_t)be32(r + OFF_MAGIC) != RECORD_MAGIC
+            || stated(r, size) < 0 || be16(r + OFF_TOPIC_LEN) != tlen || memcmp(r + HS, topic, tlen) != 0)
             goto none;
         uint32_t c = crc32c(0, r + HS, (size_t)(size - HS));
-        if (c != be32(r + 8))
+        if (c != be32(r + OFF_CRC))
             goto none;
-        PyObject *at = PyLong_FromSsize_t(pos), *born = PyLong_FromLongLong(be64(r + 32)),
+        PyObject *at = PyLong_FromSsize_t(pos), *born = PyLong_FromLongLong(be64(r + OFF_BORN_TS_MS)),
                  *crc = PyLong_FromUnsignedLong(c);
         if (!at || !born || !crc) {
             Py_XDECREF(at); Py_XDECREF(born); Py_XDECREF(crc);
@@ -180,7 +183,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args)
         PyList_SET_ITEM(bounds, i, at);
         PyList_SET_ITEM(borns, i, born);
         PyList_SET_ITEM(crcs, i, crc);
-        if (be16(r + 62) | be16(r + 64) | be32(r + 66)) {
+        if (be16(r + OFF_TAGS_LEN) | be16(r + OFF_KEYS_LEN) | be32(r + OFF_PROPS_LEN)) {
             PyObject *k = PyLong_FromSsize_t(i);
             if (!k || PyList_Append(texts, k) < 0) {
                 Py_XDECREF(k);
@@ -212,7 +215,7 @@ PyDoc_STRVAR(seal_doc,
 "seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms)\n\n"
 "Patch and seal, in place, the records of buf at bounds[:len(offsets)]\n"
 "(each carrying its payload CRC): queue id, queue offsets from first_qoff,\n"
-"physical offsets, store time, then crc = CRC-32C of bytes 12..74\n"
+"physical offsets, store time, then crc = CRC-32C of the header from PATCH_OFFSET\n"
 "continued from the payload's CRC.");
 
 static PyObject *py_seal(PyObject *self, PyObject *args)
@@ -245,11 +248,11 @@ static PyObject *py_seal(PyObject *self, PyObject *args)
     uint8_t *p = b.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint8_t *r = p + at[i];
-        put32(r + 12, (uint32_t)queue_id);
-        put64(r + 16, (uint64_t)(first_qoff + i));
-        put64(r + 24, (uint64_t)phys[i]);
-        put64(r + 40, (uint64_t)store_ts);
-        put32(r + 8, crc32c(be32(r + 8), r + SEALED_FROM, HS - SEALED_FROM));
+        put32(r + OFF_QUEUE_ID, (uint32_t)queue_id);
+        put64(r + OFF_QUEUE_OFFSET, (uint64_t)(first_qoff + i));
+        put64(r + OFF_PHYSICAL_OFFSET, (uint64_t)phys[i]);
+        put64(r + OFF_STORE_TS_MS, (uint64_t)store_ts);
+        put32(r + OFF_CRC, crc32c(be32(r + OFF_CRC), r + PATCH_OFFSET, HS - PATCH_OFFSET));
     }
     out = Py_NewRef(Py_None);
 done:
@@ -289,11 +292,11 @@ static PyObject *py_first_unsealed(PyObject *self, PyObject *args)
             break;
         }
         const uint8_t *r = p + at[i];
-        int64_t size = (int32_t)be32(r);
+        int64_t size = (int32_t)be32(r + OFF_TOTAL_SIZE);
         if (size < HS || size > b.len - at[i] || stated(r, size) < 0)
             bad = i;
-        else if (crc32c(crc32c(0, r + HS, (size_t)(size - HS)), r + SEALED_FROM, HS - SEALED_FROM)
-                 != be32(r + 8))
+        else if (crc32c(crc32c(0, r + HS, (size_t)(size - HS)), r + PATCH_OFFSET, HS - PATCH_OFFSET)
+                 != be32(r + OFF_CRC))
             bad = i;
     }
     out = PyLong_FromSsize_t(bad);
@@ -340,8 +343,6 @@ static int utf8_of(PyObject *v, const char **p, Py_ssize_t *n)
     return *n > 0xFFFF ? -1 : 0;
 }
 
-#define PROP_SEP 1
-#define PAIR_SEP 2
 
 /* a str's UTF-8, or NULL: not an exact str, not encodable, or holding a separator */
 static const char *prop_text(PyObject *v, Py_ssize_t *n)
@@ -482,16 +483,16 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
                                    (const uint8_t *)e->ky, (size_t)e->lk), pr, (size_t)lp);
         c = crc32c(c, body, (size_t)lb);
         memset(w, 0, HS);
-        put32(w, (uint32_t)size);
-        put32(w + 4, (uint32_t)RECORD_MAGIC);
-        put32(w + 8, c);
-        put64(w + 32, (uint64_t)born);
-        memcpy(w + 48, host.buf, 8);
-        w[60] = (uint8_t)(tlen >> 8); w[61] = (uint8_t)tlen;
-        w[62] = (uint8_t)(e->lg >> 8); w[63] = (uint8_t)e->lg;
-        w[64] = (uint8_t)(e->lk >> 8); w[65] = (uint8_t)e->lk;
-        put32(w + 66, (uint32_t)lp);
-        put32(w + 70, (uint32_t)lb);
+        put32(w + OFF_TOTAL_SIZE, (uint32_t)size);
+        put32(w + OFF_MAGIC, (uint32_t)RECORD_MAGIC);
+        put32(w + OFF_CRC, c);
+        put64(w + OFF_BORN_TS_MS, (uint64_t)born);
+        memcpy(w + OFF_BORN_HOST, host.buf, 8);
+        put16(w + OFF_TOPIC_LEN, (uint16_t)tlen);
+        put16(w + OFF_TAGS_LEN, (uint16_t)e->lg);
+        put16(w + OFF_KEYS_LEN, (uint16_t)e->lk);
+        put32(w + OFF_PROPS_LEN, (uint32_t)lp);
+        put32(w + OFF_BODY_LEN, (uint32_t)lb);
         w += HS;
         memcpy(w, tp, (size_t)tlen); w += tlen;
         memcpy(w, e->tg, (size_t)e->lg); w += e->lg;
@@ -551,7 +552,41 @@ static PyObject *py_use_crc(PyObject *self, PyObject *args)
     return PyUnicode_FromString(before);
 }
 
+PyDoc_STRVAR(layout_doc,
+"layout() -> dict\n\n"
+"The record layout this build was compiled with (layout.h's constants, by\n"
+"name): a test compares it with format/record.py's.");
+
+static PyObject *py_layout(PyObject *self, PyObject *unused)
+{
+    struct { const char *name; long long value; } items[] = {
+        {"OFF_TOTAL_SIZE", OFF_TOTAL_SIZE}, {"OFF_MAGIC", OFF_MAGIC}, {"OFF_CRC", OFF_CRC},
+        {"OFF_QUEUE_ID", OFF_QUEUE_ID}, {"OFF_QUEUE_OFFSET", OFF_QUEUE_OFFSET},
+        {"OFF_PHYSICAL_OFFSET", OFF_PHYSICAL_OFFSET}, {"OFF_BORN_TS_MS", OFF_BORN_TS_MS},
+        {"OFF_STORE_TS_MS", OFF_STORE_TS_MS}, {"OFF_BORN_HOST", OFF_BORN_HOST},
+        {"OFF_FLAGS", OFF_FLAGS}, {"OFF_TOPIC_LEN", OFF_TOPIC_LEN},
+        {"OFF_TAGS_LEN", OFF_TAGS_LEN}, {"OFF_KEYS_LEN", OFF_KEYS_LEN},
+        {"OFF_PROPS_LEN", OFF_PROPS_LEN}, {"OFF_BODY_LEN", OFF_BODY_LEN},
+        {"HEADER_SIZE", HEADER_SIZE}, {"PATCH_OFFSET", PATCH_OFFSET},
+        {"RECORD_MAGIC", RECORD_MAGIC}, {"FLAG_SEQUENCED", FLAG_SEQUENCED},
+    };
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < sizeof(items) / sizeof(items[0]); i++) {
+        PyObject *v = PyLong_FromLongLong(items[i].value);
+        if (v == NULL || PyDict_SetItemString(out, items[i].name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"layout", py_layout, METH_NOARGS, layout_doc},
     {"encode", py_encode, METH_VARARGS, encode_doc},
     {"use_crc", py_use_crc, METH_VARARGS, use_crc_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},

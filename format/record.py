@@ -116,11 +116,12 @@ _NUMPY = {"i": ">i4", "I": ">u4", "q": ">i8", "H": ">u2", "8s": "S8"}
 
 
 @functools.cache
-def numpy_dtype() -> Any:
-    """The header as a numpy record (big-endian, unaligned), for decoders
-    that gather many headers at once. numpy is imported only when asked."""
+def numpy_dtype(last: str = NAMES[-1]) -> Any:
+    """The header up to field ``last`` as a numpy record (big-endian,
+    unaligned), for decoders that gather many headers at once. numpy is
+    imported only when asked."""
     import numpy as np
-    return np.dtype([(name, _NUMPY[code]) for name, code in FIELDS])
+    return np.dtype([(name, _NUMPY[code]) for name, code in FIELDS[:INDEX[last] + 1]])
 
 
 PROP_SEP = "\x01"

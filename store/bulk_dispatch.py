@@ -26,7 +26,7 @@ BULK_MIN = 64              # records in a run before the bulk path pays
 STRIDE_MIN = 8             # records of one size ahead before they are checked together
 HS = rec.HEADER_SIZE
 _HEADER = rec.numpy_dtype()
-_SIZE_MAGIC = np.dtype([("size", ">i4"), ("magic", ">i4")])
+_SIZE_MAGIC = rec.numpy_dtype("magic")        # total_size and magic
 
 
 def find_run(mv: Any, rel: int, wrote: int, seg_size: int) -> tuple[list[int], int]:
@@ -48,7 +48,7 @@ def find_run(mv: Any, rel: int, wrote: int, seg_size: int) -> tuple[list[int], i
         fit = (wrote - pos) // size            # records of this size that fit from pos
         if fit >= STRIDE_MIN and unpack(mv, pos + size) == (size, magic):   # the next too
             heads = seal.windows(mv, 8)[pos:pos + (fit - 1) * size + 1:size].view(_SIZE_MAGIC)
-            same = np.flatnonzero((heads["size"].ravel() != size)
+            same = np.flatnonzero((heads["total_size"].ravel() != size)
                                   | (heads["magic"].ravel() != record))
             k = int(same[0]) if len(same) else fit         # the first that differs
             starts.extend(range(pos, pos + k * size, size))
