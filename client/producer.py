@@ -99,18 +99,31 @@ ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if r
 
 
 def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: bytes,
-                 max_message_bytes: int) -> tuple[bytes, bool]:
+                 max_message_bytes: int,
+                 numbering: dict[str, str] | None = None) -> tuple[bytes, bool]:
     """The records of a batch of messages of ``topic``, concatenated, and
-    whether one of them asks for a delay (pure). The producer's hot path: a
+    whether one of them asks for a delay or a transaction (pure).
+    ``numbering``: an idempotent batch's properties
+    (``common.idempotence.sequencing``), put in its first record, which
+    carries ``FLAG_SEQUENCED``: the batch is encoded once, with them; a batch
+    the broker writes elsewhere first (a delay, a transaction) is never
+    numbered (it comes back unnumbered, ``scheduled`` true). The hot path: a
     message without properties is packed inline (a plain one from its size,
     payload CRC and body length around a header middle shared by the batch); the
     others go through ``record.encode_record``. With the C loops
     (``format/native.py``) a batch is encoded in one C loop, to the same
     bytes, unless a message asks for a delay or a transaction or is not the
     common case (the loop says None and this one encodes it)."""
+    flags, given = 0, msgs
+    if numbering is not None:
+        first = msgs[0]
+        msgs = [Message(first.topic, first.body, first.tags, first.keys,
+                        {**first.properties, **numbering}), *msgs[1:]]
+        flags = rec.FLAG_SEQUENCED
     loops = native.LOOPS
     if loops is not None:
-        done = loops.encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED)
+        done = loops.encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED,
+                            flags)
         if done is not None:
             return done, False
     topic_b = topic.encode()
@@ -134,7 +147,9 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
                 scheduled = not BROKER_ROUTED.isdisjoint(m.properties)
             r = rec.encode_record(topic_b, m.tags.encode() if m.tags else b"",
                                   m.keys.encode() if m.keys else b"",
-                                  rec.encode_properties(m.properties), body, born_ts_ms, host)
+                                  rec.encode_properties(m.properties), body, born_ts_ms, host,
+                                  flags)
+            flags = 0                  # the first record's only
             size = len(r)
         elif m.tags or m.keys:
             tags = m.tags.encode() if m.tags else b""
@@ -163,6 +178,8 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
             raise MessageTooLargeError(f"message of {size} bytes (with header) exceeds "
                                        f"max_message_bytes ({max_message_bytes})")
         append(r)
+    if scheduled and numbering is not None:   # routed by the broker: not numbered
+        return encode_batch(given, topic, born_ts_ms, host, max_message_bytes)
     return b"".join(parts), scheduled
 
 
@@ -267,7 +284,7 @@ class Producer(ClientBase):
         return [self.config.group], []
 
     # ------------------------------------------------------------ internals
-    def _encode(self, msgs: Sequence[Message]) -> tuple[str, tuple[bytes, bool]]:
+    def _encode(self, msgs: Sequence[Message]) -> tuple[str, tuple[bytes, bool] | None]:
         if not msgs:
             raise ValueError("nothing to send")
         if len(msgs) > self.config.batch_max_messages:
@@ -275,6 +292,8 @@ class Producer(ClientBase):
                              f"(batch_max_messages)")
         topic = msgs[0].topic
         validate_name("topic", topic, allow_system=True)
+        if self.config.idempotent:     # encoded once its queue is known, with its numbering
+            return topic, None
         return topic, encode_batch(msgs, topic, time.time_ns() // 1_000_000, self._host,
                                    self.config.max_message_bytes)
 
@@ -312,36 +331,35 @@ class Producer(ClientBase):
                 att.attempt_s(served.max_ack_wait_ms / 1000), served.max_frame_bytes)
 
     def _sequence(self, msgs, topic: str, mq: MessageQueue, encoded, att):
-        """An idempotent send's first attempt: the next sequence of ``mq`` in
-        the batch's first record (flagged), and the send pinned to ``mq``, so
-        that every retry is the same batch to the same queue (its master
-        now, or the next one after a failover). Delayed and transactional
-        batches are not numbered (the broker writes them elsewhere first)."""
-        data, scheduled = encoded
+        """What an attempt sends. An idempotent send's first attempt takes the
+        next sequence of ``mq`` and encodes the batch once, with its
+        numbering in the first record (flagged), and the send is pinned to
+        ``mq``, so that every retry is the same batch to the same queue (its
+        master now, or the next one after a failover). Delayed and
+        transactional batches are not numbered (the broker writes them
+        elsewhere first), nor one whose first record has no room for it.
+        ``encoded``: the batch of a producer that is not idempotent."""
+        if encoded is not None:
+            return encoded
         if att.sequenced is not None:
             return att.sequenced_batch
-        if not self.config.idempotent or scheduled:
-            return encoded
-        with self._seq_lock:
+        if att.unnumbered is not None:
+            return att.unnumbered
+        with self._seq_lock:      # taken now: a batch left unnumbered leaves a gap, which is fine
             seq = self._seqs.get(mq, 0)
-        first = msgs[0]
-        size = rec.SIZE_MAGIC.unpack_from(data, 0)[0]
-        body = first.body if type(first.body) is bytes else bytes(first.body)
-        head = rec.encode_record(
-            topic.encode(), first.tags.encode() if first.tags else b"",
-            first.keys.encode() if first.keys else b"",
-            rec.encode_properties({**first.properties,
-                                   **sequencing(self.producer_id, seq, len(msgs))}),
-            body, _BORN.unpack_from(data, 0)[0], self._host, rec.FLAG_SEQUENCED)
-        if len(head) > self.config.max_message_bytes:
-            return encoded             # no room for its numbering: sent as a plain send
-        with self._seq_lock:
-            seq2 = self._seqs.get(mq, 0)
-            if seq2 != seq:            # another thread numbered one meanwhile: take the next
-                return self._sequence(msgs, topic, mq, encoded, att)
             self._seqs[mq] = seq + 1
+        born, limit = time.time_ns() // 1_000_000, self.config.max_message_bytes
+        try:
+            data, scheduled = encode_batch(msgs, topic, born, self._host, limit,
+                                           sequencing(self.producer_id, seq, len(msgs)))
+        except MessageTooLargeError:  # no room for its numbering (or a message too large)
+            att.unnumbered = encode_batch(msgs, topic, born, self._host, limit)
+            return att.unnumbered
+        if scheduled:
+            att.unnumbered = data, scheduled
+            return att.unnumbered
         att.sequenced, att.pinned = mq, True
-        att.sequenced_batch = head + data[size:], scheduled
+        att.sequenced_batch = data, False
         return att.sequenced_batch
 
     def _release_if_no_failover(self, att, mq: MessageQueue | None, exc: Exception) -> None:
@@ -510,6 +528,7 @@ class _SendAttempts:
         self.stored: SendResult | None = None   # a stored-but-not-durable earlier answer
         self.sequenced: MessageQueue | None = None  # an idempotent send's queue, once chosen
         self.sequenced_batch = None                 # ... and its numbered batch
+        self.unnumbered = None      # an idempotent send's batch that cannot be numbered
         self.pinned_by_caller = pinned
 
     def left_s(self) -> float:

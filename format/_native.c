@@ -307,10 +307,13 @@ done:
 }
 
 PyDoc_STRVAR(encode_doc,
-"encode(msgs, topic, born_ts_ms, host, max_record_bytes, routed) -> bytes or None\n\n"
+"encode(msgs, topic, born_ts_ms, host, max_record_bytes, routed, first_flags=0)\n"
+"    -> bytes or None\n\n"
 "A producer's batch of messages of topic, encoded as client/producer.py's\n"
 "encode_batch encodes it: each record with its payload's CRC-32C, born time\n"
-"and host, everything else zero. None when a message is not a case this\n"
+"and host, the first record's flags first_flags (FLAG_SEQUENCED: an\n"
+"idempotent batch, its numbering in its properties), everything else zero.\n"
+"None when a message is not a case this\n"
 "loop takes (another topic, a body that is not bytes, tags or keys that are\n"
 "not str or are over 65535 bytes, properties that are not a dict of str to\n"
 "str, a property named in routed (a delayed or transactional message) or\n"
@@ -412,9 +415,10 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
 {
     PyObject *msgs, *topic, *routed;
     long long born, max_bytes;
+    int first_flags = 0;
     Py_buffer host;
-    if (!PyArg_ParseTuple(args, "OULy*LO!", &msgs, &topic, &born, &host, &max_bytes,
-                          &PyFrozenSet_Type, &routed))
+    if (!PyArg_ParseTuple(args, "OULy*LO!|i", &msgs, &topic, &born, &host, &max_bytes,
+                          &PyFrozenSet_Type, &routed, &first_flags))
         return NULL;
     PyObject *fast = NULL, *out = NULL;
     plain_t *pl = NULL;
@@ -486,6 +490,8 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
         put32(w + OFF_TOTAL_SIZE, (uint32_t)size);
         put32(w + OFF_MAGIC, (uint32_t)RECORD_MAGIC);
         put32(w + OFF_CRC, c);
+        if (i == 0)
+            put32(w + OFF_FLAGS, (uint32_t)first_flags);
         put64(w + OFF_BORN_TS_MS, (uint64_t)born);
         memcpy(w + OFF_BORN_HOST, host.buf, 8);
         put16(w + OFF_TOPIC_LEN, (uint16_t)tlen);

@@ -64,3 +64,34 @@ def test_message_normalises_body_and_keys_and_refuses_other_types():
         Message("T", 42)
     with pytest.raises(TypeError, match="keys must be"):
         Message("T", b"x", keys=7)
+
+
+def test_a_numbered_batch_is_encoded_once_with_its_numbering_in_the_first_record():
+    """An idempotent batch: the first record carries the numbering and
+    FLAG_SEQUENCED, the others are as a plain batch has them; the broker
+    reads the numbering back (``common.idempotence.sequence_of``)."""
+    from duomq.common.idempotence import sequence_of, sequencing
+    msgs = [Message("T", b"one", tags="A", properties={"x": "1"}), Message("T", b"two"),
+            Message("T", b"three", keys="k")]
+    numbering = sequencing(77, 5, len(msgs))
+    data, scheduled = encode_batch(msgs, "T", 1234, HOST, 1 << 20, numbering)
+    first = Message("T", b"one", tags="A", properties={"x": "1", **numbering})
+    head = rec.encode_record(b"T", b"A", b"", rec.encode_properties(first.properties), b"one",
+                             1234, HOST, rec.FLAG_SEQUENCED)
+    assert not scheduled and data == head + reference(msgs[1:], 1234)
+    assert msgs[0].properties == {"x": "1"}              # the caller's message is untouched
+    h = rec.Header(*rec.HEADER.unpack_from(data, 0))
+    at = rec.HEADER_SIZE + h.topic_len + h.tags_len + h.keys_len
+    assert sequence_of(rec.decode_properties(data[at:at + h.props_len])) == (77, 5, 3)
+    plain = Message("T", b"p")
+    assert rec.fields("flags").unpack_from(
+        encode_batch([plain], "T", 1, HOST, 1 << 20, sequencing(1, 0, 1))[0], 0)[0] == \
+        rec.FLAG_SEQUENCED
+
+
+def test_a_delayed_batch_is_never_numbered():
+    from duomq.common.idempotence import sequencing
+    msgs = [Message("T", b"now"), Message("T", b"later", delay_level=2)]
+    data, scheduled = encode_batch(msgs, "T", 1, HOST, 1 << 20, sequencing(1, 0, 2))
+    assert scheduled and data == encode_batch(msgs, "T", 1, HOST, 1 << 20)[0]
+    assert not rec.fields("flags").unpack_from(data, 0)[0] & rec.FLAG_SEQUENCED
