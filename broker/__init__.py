@@ -1,8 +1,12 @@
 """The broker process (RocketMQ's ``broker/``), in either role: the serving
-loop that owns every socket (``server``), the state only that thread writes
-(``state``), what handlers and role changes work on (``core``), the one seam
-where a request is decoded, handled, timed and answered (``dispatcher``), the
-handlers (``processors``) and the news other threads post to the loop
-(``news``). Master duties live in ``duomq.master``, following in
-``duomq.slave``; the role is decided by ``coordinator.ha_controller``.
+loop that owns every socket (``server``), the role switch that carries out
+the HA controller's orders (``role_switch``), what consumers see and the
+answers waiting on it (``visibility``), the state only that thread writes
+(``state``), the snapshot it publishes for other threads (``snapshot``), the
+inbox they post to (``inbox``), what handlers work on (``core``), the one seam
+where a request is decoded, authorized, handled, timed and answered
+(``dispatcher``), the handlers (``processors``, ``writes``) and the services
+both roles use (``pull_hold``, ``health``, ``metrics``). A role's own duties
+are reached only through its parts (``duomq.master.parts``,
+``duomq.slave.parts``); the role is decided by ``coordinator.ha_controller``.
 """

@@ -3,7 +3,7 @@
 ``--live``: the broker answers on its client port and its replication port
 accepts connections. Never asks ZooKeeper: a ZooKeeper outage must not get
 every broker restarted. ``--ready``: the broker's own judgement
-(``master.health``): a master that may take writes, or a slave that follows
+(``broker.health``): a master that may take writes, or a slave that follows
 its master within ``ha_max_gap_bytes``. Exit 0 when healthy, 1 when not.
 
 The broker is found from ``--address``, else from the broker's own config

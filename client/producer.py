@@ -114,12 +114,8 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     (``format/native.py``) a batch is encoded in one C loop, to the same
     bytes, unless a message asks for a delay or a transaction or is not the
     common case (the loop says None and this one encodes it)."""
-    flags, given = 0, msgs
-    if numbering is not None:
-        first = msgs[0]
-        msgs = [Message(first.topic, first.body, first.tags, first.keys,
-                        {**first.properties, **numbering}), *msgs[1:]]
-        flags = rec.FLAG_SEQUENCED
+    given = msgs
+    msgs, flags = _numbered(msgs, numbering)
     loops = native.LOOPS
     if loops is not None:
         done = loops.encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED,
@@ -181,6 +177,17 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     if scheduled and numbering is not None:   # routed by the broker: not numbered
         return encode_batch(given, topic, born_ts_ms, host, max_message_bytes)
     return b"".join(parts), scheduled
+
+
+def _numbered(msgs: Sequence[Message],
+              numbering: dict[str, str] | None) -> tuple[Sequence[Message], int]:
+    """The batch with ``numbering`` in its first message's properties (a
+    copy: the caller's message is left as it is), and the first record's flags."""
+    if numbering is None:
+        return msgs, 0
+    first = msgs[0]
+    return [Message(first.topic, first.body, first.tags, first.keys,
+                    {**first.properties, **numbering}), *msgs[1:]], rec.FLAG_SEQUENCED
 
 
 def _local_host() -> bytes:

@@ -112,7 +112,7 @@ class Cycle:
     actions: tuple[Action, ...]
     sentence: str
     memory: Memory
-    wake_in_s: float | None = None    # run the next cycle this soon (None: on news or the period)
+    wake_in_s: float | None = None    # run the next cycle this soon (None: when woken or the period)
 
 
 def _history(view: GroupView) -> list[tuple[int, int]]:

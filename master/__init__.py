@@ -1,8 +1,7 @@
-"""A master's duties, in small modules the broker (``duomq.broker``) uses:
-``offsets`` (consumer offsets, persisted and streamed to slaves),
-``pull_hold`` (long polling), ``ack_waiters`` (sends waiting for their flush
-and replication), ``schedule`` and ``requeue`` (delayed, retried and
-dead-lettered messages), ``queue_locks`` (orderly consumption),
-``read_advice`` (sending backlogged readers to slaves), ``health`` (probes)
-and ``roles`` (taking over, handing over, stepping down).
-"""
+"""The master role: what only a master does, held for one term (an epoch) by
+``parts.MasterParts``, which the serving thread makes on a ``Promote`` order
+and drops on demotion: ``ha_service`` (the replication links to its slaves),
+``ack_waiters`` (sends waiting for their flush and replication), ``schedule``
+and ``requeue`` (delayed, retried and dead-lettered messages),
+``transactions`` and ``tx_book``, ``queue_locks`` (orderly consumption) and
+``group_topics`` (consumer groups' retry and dead-letter topics)."""

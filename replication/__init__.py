@@ -7,7 +7,9 @@ ahead of what the slave acknowledged. The slave writes the bytes at the same
 offsets, so the logs are byte-identical. PUB/SUB is never used: it drops at
 the high-water mark.
 
-``protocol`` is pure (link states, the confirmed offset); ``ha_service`` is the
-master side, run by the broker's serving thread; ``ha_client`` is the slave
-side, a thread of its own.
+This package holds what both roles share, pure: ``protocol`` (the link state
+table, the confirmed offset, the SYNC ack rule) and ``read_advice`` (when a
+master sends a reader to a slave and a slave sends it back). The master side
+is ``duomq.master.ha_service``, run by the broker's serving thread; the slave
+side is ``duomq.slave.ha_client``, a thread of its own.
 """

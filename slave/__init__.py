@@ -1,9 +1,9 @@
-"""The slave role. A broker process plays master or slave and switches
-without a restart, as ``coordinator.ha_controller`` orders; ``roles`` holds
-following (with truncation of what the group does not share). As a slave a
-broker applies the replicated log (``replication.ha_client``: byte-identical
-chunks, consume queues rebuilt by ``store.MessageStore.dispatch``, consumer
-offsets taken from the master's stream), serves read-only pulls capped at the
-master's confirmed offset, sends readers back to the master when they catch
-up (``master.read_advice``), and answers writes and offset commits with
-NOT_MASTER and the master's address."""
+"""The slave role: what only a slave does, held by ``parts.SlaveParts`` (the
+serving thread swaps it in on a ``Follow`` order and out on promotion).
+``ha_client``: the thread that follows the master of an epoch, applying its
+log byte for byte (consume queues rebuilt by the store's reput, consumer
+offsets taken from the master's stream); ``parts``: truncation of what the
+group does not share, reads capped at the master's confirmed offset,
+REPLICA_LAGGING past a reader's bound, readers sent back to the master once
+they catch up. Writes and offset commits are answered NOT_MASTER (with the
+master's address) by the broker's handlers."""
