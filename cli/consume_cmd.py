@@ -35,7 +35,9 @@ def add(sub) -> None:
                         "locked on its master")
     p.add_argument("--until-idle", type=float, metavar="SECONDS",
                    help="stop after this long with no message")
-    p.add_argument("--count", type=int, help="stop after N messages")
+    p.add_argument("--count", type=int, metavar="N",
+                   help="stop after N messages: exactly N are printed and committed, the rest "
+                        "of what was pulled stays for the group")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.add_argument("--read-from", choices=["master", "slave", "slave_preferred"], default="master",
                    help="where reads go (default master, following the brokers' read advice)")
@@ -54,6 +56,12 @@ def run(args) -> int:
     if (args.from_ == "timestamp") != (args.timestamp is not None):
         print("error: --from timestamp and --timestamp TIME go together", file=sys.stderr)
         return 2
+    if args.count is not None and args.count < 1:
+        print(f"error: --count must be at least 1, got {args.count}", file=sys.stderr)
+        return 2
+    if args.until_idle is not None and args.until_idle <= 0:
+        print(f"error: --until-idle must be above 0, got {args.until_idle:g}", file=sys.stderr)
+        return 2
     zookeeper, cluster = endpoint(args)
     lock = threading.Lock()
     state = {"n": 0, "last": time.monotonic()}
@@ -70,6 +78,7 @@ def run(args) -> int:
                 else:
                     out.write(f"{m.msg_id} q{m.queue_id}@{m.queue_offset} {m.body[:200]!r}\n")
             if args.count and state["n"] >= args.count:
+                consumer.halt()          # this message is the last one handed over
                 done.set()
 
     t0 = time.monotonic()
@@ -78,7 +87,10 @@ def run(args) -> int:
                             subscription=args.tags, consume_timestamp_ms=args.timestamp or 0,
                             consume_mode="orderly" if args.orderly else "concurrently",
                             max_replica_lag_ms=args.max_replica_lag_ms,
-                            metrics_port=args.metrics_port)
+                            metrics_port=args.metrics_port,
+                            # a count is exact with one consume thread: what is consumed
+                            # of each queue is then a prefix, and committed as such
+                            **({"consume_threads": 1} if args.count else {}))
     say_metrics(consumer)
     consumer.start()
     try:

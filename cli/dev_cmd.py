@@ -11,7 +11,8 @@ def add(sub) -> None:
     p = sub.add_parser("dev", help="a local ZooKeeper and brokers in the background")
     dsub = p.add_subparsers(dest="dev_cmd", required=True)
     for name, helptext in (("up", "start ZooKeeper and brokers; return once they serve"),
-                           ("status", "show what runs"), ("down", "stop everything dev up started")):
+                           ("status", "show what runs"), ("down", "stop everything dev up started"),
+                           ("env", "print how to reach the dev cluster: eval \"$(duomq dev env)\"")):
         q = dsub.add_parser(name, help=helptext)
         q.add_argument("--data-dir", default=default_dev_dir(),
                        help="where state, logs and stores live (default ~/.duomq/dev "
@@ -58,8 +59,24 @@ def run_one(args) -> int:
     return 0
 
 
+def env_lines(st: dict) -> list[str]:
+    """Shell lines that point every duomq command (and client) at the cluster."""
+    lines = [f"export DUOMQ_ZOOKEEPER={st['zookeeper']}", f"export DUOMQ_CLUSTER={st['cluster']}",
+             f"export DUOMQ_DEV_DIR={st['data_dir']}"]
+    if st.get("credentials"):
+        lines.append(f"export DUOMQ_CREDENTIALS={st['credentials']['admin']}")
+    return lines
+
+
 def run(args) -> int:
     from duomq.dev import cluster, volumes
+    if args.dev_cmd == "env":
+        st = cluster.status(args.data_dir)
+        if not st.get("running"):
+            print(f"# no dev cluster in {st['data_dir']}: duomq dev up", flush=True)
+            return 1
+        print("\n".join(env_lines(st)))
+        return 0
     if args.dev_cmd == "up":
         settings = parse_settings(BrokerConfig, args.set)
         st = cluster.up(args.data_dir, groups=args.groups, slaves=args.slaves, flush=args.flush,
@@ -89,6 +106,11 @@ def run(args) -> int:
                       *([_free(b)] if volumed else [])] for b in st["brokers"]],
                     ["group", "id", "role", "address", "pid", "alive",
                      *(["store free"] if volumed else [])]))
+        if args.dev_cmd == "up":
+            print("\nevery duomq command finds this cluster; from another shell, or for "
+                  "your own code:\n  eval \"$(duomq dev env" + (
+                      f" --data-dir {st['data_dir']}" if args.data_dir != default_dev_dir()
+                      else "") + ")\"\nor\n  " + "\n  ".join(env_lines(st)))
     return 0 if args.dev_cmd != "status" or st.get("running") else 1
 
 

@@ -8,6 +8,7 @@ import logging
 import sys
 
 from duomq import __version__
+from duomq.common import endpoint
 from duomq.common.errors import DuomqError
 from duomq.format import native
 
@@ -39,6 +40,10 @@ def main(argv=None) -> int:
     args = parser(first if first in COMMANDS else None).parse_args(argv)
     if args.command != "broker":
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        # a person waits: an unreachable ZooKeeper is one line after a few
+        # seconds, not ten seconds of the library's reconnection warnings
+        endpoint.connect_timeout_s = endpoint.CLI_CONNECT_TIMEOUT_S
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     try:
         return args.func(args)
     except DuomqError as exc:

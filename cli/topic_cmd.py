@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
+from duomq.common.errors import ConfigError, DuomqError
+from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
-from duomq.coordinator.topics import TopicAdmin
+from duomq.coordinator.topics import TopicAdmin, TopicConfig
 
 
 def add(sub) -> None:
@@ -19,6 +21,10 @@ def add(sub) -> None:
                            help="queues per broker group (default 8)")
             q.add_argument("--groups", help="comma-separated broker groups (default: all registered)")
             q.add_argument("--order", action="store_true", help="mark the topic as ordered")
+        if name == "update":
+            q.add_argument("--force", action="store_true",
+                           help="shrink an ordered topic (keys move to other queues; the "
+                                "backlog of the queues dropped is stranded)")
         add_endpoint(q)
         add_json(q)
         q.set_defaults(func=run)
@@ -30,9 +36,14 @@ def run(args) -> int:
     try:
         admin = TopicAdmin(zk, cluster)
         groups = args.groups.split(",") if getattr(args, "groups", None) else None
+        if groups:
+            _known_groups(admin, groups)
         if args.topic_cmd == "create":
             cfg = admin.create(args.name, args.queues, groups, order=args.order)
         elif args.topic_cmd == "update":
+            if args.queues is not None and not args.force:
+                _refuse_shrinking_an_ordered_topic(admin.describe(args.name), args.queues,
+                                                   groups)
             cfg = admin.update(args.name, args.queues, groups, order=args.order or None)
         elif args.topic_cmd == "delete":
             admin.delete(args.name)
@@ -44,6 +55,7 @@ def run(args) -> int:
             return 0
         else:
             cfg = admin.describe(args.name)
+            return _describe(cfg, zookeeper, cluster, zk, args.json)
         out = {"topic": cfg.name, "queues": cfg.queues, "total_queues": cfg.total_queues,
                "perm": cfg.perm, "order": cfg.order}
         if args.json:
@@ -54,4 +66,57 @@ def run(args) -> int:
             print(table([[g, n] for g, n in sorted(cfg.queues.items())], ["broker group", "queues"]))
     finally:
         zkutil.close(zk)
+    return 0
+
+
+def _known_groups(admin: TopicAdmin, groups: list[str]) -> None:
+    """Every broker group named must have registered: a typo would give a
+    topic no broker serves."""
+    known = admin.broker_groups()
+    unknown = [g for g in groups if g not in known]
+    if unknown:
+        raise ConfigError(f"no broker group {', '.join(map(repr, unknown))} in this cluster "
+                          f"(its broker groups: {', '.join(known) or 'none yet'})")
+
+
+def _refuse_shrinking_an_ordered_topic(cfg: TopicConfig, queues: int,
+                                       groups: list[str] | None) -> None:
+    shrunk = {g: (n, queues) for g, n in cfg.queues.items()
+              if (groups is None or g in groups) and queues < n}
+    if cfg.order and shrunk:
+        what = "; ".join(f"{g}: queues {new}..{old - 1} dropped" for g, (old, new) in
+                         sorted(shrunk.items()))
+        raise ConfigError(f"topic {cfg.name!r} is ordered: shrinking it moves keys to other "
+                          f"queues (their order breaks across the move) and strands what the "
+                          f"dropped queues hold ({what}); pass --force to do it anyway")
+
+
+def _describe(cfg: TopicConfig, zookeeper: str, cluster: str, zk, as_json: bool) -> int:
+    """A topic's queues with their min and max offsets and the master serving
+    each broker group's (an unreachable group's are left out, with why)."""
+    from duomq.client import PullConsumer
+    rows: list[dict] = []
+    problems: dict[str, str] = {}
+    with PullConsumer(zookeeper, cluster, group="duomq-admin", zk=zk) as c:
+        for group, n in sorted(cfg.queues.items()):
+            try:
+                master = c.master_address(group, cfg.name)
+                for q in range(n):
+                    mq = MessageQueue(cfg.name, group, q)
+                    rows.append({"group": group, "queue": q, "min_offset": c.min_offset(mq),
+                                 "max_offset": c.max_offset(mq), "master": master})
+            except DuomqError as exc:
+                problems[group] = str(exc)
+    out = {"topic": cfg.name, "queues": cfg.queues, "total_queues": cfg.total_queues,
+           "perm": cfg.perm, "order": cfg.order, "queue_offsets": rows, "unreachable": problems}
+    if as_json:
+        emit(out)
+        return 0
+    print(f"topic {cfg.name} ({cfg.total_queues} queues, perm {cfg.perm}, "
+          f"{'ordered' if cfg.order else 'unordered'})")
+    print(table([[r["group"], r["queue"], r["min_offset"], r["max_offset"],
+                  r["max_offset"] - r["min_offset"], r["master"]] for r in rows],
+                ["broker group", "queue", "min", "max", "messages", "master"]))
+    for group, why in sorted(problems.items()):
+        print(f"{group}: {why}")
     return 0

@@ -137,8 +137,8 @@ class ConcurrentService(_Service):
 
     def _run(self, chunk: Chunk) -> None:
         pq = chunk.pq
-        if not pq.begin(chunk):      # being handed over: the next owner reads this chunk
-            return
+        if self.consumer.halted or not pq.begin(chunk):
+            return       # stopping, or being handed over: the next owner reads this chunk
         try:
             self._consume(chunk)
         finally:
@@ -151,7 +151,7 @@ class ConcurrentService(_Service):
         messages = chunk.messages
         i = chunk.i
         for msg in messages[i:] if i else messages:
-            if pq.dropped:       # no longer ours: the next owner consumes the rest
+            if pq.dropped or pq.halted:   # no longer ours, or stopping: the rest stays
                 return
             t = time.perf_counter() if timers else 0.0
             try:
@@ -205,7 +205,8 @@ class OrderlyService(_Service):
 
     def _run(self, pq: ProcessQueue) -> None:
         try:
-            self._consume(pq)
+            if not self.consumer.halted:
+                self._consume(pq)
         finally:
             with self._lock:
                 pq.busy = False
@@ -218,7 +219,7 @@ class OrderlyService(_Service):
     def _consume(self, pq: ProcessQueue) -> None:
         handler = self.consumer.on_message
         give_up_at = time.monotonic() + MAX_TIME_CONTINUOUSLY_S
-        while not pq.dropped:
+        while not (pq.dropped or pq.halted):
             if self.needs_lock and pq.locked_until < time.monotonic():
                 # not (or no longer) ours on the master: wait for the lock renewal
                 self._suspend(pq)
@@ -239,7 +240,7 @@ class OrderlyService(_Service):
         timers = self._timers(chunk)
         messages = chunk.messages
         while chunk.i < len(messages):
-            if pq.dropped:
+            if pq.dropped or pq.halted:
                 return
             msg = messages[chunk.i]
             t = time.perf_counter() if timers else 0.0

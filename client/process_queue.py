@@ -74,6 +74,7 @@ class ProcessQueue:
         self.committed = committed   # last offset committed (-1: none yet)
         self._dropped = False        # no longer ours: stop pulling and consuming
         self._stopped = False        # being released: stop pulling, consume what is in hand
+        self._halted = False         # stopping now: not one more message to the handler
         self.running = 0             # concurrent consume threads inside this queue's chunks
         self.pulls = 0
         self.max_offset = -1         # the queue's end at the broker, as the last pull said
@@ -93,6 +94,19 @@ class ProcessQueue:
     @property
     def pulling(self) -> bool:
         return not (self._stopped or self._dropped)
+
+    @property
+    def halted(self) -> bool:
+        """No message more goes to the handler (``halt``)."""
+        return self._halted
+
+    def halt(self) -> None:
+        """Stop now (a consumer that took all it asked for): no more pulls,
+        and no message more to the handler, the one it is in finishing;
+        what was consumed is a prefix of the window, so the committed offset
+        is exactly past it and the rest stays for the group."""
+        with self._lock:
+            self._stopped = self._halted = True
 
     def drop(self) -> None:
         """No longer ours: pulls and consumption of this queue stop."""
@@ -123,8 +137,8 @@ class ProcessQueue:
     def settled(self) -> bool:
         """No consume thread is in this queue and every chunk begun is finished."""
         with self._lock:
-            return self.running == 0 and not any(c.started and not c.finished
-                                                 for c in self._chunks)
+            return self.running == 0 and (self._halted or not any(
+                c.started and not c.finished for c in self._chunks))
 
     def left_over(self) -> int:
         """Messages pulled and never begun (a release leaves them to the next owner)."""

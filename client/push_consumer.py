@@ -104,6 +104,7 @@ class PushConsumer(PullConsumer):
             self._rebalance_soon, lambda: self._running, self.owners,
             cfg.handoff_timeout_ms / 1000, self.timer.call_later)
         self._session_lost = False
+        self._halted = False          # halt(): no message more to on_message
 
     # ------------------------------------------------------------ what it holds
     @property
@@ -227,6 +228,8 @@ class PushConsumer(PullConsumer):
 
     def _rebalance_round(self) -> None:
         """The timer's rebalance task: a pending offset reset, then the split."""
+        if self._halted:
+            return                     # stopping: no queue taken, none consumed
         if self._session_lost:
             self._session_lost = False
             self.rebalancer.forget_all()
@@ -249,6 +252,22 @@ class PushConsumer(PullConsumer):
         """An operator reset the group's offsets (a ZooKeeper watch thread)."""
         self.rebalancer.request_reset(offsets)
         self._rebalance.wake()
+
+    @property
+    def halted(self) -> bool:
+        return self._halted
+
+    def halt(self) -> None:
+        """Hand no message more to ``on_message``, at once (it may call this
+        itself: the message it is in is the last). Pulls stop; ``shutdown``
+        then commits exactly what was consumed, and what was pulled but not
+        handed over stays for the group. For a consumer that takes a fixed
+        number of messages (``duomq consume --count``): with one consume
+        thread, what was consumed of each queue is a prefix, so the commits
+        are exact; with more, messages after a gap may be consumed again."""
+        self._halted = True
+        for pq in self.rebalancer.held():
+            pq.halt()
 
     def shutdown(self) -> None:
         """Stop pulling, finish the messages in hand, commit, then leave the

@@ -12,6 +12,12 @@ import os
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 DEFAULT_CLUSTER = "DefaultCluster"
 DEV_STATE = "state.json"
+# how long a new ZooKeeper session may take to connect before the caller is
+# told it cannot reach the ensemble: a broker or a client library waits
+# CONNECT_TIMEOUT_S; the CLI sets CLI_CONNECT_TIMEOUT_S (a person waits)
+CONNECT_TIMEOUT_S = 10.0
+CLI_CONNECT_TIMEOUT_S = 3.0
+connect_timeout_s = CONNECT_TIMEOUT_S
 
 
 def resolve_endpoint(zookeeper: str | None, cluster: str | None) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
 from duomq.common.credentials import SASL_FILE_ENV, ZK_ADMIN, env_zk_access, env_zk_sasl
+from duomq.common import endpoint
 from duomq.common.errors import AuthenticationError, ServiceNotAvailableError
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.nodes import MemberNode, NodeError
@@ -40,7 +41,7 @@ def node_acl(access: dict) -> list[ACL]:
     return [own, ACL(Permissions.ALL, Id("digest", access["admin_id"]))]
 
 
-def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10_000,
+def connect(hosts: str, *, timeout_s: float | None = None, session_timeout_ms: int = 10_000,
             read_only: bool = False, access=FROM_ENV,
             cluster: str | None = None, sasl=FROM_ENV) -> KazooClient:
     """A started KazooClient (``hosts`` may carry a chroot: ``h:p,h2:p/chroot``).
@@ -49,10 +50,14 @@ def connect(hosts: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 10
     ``cluster``: the cluster this session works on; when it is not secured,
     the nodes the session creates stay open whatever ``access`` says (its
     brokers, without credentials, must be able to change them).
+    ``timeout_s``: how long to wait for a connection (default
+    ``endpoint.connect_timeout_s``: 10 s, 3 s in the CLI).
     ``sasl``: a SASL (DIGEST-MD5) login ``user:password`` to an ensemble
     that asks for one; by default ``access``'s, else the one in the file
     ``$DUOMQ_ZOOKEEPER_SASL_FILE`` names. A refused login, or a missing
     one the ensemble requires, is an AuthenticationError at once."""
+    if timeout_s is None:
+        timeout_s = endpoint.connect_timeout_s
     if access is FROM_ENV:
         access = env_zk_access()
     if sasl is FROM_ENV:

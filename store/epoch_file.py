@@ -9,15 +9,21 @@ import os
 
 
 class EpochFile:
+    """Only its broker writes it: what was read or written last is kept, so
+    the snapshot the serving thread publishes every tick reads no file."""
+
     def __init__(self, path: str):
         self.path = path
+        self._value: int | None = None
 
     def read(self) -> int:
-        try:
-            with open(self.path) as f:
-                return int(json.load(f).get("epoch", 0))
-        except (FileNotFoundError, ValueError):
-            return 0
+        if self._value is None:
+            try:
+                with open(self.path) as f:
+                    self._value = int(json.load(f).get("epoch", 0))
+            except (FileNotFoundError, ValueError):
+                self._value = 0
+        return self._value
 
     def write(self, epoch: int) -> None:
         tmp = self.path + ".tmp"
@@ -26,3 +32,4 @@ class EpochFile:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self._value = epoch

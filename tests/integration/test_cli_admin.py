@@ -1,0 +1,129 @@
+"""The admin commands as a user types them against a running broker:
+consumer groups listed, described and reset every way, a topic described
+with its queues' offsets, typos refused, an unreachable ZooKeeper in one
+line, and produce printing an id per message."""
+
+import json
+import time
+
+import pytest
+
+from duomq.cli.group_cmd import plan_reset
+from duomq.client import Message, Producer
+from duomq.testing.harness import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def test_plan_reset_stays_within_the_queue():
+    assert plan_reset("earliest", None, 3, 10, 7, None) == 3
+    assert plan_reset("latest", None, 3, 10, 7, None) == 10
+    assert plan_reset("offset", 99, 3, 10, 7, None) == 10
+    assert plan_reset("offset", 1, 3, 10, 7, None) == 3
+    assert plan_reset("shift", -2, 3, 10, 7, None) == 5
+    assert plan_reset("shift", -2, 3, 10, -1, None) == 3      # never committed: from the start
+    assert plan_reset("timestamp", None, 3, 10, 7, 12) == 10
+
+
+@pytest.fixture
+def cli(local_cluster):
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Admin", queues=2)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        for q in range(2):
+            r = p.send_batch([Message("Admin", b"m%d-%d" % (q, i)) for i in range(50)],
+                             queue=p.route("Admin").queues()[q])
+            assert r.ok
+    endpoint = ["--zookeeper", local_cluster.zookeeper, "--cluster", local_cluster.cluster]
+
+    def run(*args, check=True):
+        return run_cli(*args, *endpoint, check=check)
+    return run
+
+
+def as_json(p):
+    return [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
+
+
+def offsets(run, group):
+    d = as_json(run("group", "describe", group, "--json"))[0]
+    return {(r["broker_group"], r["queue"]): r["offset"] for r in d["queues"]}, d
+
+
+def test_groups_listed_described_and_reset_every_way(cli):
+    cli("consume", "Admin", "--group", "g1", "--from", "first", "--count", "40", "--quiet")
+    listed = {g["group"]: g for g in as_json(cli("group", "list", "--json"))[0]["groups"]}
+    assert listed["g1"]["lag"] == 60 and "Admin" in listed["g1"]["topics"]
+    got, d = offsets(cli, "g1")
+    assert sum(got.values()) == 40 and d["total_lag"] == 60 and d["members"] == {}
+    cli("group", "reset", "g1", "--topic", "Admin", "--to", "earliest")
+    assert set(offsets(cli, "g1")[0].values()) == {0}
+    cli("group", "reset", "g1", "--topic", "Admin", "--to", "latest")
+    assert set(offsets(cli, "g1")[0].values()) == {50}
+    cli("group", "reset", "g1", "--topic", "Admin", "--to", "offset", "5",
+        "--queue", "broker-a/0")
+    assert offsets(cli, "g1")[0] == {("broker-a", 0): 5, ("broker-a", 1): 50}
+    cli("group", "reset", "g1", "--topic", "Admin", "--to", "shift", "-3")
+    assert offsets(cli, "g1")[0] == {("broker-a", 0): 2, ("broker-a", 1): 47}
+    future = str(int(time.time() * 1000) + 3_600_000)
+    dry = as_json(cli("group", "reset", "g1", "--topic", "Admin", "--to", "timestamp", future,
+                      "--dry-run", "--json"))[0]
+    assert {r["new_offset"] for r in dry["queues"]} == {50} and dry["dry_run"]
+    assert offsets(cli, "g1")[0] == {("broker-a", 0): 2, ("broker-a", 1): 47}   # unchanged
+    for bad, says in ((["--to", "sideways"], "not one of"), (["--to", "offset"], "one value"),
+                      (["--to", "offset", "-1"], "start at 0"),
+                      (["--to", "earliest", "--queue", "broker-a/9"], "no such queue")):
+        p = cli("group", "reset", "g1", "--topic", "Admin", *bad, check=False)
+        assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr
+    p = cli("group", "describe", "no-such-group", check=False)
+    assert p.returncode == 2 and "no consumer group 'no-such-group'" in p.stderr
+
+
+def test_topic_describe_shows_each_queues_offsets_and_master(cli):
+    d = as_json(cli("topic", "describe", "Admin", "--json"))[0]
+    rows = d["queue_offsets"]
+    assert [(r["queue"], r["min_offset"], r["max_offset"]) for r in rows] == [(0, 0, 50),
+                                                                            (1, 0, 50)]
+    assert all(r["master"].startswith("tcp://127.0.0.1:") for r in rows)
+    text = cli("topic", "describe", "Admin").stdout
+    assert "master" in text and "messages" in text
+
+
+def test_typos_are_refused_in_one_line(cli):
+    p = cli("topic", "create", "T2", "--groups", "broker-zzz", check=False)
+    assert p.returncode == 2 and "no broker group 'broker-zzz'" in p.stderr
+    assert "broker-a" in p.stderr
+    cli("topic", "create", "Ordered", "--queues", "4", "--order")
+    p = cli("topic", "update", "Ordered", "--queues", "2", check=False)
+    assert p.returncode == 2 and "--force" in p.stderr and "queues 2..3 dropped" in p.stderr
+    cli("topic", "update", "Ordered", "--queues", "2", "--force")
+    for args, says in ((["--count", "-5"], "--count must be at least 1"),
+                       (["--batch", "0"], "--batch must be at least 1"),
+                       (["--size", "-1"], "--size must be at least 0")):
+        p = cli("produce", "Admin", *args, check=False)
+        assert p.returncode == 2 and says in p.stderr
+
+
+def test_produce_prints_an_id_per_message_and_counts_failures(cli):
+    out = as_json(cli("produce", "Admin", "--count", "7", "--batch", "3", "--json",
+                      "--key", "k1", "--property", "a=1", "--queue", "broker-a/1"))
+    lines, summary = out[:-1], out[-1]
+    assert len(lines) == 7 and len({x["msg_id"] for x in lines}) == 7
+    assert {x["queue"] for x in lines} == {"broker-a/1"} and lines[0]["status"] == "SEND_OK"
+    assert [x["queue_offset"] for x in lines] == list(range(50, 57))
+    assert summary["sent"] == 7 and summary["failed"] == 0
+    p = cli("produce", "NoSuchTopic", "one", "--json", check=False)
+    s = as_json(p)[-1]
+    assert p.returncode == 1 and s["sent"] == 0 and s["failed"] == 1
+    assert s["errors"] == {"TopicNotExistError": 1}
+
+
+def test_an_unreachable_zookeeper_is_one_line_within_three_seconds():
+    for where in ("127.0.0.1:1", "no-such-host.invalid:2181"):
+        t0 = time.monotonic()
+        p = run_cli("status", "--zookeeper", where, "--cluster", "C", check=False)
+        took = time.monotonic() - t0
+        assert p.returncode == 2 and took <= 4.5, (took, p.stderr)   # 3 s, and Python's start
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("duomq: cannot reach ZooKeeper"), \
+            p.stderr

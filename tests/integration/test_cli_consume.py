@@ -1,0 +1,38 @@
+"""`duomq consume --count N` as a user runs it: exactly N printed and
+committed, whatever the consumer pulled beyond them."""
+
+import json
+
+import pytest
+
+from duomq.cli.status_cmd import collect
+from duomq.client import Message, Producer
+from duomq.testing.harness import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def committed(local_cluster, group: str) -> int:
+    """The group's committed offsets of topic Peek, summed over its queues."""
+    st = collect(local_cluster.zookeeper, local_cluster.cluster)
+    return sum(q["offset"] for q in st["consumer_lag"]
+               if q["consumer_group"] == group and q["topic"] == "Peek")
+
+
+@pytest.mark.parametrize("mode", [[], ["--orderly"]], ids=["concurrently", "orderly"])
+def test_consume_count_prints_and_commits_exactly_that_many(local_cluster, mode):
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Peek", queues=4)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        for lo in range(0, 1000, 100):
+            assert p.send_batch([Message("Peek", b"m%04d" % i) for i in range(lo, lo + 100)]).ok
+    endpoint = ["--zookeeper", local_cluster.zookeeper, "--cluster", local_cluster.cluster]
+    group = "peek-" + (mode[0][2:] if mode else "c")
+    for want, total in ((5, 5), (3, 8)):             # a second peek goes on from the first
+        out = run_cli("consume", "Peek", "--group", group, "--from", "first", "--count",
+                      str(want), "--json", *mode, *endpoint).stdout.splitlines()
+        msgs, summary = [json.loads(x) for x in out[:-1]], json.loads(out[-1])
+        assert len(msgs) == want and summary["consumed"] == want
+        assert committed(local_cluster, group) == total
+    bad = run_cli("consume", "Peek", "--group", group, "--count", "0", *endpoint, check=False)
+    assert bad.returncode == 2 and "--count must be at least 1" in bad.stderr
