@@ -131,7 +131,7 @@ def describe(args) -> int:
     group = _group(args)
     with PullConsumer(zookeeper, cluster, group=group) as c:
         paths = ZkPaths(cluster)
-        members = {}
+        members: dict[str, dict] = {}
         for client_id in sorted(_children(c.zk, paths.group_members(group))):
             raw = _data(c.zk, f"{paths.group_members(group)}/{client_id}")
             node = GroupMemberNode.from_bytes(raw) if raw else None

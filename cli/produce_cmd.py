@@ -105,7 +105,7 @@ def resolve_queue(producer: Producer, topic: str, text: str) -> MessageQueue:
             raise ConfigError(f"--queue {text}: topic {topic!r} is served by broker groups "
                               f"{', '.join(groups)}: name one as GROUP/ID")
         group = groups[0]
-    want = MessageQueue(topic, group, int(qid)) if qid.isdigit() else None
+    want = MessageQueue(topic, group, int(qid) if qid.isdigit() else -1)
     if want not in queues:
         raise ConfigError(f"--queue {text}: topic {topic!r} has no such writable queue "
                           f"(its queues: {', '.join(f'{q.broker_group}/{q.queue_id}' for q in queues)})")

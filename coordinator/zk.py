@@ -16,8 +16,8 @@ from kazoo.exceptions import (
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
-from duomq.common.credentials import SASL_FILE_ENV, ZK_ADMIN, env_zk_access, env_zk_sasl
 from duomq.common import endpoint
+from duomq.common.credentials import SASL_FILE_ENV, ZK_ADMIN, env_zk_access, env_zk_sasl
 from duomq.common.errors import AuthenticationError, ServiceNotAvailableError
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.nodes import MemberNode, NodeError

@@ -71,7 +71,7 @@ def ha_tour(state) -> bool:
     took = wait_role("broker-a/1", "MASTER")
     print(f"  broker-a/1 is master {took:.1f} s after the kill (session timeout + election)")
     more = json.loads(duomq("produce", TOPIC, "--count", "10000", "--size", "100", "--json",
-                            capture=True))
+                            "--quiet", capture=True))
     after = json.loads(duomq("consume", TOPIC, "--group", GROUP, "--until-idle", "3", "--json",
                              "--quiet", capture=True).strip().splitlines()[-1])
     print(f"  produced {more['sent']} more ({more['statuses']}); the group consumed "
@@ -171,7 +171,7 @@ def main() -> int:
             time.sleep(0.1)
         print("  both consumers joined the group; queues are split 4/4")
         produced = json.loads(duomq("produce", TOPIC, "--count", str(COUNT), "--size", "100",
-                                    "--json", capture=True))
+                                    "--json", "--quiet", capture=True))
         print(f"  produced {produced['sent']} messages ({produced['statuses']}) "
               f"at {produced['msgs_per_s']:.0f} msg/s")
         summaries = []

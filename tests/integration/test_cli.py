@@ -48,11 +48,13 @@ def test_dev_cluster_end_to_end(zk_server, tmp_path):
         bad = duomq("topic", "create", "bad/name", env=env, check=False)
         assert bad.returncode == 2 and "invalid" in bad.stderr
 
-        prod = lines(duomq("produce", "CliTopic", "--json", env=env,
-                           input="one\ntwo\nthree\n"))[0]
-        assert prod["statuses"] == {"SEND_OK": 3}
+        said = lines(duomq("produce", "CliTopic", "--json", env=env,
+                           input="one\ntwo\nthree\n"))
+        prod = said[-1]
+        assert prod["statuses"] == {"SEND_OK": 3} and prod["sent"] == 3
+        assert len({m["msg_id"] for m in said[:-1]}) == 3          # an id per message
         load = lines(duomq("produce", "CliTopic", "--count", "500", "--size", "64", "--json",
-                           env=env))[0]
+                           "--quiet", env=env))[0]
         assert load["statuses"] == {"SEND_OK": 500}
 
         out = lines(duomq("consume", "CliTopic", "--group", "cli", "--from", "first",
