@@ -127,3 +127,20 @@ def test_an_unreachable_zookeeper_is_one_line_within_three_seconds():
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("duomq: cannot reach ZooKeeper"), \
             p.stderr
+
+
+def test_ctrl_c_during_a_long_produce_says_what_was_sent(local_cluster, cli):
+    import os
+    import signal
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-m", "duomq", "produce", "Admin", "--count",
+                          "100000000", "--batch", "1", "--zookeeper", local_cluster.zookeeper,
+                          "--cluster", local_cluster.cluster], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=os.environ)
+    time.sleep(3.5)                       # a second of progress lines, at least
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130
+    assert "interrupted: sent " in out and " failed" in out
+    assert "produce Admin: " in err and "msg/s" in err          # progress on stderr
