@@ -1,4 +1,6 @@
-"""``duomq consume TOPIC --group G``: a push consumer in the group."""
+"""``duomq consume TOPIC --group G``: a push consumer in the group; or,
+without a group, ``--queue Q [--offset O] --count N``: a look at one queue
+from an offset (as ``kcat -C -o O -c N``), which commits nothing."""
 
 from __future__ import annotations
 
@@ -18,12 +20,21 @@ from duomq.cli.common import (
     time_arg,
 )
 from duomq.client import PushConsumer
+from duomq.common.errors import ConfigError
 
 
 def add(sub) -> None:
-    p = sub.add_parser("consume", help="consume a topic as a member of a consumer group")
+    p = sub.add_parser("consume", help="consume a topic as a member of a consumer group, or "
+                       "look at one queue from an offset (--queue, no group)")
     p.add_argument("topic")
-    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument("--group", help="consumer group (required unless --queue)")
+    p.add_argument("--queue", metavar="[GROUP/]ID",
+                   help="without a group: read this queue from --offset, commit nothing")
+    p.add_argument("--offset", type=int, metavar="O",
+                   help="with --queue: the first offset read (default: the queue's first)")
+    p.add_argument("--format", choices=["auto", "text", "hex", "base64"], default="auto",
+                   help="how bodies print: auto (text when it is UTF-8, else base64), text "
+                        "(undecodable bytes replaced), hex or base64")
     p.add_argument("--from", dest="from_", choices=["first", "last", "timestamp"],
                    default="last", help="where a new group starts (default last; timestamp: "
                    "the first message stored at or after --timestamp)")
@@ -62,6 +73,12 @@ def run(args) -> int:
     if args.until_idle is not None and args.until_idle <= 0:
         print(f"error: --until-idle must be above 0, got {args.until_idle:g}", file=sys.stderr)
         return 2
+    if args.queue is not None:
+        return peek(args)
+    if not args.group:
+        print("error: --group GROUP is needed (or --queue Q to look at one queue without a "
+              "group)", file=sys.stderr)
+        return 2
     zookeeper, cluster = endpoint(args)
     lock = threading.Lock()
     state = {"n": 0, "last": time.monotonic()}
@@ -76,7 +93,7 @@ def run(args) -> int:
                 if args.json:
                     out.write(json.dumps(message_json(m)) + "\n")
                 else:
-                    out.write(f"{m.msg_id} q{m.queue_id}@{m.queue_offset} {m.body[:200]!r}\n")
+                    out.write(line(m, args.format))
             if args.count and state["n"] >= args.count:
                 consumer.halt()          # this message is the last one handed over
                 done.set()
@@ -110,4 +127,66 @@ def run(args) -> int:
                                   sorted(consumer.replica_lag_ms.items())},
                "handoffs": consumer.handoffs}
     emit(summary) if args.json else print(f"consumed {state['n']} messages", file=sys.stderr)
+    return 0
+
+
+def body_text(body: bytes, fmt: str, limit: int = 200) -> str:
+    """A body as a person reads it: text when it is UTF-8 (``auto``), else
+    ``base64:...``; or always text, hex or base64. At most ``limit``
+    characters, then an ellipsis."""
+    import base64
+    if fmt in ("auto", "text"):
+        try:
+            text = body.decode()
+        except UnicodeDecodeError:
+            if fmt == "text":
+                text = body.decode(errors="replace")
+            else:
+                text = "base64:" + base64.b64encode(body).decode()
+    elif fmt == "hex":
+        text = body.hex()
+    else:
+        text = base64.b64encode(body).decode()
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def line(m, fmt: str) -> str:
+    return f"{m.msg_id} {m.broker_group}/{m.queue_id}@{m.queue_offset} " \
+           f"{body_text(m.body, fmt)}\n"
+
+
+def peek(args) -> int:
+    """Read one queue from an offset, as no group: nothing is committed."""
+    from duomq.cli.produce_cmd import resolve_queue
+    from duomq.client import PullConsumer
+    from duomq.common.message import PullStatus
+    zookeeper, cluster = endpoint(args)
+    t0 = time.monotonic()
+    n, idle_s = 0, args.until_idle or 1.0
+    with PullConsumer(zookeeper, cluster, group="duomq-peek", read_from=args.read_from,
+                      max_replica_lag_ms=args.max_replica_lag_ms) as c:
+        mq = resolve_queue(c, args.topic, args.queue, writable=False)
+        offset = c.min_offset(mq) if args.offset is None else args.offset
+        quiet_since = time.monotonic()
+        while not (args.count and n >= args.count):
+            want = min(256, args.count - n) if args.count else 256
+            r = c.pull(mq, offset, want, max_wait_ms=int(idle_s * 1000), subscription=args.tags)
+            if r.status is PullStatus.OFFSET_ILLEGAL:
+                raise ConfigError(f"offset {offset} is outside queue {args.queue}'s "
+                                  f"[{r.min_offset}, {r.max_offset}]")
+            for m in r.messages[:want]:
+                n += 1
+                if not args.quiet:
+                    sys.stdout.write(json.dumps(message_json(m)) + "\n" if args.json
+                                     else line(m, args.format))
+            offset = r.next_offset if len(r.messages) <= want else r.messages[want].queue_offset
+            if r.messages:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= idle_s:
+                break
+    sys.stdout.flush()
+    summary = {"summary": True, "topic": args.topic, "queue": args.queue, "consumed": n,
+               "next_offset": offset, "seconds": round(time.monotonic() - t0, 3)}
+    emit(summary) if args.json else print(f"read {n} messages; next offset {offset}",
+                                          file=sys.stderr)
     return 0

@@ -4,6 +4,7 @@ stored messages by id, and by key through the brokers' key index."""
 from __future__ import annotations
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, message_json, time_arg
+from duomq.common.errors import ConfigError
 
 
 def add(sub) -> None:
@@ -48,6 +49,10 @@ def get(args) -> int:
 
 def find(args) -> int:
     from duomq.client import PullConsumer
+    if args.begin and args.end and args.end < args.begin:
+        raise ConfigError("--end is before --begin: nothing could match")
+    if args.max_num < 1:
+        raise ConfigError(f"--max must be at least 1, got {args.max_num}")
     zookeeper, cluster = endpoint(args)
     with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
         found = c.query_by_key(args.topic, args.key, args.begin, args.end, args.max_num)

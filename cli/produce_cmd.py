@@ -16,6 +16,7 @@ import time
 
 from duomq.cli.common import add_endpoint, add_json, add_metrics_port, emit, endpoint, say_metrics
 from duomq.client import Message, Producer
+from duomq.client.base import ClientBase
 from duomq.client.producer import BATCH_MAX_BYTES, SendResult
 from duomq.common import duration
 from duomq.common.errors import ConfigError
@@ -94,10 +95,12 @@ def _bodies(args):
             yield line.rstrip(b"\n")
 
 
-def resolve_queue(producer: Producer, topic: str, text: str) -> MessageQueue:
-    """``GROUP/ID`` or ``ID`` as a queue of ``topic``; a ConfigError names
-    the queues there are."""
-    queues = producer.route(topic).queues(writable=True)
+def resolve_queue(client: ClientBase, topic: str, text: str,
+                  writable: bool = True) -> MessageQueue:
+    """``GROUP/ID`` or ``ID`` as a (writable, else readable) queue of
+    ``topic``; a ConfigError names the queues there are."""
+    route = client.route(topic)
+    queues = route.queues(writable=True) if writable else route.queues(readable=True)
     group, _, qid = text.rpartition("/")
     groups = sorted({q.broker_group for q in queues})
     if not group:
@@ -107,7 +110,7 @@ def resolve_queue(producer: Producer, topic: str, text: str) -> MessageQueue:
         group = groups[0]
     want = MessageQueue(topic, group, int(qid) if qid.isdigit() else -1)
     if want not in queues:
-        raise ConfigError(f"--queue {text}: topic {topic!r} has no such writable queue "
+        raise ConfigError(f"--queue {text}: topic {topic!r} has no such queue "
                           f"(its queues: {', '.join(f'{q.broker_group}/{q.queue_id}' for q in queues)})")
     return want
 

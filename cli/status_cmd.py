@@ -8,6 +8,7 @@ from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.client.base import raise_for, secured
 from duomq.client.remoting import RemotingClient
 from duomq.common.credentials import resolve_credentials
+from duomq.common.errors import ConfigError
 from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
@@ -19,6 +20,18 @@ def add(sub) -> None:
     add_endpoint(p)
     add_json(p)
     p.set_defaults(func=run)
+
+
+def clusters(zookeeper: str) -> list[str]:
+    """The duomq clusters a ZooKeeper ensemble holds."""
+    from duomq.coordinator.paths import ROOT
+    zk = zkutil.connect(zookeeper)
+    try:
+        return sorted(zk.get_children(ROOT))
+    except NoNodeError:
+        return []
+    finally:
+        zkutil.close(zk)
 
 
 def collect(zookeeper: str, cluster: str) -> dict:
@@ -90,6 +103,11 @@ def collect(zookeeper: str, cluster: str) -> dict:
 def run(args) -> int:
     zookeeper, cluster = endpoint(args)
     st = collect(zookeeper, cluster)
+    if not st["brokers"]:
+        known = clusters(zookeeper)
+        if cluster not in known:
+            raise ConfigError(f"no cluster {cluster!r} at {zookeeper} (clusters there: "
+                              f"{', '.join(known) or 'none'})")
     if args.json:
         emit(st)
         return 0

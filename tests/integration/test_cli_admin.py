@@ -144,3 +144,29 @@ def test_ctrl_c_during_a_long_produce_says_what_was_sent(local_cluster, cli):
     assert p.returncode == 130
     assert "interrupted: sent " in out and " failed" in out
     assert "produce Admin: " in err and "msg/s" in err          # progress on stderr
+
+
+def test_peek_at_a_queue_without_a_group_and_bodies_as_text(cli):
+    out = cli("consume", "Admin", "--queue", "broker-a/1", "--offset", "10", "--count", "3")
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].endswith("broker-a/1@10 m1-10") \
+        and lines[2].endswith("@12 m1-12"), lines
+    js = as_json(cli("consume", "Admin", "--queue", "1", "--offset", "48", "--count", "5",
+                     "--until-idle", "0.5", "--json"))
+    assert [m["body"] for m in js[:-1]] == ["m1-48", "m1-49"] and js[-1]["next_offset"] == 50
+    assert "peek" not in cli("group", "list").stdout          # no group, nothing committed
+    p = cli("consume", "Admin", "--queue", "broker-a/1", "--offset", "99", "--count", "1",
+            check=False)
+    assert p.returncode == 2 and "outside" in p.stderr
+    p = cli("consume", "Admin", "--count", "1", check=False)
+    assert p.returncode == 2 and "--group GROUP is needed" in p.stderr
+
+
+def test_status_of_a_cluster_that_is_not_there_and_a_reversed_range(local_cluster, cli):
+    p = run_cli("status", "--zookeeper", local_cluster.zookeeper, "--cluster", "NoSuchCluster",
+                check=False)
+    assert p.returncode == 2 and "no cluster 'NoSuchCluster'" in p.stderr
+    assert local_cluster.cluster in p.stderr                   # the clusters there are
+    p = cli("message", "find", "--topic", "Admin", "--key", "k", "--begin", "2h",
+            "--end", "3h", check=False)
+    assert p.returncode == 2 and "--end is before --begin" in p.stderr
