@@ -61,7 +61,8 @@ class BrokerConfig:
     # --- identity and coordination
     cluster: str = "DefaultCluster"          # cluster name (ZooKeeper path component)
     group: str = "broker-a"                  # broker group (a master and its slaves)
-    broker_id: int = 0                       # 0 is the master in this release
+    broker_id: int = 0                       # this broker's id in its group (any role: the
+                                             # group's election makes one master)
     zookeeper: str = "127.0.0.1:2181"        # ZooKeeper connect string host:port[,...][/chroot]
     zk_session_timeout_ms: int = 6000        # ZooKeeper session timeout
     zookeeper_sasl_file: str = ""            # a file holding a SASL (DIGEST-MD5) login,
@@ -149,6 +150,10 @@ class BrokerConfig:
     transaction_timeout_ms: int = 6000       # a transaction pending this long is checked back
     transaction_check_interval_ms: int = 60_000   # ... at most this often (RocketMQ's)
     transaction_check_max: int = 15          # check-backs before it is rolled back
+    # --- logging
+    log_file: str = ""                       # also log to this file, rotated ("": stderr only)
+    log_max_bytes: int = 100 * MIB           # rotate the log file at this size
+    log_backups: int = 5                     # rotated log files kept beside it
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
@@ -189,7 +194,9 @@ class BrokerConfig:
             raise ConfigError("file_reserved_hours: must be > 0")
         self._check_sizes()
         _positive(self, "client_mute_ms", "max_consumer_groups", "transaction_timeout_ms",
-                  "transaction_check_interval_ms", "transaction_check_max")
+                  "transaction_check_interval_ms", "transaction_check_max", "log_max_bytes")
+        if self.log_backups < 0:
+            raise ConfigError(f"log_backups: must be >= 0, got {self.log_backups}")
         if self.flush_thorough_interval_ms < self.flush_interval_ms:
             raise ConfigError("flush_thorough_interval_ms: must be >= flush_interval_ms")
         self._check_network()
