@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install demo test unit lint image bench bench-beside-redis bench-quick proto clean
+.PHONY: install demo test unit lint docs image bench bench-beside-redis bench-quick proto clean
 
 install:
 	bash scripts/install.sh
@@ -20,6 +20,10 @@ image:
 
 lint: install
 	bash scripts/lint.sh
+
+# the documentation site on http://127.0.0.1:8000 (mkdocs.yml, docs/)
+docs: install
+	$(VENV)/bin/mkdocs serve
 
 unit: install
 	bash scripts/test.sh tests -m "not integration"
@@ -65,4 +69,4 @@ proto: install
 	bash scripts/gen_proto.sh
 
 clean:
-	rm -rf $(VENV) .demo *.egg-info .pytest_cache
+	rm -rf $(VENV) .demo *.egg-info .pytest_cache site

@@ -120,6 +120,6 @@ def run(args) -> int:
     if args.json:
         emit(out)
     else:
-        print(f"{out['group']}: broker {out['to']} is master at epoch {out['epoch']} "
-              f"(was {out['from']}), {out['seconds']} s")
+        print(f"{out['group']}: broker {out['from']} handed over to broker {out['to']}, master "
+              f"at epoch {out['epoch']}, in {out['seconds']} s")
     return 0

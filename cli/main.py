@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from duomq import __version__
@@ -49,6 +50,10 @@ def main(argv=None) -> int:
     except DuomqError as exc:
         print(f"duomq: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`duomq status | head`): as a Unix tool, say nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:
         # kazoo is loaded only by the commands that use ZooKeeper (not the probes)
         if "kazoo" in sys.modules:

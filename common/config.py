@@ -87,7 +87,9 @@ class BrokerConfig:
     index_max_entries: int = 20_000_000      # key index: entries per index file (20 B each;
                                              # files are sparse, disk is taken as they fill)
     # --- flush
-    flush: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush: FlushDiskType = FlushDiskType.ASYNC_FLUSH  # SYNC_FLUSH: a send is acked once
+                                             # fsynced (group commit); ASYNC_FLUSH: once in
+                                             # the page cache, flushed every flush_interval_ms
     sync_flush_timeout_ms: int = 5000        # SYNC_FLUSH: answer FLUSH_DISK_TIMEOUT past this
     flush_interval_ms: int = 500             # ASYNC_FLUSH: flush period
     flush_least_pages: int = 4               # ASYNC_FLUSH: flush only with this many dirty 4 KiB pages
@@ -98,7 +100,8 @@ class BrokerConfig:
     cq_flush_thorough_interval_ms: int = 60_000  # ... and every queue this often (recovery
                                              # replays the commit log from the oldest left)
     # --- replication
-    replication: ReplicationMode = ReplicationMode.ASYNC
+    replication: ReplicationMode = ReplicationMode.ASYNC  # SYNC: a send is acked once
+                                             # sync_replicas slaves hold it; ASYNC: at once
     slave_timeout_ms: int = 3000             # SYNC replication: FLUSH_SLAVE_TIMEOUT past this
     sync_replicas: int = 1                   # SYNC: slaves that must hold a record before SEND_OK
     min_sync_replicas: int | None = None     # SYNC: with fewer slaves in sync than

@@ -170,3 +170,12 @@ def test_status_of_a_cluster_that_is_not_there_and_a_reversed_range(local_cluste
     p = cli("message", "find", "--topic", "Admin", "--key", "k", "--begin", "2h",
             "--end", "3h", check=False)
     assert p.returncode == 2 and "--end is before --begin" in p.stderr
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(local_cluster, cli):
+    import subprocess
+    import sys
+    p = subprocess.run(f"{sys.executable} -m duomq group list --zookeeper "
+                       f"{local_cluster.zookeeper} --cluster {local_cluster.cluster} | head -0",
+                       shell=True, capture_output=True, text=True)
+    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr
