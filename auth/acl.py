@@ -124,6 +124,10 @@ def needs(type_: int, m, cluster: str) -> list[Permission]:
     if type_ == pb.END_TRANSACTION:      # a producer's: Pub on the topic; an operator's: Admin
         return [Permission("Topic", m.topic, "Pub")] if m.producer_group else \
             [Permission("Cluster", cluster, "Admin")]
+    if type_ == pb.DELETE_GROUP:
+        return [Permission("Group", m.consumer_group, "Delete")]
+    if type_ == pb.BROKER_CONFIG:        # reading the settings, or changing them
+        return [Permission("Cluster", cluster, "Admin" if m.set else "Get")]
     return []
 
 

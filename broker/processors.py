@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from duomq.broker.admin import broker_config, delete_group
 from duomq.broker.core import BrokerCore
 from duomq.broker.health import readiness
 from duomq.broker.pull_hold import HeldPull
@@ -369,4 +370,6 @@ HANDLERS: dict[int, Handler] = {
     pb.QUERY_BY_KEY: query_by_key,
     pb.END_TRANSACTION: end_transaction,
     pb.LIST_TRANSACTIONS: list_transactions,
+    pb.DELETE_GROUP: delete_group,
+    pb.BROKER_CONFIG: broker_config,
 }

@@ -1,10 +1,14 @@
-"""``duomq broker``: run one broker in the foreground."""
+"""``duomq broker``: run one broker in the foreground; ``duomq broker config
+get|set``: a running broker's settings, and changing those that may change
+at runtime (``broker/admin.py`` says which)."""
 
 from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
+from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.config import BrokerConfig, parse_settings
 from duomq.common.errors import ConfigError
 
@@ -26,6 +30,21 @@ def add(sub) -> None:
                    help="any other config field (repeatable)")
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(func=run)
+    sub_cmds = p.add_subparsers(dest="broker_cmd", metavar="config")
+    cfg = sub_cmds.add_parser("config", help="a running broker's settings: get, or set those "
+                              "that may change at runtime (until it restarts)")
+    verbs = cfg.add_subparsers(dest="verb", required=True)
+    get = verbs.add_parser("get", help="every setting of the brokers of a group (or one)")
+    get.add_argument("target", metavar="GROUP[/ID]")
+    get.add_argument("fields", nargs="*", metavar="FIELD", help="only these settings")
+    set_ = verbs.add_parser("set", help="change runtime settings of the brokers of a group "
+                            "(or one), until they restart")
+    set_.add_argument("target", metavar="GROUP[/ID]")
+    set_.add_argument("settings", nargs="+", metavar="FIELD=VALUE")
+    for q in (get, set_):
+        add_endpoint(q)
+        add_json(q)
+        q.set_defaults(func=config_cmd)
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -58,4 +77,55 @@ def run(args) -> int:
     setup_logging(config, args.log_level)
     from duomq.broker.server import run_broker
     run_broker(config)
+    return 0
+
+
+def config_cmd(args) -> int:
+    """``duomq broker config get|set GROUP[/ID]``: each broker of the target
+    asked in turn (all of a group: a role changes hands, its settings should
+    not)."""
+    from duomq.client import PullConsumer
+    from duomq.client.base import raise_for
+    from duomq.coordinator import zk as zkutil
+    from duomq.coordinator.paths import ZkPaths
+    from duomq.proto import pb
+    zookeeper, cluster = endpoint(args)
+    group, _, only = args.target.partition("/")
+    changes: dict[str, str] = {}
+    for item in getattr(args, "settings", []):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"{item!r} is not FIELD=VALUE")
+        changes[key] = value
+    out: dict[str, dict[str, Any]] = {}
+    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+        members = zkutil.read_members(c.zk, ZkPaths(cluster), group)
+        if only:
+            members = {k: m for k, m in members.items() if str(k) == only}
+        if not members:
+            raise ConfigError(f"no live broker {args.target!r} in cluster {cluster!r}")
+        for bid, m in sorted(members.items()):
+            status, error, resp = c.remoting.call(
+                m.address, pb.BROKER_CONFIG, pb.BrokerConfigRequest(set=changes), 10)
+            raise_for(status, error)
+            values = dict(resp.values)
+            if getattr(args, "fields", None):
+                unknown = sorted(set(args.fields) - set(values))
+                if unknown:
+                    raise ConfigError(f"no such setting: {', '.join(unknown)}")
+                values = {k: values[k] for k in args.fields}
+            out[f"{group}/{bid}"] = {"values": values, "changed": list(resp.changed),
+                                     "runtime": list(resp.runtime)}
+    if args.json:
+        emit(out)
+    elif args.verb == "set":
+        for who, got in out.items():
+            print(f"{who}: " + (", ".join(f"{k} = {got['values'][k]}" for k in got["changed"])
+                                 or "nothing changed") + " (until it restarts)")
+    else:
+        first = next(iter(out.values()))
+        names = sorted(first["values"])
+        rows = [[n, *[got["values"].get(n, "") for got in out.values()],
+                 "yes" if n in first["runtime"] else ""] for n in names]
+        print(table(rows, ["setting", *out, "runtime"]))
     return 0

@@ -29,6 +29,10 @@ def add(sub) -> None:
     ds = verbs.add_parser("describe", help="a group's members, the queues each holds, and its "
                           "committed offsets and lag per queue")
     lag = verbs.add_parser("lag", help="committed offset, newest offset and lag per queue")
+    dl = verbs.add_parser("delete", help="forget a group with no live member: its committed "
+                          "offsets on every master, its nodes in ZooKeeper")
+    dl.add_argument("group_name", metavar="GROUP")
+    dl.add_argument("--group", help=argparse.SUPPRESS)
     rs = verbs.add_parser("reset", aliases=["reset-offset"],
                           help="move the group's committed offsets of a topic")
     for q in (ds, lag):
@@ -45,9 +49,10 @@ def add(sub) -> None:
                     help="as --to timestamp TIME (epoch ms, ISO 8601 or a time ago: 30m, 2h)")
     rs.add_argument("--queue", metavar="GROUP/ID", help="only this queue")
     rs.add_argument("--dry-run", action="store_true", help="show the new offsets, change nothing")
-    for q in (ls, ds, lag, rs):
+    for q in (ls, ds, dl, lag, rs):
         add_endpoint(q)
         add_json(q)
+    dl.set_defaults(func=delete)
     ls.set_defaults(func=list_)
     ds.set_defaults(func=describe)
     lag.set_defaults(func=lag_)
@@ -293,3 +298,53 @@ def reset(args) -> int:
 
 def _example(mqs: list[MessageQueue]) -> str:
     return f"{mqs[0].broker_group}/{mqs[0].queue_id}" if mqs else "broker-a/0"
+
+
+def delete(args) -> int:
+    """Kafka's ``--delete``: only a group no member uses. Its offsets go from
+    every master (and so from their slaves), then its ZooKeeper nodes."""
+    from kazoo.exceptions import NoNodeError
+
+    from duomq.client import PullConsumer
+    from duomq.client.base import raise_for
+    from duomq.client.cluster.membership import list_members
+    from duomq.coordinator import zk as zkutil
+    from duomq.coordinator.paths import ZkPaths
+    from duomq.proto import pb
+    zookeeper, cluster = endpoint(args)
+    group = _group(args)
+    removed: dict[str, int] = {}
+    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+        members = list_members(c.zk, cluster, group)
+        if members:
+            raise ConfigError(f"consumer group {group!r} has {len(members)} live member(s) "
+                              f"({', '.join(members[:3])}{', ...' if len(members) > 3 else ''}): "
+                              f"stop them first")
+        paths = ZkPaths(cluster)
+        for broker_group in sorted(_children(c.zk, paths.brokers)):
+            masters = [m for m in zkutil.read_members(c.zk, paths, broker_group).values()
+                       if m.is_master and m.address]
+            if not masters:
+                raise ConfigError(f"broker group {broker_group!r} has no live master: its "
+                                  f"offsets of {group!r} cannot be deleted now")
+            status, error, resp = c.remoting.call(
+                masters[0].address, pb.DELETE_GROUP, pb.DeleteGroupRequest(consumer_group=group),
+                10)
+            raise_for(status, error)
+            removed[broker_group] = resp.queues
+        node = f"{paths.consumer_groups}/{group}"
+        nodes = c.zk.exists(node) is not None   # kazoo's recursive delete of none says nothing
+        if nodes:
+            try:
+                c.zk.delete(node, recursive=True)
+            except NoNodeError:
+                pass
+    if not any(removed.values()) and not nodes:
+        raise ConfigError(f"no consumer group {group!r} in this cluster (no committed offset, "
+                          f"no node)")
+    if args.json:
+        emit({"group": group, "offsets_removed": removed, "nodes_removed": nodes})
+    else:
+        print(f"deleted consumer group {group}: " + ", ".join(
+            f"{n} committed offset(s) on {g}" for g, n in removed.items()))
+    return 0

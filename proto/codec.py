@@ -34,6 +34,8 @@ MESSAGES = {
     pb.CHECK_TRANSACTION_STATE: (pb.CheckTransactionStateRequest,
                                  pb.CheckTransactionStateRequest),
     pb.LIST_TRANSACTIONS: (pb.ListTransactionsRequest, pb.ListTransactionsResponse),
+    pb.DELETE_GROUP: (pb.DeleteGroupRequest, pb.DeleteGroupResponse),
+    pb.BROKER_CONFIG: (pb.BrokerConfigRequest, pb.BrokerConfigResponse),
 }
 
 

@@ -28,6 +28,8 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHECK_TRANSACTION_STATE: _ClassVar[RequestType]
     LIST_TRANSACTIONS: _ClassVar[RequestType]
     PULL_MANY: _ClassVar[RequestType]
+    DELETE_GROUP: _ClassVar[RequestType]
+    BROKER_CONFIG: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -84,6 +86,8 @@ END_TRANSACTION: RequestType
 CHECK_TRANSACTION_STATE: RequestType
 LIST_TRANSACTIONS: RequestType
 PULL_MANY: RequestType
+DELETE_GROUP: RequestType
+BROKER_CONFIG: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -602,3 +606,45 @@ class ListTransactionsResponse(_message.Message):
     transactions: _containers.RepeatedCompositeFieldContainer[PendingTransaction]
     pending: int
     def __init__(self, transactions: _Optional[_Iterable[_Union[PendingTransaction, _Mapping]]] = ..., pending: _Optional[int] = ...) -> None: ...
+
+class DeleteGroupRequest(_message.Message):
+    __slots__ = ("consumer_group",)
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+
+class DeleteGroupResponse(_message.Message):
+    __slots__ = ("queues",)
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: int
+    def __init__(self, queues: _Optional[int] = ...) -> None: ...
+
+class BrokerConfigRequest(_message.Message):
+    __slots__ = ("set",)
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SET_FIELD_NUMBER: _ClassVar[int]
+    set: _containers.ScalarMap[str, str]
+    def __init__(self, set: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class BrokerConfigResponse(_message.Message):
+    __slots__ = ("values", "runtime", "changed")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.ScalarMap[str, str]
+    runtime: _containers.RepeatedScalarFieldContainer[str]
+    changed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, values: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[_Iterable[str]] = ..., changed: _Optional[_Iterable[str]] = ...) -> None: ...

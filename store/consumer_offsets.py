@@ -11,6 +11,8 @@ import threading
 
 from duomq.common.errors import ConfigError
 
+DELETED = -1                  # in the change stream: this queue's offset was forgotten
+
 
 class ConsumerOffsetManager:
     def __init__(self, path: str):
@@ -56,20 +58,47 @@ class ConsumerOffsetManager:
         self._offsets[key] = offset
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record ``offset``; ``DELETED`` (from a master's replication
+        stream: the group was deleted there) forgets the queue's offset."""
         key = (group, topic, queue_id)
         with self._lock:
-            if self._offsets.get(key) != offset:
+            if offset == DELETED:
+                self._forget(key)
+            elif self._offsets.get(key) != offset:
                 self._put(key, offset)
                 self.version += 1
                 self._versions[key] = self.version
                 self._dirty = True
 
+    def delete_group(self, group: str) -> int:
+        """Forget every committed offset of ``group``; how many there were.
+        The deletions reach the slaves as changes (``DELETED``)."""
+        with self._lock:
+            keys = [k for k in self._offsets if k[0] == group]
+            for key in keys:
+                self._forget(key)
+            return len(keys)
+
+    def _forget(self, key: tuple[str, str, int]) -> None:
+        if key not in self._offsets:
+            return
+        del self._offsets[key]
+        left = self._groups[key[0]] - 1
+        if left:
+            self._groups[key[0]] = left
+        else:
+            del self._groups[key[0]]
+        self.version += 1
+        self._versions[key] = self.version       # a tombstone: slaves learn of it
+        self._dirty = True
+
     def changes_since(self, version: int) -> tuple[int, list[tuple[tuple[str, str, int], int]]]:
         """(current version, entries changed after ``version``): what a slave
-        that has seen ``version`` still lacks."""
+        that has seen ``version`` still lacks (``DELETED`` for an offset
+        forgotten)."""
         with self._lock:
-            return self.version, [(k, self._offsets[k]) for k, v in self._versions.items()
-                                  if v > version]
+            return self.version, [(k, self._offsets.get(k, DELETED))
+                                  for k, v in self._versions.items() if v > version]
 
     def fetch(self, group: str, topic: str, queue_id: int) -> int:
         return self._offsets.get((group, topic, queue_id), -1)

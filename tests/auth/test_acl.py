@@ -72,3 +72,11 @@ def test_what_requests_need():
     assert needs(pb.END_TRANSACTION, pb.EndTransactionRequest(producer_group="pg", topic="T"),
                  "c") == [P("Topic:T:Pub")]
     assert needs(pb.END_TRANSACTION, pb.EndTransactionRequest(), "c") == [P("Cluster:c:Admin")]
+
+
+def test_operators_requests_need_delete_and_admin():
+    assert needs(pb.DELETE_GROUP, pb.DeleteGroupRequest(consumer_group="G"), "c") == \
+        [P("Group:G:Delete")]
+    assert needs(pb.BROKER_CONFIG, pb.BrokerConfigRequest(), "c") == [P("Cluster:c:Get")]
+    assert needs(pb.BROKER_CONFIG, pb.BrokerConfigRequest(set={"max_pull_messages": "64"}),
+                 "c") == [P("Cluster:c:Admin")]

@@ -201,3 +201,28 @@ def test_a_slave_answers_writes_with_not_master_and_serves_nothing_unconfirmed(t
         assert st.role == "SLAVE" and not st.ready
     finally:
         close(slave)
+
+
+def test_an_operator_deletes_a_groups_offsets_and_changes_runtime_settings(master):
+    send(master, 3)
+    call(master, pb.COMMIT_OFFSET, pb.CommitOffsetRequest(
+        consumer_group="g", offsets=[pb.QueueOffset(topic=TOPIC, queue_id=0, offset=2)]))
+    _, _, gone = call(master, pb.DELETE_GROUP, pb.DeleteGroupRequest(consumer_group="g"))
+    assert gone.queues == 1 and master.offsets.fetch("g", TOPIC, 0) == -1
+    _, _, got = call(master, pb.BROKER_CONFIG, pb.BrokerConfigRequest())
+    assert got.values["max_pull_messages"] == "1024" and "max_pull_messages" in got.runtime
+    assert got.values["flush"] == "ASYNC_FLUSH"
+    _, _, changed = call(master, pb.BROKER_CONFIG, pb.BrokerConfigRequest(
+        set={"max_pull_messages": "2", "access_in_memory_max_ratio": "0.5"}))
+    assert sorted(changed.changed) == ["access_in_memory_max_ratio", "max_pull_messages"]
+    assert master.parts.config.access_in_memory_max_ratio == 0.5     # where it is read
+    _, _, got = call(master, pb.PULL, pb.PullRequest(topic=TOPIC, queue_id=0, queue_offset=0,
+                                                     max_messages=10))
+    assert got.count == 2                                            # the new limit, at once
+    for bad, says in (({"port": "1"}, "cannot change while the broker runs"),
+                      ({"nonsense": "1"}, "no such setting: nonsense"),
+                      ({"max_pull_messages": "-3"}, "max_pull_messages"),
+                      ({"max_pull_bytes": "10"}, "max_pull_bytes")):
+        with pytest.raises(BadRequestError, match=says):
+            call(master, pb.BROKER_CONFIG, pb.BrokerConfigRequest(set=bad))
+    assert master.config.max_pull_messages == 2                      # nothing half-applied

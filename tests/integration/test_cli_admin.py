@@ -179,3 +179,52 @@ def test_a_reader_that_goes_away_gets_no_traceback(local_cluster, cli):
                        f"{local_cluster.zookeeper} --cluster {local_cluster.cluster} | head -0",
                        shell=True, capture_output=True, text=True)
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr
+
+
+def slave_offsets(local_cluster, group: str) -> dict:
+    """The group's offsets as broker-a/1 (a slave) holds them."""
+    from duomq.client import PullConsumer
+    from duomq.proto import pb
+    from duomq.testing.harness import member_node
+    address = member_node(local_cluster.zookeeper, local_cluster.cluster, "broker-a", 1).address
+    with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="t") as c:
+        _s, _e, st = c.remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)
+    return {(o.topic, o.queue_id): o.offset for o in st.group_offsets if o.consumer_group == group}
+
+
+def test_a_group_is_deleted_on_the_master_and_its_slave(local_cluster, cli):
+    from duomq.testing.harness import wait_for
+    local_cluster.add_broker("broker-a", 1)                  # a slave
+    cli("consume", "Admin", "--group", "old", "--from", "first", "--count", "7", "--quiet")
+    wait_for(lambda: sum(slave_offsets(local_cluster, "old").values()) == 7, 20,
+             "the slave to hold the group's offsets")
+    out = as_json(cli("group", "delete", "old", "--json"))[0]
+    assert out["offsets_removed"]["broker-a"] >= 1 and out["nodes_removed"]
+    assert "old" not in {g["group"] for g in as_json(cli("group", "list", "--json"))[0]["groups"]}
+    wait_for(lambda: not slave_offsets(local_cluster, "old"), 20,
+             "the slave to forget the group")
+    p = cli("group", "delete", "old", check=False)
+    assert p.returncode == 2 and "no consumer group 'old'" in p.stderr
+    from duomq.client import PushConsumer
+    live = PushConsumer("live", "Admin", lambda m: None, zookeeper=local_cluster.zookeeper,
+                        cluster=local_cluster.cluster).start()
+    try:
+        p = cli("group", "delete", "live", check=False)
+        assert p.returncode == 2 and "1 live member(s)" in p.stderr and "stop them" in p.stderr
+    finally:
+        live.shutdown()
+
+
+def test_broker_settings_are_read_and_the_runtime_ones_changed(cli):
+    got = as_json(cli("broker", "config", "get", "broker-a", "max_pull_messages", "--json"))[0]
+    assert got["broker-a/0"]["values"] == {"max_pull_messages": "1024"}
+    said = cli("broker", "config", "set", "broker-a", "max_pull_messages=3").stdout
+    assert "broker-a/0: max_pull_messages = 3 (until it restarts)" in said
+    peek = as_json(cli("consume", "Admin", "--queue", "broker-a/0", "--count", "10", "--json"))
+    assert len(peek) == 11                                   # still all ten, 3 a pull
+    p = cli("broker", "config", "set", "broker-a", "port=1", check=False)
+    assert p.returncode == 2 and "cannot change while the broker runs" in p.stderr
+    p = cli("broker", "config", "get", "broker-zzz", check=False)
+    assert p.returncode == 2 and "no live broker 'broker-zzz'" in p.stderr
+    table = cli("broker", "config", "get", "broker-a").stdout
+    assert "max_pull_messages" in table and "runtime" in table
