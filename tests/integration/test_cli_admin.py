@@ -112,6 +112,12 @@ def test_produce_prints_an_id_per_message_and_counts_failures(cli):
     assert {x["queue"] for x in lines} == {"broker-a/1"} and lines[0]["status"] == "SEND_OK"
     assert [x["queue_offset"] for x in lines] == list(range(50, 57))
     assert summary["sent"] == 7 and summary["failed"] == 0
+    delayed = as_json(cli("produce", "Admin", "later", "--delay", "1h", "--queue", "broker-a/0",
+                          "--json"))[-1]
+    assert delayed["statuses"] == {"SEND_OK": 1}
+    peek = as_json(cli("consume", "Admin", "--queue", "broker-a/0", "--offset", "50",
+                       "--count", "1", "--until-idle", "0.5", "--json"))
+    assert peek[-1]["consumed"] == 0                 # held by the broker for an hour
     p = cli("produce", "NoSuchTopic", "one", "--json", check=False)
     s = as_json(p)[-1]
     assert p.returncode == 1 and s["sent"] == 0 and s["failed"] == 1
