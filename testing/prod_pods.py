@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import yaml
 
 from duomq import __version__
+from duomq.common.role import Role
 from duomq.testing.harness import run_cli, wait_for
 from duomq.testing.k8s import generated, kubectl, named, prod_with, render
 from duomq.testing.podman import Container, Network, PodSecurity
@@ -140,7 +141,7 @@ class Cluster:
         return int(out) if rc == 0 and out.strip().isdigit() else None
 
     def master(self) -> PodContainer:
-        (mid,) = [i for i, r in self.roles().items() if r == "MASTER"]
+        (mid,) = [i for i, r in self.roles().items() if r == Role.MASTER]
         return self.brokers[mid]
 
     def client(self, name: str, image: str, entrypoint: list[str], args: list[str],
