@@ -1,8 +1,9 @@
 """The reference pages of the documentation, generated from the code so that
 they cannot drift from it: every configuration field from the config
 dataclasses (its type, its default and the comment beside it), and every
-command from the ``duomq`` parser (its usage and its options' help). The
-MkDocs hook (``docs/hooks.py``) renders them at every ``mkdocs build``."""
+command from the ``duomq`` parser (its usage and its options' help).
+``python -m duomq.cli.reference`` writes them to ``docs/reference/``; a test
+fails when the committed pages differ from what the code renders."""
 
 from __future__ import annotations
 
@@ -57,8 +58,9 @@ def _default(cls, name: str, text: str) -> str:
 def config_page() -> str:
     """Markdown: one table per config dataclass."""
     parts = ["# Configuration reference", "",
-             "Generated from `duomq/common/config.py` at every build: the defaults and "
-             "meanings below are the code's. How files, `DUOMQ_<FIELD>` variables and flags "
+             "Generated from `duomq/common/config.py` (`python -m duomq.cli.reference`; a "
+             "test fails when this page differs from the code): the defaults and meanings "
+             "below are the code's. How files, `DUOMQ_<FIELD>` variables and flags "
              "combine is in [Configuration](../configuration.md).", ""]
     for title, cls in (("Broker", config_module.BrokerConfig),
                        ("Producer", config_module.ProducerConfig),
@@ -109,7 +111,8 @@ def cli_page() -> str:
 
 def _cli_page(top: argparse.ArgumentParser) -> str:
     parts = ["# CLI reference", "",
-             "Generated from the `duomq` command's own parser at every build. Every command "
+             "Generated from the `duomq` command's own parser (`python -m "
+             "duomq.cli.reference`; a test fails when this page differs). Every command "
              "takes `--zookeeper HOST:PORT[,...]` and `--cluster NAME` (defaults: "
              "`$DUOMQ_ZOOKEEPER`, `$DUOMQ_CLUSTER`, else the local dev cluster's: "
              "`eval \"$(duomq dev env)\"` sets them) and `--credentials PATH` (default "
@@ -146,3 +149,24 @@ def _parent_choices(top: argparse.ArgumentParser, words: str):
         out = [c for c in action._choices_actions if c.dest == word]
         p = action.choices[word]
     return out
+
+
+PAGES = {"configuration.md": config_page, "cli.md": cli_page}
+
+
+def write(folder: str) -> list[str]:
+    """Write every reference page into ``folder``; their paths."""
+    import pathlib
+    out = []
+    for name, render in PAGES.items():
+        path = pathlib.Path(folder) / name
+        path.write_text(render())
+        out.append(str(path))
+    return out
+
+
+if __name__ == "__main__":
+    import pathlib
+    import sys
+    here = pathlib.Path(__file__).resolve().parent.parent / "docs" / "reference"
+    print("\n".join(write(sys.argv[1] if len(sys.argv) > 1 else str(here))))

@@ -1,6 +1,7 @@
-"""MkDocs hook: the pages generated from the code at every build (the
-configuration and CLI references, from ``duomq.cli.reference``) and the
-pages kept beside the code they describe (Kubernetes, the changelog)."""
+"""MkDocs hook: the pages kept beside what they describe (Kubernetes, in
+deploy/k8s; the changelog, at the top). The configuration and CLI
+references are committed in docs/reference/, written by ``python -m
+duomq.cli.reference`` (a test checks they match the code)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def on_files(files: Files, config) -> Files:
-    from duomq.cli.reference import cli_page, config_page
     changelog = (ROOT / "CHANGELOG.md").read_text().replace(
         "(docs/operations/upgrading.md)", "(operations/upgrading.md)")
     kubernetes = (ROOT / "deploy" / "k8s" / "README.md").read_text()
-    for uri, content in (("reference/configuration.md", config_page()),
-                         ("reference/cli.md", cli_page()),
-                         ("changelog.md", changelog),
+    for uri, content in (("changelog.md", changelog),
                          ("kubernetes.md", kubernetes)):
         files.append(File.generated(config, uri, content=content))
     return files

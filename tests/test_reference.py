@@ -28,3 +28,13 @@ def test_the_pages_name_every_field_and_command():
     for command in COMMANDS:
         assert f"## `duomq {command}" in cli
     assert "## `duomq group reset`" in cli and "## `duomq produce`" in cli
+
+
+def test_the_committed_pages_are_what_the_code_renders(tmp_path):
+    import pathlib
+
+    from duomq.cli.reference import write
+    committed = pathlib.Path(__file__).resolve().parent.parent / "docs" / "reference"
+    for path in map(pathlib.Path, write(str(tmp_path))):
+        assert (committed / path.name).read_text() == path.read_text(), \
+            f"docs/reference/{path.name} is stale: run `python -m duomq.cli.reference`"
