@@ -126,9 +126,13 @@ class Network:
             security: PodSecurity | None = None, entrypoint: list[str] | None = None,
             hostname: str | None = None, labels: dict[str, str] | None = None) -> Container:
         """``podman run -d`` on this network; the container keeps its name
-        and address across restarts, as a StatefulSet's pod its DNS name."""
+        and address across restarts, as a StatefulSet's pod its DNS name.
+        Its podman name carries the network's (``broker-a-0-1a2b3c4d``):
+        names are global to the host, and a run killed before it removed
+        its containers must not stop the next one from starting."""
         ip = self.reserve(name, aliases)
-        cmd = ["run", "-d", "--name", name, "--network", self.name, "--ip", ip, *run_flags(),
+        container = f"{name}-{self.name.rsplit('-', 1)[-1]}"
+        cmd = ["run", "-d", "--name", container, "--network", self.name, "--ip", ip, *run_flags(),
                "--hostname", hostname or name]
         for alias, address in self.hosts.items():
             if alias != (hostname or name):              # podman adds the container's own
@@ -144,9 +148,9 @@ class Network:
         cmd += (security or PodSecurity()).flags()
         if entrypoint:
             cmd += ["--entrypoint", json.dumps(entrypoint)]
-        self.containers.append(name)
+        self.containers.append(container)
         podman(*cmd, image, *args)
-        return Container(name)
+        return Container(container)
 
     def remove(self) -> None:
         for name in reversed(self.containers):

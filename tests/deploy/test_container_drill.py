@@ -67,7 +67,7 @@ def test_partition_inside_the_master_container_and_no_rule_left(pods, tmp_path):
     assert "from ZooKeeper (port 2181)" in rd["fault"]
     tag = r["notes"]["fault_tag"]
     for pod in pods.brokers:                 # removed from each container's namespace
-        pid = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", pod.name],
+        pid = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", pod.handle.name],
                              capture_output=True, text=True).stdout.strip()
         rules = subprocess.run(["nsenter", "--target", pid, "--net", "iptables", "-S"],
                                capture_output=True, text=True).stdout
