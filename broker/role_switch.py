@@ -35,8 +35,13 @@ def carry_out(b: Broker, note: object) -> None:
             follow(b, epoch, cut)
         case Demote(why):
             demote(b, why)
-        case Drain():
+        case Drain(on=True):
             drain_for_handover(b)
+        case Drain(on=False):
+            if b.state.draining and not b.state.stepping_down:
+                log.info("switchover withdrawn: taking writes again")
+                b.state.draining = False
+                b.publish()
         case IsrPublished(members):
             m = b.master()
             if m is not None:

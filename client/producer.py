@@ -15,7 +15,6 @@ asynchronous send travel on different sockets and keep no order between them.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import secrets
@@ -24,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
+from duomq.client.backoff import RefusalBackoff
 from duomq.client.base import ClientBase
 from duomq.client.metrics import FAILURE, SUCCESS, error_name
 from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
+from duomq.client.send_attempts import SendAttempts, SendResult, SendStatus  # noqa: F401  (re-exported)
 from duomq.common.config import FRAME_ENVELOPE_BYTES, ProducerConfig
 from duomq.common.delay import SCHEDULING
 from duomq.common.errors import (
@@ -38,10 +38,12 @@ from duomq.common.errors import (
     InvalidNameError,
     MessageTooLargeError,
     NoRouteError,
-    for_status,
+    NotMasterError,
+    RequestTimeoutError,
+    ServiceNotAvailableError,
 )
 from duomq.common.idempotence import sequencing
-from duomq.common.message import Message, MessageQueue, make_msg_id
+from duomq.common.message import Message, MessageQueue
 from duomq.common.names import validate_name
 from duomq.common.transaction import TRANSACTION
 from duomq.format import native
@@ -51,51 +53,11 @@ from duomq.proto import pb
 log = logging.getLogger(__name__)
 
 
-class SendStatus(str, enum.Enum):
-    SEND_OK = "SEND_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"     # stored, not fsynced in time
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"   # stored, no slave confirmed in time
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"   # stored, no in-sync slave to confirm
-
-
-_STORED: dict[int, SendStatus] = {
-    pb.OK: SendStatus.SEND_OK, pb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    pb.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    pb.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
-
-
-@dataclass
-class SendResult:
-    status: SendStatus
-    msg_id: str                               # the first message of the batch
-    queue: MessageQueue
-    queue_offset: int                         # queue offset of the first message
-    physical_offsets: Sequence[int] = ()      # commit-log offset of every message
-    broker_group: str = ""
-    in_sync_replicas: int = 0                 # the master's slaves in sync when it acked
-    degraded: bool = False                    # SYNC acked with fewer than sync_replicas
-                                              # slaves (the group's min_sync_replicas)
-    epoch: int = 0                            # the group's master epoch that stored it
-    duplicate: bool = False                   # a retry of a batch stored before: not stored
-                                              # again (offsets: the first store's, if known)
-
-    @property
-    def ok(self) -> bool:
-        return self.status is SendStatus.SEND_OK
-
-    @property
-    def msg_ids(self) -> list[str]:
-        """Every message id of the batch (formatted on demand: most callers
-        never read them, and formatting 256 ids costs as much as a send)."""
-        return [make_msg_id(self.broker_group, p) for p in self.physical_offsets]
-
-
 Selector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 BATCH_MAX_BYTES = 4 << 20   # tools that batch (the CLI, the Spark sink) send at most about this
                             # much per request: well below a broker's max_frame_bytes
 _BORN = rec.fields("born_ts_ms")
 BROKER_ROUTED = frozenset(SCHEDULING | {TRANSACTION})   # properties that send a message elsewhere first
-ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if retries remain
 
 
 def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: bytes,
@@ -209,6 +171,7 @@ class Producer(ClientBase):
         self._rr = RoundRobinSelector()
         self._checked: set[tuple[str, object]] = set()
         self._faults = FaultAvoidance(cfg.fault_avoidance_ms / 1000)
+        self._backoff = RefusalBackoff()
         self._host = _local_host()
         # idempotent sends: batches numbered per queue under this id
         self.producer_id = cfg.producer_id or secrets.randbits(63) or 1
@@ -263,10 +226,12 @@ class Producer(ClientBase):
             except Exception as exc:
                 self._release_if_no_failover(att, mq, exc)
                 if att.retry_after_error(exc, mq):
-                    self._await_master(topic, seen, exc, att)
+                    self._await_master(topic, seen, exc, att, mq)
                     continue
                 return att.give_up(exc)
             if result is not None:
+                if self._backoff.waiting():
+                    self._backoff.stored(mq.broker_group)
                 return result
 
     def send_async(self, msg: Message | Sequence[Message], callback: Callable | None = None, *,
@@ -371,12 +336,18 @@ class Producer(ClientBase):
 
     def _release_if_no_failover(self, att, mq: MessageQueue | None, exc: Exception) -> None:
         """An idempotent send that failed on ``mq`` stays there (its retry,
-        on the same master or the next one after a failover, is stored once)
-        unless its master is gone and the group has no other member to take
-        over (a lone master died): then it goes to another group, numbered
-        anew, as any send would."""
-        if att.sequenced is None or mq is None or att.pinned_by_caller or \
-                not isinstance(exc, BrokerUnreachableError | NoRouteError):
+        on the same master or the next one after a failover, is stored once).
+        It moves to another group, numbered anew, only when the producer
+        knows no attempt was stored (every answer so far a refusal) and the
+        group has no member to take over (a lone master died). A timeout
+        leaves the outcome unknown: the send then never moves, and fails at
+        its deadline rather than risk a second copy on another queue; a group
+        that looks empty for a moment (brokers re-registering after a
+        ZooKeeper session expiry) is not knowledge that nothing was stored."""
+        if isinstance(exc, RequestTimeoutError):
+            att.maybe_stored = True
+        if att.sequenced is None or mq is None or att.pinned_by_caller or att.maybe_stored \
+                or not isinstance(exc, BrokerUnreachableError | NoRouteError):
             return
         try:
             failed = self.route(mq.topic, wait_s=0).groups.get(mq.broker_group)
@@ -402,7 +373,7 @@ class Producer(ClientBase):
     def _attempts(self, msgs, timeout_ms, sharding_key, selector, queue, retries):
         timeout_s = (timeout_ms or self.config.send_timeout_ms) / 1000
         topic = msgs[0].topic
-        return _SendAttempts(self.config, timeout_s,
+        return SendAttempts(self.config, timeout_s,
                              self.config.retry_times_when_send_failed if retries is None else retries,
                              pinned=queue is not None or sharding_key is not None
                              or selector is not None, faults=self._faults,
@@ -470,7 +441,7 @@ class Producer(ClientBase):
             self._release_if_no_failover(att, mq, exc)
             if att.retry_after_error(exc, mq):
                 def retry():
-                    self._await_master(topic, seen[0], exc, att)
+                    self._await_master(topic, seen[0], exc, att, mq)
                     attempt()
                 self._retries.submit(retry)
                 return
@@ -491,22 +462,36 @@ class Producer(ClientBase):
             if result is None:
                 self._retries.submit(attempt)
             else:
+                if self._backoff.waiting():
+                    self._backoff.stored(mq.broker_group)
                 outer.set_result(result)
 
         attempt()
         return outer
 
-    def _await_master(self, topic: str, seen: int, exc: Exception, att: _SendAttempts) -> None:
+    def _await_master(self, topic: str, seen: int, exc: Exception, att: SendAttempts,
+                      mq: MessageQueue | None) -> None:
         """Before retrying a send whose master died or is gone (or that found
         no master), wait for the topic's route to change after version
         ``seen`` (the election's result), within the send's deadline, unless
-        another broker group can take the message now."""
-        if not isinstance(exc, BrokerUnreachableError | NoRouteError):
+        another broker group can take the message now. A master that refused
+        the write (fenced, handing over, full; or a slave) is retried after
+        the group's backoff (``RefusalBackoff``), sooner when the route changes."""
+        group = mq.broker_group if mq is not None else None
+        refused = isinstance(exc, ServiceNotAvailableError | NotMasterError) and group is not None
+        if refused and group is not None:
+            self._backoff.refused(group)
+        elif not isinstance(exc, BrokerUnreachableError | NoRouteError):
             return
         if not att.pinned:
             groups = set(self.routes.get(topic, wait_s=0).groups)
             if groups - att.avoid - self._faults.avoided(time.monotonic()):
                 return
+        if refused and group is not None:
+            wait = self._backoff.turn(group, time.monotonic())
+            if wait > 0:
+                self.routes.wait_change(topic, seen, min(wait, att.left_s()))
+            return
         self.routes.wait_change(topic, seen, att.left_s())
 
     def leader_changed(self, group: str) -> None:
@@ -516,80 +501,3 @@ class Producer(ClientBase):
         self._retries.shutdown(wait=True)
         super().close()
         self._callbacks.shutdown(wait=True)
-
-
-class _SendAttempts:
-    """The retry policy of one send, shared by the blocking and the
-    asynchronous paths: which failures are retried, on which groups, until when."""
-
-    def __init__(self, config: ProducerConfig, timeout_s: float, retries: int, pinned: bool,
-                 faults: FaultAvoidance,
-                 after_failure: Callable[[Exception, MessageQueue | None], bool]):
-        self.config = config
-        self.faults = faults
-        self.after_failure = after_failure   # ClientBase.after_failure: refresh, retriable?
-        self.left = retries
-        self.pinned = pinned            # a chosen queue or key: never moved to another group
-        self.avoid: set[str] = set()    # groups that failed this send
-        self.deadline = time.monotonic() + timeout_s
-        self.stored: SendResult | None = None   # a stored-but-not-durable earlier answer
-        self.sequenced: MessageQueue | None = None  # an idempotent send's queue, once chosen
-        self.sequenced_batch = None                 # ... and its numbered batch
-        self.unnumbered = None      # an idempotent send's batch that cannot be numbered
-        self.pinned_by_caller = pinned
-
-    def left_s(self) -> float:
-        return max(0.001, self.deadline - time.monotonic())
-
-    def attempt_s(self, broker_wait_s: float) -> float:
-        """One attempt's timeout: the broker's longest ack wait plus a grace,
-        so that an attempt lost with a dead broker leaves time to retry."""
-        if self.left <= 0:
-            return self.left_s()
-        return min(self.left_s(), broker_wait_s + ATTEMPT_GRACE_S)
-
-    def _take_retry(self, mq: MessageQueue | None) -> bool:
-        if self.left <= 0 or time.monotonic() >= self.deadline:
-            return False
-        self.left -= 1
-        if mq is not None and not self.pinned:
-            self.avoid.add(mq.broker_group)
-        return True
-
-    def retry_after_error(self, exc: Exception, mq: MessageQueue | None) -> bool:
-        retriable = self.after_failure(exc, mq)
-        if retriable and mq is not None:
-            self.faults.failed(mq.broker_group, time.monotonic())
-        if retriable and mq is None and isinstance(exc, NoRouteError) \
-                and time.monotonic() < self.deadline:
-            return True        # no broker was tried: wait for a master, no attempt spent
-        if retriable and self._take_retry(mq):
-            log.info("send failed (%s); retrying on another broker group", exc)
-            return True
-        return False
-
-    def give_up(self, exc: Exception) -> SendResult:
-        if self.stored is not None:
-            return self.stored          # it was stored earlier, just not durable
-        raise exc
-
-    def judge(self, status: int, error: str, resp, mq: MessageQueue) -> SendResult | None:
-        """The result of an answer, or None to retry elsewhere; raises for errors."""
-        send_status = _STORED.get(status)
-        if send_status is None:
-            raise for_status(status, error)
-        result = SendResult(send_status, "", mq, -1)
-        if resp is not None:
-            offsets = resp.physical_offsets
-            result = SendResult(send_status,
-                                make_msg_id(resp.broker_group, offsets[0]) if offsets else "",
-                                mq, resp.queue_offset, offsets, resp.broker_group,
-                                resp.in_sync_replicas, resp.degraded, resp.epoch,
-                                resp.duplicate)
-        if (send_status is not SendStatus.SEND_OK and not self.pinned
-                and self.config.retry_another_broker_when_not_store_ok and self._take_retry(mq)):
-            self.stored = result
-            log.info("send stored but %s on %s; retrying on another group", send_status.value,
-                     mq.broker_group)
-            return None
-        return result

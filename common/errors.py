@@ -62,8 +62,12 @@ class NotMasterError(DuomqError):
 
 
 class ServiceNotAvailableError(DuomqError):
+    """The broker refused the request and stored nothing (a master whose
+    lease lapsed or that is handing over, a full disk): the route may be
+    stale, and the retry waits its turn (``client.backoff``)."""
     status = pb.SERVICE_NOT_AVAILABLE
     retriable = True
+    invalid_metadata = True
 
 
 class StoreFullError(ServiceNotAvailableError, OSError):

@@ -170,7 +170,7 @@ class HaController:
         own = dict(me=cfg.broker_id, local_epoch=s.local_epoch, local_max_offset=s.max_offset,
                    allow_lagging_promotion=cfg.allow_lagging_promotion,
                    serving_role=s.role, serving_epoch=s.epoch, isr_wanted=s.in_sync_ids,
-                   drained=s.drained)
+                   draining=s.draining, drained=s.drained)
         state = self.zk.state
         if state != KazooState.CONNECTED:
             return hc.GroupView(session=str(state), **own)
@@ -271,7 +271,7 @@ class HaController:
             self.post(Demote(action.why))
             self.registry.remove_routes()
         elif isinstance(action, hc.Drain):
-            self.post(Drain())
+            self.post(Drain(action.on))
         elif isinstance(action, hc.ReleaseMaster):
             self._release_master()
         elif isinstance(action, hc.PublishIsr):

@@ -42,6 +42,7 @@ class GroupView:
     serving_role: Role = Role.SLAVE                   # the role the serving thread has taken
     serving_epoch: int = 0
     isr_wanted: frozenset[int] | None = None     # the slaves the master's links find in sync
+    draining: bool = False                       # the master refuses writes to hand over
     drained: bool = False                        # a draining master is ready to hand over
 
 
@@ -69,7 +70,9 @@ class StepDown:
 
 @dataclass(frozen=True)
 class Drain:
-    """Serving thread: refuse new writes until a slave holds everything (planned switchover)."""
+    """Serving thread: refuse new writes until a slave holds everything (planned
+    switchover); ``on`` False: the switchover was withdrawn, take writes again."""
+    on: bool = True
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,10 @@ def _as_master(view: GroupView, memory: Memory) -> Cycle:
         actions.append(Drain())
         target = "the best in-sync slave" if sw.target is None else f"broker {sw.target}"
         return Cycle(tuple(actions), f"draining writes for a planned switchover to {target}",
+                     memory)
+    if view.draining:
+        actions.append(Drain(on=False))
+        return Cycle(tuple(actions), "the planned switchover was withdrawn: taking writes again",
                      memory)
     return Cycle(tuple(actions), f"master of epoch {memory.epoch}, in-sync set "
                                  f"{sorted(memory.isr_published)}", memory)

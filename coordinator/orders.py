@@ -36,7 +36,9 @@ class Demote:
 @dataclass(frozen=True)
 class Drain:
     """Refuse new writes until a slave holds everything, then hand over
-    (a planned switchover)."""
+    (a planned switchover); ``on`` False: the switchover was withdrawn (it
+    timed out or was cancelled), take writes again."""
+    on: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,5 +73,7 @@ class Serving(Protocol):
     def in_sync_ids(self) -> frozenset[int] | None: ...   # a master: its links in sync
     @property
     def acks_possible(self) -> bool: ...        # a master: enough slaves for a SYNC write
+    @property
+    def draining(self) -> bool: ...             # a master refusing writes to hand over
     @property
     def drained(self) -> bool: ...              # a master that handed over

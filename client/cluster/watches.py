@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from kazoo.client import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,8 @@ class ChildrenData(Generic[T]):
         Uses the asynchronous calls with a deadline, so a suspended session
         cannot block the caller; what cannot be read is left as it was."""
         path = self._paths.get(key)
-        if path is None:
-            return
+        if path is None or self.zk.state != KazooState.CONNECTED:
+            return                   # ZooKeeper is away: the watches catch up on its return
         try:
             children = self.zk.get_children_async(path).get(timeout=timeout_s)
             fresh = {}

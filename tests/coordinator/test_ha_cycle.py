@@ -235,6 +235,16 @@ def test_a_switchover_drains_the_master():
     assert c.sentence == "draining writes for a planned switchover to the best in-sync slave"
 
 
+def test_a_withdrawn_switchover_ends_the_drain():
+    """A switchover that timed out (its node deleted) must not leave the
+    master refusing writes for ever."""
+    c = run_cycle(view(me=0, master=(0, 1), draining=True), MASTER_E1, 0.0, SETTLE)
+    assert c.actions == (Drain(on=False),)
+    assert c.sentence == "the planned switchover was withdrawn: taking writes again"
+    c = run_cycle(view(me=0, master=(0, 1)), MASTER_E1, 0.0, SETTLE)
+    assert Drain(on=False) not in c.actions
+
+
 def test_a_switchover_from_another_master_is_not_ours():
     c = run_cycle(view(me=0, master=(0, 1), switchover=SwitchoverNode(5)), MASTER_E1, 0.0,
                   SETTLE)

@@ -6,14 +6,17 @@ master after a failover is answered with the first store's offsets and
 stored once; consumers never see the numbering."""
 
 import threading
+import time
 
 import pytest
+from kazoo.client import KazooClient
 
 from duomq.client import Message, Producer, PullConsumer
 from duomq.client.producer import encode_batch
 from duomq.client.remoting import RemotingClient
 from duomq.common.idempotence import sequencing
 from duomq.common.message import MessageQueue
+from duomq.coordinator.paths import ZkPaths
 from duomq.format import record as rec
 from duomq.proto import pb
 from duomq.testing.harness import master_id, wait_for
@@ -74,6 +77,49 @@ def test_a_send_whose_answer_was_lost_is_stored_once(local_cluster):
     bodies = [m.body for m in stored(zk, cl)]
     assert sorted(bodies) == [b"warm", b"x"], bodies
     assert all("PRODUCER_ID" not in m.properties for m in stored(zk, cl))
+
+
+def test_a_retry_keeps_its_queue_while_the_group_looks_empty(local_cluster):
+    """The interleaving a ZooKeeper session expiry makes: the first attempt
+    is queued in a paused master when the group's route and member nodes
+    vanish (every broker re-registering), so the attempt is abandoned with
+    its outcome unknown and the group looks empty. The retry must wait for
+    the group and go to the same queue with the same numbering: stored
+    once, across every queue, and answered as a duplicate."""
+    master = local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Once", 4)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    paths = ZkPaths(cl)
+    admin = KazooClient(hosts=zk)
+    admin.start(10)
+    try:
+        with Producer(zk, cl, send_timeout_ms=15_000, retry_times_when_send_failed=5) as p:
+            assert p.send(Message("Once", b"warm")).ok
+            route = admin.get(paths.route("Once", "broker-a"))[0]
+            member = admin.get(paths.member("broker-a", 0))[0]
+            master.suspend()
+
+            def vanish_and_return():
+                admin.delete(paths.route("Once", "broker-a"))
+                admin.delete(paths.member("broker-a", 0))
+                time.sleep(1.0)                      # the group looks empty
+                master.resume()
+                time.sleep(1.0)
+                admin.create(paths.route("Once", "broker-a"), route)   # registered again
+                admin.create(paths.member("broker-a", 0), member, ephemeral=True)
+
+            fault = threading.Timer(0.5, vanish_and_return)
+            fault.start()
+            try:
+                r = p.send(Message("Once", b"x"))
+            finally:
+                fault.join()
+        assert r.ok and r.duplicate, r
+        bodies = [m.body for m in stored(zk, cl)]
+        assert sorted(bodies) == [b"warm", b"x"], bodies
+    finally:
+        admin.stop()
+        admin.close()
 
 
 @pytest.mark.parametrize("how", ["restart", "kill"])
