@@ -163,7 +163,7 @@ def ha_peers(ctx, broker, seconds: float) -> dict:
     peers = [dealer(ctx, f"tcp://127.0.0.1:{broker.ha_port}") for _ in range(3)]
     for i, p in enumerate(peers):
         r = pb.HaReport(broker_id=10 + i, max_offset=0, acked_offset=1 << 60,
-                        address=f"tcp://127.0.0.1:{i}")
+                        address=f"tcp://127.0.0.1:{i}", epoch=1)
         p.send(pb.Frame(version=1, type=pb.HA_REPORT, payload=r.SerializeToString())
                .SerializeToString())
     end = time.monotonic() + seconds
@@ -171,7 +171,7 @@ def ha_peers(ctx, broker, seconds: float) -> dict:
         time.sleep(1.0)
         for i, p in enumerate(peers):
             r = pb.HaReport(broker_id=10 + i, max_offset=0, acked_offset=1 << 60,
-                            address=f"tcp://127.0.0.1:{i}")
+                            address=f"tcp://127.0.0.1:{i}", epoch=1)
             p.send(pb.Frame(version=1, type=pb.HA_REPORT, payload=r.SerializeToString())
                    .SerializeToString())
     for p in peers:

@@ -99,7 +99,8 @@ def follow(b: Broker, epoch: int, cut: int) -> None:
     assert registry is not None
     curve = None if b.security is None else LinkCurve(
         b.security.keys, b.security.trusted, registry.master_public_key)
-    b.parts = SlaveParts.follow(b.store, b.config, epoch, registry.master_ha_address,
+    b.parts = SlaveParts.follow(b.store, b.config, epoch,
+                                lambda: registry.master_ha_address(epoch),
                                 b.slave_progress, b.offsets, curve)
     st.epoch, st.stepping_down = epoch, False
     b.publish()

@@ -57,9 +57,14 @@ class Claim:
 
 @dataclass(frozen=True)
 class Follow:
-    """Serving thread: truncate to ``cut``, then follow the master of ``epoch``."""
+    """Serving thread: cut the log to ``cut`` if it holds more (the first
+    later epoch's start; ``NO_CUT``: none later), then follow the master of
+    ``epoch``. The log's end is read when the cut is made, not here."""
     epoch: int
     cut: int
+
+
+NO_CUT = 1 << 62     # a Follow whose history has no later epoch: nothing is cut
 
 
 @dataclass(frozen=True)
@@ -197,10 +202,11 @@ def _as_slave(view: GroupView, memory: Memory, now: float, settle_s: float) -> C
         if master.epoch == memory.epoch:
             return Cycle((), f"following broker {master.broker_id} at epoch {master.epoch}",
                          memory)
-        cut = truncation_point(view.local_epoch, view.local_max_offset, _history(view))
+        cut = truncation_point(view.local_epoch, NO_CUT, _history(view))
+        where = "nothing to cut" if cut == NO_CUT else f"log cut at {cut} if it holds more"
         return Cycle((Follow(master.epoch, cut),),
                      f"following broker {master.broker_id} at epoch {master.epoch} (local "
-                     f"epoch {view.local_epoch}, log cut at {cut})",
+                     f"epoch {view.local_epoch}, {where})",
                      replace(memory, epoch=master.epoch))
     if master is not None:   # our own node, left by a session or a role we no longer hold
         return Cycle((), f"the master node of epoch {master.epoch} names this broker, which "

@@ -22,7 +22,10 @@ class Promote:
 
 @dataclass(frozen=True)
 class Follow:
-    """Truncate the log to ``cut``, then follow the master of ``epoch``."""
+    """Cut the log to ``cut`` if it holds more (the start of the first epoch
+    after the one it was last written in: what the master of ``epoch`` may
+    not share), then follow the master of ``epoch``. The serving thread
+    compares with its log's end when it cuts, not when the order was made."""
     epoch: int
     cut: int
 

@@ -67,10 +67,14 @@ class BrokerRegistry:
     def master_address(self) -> str | None:
         return self.master.address if self.master else None
 
-    def master_ha_address(self) -> str | None:
-        """Where to follow the master from (None: unknown, or this broker)."""
+    def master_ha_address(self, epoch: int) -> str | None:
+        """Where to follow the master of ``epoch`` from: None while the master
+        node names no master, this broker, or a master of another epoch (a
+        slave's link belongs to the epoch it was ordered to follow, after it
+        cut its log for that epoch: a link of an older epoch never dials the
+        next master, whose bytes the coming cut could remove)."""
         m = self.master
-        if m is None or m.broker_id == self.config.broker_id:
+        if m is None or m.broker_id == self.config.broker_id or m.epoch != epoch:
             return None
         return m.ha_address or None
 

@@ -57,6 +57,7 @@ class HAService:
         # it and orders it set here); None: none published, every link in sync counts
         self.isr: frozenset[int] | None = None
         self.last_acked: dict[int, int] = {}   # broker id -> what it last said it holds
+        self._refused: set[tuple[bytes, int]] = set()   # (link, epoch) reports logged as ignored
 
     # ------------------------------------------------------------ inbound
     def on_message(self, identity: bytes, data: bytes, now: float) -> bool:
@@ -70,6 +71,18 @@ class HAService:
             log.warning("bad replication frame from %s: %s", identity.hex(), exc)
             return False
         link = self.links.get(identity)
+        if report.epoch != self.epoch:
+            # a link of another epoch: an older one's slave has not cut its log
+            # for this epoch, so what it claims to hold is not known to be ours
+            if link is not None:
+                del self.links[identity]
+            if (identity, report.epoch) not in self._refused:
+                if len(self._refused) > 1024:
+                    self._refused.clear()
+                self._refused.add((identity, report.epoch))
+                log.warning("replication report of broker %d for epoch %d ignored: this "
+                            "master leads epoch %d", report.broker_id, report.epoch, self.epoch)
+            return False
         if link is None:
             if len(self.links) >= MAX_LINKS:
                 log.warning("replication report from %s refused: %d links already", identity.hex(),

@@ -50,6 +50,11 @@ class ReplicationHalted(Exception):
     """The master sent bytes this slave will not keep."""
 
 
+class OtherEpoch(Exception):
+    """The peer at the address is the master of another epoch than the one
+    this link follows: nothing it sends is applied."""
+
+
 @dataclass(frozen=True)
 class LinkCurve:
     """CURVE on the replication link (auth = true): this broker's keypair
@@ -77,7 +82,7 @@ class HAClient(ServiceThread):
 
     def __init__(self, store, config, master_ha_address: Callable[[], str | None],
                  on_progress: Callable[[int], None], offsets=None,
-                 curve: LinkCurve | None = None):
+                 curve: LinkCurve | None = None, epoch: int = 0):
         super().__init__()
         self.curve = curve          # None: plaintext (auth = false)
         self.offsets = offsets      # ConsumerOffsetManager: takes the master's changes
@@ -89,7 +94,10 @@ class HAClient(ServiceThread):
         self.sync_flush = config.slave_flush is FlushDiskType.SYNC_FLUSH
         self.master_confirmed = 0
         self.master_max = 0
-        self.epoch = 0
+        # the epoch this link follows, after the log was cut for it: reports
+        # name it (the master ignores another epoch's) and a transfer of
+        # another epoch is never applied
+        self.epoch = epoch
         self.halted = ""              # why replication stopped for good ("" while it runs)
         self.last_heard = 0.0         # the link's silence clock (starts when it is dialled)
         self.last_received = 0.0      # when the master's last transfer arrived; 0: never
@@ -144,6 +152,8 @@ class HAClient(ServiceThread):
                 return
             except ConnectionRefusedError as exc:      # a master key not trusted
                 log.warning("not following %s: %s", address, exc)
+            except OtherEpoch as exc:
+                log.warning("left %s: %s", address, exc)
             except Exception:
                 log.exception("replication from %s failed", address)
             if not self.stopped:
@@ -211,9 +221,13 @@ class HAClient(ServiceThread):
         (resync: it did not start at our end, the master wants a report now)."""
         msg = codec.decode_request(codec.decode_frame(frames[0].bytes))
         data = frames[1].buffer if len(frames) > 1 else b""
-        self.epoch = max(self.epoch, msg.epoch)
+        if msg.epoch != self.epoch:
+            raise OtherEpoch(f"it sends as the master of epoch {msg.epoch}; this link follows "
+                             f"epoch {self.epoch}")
         self.master_max = msg.master_max_offset
         end = self.store.commitlog.max_offset
+        if len(data) and self.stopped:
+            return False, False          # the link is being replaced: its cut comes first
         if len(data):
             if msg.offset != end:
                 return True, True

@@ -47,7 +47,7 @@ class SlaveParts:
         """Record ``epoch`` on disk and start replicating from its master
         (the log already cut to what the group shares: ``truncate``)."""
         store.epoch_file.write(epoch)
-        client = HAClient(store, config, master_ha_address, on_progress, offsets, curve)
+        client = HAClient(store, config, master_ha_address, on_progress, offsets, curve, epoch)
         client.start()
         return cls(client, epoch)
 

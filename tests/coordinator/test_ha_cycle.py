@@ -7,6 +7,7 @@ from duomq.common.role import Role
 from duomq.coordinator.ha_cycle import (
     LOST,
     SUSPENDED,
+    NO_CUT,
     Claim,
     Drain,
     Follow,
@@ -50,7 +51,8 @@ def test_a_slave_follows_the_master_of_a_new_epoch_cutting_its_log_where_the_epo
              local_max_offset=900)
     c = run_cycle(v, Memory(), 0.0, SETTLE)
     assert c.actions == (Follow(2, 700),)
-    assert c.sentence == "following broker 0 at epoch 2 (local epoch 1, log cut at 700)"
+    assert c.sentence == ("following broker 0 at epoch 2 (local epoch 1, log cut at 700 if it "
+                          "holds more)")
     assert c.memory.epoch == 2
 
 
@@ -81,13 +83,26 @@ def test_a_returning_old_master_follows_its_successor_and_truncates_what_it_alon
              epochs=((1, 0, 0), (2, 1, 1200)), local_epoch=1, local_max_offset=1500)
     c = run_cycle(v, Memory(), 0.0, SETTLE)
     assert c.actions == (Follow(2, 1200),)
-    assert c.sentence == "following broker 1 at epoch 2 (local epoch 1, log cut at 1200)"
+    assert c.sentence == ("following broker 1 at epoch 2 (local epoch 1, log cut at 1200 if it "
+                          "holds more)")
 
 
 def test_a_broker_of_the_current_epoch_keeps_its_whole_log():
     v = view(me=1, master=(0, 2), epochs=((1, 0, 0), (2, 0, 700)), local_epoch=2,
              local_max_offset=650)
-    assert run_cycle(v, Memory(), 0.0, SETTLE).actions == (Follow(2, 650),)
+    c = run_cycle(v, Memory(), 0.0, SETTLE)
+    assert c.actions == (Follow(2, NO_CUT),)
+    assert c.sentence == "following broker 0 at epoch 2 (local epoch 2, nothing to cut)"
+
+
+def test_the_cut_does_not_depend_on_the_log_end_the_cycle_read():
+    """The serving thread compares the cut with its log's end when it cuts:
+    the order is the same whatever end the cycle saw (bytes appended after
+    the read, from any master, are judged by the epoch history alone)."""
+    orders = {run_cycle(view(me=1, master=(0, 2), epochs=((1, 0, 0), (2, 0, 700)),
+                             local_epoch=1, local_max_offset=end), Memory(), 0.0,
+                        SETTLE).actions for end in (0, 650, 700, 900)}
+    assert orders == {(Follow(2, 700),)}
 
 
 def test_a_master_node_naming_this_slave_is_waited_out():

@@ -110,7 +110,7 @@ def try_send(sock, data: bytes) -> None:
 
 def _report(offset: int) -> bytes:
     return codec.encode_request(0, pb.HA_REPORT, pb.HaReport(
-        broker_id=7, max_offset=offset, acked_offset=offset, address="tcp://x:1"))
+        broker_id=7, max_offset=offset, acked_offset=offset, address="tcp://x:1", epoch=1))
 
 
 def test_the_replication_port_gives_nothing_to_plaintext_or_client_keys(secured):

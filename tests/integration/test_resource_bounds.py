@@ -189,7 +189,8 @@ def test_replication_peers_that_claim_everything_and_never_read_get_one_window(
     peers = [dealer(ctx, f"tcp://127.0.0.1:{broker.ha_port}") for _ in range(3)]
 
     def claim(i, peer):
-        r = pb.HaReport(broker_id=10 + i, max_offset=0, acked_offset=1 << 60, address="x")
+        r = pb.HaReport(broker_id=10 + i, max_offset=0, acked_offset=1 << 60, address="x",
+                        epoch=1)
         peer.send(pb.Frame(version=1, type=pb.HA_REPORT, payload=r.SerializeToString())
                   .SerializeToString())
 

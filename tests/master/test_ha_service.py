@@ -12,7 +12,8 @@ from duomq.store import MessageStore
 
 
 def report(max_offset, acked):
-    r = pb.HaReport(broker_id=1, max_offset=max_offset, acked_offset=acked, address="x")
+    r = pb.HaReport(broker_id=1, max_offset=max_offset, acked_offset=acked, address="x",
+                    epoch=3)
     return pb.Frame(version=1, type=pb.HA_REPORT, payload=r.SerializeToString()).SerializeToString()
 
 

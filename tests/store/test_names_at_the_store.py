@@ -91,7 +91,7 @@ def transfer(offset: int, data: bytes) -> list[zmq.Frame]:
 def test_a_replicated_record_naming_a_path_stops_the_link_and_is_not_kept(tmp_path):
     store = MessageStore(small(tmp_path / "data"))
     store.start()
-    client = HAClient(store, store.config, lambda: "tcp://master:1", lambda _c: None)
+    client = HAClient(store, store.config, lambda: "tcp://master:1", lambda _c: None, epoch=1)
     good = stored(b"T", 0, 0)
     client._apply(transfer(0, good))
     assert store.commitlog.max_offset == len(good) and store.find_queue("T", 0).max_offset == 1
