@@ -6,8 +6,8 @@ from dataclasses import replace
 from duomq.common.role import Role
 from duomq.coordinator.ha_cycle import (
     LOST,
-    SUSPENDED,
     NO_CUT,
+    SUSPENDED,
     Claim,
     Drain,
     Follow,
