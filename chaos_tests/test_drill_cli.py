@@ -90,7 +90,10 @@ def test_external_driver_times_a_fault_somebody_else_injects(dev, tmp_path):
     r = json.loads(report.read_text())
     (rd,) = r["per_round"]
     assert r["lost"] == 0 and rd["epoch_after"] == rd["epoch_before"] + 1
-    assert "broker-a/0 gone" in rd["fault"] and 0 < r["rto_s"][0] < 20, r
+    # seen as the master changing (its lease expired) before its member node
+    # goes with its session, or as both
+    assert ("master 0 -> 1" in rd["fault"] or "broker-a/0 gone" in rd["fault"]) \
+        and 0 < r["rto_s"][0] < 20, r
 
 
 def test_kill_zookeeper_leader_of_an_ensemble(dev, tmp_path):

@@ -64,7 +64,14 @@ class BrokerConfig:
     broker_id: int = 0                       # this broker's id in its group (any role: the
                                              # group's election makes one master)
     zookeeper: str = "127.0.0.1:2181"        # ZooKeeper connect string host:port[,...][/chroot]
-    zk_session_timeout_ms: int = 6000        # ZooKeeper session timeout
+    zk_session_timeout_ms: int = 15_000      # ZooKeeper session timeout: failover does not
+                                             # wait for it (master_lease_ms); long enough that
+                                             # a ZooKeeper outage shorter than it ends no
+                                             # session (no ephemeral node lost, no failover)
+    master_lease_ms: int = 1800              # slaves presume the master dead when its node
+                                             # goes unrenewed this long while ZooKeeper
+                                             # answers them; it renews every sixth of it and
+                                             # acks under its quorum rule for half of it
     zookeeper_sasl_file: str = ""            # a file holding a SASL (DIGEST-MD5) login,
                                              # user:password, for an ensemble that asks for
                                              # one (default with auth: auth_dir/zookeeper.sasl
@@ -167,6 +174,9 @@ class BrokerConfig:
              else _enum(FlushDiskType, self.slave_flush, "slave_flush"))
         validate_name("cluster", self.cluster)
         validate_name("broker group", self.group)
+        if self.master_lease_ms < 600:
+            raise ConfigError(f"master_lease_ms: must be at least 600 (it is renewed every "
+                              f"sixth of it), got {self.master_lease_ms}")
         _positive(self, "zk_session_timeout_ms", "sync_flush_timeout_ms", "flush_interval_ms",
                   "flush_thorough_interval_ms", "checkpoint_interval_ms", "slave_timeout_ms",
                   "cq_flush_thorough_interval_ms",

@@ -11,11 +11,14 @@ set its links want, whether it can ack, whether it handed over); it wakes a
 cycle when any of that changes (``wake``), as do watches on the master node,
 the members and the switchover node; otherwise a cycle runs every ``CYCLE_S``.
 
-Fencing: a master acks writes only while it holds a lease, renewed by a
-successful ZooKeeper round trip and lasting half the session timeout, so it
-stops acking before its session can expire and a successor be elected (a
-SIGSTOPped master wakes with an expired lease). It steps down when the session
-is lost.
+Fencing (``master_lease``): a master renews its master node every sixth of
+``master_lease_ms`` with a transaction that fails once a later epoch exists,
+and acks under its quorum rule for half the lease after each renewal it
+started; its slaves read the node as often and presume it dead once it went
+unrenewed for a whole lease while ZooKeeper answered them promptly, without
+waiting for its session to end. A SIGSTOPped master wakes with an expired
+lease, and its next renewal fails if a successor claimed. It steps down when
+its renewal finds a successor, or when its session is lost.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from kazoo.client import KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError, ZookeeperError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, ZookeeperError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from duomq.common.role import Role
 from duomq.coordinator import ha_cycle as hc
+from duomq.coordinator.master_lease import MasterSilence, master_ack_lease_s, renew_period_s
 from duomq.coordinator.nodes import (
     EpochNode,
     IsrNode,
@@ -72,6 +76,11 @@ class HaController:
         self.isr_published: frozenset[int] | None = None
         self._info_written: tuple[Role, int] | None = None
         self._bad_nodes: set[tuple[str, str]] = set()   # (path, problem) already logged
+        self.lease_s = config.master_lease_ms / 1000
+        self.renew_s = renew_period_s(self.lease_s)
+        self.silence = MasterSilence(self.lease_s, self.renew_s)   # a slave's count
+        self._term: tuple[int, bytes, int] | None = None   # master: (epoch, node, its version)
+        self._master_bytes: bytes | None = None             # the node as last woken for
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ha-controller", daemon=True)
@@ -82,7 +91,7 @@ class HaController:
     def start(self) -> None:
         g = self.config.group
         self.zk.add_listener(self._on_state)
-        DataWatch(self.zk, self.paths.master(g), self._wakeup)
+        DataWatch(self.zk, self.paths.master(g), self._master_changed)
         ChildrenWatch(self.zk, self.paths.members(g), self._wakeup)
         DataWatch(self.zk, self.paths.switchover(g), self._wakeup)
         self._thread.start()
@@ -97,6 +106,16 @@ class HaController:
         if self._stopped.is_set():
             return False
         self._wake.set()
+        return True
+
+    def _master_changed(self, data, _stat) -> bool:
+        """The master node's watch: a cycle runs when its holder or epoch
+        changes or it goes, not on every renewal (the data stays the same)."""
+        if self._stopped.is_set():
+            return False
+        if data != self._master_bytes:
+            self._master_bytes = data
+            self._wake.set()
         return True
 
     def wake(self) -> None:
@@ -141,22 +160,83 @@ class HaController:
         acks = serving.acks_possible or self.memory.role != Role.MASTER
         if acks != self.registry.acks_now:
             self.registry.set_acks_now(acks)
-        return cycle.wake_in_s
+        wake_in = cycle.wake_in_s
+        if self.memory.role != Role.MASTER:      # decide as soon as the master's lease ends
+            left = self.silence.remaining_s(time.monotonic())
+            if left is not None:
+                wake_in = left + 0.001 if wake_in is None else min(wake_in, left + 0.001)
+        return wake_in
 
+    # ------------------------------------------------------------ the lease
     def _lease_loop(self) -> None:
-        period = self.config.zk_session_timeout_ms / 4000
-        while not self._stopped.wait(period):
-            t0 = time.monotonic()
+        """Every ``renew_s``: a master renews its node, a slave reads it."""
+        while not self._stopped.wait(self.renew_s):
+            term = self._term
             try:
-                self.zk.exists_async(self.paths.master(self.config.group)).get(timeout=period)
+                if term is not None and self.memory.role == Role.MASTER:
+                    self._renew(*term)
+                else:
+                    self._probe()
             except Exception:
-                continue   # the lease runs out by itself
-            if self.memory.role == Role.MASTER:
-                self._grant_lease(t0)
+                log.exception("master lease loop")
+
+    def _probe(self) -> None:
+        t0 = time.monotonic()
+        try:
+            stat = self.zk.exists_async(self.paths.master(self.config.group)).get(
+                timeout=self.renew_s)
+        except Exception:
+            self.silence.failed(time.monotonic())
+            return
+        key = (stat.czxid, stat.version) if stat is not None else None
+        self.silence.probed(key, t0, time.monotonic())
+
+    def _renew(self, epoch: int, node: bytes, version: int) -> None:
+        """One renewal: prove no later epoch exists (create and delete its
+        node) and set the master node at the version this master last wrote,
+        in one transaction; a lease for half of ``master_lease_ms`` from now
+        on success. A successor, or the node gone, revokes the lease at once."""
+        p, g = self.paths, self.config.group
+        t0 = time.monotonic()
+        tx = self.zk.transaction()
+        tx.create(p.epoch(g, epoch + 1), b"")
+        tx.delete(p.epoch(g, epoch + 1))
+        tx.set_data(p.master(g), node, version=version)
+        try:
+            results = tx.commit_async().get(timeout=self.renew_s)
+        except Exception:
+            return                      # ZooKeeper away or slow: the lease runs out by itself
+        failed = [r for r in results if isinstance(r, Exception)]
+        if not failed:
+            self._term = (epoch, node, results[-1].version)
+            self.post(Lease(t0 + master_ack_lease_s(self.lease_s)))
+            return
+        if any(isinstance(r, BadVersionError) for r in failed) and self._still_mine(epoch):
+            return                      # the node was rewritten by this broker: adopted
+        why = "a later epoch was claimed" if any(isinstance(r, NodeExistsError)
+                                                 for r in failed) else \
+            "the master node is gone" if any(isinstance(r, NoNodeError) for r in failed) else \
+            f"its renewal failed ({failed[0]!r})"
+        log.error("master lease of epoch %d not renewed: %s", epoch, why)
+        self._term = None
+        self.post(Lease(0.0))
+        self._wake.set()
+
+    def _still_mine(self, epoch: int) -> bool:
+        """After a version mismatch: the node still names this broker at
+        ``epoch`` (rewritten here, ``_read_master``); renew at its version."""
+        try:
+            raw, stat = self.zk.get(self.paths.master(self.config.group))
+            node = MasterNode.from_bytes(raw)
+        except (NoNodeError, NodeError):
+            return False
+        if (node.broker_id, node.epoch) != (self.config.broker_id, epoch):
+            return False
+        self._term = (epoch, raw, stat.version)
+        return True
 
     def _grant_lease(self, t0: float) -> None:
-        until = t0 + self.config.zk_session_timeout_ms / 2000
-        self.post(Lease(until))
+        self.post(Lease(t0 + master_ack_lease_s(self.lease_s)))
 
     def _on_state(self, state) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):
@@ -189,8 +269,12 @@ class HaController:
                 self._write_isr(self.memory.isr_published)
         else:                                # slaves: an election then weighs offsets only
             isr = self._read(p.isr(g), IsrNode.from_bytes, "read as absent")
+        master, key = self._read_master()
+        expired = master is not None and self.memory.role != Role.MASTER and \
+            self.silence.expired(key, time.monotonic())     # a master renews its own
         return hc.GroupView(
-            master=self._read_master(), members=tuple(members), isr=isr,
+            master=master, master_expired=expired,
+            master_version=key[1] if key is not None else None, members=tuple(members), isr=isr,
             epochs=self._read_epochs(),
             switchover=self._read(p.switchover(g), SwitchoverNode.from_bytes, "ignored"),
             **own)
@@ -204,24 +288,25 @@ class HaController:
             self._bad_node(path, exc, treatment)
             return None
 
-    def _read_master(self) -> MasterNode | None:
-        """The master node. One that cannot be parsed but belongs to this
-        broker's session while it is master is rewritten; anyone else's reads
-        as held by an unknown broker (nobody claims or follows it)."""
+    def _read_master(self) -> tuple[MasterNode | None, tuple[int, int] | None]:
+        """The master node and its (czxid, version). One that cannot be
+        parsed but belongs to this broker's session while it is master is
+        rewritten; anyone else's reads as held by an unknown broker (nobody
+        follows it; it is replaced once its lease expires)."""
         path, cfg = self.paths.master(self.config.group), self.config
         try:
             raw, stat = self.zk.get(path)
-            return MasterNode.from_bytes(raw)
+            return MasterNode.from_bytes(raw), (stat.czxid, stat.version)
         except NoNodeError:
-            return None
+            return None, None
         except NodeError as exc:
             if stat.ephemeralOwner == self.zk.client_id[0] and self.memory.role == Role.MASTER:
                 self._bad_node(path, exc, "rewritten: this broker holds it")
                 node = MasterNode(cfg.broker_id, self.memory.epoch, cfg.address, cfg.ha_address)
-                self.zk.set(path, node.to_bytes(), version=stat.version)
-                return node
+                after = self.zk.set(path, node.to_bytes(), version=stat.version)
+                return node, (after.czxid, after.version)
             self._bad_node(path, exc, "read as held by an unknown broker until it goes")
-            return MasterNode.unreadable()
+            return MasterNode.unreadable(), (stat.czxid, stat.version)
 
     def _read_epochs(self) -> tuple[EpochNode, ...]:
         """The group's epoch history. An epoch node that cannot be parsed
@@ -267,6 +352,7 @@ class HaController:
             self.post(Follow(action.epoch, action.cut))
         elif isinstance(action, hc.StepDown):
             log.error("stepping down as master of %s: %s", g, action.why)
+            self._term = None
             self.post(Lease(0.0))
             self.post(Demote(action.why))
             self.registry.remove_routes()
@@ -286,15 +372,18 @@ class HaController:
     def _claim(self, claim: hc.Claim) -> bool:
         cfg, p, g = self.config, self.paths, self.config.group
         t0 = time.monotonic()
+        node = MasterNode(cfg.broker_id, claim.epoch, cfg.address, cfg.ha_address).to_bytes()
         tx = self.zk.transaction()
+        if claim.replaces is not None:          # an expired master's node, as last seen
+            tx.delete(p.master(g), version=claim.replaces)
         tx.create(p.epoch(g, claim.epoch),
                   EpochNode(claim.epoch, cfg.broker_id, claim.start_offset).to_bytes())
-        tx.create(p.master(g), MasterNode(cfg.broker_id, claim.epoch, cfg.address,
-                                          cfg.ha_address).to_bytes(), ephemeral=True)
+        tx.create(p.master(g), node, ephemeral=True)
         results = tx.commit()
         if any(isinstance(r, Exception) for r in results):
             log.info("claim of epoch %d lost: %s", claim.epoch, results)
             return False
+        self._term = (claim.epoch, node, 0)
         self._write_isr(frozenset({cfg.broker_id}), claim.epoch)
         if claim.lagging:
             log.warning("promoted OUT OF SYNC at offset %d (allow_lagging_promotion): messages "
@@ -313,6 +402,7 @@ class HaController:
         """A drained master (already serving as slave, marked stepping down)
         gives up the master node to the slave the election picks."""
         p, g = self.paths, self.config.group
+        self._term = None
         self.post(Lease(0.0))
         self.registry.remove_routes()
         self.registry.update_info()

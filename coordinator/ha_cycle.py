@@ -31,6 +31,10 @@ class GroupView:
     me: int
     session: str = CONNECTED
     master: MasterNode | None = None
+    # the master node went unrenewed for a whole lease (master_lease): its
+    # holder is presumed gone, and a claim replaces the node at this version
+    master_expired: bool = False
+    master_version: int | None = None
     members: tuple[MemberNode, ...] = ()
     isr: IsrNode | None = None
     epochs: tuple[EpochNode, ...] = ()           # the group's history, oldest first
@@ -49,10 +53,13 @@ class GroupView:
 # ------------------------------------------------------------ actions
 @dataclass(frozen=True)
 class Claim:
-    """Create epoch ``epoch`` (starting at ``start_offset``) and the master node in one transaction."""
+    """Create epoch ``epoch`` (starting at ``start_offset``) and the master
+    node in one transaction; ``replaces``: first delete the expired master
+    node at this version (a renewal since then fails the claim)."""
     epoch: int
     start_offset: int
     lagging: bool = False
+    replaces: int | None = None
 
 
 @dataclass(frozen=True)
@@ -127,13 +134,15 @@ def _history(view: GroupView) -> list[tuple[int, int]]:
     return sorted((e.epoch, e.start_offset) for e in view.epochs)
 
 
-def _snapshot(view: GroupView) -> Snapshot:
+def _snapshot(view: GroupView, gone: int | None = None) -> Snapshot:
+    """The election's input; ``gone``: a master presumed dead (its lease
+    expired), whose member node may outlive it until its session ends."""
     members = tuple(Member(m.broker_id, m.max_offset, m.epoch, m.stepping_down, m.promotable)
-                    for m in view.members)
+                    for m in view.members if m.broker_id != gone)
     preferred = view.switchover.target if view.switchover else None
+    holder = view.master.broker_id if view.master and not view.master_expired else None
     return Snapshot(members, view.isr.members if view.isr is not None else None,
-                    view.master.broker_id if view.master else None,
-                    view.allow_lagging_promotion, preferred)
+                    holder, view.allow_lagging_promotion, preferred)
 
 
 # ------------------------------------------------------------ the cycle
@@ -194,6 +203,8 @@ def _as_master(view: GroupView, memory: Memory) -> Cycle:
 
 def _as_slave(view: GroupView, memory: Memory, now: float, settle_s: float) -> Cycle:
     me, master = view.me, view.master
+    if master is not None and view.master_expired:
+        return _vacant(view, memory, now, settle_s)
     if master is not None and not master.known:
         return Cycle((), "the master node cannot be read: waiting for its holder to rewrite "
                          "it or for its session to end", replace(memory, vacant_since=None))
@@ -210,21 +221,32 @@ def _as_slave(view: GroupView, memory: Memory, now: float, settle_s: float) -> C
                      replace(memory, epoch=master.epoch))
     if master is not None:   # our own node, left by a session or a role we no longer hold
         return Cycle((), f"the master node of epoch {master.epoch} names this broker, which "
-                         f"is not master: waiting for it to go", memory)
+                         f"is not master: waiting for its lease to expire", memory)
+    return _vacant(view, memory, now, settle_s)
+
+
+def _vacant(view: GroupView, memory: Memory, now: float, settle_s: float) -> Cycle:
+    """No master: the node is gone, or its holder stopped renewing it."""
+    me, master = view.me, view.master
+    expired = master is not None and view.master_expired
+    gone = "no master" if not expired or master is None else \
+        f"broker {master.broker_id} (epoch {master.epoch}) stopped renewing its lease"
     if memory.vacant_since is None:
-        return Cycle((RefreshInfo(),), f"no master: waiting {settle_s * 1000:.0f} ms for the "
+        return Cycle((RefreshInfo(),), f"{gone}: waiting {settle_s * 1000:.0f} ms for the "
                                        f"members' offsets to settle",
                      replace(memory, vacant_since=now, epoch=-1), wake_in_s=settle_s)
     left = memory.vacant_since + settle_s - now
     if left > 0:
-        return Cycle((), f"no master: waiting {settle_s * 1000:.0f} ms for the members' offsets "
+        return Cycle((), f"{gone}: waiting {settle_s * 1000:.0f} ms for the members' offsets "
                          f"to settle", memory, wake_in_s=left)
-    decision = choose_master(_snapshot(view))
+    holder = master.broker_id if expired and master is not None else None
+    decision = choose_master(_snapshot(view, gone=holder if holder != me else None))
     if decision.candidate != me:
         return Cycle((), f"election: {decision.reason}", memory)
     history = _history(view)
     epoch = (history[-1][0] if history else 0) + 1
-    return Cycle((Claim(epoch, view.local_max_offset, decision.lagging),),
+    return Cycle((Claim(epoch, view.local_max_offset, decision.lagging,
+                        view.master_version if expired else None),),
                  f"election: {decision.reason}; claiming epoch {epoch}",
                  replace(memory, role=Role.MASTER, epoch=epoch, vacant_since=None,
                          isr_published=frozenset({me}), routes_epoch=-1))

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 
 from kazoo.client import KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from duomq.coordinator.nodes import MasterNode, MemberNode, NodeError, RouteNode
@@ -223,9 +223,14 @@ class BrokerRegistry:
                 self.zk.set(path, data)
 
     def _remove_route(self, name: str) -> None:
+        """Delete this broker's route of ``name``: only a node its own
+        session holds (a deposed master must not delete its successor's)."""
+        path = self.paths.route(name, self.config.group)
         try:
-            self.zk.delete(self.paths.route(name, self.config.group))
-        except NoNodeError:
+            stat = self.zk.exists(path)
+            if stat is not None and stat.ephemeralOwner == self.zk.client_id[0]:
+                self.zk.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):
             pass
 
     # ------------------------------------------------------------ session
@@ -262,7 +267,13 @@ class BrokerRegistry:
                 self._remove_route(name)
             paths.insert(0, p.master(cfg.group))
         for path in paths:
-            try:
-                self.zk.delete(path)
-            except NoNodeError:
-                pass
+            for _ in range(3):   # a renewal may move the master node's version meanwhile
+                try:       # only what this session holds: never a successor's master node
+                    stat = self.zk.exists(path)
+                    if stat is not None and stat.ephemeralOwner == self.zk.client_id[0]:
+                        self.zk.delete(path, version=stat.version)
+                    break
+                except NoNodeError:
+                    break
+                except BadVersionError:
+                    continue

@@ -109,7 +109,39 @@ def test_a_master_node_naming_this_slave_is_waited_out():
     c = run_cycle(view(me=1, master=(1, 3)), Memory(), 0.0, SETTLE)
     assert c.actions == ()
     assert c.sentence == ("the master node of epoch 3 names this broker, which is not master: "
-                          "waiting for it to go")
+                          "waiting for its lease to expire")
+
+
+# ------------------------------------------------------------ the master's lease
+def test_a_master_that_stopped_renewing_is_replaced_without_waiting_for_its_session():
+    """Broker 0's node still exists (its session lives on) but went
+    unrenewed for a lease: the slaves settle, then the best in-sync slave
+    claims, deleting the node at the version it saw."""
+    v = view(me=1, master=(0, 1), members=((0, 500), (1, 400), (2, 300)), isr=(0, 1, 2),
+             master_expired=True, master_version=42, local_max_offset=400)
+    first = run_cycle(v, Memory(epoch=1), 10.0, SETTLE)
+    assert first.actions == (RefreshInfo(),)
+    assert first.sentence == ("broker 0 (epoch 1) stopped renewing its lease: waiting 300 ms "
+                              "for the members' offsets to settle")
+    c = run_cycle(v, first.memory, 10.0 + SETTLE, SETTLE)
+    # broker 0 holds the most but is gone: its member node is not a candidate
+    assert c.actions == (Claim(2, 400, False, replaces=42),)
+    assert c.memory.role == MASTER
+
+
+def test_a_live_master_is_followed_until_its_lease_expires():
+    v = view(me=1, master=(0, 1), master_version=7)
+    assert run_cycle(v, Memory(epoch=1), 10.0, SETTLE).actions == ()
+
+
+def test_a_restarted_master_may_replace_its_own_expired_node():
+    """A lone broker killed and restarted within its old session: its own
+    node, no longer renewed, does not keep it from taking over again."""
+    v = view(me=0, master=(0, 1), members=((0, 500),), isr=(0,), master_expired=True,
+             master_version=3, local_max_offset=500, local_epoch=1)
+    first = run_cycle(v, Memory(), 10.0, SETTLE)
+    c = run_cycle(v, first.memory, 10.0 + SETTLE, SETTLE)
+    assert c.actions == (Claim(2, 500, False, replaces=3),)
 
 
 # ------------------------------------------------------------ master lost: the election
