@@ -74,7 +74,17 @@ class BrokerCore:
         return m.broker_id if m else None
 
     def writable(self) -> bool:
-        return self.state.writable(time.monotonic())
+        """A master that takes writes: not handing over, and holding its lease
+        or able to ack without it (``MasterParts.acks_without_lease``)."""
+        st = self.state
+        if st.writable(time.monotonic()):
+            return True
+        m = self.master()
+        return st.role == Role.MASTER and not st.draining and m is not None \
+            and m.acks_without_lease()
+
+    def leased(self) -> bool:
+        return self.state.lease_valid(time.monotonic())
 
     def not_writable_reason(self) -> str:
         st = self.state
@@ -83,7 +93,8 @@ class BrokerCore:
                    f"master is at {self.master_address() or 'unknown'}"
         if st.draining:
             return "the master is handing over to a slave (planned switchover)"
-        return "the master's ZooKeeper lease has lapsed: not accepting writes"
+        return ("the master's ZooKeeper lease has lapsed and allow_lagging_promotion is on (or "
+                "no in-sync set is published): not accepting writes")
 
     def master(self) -> MasterParts | None:
         """The master's parts, while this broker is master."""
@@ -110,6 +121,7 @@ class BrokerCore:
             if isinstance(parts, SlaveParts) else (False, -1.0)
         return BrokerHealth(
             role=st.role, following=following, lease_valid=st.lease_valid(now),
+            acks_without_lease=isinstance(parts, MasterParts) and parts.acks_without_lease(),
             draining=st.draining, epoch=st.epoch, lag_bytes=self.replication_lag(),
             master_silent_s=silent)
 

@@ -19,6 +19,7 @@ class BrokerHealth:
     role: Role
     following: bool            # a slave: replication from its master has started
     lease_valid: bool          # a master: its ZooKeeper lease allows writes
+    acks_without_lease: bool   # a master: acks what its in-sync set holds while the lease lapses
     draining: bool             # a master handing over (planned switchover)
     epoch: int
     lag_bytes: int             # a slave: its master's end minus its own
@@ -31,9 +32,12 @@ def readiness(h: BrokerHealth, ha_max_gap_bytes: int, ha_housekeeping_s: float) 
     if h.role == Role.MASTER:
         if h.draining:
             return False, f"master at epoch {h.epoch}, handing over to a slave"
-        if not h.lease_valid:
+        if not h.lease_valid and not h.acks_without_lease:
             return False, (f"master at epoch {h.epoch} whose ZooKeeper lease lapsed: "
                            f"not accepting writes")
+        if not h.lease_valid:
+            return True, (f"master at epoch {h.epoch} whose ZooKeeper lease lapsed: acking "
+                          f"what every slave of its in-sync set holds")
         return True, f"master at epoch {h.epoch}"
     if not h.following:
         return False, "no role yet: waiting for the group's election"

@@ -247,8 +247,10 @@ class Broker(BrokerCore):
                 visibility.update_visible(self)   # first: transfers carry the newest confirmed offset
                 m = self.master()
                 if m is not None:
-                    m.ha.pump(time.monotonic(), st.visible_offset,
-                              st.draining or (m.sync_replication and len(m.ack_waiters) > 0))
+                    now = time.monotonic()     # acks wait on reports: SYNC, or no lease
+                    m.ha.pump(now, st.visible_offset, st.draining or (
+                        len(m.ack_waiters) > 0
+                        and (m.sync_replication or not st.lease_valid(now))))
                 self._housekeeping()
         finally:
             self._shutdown()

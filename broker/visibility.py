@@ -53,14 +53,19 @@ def answer_ready_pulls(b: Broker, visible: int) -> None:
 
 
 def release_waiters(b: Broker) -> None:
-    """Ack the writes whose conditions now hold: never without the lease (a
-    successor may exist)."""
+    """Ack the writes whose conditions now hold: under the quorum rule with
+    the lease, else only what every slave of the in-sync set holds (a
+    successor may exist, and it is one of them)."""
     m = b.master()
-    if m is None or not b.state.lease_valid(time.monotonic()):
+    if m is None or not len(m.ack_waiters):
         return
     now = time.monotonic()
     st = b.state
-    for w in m.ack_waiters.release(*m.conditions(st.flushed_offset, st.replicated_offset)):
+    leased = st.lease_valid(now)
+    if not leased and not m.acks_without_lease():
+        return
+    for w in m.ack_waiters.release(*m.conditions(st.flushed_offset, st.replicated_offset,
+                                                 leased)):
         b.metrics.ack_wait.observe(now - w.since)
         if w.type == pb.SEND:
             b.mark_replicas(w.response)
@@ -73,8 +78,9 @@ def expire_waiters(b: Broker, now: float) -> None:
     if m is None:
         return
     cfg, st = b.config, b.state
+    leased = st.lease_valid(now)
     for w, status in m.ack_waiters.expire(now, *m.conditions(st.flushed_offset,
-                                                              st.replicated_offset)):
+                                                              st.replicated_offset, leased)):
         what = ("not flushed within sync_flush_timeout_ms "
                 f"({cfg.sync_flush_timeout_ms} ms)") if status == pb.FLUSH_DISK_TIMEOUT \
             else (f"not held by the slaves in sync (sync_replicas {cfg.sync_replicas}, "

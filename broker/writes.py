@@ -57,7 +57,7 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
         return pb.SLAVE_NOT_AVAILABLE, (
             f"stored, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
             f"slaves are in sync to confirm it"), resp
-    if m.wait_for_ack(end, r.identity, r.request_id, resp):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp, leased=b.leased()):
         return None
     b.mark_replicas(resp)
     return pb.OK, "", resp
@@ -109,7 +109,7 @@ def _stored_before(b: BrokerCore, m: MasterParts, r: Request, req: pb.SendReques
         return True, (pb.SLAVE_NOT_AVAILABLE, (
             f"stored before, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
             f"slaves are in sync to confirm it"), resp)
-    if m.wait_for_ack(end, r.identity, r.request_id, resp):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp, leased=b.leased()):
         return True, None
     b.mark_replicas(resp)
     return True, (pb.OK, "", resp)
@@ -157,7 +157,8 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     b.state.appended = True
     where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
     resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
-    if m.wait_for_ack(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK):
+    if m.wait_for_ack(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK,
+                      leased=b.leased()):
         return None
     return pb.OK, "", resp
 
@@ -186,7 +187,8 @@ def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
         return pb.SLAVE_NOT_AVAILABLE, (
             f"ended, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves "
             f"are in sync to confirm it"), resp
-    if m.wait_for_ack(end, r.identity, r.request_id, resp, pb.END_TRANSACTION):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp, pb.END_TRANSACTION,
+                      leased=b.leased()):
         return None
     return pb.OK, "", resp
 

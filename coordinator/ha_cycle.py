@@ -161,8 +161,8 @@ def _disconnected(view: GroupView, memory: Memory) -> Cycle:
         return Cycle((StepDown(why),), f"{why}: stepping down",
                      replace(memory, role=Role.SLAVE, epoch=-1, routes_epoch=-1))
     if memory.role == Role.MASTER:
-        return Cycle((), "ZooKeeper connection suspended: acking no write until the lease is "
-                         "renewed", memory)
+        return Cycle((), "ZooKeeper connection suspended: acking only what every in-sync "
+                         "slave holds until the lease is renewed", memory)
     return Cycle((), f"ZooKeeper session {view.session.lower()}: waiting to reconnect", memory)
 
 

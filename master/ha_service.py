@@ -190,6 +190,22 @@ class HAService:
                 and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)
                 and (isr is None or link.broker_id in isr)]
 
+    def isr_held_offset(self) -> int | None:
+        """What every slave of the published in-sync set holds, by its live
+        link of this epoch (None: no set published, or a listed slave has no
+        link): a master whose lease lapsed acks only up to here, so whichever
+        of them an election picks holds every acked write. A set of the master
+        alone: its whole log (nobody else could be elected)."""
+        if self.isr is None:
+            return None
+        me = self.config.broker_id
+        held = {link.broker_id: link.acked_offset for link in self.links.values()
+                if link.state is HaState.TRANSFER}
+        wanted = [b for b in self.isr if b != me]
+        if any(b not in held for b in wanted):
+            return None
+        return min((held[b] for b in wanted), default=self.store.commitlog.max_offset)
+
     def replicated_offset(self) -> int | None:
         """The offset SYNC writes may be acked up to (None: too few slaves in
         sync): ``protocol.ack_point`` with ``sync_replicas`` and ``min_sync_replicas``."""

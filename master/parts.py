@@ -81,24 +81,37 @@ class MasterParts:
             link.acked_offset >= end for link in self.ha.status() if link.state == "TRANSFER")
 
     # ------------------------------------------------------------ acks
-    def conditions(self, flushed: int, replicated: int) -> tuple[float, float]:
+    def conditions(self, flushed: int, replicated: int, leased: bool) -> tuple[float, float]:
         """The offsets the waiting writes' conditions have reached (NEVER for
-        a condition not awaited)."""
+        a condition not awaited). Without the lease (ZooKeeper unreachable,
+        or slow to renew) a write is acked, in either replication mode, only
+        once every slave of the published in-sync set holds it: the group's
+        next master, whoever the election picks, then has it."""
+        if not leased:
+            held = self.ha.isr_held_offset()
+            return (flushed if self.sync_flush else NEVER, -1 if held is None else held)
         return (flushed if self.sync_flush else NEVER,
                 replicated if self.sync_replication else NEVER)
 
+    def acks_without_lease(self) -> bool:
+        """Whether this master may take and ack writes while its lease
+        cannot be renewed: only when an election could pick none but a slave
+        of the published in-sync set (no ``allow_lagging_promotion``)."""
+        return self.ha.isr is not None and not self.config.allow_lagging_promotion
+
     def wait_for_ack(self, end_offset: int, identity: bytes, request_id: int, response,
-                     type_: int = pb.SEND) -> bool:
+                     type_: int = pb.SEND, leased: bool = True) -> bool:
         """Register a write (a send, a send back, an end of transaction) that
-        waits for its conditions; False when none applies (ack it now)."""
-        if not (self.sync_flush or self.sync_replication):
+        waits for its conditions; False when none applies (ack it now).
+        Without the lease every write waits for the in-sync set."""
+        if leased and not (self.sync_flush or self.sync_replication):
             return False
         now = time.monotonic()
         cfg = self.config
         self.ack_waiters.add(AckWaiter(
             end_offset,
             now + cfg.sync_flush_timeout_ms / 1000 if self.sync_flush else NEVER,
-            now + cfg.slave_timeout_ms / 1000 if self.sync_replication else NEVER,
+            now + cfg.slave_timeout_ms / 1000 if self.sync_replication or not leased else NEVER,
             identity, request_id, response, type_, now))
         return True
 
@@ -117,6 +130,9 @@ class MasterParts:
         offset under SYNC_FLUSH, the offset the slaves hold under SYNC
         replication. Sets the state's replicated offset and in-sync count."""
         replicated, state.in_sync_replicas = self.ha.ack_state()
+        if not state.lease_valid(time.monotonic()):     # as acks are: the in-sync set holds it
+            held = self.ha.isr_held_offset()
+            replicated = None if held is None or replicated is None else min(replicated, held)
         state.replicated_offset = replicated if replicated is not None else -1
         visible = end
         if self.sync_flush:

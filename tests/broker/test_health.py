@@ -10,14 +10,16 @@ GAP, QUIET = 1000, 20.0
 
 
 def health(**kw):
-    base = dict(role="SLAVE", following=True, lease_valid=False, draining=False, epoch=3,
-                lag_bytes=0, master_silent_s=0.5)
+    base = dict(role="SLAVE", following=True, lease_valid=False, acks_without_lease=False,
+                draining=False, epoch=3, lag_bytes=0, master_silent_s=0.5)
     return BrokerHealth(**{**base, **kw})
 
 
 @pytest.mark.parametrize("kw, ready, why", [
     (dict(role="MASTER", lease_valid=True), True, "master at epoch 3"),
     (dict(role="MASTER", lease_valid=False), False, "lease lapsed"),
+    (dict(role="MASTER", lease_valid=False, acks_without_lease=True), True,
+     "acking what every slave of its in-sync set holds"),
     (dict(role="MASTER", lease_valid=True, draining=True), False, "handing over"),
     (dict(following=False), False, "no role yet"),
     (dict(master_silent_s=-1), False, "not heard from its master yet"),

@@ -254,8 +254,8 @@ def test_a_master_node_of_another_epoch_is_not_ours():
 def test_a_suspended_session_keeps_the_role_and_says_writes_wait_for_the_lease():
     c = run_cycle(GroupView(me=0, session=SUSPENDED), MASTER_E1, 0.0, SETTLE)
     assert c.actions == ()
-    assert c.sentence == ("ZooKeeper connection suspended: acking no write until the lease is "
-                          "renewed")
+    assert c.sentence == ("ZooKeeper connection suspended: acking only what every in-sync "
+                          "slave holds until the lease is renewed")
     assert c.memory == MASTER_E1
 
 
