@@ -30,14 +30,16 @@ def dev(tmp_path, zk_hosts):
     env = dict(os.environ, DUOMQ_DEV_DIR=str(tmp_path / "dev"))
     started = []
 
-    def up(*args, ensemble=False, segment=8 << 20):
-        zk = ["--zookeepers", "3"] if ensemble else ["--zookeeper", zk_hosts]
+    def up(*args, ensemble=False, segment=8 << 20, own_zookeeper=False, session_ms=4000):
+        zk = ["--zookeepers", "3"] if ensemble else [] if own_zookeeper else \
+            ["--zookeeper", zk_hosts]
         if "--store-size" in args:          # store files sized to the volume, not the suite's
             for name in ("DUOMQ_SEGMENT_SIZE_BYTES", "DUOMQ_INDEX_SLOT_COUNT",
                          "DUOMQ_INDEX_MAX_ENTRIES"):
                 env.pop(name, None)
         p = duomq("dev", "up", *zk, "--cluster", f"Drill{len(started)}",
-                  "--set", "zk_session_timeout_ms=4000", "--set", f"segment_size_bytes={segment}",
+                  "--set", f"zk_session_timeout_ms={session_ms}",
+                  "--set", f"segment_size_bytes={segment}",
                   *args, env=env)
         assert p.returncode == 0, p.stderr
         started.append(True)
@@ -57,6 +59,38 @@ def test_kill_master_drill_on_a_sync_pair(dev, tmp_path):
     assert [pr["epoch_after"] - pr["epoch_before"] for pr in r["per_round"]] == [1, 1]
     assert "guarantees held" in p.stdout and "RTO p50" in p.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_zookeeper_outage_drill_writes_go_on_and_nobody_fails_over(dev, tmp_path):
+    """Every ZooKeeper server paused 10 s (the dev cluster's own, SIGSTOP)
+    under idempotent load on a master and two slaves, SYNC + SYNC_FLUSH,
+    with the default session timeout."""
+    env = dev("--slaves", "2", "--flush", "sync", "--replication", "sync",
+              own_zookeeper=True, session_ms=15000)
+    p, r = drill_run(env, tmp_path / "outage.json", "zookeeper-outage", 1)
+    (rd,) = r["per_round"]
+    assert "SIGSTOP every ZooKeeper server" in rd["fault"] and rd["held_s"] == 10.0
+    assert rd["epoch_after"] == rd["epoch_before"], rd          # no failover
+    assert rd["longest_gap_s"] < 2.0 and r["longest_gap_s"] < 2.0, rd
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["guarantees_held"], r
+
+
+def test_session_expiry_and_a_random_schedule_replayed_by_its_seed(dev, tmp_path):
+    env = dev("--slaves", "2", "--flush", "sync", "--replication", "sync",
+              own_zookeeper=True, session_ms=4000)
+    p, r = drill_run(env, tmp_path / "expiry.json", "zookeeper-session-expiry", 1,
+                     "--duration", "6")
+    (rd,) = r["per_round"]
+    assert rd["epoch_after"] == rd["epoch_before"] + 1 and rd["held_s"] == 6.0, rd
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["guarantees_held"], r
+    runs = []
+    for i in range(2):
+        p, r = drill_run(env, tmp_path / f"random{i}.json", "random", 3, "--seed", "11",
+                         "--duration", "4")
+        assert "seed 11 (replay with --seed 11)" in p.stderr and r["notes"]["seed"] == 11
+        assert r["lost"] == 0 and r["duplicated"] == 0 and r["guarantees_held"], r
+        runs.append([(pr["scenario"], pr["held_s"]) for pr in r["per_round"]])
+    assert runs[0] == runs[1], runs                  # the same schedule, replayed
 
 
 def test_a_group_without_a_slave_cannot_host_kill_master(dev):

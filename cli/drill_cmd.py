@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 from typing import Any
@@ -39,7 +40,12 @@ def add(sub) -> None:
     r.add_argument("--consumers", type=int, default=1)
     r.add_argument("--ordered", action="store_true",
                    help="each producer keeps one queue; check per-queue order")
-    r.add_argument("--seed", type=int, default=0, help="for --scenario random")
+    r.add_argument("--seed", type=int, default=None,
+                   help="the random schedule's seed (default: drawn and printed, to replay "
+                        "a failing run)")
+    r.add_argument("--duration", type=float, default=None,
+                   help="how long zookeeper-outage (10 s) and zookeeper-session-expiry (17 s) "
+                        "hold their fault; a random schedule draws up to it")
     r.add_argument("--recovery-timeout", type=float, default=60.0,
                    help="longest wait for writes to come back after a fault (s)")
     r.add_argument("--fault-timeout", type=float, default=600.0,
@@ -58,6 +64,9 @@ def run(args) -> int:
     from duomq.drill.runner import run as run_drill
     if args.rounds < 1:
         raise DrillError("--rounds: at least one")
+    if args.duration is not None and args.duration <= 0:
+        raise DrillError("--duration: seconds, more than 0")
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     import logging
     # the drill breaks brokers on purpose: the clients' warnings about it
     # (failed pulls, abandoned requests) would bury the progress line
@@ -75,13 +84,14 @@ def run(args) -> int:
         driver = ExternalDriver()
     settings = DrillSettings(args.scenario, args.rounds, group=args.group, topic=args.topic,
                              producers=args.producers, consumers=args.consumers,
-                             ordered=args.ordered, seed=args.seed,
+                             ordered=args.ordered, seed=seed, duration_s=args.duration,
                              recovery_timeout_s=args.recovery_timeout,
                              fault_timeout_s=args.fault_timeout)
     import signal
     # a drill stopped by SIGTERM still heals: its iptables rules and cgroups go
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     show = _Progress(sys.stderr)
+    sys.stderr.write(f"drill {args.scenario}: seed {seed} (replay with --seed {seed})\n")
     result = run_drill(settings, zookeeper, cluster, driver, show)
     show.done()
     report = result.report

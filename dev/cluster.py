@@ -265,6 +265,22 @@ def kill_zookeeper(data_dir: str, which: str = "leader") -> dict:
     return {"zookeeper": s["id"], "pid": s["pid"], "mode": mode}
 
 
+def signal_zookeepers(data_dir: str, sig: int) -> int:
+    """Send ``sig`` to every ZooKeeper server of the dev cluster (SIGSTOP
+    and SIGCONT: the drill's outage); how many there are."""
+    state = read_dev_state(data_dir) or {}
+    servers = state.get("zookeeper_servers") or []
+    pids = [(s["pid"], s.get("started")) for s in servers] or \
+        ([(state["zookeeper_pid"], state.get("zookeeper_started"))]
+         if state.get("zookeeper_pid") else [])
+    if not pids:
+        raise ConfigError("the dev cluster's ZooKeeper is not a process of this host (an "
+                          "external or container ZooKeeper)")
+    for pid, started in pids:
+        send_signal(pid, sig, started)
+    return len(pids)
+
+
 def start_zookeeper(data_dir: str, server_id: int) -> dict:
     """Start a killed server of the dev ensemble again."""
     state = read_dev_state(data_dir)

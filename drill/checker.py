@@ -61,6 +61,7 @@ class Report:
     lost: int = 0
     unexpected: int = 0
     duplicated: int = 0
+    longest_gap_s: float = 0.0        # the longest time in any round without an acked send
     recovered: int = 0
     order_violations: int = 0
     rto_s: list = field(default_factory=list)
@@ -112,6 +113,14 @@ def split_brain(ops: Iterable[Op]) -> float:
     return round(total, 3)
 
 
+def longest_gap(ops: list[Op], start: float, end: float) -> float:
+    """The longest time within [start, end] without a send acked (SEND_OK
+    or degraded): what a writer waited at worst during a round."""
+    acks = sorted(op.ended for op in ops if op.outcome in ACKED and start <= op.ended <= end)
+    points = [start, *acks, end]
+    return round(max(b - a for a, b in zip(points, points[1:], strict=False)), 3)
+
+
 def order_violations(ops: list[Op], read_back: list[tuple[int, bytes]]) -> int:
     """Acked messages of one worker read back out of send order within a
     queue (first copies only: a retried duplicate is counted as such, not
@@ -133,10 +142,13 @@ def order_violations(ops: list[Op], read_back: list[tuple[int, bytes]]) -> int:
 
 
 def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
-          rounds: list[Round], *, durable: bool, ordered: bool = False) -> Report:
+          rounds: list[Round], *, durable: bool, ordered: bool = False,
+          idempotent: bool = True) -> Report:
     """The report of a drill. ``durable``: the cluster promises no acked
     message is lost (SYNC replication with SYNC_FLUSH): then ``lost`` must
-    be 0 and the guarantees fail otherwise."""
+    be 0 and the guarantees fail otherwise. ``idempotent``: the producers
+    were (the default): a body stored twice anywhere, in any queue of any
+    group, fails the guarantees too."""
     counts = collections.Counter(body for _q, body in read_back)
     sent = {op.body: op for op in ops}
     outcomes = collections.Counter(op.outcome for op in ops)
@@ -154,13 +166,16 @@ def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
                split_brain_s=split_brain(ops),
                lost_bodies=[b.decode(errors="replace") for b in lost[:10]])
     ends = [rd.fault_at for rd in rounds[1:]] + [None]
+    last = max((op.ended for op in ops), default=0.0)
     for rd, until in zip(rounds, ends, strict=True):
         window = [op for op in ops if op.started >= rd.fault_at
                   and (until is None or op.started < until)]
         t = rto(ops, rd.fault_at, until)
         r.rto_s.append(t)
+        gap = longest_gap(ops, rd.fault_at, until if until is not None else last)
+        r.longest_gap_s = max(r.longest_gap_s, gap)
         r.per_round.append({
-            "round": rd.index, "fault": rd.fault, "rto_s": t,
+            "round": rd.index, "fault": rd.fault, "rto_s": t, "longest_gap_s": gap,
             "healed_after_s": round(rd.healed_at - rd.fault_at, 3) if rd.healed_at else None,
             "outcomes": dict(collections.Counter(op.outcome for op in window)),
             "epochs": sorted({op.epoch for op in window if op.outcome in ACKED and op.epoch}),
@@ -170,6 +185,8 @@ def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
         problems.append(f"{r.lost} acked message(s) lost under SYNC replication + SYNC_FLUSH")
     if r.unexpected:
         problems.append(f"{r.unexpected} message(s) read back that were never sent")
+    if idempotent and r.duplicated:
+        problems.append(f"{r.duplicated} extra copies of messages from idempotent producers")
     if r.split_brain_s > 0:
         problems.append(f"two masters of one group acked writes for {r.split_brain_s} s")
     if r.order_violations:

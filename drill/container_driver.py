@@ -47,6 +47,7 @@ class ContainerDriver:
         self.tag = f"duomq-drill-{tag}"
         self._rules: list[tuple[str, list[str]]] = []     # (container, iptables rule)
         self._zk_killed = ""
+        self._zk_paused: list[str] = []
         self._names: dict[str, str] = {}                  # address -> container
 
     # ------------------------------------------------------------ finding containers
@@ -118,6 +119,20 @@ class ContainerDriver:
         _podman("start", self._zk_killed)
         return f"podman start {self._zk_killed}"
 
+    def pause_zookeeper(self) -> str:
+        """``podman pause`` every ZooKeeper server's container."""
+        names = [self.container_at(f"{h}:{p}") for h, p in self._zk_servers()]
+        for name in names:
+            _podman("pause", name)
+            self._zk_paused.append(name)
+        return f"podman pause {' '.join(names)} (every ZooKeeper server)"
+
+    def resume_zookeeper(self) -> str:
+        names = list(self._zk_paused)
+        while self._zk_paused:
+            _podman("unpause", self._zk_paused.pop(), check=False)
+        return f"podman unpause {' '.join(names)}"
+
     # ------------------------------------------------------------ network
     def cut_port(self, b: Broker, port: int, what: str) -> str:
         """Drop every packet to and from ``port`` in ``b``'s container."""
@@ -173,5 +188,6 @@ class ContainerDriver:
         return "nothing to free"
 
     def close(self) -> None:
+        self.resume_zookeeper()
         self.heal_network()
 

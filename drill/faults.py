@@ -78,6 +78,7 @@ class LocalDriver:
         self.tag = f"duomq-drill-{tag}"
         self._rules: list[list[str]] = []
         self._zk_killed = 0
+        self._zk_paused = False
         self._cgroups: list[tuple[str, int]] = []
         self._fills: list[str] = []
 
@@ -124,6 +125,21 @@ class LocalDriver:
 
     def zookeeper_servers(self) -> int:
         return len(self.state.get("zookeeper_servers", [])) if self.state else 1
+
+    def pause_zookeeper(self) -> str:
+        """SIGSTOP every ZooKeeper server of the dev cluster: an outage that
+        keeps their connections open (the worst kind: nobody is told)."""
+        from duomq.dev.cluster import signal_zookeepers
+        n = signal_zookeepers(self.data_dir, signal.SIGSTOP)
+        self._zk_paused = True
+        return f"SIGSTOP every ZooKeeper server ({n})"
+
+    def resume_zookeeper(self) -> str:
+        from duomq.dev.cluster import signal_zookeepers
+        if not self._zk_paused:
+            return "no ZooKeeper server paused"
+        self._zk_paused = False
+        return f"SIGCONT every ZooKeeper server ({signal_zookeepers(self.data_dir, signal.SIGCONT)})"
 
     # ------------------------------------------------------------ network
     def cut_port(self, _b: Broker, port: int, what: str) -> str:
@@ -226,6 +242,7 @@ class LocalDriver:
         return f"removed {n} fill file(s)"
 
     def close(self) -> None:
+        self.resume_zookeeper()
         self.heal_network()
         self.free_disk()
 

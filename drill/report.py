@@ -39,6 +39,7 @@ def summary(report: Report) -> str:
         ("stored, not durable", r.stored_not_durable), ("failed", r.failed),
         ("unknown", r.unknown), ("lost", r.lost), ("unexpected", r.unexpected),
         ("duplicated", r.duplicated), ("recovered", r.recovered),
+        ("longest gap without an ack (s)", r.longest_gap_s),
         ("order violations", r.order_violations),
         ("RTO p50 / p99 / max (s)", f"{rto['p50']} / {rto['p99']} / {rto['max']}"),
         ("split brain (s)", r.split_brain_s), ("verdict", r.verdict),
@@ -48,12 +49,16 @@ def summary(report: Report) -> str:
     if r.notes.get("async"):
         lines.append(f"note: {r.notes['async']}")
     lines.append("")
-    lines.append(f"{'round':>5}  {'RTO s':>7}  {'elected s':>9}  fault")
+    if r.notes.get("seed") is not None:
+        lines.append(f"seed {r.notes['seed']} (replay: --seed {r.notes['seed']})")
+    lines.append("")
+    lines.append(f"{'round':>5}  {'RTO s':>7}  {'elected s':>9}  {'gap s':>6}  fault")
     for pr in r.per_round:
         t = "-" if pr["rto_s"] is None else f"{pr['rto_s']:.2f}"
         e = pr.get("elected_after_s")
+        gap = pr.get("longest_gap_s")
         lines.append(f"{pr['round']:>5}  {t:>7}  {'-' if e is None else f'{e:.2f}':>9}  "
-                     f"{pr['fault']}")
+                     f"{'-' if gap is None else f'{gap:.2f}':>6}  {pr['fault']}")
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ class DrillSettings:
     settle_timeout_s: float = 60.0
     fault_timeout_s: float = 600.0   # the external driver: longest wait for somebody's fault
     gap_s: float = 2.0               # load between a round's health and the next fault
+    duration_s: float | None = None  # how long an outage scenario holds its fault
     seed: int = 0
     producer_settings: dict = field(default_factory=dict)
 
@@ -104,11 +105,14 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
                 rounds.append(_observed_round(i, s, load, zk, cluster, group, g, t0, timeline,
                                               tell))
             else:
-                rounds.append(_injected_round(i, sc.pick(s.scenario, rnd), driver, s, load, zk,
-                                              cluster, group, g, t0, timeline, tell))
+                scenario = sc.pick(s.scenario, rnd)
+                rounds.append(_injected_round(i, scenario, driver, s, load, zk, cluster, group,
+                                              g, t0, timeline, tell,
+                                              _hold(scenario, s, rnd)))
             tell("healed")
             wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
-            time.sleep(s.gap_s)
+            # a random schedule: the next fault comes after a drawn gap
+            time.sleep(rnd.uniform(0.2, 2 * s.gap_s) if s.scenario == "random" else s.gap_s)
         tell("stopping")
     finally:
         load.stop()
@@ -119,16 +123,28 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     back = [(q, b) for q, b in read_back(zookeeper, cluster, s.topic, s.settle_timeout_s)
             if b.startswith(prefix)]
     ops = load.journal()
-    report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered)
+    report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered,
+                   idempotent=s.producer_settings.get("idempotent", True))
     report.notes.update({"group": group, "durable": durable, "delivered_to_group": load.delivered,
+                         "seed": s.seed,
                          "read_back": len(back), "driver": driver.name,
                          "fault_tag": getattr(driver, "tag", "")})
     return DrillRun(report, ops, rounds, timeline, t0)
 
 
+def _hold(scenario: sc.Scenario, s: DrillSettings, rnd: random.Random) -> float:
+    """How long the round keeps its fault: ``--duration`` for an outage
+    scenario (its own default otherwise), drawn up to that in a random
+    schedule; the scenario's hold for the others."""
+    if scenario.duration_s is None:
+        return scenario.hold_s
+    full = s.duration_s if s.duration_s is not None else scenario.duration_s
+    return rnd.uniform(full / 3, full) if s.scenario == "random" else full
+
+
 def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, load: Workload,
                     zk, cluster: str, group: str, g: sc.GroupView, t0: float, timeline: list,
-                    tell) -> Round:
+                    tell, hold_s: float) -> Round:
     """Inject the scenario's fault, wait for the election and writes, heal."""
     target = scenario.target(g)
     fault_at = time.monotonic()
@@ -149,7 +165,7 @@ def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, loa
         if refused_at:
             timeline.append((refused_at - t0, f"refused: {load.last_status()}"))
             hold_from = refused_at
-    time.sleep(max(0.0, hold_from + scenario.hold_s - time.monotonic()))
+    time.sleep(max(0.0, hold_from + hold_s - time.monotonic()))
     healed = scenario.heal(driver, target)
     healed_at = time.monotonic()
     timeline.append((healed_at - t0, f"heal: {healed}"))
@@ -158,7 +174,7 @@ def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, loa
                           s.recovery_timeout_s)
     if watch.elected_at:
         timeline.append((watch.elected_at - t0, f"epoch {g.epoch} -> {watch.epoch}"))
-    notes = {"scenario": scenario.name, "target": target.name,
+    notes = {"scenario": scenario.name, "target": target.name, "held_s": round(hold_s, 3),
              "epoch_before": g.epoch, "epoch_after": watch.epoch,
              "elected_after_s": _after(watch.elected_at, fault_at),
              "stored_after_s": _after(watch.stored_at, fault_at)}

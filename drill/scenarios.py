@@ -92,6 +92,7 @@ class Scenario:
     refuses: bool = False     # the fault shows as refused writes: hold_s counts from the first
     # what the fault driver must be able to do to the group, or None
     driver_needs: Callable[[Any, GroupView], None] | None = None
+    duration_s: float | None = None   # held for --duration (this by default) instead of hold_s
 
 
 def _needs_slave(g: GroupView) -> str | None:
@@ -136,14 +137,23 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("partition-clients-master", "cut the master's client port; reconnect it",
              _needs_slave, _master, lambda d, b: d.cut_port(b, b.port, f"{b.name}'s clients"),
              lambda d, b: d.heal_network(), hold_s=5.0, elects=False),
+    Scenario("zookeeper-outage", "pause every ZooKeeper server for --duration (10 s); resume "
+                                 "them", _needs_master, _master,
+             lambda d, b: d.pause_zookeeper(), lambda d, b: d.resume_zookeeper(),
+             elects=False, duration_s=10.0),
+    Scenario("zookeeper-session-expiry", "cut the master off ZooKeeper past its session "
+                                         "(--duration, 17 s); reconnect it",
+             _needs_slave, _master, lambda d, b: d.isolate_from_zookeeper(b),
+             lambda d, b: d.heal_network(), duration_s=17.0),
     Scenario("disk-full-master", "fill the master's store volume until it refuses writes; "
                                  "free it", _needs_master, _master, lambda d, b: d.fill_disk(b),
              lambda d, b: d.free_disk(), hold_s=5.0, elects=False, refuses=True,
              driver_needs=lambda d, g: d.store_volume(_master(g))),
 )}
 NAMES = [*SCENARIOS, "random"]
-# random mixes faults of the broker group that need nothing else (no
-# ZooKeeper ensemble, no store volume)
+# random mixes faults of the broker group and ZooKeeper outages that need
+# nothing else (no ZooKeeper ensemble, no store volume), on a random
+# schedule: the hold of each fault and the gap before the next are drawn too
 RANDOM = sorted(n for n in SCENARIOS if n not in ("kill-zookeeper", "disk-full-master"))
 
 
