@@ -51,7 +51,7 @@ def connect(hosts: str, *, timeout_s: float | None = None, session_timeout_ms: i
     the nodes the session creates stay open whatever ``access`` says (its
     brokers, without credentials, must be able to change them).
     ``timeout_s``: how long to wait for a connection (default
-    ``endpoint.connect_timeout_s``: 10 s, 3 s in the CLI).
+    ``endpoint.connect_timeout_s``: 10 s, 2.5 s in the CLI).
     ``sasl``: a SASL (DIGEST-MD5) login ``user:password`` to an ensemble
     that asks for one; by default ``access``'s, else the one in the file
     ``$DUOMQ_ZOOKEEPER_SASL_FILE`` names. A refused login, or a missing
