@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""The failover campaign (issue 18): `duomq drill run` scenario after
-scenario against a fresh dev cluster per durability mode, each report kept
-under bench/drills/, and one JSON line per (mode, scenario):
+"""The failover campaign (issues 18 and 39): `duomq drill run` scenario
+after scenario against a fresh dev cluster per durability mode (a master and
+two slaves, defaults, a 3-server ZooKeeper ensemble), each report kept under
+bench/drills/, and one JSON line per (mode, scenario):
 
   {"mode", "scenario", "rounds", "lost", "duplicated", "rto_p50_s",
-   "rto_p99_s", "rto_max_s", "split_brain_s", "guarantees_held"}
+   "rto_p99_s", "rto_max_s", "longest_gap_s", "split_brain_s",
+   "guarantees_held", "seed"}
 
 CAMPAIGN="kill-master:50 pause-master:20 ..." and MODES="sync async" choose
 what runs (default: the issue's campaign); --table prints the README table
@@ -23,7 +25,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "drills")
 DEFAULT = ("kill-master:50 pause-master:20 partition-master-zookeeper:20 "
-           "partition-master-slave:20 kill-zookeeper:10")
+           "partition-master-slave:20 kill-zookeeper:10 zookeeper-outage:10 random:20")
+SEED = {"sync": 39, "async": 3939}      # the random schedules, replayable
 MODES = {"sync": ["--flush", "sync", "--replication", "sync"],
          "async": ["--flush", "async", "--replication", "async"]}
 
@@ -45,13 +48,14 @@ def line(mode: str, scenario: str, r: dict) -> dict:
     p50, p99, top = rto(r["rto_s"])
     return {"mode": mode, "scenario": scenario, "rounds": r["rounds"], "attempted": r["attempted"],
             "lost": r["lost"], "duplicated": r["duplicated"], "rto_p50_s": p50, "rto_p99_s": p99,
-            "rto_max_s": top, "split_brain_s": r["split_brain_s"],
-            "guarantees_held": r["guarantees_held"]}
+            "rto_max_s": top, "longest_gap_s": r.get("longest_gap_s"),
+            "split_brain_s": r["split_brain_s"], "guarantees_held": r["guarantees_held"],
+            "seed": r.get("notes", {}).get("seed")}
 
 
 def table() -> str:
     rows = ["| mode | scenario | rounds | lost | duplicated | RTO p50 / p99 / max (s) | "
-            "split brain (s) |", "|---|---|---|---|---|---|---|"]
+            "longest gap (s) | split brain (s) |", "|---|---|---|---|---|---|---|---|"]
     for name in sorted(os.listdir(OUT)):
         if not name.endswith(".json"):
             continue
@@ -61,7 +65,7 @@ def table() -> str:
         rows.append(f"| {'SYNC + SYNC_FLUSH' if mode == 'sync' else 'ASYNC + ASYNC_FLUSH'} | "
                     f"{scenario} | {d['rounds']} | {d['lost']} | {d['duplicated']} | "
                     f"{d['rto_p50_s']} / {d['rto_p99_s']} / {d['rto_max_s']} | "
-                    f"{d['split_brain_s']} |")
+                    f"{d['longest_gap_s']} | {d['split_brain_s']} |")
     return "\n".join(rows)
 
 
@@ -75,12 +79,13 @@ def main() -> int:
         base = tempfile.mkdtemp(prefix=f"duomq-campaign-{mode}-")
         env = dict(os.environ, DUOMQ_DEV_DIR=base)
         zk = ["--zookeepers", "3"] if any(s == "kill-zookeeper" for s, _ in plan) else []
-        duomq("dev", "up", "--slaves", "1", *MODES[mode], *zk, env=env)
+        duomq("dev", "up", "--slaves", "2", *MODES[mode], *zk, env=env)
         try:
             for scenario, rounds in plan:
                 report = os.path.join(OUT, f"{scenario}-{mode}.json")
+                seed = ["--seed", str(SEED[mode])] if scenario == "random" else []
                 p = duomq("drill", "run", "--scenario", scenario, "--rounds", rounds,
-                          "--report", report, env=env, check=False)
+                          "--report", report, *seed, env=env, check=False)
                 if not os.path.exists(report):
                     print(json.dumps({"mode": mode, "scenario": scenario, "error":
                                       p.stderr.strip().splitlines()[-1:]}), flush=True)
