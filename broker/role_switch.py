@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from duomq.broker.inbox import Flushed, ScrapeWanted, Wake
 from duomq.common.role import Role
-from duomq.coordinator.orders import Demote, Drain, Follow, IsrPublished, Lease, Promote
+from duomq.coordinator.orders import Demote, Drain, Follow, Halt, IsrPublished, Lease, Promote
 from duomq.master.parts import MasterParts
 from duomq.slave.parts import LinkCurve, SlaveParts, truncate
 
@@ -33,6 +33,11 @@ def carry_out(b: Broker, note: object) -> None:
             promote(b, epoch, isr)
         case Follow(epoch, cut):
             follow(b, epoch, cut)
+        case Halt():
+            if isinstance(b.parts, SlaveParts) and b.parts.following:
+                b.parts.stop("about to claim the group: the log stops here")
+                b.parts = SlaveParts()
+                b.publish()
         case Demote(why):
             demote(b, why)
         case Drain(on=True):

@@ -139,7 +139,7 @@ class BrokerConfig:
     access_in_memory_max_ratio: float = 0.40  # backlog past this share of RAM goes to a slave
     slave_read_back_ratio: float = 0.30      # a slave sends readers back below this share
     read_advice_ttl_ms: int = 10_000         # clients follow read advice this long
-    election_settle_ms: int = 300            # after the master vanishes, wait this long for
+    election_settle_ms: int = 200            # after the master vanishes, wait this long for
                                              # peers to publish their offsets, then elect
     # --- serving
     long_polling_timeout_ms: int = 15_000    # longest a pull is held waiting for messages

@@ -48,6 +48,7 @@ from duomq.coordinator.orders import (
     Demote,
     Drain,
     Follow,
+    Halt,
     IsrPublished,
     Lease,
     Order,
@@ -249,7 +250,8 @@ class HaController:
         s = self.serving()
         own = dict(me=cfg.broker_id, local_epoch=s.local_epoch, local_max_offset=s.max_offset,
                    allow_lagging_promotion=cfg.allow_lagging_promotion,
-                   serving_role=s.role, serving_epoch=s.epoch, isr_wanted=s.in_sync_ids,
+                   serving_role=s.role, serving_epoch=s.epoch, serving_following=s.following,
+                   isr_wanted=s.in_sync_ids,
                    draining=s.draining, drained=s.drained)
         state = self.zk.state
         if state != KazooState.CONNECTED:
@@ -350,6 +352,8 @@ class HaController:
             return self._claim(action)
         if isinstance(action, hc.Follow):
             self.post(Follow(action.epoch, action.cut))
+        elif isinstance(action, hc.Halt):
+            self.post(Halt())
         elif isinstance(action, hc.StepDown):
             log.error("stepping down as master of %s: %s", g, action.why)
             self._term = None

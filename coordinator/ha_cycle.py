@@ -45,6 +45,7 @@ class GroupView:
     allow_lagging_promotion: bool = False
     serving_role: Role = Role.SLAVE                   # the role the serving thread has taken
     serving_epoch: int = 0
+    serving_following: bool = False              # the serving thread's replication link runs
     isr_wanted: frozenset[int] | None = None     # the slaves the master's links find in sync
     draining: bool = False                       # the master refuses writes to hand over
     drained: bool = False                        # a draining master is ready to hand over
@@ -72,6 +73,13 @@ class Follow:
 
 
 NO_CUT = 1 << 62     # a Follow whose history has no later epoch: nothing is cut
+HALT_WAIT_S = 0.02   # a cycle again this soon after Halt (the serving thread publishes at once)
+
+
+@dataclass(frozen=True)
+class Halt:
+    """Serving thread: stop replicating before this broker claims, so that
+    its log end (the new epoch's start) no longer moves."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,8 @@ class RefreshInfo:
     """Write this broker's member node now (fresh offsets before an election)."""
 
 
-Action = Claim | Follow | StepDown | Drain | ReleaseMaster | PublishIsr | PublishRoutes | RefreshInfo
+Action = Claim | Follow | Halt | StepDown | Drain | ReleaseMaster | PublishIsr | PublishRoutes | \
+    RefreshInfo
 
 
 # ------------------------------------------------------------ memory and result
@@ -243,6 +252,9 @@ def _vacant(view: GroupView, memory: Memory, now: float, settle_s: float) -> Cyc
     decision = choose_master(_snapshot(view, gone=holder if holder != me else None))
     if decision.candidate != me:
         return Cycle((), f"election: {decision.reason}", memory)
+    if view.serving_following:     # the log must stop growing before its end is claimed
+        return Cycle((Halt(),), f"election: {decision.reason}; stopping replication before "
+                                f"claiming", memory, wake_in_s=HALT_WAIT_S)
     history = _history(view)
     epoch = (history[-1][0] if history else 0) + 1
     return Cycle((Claim(epoch, view.local_max_offset, decision.lagging,

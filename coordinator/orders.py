@@ -31,6 +31,13 @@ class Follow:
 
 
 @dataclass(frozen=True)
+class Halt:
+    """Stop replicating (stay a slave that follows nobody): this broker is
+    about to claim the group, and its log must stop growing first, so that
+    the epoch it claims starts exactly at its end."""
+
+
+@dataclass(frozen=True)
 class Demote:
     """Stop being master now: fenced (the session lost, the node gone)."""
     why: str
@@ -57,7 +64,7 @@ class IsrPublished:
     members: frozenset[int] | None
 
 
-Order = Promote | Follow | Demote | Drain | Lease | IsrPublished
+Order = Promote | Follow | Halt | Demote | Drain | Lease | IsrPublished
 
 
 class Serving(Protocol):
@@ -76,6 +83,8 @@ class Serving(Protocol):
     def in_sync_ids(self) -> frozenset[int] | None: ...   # a master: its links in sync
     @property
     def acks_possible(self) -> bool: ...        # a master: enough slaves for a SYNC write
+    @property
+    def following(self) -> bool: ...            # a slave: its replication link runs
     @property
     def draining(self) -> bool: ...             # a master refusing writes to hand over
     @property

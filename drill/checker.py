@@ -18,6 +18,7 @@ anyway.
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
@@ -36,6 +37,42 @@ class Op:
     group: str = ""          # broker group that answered
     epoch: int = 0           # its master's epoch (0: not known)
     queue: int = -1
+    offset: int = -1         # the commit-log offset it was stored at (-1: not known)
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """A broker cut its log (its own log line): the bytes past ``offset``,
+    which the master of ``epoch`` does not hold."""
+    broker: str              # group/id
+    group: str
+    offset: int
+    epoch: int
+
+
+TRUNCATION = re.compile(r"truncated (\d+) bytes \((\d+) records\) past offset (\d+) that "
+                        r"the master of epoch (\d+) does not hold")
+
+
+def truncations_in(log_text: str, broker: str, group: str) -> list[Truncation]:
+    """The truncations a broker's log records."""
+    return [Truncation(broker, group, int(m.group(3)), int(m.group(4)))
+            for m in TRUNCATION.finditer(log_text) if int(m.group(1)) > 0]
+
+
+def truncated_acked(ops: list[Op], cuts: list[Truncation]) -> int:
+    """Acked sends a broker cut from its log: stored by a master of an
+    earlier epoch at or past where the cutting broker's new epoch began.
+    The new master's epoch starts at its own log's end, so such a record is
+    not in the new master's log: under SYNC replication this must never
+    happen (the cross-check of ``lost`` from the brokers' own logs)."""
+    hit = set()
+    for cut in cuts:
+        for op in ops:
+            if op.outcome in ACKED and op.group == cut.group and 0 < op.epoch < cut.epoch \
+                    and op.offset >= cut.offset:
+                hit.add(op.body)
+    return len(hit)
 
 
 @dataclass(frozen=True)
@@ -62,6 +99,7 @@ class Report:
     unexpected: int = 0
     duplicated: int = 0
     longest_gap_s: float = 0.0        # the longest time in any round without an acked send
+    truncated_acked: int = -1         # acked sends a broker cut from its log (-1: logs not read)
     recovered: int = 0
     order_violations: int = 0
     rto_s: list = field(default_factory=list)
@@ -143,7 +181,7 @@ def order_violations(ops: list[Op], read_back: list[tuple[int, bytes]]) -> int:
 
 def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
           rounds: list[Round], *, durable: bool, ordered: bool = False,
-          idempotent: bool = True) -> Report:
+          idempotent: bool = True, cuts: list[Truncation] | None = None) -> Report:
     """The report of a drill. ``durable``: the cluster promises no acked
     message is lost (SYNC replication with SYNC_FLUSH): then ``lost`` must
     be 0 and the guarantees fail otherwise. ``idempotent``: the producers
@@ -185,6 +223,12 @@ def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
         problems.append(f"{r.lost} acked message(s) lost under SYNC replication + SYNC_FLUSH")
     if r.unexpected:
         problems.append(f"{r.unexpected} message(s) read back that were never sent")
+    if cuts is not None:
+        r.truncated_acked = truncated_acked(ops, cuts)
+        r.notes["truncations"] = [f"{c.broker} cut past {c.offset} (epoch {c.epoch})"
+                                  for c in cuts][:20]
+        if durable and r.truncated_acked:
+            problems.append(f"{r.truncated_acked} acked message(s) cut from a broker's log")
     if idempotent and r.duplicated:
         problems.append(f"{r.duplicated} extra copies of messages from idempotent producers")
     if r.split_brain_s > 0:

@@ -119,6 +119,15 @@ class ContainerDriver:
         _podman("start", self._zk_killed)
         return f"podman start {self._zk_killed}"
 
+    def broker_logs(self, group: str, brokers: list[Broker]) -> list[tuple[str, str]]:
+        """(group/id, ``podman logs``) of the brokers' containers."""
+        out = []
+        for b in brokers:
+            with contextlib.suppress(DrillError):
+                out.append((b.name, _podman("logs", self.container_at(b.address), check=False,
+                                            timeout_s=60)))
+        return out
+
     def pause_zookeeper(self) -> str:
         """``podman pause`` every ZooKeeper server's container."""
         names = [self.container_at(f"{h}:{p}") for h, p in self._zk_servers()]

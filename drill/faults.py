@@ -126,6 +126,16 @@ class LocalDriver:
     def zookeeper_servers(self) -> int:
         return len(self.state.get("zookeeper_servers", [])) if self.state else 1
 
+    def broker_logs(self, group: str, _brokers=()) -> list[tuple[str, str]]:
+        """(group/id, log text) of every dev broker of ``group``."""
+        from duomq.common.endpoint import read_dev_state
+        out = []
+        for b in (read_dev_state(self.data_dir) or {}).get("brokers", []):
+            if b.get("group") == group and b.get("log"):
+                with contextlib.suppress(OSError), open(b["log"], errors="replace") as f:
+                    out.append((f"{group}/{b['id']}", f.read()))
+        return out
+
     def pause_zookeeper(self) -> str:
         """SIGSTOP every ZooKeeper server of the dev cluster: an outage that
         keeps their connections open (the worst kind: nobody is told)."""

@@ -86,15 +86,16 @@ class Workload:
             while not self.stopping.is_set():
                 body = (prefix + f"{seq:09d}").encode()
                 started = time.monotonic()
-                group, epoch, queue = "", 0, -1
+                group, epoch, queue, offset = "", 0, -1, -1
                 try:
                     r = p.send(Message(self.topic, body), sharding_key=key)
                     outcome, status = outcome_of_result(r), r.status.value
                     group, epoch, queue = r.broker_group, r.epoch, r.queue.queue_id
+                    offset = r.physical_offsets[0] if r.physical_offsets else -1
                 except Exception as exc:
                     outcome, status = outcome_of_error(exc), type(exc).__name__
                 op = Op(body, worker, seq, started, time.monotonic(), outcome, status, group,
-                        epoch, queue)
+                        epoch, queue, offset)
                 with self.lock:
                     self.ops.append(op)
                 if outcome not in ACKED:

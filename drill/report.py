@@ -40,6 +40,8 @@ def summary(report: Report) -> str:
         ("unknown", r.unknown), ("lost", r.lost), ("unexpected", r.unexpected),
         ("duplicated", r.duplicated), ("recovered", r.recovered),
         ("longest gap without an ack (s)", r.longest_gap_s),
+        ("acked, cut from a broker's log", "not read" if r.truncated_acked < 0
+         else r.truncated_acked),
         ("order violations", r.order_violations),
         ("RTO p50 / p99 / max (s)", f"{rto['p50']} / {rto['p99']} / {rto['max']}"),
         ("split brain (s)", r.split_brain_s), ("verdict", r.verdict),

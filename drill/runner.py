@@ -15,7 +15,7 @@ from kazoo.exceptions import NodeExistsError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.topics import TopicAdmin
 from duomq.drill import scenarios as sc
-from duomq.drill.checker import Report, Round, check
+from duomq.drill.checker import Report, Round, Truncation, check, truncations_in
 from duomq.drill.faults import DrillError, wait_until
 from duomq.drill.load import Workload, read_back
 
@@ -124,12 +124,24 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
             if b.startswith(prefix)]
     ops = load.journal()
     report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered,
-                   idempotent=s.producer_settings.get("idempotent", True))
+                   idempotent=s.producer_settings.get("idempotent", True),
+                   cuts=_truncations(driver, zk, cluster, group))
     report.notes.update({"group": group, "durable": durable, "delivered_to_group": load.delivered,
                          "seed": s.seed,
                          "read_back": len(back), "driver": driver.name,
                          "fault_tag": getattr(driver, "tag", "")})
     return DrillRun(report, ops, rounds, timeline, t0)
+
+
+def _truncations(driver, zk, cluster: str, group: str) -> list[Truncation] | None:
+    """What the group's brokers logged cutting from their logs (None: the
+    driver cannot read their logs, as the external one)."""
+    read = getattr(driver, "broker_logs", None)
+    if read is None:
+        return None
+    brokers = list(sc.view(zk, cluster, group).brokers)
+    return [cut for name, text in read(group, brokers)
+            for cut in truncations_in(text, name, group)]
 
 
 def _hold(scenario: sc.Scenario, s: DrillSettings, rnd: random.Random) -> float:

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 from duomq.common.role import Role
 from duomq.coordinator.ha_cycle import (
+    HALT_WAIT_S,
     LOST,
     NO_CUT,
     SUSPENDED,
@@ -12,6 +13,7 @@ from duomq.coordinator.ha_cycle import (
     Drain,
     Follow,
     GroupView,
+    Halt,
     Memory,
     PublishIsr,
     PublishRoutes,
@@ -127,6 +129,22 @@ def test_a_master_that_stopped_renewing_is_replaced_without_waiting_for_its_sess
     # broker 0 holds the most but is gone: its member node is not a candidate
     assert c.actions == (Claim(2, 400, False, replaces=42),)
     assert c.memory.role == MASTER
+
+
+def test_a_candidate_stops_replicating_before_it_claims_so_its_epoch_starts_at_its_end():
+    """The claimed start is the log's end: a link still applying the old
+    master's stream would move it after the claim (bytes of the old epoch
+    past the new epoch's start)."""
+    v = view(me=1, master=(0, 1), members=((0, 500), (1, 400)), isr=(0, 1),
+             master_expired=True, master_version=4, local_max_offset=400,
+             serving_following=True)
+    first = run_cycle(v, Memory(epoch=1), 10.0, SETTLE)
+    c = run_cycle(v, first.memory, 10.0 + SETTLE, SETTLE)
+    assert c.actions == (Halt(),) and c.wake_in_s == HALT_WAIT_S
+    assert c.sentence.endswith("stopping replication before claiming")
+    halted = replace(v, serving_following=False, local_max_offset=420)   # what arrived meanwhile
+    c = run_cycle(halted, c.memory, 10.0 + SETTLE + 0.02, SETTLE)
+    assert c.actions == (Claim(2, 420, False, replaces=4),)
 
 
 def test_a_live_master_is_followed_until_its_lease_expires():

@@ -56,3 +56,55 @@ def test_a_round_without_any_ack_after_it_fails_the_run():
     r = check("kill-master", [op(b"a", "ok", 0)], [(0, b"a")], [Round(0, "kill", 5.0)],
               durable=True)
     assert r.rto_s == [None] and not r.guarantees_held
+
+
+def test_a_copy_on_another_queue_is_a_duplicate_and_fails_idempotent_producers():
+    """Counted across the whole cluster: the same body on two queues (of two
+    groups) is one extra copy, as Jepsen counts; idempotent producers promise none."""
+    ops = [op(b"a", "ok", 0), op(b"b", "ok", 1)]
+    back = [(0, b"a"), (3, b"a"), (1, b"b")]             # queue 0 of one group, 3 of another
+    r = check("random", ops, back, [Round(0, "x", 0.5)], durable=True)
+    assert r.duplicated == 1 and not r.guarantees_held and "idempotent" in r.verdict
+    r = check("random", ops, back, [Round(0, "x", 0.5)], durable=True, idempotent=False)
+    assert r.duplicated == 1 and r.guarantees_held
+
+
+def test_each_round_reports_its_longest_gap_without_an_ack():
+    ops = [op(b"a", "ok", 0.0), op(b"b", "ok", 1.0), op(b"c", "failed", 1.5),
+           op(b"d", "ok", 4.0), op(b"e", "ok", 4.5), op(b"f", "ok", 9.0)]
+    back = [(0, x.body) for x in ops if x.outcome == "ok"]
+    r = check("pause-master", ops, back, [Round(0, "p", 0.5), Round(1, "p", 4.2)],
+              durable=True)
+    # round 0: [0.5, 4.2]: acks at 1.01 and 4.01 -> the gap 1.01..4.01; round 1: 4.51..9.01
+    assert [pr["longest_gap_s"] for pr in r.per_round] == [3.0, 4.5]
+    assert r.longest_gap_s == 4.5
+
+
+def test_an_acked_record_a_broker_cut_from_its_log_is_flagged(tmp_path, caplog):
+    """The log line a broker writes when it cuts (slave/parts.truncate) is
+    what the drill reads back: an acked send of an older epoch stored past
+    the cut is flagged, and under SYNC fails the guarantees."""
+    import logging
+
+    from duomq.common.config import BrokerConfig
+    from duomq.drill.checker import Truncation, truncations_in
+    from duomq.format import record as rec
+    from duomq.slave.parts import truncate
+    from duomq.store import MessageStore
+    store = MessageStore(BrokerConfig(data_dir=str(tmp_path)))
+    store.start()
+    one = rec.encode_record(b"T", b"", b"", b"", b"x" * 100, 1)
+    store.put_batch("T", 0, bytearray(one * 3), 3)
+    with caplog.at_level(logging.WARNING):
+        assert truncate(store, 5, len(one))
+    store.close()
+    (cut,) = truncations_in(caplog.text, "broker-a/1", "broker-a")
+    assert cut == Truncation("broker-a/1", "broker-a", len(one), 5)
+    acked = [Op(b"kept", 0, 0, 0.0, 0.1, "ok", "", "broker-a", 4, 0, 0),
+             Op(b"cut", 0, 1, 0.2, 0.3, "ok", "", "broker-a", 4, 0, len(one)),
+             Op(b"new", 0, 2, 0.4, 0.5, "ok", "", "broker-a", 5, 0, len(one))]
+    back = [(0, b"kept"), (0, b"cut"), (0, b"new")]
+    r = check("kill-master", acked, back, [Round(0, "k", 0.0)], durable=True, cuts=[cut])
+    assert r.truncated_acked == 1 and not r.guarantees_held and "cut from a broker" in r.verdict
+    r = check("kill-master", acked, back, [Round(0, "k", 0.0)], durable=True, cuts=[])
+    assert r.truncated_acked == 0 and r.guarantees_held
