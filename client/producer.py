@@ -344,8 +344,8 @@ class Producer(ClientBase):
         its deadline rather than risk a second copy on another queue; a group
         that looks empty for a moment (brokers re-registering after a
         ZooKeeper session expiry) is not knowledge that nothing was stored."""
-        if isinstance(exc, RequestTimeoutError):
-            att.maybe_stored = True
+        if isinstance(exc, RequestTimeoutError) and getattr(exc, "sent", True):
+            att.maybe_stored = True          # (a request that never left stored nothing)
         if att.sequenced is None or mq is None or att.pinned_by_caller or att.maybe_stored \
                 or not isinstance(exc, BrokerUnreachableError | NoRouteError):
             return

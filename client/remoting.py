@@ -36,6 +36,7 @@ from duomq.common.errors import (
     BrokerGoneError,
     BrokerUnreachableError,
     ClientClosedError,
+    NotConnectedError,
     RequestTimeoutError,
 )
 from duomq.proto import codec, pb
@@ -220,7 +221,7 @@ class RemotingClient:
             except (AuthenticationError, KeyMismatch) as exc:
                 self._dropped(address, exc)
                 raise
-            raise BrokerUnreachableError(f"no connection to {address}") from None
+            raise NotConnectedError(f"no connection to {address}") from None
         deadline = time.monotonic() + timeout_s
         wake = self._local.wake
         with self._direct_lock:

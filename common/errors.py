@@ -102,9 +102,19 @@ class RequestTimeoutError(DuomqError, TimeoutError):
 
 class BrokerUnreachableError(RequestTimeoutError):
     """No connection to the broker could be used (it is down or restarting),
-    or the connection died while the request waited for its answer."""
+    or the connection died while the request waited for its answer.
+    ``sent``: False when the request never left this client (nothing can
+    have been stored); True when its outcome is unknown."""
 
     invalid_metadata = True
+    sent = True
+
+
+class NotConnectedError(BrokerUnreachableError):
+    """No connection to the broker took the request: it never left this
+    client, so nothing was stored."""
+
+    sent = False
 
 
 class BrokerGoneError(BrokerUnreachableError):

@@ -394,6 +394,8 @@ class HaController:
                         "the old master held past it are lost", claim.start_offset)
         log.info("became master of %s at epoch %d, start offset %d", g, claim.epoch,
                  claim.start_offset)
+        if claim.gone is not None:
+            self._forget_member(claim.gone, claim.epoch)
         self._grant_lease(t0)
         self.post(Promote(claim.epoch, self.isr_published))
         try:
@@ -401,6 +403,23 @@ class HaController:
         except NoNodeError:
             pass
         return True
+
+    def _forget_member(self, broker_id: int, epoch: int) -> None:
+        """The replaced master's member node outlives it until its session
+        ends (``zk_session_timeout_ms``), still saying MASTER: clients and
+        status would take it for the master. It goes now, if it still says
+        so (a broker that came back registers anew, as a slave; one that is
+        alive after all writes its node again, ``BrokerRegistry.update_info``)."""
+        path = self.paths.member(self.config.group, broker_id)
+        try:
+            raw, stat = self.zk.get(path)
+            node = MemberNode.from_bytes(raw, broker_id)
+            if node.role == Role.MASTER and node.epoch < epoch:
+                self.zk.delete(path, version=stat.version)
+                log.info("removed the member node of broker %d, the master it replaced",
+                         broker_id)
+        except (NoNodeError, BadVersionError, NodeError):
+            pass
 
     def _release_master(self) -> None:
         """A drained master (already serving as slave, marked stepping down)

@@ -61,6 +61,7 @@ class Claim:
     start_offset: int
     lagging: bool = False
     replaces: int | None = None
+    gone: int | None = None       # the expired master, whose member node goes after the claim
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,8 @@ def _vacant(view: GroupView, memory: Memory, now: float, settle_s: float) -> Cyc
     history = _history(view)
     epoch = (history[-1][0] if history else 0) + 1
     return Cycle((Claim(epoch, view.local_max_offset, decision.lagging,
-                        view.master_version if expired else None),),
+                        view.master_version if expired else None,
+                        holder if holder != me else None),),
                  f"election: {decision.reason}; claiming epoch {epoch}",
                  replace(memory, role=Role.MASTER, epoch=epoch, vacant_since=None,
                          isr_published=frozenset({me}), routes_epoch=-1))

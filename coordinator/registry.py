@@ -149,9 +149,17 @@ class BrokerRegistry:
                     pass
 
     def update_info(self) -> None:
+        """Write this broker's member node; create it again if it is gone (a
+        successor removed it, taking this broker for dead)."""
+        path = self.paths.member(self.config.group, self.config.broker_id)
         try:
-            self.zk.set(self.paths.member(self.config.group, self.config.broker_id),
-                        self.member_info().to_bytes())
+            try:
+                self.zk.set(path, self.member_info().to_bytes())
+            except NoNodeError:
+                if self._closed or self._lost:
+                    return
+                self.zk.create(path, self.member_info().to_bytes(), ephemeral=True)
+                log.warning("registered again: this broker's member node was gone")
         except Exception:  # best effort: status only
             log.debug("member info update failed", exc_info=True)
 

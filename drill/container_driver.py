@@ -128,6 +128,10 @@ class ContainerDriver:
                                             timeout_s=60)))
         return out
 
+    def zookeeper_pausable(self) -> None:
+        for h, p in self._zk_servers():
+            self.container_at(f"{h}:{p}")        # raises DrillError: not a container here
+
     def pause_zookeeper(self) -> str:
         """``podman pause`` every ZooKeeper server's container."""
         names = [self.container_at(f"{h}:{p}") for h, p in self._zk_servers()]

@@ -136,6 +136,16 @@ class LocalDriver:
                     out.append((f"{group}/{b['id']}", f.read()))
         return out
 
+    def zookeeper_pausable(self) -> None:
+        """Raises DrillError unless the dev cluster's ZooKeeper servers are
+        processes of this host (not a shared or external ensemble)."""
+        from duomq.common.endpoint import read_dev_state
+        state = read_dev_state(self.data_dir) or {}
+        if not (state.get("zookeeper_servers") or state.get("zookeeper_pid")):
+            raise DrillError("zookeeper-outage needs the dev cluster's own ZooKeeper (started "
+                             "by 'duomq dev up' without --zookeeper): this one is not a "
+                             "process of this host")
+
     def pause_zookeeper(self) -> str:
         """SIGSTOP every ZooKeeper server of the dev cluster: an outage that
         keeps their connections open (the worst kind: nobody is told)."""

@@ -65,13 +65,22 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     rnd = random.Random(s.seed)
     group = s.group or _first_group(zk, cluster)
     first = sc.view(zk, cluster, group)
+    usable: list[str] = []
     for name in (sc.RANDOM if s.scenario == "random" else [s.scenario]):
         scenario = sc.pick(name, rnd)
-        why = scenario.needs(first)
-        if why:
-            raise DrillError(f"scenario {name} cannot run on this cluster: {why}")
-        if scenario.driver_needs and driver.name != "external":
-            scenario.driver_needs(driver, first)      # raises DrillError
+        try:
+            why = scenario.needs(first)
+            if why:
+                raise DrillError(f"scenario {name} cannot run on this cluster: {why}")
+            if scenario.driver_needs and driver.name != "external":
+                scenario.driver_needs(driver, first)      # raises DrillError
+        except DrillError:
+            if s.scenario != "random":
+                raise
+            continue                   # random draws among the others
+        usable.append(name)
+    if not usable:
+        raise DrillError("no scenario of the random schedule can run on this cluster")
     if s.scenario == "kill-zookeeper" and getattr(driver, "zookeeper_servers", lambda: 3)() < 3:
         raise DrillError("scenario kill-zookeeper needs a ZooKeeper ensemble of 3 or more: "
                          "start the dev cluster with 'duomq dev up --zookeepers 3'")
@@ -105,7 +114,7 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
                 rounds.append(_observed_round(i, s, load, zk, cluster, group, g, t0, timeline,
                                               tell))
             else:
-                scenario = sc.pick(s.scenario, rnd)
+                scenario = sc.pick(s.scenario, rnd, usable)
                 rounds.append(_injected_round(i, scenario, driver, s, load, zk, cluster, group,
                                               g, t0, timeline, tell,
                                               _hold(scenario, s, rnd)))

@@ -140,7 +140,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("zookeeper-outage", "pause every ZooKeeper server for --duration (10 s); resume "
                                  "them", _needs_master, _master,
              lambda d, b: d.pause_zookeeper(), lambda d, b: d.resume_zookeeper(),
-             elects=False, duration_s=10.0),
+             elects=False, duration_s=10.0,
+             driver_needs=lambda d, g: d.zookeeper_pausable()),
     Scenario("zookeeper-session-expiry", "cut the master off ZooKeeper past its session "
                                          "(--duration, 17 s); reconnect it",
              _needs_slave, _master, lambda d, b: d.isolate_from_zookeeper(b),
@@ -157,9 +158,11 @@ NAMES = [*SCENARIOS, "random"]
 RANDOM = sorted(n for n in SCENARIOS if n not in ("kill-zookeeper", "disk-full-master"))
 
 
-def pick(name: str, rnd: random.Random) -> Scenario:
+def pick(name: str, rnd: random.Random, among: list[str] | None = None) -> Scenario:
+    """The scenario ``name``; for ``random``, one drawn from ``among`` (the
+    random ones this cluster and driver can host; default: all of them)."""
     if name == "random":    # faults of the broker group (a ZooKeeper ensemble is not assumed)
-        return SCENARIOS[rnd.choice(RANDOM)]
+        return SCENARIOS[rnd.choice(among or RANDOM)]
     try:
         return SCENARIOS[name]
     except KeyError:

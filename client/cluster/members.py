@@ -65,7 +65,8 @@ def read_candidates(members: Members, read_from: str,
     gone, a slave is all there is). ``slave``: slaves only, the avoided ones
     last: never the master."""
     alive = [m for _, m in sorted(members.items()) if m.address]
-    masters = [m for m in alive if m.is_master]
+    # the newest epoch's master first: a dead master's node may outlive it a while
+    masters = sorted((m for m in alive if m.is_master), key=lambda m: (-m.epoch, m.broker_id))
     slaves = sorted((m for m in alive if not m.is_master),
                     key=lambda m: (-m.max_offset, m.broker_id))
     if read_from == "master":

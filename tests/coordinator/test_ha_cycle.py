@@ -127,7 +127,7 @@ def test_a_master_that_stopped_renewing_is_replaced_without_waiting_for_its_sess
                               "for the members' offsets to settle")
     c = run_cycle(v, first.memory, 10.0 + SETTLE, SETTLE)
     # broker 0 holds the most but is gone: its member node is not a candidate
-    assert c.actions == (Claim(2, 400, False, replaces=42),)
+    assert c.actions == (Claim(2, 400, False, replaces=42, gone=0),)
     assert c.memory.role == MASTER
 
 
@@ -144,7 +144,7 @@ def test_a_candidate_stops_replicating_before_it_claims_so_its_epoch_starts_at_i
     assert c.sentence.endswith("stopping replication before claiming")
     halted = replace(v, serving_following=False, local_max_offset=420)   # what arrived meanwhile
     c = run_cycle(halted, c.memory, 10.0 + SETTLE + 0.02, SETTLE)
-    assert c.actions == (Claim(2, 420, False, replaces=4),)
+    assert c.actions == (Claim(2, 420, False, replaces=4, gone=0),)
 
 
 def test_a_live_master_is_followed_until_its_lease_expires():
