@@ -25,6 +25,7 @@ class Member:
     epoch: int = 0              # the last epoch this broker led or followed
     stepping_down: bool = False  # a master handing over (planned switchover)
     promotable: bool = True      # false: a read replica
+    silent: bool = False         # its node went unrefreshed for a lease: presumed dead
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def choose_master(s: Snapshot) -> Decision:
     """Who should claim the master now (None: nobody, with the reason)."""
     if s.master_id is not None:
         return Decision(None, f"broker {s.master_id} is master")
-    live = [m for m in s.members if not m.stepping_down and m.promotable]
+    live = [m for m in s.members if not m.stepping_down and m.promotable and not m.silent]
     if not live:
         return Decision(None, "no live broker can take over")
     in_isr = live if s.isr is None else [m for m in live if m.broker_id in s.isr]
@@ -61,6 +62,15 @@ def choose_master(s: Snapshot) -> Decision:
                                   f"promoted and no acknowledged message is lost")
         in_isr, lagging = live, True
     best = max(in_isr, key=lambda m: (m.broker_id == s.preferred, m.max_offset, -m.broker_id))
+    # a silent member is no candidate, but one that last said it held more
+    # than the best live one may be alive after all: it is waited for
+    ahead = [m for m in s.members if m.silent and m.promotable and m.max_offset > best.max_offset
+             and (s.isr is None or m.broker_id in s.isr)]
+    if ahead:
+        m = max(ahead, key=lambda m: m.max_offset)
+        return Decision(None, f"broker {m.broker_id} is silent but last held offset "
+                              f"{m.max_offset}, more than any live candidate ({best.max_offset}): "
+                              f"waiting for it to return or for its session to end")
     why = "lagging broker (allow_lagging_promotion)" if lagging else "in-sync broker"
     return Decision(best.broker_id, f"{why} {best.broker_id} at offset {best.max_offset} takes "
                                     f"over", lagging, tuple(sorted(m.broker_id for m in in_isr)))

@@ -82,6 +82,7 @@ class HaController:
         self.silence = MasterSilence(self.lease_s, self.renew_s)   # a slave's count
         self._term: tuple[int, bytes, int] | None = None   # master: (epoch, node, its version)
         self._master_bytes: bytes | None = None             # the node as last woken for
+        self._member_seen: dict[int, tuple[tuple[int, int], float]] = {}   # id -> (key, since)
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ha-controller", daemon=True)
@@ -256,15 +257,18 @@ class HaController:
         state = self.zk.state
         if state != KazooState.CONNECTED:
             return hc.GroupView(session=str(state), **own)
-        members = []
+        members, silent, now = [], set(), time.monotonic()
         for child in self.zk.get_children(p.members(g)):
             try:
-                members.append(MemberNode.from_bytes(self.zk.get(p.member(g, int(child)))[0],
-                                                     int(child)))
+                raw, stat = self.zk.get(p.member(g, int(child)))
+                members.append(MemberNode.from_bytes(raw, int(child)))
             except NoNodeError:
                 continue
             except (NodeError, ValueError) as exc:
                 self._bad_node(f"{p.members(g)}/{child}", exc, "ignored")
+                continue
+            if self._member_silent(int(child), (stat.czxid, stat.version), now):
+                silent.add(int(child))
         if self.memory.role == Role.MASTER:       # the master owns the ISR: repair it
             isr = self._read(p.isr(g), IsrNode.from_bytes, "rewritten by the master")
             if isr is None and self.memory.isr_published:
@@ -275,11 +279,22 @@ class HaController:
         expired = master is not None and self.memory.role != Role.MASTER and \
             self.silence.expired(key, time.monotonic())     # a master renews its own
         return hc.GroupView(
-            master=master, master_expired=expired,
+            silent=frozenset(silent), master=master, master_expired=expired,
             master_version=key[1] if key is not None else None, members=tuple(members), isr=isr,
             epochs=self._read_epochs(),
             switchover=self._read(p.switchover(g), SwitchoverNode.from_bytes, "ignored"),
             **own)
+
+    def _member_silent(self, broker_id: int, key: tuple[int, int], now: float) -> bool:
+        """A member's node is rewritten every second by a live broker
+        (``MEMBER_INFO_INTERVAL_S``): one unchanged for a whole lease while
+        ZooKeeper answered promptly is presumed dead (no candidate; see
+        ``election.choose_master`` for why it may still be waited for)."""
+        seen = self._member_seen.get(broker_id)
+        if seen is None or seen[0] != key:
+            self._member_seen[broker_id] = (key, now)
+            return False
+        return self.silence.unchanged_for(seen[1], now) >= self.lease_s
 
     def _read(self, path: str, parse, treatment: str):
         try:

@@ -36,6 +36,7 @@ class GroupView:
     master_expired: bool = False
     master_version: int | None = None
     members: tuple[MemberNode, ...] = ()
+    silent: frozenset[int] = frozenset()         # members whose nodes went unrefreshed a lease
     isr: IsrNode | None = None
     epochs: tuple[EpochNode, ...] = ()           # the group's history, oldest first
     switchover: SwitchoverNode | None = None
@@ -147,7 +148,8 @@ def _history(view: GroupView) -> list[tuple[int, int]]:
 def _snapshot(view: GroupView, gone: int | None = None) -> Snapshot:
     """The election's input; ``gone``: a master presumed dead (its lease
     expired), whose member node may outlive it until its session ends."""
-    members = tuple(Member(m.broker_id, m.max_offset, m.epoch, m.stepping_down, m.promotable)
+    members = tuple(Member(m.broker_id, m.max_offset, m.epoch, m.stepping_down, m.promotable,
+                           m.broker_id in view.silent and m.broker_id != view.me)
                     for m in view.members if m.broker_id != gone)
     preferred = view.switchover.target if view.switchover else None
     holder = view.master.broker_id if view.master and not view.master_expired else None

@@ -38,18 +38,29 @@ class MasterSilence:
     prompt_s: float
     key: NodeKey | None = None    # the node as last seen (None: absent or not read yet)
     since: float | None = None    # when the count began (None: not counting)
+    answering_since: float | None = None   # ZooKeeper has answered promptly since then
 
     def probed(self, key: NodeKey | None, started: float, ended: float) -> None:
         """A read of the master node that ran from ``started`` to ``ended``."""
         if ended - started > self.prompt_s:
             self.failed(ended)             # too slow to count as ZooKeeper answering
             return
+        if self.answering_since is None:
+            self.answering_since = ended
         if key != self.key or self.since is None:
             self.key, self.since = key, ended
 
     def failed(self, ended: float) -> None:
         """A read failed or took too long: count again from ``ended``."""
         self.since = ended
+        self.answering_since = ended
+
+    def unchanged_for(self, seen_since: float, now: float) -> float:
+        """How long a node first seen as it is at ``seen_since`` has stayed
+        so while ZooKeeper answered promptly (0 while it has not)."""
+        if self.answering_since is None:
+            return 0.0
+        return max(0.0, now - max(seen_since, self.answering_since))
 
     def expired(self, key: NodeKey | None, now: float) -> bool:
         """The node as the cycle read it (``key``) is the one counted, and it

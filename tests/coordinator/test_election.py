@@ -44,3 +44,27 @@ def test_truncation_point():
     assert truncation_point(2, 7000, history) == 5000
     assert truncation_point(3, 7000, history) == 7000   # current epoch: nothing to cut
 
+
+
+def test_a_silent_member_is_no_candidate_unless_it_may_hold_more():
+    """A dead slave's member node outlives it until its session ends: it is
+    no candidate once silent. But one that last said it held more than any
+    live candidate may be alive and hold acked writes: waited for."""
+    silent_behind = (Member(1, 100, silent=True), Member(2, 100))
+    assert choose_master(Snapshot(silent_behind, frozenset({0, 1, 2}), None)).candidate == 2
+    silent_ahead = (Member(1, 300, silent=True), Member(2, 100))
+    d = choose_master(Snapshot(silent_ahead, frozenset({0, 1, 2}), None))
+    assert d.candidate is None and "broker 1 is silent but last held offset 300" in d.reason
+    # outside the in-sync set, its offset does not hold anyone back
+    d = choose_master(Snapshot(silent_ahead, frozenset({0, 2}), None))
+    assert d.candidate == 2
+
+
+def test_silence_counts_only_while_zookeeper_answers():
+    from duomq.coordinator.master_lease import MasterSilence
+    s = MasterSilence(1.8, 0.3)
+    assert s.unchanged_for(0.0, 5.0) == 0.0          # no prompt answer yet
+    s.probed(None, 0.0, 0.01)
+    assert s.unchanged_for(0.5, 2.5) == 2.0
+    s.failed(3.0)                                     # ZooKeeper slow: counted from here
+    assert s.unchanged_for(0.5, 4.0) == 1.0

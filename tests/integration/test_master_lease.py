@@ -106,3 +106,20 @@ def test_a_master_paused_past_its_lease_never_acks_when_it_wakes(local_cluster):
 def _record(body: bytes) -> bytes:
     from duomq.format import record as rec
     return rec.encode_record(b"Lease", b"", b"", b"", body, int(time.time() * 1000))
+
+
+def test_a_dead_slave_whose_node_lingers_does_not_hold_up_the_election(local_cluster):
+    """The master and the slave the election would prefer (same offset,
+    lower id) die together: their member nodes outlive them until their
+    sessions end (15 s), but a node unrefreshed for a lease is no candidate."""
+    brokers, zk, cl = trio(local_cluster)
+    before = master_info(zk, cl)
+    slaves = sorted(b.broker_id for b in brokers if b.broker_id != before.broker_id)
+    t0 = time.monotonic()
+    by_id(brokers, before.broker_id).kill()
+    by_id(brokers, slaves[0]).kill()                 # the lower id: preferred on a tie
+    wait_for(lambda: (master_info(zk, cl) or before).broker_id == slaves[1], 10,
+             "the live slave to take over")
+    took = time.monotonic() - t0
+    print(f"master and a slave killed together: broker {slaves[1]} master after {took:.2f} s")
+    assert took < 6.0, took
