@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING
 
 from duomq.broker.inbox import Flushed, ScrapeWanted, Wake
 from duomq.common.role import Role
-from duomq.coordinator.orders import Demote, Drain, Follow, Halt, IsrPublished, Lease, Promote
+from duomq.coordinator.orders import (
+    Demote,
+    Drain,
+    Follow,
+    Halt,
+    IsrPublished,
+    IsrWriting,
+    Lease,
+    Promote,
+)
 from duomq.master.parts import MasterParts
 from duomq.slave.parts import LinkCurve, SlaveParts, truncate
 
@@ -47,10 +56,15 @@ def carry_out(b: Broker, note: object) -> None:
                 log.info("switchover withdrawn: taking writes again")
                 b.state.draining = False
                 b.publish()
+        case IsrWriting(members):
+            m = b.master()
+            if m is not None:
+                m.ha.isr_writing |= members
         case IsrPublished(members):
             m = b.master()
             if m is not None:
                 m.ha.isr = members
+                m.ha.isr_writing = frozenset()
         case ScrapeWanted():
             b.publish_queues(note)
         case Wake():

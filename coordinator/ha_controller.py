@@ -50,6 +50,7 @@ from duomq.coordinator.orders import (
     Follow,
     Halt,
     IsrPublished,
+    IsrWriting,
     Lease,
     Order,
     Promote,
@@ -454,6 +455,7 @@ class HaController:
         p, g = self.paths, self.config.group
         data = IsrNode(self.memory.epoch if epoch is None else epoch, self.config.broker_id,
                        members).to_bytes()
+        self.post(IsrWriting(members))   # ZooKeeper may list it from now on
         try:
             self.zk.set(p.isr(g), data)
         except NoNodeError:

@@ -64,7 +64,15 @@ class IsrPublished:
     members: frozenset[int] | None
 
 
-Order = Promote | Follow | Halt | Demote | Drain | Lease | IsrPublished
+@dataclass(frozen=True)
+class IsrWriting:
+    """The controller is about to write this in-sync set to ZooKeeper: until
+    it is confirmed (``IsrPublished``) ZooKeeper may list it already, so a
+    master without its lease counts its members too."""
+    members: frozenset[int]
+
+
+Order = Promote | Follow | Halt | Demote | Drain | Lease | IsrWriting | IsrPublished
 
 
 class Serving(Protocol):

@@ -56,6 +56,9 @@ class HAService:
         # the in-sync set as ZooKeeper lists it (the HA controller publishes
         # it and orders it set here); None: none published, every link in sync counts
         self.isr: frozenset[int] | None = None
+        # sets the controller is writing and has not confirmed: ZooKeeper may
+        # list their members already (a write whose answer was lost)
+        self.isr_writing: frozenset[int] = frozenset()
         self.last_acked: dict[int, int] = {}   # broker id -> what it last said it holds
         self._refused: set[tuple[bytes, int]] = set()   # (link, epoch) reports logged as ignored
 
@@ -194,14 +197,16 @@ class HAService:
         """What every slave of the published in-sync set holds, by its live
         link of this epoch (None: no set published, or a listed slave has no
         link): a master whose lease lapsed acks only up to here, so whichever
-        of them an election picks holds every acked write. A set of the master
-        alone: its whole log (nobody else could be elected)."""
+        of them an election picks holds every acked write. A set being
+        written counts too (ZooKeeper may list it though the write's answer
+        was lost). A set of the master alone: its whole log (nobody else
+        could be elected)."""
         if self.isr is None:
             return None
         me = self.config.broker_id
         held = {link.broker_id: link.acked_offset for link in self.links.values()
                 if link.state is HaState.TRANSFER}
-        wanted = [b for b in self.isr if b != me]
+        wanted = [b for b in self.isr | self.isr_writing if b != me]
         if any(b not in held for b in wanted):
             return None
         return min((held[b] for b in wanted), default=self.store.commitlog.max_offset)

@@ -119,3 +119,29 @@ def test_only_slaves_in_the_published_isr_count_and_a_listed_one_is_waited_for(t
         assert ha.replicated_offset() == store.commitlog.max_offset
     finally:
         store.close()
+
+
+def test_without_the_lease_every_listed_slave_and_every_set_being_written_counts(tmp_path, link):
+    """A master whose lease lapsed acks what every slave of the in-sync set
+    holds; a set the controller is writing counts before it is confirmed
+    (ZooKeeper may list slave 1 already though the write's answer was lost:
+    an election could pick it). A drill found acked writes lost without this."""
+    connect, _dealer = link
+    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), replication="SYNC"))
+    store.start()
+    try:
+        ha = connect(store, 0)
+        one = rec.encode_record(b"T", b"", b"", b"", b"x" * 100, 1)
+        store.put_batch("T", 0, bytearray(one * 10), 10)
+        ha.pump(1.0, 0, True)
+        link_ = next(iter(ha.links.values()))
+        link_.acked_offset = 4 * len(one)
+        assert ha.isr_held_offset() is None                 # no set published yet
+        ha.isr = frozenset({0})
+        assert ha.isr_held_offset() == store.commitlog.max_offset   # the master alone
+        ha.isr_writing = frozenset({0, 1})                  # being written, not confirmed
+        assert ha.isr_held_offset() == 4 * len(one)         # slave 1 is waited for
+        ha.isr, ha.isr_writing = frozenset({0, 3}), frozenset()
+        assert ha.isr_held_offset() is None                 # a listed slave with no link
+    finally:
+        store.close()
