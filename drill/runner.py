@@ -65,6 +65,7 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     rnd = random.Random(s.seed)
     group = s.group or _first_group(zk, cluster)
     first = sc.view(zk, cluster, group)
+    expected = frozenset(b.broker_id for b in first.brokers)
     usable: list[str] = []
     for name in (sc.RANDOM if s.scenario == "random" else [s.scenario]):
         scenario = sc.pick(name, rnd)
@@ -105,7 +106,7 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
                              f"writable? (last answer: {load.last_status() or 'none'})")
         time.sleep(s.warmup_s)
         for i in range(s.rounds):
-            g = wait_until(lambda: (v := sc.view(zk, cluster, group)).healthy and v,
+            g = wait_until(lambda: (v := sc.view(zk, cluster, group)).whole(expected) and v,
                            s.settle_timeout_s)
             if not g:
                 raise DrillError(f"group {group} did not become whole again within "
@@ -119,7 +120,7 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
                                               g, t0, timeline, tell,
                                               _hold(scenario, s, rnd)))
             tell("healed")
-            wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
+            wait_until(lambda: sc.view(zk, cluster, group).whole(expected), s.settle_timeout_s)
             # a random schedule: the next fault comes after a drawn gap
             time.sleep(rnd.uniform(0.2, 2 * s.gap_s) if s.scenario == "random" else s.gap_s)
         tell("stopping")
@@ -127,7 +128,7 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
         load.stop()
         driver.close()
     tell("audit")
-    wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
+    wait_until(lambda: sc.view(zk, cluster, group).whole(expected), s.settle_timeout_s)
     prefix = f"{load.run_id}-".encode()            # the topic may hold earlier runs
     back = [(q, b) for q, b in read_back(zookeeper, cluster, s.topic, s.settle_timeout_s)
             if b.startswith(prefix)]
@@ -223,7 +224,8 @@ def _observed_round(i: int, s: DrillSettings, load: Workload, zk, cluster: str, 
     tell("fault", fault=what)
     watch = _Recovery(load, zk, cluster, group, fault_at, g.epoch)
     wait_until(lambda: watch.poll() and watch.acked_at, s.recovery_timeout_s)
-    healed = wait_until(lambda: sc.view(zk, cluster, group).healthy, s.settle_timeout_s)
+    everyone = frozenset(b.broker_id for b in g.brokers)
+    healed = wait_until(lambda: sc.view(zk, cluster, group).whole(everyone), s.settle_timeout_s)
     healed_at = time.monotonic() if healed else None
     if watch.elected_at:
         timeline.append((watch.elected_at - t0, f"epoch {g.epoch} -> {watch.epoch}"))

@@ -43,6 +43,12 @@ class GroupView:
         ids = {b.broker_id for b in self.brokers}
         return self.replication != "SYNC" or ids <= self.isr
 
+    def whole(self, expected: frozenset[int]) -> bool:
+        """Healthy with every broker of ``expected`` registered: a broker
+        whose member node is missing a moment (its successor removed it,
+        taking it for dead) is not in sync just because it is not listed."""
+        return self.healthy and expected <= {b.broker_id for b in self.brokers}
+
 
 def view(zk, cluster: str, group: str, patience_s: float = 60.0) -> GroupView:
     """The group as ZooKeeper holds it. While the drill's own connection is
