@@ -64,7 +64,10 @@ def connect(hosts: str, *, timeout_s: float | None = None, session_timeout_ms: i
         sasl = (access or {}).get("sasl") or env_zk_sasl()
     zk = KazooClient(
         hosts=hosts, timeout=session_timeout_ms / 1000,
-        connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2),
+        # reconnect attempts at most 0.25 s apart: after an outage (an ensemble
+        # electing its leader) a master must be back within its slaves' lease
+        # count (master_lease_ms), which starts when they are back
+        connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=0.25),
         command_retry=KazooRetry(max_tries=5, delay=0.1, backoff=2, max_delay=2),
         read_only=read_only,
         auth_data=[("digest", access["digest"])] if access else None,
