@@ -77,11 +77,12 @@ class BrokerCore:
         """A master that takes writes: not handing over, and holding its lease
         or able to ack without it (``MasterParts.acks_without_lease``)."""
         st = self.state
-        if st.writable(time.monotonic()):
+        if st.role != Role.MASTER or st.draining:
+            return False
+        if st.lease_valid(time.monotonic()):
             return True
         m = self.master()
-        return st.role == Role.MASTER and not st.draining and m is not None \
-            and m.acks_without_lease()
+        return m is not None and m.acks_without_lease()
 
     def leased(self) -> bool:
         return self.state.lease_valid(time.monotonic())

@@ -30,6 +30,3 @@ class BrokerState:
 
     def lease_valid(self, now: float) -> bool:
         return now < self.lease_until
-
-    def writable(self, now: float) -> bool:
-        return self.role == Role.MASTER and not self.draining and self.lease_valid(now)

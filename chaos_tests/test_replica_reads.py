@@ -5,7 +5,6 @@ a slave cut off from its master away, naming its lag, and every answer from
 a slave carries its lag. The replication link is cut with iptables on the
 master's replication port (127.0.0.1 only; the rules are removed after)."""
 
-import subprocess
 import threading
 import time
 
@@ -19,7 +18,6 @@ from duomq.testing.harness import wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 BASE = dict(zk_session_timeout_ms=4000)
-TAG = "duomq-test-replica-reads"
 
 
 class Steady:
@@ -102,20 +100,7 @@ def test_read_from_slave_never_reads_the_master(local_cluster):
         assert reads(c) == {0: 1}                          # the master served it
 
 
-def _cut(port: int) -> list[list[str]]:
-    rules = [["INPUT", "-p", "tcp", flag, str(port), "-m", "comment", "--comment", TAG,
-              "-j", "DROP"] for flag in ("--dport", "--sport")]
-    for r in rules:
-        subprocess.run(["iptables", "-I", *r], check=True, capture_output=True)
-    return rules
-
-
-def _heal(rules: list[list[str]]) -> None:
-    for r in rules:
-        subprocess.run(["iptables", "-D", *r], capture_output=True, check=False)
-
-
-def test_a_bound_on_staleness_turns_a_lagging_slave_away(local_cluster):
+def test_a_bound_on_staleness_turns_a_lagging_slave_away(local_cluster, netfilter):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     master = local_cluster.add_broker("broker-a", 0, **BASE)
     local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
@@ -129,7 +114,7 @@ def test_a_bound_on_staleness_turns_a_lagging_slave_away(local_cluster):
         r = c.pull(mq, 0)
         assert r.replica_lag_ms == 0 and len(r.messages) == 10
 
-    rules = _cut(master.ha_port)                           # replication stops; clients go on
+    netfilter.cut_port(master.ha_port)                           # replication stops; clients go on
     try:
         with Producer(zk, cl) as p:
             p.send_batch([Message("Fresh", b"b%d" % i) for i in range(10)])
@@ -152,7 +137,7 @@ def test_a_bound_on_staleness_turns_a_lagging_slave_away(local_cluster):
             r = c.pull(mq, 0, max_messages=100)
             assert len(r.messages) == 10 and r.replica_lag_ms > 800
     finally:
-        _heal(rules)
+        netfilter.heal()
     with PullConsumer(zk, cl, read_from="slave", **bounded) as c:
         def fresh():
             try:
@@ -199,7 +184,7 @@ def test_spark_slave_preferred_goes_on_while_the_slave_is_dead(spark, local_clus
     assert sorted(bytes(r.body) for r in rows) == sorted(b"%d" % i for i in range(n))
 
 
-def test_spark_max_replica_lag_turns_a_cut_off_slave_away(spark, local_cluster):
+def test_spark_max_replica_lag_turns_a_cut_off_slave_away(spark, local_cluster, netfilter):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     master = local_cluster.add_broker("broker-a", 0, **BASE)
     local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
@@ -213,7 +198,7 @@ def test_spark_max_replica_lag_turns_a_cut_off_slave_away(spark, local_cluster):
                 .option("maxReplicaLagMs", 800).option("pollTimeoutMs", 3000).load())
 
     wait_for(lambda: read("slave").count() == 50, what="the slave serving within the bound")
-    rules = _cut(master.ha_port)
+    netfilter.cut_port(master.ha_port)
     try:
         with Producer(zk, cl) as p:
             p.send_batch([Message("Clicks", b"b%d" % i) for i in range(50)])
@@ -222,4 +207,4 @@ def test_spark_max_replica_lag_turns_a_cut_off_slave_away(spark, local_cluster):
         with pytest.raises(Exception, match=r"slave broker-a/1 is \d+ ms behind its master"):
             read("slave").count()
     finally:
-        _heal(rules)
+        netfilter.heal()

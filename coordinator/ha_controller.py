@@ -24,6 +24,7 @@ its renewal finds a successor, or when its session is lost.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -235,6 +236,9 @@ class HaController:
             return False
         if (node.broker_id, node.epoch) != (self.config.broker_id, epoch):
             return False
+        if self._term is not None and stat.version != self._term[2]:
+            log.info("master node of epoch %d is at version %d, written by this broker (a "
+                     "renewal whose answer was lost): renewing from it", epoch, stat.version)
         self._term = (epoch, raw, stat.version)
         return True
 
@@ -463,5 +467,18 @@ class HaController:
                 self.zk.create(p.isr(g), data)
             except NodeExistsError:
                 self.zk.set(p.isr(g), data)
+        self._fault_hold_isr_answer()
         self.isr_published = members
         self.post(IsrPublished(members))
+
+    def _fault_hold_isr_answer(self) -> None:
+        """Fault injection for tests (``DUOMQ_FAULT_HOLD_ISR_ANSWER``, a file's
+        path): while that file exists, an in-sync-set write ZooKeeper applied
+        is not taken as done, as if its answer had been lost."""
+        path = os.environ.get("DUOMQ_FAULT_HOLD_ISR_ANSWER")
+        if not path or not os.path.exists(path):
+            return
+        log.warning("fault injection: the answer of an in-sync set write is held while %s "
+                    "exists", path)
+        while os.path.exists(path) and not self._stopped.wait(0.05):
+            pass

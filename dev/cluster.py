@@ -265,14 +265,22 @@ def kill_zookeeper(data_dir: str, which: str = "leader") -> dict:
     return {"zookeeper": s["id"], "pid": s["pid"], "mode": mode}
 
 
+def zookeeper_pids(state: dict | None) -> list[tuple[int, float | None]]:
+    """(pid, start time) of every ZooKeeper server the dev cluster started
+    on this host (none: an external, shared or container ZooKeeper)."""
+    state = state or {}
+    servers = state.get("zookeeper_servers") or []
+    if servers:
+        return [(s["pid"], s.get("started")) for s in servers]
+    if state.get("zookeeper_pid"):
+        return [(state["zookeeper_pid"], state.get("zookeeper_started"))]
+    return []
+
+
 def signal_zookeepers(data_dir: str, sig: int) -> int:
     """Send ``sig`` to every ZooKeeper server of the dev cluster (SIGSTOP
     and SIGCONT: the drill's outage); how many there are."""
-    state = read_dev_state(data_dir) or {}
-    servers = state.get("zookeeper_servers") or []
-    pids = [(s["pid"], s.get("started")) for s in servers] or \
-        ([(state["zookeeper_pid"], state.get("zookeeper_started"))]
-         if state.get("zookeeper_pid") else [])
+    pids = zookeeper_pids(read_dev_state(data_dir))
     if not pids:
         raise ConfigError("the dev cluster's ZooKeeper is not a process of this host (an "
                           "external or container ZooKeeper)")

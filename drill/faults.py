@@ -2,11 +2,8 @@
 
 ``LocalDriver`` works on brokers running on this host (a ``duomq dev``
 cluster, found through its data dir): signals for kills and pauses; network
-faults with iptables rules on 127.0.0.1 (as root), every rule tagged with
-the run's comment and removed on heal and at exit. A partition from
-ZooKeeper moves the broker into a cgroup of its own and drops that group's
-packets to ZooKeeper's port, plus the broker's already open ZooKeeper
-connection by its port pair (see ../shared/RECIPES.md).
+faults with iptables rules on 127.0.0.1 (as root, ``netfilter.Netfilter``),
+every rule tagged with the run's comment and removed on heal and at exit.
 
 ``ExternalDriver`` injects nothing: the user (or a chaos tool, ``kubectl
 delete pod``) breaks the cluster, and the drill watches ZooKeeper to time it.
@@ -23,9 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import signal
-import subprocess
 import time
 from dataclasses import dataclass
 
@@ -33,8 +28,7 @@ import psutil
 
 from duomq.common.errors import ConfigError
 from duomq.common.role import Role
-
-CGROUP_ROOT = "/sys/fs/cgroup/unified"
+from duomq.drill.netfilter import Netfilter, NetfilterError, zookeeper_ports
 
 
 class DrillError(ConfigError):
@@ -76,10 +70,9 @@ class LocalDriver:
                              f"(start one with 'duomq dev up', or use --driver external)")
         self.zookeeper = zookeeper
         self.tag = f"duomq-drill-{tag}"
-        self._rules: list[list[str]] = []
+        self.net = Netfilter(self.tag)
         self._zk_killed = 0
         self._zk_paused = False
-        self._cgroups: list[tuple[str, int]] = []
         self._fills: list[str] = []
 
     # ------------------------------------------------------------ processes
@@ -140,8 +133,8 @@ class LocalDriver:
         """Raises DrillError unless the dev cluster's ZooKeeper servers are
         processes of this host (not a shared or external ensemble)."""
         from duomq.common.endpoint import read_dev_state
-        state = read_dev_state(self.data_dir) or {}
-        if not (state.get("zookeeper_servers") or state.get("zookeeper_pid")):
+        from duomq.dev.cluster import zookeeper_pids
+        if not zookeeper_pids(read_dev_state(self.data_dir)):
             raise DrillError("zookeeper-outage needs the dev cluster's own ZooKeeper (started "
                              "by 'duomq dev up' without --zookeeper): this one is not a "
                              "process of this host")
@@ -164,59 +157,25 @@ class LocalDriver:
     # ------------------------------------------------------------ network
     def cut_port(self, _b: Broker, port: int, what: str) -> str:
         """Drop every packet to and from a TCP port on this host."""
-        self._need_iptables()
-        for chain, direction in (("INPUT", "--dport"), ("INPUT", "--sport")):
-            self._rule(chain, "-p", "tcp", direction, str(port))
+        self._net(self.net.cut_port, port)
         return f"cut {what} (port {port})"
 
     def isolate_from_zookeeper(self, b: Broker) -> str:
-        self._need_iptables()
-        hosts = self.zookeeper.split("/")[0].split(",")        # every server of an ensemble
-        zk_ports = sorted({int(h.rsplit(":", 1)[1]) for h in hosts})
-        proc = self._process(b)
-        group = f"{self.tag}-{b.broker_id}"
-        path = os.path.join(CGROUP_ROOT, group)
-        if not os.path.isdir(CGROUP_ROOT):
-            raise DrillError(f"no cgroup v2 hierarchy at {CGROUP_ROOT}: cannot isolate one "
-                             f"process from ZooKeeper on this host")
-        os.makedirs(path, exist_ok=True)
-        with open(os.path.join(path, "cgroup.procs"), "w") as f:
-            f.write(str(proc.pid))
-        self._cgroups.append((path, proc.pid))
-        for zk_port in zk_ports:
-            self._rule("OUTPUT", "-m", "cgroup", "--path", group, "-p", "tcp", "--dport",
-                       str(zk_port))
-        for conn in proc.net_connections("tcp"):        # the session already open
-            if conn.raddr and conn.raddr.port in zk_ports:
-                lport, rport = str(conn.laddr.port), str(conn.raddr.port)
-                self._rule("INPUT", "-p", "tcp", "--sport", rport, "--dport", lport)
-                self._rule("INPUT", "-p", "tcp", "--sport", lport, "--dport", rport)
+        zk_ports = zookeeper_ports(self.zookeeper)          # every server of an ensemble
+        self._net(self.net.isolate, self._process(b).pid, zk_ports, str(b.broker_id))
         return f"cut {b.name} from ZooKeeper (port{'s' if len(zk_ports) > 1 else ''} " \
                f"{', '.join(map(str, zk_ports))})"
 
     def heal_network(self) -> str:
         """Remove every rule and cgroup this driver set up."""
-        n = len(self._rules)
-        while self._rules:
-            rule = self._rules.pop()
-            subprocess.run(["iptables", "-D", *rule], capture_output=True, check=False)
-        while self._cgroups:
-            path, pid = self._cgroups.pop()
-            with contextlib.suppress(OSError):
-                with open(os.path.join(CGROUP_ROOT, "cgroup.procs"), "w") as f:
-                    f.write(str(pid))
-            with contextlib.suppress(OSError):
-                os.rmdir(path)
-        return f"removed {n} iptables rule(s)"
+        return f"removed {self.net.heal()} iptables rule(s)"
 
-    def _rule(self, chain: str, *spec: str) -> None:
-        rule = [chain, *spec, "-m", "comment", "--comment", self.tag, "-j", "DROP"]
-        subprocess.run(["iptables", "-I", *rule], check=True, capture_output=True)
-        self._rules.append(rule)
-
-    def _need_iptables(self) -> None:
-        if os.geteuid() != 0 or shutil.which("iptables") is None:
-            raise DrillError("network faults need root and iptables on this host")
+    @staticmethod
+    def _net(fault, *args) -> None:
+        try:
+            fault(*args)
+        except NetfilterError as exc:
+            raise DrillError(str(exc)) from None
 
     # ------------------------------------------------------------ disk
     def store_volume(self, b: Broker) -> str:

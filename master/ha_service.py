@@ -83,8 +83,14 @@ class HAService:
                 if len(self._refused) > 1024:
                     self._refused.clear()
                 self._refused.add((identity, report.epoch))
-                log.warning("replication report of broker %d for epoch %d ignored: this "
-                            "master leads epoch %d", report.broker_id, report.epoch, self.epoch)
+                if report.epoch == 0:        # epochs start at 1: the field was not sent
+                    log.error("replication report of broker %d names no epoch: a slave of an "
+                              "older release, which this master does not replicate to "
+                              "(upgrade slaves before masters)", report.broker_id)
+                else:
+                    log.warning("replication report of broker %d for epoch %d ignored: this "
+                                "master leads epoch %d", report.broker_id, report.epoch,
+                                self.epoch)
             return False
         if link is None:
             if len(self.links) >= MAX_LINKS:

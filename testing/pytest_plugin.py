@@ -18,6 +18,7 @@ import pytest
 
 from duomq.coordinator import zk as zkutil
 from duomq.dev.zookeeper import launch
+from duomq.drill.netfilter import Netfilter
 from duomq.testing.harness import LocalCluster, run_cli
 
 TEST_SEGMENT_BYTES = 64 << 20
@@ -156,3 +157,14 @@ def secured(local_cluster, tmp_path, monkeypatch):
     slave = local_cluster.add_broker("broker-a", 1, auth=True, auth_dir=str(keys))
     local_cluster.create_topic("Secret", 2)
     return local_cluster, keys, admin, master, slave
+
+
+@pytest.fixture
+def netfilter():
+    """iptables faults on this host (root), every rule removed after the test;
+    skips where they cannot be set."""
+    if not Netfilter.available():
+        pytest.skip("network faults need root and iptables")
+    net = Netfilter(f"duomq-test-{uuid.uuid4().hex[:8]}")
+    yield net
+    net.heal()

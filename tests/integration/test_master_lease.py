@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from duomq.client import Message, Producer
+from duomq.client import Message, Producer, PullConsumer, PullStatus
 from duomq.client.remoting import RemotingClient
 from duomq.drill.load import Workload
 from duomq.proto import pb
-from duomq.testing.harness import master_info, wait_for
+from duomq.testing.harness import isr_members, master_info, member_node, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SYNC = dict(flush="SYNC_FLUSH", replication="SYNC")
@@ -123,3 +123,49 @@ def test_a_dead_slave_whose_node_lingers_does_not_hold_up_the_election(local_clu
     took = time.monotonic() - t0
     print(f"master and a slave killed together: broker {slaves[1]} master after {took:.2f} s")
     assert took < 6.0, took
+
+
+def test_a_silent_slave_holding_acked_writes_the_live_one_lacks_is_waited_for(local_cluster):
+    """sync_replicas = 1: a send is acked once one slave holds it. Slave B
+    is killed and slave A alone confirms 40 sends; then A falls silent
+    (paused), the master dies and B starts again. B is alive and still in the
+    in-sync set but lacks what was acked: it must not take over while A may
+    return. A returns and takes over, and every acked send is read back."""
+    brokers, zk, cl = trio(local_cluster)
+    before = master_info(zk, cl)
+    master = by_id(brokers, before.broker_id)
+    a, b = [x for x in brokers if x is not master]
+    wait_for(lambda: isr_members(zk, cl) == {0, 1, 2}, 15, "both slaves in sync")
+    b.kill()
+    with Producer(zk, cl, retry_times_when_send_failed=0) as p:
+        acked = [m.body for m in (Message("Lease", b"a-alone-%03d" % i) for i in range(40))
+                 if p.send(m).ok]
+    assert len(acked) == 40
+
+    def node(x):
+        return member_node(zk, cl, "broker-a", x.broker_id)
+    wait_for(lambda: node(a).max_offset >= node(master).max_offset > node(b).max_offset, 10,
+             "A's member node to report what it holds")
+    assert b.broker_id in isr_members(zk, cl)
+    a.suspend()
+    try:
+        master.kill()
+        b.start(wait=False)
+        deadline = time.monotonic() + 8.0                  # four leases and more
+        while time.monotonic() < deadline:
+            assert (master_info(zk, cl) or before).broker_id != b.broker_id, \
+                "the slave lacking acked writes took over"
+            time.sleep(0.05)
+        assert "is silent but last held offset" in b.log_tail(300)
+    finally:
+        a.resume()
+    wait_for(lambda: (master_info(zk, cl) or before).broker_id == a.broker_id, 15,
+             "the slave holding every acked write to take over")
+    with PullConsumer(zk, cl, group="audit") as c:
+        found = set()
+        for mq in c.queues("Lease"):
+            off = 0
+            while (r := c.pull(mq, off, 1000)).status is PullStatus.FOUND:
+                found.update(m.body for m in r.messages)
+                off = r.next_offset
+    assert set(acked) <= found, f"{len(set(acked) - found)} acked sends lost"

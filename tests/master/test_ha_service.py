@@ -26,6 +26,33 @@ def transfers(sock):
 
 
 @pytest.fixture
+def store_of(tmp_path):
+    """``store_of(**settings)``: a started store on this test's directory,
+    closed after the test."""
+    opened = []
+
+    def make(**settings) -> MessageStore:
+        store = MessageStore(BrokerConfig(data_dir=str(tmp_path), **settings))
+        store.start()
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def ten_records_sent(connect, store):
+    """A link reporting 0, ten 100-byte records written and sent to it:
+    (the service, the link, one record's length)."""
+    ha = connect(store, 0)
+    one = rec.encode_record(b"T", b"", b"", b"", b"x" * 100, 1)
+    store.put_batch("T", 0, bytearray(one * 10), 10)
+    ha.pump(1.0, 0, True)
+    return ha, next(iter(ha.links.values())), len(one)
+
+
+@pytest.fixture
 def link():
     """A ROUTER as the master's HA port and a DEALER as the slave; ``connect(store,
     acked)`` reports from the slave and returns the master's HAService with the link."""
@@ -49,99 +76,90 @@ def link():
     ctx.term()
 
 
-def test_ack_now_only_when_the_master_waits_or_the_window_fills(tmp_path, link):
+def test_ack_now_only_when_the_master_waits_or_the_window_fills(store_of, link):
     connect, dealer = link
-    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), ha_window_bytes=1 << 20))
-    store.start()
-    try:
-        ha = connect(store, 0)
-        one = rec.encode_record(b"T", b"", b"", b"", b"x" * 1000, 1)
-        store.put_batch("T", 0, bytearray(one * 100), 100)
-        ha.pump(1.0, 0, False)                         # nothing waits: report on the timer
-        (msg, data), = transfers(dealer)
-        assert (msg.epoch, msg.offset, msg.ack_now) == (3, 0, False)
-        assert len(data[0]) == store.commitlog.max_offset
-        store.put_batch("T", 0, bytearray(one), 1)
-        ha.pump(1.0, 0, True)                          # a SYNC send waits on this slave
-        (msg, _), = transfers(dealer)
-        assert msg.ack_now
-        store.put_batch("T", 0, bytearray(one * 500), 500)
-        ha.pump(1.0, 0, False)                         # more than half the window unacked
-        assert [m.ack_now for m, _ in transfers(dealer)][-1]
-    finally:
-        store.close()
+    store = store_of(ha_window_bytes=1 << 20)
+    ha = connect(store, 0)
+    one = rec.encode_record(b"T", b"", b"", b"", b"x" * 1000, 1)
+    store.put_batch("T", 0, bytearray(one * 100), 100)
+    ha.pump(1.0, 0, False)                         # nothing waits: report on the timer
+    (msg, data), = transfers(dealer)
+    assert (msg.epoch, msg.offset, msg.ack_now) == (3, 0, False)
+    assert len(data[0]) == store.commitlog.max_offset
+    store.put_batch("T", 0, bytearray(one), 1)
+    ha.pump(1.0, 0, True)                          # a SYNC send waits on this slave
+    (msg, _), = transfers(dealer)
+    assert msg.ack_now
+    store.put_batch("T", 0, bytearray(one * 500), 500)
+    ha.pump(1.0, 0, False)                         # more than half the window unacked
+    assert [m.ack_now for m, _ in transfers(dealer)][-1]
 
 
-def test_a_peer_claiming_huge_acks_gets_one_window_and_confirms_nothing(tmp_path, link):
+def test_a_peer_claiming_huge_acks_gets_one_window_and_confirms_nothing(store_of, link):
     connect, dealer = link
-    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), ha_window_bytes=2 << 20,
-                                      ha_transfer_batch_bytes=256 << 10))
-    store.start()
+    store = store_of(ha_window_bytes=2 << 20, ha_transfer_batch_bytes=256 << 10)
     one = rec.encode_record(b"T", b"", b"", b"", b"x" * 1000, 1)
     for _ in range(20):                                  # 20 MiB of log
         store.put_batch("T", 0, bytearray(one * 1000), 1000)
-    try:
-        ha = connect(store, 1 << 60)                     # "I hold everything, and more"
-        for _ in range(50):
-            ha.pump(1.0, 0, False)
-        (link_,) = ha.links.values()
-        assert link_.sent_offset <= 2 << 20              # one window, not the whole log
-        assert link_.acked_offset == 0                   # capped at what it was sent (then 0)
-        assert ha.replicated_offset() in (None, 0)
-        received = sum(len(d[0]) for _m, d in transfers(dealer) if d)
-        assert received <= 2 << 20
-    finally:
-        store.close()
+    ha = connect(store, 1 << 60)                     # "I hold everything, and more"
+    for _ in range(50):
+        ha.pump(1.0, 0, False)
+    (link_,) = ha.links.values()
+    assert link_.sent_offset <= 2 << 20              # one window, not the whole log
+    assert link_.acked_offset == 0                   # capped at what it was sent (then 0)
+    assert ha.replicated_offset() in (None, 0)
+    received = sum(len(d[0]) for _m, d in transfers(dealer) if d)
+    assert received <= 2 << 20
 
 
-def test_only_slaves_in_the_published_isr_count_and_a_listed_one_is_waited_for(tmp_path, link):
-    connect, _dealer = link
-    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), replication="SYNC",
-                                      sync_replicas=1, min_sync_replicas=0))
-    store.start()
-    try:
-        ha = connect(store, 0)
-        one = rec.encode_record(b"T", b"", b"", b"", b"x" * 100, 1)
-        store.put_batch("T", 0, bytearray(one * 10), 10)
-        ha.pump(1.0, 0, True)
-        link_ = next(iter(ha.links.values()))
-        link_.acked_offset = ha.last_acked[1] = 4 * len(one)
-        ha.isr = frozenset({0})    # ZooKeeper does not list slave 1 yet
-        assert ha.in_sync_count() == 0
-        assert ha.replicated_offset() == store.commitlog.max_offset     # min 0: alone
-        ha.isr = frozenset({0, 1})  # listed: it counts, and holds 4 records
-        assert ha.in_sync_count() == 1
-        assert ha.replicated_offset() == 4 * len(one)
-        link_.state = link_.state.SUSPEND        # silent: out of sync, but still listed
-        assert ha.in_sync_count() == 0 and ha.slaves_available()
-        assert ha.replicated_offset() == 4 * len(one)
-        ha.isr = frozenset({0})    # the controller removed it
-        assert ha.replicated_offset() == store.commitlog.max_offset
-    finally:
-        store.close()
+def test_only_slaves_in_the_published_isr_count_and_a_listed_one_is_waited_for(store_of, link):
+    store = store_of(replication="SYNC", sync_replicas=1, min_sync_replicas=0)
+    ha, link_, one = ten_records_sent(link[0], store)
+    link_.acked_offset = ha.last_acked[1] = 4 * one
+    ha.isr = frozenset({0})    # ZooKeeper does not list slave 1 yet
+    assert ha.in_sync_count() == 0
+    assert ha.replicated_offset() == store.commitlog.max_offset     # min 0: alone
+    ha.isr = frozenset({0, 1})  # listed: it counts, and holds 4 records
+    assert ha.in_sync_count() == 1
+    assert ha.replicated_offset() == 4 * one
+    link_.state = link_.state.SUSPEND        # silent: out of sync, but still listed
+    assert ha.in_sync_count() == 0 and ha.slaves_available()
+    assert ha.replicated_offset() == 4 * one
+    ha.isr = frozenset({0})    # the controller removed it
+    assert ha.replicated_offset() == store.commitlog.max_offset
 
 
-def test_without_the_lease_every_listed_slave_and_every_set_being_written_counts(tmp_path, link):
+def test_without_the_lease_every_listed_slave_and_every_set_being_written_counts(store_of, link):
     """A master whose lease lapsed acks what every slave of the in-sync set
     holds; a set the controller is writing counts before it is confirmed
     (ZooKeeper may list slave 1 already though the write's answer was lost:
     an election could pick it). A drill found acked writes lost without this."""
-    connect, _dealer = link
-    store = MessageStore(BrokerConfig(data_dir=str(tmp_path), replication="SYNC"))
-    store.start()
-    try:
-        ha = connect(store, 0)
-        one = rec.encode_record(b"T", b"", b"", b"", b"x" * 100, 1)
-        store.put_batch("T", 0, bytearray(one * 10), 10)
-        ha.pump(1.0, 0, True)
-        link_ = next(iter(ha.links.values()))
-        link_.acked_offset = 4 * len(one)
-        assert ha.isr_held_offset() is None                 # no set published yet
-        ha.isr = frozenset({0})
-        assert ha.isr_held_offset() == store.commitlog.max_offset   # the master alone
-        ha.isr_writing = frozenset({0, 1})                  # being written, not confirmed
-        assert ha.isr_held_offset() == 4 * len(one)         # slave 1 is waited for
-        ha.isr, ha.isr_writing = frozenset({0, 3}), frozenset()
-        assert ha.isr_held_offset() is None                 # a listed slave with no link
-    finally:
-        store.close()
+    store = store_of(replication="SYNC")
+    ha, link_, one = ten_records_sent(link[0], store)
+    link_.acked_offset = 4 * one
+    assert ha.isr_held_offset() is None                 # no set published yet
+    ha.isr = frozenset({0})
+    assert ha.isr_held_offset() == store.commitlog.max_offset   # the master alone
+    ha.isr_writing = frozenset({0, 1})                  # being written, not confirmed
+    assert ha.isr_held_offset() == 4 * one         # slave 1 is waited for
+    ha.isr, ha.isr_writing = frozenset({0, 3}), frozenset()
+    assert ha.isr_held_offset() is None                 # a listed slave with no link
+
+
+def test_a_slave_of_an_older_release_gets_nothing_and_is_named(store_of, link, caplog):
+    """A report as releases before epoch-bound links sent it (no epoch
+    field): the master opens no link, credits nothing, sends nothing, and
+    says why once."""
+    connect, dealer = link
+    store = store_of(replication="SYNC")
+    ha = connect(store, 0)                               # a slave of this release
+    store.put_batch("T", 0, bytearray(rec.encode_record(b"T", b"", b"", b"", b"x", 1)), 1)
+    old = pb.HaReport(broker_id=2, max_offset=1 << 20, acked_offset=1 << 20, address="old")
+    assert not old.epoch and "epoch" not in str(old)
+    frame = pb.Frame(version=1, type=pb.HA_REPORT, payload=old.SerializeToString())
+    for _ in range(3):
+        assert not ha.on_message(b"old-slave", frame.SerializeToString(), 1.0)
+    assert b"old-slave" not in ha.links and 2 not in ha.last_acked
+    assert [link_.broker_id for link_ in ha.links.values()] == [1]
+    named = [r for r in caplog.records if "older release" in r.getMessage()]
+    assert len(named) == 1 and "upgrade slaves before masters" in named[0].getMessage()
