@@ -61,6 +61,10 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         self.appended: collections.deque[tuple[str, int, int]] = collections.deque()
         self.recovery: RecoveryReport | None = None
         self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
+        # one checkpoint at a time, and none while the log is cut: the
+        # checkpoint thread's offset, read before a cut, must not be written
+        # after it (nor two writers race on one temporary file)
+        self._checkpoint_lock = threading.RLock()
         self._checkpointed = -1
         self._last_thorough_ms = -math.inf   # monotonic: when a checkpoint last flushed every queue
         self.messages_stored = 0
@@ -200,7 +204,12 @@ class MessageStore(StoreWrites, StoreReads, Reput):
     def truncate_to(self, offset: int) -> tuple[int, int]:
         """Cut the log at ``offset`` (a record boundary shared with the new
         master): commit log, consume queues, checkpoint. Returns the bytes and
-        records removed. Only while nothing else writes or reads the store."""
+        records removed. Only while nothing else writes or reads the store
+        (but the checkpoint thread, which it waits for)."""
+        with self._checkpoint_lock:
+            return self._truncate_to(offset)
+
+    def _truncate_to(self, offset: int) -> tuple[int, int]:
         end = self.commitlog.max_offset
         if offset >= end:
             return 0, 0
@@ -225,6 +234,10 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         queue is flushed only with ``cq_flush_least_pages`` of entries
         written, as RocketMQ's flushConsumeQueueLeastPages: 10,000 queues
         each written a little would be 10,000 fdatasyncs a second."""
+        with self._checkpoint_lock:
+            return self._checkpoint(thorough, final)
+
+    def _checkpoint(self, thorough: bool, final: bool) -> int:
         offset = min(self.commitlog.mfq.flushed_offset(), self.dispatched_offset)
         cfg = self.config
         now_ms = time.monotonic() * 1000

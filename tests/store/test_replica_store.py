@@ -1,6 +1,8 @@
 """A slave's store: the master's bytes appended at the same offsets, consume
 queues rebuilt by dispatch, byte-identical logs."""
 
+import threading
+
 import pytest
 
 from duomq.common.config import BrokerConfig
@@ -79,6 +81,42 @@ def test_truncate_to_cuts_log_and_queues_and_survives_restart(tmp_path):
     again = MessageStore(cfg(tmp_path))
     again.start()
     assert {k[1]: q.max_offset for k, q in again.queues.items()} == {0: 11, 1: 11, 2: 11}
+
+
+def test_a_cut_waits_for_the_checkpoint_being_written_and_is_not_undone_by_it(tmp_path):
+    """The checkpoint thread reads the offset to record, then the serving
+    thread cuts the log (a slave following a new epoch): the checkpoint
+    written after the cut must not be the offset read before it, and the two
+    writers must not race on one temporary file (a drill's slave died of
+    FileNotFoundError on checkpoint.tmp)."""
+    s = MessageStore(cfg(tmp_path))
+    s.start()
+    fill(s, 60)
+    s.commitlog.mfq.flush()
+    cut = s.physical_at("T", 0, 10)
+    inside, release, done = threading.Event(), threading.Event(), threading.Event()
+    write = s.checkpoint_file.write
+
+    def slow_write(offset):          # the checkpoint thread, between reading and writing
+        if threading.current_thread().name == "checkpoint":
+            inside.set()
+            release.wait(5)
+        write(offset)
+
+    s.checkpoint_file.write = slow_write
+    s._checkpointed = -1
+    ckpt = threading.Thread(target=s.checkpoint, name="checkpoint")
+    ckpt.start()
+    assert inside.wait(5)
+    cutter = threading.Thread(target=lambda: (s.truncate_to(cut), done.set()))
+    cutter.start()
+    assert not done.wait(0.3), "the cut did not wait for the checkpoint being written"
+    release.set()
+    ckpt.join(5)
+    cutter.join(5)
+    assert done.is_set()
+    assert s.checkpoint_file.read() <= cut
+    s.close()
 
 
 def master_log(tmp_path, n):
