@@ -1,26 +1,44 @@
-"""Users' policies in RocketMQ ACL 2.0's terms (pure).
+"""Users' policies in RocketMQ ACL 2.0's terms (pure), and what each
+request type needs (``NEEDS``: every request a client may send is in it).
 
 A permission is ``Type:Name:Action``: Type ``Topic``, ``Group`` or
 ``Cluster``; Name a resource name, ``*``, or a prefix ending in ``*``;
-Action ``Pub``, ``Sub``, ``Create``, ``Update``, ``Delete``, ``Get``,
-``List``, ``Admin`` or ``All``. A policy is a list of allowed and a list of
-denied permissions: a request is allowed when every permission it needs is
-matched by an allow entry and by no deny entry (deny wins, as in RocketMQ).
+Action one the broker checks on that type (``CHECKED``) or ``All``. A policy
+is a list of allowed and a list of denied permissions: a request is allowed
+when every permission it needs is matched by an allow entry and by no deny
+entry (deny wins, as in RocketMQ).
+
+Some needs depend on what the request touches, not only on its fields: a
+send back needs ``Sub`` on the topic of the stored message it names, a read
+of a message by its offset ``Sub`` on that message's topic, and a
+transaction's check-back goes only to producers whose user may ``Pub`` on
+its topic. The handlers check those (``BrokerCore.require``) once they have
+read the message.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from duomq.common.errors import ConfigError
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.proto import pb
 
+log = logging.getLogger(__name__)
+
 TYPES = ("Topic", "Group", "Cluster")
 # a name (retry and dead-letter topics too), a prefix ending in *, or *
 NAME_PATTERN = re.compile(r"\*|(%RETRY%|%DLQ%)?[A-Za-z0-9_-]{1,127}\*?|(%RETRY%|%DLQ%)\*")
-ACTIONS = ("Pub", "Sub", "Create", "Update", "Delete", "Get", "List", "Admin", "All")
+# the actions the broker checks, by resource type (``NEEDS`` below)
+CHECKED = {"Topic": ("Pub", "Sub"), "Group": ("Sub", "Delete"), "Cluster": ("Get", "Admin")}
+ACTIONS = ("Pub", "Sub", "Delete", "Get", "Admin", "All")
+# accepted by earlier releases and never checked: a stored policy naming one
+# loses that entry (it granted nothing), a new one is refused
+RETIRED = ("Create", "Update", "List")
 
 
 @dataclass(frozen=True)
@@ -39,9 +57,12 @@ class Permission:
         if type_ not in TYPES:
             raise ConfigError(f"permission {text!r}: type {type_!r} is not one of "
                               f"{', '.join(TYPES)}")
-        if action not in ACTIONS:
-            raise ConfigError(f"permission {text!r}: action {action!r} is not one of "
-                              f"{', '.join(ACTIONS)}")
+        if action != "All" and action not in CHECKED.get(type_, ()):
+            checked = ", ".join(CHECKED[type_])
+            why = "is not an action" if action not in ACTIONS + RETIRED else \
+                f"is never checked on a {type_}"
+            raise ConfigError(f"permission {text!r}: action {action!r} {why}: a {type_} "
+                              f"permission takes {checked} or All")
         if not NAME_PATTERN.fullmatch(name):
             raise ConfigError(f"permission {text!r}: name {name!r} is not a name, a "
                               f"prefix ending in *, or *")
@@ -65,9 +86,21 @@ class Policy:
     deny: tuple[Permission, ...] = ()
 
     @classmethod
-    def parse(cls, allow, deny=()) -> Policy:
-        return cls(tuple(Permission.parse(p) for p in allow),
-                   tuple(Permission.parse(p) for p in deny))
+    def parse(cls, allow, deny=(), stored: bool = False) -> Policy:
+        """``stored``: a policy read back from ZooKeeper, where an entry
+        naming an action earlier releases accepted but never checked is
+        dropped (it granted nothing) instead of refusing the whole user."""
+        def entries(texts):
+            out = []
+            for text in texts:
+                try:
+                    out.append(Permission.parse(text))
+                except ConfigError as exc:
+                    if not (stored and "is never checked" in str(exc)):
+                        raise
+                    log.warning("%s: the entry is ignored", exc)
+            return tuple(out)
+        return cls(entries(allow), entries(deny))
 
     def lacking(self, needed: list[Permission]) -> Permission | None:
         """The first permission of ``needed`` this policy does not grant."""
@@ -91,44 +124,89 @@ def _topic_sub(topic: str, group: str) -> list[Permission]:
         [Permission("Group", group, "Sub")]
 
 
-def needs(type_: int, m, cluster: str) -> list[Permission]:
-    """The permissions a client request needs (pure). A heartbeat needs
-    ``Sub`` on the consumer groups it names (a master then creates their
-    retry and dead-letter topics); reads of the broker's status and of
-    messages by id need ``Get`` on the cluster."""
-    if type_ == pb.HEARTBEAT:
-        return _unique([Permission("Group", g, "Sub") for g in m.consumer_groups])
-    if type_ == pb.SEND:
-        return [Permission("Topic", m.topic, "Pub")]
-    if type_ == pb.PULL:
-        return _topic_sub(m.topic, m.consumer_group)
-    if type_ == pb.PULL_MANY:
-        return _unique([p for q in m.pulls for p in _topic_sub(q.topic, q.consumer_group)])
-    if type_ == pb.QUERY_OFFSET and m.consumer_group:
-        return _topic_sub(m.topic, m.consumer_group)
-    if type_ in (pb.QUERY_OFFSET, pb.QUERY_BY_KEY):
-        return [Permission("Topic", m.topic, "Sub")]
-    if type_ == pb.COMMIT_OFFSET:
-        return _unique([p for q in m.offsets for p in _topic_sub(q.topic, m.consumer_group)]
-                       or [Permission("Group", m.consumer_group, "Sub")])
-    if type_ == pb.FETCH_OFFSET:
-        return _unique([p for q in m.queues for p in _topic_sub(q.topic, m.consumer_group)]
-                       or [Permission("Group", m.consumer_group, "Sub")])
-    if type_ in (pb.LOCK_QUEUES, pb.UNLOCK_QUEUES):
-        return _unique([p for q in m.queues for p in _topic_sub(q.topic, m.consumer_group)]
-                       or [Permission("Group", m.consumer_group, "Sub")])
-    if type_ == pb.SEND_BACK:
-        return [Permission("Group", m.consumer_group, "Sub")]
-    if type_ in (pb.BROKER_STATUS, pb.GET_MESSAGE, pb.LIST_TRANSACTIONS):
-        return [Permission("Cluster", cluster, "Get")]
-    if type_ == pb.END_TRANSACTION:      # a producer's: Pub on the topic; an operator's: Admin
-        return [Permission("Topic", m.topic, "Pub")] if m.producer_group else \
-            [Permission("Cluster", cluster, "Admin")]
-    if type_ == pb.DELETE_GROUP:
-        return [Permission("Group", m.consumer_group, "Delete")]
-    if type_ == pb.BROKER_CONFIG:        # reading the settings, or changing them
-        return [Permission("Cluster", cluster, "Admin" if m.set else "Get")]
-    return []
+Need = Callable[[Any, str], list[Permission]]
+
+
+def _offsets(queues, group: str) -> list[Permission]:
+    return _unique([p for q in queues for p in _topic_sub(q.topic, group)]
+                   or [Permission("Group", group, "Sub")])
+
+
+def _end_transaction(m, cluster: str) -> list[Permission]:
+    """A producer's end: Pub on the topic (the broker checks that the half
+    message is of that topic and that producer group); an operator's: Admin."""
+    return [Permission("Topic", m.topic, "Pub")] if m.producer_group else \
+        [Permission("Cluster", cluster, "Admin")]
+
+
+# Every request type a client may send, and what it needs (pure). A
+# heartbeat needs Sub on the consumer groups it names (a master then creates
+# their retry and dead-letter topics); naming producer groups needs nothing,
+# since a check-back reaches only users with Pub on its topic.
+NEEDS: dict[int, Need] = {
+    pb.SEND: lambda m, c: [Permission("Topic", m.topic, "Pub")],
+    pb.PULL: lambda m, c: _topic_sub(m.topic, m.consumer_group),
+    pb.PULL_MANY: lambda m, c: _unique([p for q in m.pulls
+                                        for p in _topic_sub(q.topic, q.consumer_group)]),
+    pb.QUERY_OFFSET: lambda m, c: _topic_sub(m.topic, m.consumer_group) if m.consumer_group
+    else [Permission("Topic", m.topic, "Sub")],
+    pb.QUERY_BY_KEY: lambda m, c: [Permission("Topic", m.topic, "Sub")],
+    pb.COMMIT_OFFSET: lambda m, c: _offsets(m.offsets, m.consumer_group),
+    pb.FETCH_OFFSET: lambda m, c: _offsets(m.queues, m.consumer_group),
+    pb.LOCK_QUEUES: lambda m, c: _offsets(m.queues, m.consumer_group),
+    pb.UNLOCK_QUEUES: lambda m, c: _offsets(m.queues, m.consumer_group),
+    pb.HEARTBEAT: lambda m, c: _unique([Permission("Group", g, "Sub")
+                                        for g in m.consumer_groups]),
+    # and Sub on the stored message's own topic (the handler reads it)
+    pb.SEND_BACK: lambda m, c: [Permission("Group", m.consumer_group, "Sub")],
+    pb.GET_MESSAGE: lambda m, c: [Permission("Cluster", c, "Get")],     # and, ditto
+    pb.BROKER_STATUS: lambda m, c: [Permission("Cluster", c, "Get")],
+    pb.LIST_TRANSACTIONS: lambda m, c: [Permission("Cluster", c, "Get")],
+    pb.END_TRANSACTION: _end_transaction,
+    pb.DELETE_GROUP: lambda m, c: [Permission("Group", m.consumer_group, "Delete")],
+    pb.BROKER_CONFIG: lambda m, c: [Permission("Cluster", c, "Admin" if m.set else "Get")],
+}
+# the same, as README's security table says it (a test keeps them one)
+RULES: dict[int, str] = {
+    pb.SEND: "Topic:T:Pub",
+    pb.PULL: "Topic:T:Sub, Group:G:Sub (the group's own retry and dead-letter topics: "
+             "Group:G:Sub alone)",
+    pb.PULL_MANY: "what each of its pulls needs",
+    pb.QUERY_OFFSET: "Topic:T:Sub (naming a group: as a pull)",
+    pb.QUERY_BY_KEY: "Topic:T:Sub",
+    pb.COMMIT_OFFSET: "as a pull, for each queue named",
+    pb.FETCH_OFFSET: "as a pull, for each queue named",
+    pb.LOCK_QUEUES: "as a pull, for each queue named; its client id is its user's",
+    pb.UNLOCK_QUEUES: "as a pull, for each queue named; its client id is its user's",
+    pb.HEARTBEAT: "Group:G:Sub for each consumer group named; its client id is its user's "
+                  "(producer groups need nothing: a check-back goes only to users with "
+                  "Topic:T:Pub on its message's topic)",
+    pb.SEND_BACK: "Group:G:Sub, and Sub on the stored message's own topic (never the "
+                  "broker's own topics, nor another group's retry or dead-letter topic)",
+    pb.GET_MESSAGE: "Cluster:C:Get, and Topic:T:Sub on the message's topic",
+    pb.BROKER_STATUS: "Cluster:C:Get",
+    pb.LIST_TRANSACTIONS: "Cluster:C:Get",
+    pb.END_TRANSACTION: "a producer's: Topic:T:Pub on the half message's topic; an "
+                        "operator's (no producer group): Cluster:C:Admin",
+    pb.DELETE_GROUP: "Group:G:Delete",
+    pb.BROKER_CONFIG: "Cluster:C:Get to read, Cluster:C:Admin to change",
+}
+# request types no client sends: replication (its own port, the broker key
+# only) and the broker's check-back push
+NOT_FROM_CLIENTS = frozenset({pb.HA_REPORT, pb.HA_TRANSFER, pb.CHECK_TRANSACTION_STATE})
+
+
+def needs(type_: int, m, cluster: str) -> list[Permission] | None:
+    """What a client request needs; None: not a request a client may send
+    (refused whatever the user's rights)."""
+    need = NEEDS.get(type_)
+    return None if need is None else need(m, cluster)
+
+
+def topic_read(topic: str, group: str | None) -> list[Permission]:
+    """Reading a stored message of ``topic`` (a send back in ``group``, or a
+    read by offset without one)."""
+    return _topic_sub(topic, group) if group else [Permission("Topic", topic, "Sub")]
 
 
 def _unique(perms: list[Permission]) -> list[Permission]:

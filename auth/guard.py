@@ -37,16 +37,37 @@ class Guard:
             return (pb.AUTHENTICATION_FAILED,
                     f"user {name or 'anonymous'!r} is not (or no longer) registered with this "
                     f"key: removed, or given a new one")
-        needed = tuple(needs(request.type, request.message, self.cluster))
+        needed = needs(request.type, request.message, self.cluster)
+        if needed is None:
+            return (pb.NOT_AUTHORIZED, f"request type {pb.RequestType.Name(request.type)} is "
+                                       f"not a client request")
+        lacking = self.lacking(name, tuple(needed))
+        if lacking is not None:
+            return (pb.NOT_AUTHORIZED, f"user {name!r} lacks the permission {lacking}")
+        return None
+
+    def lacking(self, name: str, needed: tuple[Permission, ...]) -> Permission | None:
+        """The first of ``needed`` user ``name`` lacks (None: it has them all;
+        a user no longer registered lacks the first)."""
         if not needed:
             return None
         cache_key = (self.users.version, name, needed)
         try:
-            lacking = self._decided[cache_key]
+            return self._decided[cache_key]
         except KeyError:
-            if len(self._decided) >= CACHE_MAX:
-                self._decided.clear()
-            lacking = self._decided[cache_key] = user.policy.lacking(list(needed))
-        if lacking is not None:
-            return (pb.NOT_AUTHORIZED, f"user {name!r} lacks the permission {lacking}")
+            pass
+        user = self.users.user(name)
+        lacking = needed[0] if user is None else user.policy.lacking(list(needed))
+        if len(self._decided) >= CACHE_MAX:
+            self._decided.clear()
+        self._decided[cache_key] = lacking
+        return lacking
+
+
+def user_name(who: str | None) -> str | None:
+    """The user a connection's User-Id names (None: the broker's own key,
+    or no authentication on this broker)."""
+    if not who:
         return None
+    name = who.partition(" ")[0]
+    return None if name == BROKER_USER else name

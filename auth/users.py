@@ -44,7 +44,7 @@ class User:
         except NodeError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         return cls(name, z85_key(node.public_key, "public_key", where),
-                   Policy.parse(node.allow, node.deny))
+                   Policy.parse(node.allow, node.deny, stored=True))
 
 
 class UserAdmin:

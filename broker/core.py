@@ -9,15 +9,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from duomq import __version__
+from duomq.auth.acl import Permission
+from duomq.auth.guard import Guard
 from duomq.broker.health import BrokerHealth
 from duomq.broker.metrics import BrokerMetrics
 from duomq.broker.pull_hold import PullRequestHoldService
 from duomq.broker.snapshot import BrokerSnapshot
 from duomq.broker.state import BrokerState
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
+from duomq.common.errors import AuthorizationError
 from duomq.common.memory import usable_memory
 from duomq.common.role import Role
 from duomq.coordinator.nodes import MemberNode
@@ -31,6 +34,16 @@ from duomq.store.consumer_offsets import ConsumerOffsetManager
 Parts = MasterParts | SlaveParts
 
 
+@dataclass
+class Client:
+    """A client as its heartbeats describe it."""
+    seen: float                    # last heard (monotonic)
+    producer_groups: list[str]
+    consumer_groups: list[str]
+    connection: bytes              # its ROUTER identity
+    user: str | None = None        # the user it authenticated as (auth = true)
+
+
 class BrokerCore:
     def __init__(self, config: BrokerConfig):
         self.config = config
@@ -40,8 +53,8 @@ class BrokerCore:
         self.pull_hold = PullRequestHoldService()
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
-        # client id -> (last heard, producer groups, consumer groups, its connection)
-        self.clients: dict[str, tuple[float, list[str], list[str], bytes]] = {}
+        self.clients: dict[str, Client] = {}     # by client id
+        self.guard: Guard | None = None     # auth = true: who may do what
         self.metrics = BrokerMetrics()
         self.total_memory = usable_memory()      # the machine's, or a pod's limit
         # what only the current role has: swapped on every role change
@@ -61,10 +74,27 @@ class BrokerCore:
         """The number of queues this broker group hosts of ``topic`` (None: none)."""
         return self.hosted_topics().get(topic)
 
-    def producers(self, group: str) -> list[bytes]:
+    def producers(self, group: str, topic: str) -> list[bytes]:
         """The connections of the producers of ``group`` heard from lately
-        (their heartbeats), for check-backs."""
-        return [conn for _seen, groups, _c, conn in self.clients.values() if group in groups]
+        (their heartbeats) whose user may publish to ``topic``: a check-back
+        carries a message of it."""
+        pub = (Permission("Topic", topic, "Pub"),)
+        return [c.connection for c in self.clients.values()
+                if group in c.producer_groups and self.lacks(c.user, pub) is None]
+
+    def lacks(self, user: str | None, needed) -> Permission | None:
+        """The first of ``needed`` that ``user`` lacks (None: it has them
+        all, or this broker checks no rights)."""
+        if self.guard is None or user is None:
+            return None
+        return self.guard.lacking(user, tuple(needed))
+
+    def require(self, user: str | None, needed) -> None:
+        """AuthorizationError unless ``user`` has every permission of
+        ``needed``: the checks that depend on what a request touches."""
+        lacking = self.lacks(user, needed)
+        if lacking is not None:
+            raise AuthorizationError(f"user {user!r} lacks the permission {lacking}")
 
     def master_address(self) -> str | None:
         return self.registry.master_address() if self.registry else None

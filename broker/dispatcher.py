@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from duomq.auth.guard import Guard
+from duomq.auth.guard import Guard, user_name
 from duomq.broker.core import BrokerCore
 from duomq.broker.metrics import STORED
 from duomq.broker.outbox import Outbox
@@ -49,7 +49,8 @@ class Dispatcher:
                 raise codec.FrameError(pb.UNKNOWN_REQUEST_TYPE,
                                        f"request type {frame.type} is not served on this socket",
                                        frame.request_id, frame.type)
-            request = Request(identity, frame.request_id, frame.type, codec.decode_request(frame))
+            request = Request(identity, frame.request_id, frame.type, codec.decode_request(frame),
+                              user_name(who))
         except codec.FrameError as exc:
             self.core.state.bad_requests += 1
             self.reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 
+from duomq.auth.acl import topic_read
 from duomq.broker.admin import broker_config, delete_group
-from duomq.broker.core import BrokerCore
+from duomq.broker.core import BrokerCore, Client
 from duomq.broker.health import readiness
 from duomq.broker.pull_hold import HeldPull
 from duomq.broker.requests import (
@@ -28,12 +29,13 @@ from duomq.broker.requests import (
 from duomq.broker.writes import end_transaction, list_transactions, send, send_back
 from duomq.common import subscription
 from duomq.common.errors import (
+    AuthorizationError,
     BadRequestError,
     DuomqError,
     ServiceNotAvailableError,
     answer_for,
 )
-from duomq.common.message import PullStatus, lookup_key
+from duomq.common.message import PullStatus, decode_records, lookup_key
 from duomq.common.names import validate_name
 from duomq.format.record import RecordError
 from duomq.master.parts import MasterParts
@@ -247,6 +249,7 @@ def fetch_offset(b: BrokerCore, r: Request) -> Answer:
 def get_message(b: BrokerCore, r: Request) -> Answer:
     req: pb.GetMessageRequest = r.message
     view = stored_record(b, req.physical_offset, b.state.visible_offset)
+    b.require(r.user, topic_read(decode_records(view, b.config.group)[0].topic, None))
     return pb.OK, "", pb.GetMessageResponse(record=bytes(view))
 
 
@@ -267,7 +270,7 @@ def query_by_key(b: BrokerCore, r: Request) -> Answer:
 def lock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
     m = master_only(b)            # locks live on the master
-    _check_lock_request(b, req)
+    _check_lock_request(b, r, req)
     got = m.queue_locks.lock(req.consumer_group, req.client_id,
                              [(q.topic, q.queue_id) for q in req.queues], time.monotonic())
     resp = pb.LockQueuesResponse()
@@ -279,20 +282,29 @@ def lock_queues(b: BrokerCore, r: Request) -> Answer:
 def unlock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
     m = master_only(b)
-    _check_lock_request(b, req)
+    _check_lock_request(b, r, req)
     m.queue_locks.unlock(req.consumer_group, req.client_id,
                          [(q.topic, q.queue_id) for q in req.queues])
     return pb.OK, "", pb.LockQueuesResponse()
 
 
-def _check_lock_request(b: BrokerCore, req: pb.LockQueuesRequest) -> None:
+def _check_lock_request(b: BrokerCore, r: Request, req: pb.LockQueuesRequest) -> None:
     validate_name("consumer group", req.consumer_group, allow_system=True)
     if not req.client_id:
         raise BadRequestError("a lock request names its client")
     _check_client_id(req.client_id)
+    _own_client_id(b, r, req.client_id)
     for q in req.queues:
         if not 0 <= q.queue_id < hosted(b, q.topic):
             raise BadRequestError(f"queue {q.queue_id} of topic {q.topic!r} does not exist")
+
+
+def _own_client_id(b: BrokerCore, r: Request, client_id: str) -> None:
+    """A client id another user's client holds is not this user's to use
+    (its heartbeats would take that client's check-backs, its locks)."""
+    known = b.clients.get(client_id)
+    if known is not None and known.user != r.user:
+        raise AuthorizationError(f"client id {client_id!r} is another user's client")
 
 
 def _check_client_id(client_id: str) -> None:
@@ -312,10 +324,12 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
         validate_name("producer group", g)
     for g in req.consumer_groups:
         validate_name("consumer group", g, allow_system=True)
-    if client_id not in b.clients and len(b.clients) >= MAX_CLIENTS:
+    known = b.clients.get(client_id)
+    if known is None and len(b.clients) >= MAX_CLIENTS:
         raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
-    b.clients[client_id] = (
-        time.monotonic(), list(req.producer_groups), list(req.consumer_groups), r.identity)
+    _own_client_id(b, r, client_id)
+    b.clients[client_id] = Client(time.monotonic(), list(req.producer_groups),
+                                  list(req.consumer_groups), r.identity, r.user)
     m = b.master()
     if m is not None:
         m.heard(req.consumer_groups)     # their retry and dead-letter topics

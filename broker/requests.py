@@ -24,6 +24,7 @@ class Request(NamedTuple):
     request_id: int
     type: int
     message: Any              # the decoded protobuf request
+    user: str | None = None   # the authenticated user (None: no auth, or the broker key)
 
 
 Answer = tuple[int, str, Any]

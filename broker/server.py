@@ -93,7 +93,7 @@ class Broker(BrokerCore):
                              config.client_mute_ms / 1000)
         self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
         if self.security is not None:
-            self.dispatcher.guard = self.security.guard
+            self.dispatcher.guard = self.guard = self.security.guard
         self.zk = None
         self.metrics_server: Any = None     # prometheus_client's WSGI server
         self.controller: HaController | None = None
@@ -370,7 +370,7 @@ class Broker(BrokerCore):
         if now >= self._next_retention:
             self._next_retention = now + cfg.retention_check_interval_ms / 1000
             self._retention()
-            stale = [cid for cid, (seen, *_) in self.clients.items() if now - seen > CLIENT_EXPIRY_S]
+            stale = [cid for cid, c in self.clients.items() if now - c.seen > CLIENT_EXPIRY_S]
             for cid in stale:
                 del self.clients[cid]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from duomq.auth.acl import topic_read
 from duomq.broker.core import BrokerCore
 from duomq.broker.requests import Answer, Request, hosted, master_only, stored_record, writable
 from duomq.common import delay as d
@@ -16,7 +17,13 @@ from duomq.common.errors import (
 )
 from duomq.common.idempotence import sequence_of
 from duomq.common.message import decode_records
-from duomq.common.names import RETRY_PREFIX, validate_name
+from duomq.common.names import (
+    DLQ_PREFIX,
+    INTERNAL_TOPICS,
+    RETRY_PREFIX,
+    SYSTEM_PREFIXES,
+    validate_name,
+)
 from duomq.common.transaction import TransactionState
 from duomq.format import record as rec
 from duomq.master.parts import MasterParts
@@ -148,6 +155,7 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     writable(b)
     view = stored_record(b, req.physical_offset, b.store.commitlog.max_offset)
     msg = decode_records(view, b.config.group)[0]
+    _may_send_back(b, r, msg.topic, req.consumer_group)
     topic, qid, record = m.sent_back(msg, req.consumer_group, max(req.max_reconsume_times, 0),
                                      req.delay_level, req.dead_letter)
     try:
@@ -161,6 +169,17 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
                       leased=b.leased()):
         return None
     return pb.OK, "", resp
+
+
+def _may_send_back(b: BrokerCore, r: Request, topic: str, group: str) -> None:
+    """A send back copies a message a consumer of ``group`` received: one
+    of a topic consumers read (not the broker's own, nor another group's
+    retry or dead-letter topic), which its user may read in that group."""
+    own = (RETRY_PREFIX + group, DLQ_PREFIX + group)
+    if topic not in own and (topic in INTERNAL_TOPICS or topic.startswith(SYSTEM_PREFIXES)):
+        raise BadRequestError(f"a send back of group {group!r} names a message of topic "
+                              f"{topic!r}, which that group does not consume: nothing was copied")
+    b.require(r.user, topic_read(topic, group))
 
 
 # ------------------------------------------------------------ transactions

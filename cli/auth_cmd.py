@@ -62,9 +62,9 @@ def add(sub) -> None:
             u.add_argument("name")
         if name in ("add", "update"):
             u.add_argument("--allow", action="append", default=[], metavar="Type:Name:Action",
-                           help="a permission granted (repeat; Type Topic, Group or Cluster; "
-                                "Name may end in *; Action Pub, Sub, Create, Update, Delete, "
-                                "Get, List, Admin or All)")
+                           help="a permission granted (repeat; Topic:NAME:Pub|Sub, "
+                                "Group:NAME:Sub|Delete, Cluster:NAME:Get|Admin, or All for "
+                                "the action; NAME may end in *)")
             u.add_argument("--deny", action="append", default=[], metavar="Type:Name:Action",
                            help="a permission refused, whatever --allow says (repeat)")
             u.add_argument("--out", metavar="FILE", help="write the user's credentials here")

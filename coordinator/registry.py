@@ -15,6 +15,8 @@ from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from duomq.common.errors import InvalidNameError
+from duomq.common.names import validate_name
 from duomq.coordinator.nodes import MasterNode, MemberNode, NodeError, RouteNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicConfig
@@ -170,6 +172,12 @@ class BrokerRegistry:
         for name in children:
             if name not in self._watched:
                 self._watched.add(name)
+                try:      # a node anyone wrote: checked as a client's request would be
+                    validate_name("topic", name, allow_system=True)
+                except InvalidNameError as exc:
+                    log.error("ignoring topic node %s: %s (no route is published for it)",
+                              self.paths.topic(name[:200]), exc)
+                    continue
                 DataWatch(self.zk, self.paths.topic(name), self._topic_watcher(name))
         return True
 

@@ -159,12 +159,13 @@ class TransactionService:
         return Ended(committed, puts[-1].end_offset)
 
     # ------------------------------------------------------------ check-backs
-    def check(self, now_ms: int, producers: Callable[[str], list[bytes]],
+    def check(self, now_ms: int, producers: Callable[[str, str], list[bytes]],
               push: Callable[[bytes, bytes], bool], config) -> int:
         """Check back the transactions pending past ``transaction_timeout_ms``
         (each at most every ``transaction_check_interval_ms``) with a live
-        producer of their group (``producers(group)``, connections by which
-        ``push`` reaches them), at most ``CHECKS_PER_PRODUCER`` per producer
+        producer of their group allowed to publish to their topic
+        (``producers(group, topic)``, connections by which ``push`` reaches
+        them), at most ``CHECKS_PER_PRODUCER`` per producer
         per round, so a producer coming back to a backlog is not stormed;
         one checked ``transaction_check_max`` times is rolled back. Each
         check-back is written to the op queue (a new master knows the
@@ -184,17 +185,18 @@ class TransactionService:
                 self.book.ended_now(half.offset, TransactionState.ROLLBACK)
                 self.counters.transactions_discarded += 1
                 continue
-            live = sorted((c for c in producers(half.producer_group)
+            view = self.store.read_record(half.offset)
+            if view is None:
+                continue
+            topic = decode_records(view, self.broker_group)[0].properties.get(d.REAL_TOPIC, "")
+            live = sorted((c for c in producers(half.producer_group, topic)
                            if sent.get(c, 0) < CHECKS_PER_PRODUCER and c not in gone),
                           key=lambda c: sent.get(c, 0))
-            view = self.store.read_record(half.offset) if live else None
-            if view is None:                    # nobody to ask now: not counted
+            if not live:                        # nobody to ask now: not counted
                 continue
-            props = decode_records(view, self.broker_group)[0].properties
             request = codec.encode_request(0, pb.CHECK_TRANSACTION_STATE,
                                            pb.CheckTransactionStateRequest(
-                                               transaction_id=name,
-                                               topic=props.get(d.REAL_TOPIC, ""),
+                                               transaction_id=name, topic=topic,
                                                record=bytes(view), checks=half.checks + 1))
             for conn in live:                   # the least asked first; a gone one skipped
                 if push(conn, request):

@@ -138,7 +138,7 @@ def test_lookups_by_offset_and_by_key(master):
 def test_heartbeat_locks_and_status(master):
     _, _, hb = call(master, pb.HEARTBEAT, pb.HeartbeatRequest(
         client_id="c1", producer_groups=["p"], consumer_groups=["g"]))
-    assert hb.role == "MASTER" and master.producers("p") == [b"client-1"]
+    assert hb.role == "MASTER" and master.producers("p", "T") == [b"client-1"]
     q = pb.QueueRef(topic=TOPIC, queue_id=0)
     _, _, locked = call(master, pb.LOCK_QUEUES, pb.LockQueuesRequest(
         consumer_group="g", client_id="c1", queues=[q]))

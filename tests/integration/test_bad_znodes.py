@@ -47,6 +47,26 @@ def test_a_garbage_topic_node_does_not_stop_brokers_from_starting(local_cluster,
     assert not zk.exists(paths.topic_routes("Bad") + "/broker-a")
 
 
+def test_topic_nodes_with_invalid_names_get_no_route(local_cluster, zk, paths):
+    """Names a client could never create: not UTF-8 letters of the
+    alphabet, a bare reserved prefix, a space, 300 characters."""
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Good", queues=2)
+    bad = ["\u00d8rders", "%RETRY%", "a b", "x" * 300]
+    for name in bad:
+        zk.create(paths.topic(name), b'{"queues": {"broker-a": 2}}', makepath=True)
+    b = local_cluster.brokers[0]
+    wait_for(lambda: log_of(b).count("no route is published for it") == len(bad), 10,
+             "each invalid topic node named in the log")
+    assert sends_ok(local_cluster)
+    for name in bad:
+        assert not zk.exists(paths.topic_routes(name) + "/broker-a"), name
+    b.stop()
+    b.start()                                               # the same at a start
+    assert sends_ok(local_cluster)
+    assert not any(zk.exists(paths.topic_routes(n) + "/broker-a") for n in bad)
+
+
 def test_a_route_claiming_30_million_queues_is_ignored_by_clients(local_cluster, zk, paths):
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Good", queues=2)

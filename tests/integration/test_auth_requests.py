@@ -1,0 +1,236 @@
+"""Every request type against every permission it needs, on a secured
+pair: for each type of ``auth.acl.NEEDS`` and each permission the request
+needs (what its fields name, and what it touches: the stored message a send
+back or a read by offset names), a user holding all the others is refused
+with NOT_AUTHORIZED naming it, and nothing changes (the log's end, the
+group's offset, the pending transaction); a user with exactly those
+permissions succeeds. Then the attacks a registered user tried: a send back
+copying another topic's message into its group's queues, a heartbeat
+naming a producer group to receive check-backs, a client id taken over."""
+
+import time
+
+import pytest
+
+from duomq.auth.acl import NEEDS, Permission, Policy, needs, topic_read
+from duomq.auth.users import User, UserAdmin
+from duomq.client import Message, Producer, TransactionProducer
+from duomq.client.remoting import RemotingClient
+from duomq.common.credentials import Credentials, KeyPair
+from duomq.common.errors import AuthenticationError
+from duomq.common.message import MessageQueue
+from duomq.common.transaction import TransactionState, parse_transaction_id
+from duomq.coordinator import zk as zkutil
+from duomq.format import record as rec
+from duomq.proto import pb
+from duomq.testing.harness import master_id, wait_for
+
+pytestmark = pytest.mark.integration
+GROUP = "billing"
+
+
+class Users:
+    """Users added straight to ZooKeeper, each with its own client."""
+
+    def __init__(self, zk, cl, admin_file: str):
+        self.admin = Credentials.load(admin_file)
+        self.zk = zkutil.connect(zk)
+        self.users = UserAdmin(self.zk, cl)
+        self.clients: list[RemotingClient] = []
+        self.n = 0
+
+    def client(self, allow: list[Permission], address: str) -> tuple[str, RemotingClient]:
+        """A new user with the permissions ``allow``, and a client of it
+        that the broker at ``address`` admits (it learns of users by watch)."""
+        self.n += 1
+        name, keys = f"u{self.n}", KeyPair.new()
+        self.users.add(User(name, keys.public, Policy(tuple(allow))))
+        deadline = time.monotonic() + 10
+        while True:
+            c = RemotingClient(name, Credentials(name, keys, self.admin.broker_public_key))
+            try:
+                c.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)
+                break
+            except AuthenticationError:
+                c.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.clients.append(c)
+        return name, c
+
+    def close(self):
+        for c in self.clients:
+            c.close()
+        zkutil.close(self.zk)
+
+
+@pytest.fixture
+def world(secured):
+    cluster, _keys, admin, master, _slave = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    wait_for(lambda: master_id(zk, cl) == 0, 15, "broker 0 as master")
+    with Producer(zk, cl, credentials=admin) as p:
+        sent = p.send(Message("Secret", b"stored", keys="k1"),
+                      queue=MessageQueue("Secret", "broker-a", 0))
+        assert sent.ok
+    users = Users(zk, cl, admin)
+    try:
+        yield cluster, admin, master, sent, users
+    finally:
+        users.close()
+
+
+def samples(cl: str, offset: int, half: int, client_id: str) -> dict[int, object]:
+    """A request of every type a client may send, naming topic Secret and
+    group billing."""
+    q = pb.QueueOffset(topic="Secret", queue_id=0, offset=0)
+    ref = pb.QueueRef(topic="Secret", queue_id=0)
+    pull = pb.PullRequest(consumer_group=GROUP, topic="Secret", queue_id=0, max_messages=1)
+    return {
+        pb.SEND: pb.SendRequest(topic="Secret", queue_id=0, count=1, producer_group="p",
+                                records=rec.encode_record(b"Secret", b"", b"", b"", b"x",
+                                                          int(time.time() * 1000))),
+        pb.PULL: pull,
+        pb.PULL_MANY: pb.PullManyRequest(pulls=[pull]),
+        pb.QUERY_OFFSET: pb.QueryOffsetRequest(topic="Secret", queue_id=0,
+                                               query=pb.MAX_OFFSET),
+        pb.QUERY_BY_KEY: pb.QueryByKeyRequest(topic="Secret", key="k1"),
+        pb.COMMIT_OFFSET: pb.CommitOffsetRequest(consumer_group=GROUP, offsets=[
+            pb.QueueOffset(topic="Secret", queue_id=0, offset=1)]),
+        pb.FETCH_OFFSET: pb.FetchOffsetRequest(consumer_group=GROUP, queues=[q]),
+        pb.LOCK_QUEUES: pb.LockQueuesRequest(consumer_group=GROUP, client_id=client_id,
+                                             queues=[ref]),
+        pb.UNLOCK_QUEUES: pb.LockQueuesRequest(consumer_group=GROUP, client_id=client_id,
+                                               queues=[ref]),
+        pb.HEARTBEAT: pb.HeartbeatRequest(client_id=client_id, consumer_groups=[GROUP]),
+        pb.SEND_BACK: pb.SendBackRequest(consumer_group=GROUP, physical_offset=offset),
+        pb.GET_MESSAGE: pb.GetMessageRequest(physical_offset=offset),
+        pb.BROKER_STATUS: pb.BrokerStatusRequest(),
+        pb.LIST_TRANSACTIONS: pb.ListTransactionsRequest(),
+        pb.END_TRANSACTION: pb.EndTransactionRequest(producer_group="pay", half_offset=half,
+                                                     action=pb.ROLLBACK, topic="Secret"),
+        pb.DELETE_GROUP: pb.DeleteGroupRequest(consumer_group="gone"),
+        pb.BROKER_CONFIG: pb.BrokerConfigRequest(),
+    }
+
+
+def touched(type_: int, cl: str) -> list[Permission]:
+    """What the request needs beyond its fields: the stored message's topic."""
+    if type_ == pb.SEND_BACK:
+        return topic_read("Secret", GROUP)
+    if type_ == pb.GET_MESSAGE:
+        return topic_read("Secret", None)
+    return []
+
+
+def state(admin: RemotingClient, address: str) -> tuple:
+    """What a refused request must not change: the log's end, the group's
+    offset on Secret/0, the transactions pending."""
+    _, _, st = admin.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)
+    _, _, off = admin.call(address, pb.FETCH_OFFSET, pb.FetchOffsetRequest(
+        consumer_group=GROUP, queues=[pb.QueueOffset(topic="Secret", queue_id=0)]), 5)
+    return st.max_physical_offset, tuple(o.offset for o in off.offsets), st.transactions_pending
+
+
+def test_every_request_type_against_every_permission_it_needs(world):
+    cluster, admin_file, master, sent, users = world
+    zk, cl = cluster.zookeeper, cluster.cluster
+    with TransactionProducer("pay", zookeeper=zk, cluster=cl, credentials=admin_file) as tp:
+        half = tp.send_in_transaction(Message("Secret", b"half"),
+                                      lambda m, a: TransactionState.UNKNOWN)
+    _, half_offset = parse_transaction_id(half.transaction_id)
+    admin = RemotingClient("admin", Credentials.load(admin_file))
+    wait_for(lambda: state(admin, master.address)[2] == 1, 10, "the transaction pending")
+    checked = 0
+    try:
+        for type_ in sorted(NEEDS):
+            name = pb.RequestType.Name(type_)
+            msg = samples(cl, sent.physical_offsets[0], half_offset, "")[type_]
+            needed = list(dict.fromkeys([*needs(type_, msg, cl), *touched(type_, cl)]))
+            for missing in needed:
+                user, client = users.client([p for p in needed if p != missing], master.address)
+                req = samples(cl, sent.physical_offsets[0], half_offset, f"c-{user}")[type_]
+                before = state(admin, master.address)
+                status, error, _ = client.call(master.address, type_, req, 5)
+                assert status == pb.NOT_AUTHORIZED, (name, missing, status, error)
+                assert f"lacks the permission {missing}" in error, (name, error)
+                assert state(admin, master.address) == before, (name, missing)
+                checked += 1
+            user, client = users.client(needed, master.address)
+            req = samples(cl, sent.physical_offsets[0], half_offset, f"c-{user}")[type_]
+            status, error, _ = client.call(master.address, type_, req, 5)
+            assert status == pb.OK, (name, needed, status, error)
+    finally:
+        admin.close()
+    print(f"{checked} refusals over {len(NEEDS)} request types")
+
+
+def test_a_send_back_copies_only_what_its_user_may_read(world):
+    cluster, admin_file, master, sent, users = world
+    zk, cl = cluster.zookeeper, cluster.cluster
+    cluster.create_topic("Payroll", 1)
+    with Producer(zk, cl, credentials=admin_file) as p:
+        pay = p.send(Message("Payroll", b"salaries"))
+    with TransactionProducer("pay", zookeeper=zk, cluster=cl, credentials=admin_file) as tp:
+        half = tp.send_in_transaction(Message("Payroll", b"half"),
+                                      lambda m, a: TransactionState.UNKNOWN)
+    _, half_offset = parse_transaction_id(half.transaction_id)
+    admin = RemotingClient("admin", Credentials.load(admin_file))
+    user, reader = users.client([Permission("Topic", "Secret", "Sub"),
+                                 Permission("Group", GROUP, "Sub")], master.address)
+    try:
+        before = state(admin, master.address)
+        status, error, _ = reader.call(master.address, pb.SEND_BACK, pb.SendBackRequest(
+            consumer_group=GROUP, physical_offset=pay.physical_offsets[0], dead_letter=True), 5)
+        assert status == pb.NOT_AUTHORIZED and "Topic:Payroll:Sub" in error
+        # a half message is nobody's to send back, not even the admin's
+        for who in (reader, admin):
+            status, error, _ = who.call(master.address, pb.SEND_BACK, pb.SendBackRequest(
+                consumer_group=GROUP, physical_offset=half_offset, dead_letter=True), 5)
+            assert status == pb.BAD_REQUEST and "does not consume" in error, error
+        assert state(admin, master.address) == before            # nothing copied
+        status, _, resp = reader.call(master.address, pb.SEND_BACK, pb.SendBackRequest(
+            consumer_group=GROUP, physical_offset=sent.physical_offsets[0], dead_letter=True), 5)
+        assert status == pb.OK and resp.topic == f"%DLQ%{GROUP}"   # its own topic: allowed
+    finally:
+        admin.close()
+
+
+def test_check_backs_reach_only_producers_allowed_to_publish_the_topic(secured, tmp_path):
+    cluster, _keys, admin_file, _master, _slave = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    for b in list(cluster.brokers):
+        b.stop()
+        b.settings.update(transaction_timeout_ms=300, transaction_check_interval_ms=200)
+        b.start(wait=False)
+    for b in cluster.brokers:
+        b.wait_registered()
+    wait_for(lambda: master_id(zk, cl) is not None, 15, "a master")
+    users = Users(zk, cl, admin_file)
+    try:
+        address = next(b.address for b in cluster.brokers if b.broker_id == master_id(zk, cl))
+        _, stranger = users.client([], address)             # registered, no right at all
+        _, payer = users.client([Permission("Topic", "Secret", "Pub")], address)
+        got: dict[str, list] = {"stranger": [], "payer": []}
+        stranger.on_push = lambda addr, frame: got["stranger"].append(frame)
+        hb = pb.HeartbeatRequest(client_id="stranger-1", producer_groups=["paytx"])
+        assert stranger.request(address, pb.HEARTBEAT, hb, 5).result()[0] == pb.OK
+        with TransactionProducer("paytx", zookeeper=zk, cluster=cl,
+                                 credentials=admin_file) as tp:
+            r = tp.send_in_transaction(Message("Secret", b"pending body"),
+                                       lambda m, a: TransactionState.UNKNOWN)
+            assert r.send_result.ok
+        time.sleep(2.5)                      # several check rounds: nobody but the stranger
+        assert got["stranger"] == [], "a check-back reached a user without Pub on its topic"
+        payer.on_push = lambda addr, frame: got["payer"].append(frame)
+        hb = pb.HeartbeatRequest(client_id="payer-1", producer_groups=["paytx"])
+        assert payer.request(address, pb.HEARTBEAT, hb, 5).result()[0] == pb.OK
+        wait_for(lambda: got["payer"], 10, "the check-back to reach the allowed producer")
+        assert got["stranger"] == []
+        # a client id is its user's: the stranger cannot take the payer's over
+        hb = pb.HeartbeatRequest(client_id="payer-1", producer_groups=["paytx"])
+        status, error, _ = stranger.request(address, pb.HEARTBEAT, hb, 5).result()
+        assert status == pb.NOT_AUTHORIZED and "another user's client" in error
+    finally:
+        users.close()
