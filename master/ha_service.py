@@ -98,6 +98,14 @@ class HAService:
                             len(self.links))
                 return False
             link = self.links[identity] = HAConnection(identity)
+            for other, old in list(self.links.items()):
+                if other != identity and old.broker_id == report.broker_id:
+                    # the slave dialled again (its connection was cut): the
+                    # new link replaces the old, which would hold stale
+                    # offsets until housekeeping dropped it
+                    log.info("replication link of slave %d replaced by a new connection",
+                             report.broker_id)
+                    del self.links[other]
         before = link.acked_offset
         link.broker_id, link.address = report.broker_id, report.address
         link.last_heard = now

@@ -166,6 +166,15 @@ class HAClient(ServiceThread):
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 64)
+        # ZMTP heartbeats: a connection that stops carrying anything (a cut
+        # link, not a reset) is closed and dialled again by ZeroMQ within
+        # two heartbeat periods, instead of waiting out TCP's retransmission
+        # backoff (after a 5 s cut, the stream came back 1.2-2.8 s after the
+        # heal); a connect whose SYN is lost is retried every half beat
+        beat = cfg.ha_heartbeat_ms
+        sock.setsockopt(zmq.HEARTBEAT_IVL, max(1, beat // 2))
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 2 * beat)
+        sock.setsockopt(zmq.CONNECT_TIMEOUT, max(1, beat // 2))
         if self.curve is not None:
             # broker keys both ways: the master admits only them, and we
             # follow only a master that holds the secret half of one
