@@ -36,6 +36,7 @@ from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cl
 from duomq.broker.snapshot import QueueSnapshot, take, take_queues
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import broker_zk_sasl
+from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
 from duomq.common.role import Role
 from duomq.common.service import PeriodicService, ServiceThread
@@ -181,6 +182,9 @@ class Broker(BrokerCore):
         log.info("broker %s/%d serving at %s (%s, %s replication, pid %d, records checked by %s); "
                  "role from ZooKeeper", cfg.group, cfg.broker_id, cfg.address, cfg.flush.value,
                  cfg.replication.value, os.getpid(), native.describe())
+        if exposed_without_auth(cfg.auth, cfg.listen_host):
+            log.warning("broker %s/%d " + EXPOSED.format(where=f"{cfg.listen_host}:{cfg.port}"),
+                        cfg.group, cfg.broker_id)
 
     def stop(self) -> None:
         """Ask the loop to stop (any thread, or a signal handler)."""

@@ -8,6 +8,7 @@ from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.client.base import raise_for, secured
 from duomq.client.remoting import RemotingClient
 from duomq.common.credentials import resolve_credentials
+from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
 from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
@@ -53,6 +54,9 @@ def collect(zookeeper: str, cluster: str) -> dict:
             for i, info in zkutil.read_members(zk, paths, g).items():
                 entry = {"group": g, "id": i, "role": info.role, "epoch": info.epoch,
                          "address": info.address, "flush": info.flush, "pid": info.pid}
+                if exposed_without_auth(info.auth, info.listen_host):
+                    entry["insecure"] = EXPOSED.format(where=f"{info.listen_host} "
+                                                             f"({info.address})")
                 for problem in ("replication_halted", "recovery"):   # what needs a person
                     if getattr(info, problem):
                         entry[problem] = getattr(info, problem)
@@ -122,7 +126,7 @@ def run(args) -> int:
             print(f"{b['group']}/{b['id']}: DEGRADED: {b['in_sync_replicas']} slave(s) in sync of "
                   f"sync_replicas {b['sync_replicas']}; acking under min_sync_replicas "
                   f"{b['min_sync_replicas']} (in-sync set {b['isr']})")
-        for problem in ("replication_halted", "recovery"):
+        for problem in ("insecure", "replication_halted", "recovery"):
             if b.get(problem):
                 print(f"{b['group']}/{b['id']}: {problem.replace('_', ' ')}: {b[problem]}")
     if st["consumer_lag"]:

@@ -6,6 +6,7 @@ production command imports the dev cluster."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 
@@ -38,3 +39,23 @@ def read_dev_state(data_dir: str) -> dict | None:
             return json.load(f)
     except FileNotFoundError:
         return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a listen address) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False             # a name or 0.0.0.0/*: reachable from elsewhere
+
+
+def exposed_without_auth(auth: bool, listen_host: str) -> bool:
+    """A broker any host may reach and use, reading and writing every topic:
+    no auth, listening beyond loopback ("": an older broker, unknown)."""
+    return not auth and bool(listen_host) and not is_loopback(listen_host)
+
+
+EXPOSED = ("serves without auth on {where}: anyone who reaches it may read and write every "
+           "topic (auth = true and `duomq auth init`: docs/concepts.md, security)")

@@ -164,6 +164,7 @@ class MemberNode:
     lag_bytes: int = -1             # a slave: bytes it lacks (-1: n/a)
     lag_ms: int = -1                # a slave: ms behind (-1: n/a, or not caught up yet)
     replication_halted: str = ""    # a slave whose replication stopped for good: why
+    listen_host: str = ""           # the interface its client port binds ("": unknown)
 
     @classmethod
     def from_bytes(cls, raw: bytes | None, broker_id: int | None = None) -> MemberNode:
