@@ -232,5 +232,14 @@ def test_check_backs_reach_only_producers_allowed_to_publish_the_topic(secured, 
         hb = pb.HeartbeatRequest(client_id="payer-1", producer_groups=["paytx"])
         status, error, _ = stranger.request(address, pb.HEARTBEAT, hb, 5).result()
         assert status == pb.NOT_AUTHORIZED and "another user's client" in error
+        # nor lock or unlock queues under it, though it may lock under its own
+        _, reader = users.client([Permission("Topic", "Secret", "Sub"),
+                                  Permission("Group", GROUP, "Sub")], address)
+        for type_ in (pb.LOCK_QUEUES, pb.UNLOCK_QUEUES):
+            for client_id, wanted in (("payer-1", pb.NOT_AUTHORIZED), ("reader-1", pb.OK)):
+                req = pb.LockQueuesRequest(consumer_group=GROUP, client_id=client_id,
+                                           queues=[pb.QueueRef(topic="Secret", queue_id=0)])
+                status, error, _ = reader.call(address, type_, req, 5)
+                assert status == wanted, (type_, client_id, status, error)
     finally:
         users.close()
