@@ -6,4 +6,6 @@ request.
   ``users``   the users in ZooKeeper: an admin's writes, a broker's live view
   ``zap``     who may connect to a broker's client and replication ports
   ``guard``   who sent a request, and whether they may
+  ``zk_acls``   pure: the ACL each ZooKeeper node of the cluster carries
+  ``zk_keeper`` the sweeps that keep them so (brokers, ``duomq auth``)
 """

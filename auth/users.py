@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.security import ACL, Id, Permissions
 
 from duomq.auth.acl import Policy
-from duomq.common.credentials import z85_key
+from duomq.common.credentials import ZK_ADMIN, ZK_CLIENT, admin_ids, retired_ids, z85_key
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
 from duomq.coordinator.auth_nodes import UserNode
@@ -22,7 +23,8 @@ from duomq.coordinator.nodes import NodeError
 from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
-RESERVED = frozenset({"broker", "anonymous"})    # names ZAP gives the broker key and no key
+# names ZAP gives the broker key and no key; ZooKeeper principals
+RESERVED = frozenset({"broker", "anonymous", ZK_ADMIN, ZK_CLIENT})
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,12 @@ class User:
     name: str
     public_key: bytes           # Z85
     policy: Policy
+    zookeeper_id: str = ""      # the digest id of its ZooKeeper login ("": a user of an earlier release)
 
     def to_node(self) -> bytes:
         policy = self.policy.to_json()
         return UserNode(self.public_key.decode(), tuple(policy["allow"]),
-                        tuple(policy["deny"])).to_bytes()
+                        tuple(policy["deny"]), self.zookeeper_id).to_bytes()
 
     @classmethod
     def from_node(cls, name: str, raw: bytes | None) -> User:
@@ -44,23 +47,43 @@ class User:
         except NodeError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         return cls(name, z85_key(node.public_key, "public_key", where),
-                   Policy.parse(node.allow, node.deny, stored=True))
+                   Policy.parse(node.allow, node.deny, stored=True), node.zookeeper_id)
 
 
 class UserAdmin:
+    """An admin's writes of the users. When the session is the ``duomq``
+    principal's (an admin's credentials, a broker), each change is followed
+    by a sweep of the cluster's ZooKeeper ACLs (``auth.zk_keeper``), so it
+    holds in ZooKeeper when the call returns (the brokers sweep too when
+    they see it); the sweep's report is returned."""
+
     def __init__(self, zk, cluster: str):
         self.zk = zk
         self.paths = ZkPaths(cluster)
+        self.sweeper = None
+        login = next((c for s, c in zk.auth_data if s == "digest"), "")
+        if login.startswith(ZK_ADMIN + ":"):
+            from duomq.auth.zk_keeper import AclSweeper  # it reads users with this module
+            access = {"digest": login}
+            self.sweeper = AclSweeper(zk, cluster, admin_ids(access), retired_ids(access))
 
-    def add(self, user: User) -> None:
+    def _swept(self):
+        return self.sweeper.sweep() if self.sweeper is not None else None
+
+    def add(self, user: User):
         validate_name("user", user.name)
         if user.name in RESERVED:
             raise ConfigError(f"user name {user.name!r} is reserved")
         self.zk.ensure_path(self.paths.auth_users)
+        # as its parent's (the admins'), and the user reads its own node
+        acl, _ = self.zk.get_acls(self.paths.auth_users)
+        if user.zookeeper_id:
+            acl = [*acl, ACL(Permissions.READ, Id("digest", user.zookeeper_id))]
         try:
-            self.zk.create(self.paths.auth_user(user.name), user.to_node())
+            self.zk.create(self.paths.auth_user(user.name), user.to_node(), acl=acl)
         except NodeExistsError:
             raise ConfigError(f"user {user.name!r} exists (use update)") from None
+        return self._swept()
 
     def ensure(self, user: User) -> bool:
         """Add ``user`` unless one of that name exists; True if added."""
@@ -70,17 +93,19 @@ class UserAdmin:
         except ConfigError:
             return False
 
-    def update(self, user: User) -> None:
+    def update(self, user: User):
         try:
             self.zk.set(self.paths.auth_user(user.name), user.to_node())
         except NoNodeError:
             raise ConfigError(f"user {user.name!r} does not exist") from None
+        return self._swept()
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str):
         try:
             self.zk.delete(self.paths.auth_user(name))
         except NoNodeError:
             raise ConfigError(f"user {name!r} does not exist") from None
+        return self._swept()
 
     def get(self, name: str) -> User:
         try:
@@ -115,6 +140,7 @@ class UserRegistry:
         self.by_key: dict[bytes, User] = {}        # Z85 public key -> user
         self._watched: set[str] = set()
         self.version = 0                           # bumped on every change
+        self.listeners: list = []                  # called (no arguments) after a change
 
     def start(self, zk) -> UserRegistry:
         """Load the users and watch them (until then no user key is known)."""
@@ -157,6 +183,8 @@ class UserRegistry:
     def _publish(self) -> None:
         self.by_key = {u.public_key: u for u in self._users.values()}
         self.version += 1
+        for listener in self.listeners:
+            listener()
 
     def user(self, name: str) -> User | None:
         return self._users.get(name)

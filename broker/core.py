@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from duomq import __version__
@@ -55,6 +55,9 @@ class BrokerCore:
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.clients: dict[str, Client] = {}     # by client id
         self.guard: Guard | None = None     # auth = true: who may do what
+        # auth = true: makes the ZooKeeper nodes of consumer groups a client
+        # names, for its clients to join (``auth.zk_keeper``; any thread)
+        self.group_nodes: Callable[[Iterable[str]], None] | None = None
         self.metrics = BrokerMetrics()
         self.total_memory = usable_memory()      # the machine's, or a pod's limit
         # what only the current role has: swapped on every role change

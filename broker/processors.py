@@ -333,6 +333,8 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
     m = b.master()
     if m is not None:
         m.heard(req.consumer_groups)     # their retry and dead-letter topics
+    if b.group_nodes is not None and req.consumer_groups:
+        b.group_nodes(req.consumer_groups)    # their nodes, for their members to join
     return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
                                            broker_id=b.config.broker_id, role=b.state.role)
 

@@ -1,28 +1,31 @@
 """A secured broker (``auth = true``): CURVE on its client and replication
 sockets with the cluster's broker keypair, the ZAP handler (``zmq.auth``),
-the users from ZooKeeper, and the guard that checks every request. The
-cluster's ``auth`` node tells clients that credentials are needed, and the
-admin user of ``auth_dir`` is registered if ZooKeeper has no user of that
-name yet."""
+the users from ZooKeeper, the guard that checks every request, and the
+keeper of the cluster's ZooKeeper ACLs (``auth.zk_keeper``). The cluster's
+``auth`` node tells clients that credentials are needed, and the admin user
+of ``auth_dir`` is registered if ZooKeeper has no user of that name yet."""
 
 from __future__ import annotations
 
 import logging
 
 import zmq
-from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
+from kazoo.exceptions import NodeExistsError
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from duomq.auth.acl import ADMIN
 from duomq.auth.guard import Guard
 from duomq.auth.users import User, UserAdmin, UserRegistry
 from duomq.auth.zap import CLIENT_DOMAIN, HA_DOMAIN, BrokerAuthenticator
+from duomq.auth.zk_keeper import AclKeeper, AclSweeper
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import (
+    admin_ids,
     load_admin_key,
     load_broker_keys,
     load_broker_trust,
     load_zk_secret,
+    retired_ids,
     zk_access_for_admin,
 )
 from duomq.common.errors import ConfigError
@@ -49,71 +52,50 @@ class BrokerSecurity:
         self.users = UserRegistry(config.cluster)
         self.guard = Guard(self.users, config.cluster)
         self.authenticator = BrokerAuthenticator(ctx, self.trusted, self.users)
+        self.sweeper: AclSweeper | None = None
+        self.keeper: AclKeeper | None = None
 
     def start_zap(self) -> None:
         """Before the sockets bind: every handshake goes through ZAP."""
         self.authenticator.start()
 
     def start(self, zk) -> None:
-        """With ZooKeeper (connected as ``duomq``): the cluster's nodes
-        secured, the users, the cluster's auth node, the admin."""
+        """With ZooKeeper (connected as ``duomq``): the cluster's roots, its
+        nodes' ACLs (a first sweep, then the keeper's), the users, the
+        cluster's auth node, the admin."""
         paths = ZkPaths(self.config.cluster)
-        secure_tree(zk, paths, self.zk_access)
-        self.users.start(zk)
+        self.sweeper = AclSweeper(zk, self.config.cluster, admin_ids(self.zk_access),
+                                  retired_ids(self.zk_access))
+        # the root all clusters share stays open: another (plain) cluster may
+        # live beside this one; the cluster's own roots are made as ours
+        zk.ensure_path(ROOT, acl=OPEN_ACL_UNSAFE)
+        for path in (paths.cluster_root, paths.brokers, paths.topics, paths.routes,
+                     paths.consumer_groups, paths.auth_root, paths.auth_users):
+            if not zk.exists(path):
+                try:
+                    zk.create(path, b"", acl=self.sweeper.wanted(path, {}))
+                except NodeExistsError:
+                    pass
         doc = AuthConfigNode(True, self.keys.public.decode(),
                              tuple(k.decode() for k in self.trusted)).to_bytes()
         try:
-            zk.create(paths.auth_config, doc, acl=special_acls(paths, self.zk_access)[
-                paths.auth_config])
+            zk.create(paths.auth_config, doc, acl=self.sweeper.wanted(paths.auth_config, {}))
         except NodeExistsError:
             zk.set(paths.auth_config, doc)
         if self.admin is not None:
             name, key = self.admin
             if UserAdmin(zk, self.config.cluster).ensure(User(name, key, ADMIN)):
                 log.info("registered the admin user %s from auth_dir", name)
+        self.sweeper.sweep()            # the cluster's ACLs as its users are now
+        self.keeper = AclKeeper(self.sweeper)
+        self.users.listeners.append(self.keeper.users_changed)
+        self.users.start(zk)
+        self.keeper.start()
 
     def stop(self) -> None:
+        if self.keeper is not None:
+            self.keeper.shutdown(timeout_s=2.0)
         self.authenticator.stop()
-
-
-def special_acls(paths: ZkPaths, access: dict) -> dict[str, list[ACL]]:
-    """Nodes whose ACL differs from the default (``zkutil.node_acl``): users'
-    clients create group membership and queue owners; anyone may read
-    whether the cluster is secured. (Topics, groups' retry and dead-letter
-    topics too, are made by admins and brokers only.)"""
-    base = zkutil.node_acl(access)
-    client = Id("digest", access["client_id"])
-    return {paths.consumer_groups: [base[0], ACL(Permissions.ALL, client)],
-            paths.auth_config: [base[0], ACL(Permissions.READ, Id("world", "anyone"))]}
-
-
-def secure_tree(zk, paths: ZkPaths, access: dict) -> None:
-    """Every node of the cluster that anyone may change (made before the
-    cluster was secured, or by a tool without credentials) gets the secured
-    ACL; the cluster's roots exist with theirs."""
-    special = special_acls(paths, access)
-    base = zkutil.node_acl(access)
-    # the root all clusters share stays open: another (plain) cluster may
-    # live beside this one
-    zk.ensure_path(ROOT, acl=OPEN_ACL_UNSAFE)
-    for path in (paths.cluster_root, paths.brokers, paths.topics, paths.routes,
-                 paths.consumer_groups, paths.auth_root, paths.auth_users):
-        zk.ensure_path(path, acl=special.get(path, base))
-        # the roots' ACLs as this version wants them (an older one let
-        # clients create topics)
-        if sorted(map(str, zk.get_acls(path)[0])) != sorted(map(str, special.get(path, base))):
-            zk.set_acls(path, special.get(path, base))
-    world = Id("world", "anyone")
-    todo = [paths.cluster_root]
-    while todo:
-        path = todo.pop()
-        try:
-            acl, _ = zk.get_acls(path)
-            if any(a.id == world for a in acl) and path != paths.auth_config:
-                zk.set_acls(path, special.get(path, base))
-            todo.extend(f"{path}/{c}" for c in zk.get_children(path))
-        except NoNodeError:
-            continue
 
 
 def refuse_plaintext_in_secured_cluster(zk, cluster: str) -> None:

@@ -11,6 +11,12 @@ registers NAME in ZooKeeper and writes its credentials file; ``list``,
 ``remove NAME`` and ``update NAME`` (new permissions, and ``--rotate --out
 FILE`` for a new key: the old one stops working at once).
 
+Each user logs in to ZooKeeper as itself (its credentials carry the login,
+its node only the digest id); after every change the command sets the
+cluster's ZooKeeper ACLs to match the users (``auth.zk_keeper``), and
+``duomq auth lock`` gives nodes made before the cluster was secured (open to
+anyone) the cluster's ACLs.
+
 ``duomq auth broker-key new|promote|retire --auth-dir DIR`` rotates the
 brokers' keypair, a step at a time, each followed by a rolling restart of
 the brokers; ``duomq auth trust`` makes a credentials file trust the broker
@@ -23,19 +29,23 @@ import os
 
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
+from duomq.auth.zk_keeper import AclSweeper
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.credentials import (
     CREDENTIALS_ENV,
-    ZK_ADMIN,
     ZK_SASL,
     Credentials,
     KeyPair,
+    admin_ids,
+    digest_id,
     env_zk_access,
     env_zk_sasl,
     init_cluster_keys,
+    is_admin,
     load_zk_sasl,
+    retired_ids,
     rotate_broker_keys,
-    zk_access_for_user,
+    user_zk_login,
 )
 from duomq.common.errors import ConfigError
 from duomq.coordinator import zk as zkutil
@@ -87,6 +97,10 @@ def add(sub) -> None:
                                       "broker keys the cluster accepts now")
     add_endpoint(q)
     q.set_defaults(func=trust)
+    q = asub.add_parser("lock", help="give the cluster's nodes that anyone may change (made "
+                                     "before it was secured) the cluster's ZooKeeper ACLs")
+    add_endpoint(q)
+    q.set_defaults(func=lock)
 
 
 def init(args) -> int:
@@ -104,20 +118,34 @@ def init(args) -> int:
     return 0
 
 
-def _user_zk_access() -> dict | None:
-    """A new user's ZooKeeper access, derived from the admin's secret (the
-    admin's credentials, as the command runs with them); None on a cluster
-    whose ZooKeeper is not secured."""
+def _admin_access() -> dict | None:
+    """The admin's ZooKeeper access (the command runs with the admin's
+    credentials); None on a cluster whose ZooKeeper is not secured."""
     access = env_zk_access()
+    if access is not None and not is_admin(access):
+        raise ConfigError("managing users needs the admin's credentials (--credentials or "
+                          "$DUOMQ_CREDENTIALS: the admin.json of duomq auth init)")
+    return access
+
+
+def _new_zk_login(name: str) -> dict | None:
+    """A new user's own ZooKeeper login (None: ZooKeeper is not secured);
+    the ensemble's SASL login, where it asks for one, goes to every user."""
+    access = _admin_access()
     if access is None:
         return None
-    user, secret = access["digest"].split(":", 1)
-    if user != ZK_ADMIN:
-        raise ConfigError("adding users needs the admin's credentials (--credentials or "
-                          "$DUOMQ_CREDENTIALS: the admin.json of duomq auth init)")
-    # the ensemble's SASL login, where it asks for one, goes to every user
     sasl = access.get("sasl") or env_zk_sasl()
-    return {**zk_access_for_user(secret), **({"sasl": sasl} if sasl else {})}
+    return {**user_zk_login(name), **({"sasl": sasl} if sasl else {})}
+
+
+def _zk_id(login: dict | None) -> str:
+    return digest_id(*login["digest"].split(":", 1)) if login else ""
+
+
+def _swept(sweep) -> str:
+    """What the sweep after a change did (``UserAdmin``: the cluster's
+    ZooKeeper ACLs match its users when the command ends)."""
+    return f"; ZooKeeper: {sweep.summary()}" if sweep is not None else ""
 
 
 def _broker_keys(zk, cluster: str) -> tuple[bytes, tuple[bytes, ...]]:
@@ -168,9 +196,27 @@ def trust(args) -> int:
     return 0
 
 
+def lock(args) -> int:
+    zookeeper, cluster = endpoint(args)
+    if _admin_access() is None:
+        raise ConfigError("duomq auth lock needs the admin's credentials (--credentials or "
+                          "$DUOMQ_CREDENTIALS)")
+    access = _admin_access()
+    zk = zkutil.connect(zookeeper, cluster=cluster)
+    try:
+        done = AclSweeper(zk, cluster, admin_ids(access), retired_ids(access)).sweep(
+            lock_open=True)
+        print(f"cluster {cluster}: {done.summary()}" + (
+            f"; {len(done.open_nodes)} open ephemeral nodes are left to end with their "
+            f"sessions" if done.open_nodes else ""))
+    finally:
+        zkutil.close(zk)
+    return 0
+
+
 def user(args) -> int:
     zookeeper, cluster = endpoint(args)
-    zk = zkutil.connect(zookeeper)
+    zk = zkutil.connect(zookeeper, cluster=cluster)
     try:
         admin = UserAdmin(zk, cluster)
         if args.user_cmd == "list":
@@ -184,18 +230,20 @@ def user(args) -> int:
                              for r in rows], ["user", "allow", "deny"]))
             return 0
         if args.user_cmd == "remove":
-            admin.remove(args.name)
-            print(f"removed user {args.name}: its connections are refused from now on")
+            swept = admin.remove(args.name)
+            print(f"removed user {args.name}: its connections are refused from now on"
+                  + _swept(swept))
             return 0
         policy = Policy.parse(args.allow, args.deny)
         if args.user_cmd == "add":
             if not args.out:
                 raise ConfigError("duomq auth user add needs --out FILE for the credentials")
             pair = KeyPair.new()
-            access = _user_zk_access()
-            admin.add(User(args.name, pair.public, policy))
-            _credentials(args.name, pair, zk, cluster, access).write(args.out)
-            print(f"added user {args.name}; credentials in {args.out}")
+            login = _new_zk_login(args.name)
+            creds = _credentials(args.name, pair, zk, cluster, login)
+            swept = admin.add(User(args.name, pair.public, policy, _zk_id(login)))
+            creds.write(args.out)
+            print(f"added user {args.name}; credentials in {args.out}" + _swept(swept))
             return 0
         old = admin.get(args.name)
         keys = KeyPair.new() if args.rotate else None
@@ -203,10 +251,15 @@ def user(args) -> int:
             raise ConfigError("--rotate needs --out FILE for the new credentials")
         if not args.allow and not args.deny:
             policy = old.policy                  # only the key changes
-        admin.update(User(args.name, keys.public if keys else old.public_key, policy))
-        if keys is not None:
-            _credentials(args.name, keys, zk, cluster, _user_zk_access()).write(args.out)
-        print(f"updated user {args.name}" + (f"; new credentials in {args.out}" if keys else ""))
+        # a new key comes with a new ZooKeeper login: the old one is revoked too
+        login = _new_zk_login(args.name) if keys is not None else None
+        creds = _credentials(args.name, keys, zk, cluster, login) if keys is not None else None
+        swept = admin.update(User(args.name, keys.public if keys else old.public_key, policy,
+                                  _zk_id(login) if keys is not None else old.zookeeper_id))
+        if creds is not None:
+            creds.write(args.out)
+        print(f"updated user {args.name}" + (f"; new credentials in {args.out}" if keys else "")
+              + _swept(swept))
         return 0
     finally:
         zkutil.close(zk)

@@ -228,17 +228,23 @@ def secured(zk, cluster: str, credentials: Credentials | None) -> Credentials | 
         raise AuthenticationError(f"{who} were refused: no such user in cluster "
                                   f"{cluster!r} (removed?)") from None
     except NoAuthError:
-        raise AuthenticationError(f"{who} were refused by ZooKeeper: they carry no (or a "
-                                  f"wrong) ZooKeeper digest") from None
+        raise AuthenticationError(_refused_by_zookeeper(who, credentials)) from None
     if user.public_key != credentials.keys.public.decode():
         raise AuthenticationError(f"{who} were refused: the user has another key now "
                                   f"(rotated with `duomq auth user update --rotate`)")
     try:
         zk.get_children(paths.brokers)
     except NoAuthError:
-        raise AuthenticationError(f"{who} were refused by ZooKeeper: they carry no (or a "
-                                  f"wrong) ZooKeeper digest") from None
+        raise AuthenticationError(_refused_by_zookeeper(who, credentials)) from None
     return credentials
+
+
+def _refused_by_zookeeper(who: str, credentials: Credentials) -> str:
+    if not credentials.zookeeper:
+        return f"{who} were refused by ZooKeeper: they carry no ZooKeeper login"
+    return (f"{who} were refused by ZooKeeper: their ZooKeeper login is not the user's (any "
+            f"more): the user was removed, or its key and login were rotated with `duomq auth "
+            f"user update --rotate`")
 
 
 def raise_for(status: int, error: str) -> None:

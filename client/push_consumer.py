@@ -151,7 +151,7 @@ class PushConsumer(PullConsumer):
         self._membership = GroupMembership(
             self.zk, self.cluster, self.group, self.client_id,
             GroupMemberNode(self.topic, cfg.message_model.upper()),
-            lambda members: self._rebalance.wake())
+            lambda members: self._rebalance.wake(), ask_brokers=self.send_heartbeats)
         self._membership.join()
         self._reset_watch = ResetWatch(self.zk, self.cluster, self.group, self.topic,
                                        self._on_reset)

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
 from dataclasses import dataclass
 
 import zmq
@@ -30,8 +31,9 @@ from duomq.common.names import validate_name
 BROKER_CERT = "broker"
 CREDENTIALS_ENV = "DUOMQ_CREDENTIALS"
 ZK_SECRET = "zookeeper.secret"     # in auth_dir: the password of ZooKeeper principal "duomq"
-ZK_ADMIN, ZK_CLIENT = "duomq", "client"   # ZooKeeper digest principals: brokers and admins
-                                          # (everything), users' clients (read; groups)
+ZK_ADMIN = "duomq"                 # ZooKeeper digest principal of brokers and admins; each
+                                   # user logs in as itself (``user_zk_login``)
+ZK_CLIENT = "client"               # the principal all users shared before 0.2 (retired)
 ZK_SASL = "zookeeper.sasl"         # in auth_dir: the brokers' SASL login to the ensemble
 SASL_FILE_ENV = "DUOMQ_ZOOKEEPER_SASL_FILE"   # a file holding a SASL login (user:password)
 
@@ -176,8 +178,8 @@ def load_admin_key(directory: str) -> tuple[str, bytes] | None:
 
 
 def client_zk_password(secret: str) -> str:
-    """The ZooKeeper password of principal ``client``, derived from the
-    cluster's secret (users never learn the secret itself)."""
+    """The ZooKeeper password of the retired principal ``client``, derived
+    from the cluster's secret (the nodes it made are recognised by it)."""
     return base64.urlsafe_b64encode(
         hmac.new(secret.encode(), b"duomq-zookeeper-client", hashlib.sha256).digest()
     ).decode().rstrip("=")
@@ -247,13 +249,30 @@ def load_zk_secret(directory: str) -> str:
 
 
 def zk_access_for_admin(secret: str) -> dict:
-    return {"digest": f"{ZK_ADMIN}:{secret}",
-            "client_id": digest_id(ZK_CLIENT, client_zk_password(secret))}
+    return {"digest": f"{ZK_ADMIN}:{secret}"}
 
 
-def zk_access_for_user(secret: str) -> dict:
-    return {"digest": f"{ZK_CLIENT}:{client_zk_password(secret)}",
-            "admin_id": digest_id(ZK_ADMIN, secret)}
+def admin_ids(access: dict) -> tuple[str, ...]:
+    """The digest ids of the ``duomq`` principal an admin access logs in
+    as (its own; the next one too during a secret rotation)."""
+    user, password = access["digest"].split(":", 1)
+    return (digest_id(user, password),)
+
+
+def retired_ids(access: dict) -> tuple[str, ...]:
+    """The digest id of the shared ``client`` principal of earlier releases,
+    derived from an admin access's secret."""
+    return (digest_id(ZK_CLIENT, client_zk_password(access["digest"].split(":", 1)[1])),)
+
+
+def user_zk_login(name: str) -> dict:
+    """A new ZooKeeper login of user ``name``: its own digest principal with
+    a random password (the user's node keeps only its digest id)."""
+    return {"digest": f"{name}:{secrets.token_urlsafe(32)}"}
+
+
+def is_admin(access: dict | None) -> bool:
+    return bool(access) and access["digest"].split(":", 1)[0] == ZK_ADMIN
 
 
 @dataclass(frozen=True)
@@ -313,13 +332,15 @@ class Credentials:
             raise ConfigError(f"credentials {path}: public_key does not belong to secret_key")
         zk = doc.get("zookeeper")
         if zk is not None:
-            ok = isinstance(zk, dict) and isinstance(zk.get("digest"), str) and ":" in zk["digest"]
-            # the other principal's id, for the ACL of the nodes this user creates
-            other = ("client_id" if zk["digest"].split(":", 1)[0] == ZK_ADMIN
-                     else "admin_id") if ok else ""
-            if not ok or not isinstance(zk.get(other), str):
+            if not (isinstance(zk, dict) and isinstance(zk.get("digest"), str)
+                    and ":" in zk["digest"]):
                 raise ConfigError(f"credentials {path}: zookeeper is not {{\"digest\": "
-                                  f"\"user:password\", \"{other or 'admin_id'}\": ...}}")
+                                  f"\"user:password\"}}")
+            if zk["digest"].split(":", 1)[0] == ZK_CLIENT:
+                raise ConfigError(f"credentials {path}: they log in to ZooKeeper as the "
+                                  f"shared principal 'client', which this release no longer "
+                                  f"accepts: an admin gives user {user!r} its own login with "
+                                  f"`duomq auth user update {user} --rotate --out FILE`")
             if "sasl" in zk:
                 sasl_login(zk["sasl"], f"credentials {path}: zookeeper.sasl")
         more = doc.get("trusted_broker_keys", [])
@@ -344,7 +365,6 @@ def init_cluster_keys(directory: str, admin: str = "admin", sasl_user: str | Non
     secret, in ``directory``; with ``sasl_user``, a SASL login to the
     ensemble too (``zookeeper.sasl``, also in the admin's credentials).
     Returns the admin's credentials path."""
-    import secrets
     validate_name("user", admin)
     if sasl_user is not None:
         sasl_login(f"{sasl_user}:x", "--zookeeper-sasl")

@@ -50,18 +50,24 @@ class AuthConfigNode:
 
 @dataclass(frozen=True)
 class UserNode:
-    """A user: its CURVE public key and its policy's permissions as text
-    (``auth.acl.Policy`` parses them)."""
+    """A user: its CURVE public key, its policy's permissions as text
+    (``auth.acl.Policy`` parses them), and the digest id of its ZooKeeper
+    login (``user:base64(sha1(user:password))``; the password is only in
+    the user's credentials). A user of an earlier release has no id: it
+    reaches ZooKeeper once its key is rotated."""
     public_key: str
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
+    zookeeper_id: str = ""
 
     @classmethod
     def from_bytes(cls, raw: bytes | None) -> UserNode:
         k = "user"
         d = decode(k, raw)
-        return cls(_str(k, d, "public_key", ""), _texts(k, d, "allow"), _texts(k, d, "deny"))
+        return cls(_str(k, d, "public_key", ""), _texts(k, d, "allow"), _texts(k, d, "deny"),
+                   _str(k, d, "zookeeper_id", ""))
 
     def to_bytes(self) -> bytes:
         return encode({"public_key": self.public_key, "allow": list(self.allow),
-                       "deny": list(self.deny)})
+                       "deny": list(self.deny),
+                       **({"zookeeper_id": self.zookeeper_id} if self.zookeeper_id else {})})

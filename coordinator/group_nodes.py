@@ -6,6 +6,7 @@ CLI. Paths are in ``paths.ZkPaths``.
   group member  members/<client_id> (ephemeral)                 each push consumer
   queue owner   owners/<topic>@<broker group>@<queue> (ephem.)  the consumer holding it
   offset reset  resets/<topic>                                   ``duomq group reset``
+  group access  (the group's own node, secured clusters)        brokers (``auth.zk_keeper``)
 """
 
 from __future__ import annotations
@@ -17,6 +18,32 @@ from duomq.common.message import MessageQueue
 from duomq.coordinator.nodes import NodeError, _int, _str, decode, encode
 
 MAX_OWNER_ID_BYTES = 1024        # a queue owner's client id, as read back
+
+
+def _ids(kind: str, d: dict, key: str) -> tuple[str, ...]:
+    value = d.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and ":" in v for v in value):
+        raise NodeError(f"{kind} node: {key!r} is not a list of digest ids")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class GroupAccessNode:
+    """Who may read what a secured cluster's clients make in a group: the
+    ZooKeeper digest ids of the brokers' principal and of the group's users.
+    ZooKeeper shows a client an ACL's digest ids only as ``user:x``, so a
+    client learns them here to give the nodes it makes their ACL."""
+    admins: tuple[str, ...] = ()
+    readers: tuple[str, ...] = ()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | None) -> GroupAccessNode:
+        k = "group access"
+        d = decode(k, raw)
+        return cls(_ids(k, d, "admins"), _ids(k, d, "readers"))
+
+    def to_bytes(self) -> bytes:
+        return encode({"admins": list(self.admins), "readers": list(self.readers)})
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,10 @@ class ZkPaths:
     def consumer_groups(self) -> str:
         return f"{self.cluster_root}/groups"
 
+    def consumer_group(self, group: str) -> str:
+        """A consumer group's own node (a secured cluster's: ``GroupAccessNode``)."""
+        return f"{self.consumer_groups}/{group}"
+
     def group_members(self, group: str) -> str:
         return f"{self.consumer_groups}/{group}/members"
 

@@ -9,16 +9,22 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (
     AuthFailedError,
     ConnectionLoss,
+    NoAuthError,
     NoNodeError,
     SASLException,
     SessionClosedRequireSaslError,
 )
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.retry import KazooRetry
-from kazoo.security import ACL, Id, Permissions, make_digest_acl
+from kazoo.security import ACL, make_digest_acl
 
 from duomq.common import endpoint
-from duomq.common.credentials import SASL_FILE_ENV, ZK_ADMIN, env_zk_access, env_zk_sasl
+from duomq.common.credentials import (
+    SASL_FILE_ENV,
+    ZK_ADMIN,
+    env_zk_access,
+    env_zk_sasl,
+)
 from duomq.common.errors import AuthenticationError, ServiceNotAvailableError
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.nodes import MemberNode, NodeError
@@ -64,15 +70,15 @@ def dead_link_ms(session_timeout_ms: int) -> int:
 
 
 def node_acl(access: dict) -> list[ACL]:
-    """What a node created with ``access`` carries: brokers and admins (the
-    ``duomq`` principal) make nodes every user's client may read; a client
-    makes nodes (group membership, queue owners) the clients and the
-    admins may change."""
+    """What a node created with ``access`` carries unless its creator says
+    otherwise: the ``duomq`` principal (brokers, admins) every right, until
+    the cluster's ACL is known (``connect`` with a cluster, a broker's
+    sweeps); a user's client reading and writing, no more: it makes nodes
+    only in its groups' containers, with ``zk_acls.made_node_acl``."""
     user, password = access["digest"].split(":", 1)
-    own = make_digest_acl(user, password, all=True)
     if user == ZK_ADMIN:
-        return [own, ACL(Permissions.READ, Id("digest", access["client_id"]))]
-    return [own, ACL(Permissions.ALL, Id("digest", access["admin_id"]))]
+        return [make_digest_acl(user, password, all=True)]
+    return [make_digest_acl(user, password, read=True, write=True)]
 
 
 def connect(hosts: str, *, timeout_s: float | None = None, session_timeout_ms: int = 10_000,
@@ -116,8 +122,16 @@ def connect(hosts: str, *, timeout_s: float | None = None, session_timeout_ms: i
         raise ServiceNotAvailableError(
             f"cannot reach ZooKeeper at {hosts} within {timeout_s:g} s: {exc}") from None
     _admitted(zk, hosts, sasl)
-    if access and cluster is not None and not cluster_secured(zk, cluster):
-        zk.default_acl = None
+    if access and cluster is not None:
+        if not cluster_secured(zk, cluster):
+            zk.default_acl = None
+        elif access["digest"].startswith(ZK_ADMIN + ":"):
+            # an admin's nodes carry the cluster's ACL (its users read them),
+            # which its root carries (the brokers' sweeps keep it so)
+            try:
+                zk.default_acl = zk.get_acls(ZkPaths(cluster).cluster_root)[0]
+            except (NoNodeError, NoAuthError):
+                pass
     return zk
 
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
+from duomq.client.cluster.made_nodes import acl_in_group
+from duomq.common.errors import ServiceNotAvailableError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.group_nodes import OffsetResetNode
 from duomq.coordinator.nodes import NodeError
@@ -26,12 +29,38 @@ log = logging.getLogger(__name__)
 
 def publish(zk, cluster: str, group: str, topic: str, offsets: dict[MessageQueue, int],
             timestamp_ms: int) -> str:
-    """Publish a reset for the live members; returns its id."""
+    """Publish a reset for the live members; returns its id. In a secured
+    cluster a reset node is its maker's: another user of the group replaces
+    it (delete, then create); a group without nodes has no live member to
+    tell."""
     node = OffsetResetNode(topic, dict(offsets), timestamp_ms)
     path = ZkPaths(cluster).group_reset(group, topic)
-    zk.ensure_path(path)
-    zk.set(path, node.to_bytes())
-    return node.id
+    acl = acl_in_group(zk, ZkPaths(cluster).consumer_group(group))
+    if acl is None:                  # a cluster without auth
+        zk.ensure_path(path)
+        zk.set(path, node.to_bytes())
+        return node.id
+    for _ in range(3):
+        try:
+            zk.set(path, node.to_bytes())
+            return node.id
+        except NoNodeError:
+            pass
+        except NoAuthError:          # another user's: replaced
+            try:
+                zk.delete(path)
+            except NoNodeError:
+                pass
+        try:
+            zk.create(path, node.to_bytes(), acl=acl)
+            return node.id
+        except NoNodeError:
+            log.info("consumer group %s has no nodes in ZooKeeper: no live member to tell", group)
+            return node.id
+        except NodeExistsError:
+            continue                 # made meanwhile: set it
+    raise ServiceNotAvailableError(f"cannot publish the offset reset of {group}/{topic}: its "
+                                   f"node keeps changing")
 
 
 class ResetWatch:

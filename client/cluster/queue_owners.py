@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 
+from duomq.client.cluster.made_nodes import acl_in_group
 from duomq.common.message import MessageQueue
 from duomq.coordinator.group_nodes import QueueOwnerNode
 from duomq.coordinator.paths import ZkPaths
@@ -37,9 +38,11 @@ class QueueOwners:
                  on_freed: Callable[[], None]):
         self.zk = zk
         self.root = ZkPaths(cluster).group_owners(group)
+        self.group_node = ZkPaths(cluster).consumer_group(group)
         self.client_id = client_id
         self.on_freed = on_freed
         self._ensured = False
+        self._acl = None
 
     def path(self, mq: MessageQueue) -> str:
         return f"{self.root}/{node_name(mq)}"
@@ -57,10 +60,12 @@ class QueueOwners:
         if not mqs:
             return set(), {}
         if not self._ensured:
-            self.zk.ensure_path(self.root)
+            self.zk.ensure_path(self.root)     # a secured cluster's: made by a broker
+            self._acl = acl_in_group(self.zk, self.group_node)
             self._ensured = True
         data = QueueOwnerNode(self.client_id).to_bytes()
-        pending = [(mq, self.zk.create_async(self.path(mq), data, ephemeral=True)) for mq in mqs]
+        pending = [(mq, self.zk.create_async(self.path(mq), data, acl=self._acl, ephemeral=True))
+                   for mq in mqs]
         taken: set[MessageQueue] = set()
         held: dict[MessageQueue, str] = {}
         for mq, result in pending:
@@ -86,13 +91,21 @@ class QueueOwners:
             self.on_freed()
 
         try:
-            raw, stat = self.zk.get(path, watch=watch)
+            # exists: ZooKeeper checks no right for it, and the watch fires
+            # when the node goes (a user granted the group later may not
+            # read a node made before)
+            stat = self.zk.exists(path, watch=watch)
         except NoNodeError:
+            stat = None
+        if stat is None:
             self.on_freed()
             return None
         if stat.ephemeralOwner == self._session():
             return ""
-        return QueueOwnerNode.from_bytes(raw).client_id or "?"
+        try:
+            return QueueOwnerNode.from_bytes(self.zk.get(path)[0]).client_id or "?"
+        except (NoNodeError, NoAuthError):
+            return "?"
 
     def release(self, mqs: Iterable[MessageQueue]) -> list[MessageQueue]:
         """Delete our nodes of ``mqs`` (ones that are not ours are left).
@@ -102,16 +115,18 @@ class QueueOwners:
         about two round trips."""
         session = self._session()
         failed: list[MessageQueue] = []
-        reads = [(mq, self.zk.get_async(self.path(mq))) for mq in mqs]
+        reads = [(mq, self.zk.exists_async(self.path(mq))) for mq in mqs]
         deletes = []
         for mq, read in reads:
             try:
-                _raw, stat = read.get()
+                stat = read.get()
             except NoNodeError:
                 continue
             except Exception as exc:
                 log.warning("cannot release queue %s of %s yet: %s", mq, self.root, exc)
                 failed.append(mq)
+                continue
+            if stat is None:
                 continue
             if stat.ephemeralOwner == session:
                 deletes.append((mq, self.zk.delete_async(self.path(mq), version=stat.version)))

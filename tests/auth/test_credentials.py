@@ -15,7 +15,7 @@ from duomq.common.credentials import (
     load_broker_trust,
     load_zk_sasl,
     rotate_broker_keys,
-    zk_access_for_user,
+    user_zk_login,
 )
 from duomq.common.errors import ConfigError
 
@@ -35,7 +35,8 @@ def test_init_writes_keys_and_an_admin_that_reads_back(tmp_path):
     (lambda d: d.update(public_key="x" * 40), "public_key"),
     (lambda d: d.update(public_key=KeyPair.new().public.decode()), "does not belong"),
     (lambda d: d.update(user="../x"), "invalid"),
-    (lambda d: d.update(zookeeper={"digest": "client:pw"}), "admin_id"),
+    (lambda d: d.update(zookeeper={"digest": "client:pw"}), "shared principal 'client'"),
+    (lambda d: d.update(zookeeper={"digest": "nopassword"}), "zookeeper is not"),
     (lambda d: d.update(zookeeper="client:pw"), "zookeeper is not"),
     (lambda d: d.update(trusted_broker_keys="k"), "not a list"),
     (lambda d: d.update(trusted_broker_keys=["k"]), "trusted_broker_keys entry"),
@@ -44,7 +45,7 @@ def test_init_writes_keys_and_an_admin_that_reads_back(tmp_path):
 ])
 def test_a_broken_file_is_refused_with_what_is_wrong(tmp_path, change, error):
     good = Credentials("alice", KeyPair.new(), KeyPair.new().public,
-                       zk_access_for_user("secret"))
+                       user_zk_login("alice"))
     doc = json.loads(good.to_json())
     change(doc)
     path = tmp_path / "c.json"

@@ -18,7 +18,7 @@ from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.remoting import RemotingClient
-from duomq.common.credentials import Credentials, KeyPair, zk_access_for_user
+from duomq.common.credentials import Credentials, KeyPair, digest_id, user_zk_login
 from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
@@ -61,10 +61,9 @@ def test_anonymous_and_unknown_keys_fail_at_once(secured, monkeypatch):
         Producer(zk, cl)
     with pytest.raises(AuthenticationError, match="credentials are needed"):
         PullConsumer(zk, cl, group="g")
-    # an unregistered key, even with a client's ZooKeeper digest
-    secret = (keys / "zookeeper.secret").read_text().strip()
+    # an unregistered key, with a ZooKeeper login of its own
     stranger = Credentials("mallory", KeyPair.new(),
-                           Credentials.load(admin).broker_public_key, zk_access_for_user(secret))
+                           Credentials.load(admin).broker_public_key, user_zk_login("mallory"))
     path = str(keys / "mallory.json")
     stranger.write(path)
     with pytest.raises(AuthenticationError, match="no such user"):
@@ -169,11 +168,10 @@ def test_a_rotated_key_replaces_the_old_one(secured, tmp_path):
     old, new = str(tmp_path / "carol-old.json"), str(tmp_path / "carol-new.json")
     conn = zkutil.connect(zk)
     try:
-        pair = KeyPair.new()
-        UserAdmin(conn, cl).add(User("carol", pair.public, Policy.parse(["Topic:*:All"])))
-        secret = (keys / "zookeeper.secret").read_text().strip()
-        Credentials("carol", pair, Credentials.load(admin).broker_public_key,
-                    zk_access_for_user(secret)).write(old)
+        pair, login = KeyPair.new(), user_zk_login("carol")
+        UserAdmin(conn, cl).add(User("carol", pair.public, Policy.parse(["Topic:*:All"]),
+                                     digest_id(*login["digest"].split(":", 1))))
+        Credentials("carol", pair, Credentials.load(admin).broker_public_key, login).write(old)
     finally:
         zkutil.close(conn)
     with Producer(zk, cl, credentials=old) as p:
@@ -183,7 +181,7 @@ def test_a_rotated_key_replaces_the_old_one(secured, tmp_path):
         wait_for(lambda: _refused(p), 5, "the old key refused")
     with Producer(zk, cl, credentials=new) as p:
         assert p.send(Message("Secret", b"2"), queue=Q0).ok
-    with pytest.raises(AuthenticationError, match="another key"):
+    with pytest.raises(AuthenticationError, match="rotated"):
         Producer(zk, cl, credentials=old)
 
 

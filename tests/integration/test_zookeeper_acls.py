@@ -1,0 +1,229 @@
+"""A secured cluster's ZooKeeper, tried as a registered user would attack it
+(issue 40): each user logs in as itself, reaches only the groups its policy
+names, changes no ACL anywhere, reads no other user's policy, and a removed
+user is refused by ZooKeeper within seconds; a broker never changes the ACL
+of a node it did not make. Real ZooKeeper, real brokers."""
+
+import time
+
+import pytest
+from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
+
+from duomq.client import Message, Producer, PushConsumer
+from duomq.client.cluster import offset_reset
+from duomq.common.credentials import Credentials
+from duomq.common.message import MessageQueue
+from duomq.coordinator import zk as zkutil
+from duomq.coordinator.paths import ZkPaths
+from duomq.testing.harness import run_cli, wait_for
+
+pytestmark = pytest.mark.integration
+Q0 = MessageQueue("Secret", "broker-a", 0)
+
+
+def add_user(cluster, tmp_path, name: str, *allow: str) -> str:
+    path = str(tmp_path / f"{name}.json")
+    args = [a for p in allow for a in ("--allow", p)]
+    run_cli("auth", "user", "add", name, *args, "--out", path, "--zookeeper", cluster.zookeeper,
+            "--cluster", cluster.cluster)
+    return path
+
+
+def session_of(cluster, creds: str):
+    """A raw ZooKeeper session with the user's own login (what an attacker
+    holding the credentials file can do with kazoo directly)."""
+    return zkutil.connect(cluster.zookeeper, access=Credentials.load(creds).zookeeper,
+                          cluster=cluster.cluster)
+
+
+def tree(zk, root: str) -> list[str]:
+    out, todo = [], [root]
+    while todo:
+        path = todo.pop()
+        out.append(path)
+        try:
+            todo.extend(f"{path}/{c}" for c in zk.get_children(path))
+        except (NoNodeError, NoAuthError):
+            pass
+    return out
+
+
+def _attempt(zk, what: str, path: str, stat) -> None:
+    if what == "set":
+        zk.set(path, b"forged")
+    elif what == "create":
+        zk.create(f"{path}/forged", b"")
+    elif stat.numChildren:
+        zk.delete(path + "/none")       # the right to delete its children
+    else:
+        zk.delete(path, version=stat.version)
+
+
+def consuming(cluster, creds: str, group: str, got: list) -> PushConsumer:
+    c = PushConsumer(group, "Secret", got.append, zookeeper=cluster.zookeeper,
+                     cluster=cluster.cluster, consume_from="first", credentials=creds)
+    return c.start()
+
+
+def test_a_user_changes_nothing_outside_its_own_groups_and_no_acl_anywhere(secured, tmp_path):
+    cluster, _keys, admin, *_ = secured
+    paths = ZkPaths(cluster.cluster)
+    with Producer(cluster.zookeeper, cluster.cluster, credentials=admin) as p:
+        assert p.send_batch([Message("Secret", b"m%d" % i) for i in range(20)], queue=Q0).ok
+    reader = add_user(cluster, tmp_path, "reader", "Topic:Secret:Sub", "Group:billing:Sub")
+    auditor = add_user(cluster, tmp_path, "auditor", "Topic:Secret:Sub", "Group:audit:Sub")
+    mine, theirs = [], []
+    c1, c2 = consuming(cluster, reader, "billing", mine), consuming(cluster, auditor, "audit",
+                                                                     theirs)
+    try:
+        wait_for(lambda: len(mine) >= 20 and len(theirs) >= 20, 30, "both groups to read 20")
+        zk = session_of(cluster, reader)
+        try:
+            # another group's offset reset, queue owner, membership: refused
+            with pytest.raises(NoAuthError):
+                offset_reset.publish(zk, cluster.cluster, "audit", "Secret", {Q0: 0}, 0)
+            with pytest.raises(NoAuthError):
+                zk.create(f"{paths.group_owners('audit')}/Secret@broker-a@1", b"x",
+                          ephemeral=True, acl=[ACL(Permissions.READ, Id("world", "anyone"))])
+            with pytest.raises(NoAuthError):
+                zk.create(f"{paths.consumer_groups}/newgroup", b"")
+            with pytest.raises(NoAuthError):
+                zk.get_children(paths.auth_users)           # no user lists the users
+            with pytest.raises(NoAuthError):
+                zk.get(paths.auth_user("auditor"))          # nor reads another's policy
+            zk.get(paths.auth_user("reader"))               # its own, yes
+            # every node of the cluster (listed as the admin: names are no
+            # secret): no ACL changes, no writes, no deletes, no creates,
+            # except in its own group's containers
+            own = f"{paths.consumer_groups}/billing/"
+            lister = zkutil.connect(cluster.zookeeper)
+            try:
+                nodes = tree(lister, paths.cluster_root)
+            finally:
+                zkutil.close(lister)
+            assert len(nodes) > 20 and any(n.startswith(f"{paths.consumer_groups}/audit/")
+                                           for n in nodes)
+            allowed = []
+            for path in nodes:
+                stat = zk.exists(path)
+                if stat is None:
+                    continue                     # gone since (a queue owner let go)
+                try:
+                    zk.set_acls(path, OPEN_ACL_UNSAFE)
+                    pytest.fail(f"the user changed the ACL of {path}")
+                except NoAuthError:
+                    pass
+                except NoNodeError:
+                    continue
+                for attempt in ("set", "create", "delete"):
+                    try:
+                        _attempt(zk, attempt, path, stat)
+                        allowed.append(path)
+                    except BadVersionError:      # past the ACL: it would have been done
+                        allowed.append(path)
+                    except (NoAuthError, NoNodeError):
+                        pass
+                    except Exception as exc:     # e.g. NotEmpty: refused for another reason
+                        assert "NotEmpty" in type(exc).__name__, (path, exc)
+            assert allowed and all(p.startswith(own) for p in allowed), allowed
+        finally:
+            zkutil.close(zk)
+        # the other group's live consumer never moved back
+        time.sleep(1)
+        assert len(theirs) == 20
+    finally:
+        c1.shutdown()
+        c2.shutdown()
+
+
+def test_a_removed_user_is_refused_by_zookeeper_and_its_nodes_go(secured, tmp_path):
+    cluster, _keys, admin, *_ = secured
+    paths = ZkPaths(cluster.cluster)
+    reader = add_user(cluster, tmp_path, "leaver", "Topic:Secret:Sub", "Group:g1:Sub")
+    got: list = []
+    c = consuming(cluster, reader, "g1", got)
+    zk = session_of(cluster, reader)
+    try:
+        wait_for(lambda: zk.get_children(paths.group_members("g1")), 10, "its member node")
+        zk.get_children(paths.brokers)
+        zk.get(paths.topic("Secret"))
+        t0 = time.monotonic()
+        out = run_cli("auth", "user", "remove", "leaver", "--zookeeper", cluster.zookeeper,
+                      "--cluster", cluster.cluster).stdout
+        assert "nodes of removed users deleted" in out, out
+
+        def refused() -> bool:
+            try:
+                zk.get(paths.topic("Secret"))
+                return False
+            except NoAuthError:
+                return True
+        wait_for(refused, 5, "the removed user's reads refused")
+        admin_zk = zkutil.connect(cluster.zookeeper)
+        try:
+            wait_for(lambda: not admin_zk.get_children(paths.group_members("g1")), 5,
+                     "its member node deleted")
+        finally:
+            zkutil.close(admin_zk)
+        assert time.monotonic() - t0 < 5
+        for attempt in (lambda: zk.get_children(paths.brokers),
+                        lambda: zk.get_children(paths.routes),
+                        lambda: zk.create(f"{paths.group_members('g1')}/back", b"",
+                                          ephemeral=True)):
+            with pytest.raises(NoAuthError):
+                attempt()
+    finally:
+        zkutil.close(zk)
+        c.shutdown()
+
+
+def test_a_policy_change_reaches_zookeeper_at_once(secured, tmp_path):
+    cluster, *_ = secured
+    paths = ZkPaths(cluster.cluster)
+    user = add_user(cluster, tmp_path, "mover", "Topic:Secret:Sub", "Group:one:Sub")
+    got: list = []
+    consuming(cluster, add_user(cluster, tmp_path, "owner2", "Topic:Secret:Sub",
+                                "Group:two:Sub"), "two", got).shutdown()
+    zk = session_of(cluster, user)
+    try:
+        with pytest.raises(NoAuthError):
+            zk.create(f"{paths.group_members('two')}/x", b"", ephemeral=True)
+        run_cli("auth", "user", "update", "mover", "--allow", "Topic:Secret:Sub", "--allow",
+                "Group:two:Sub", "--zookeeper", cluster.zookeeper, "--cluster", cluster.cluster)
+        zk.create(f"{paths.group_members('two')}/x", b"", ephemeral=True)
+    finally:
+        zkutil.close(zk)
+
+
+def test_a_broker_never_changes_an_acl_it_did_not_make(secured, tmp_path):
+    """Nodes open to anyone (made before the cluster was secured) stay as
+    they are through a broker's start, with a warning; ``duomq auth lock``
+    locks the persistent ones when the admin says so."""
+    cluster, _keys, admin, master, slave = secured
+    paths = ZkPaths(cluster.cluster)
+    anonymous = zkutil.connect(cluster.zookeeper, access=None)
+    legacy = paths.group_members("legacy")
+    try:
+        # as a plain cluster's clients left them (made here by the admin: the
+        # secured cluster lets nobody else create under groups/)
+        maker = zkutil.connect(cluster.zookeeper)
+        try:
+            maker.create(legacy, b"", makepath=True, acl=OPEN_ACL_UNSAFE)
+            maker.set_acls(paths.consumer_group("legacy"), OPEN_ACL_UNSAFE)
+        finally:
+            zkutil.close(maker)
+        anonymous.create(f"{legacy}/old-client", b"", ephemeral=True, acl=OPEN_ACL_UNSAFE)
+        slave.restart()
+        assert anonymous.get_acls(legacy)[0] == OPEN_ACL_UNSAFE
+        assert anonymous.get_acls(f"{legacy}/old-client")[0] == OPEN_ACL_UNSAFE
+        wait_for(lambda: "may be changed by anyone" in slave.log_tail(200), 10,
+                 "the broker's warning")
+        out = run_cli("auth", "lock", "--zookeeper", cluster.zookeeper, "--cluster",
+                      cluster.cluster).stdout
+        assert "open nodes locked" in out and "open ephemeral nodes are left" in out, out
+        with pytest.raises(NoAuthError):
+            anonymous.create(f"{legacy}/new", b"")
+        assert anonymous.get_acls(f"{legacy}/old-client")[0] == OPEN_ACL_UNSAFE
+    finally:
+        zkutil.close(anonymous)
