@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
 
 from duomq.auth import zk_acls
+from duomq.auth.acl import Policy
 from duomq.auth.users import User
 from duomq.common.errors import ConfigError
 from duomq.common.service import ServiceThread
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 BATCH = 256                 # nodes read at once (asynchronous calls in flight)
 
 
-def read_users(zk, paths: ZkPaths) -> dict[str, tuple[str, object]]:
+def read_users(zk, paths: ZkPaths) -> dict[str, tuple[str, Policy]]:
     """name -> (ZooKeeper digest id, policy), as ZooKeeper has them now.
     A user node that cannot be read is left out (it grants nothing)."""
     try:

@@ -29,6 +29,7 @@ from duomq.common.credentials import (
     zk_access_for_admin,
 )
 from duomq.common.errors import ConfigError
+from duomq.common.zk_tls import load_ca
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.paths import ROOT, ZkPaths
@@ -48,7 +49,8 @@ class BrokerSecurity:
             sock.curve_secretkey = self.keys.secret
             sock.curve_publickey = self.keys.public
             sock.zap_domain = domain.encode()
-        self.zk_access = zk_access_for_admin(load_zk_secret(config.auth_dir))
+        self.zk_access = zk_access_for_admin(load_zk_secret(config.auth_dir),
+                                             load_ca(config.auth_dir))
         self.users = UserRegistry(config.cluster)
         self.guard = Guard(self.users, config.cluster)
         self.authenticator = BrokerAuthenticator(ctx, self.trusted, self.users)
@@ -91,6 +93,11 @@ class BrokerSecurity:
         self.users.listeners.append(self.keeper.users_changed)
         self.users.start(zk)
         self.keeper.start()
+
+    def group_nodes(self, groups) -> None:
+        """Consumer groups a client named: their nodes, for their members."""
+        if self.keeper is not None:
+            self.keeper.heard(groups)
 
     def stop(self) -> None:
         if self.keeper is not None:

@@ -160,7 +160,7 @@ class Broker(BrokerCore):
                                  sasl=self.zk_sasl)
         if self.security is not None:
             self.security.start(self.zk)        # users known before the member node says "here"
-            self.group_nodes = self.security.keeper.heard
+            self.group_nodes = self.security.group_nodes
         else:
             refuse_plaintext_in_secured_cluster(self.zk, cfg.cluster)
         self.registry = registry = BrokerRegistry(self.zk, cfg, self.member_info)

@@ -48,6 +48,7 @@ from duomq.common.credentials import (
     user_zk_login,
 )
 from duomq.common.errors import ConfigError
+from duomq.common.zk_tls import DEFAULT_HOSTS
 from duomq.coordinator import zk as zkutil
 
 ADMIN_USER = "admin"
@@ -63,6 +64,14 @@ def add(sub) -> None:
     q.add_argument("--zookeeper-sasl", metavar="USER", help="also a SASL (DIGEST-MD5) login "
                    "to the ZooKeeper ensemble, as USER with a new password (zookeeper.sasl); "
                    "prints the JAAS Server entry the ensemble needs")
+    q.add_argument("--zookeeper-tls", action="store_true",
+                   help="also the ensemble's TLS: a CA (zookeeper-ca.pem, also in the "
+                        "credentials) and the servers' key and certificate "
+                        "(zookeeper-server.pem) for their secure client port")
+    q.add_argument("--zookeeper-host", action="append", default=[], metavar="NAME",
+                   help="a name or address the ensemble is reached by, for its certificate "
+                        "(repeat; wildcards such as *.zk.ns.svc; default localhost and "
+                        "127.0.0.1)")
     q.set_defaults(func=init)
     q = asub.add_parser("user", help="add, update, remove and list users")
     usub = q.add_subparsers(dest="user_cmd", required=True)
@@ -104,11 +113,24 @@ def add(sub) -> None:
 
 
 def init(args) -> int:
-    init_cluster_keys(args.out, args.admin, args.zookeeper_sasl)
-    sasl = " and zookeeper.sasl" if args.zookeeper_sasl else ""
+    if args.zookeeper_host and not args.zookeeper_tls:
+        raise ConfigError("--zookeeper-host names the hosts of --zookeeper-tls's certificate")
+    init_cluster_keys(args.out, args.admin, args.zookeeper_sasl, args.zookeeper_tls,
+                      tuple(args.zookeeper_host) or DEFAULT_HOSTS)
+    sasl = (", zookeeper.sasl" if args.zookeeper_sasl else "") + \
+        (", zookeeper-ca.pem, zookeeper-server.pem" if args.zookeeper_tls else "")
     print(f"wrote {args.out}: broker.key, broker.key_secret, admin-user.key, "
           f"zookeeper.secret{sasl} (the brokers' auth_dir), {args.admin}.json (the admin's "
           f"credentials: keep them apart)")
+    if args.zookeeper_tls:
+        print("every ZooKeeper server's zoo.cfg needs (and no plain clientPort):\n"
+              "  serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+              "  secureClientPort=2182\n"
+              "  ssl.keyStore.location=/path/to/zookeeper-server.pem\n"
+              "  ssl.keyStore.type=PEM\n"
+              "  ssl.trustStore.location=/path/to/zookeeper-ca.pem\n"
+              "  ssl.trustStore.type=PEM\n"
+              "  ssl.clientAuth=none")
     if args.zookeeper_sasl:
         user, password = load_zk_sasl(os.path.join(args.out, ZK_SASL)).split(":", 1)
         print(f"every ZooKeeper server's JAAS Server section needs the login (with "
@@ -130,12 +152,14 @@ def _admin_access() -> dict | None:
 
 def _new_zk_login(name: str) -> dict | None:
     """A new user's own ZooKeeper login (None: ZooKeeper is not secured);
-    the ensemble's SASL login, where it asks for one, goes to every user."""
+    the ensemble's SASL login, where it asks for one, and its TLS CA, where
+    it speaks only TLS, go to every user."""
     access = _admin_access()
     if access is None:
         return None
     sasl = access.get("sasl") or env_zk_sasl()
-    return {**user_zk_login(name), **({"sasl": sasl} if sasl else {})}
+    return {**user_zk_login(name), **({"sasl": sasl} if sasl else {}),
+            **({"tls_ca": access["tls_ca"]} if access.get("tls_ca") else {})}
 
 
 def _zk_id(login: dict | None) -> str:
@@ -198,10 +222,10 @@ def trust(args) -> int:
 
 def lock(args) -> int:
     zookeeper, cluster = endpoint(args)
-    if _admin_access() is None:
+    access = _admin_access()
+    if access is None:
         raise ConfigError("duomq auth lock needs the admin's credentials (--credentials or "
                           "$DUOMQ_CREDENTIALS)")
-    access = _admin_access()
     zk = zkutil.connect(zookeeper, cluster=cluster)
     try:
         done = AclSweeper(zk, cluster, admin_ids(access), retired_ids(access)).sweep(
@@ -253,11 +277,11 @@ def user(args) -> int:
             policy = old.policy                  # only the key changes
         # a new key comes with a new ZooKeeper login: the old one is revoked too
         login = _new_zk_login(args.name) if keys is not None else None
-        creds = _credentials(args.name, keys, zk, cluster, login) if keys is not None else None
+        rotated = _credentials(args.name, keys, zk, cluster, login) if keys is not None else None
         swept = admin.update(User(args.name, keys.public if keys else old.public_key, policy,
                                   _zk_id(login) if keys is not None else old.zookeeper_id))
-        if creds is not None:
-            creds.write(args.out)
+        if rotated is not None:
+            rotated.write(args.out)
         print(f"updated user {args.name}" + (f"; new credentials in {args.out}" if keys else "")
               + _swept(swept))
         return 0

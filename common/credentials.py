@@ -27,6 +27,7 @@ import zmq.auth
 
 from duomq.common.errors import ConfigError, InvalidNameError
 from duomq.common.names import validate_name
+from duomq.common.zk_tls import DEFAULT_HOSTS, load_ca, write_tls
 
 BROKER_CERT = "broker"
 CREDENTIALS_ENV = "DUOMQ_CREDENTIALS"
@@ -225,7 +226,7 @@ def broker_zk_login(auth: bool, auth_dir: str, sasl_file: str) -> tuple[dict | N
     """How a broker (and a tool run in its pod with its config) reaches
     ZooKeeper: its digest access (auth = true: the ``duomq`` principal of
     ``auth_dir``) and its SASL login. A ConfigError names a bad file."""
-    access = zk_access_for_admin(load_zk_secret(auth_dir)) if auth else None
+    access = zk_access_for_admin(load_zk_secret(auth_dir), load_ca(auth_dir)) if auth else None
     return access, broker_zk_sasl(sasl_file, auth_dir if auth else "")
 
 
@@ -248,8 +249,10 @@ def load_zk_secret(directory: str) -> str:
     return secret
 
 
-def zk_access_for_admin(secret: str) -> dict:
-    return {"digest": f"{ZK_ADMIN}:{secret}"}
+def zk_access_for_admin(secret: str, tls_ca: str | None = None) -> dict:
+    """The ``duomq`` principal's access (``tls_ca``: the ensemble's CA, PEM,
+    when it speaks only TLS)."""
+    return {"digest": f"{ZK_ADMIN}:{secret}", **({"tls_ca": tls_ca} if tls_ca else {})}
 
 
 def admin_ids(access: dict) -> tuple[str, ...]:
@@ -272,7 +275,7 @@ def user_zk_login(name: str) -> dict:
 
 
 def is_admin(access: dict | None) -> bool:
-    return bool(access) and access["digest"].split(":", 1)[0] == ZK_ADMIN
+    return access is not None and access["digest"].split(":", 1)[0] == ZK_ADMIN
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,10 @@ class Credentials:
                                   f"`duomq auth user update {user} --rotate --out FILE`")
             if "sasl" in zk:
                 sasl_login(zk["sasl"], f"credentials {path}: zookeeper.sasl")
+            if "tls_ca" in zk and not (isinstance(zk["tls_ca"], str)
+                                       and "BEGIN CERTIFICATE" in zk["tls_ca"]):
+                raise ConfigError(f"credentials {path}: zookeeper.tls_ca is not a PEM "
+                                  f"certificate")
         more = doc.get("trusted_broker_keys", [])
         if not isinstance(more, list):
             raise ConfigError(f"credentials {path}: trusted_broker_keys is not a list of keys")
@@ -359,23 +366,29 @@ def resolve_credentials(value) -> Credentials | None:
     return Credentials.load(os.fspath(path)) if path else None
 
 
-def init_cluster_keys(directory: str, admin: str = "admin", sasl_user: str | None = None) -> str:
+def init_cluster_keys(directory: str, admin: str = "admin", sasl_user: str | None = None,
+                      zookeeper_tls: bool = False,
+                      zookeeper_hosts: tuple[str, ...] = DEFAULT_HOSTS) -> str:
     """``duomq auth init``: the broker keypair, the admin user's public key
     (for the brokers to register) and credentials, and the ZooKeeper digest
     secret, in ``directory``; with ``sasl_user``, a SASL login to the
-    ensemble too (``zookeeper.sasl``, also in the admin's credentials).
-    Returns the admin's credentials path."""
+    ensemble too (``zookeeper.sasl``, also in the admin's credentials); with
+    ``zookeeper_tls``, the ensemble's TLS CA and certificate for
+    ``zookeeper_hosts`` (``common.zk_tls``; the CA also in the admin's
+    credentials). Returns the admin's credentials path."""
     validate_name("user", admin)
     if sasl_user is not None:
         sasl_login(f"{sasl_user}:x", "--zookeeper-sasl")
     broker = write_broker_keys(directory)
+    if zookeeper_tls:
+        write_tls(directory, zookeeper_hosts)
     pair = KeyPair.new()
     write_admin_key(directory, admin, pair.public)
     secret = secrets.token_urlsafe(32)
     fd = os.open(os.path.join(directory, ZK_SECRET), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret + "\n")
-    access = zk_access_for_admin(secret)
+    access = zk_access_for_admin(secret, load_ca(directory))
     if sasl_user is not None:
         access["sasl"] = f"{sasl_user}:{secrets.token_urlsafe(24)}"
         fd = os.open(os.path.join(directory, ZK_SASL), os.O_WRONLY | os.O_CREAT | os.O_EXCL,

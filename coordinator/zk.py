@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -26,6 +27,7 @@ from duomq.common.credentials import (
     env_zk_sasl,
 )
 from duomq.common.errors import AuthenticationError, ServiceNotAvailableError
+from duomq.common.zk_tls import ca_file
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.nodes import MemberNode, NodeError
 from duomq.coordinator.paths import ZkPaths
@@ -111,6 +113,9 @@ def connect(hosts: str, *, timeout_s: float | None = None, session_timeout_ms: i
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=0.25),
         command_retry=KazooRetry(max_tries=5, delay=0.1, backoff=2, max_delay=2),
         read_only=read_only,
+        # an ensemble that speaks only TLS: verified with the cluster's CA
+        use_ssl=bool(access and access.get("tls_ca")),
+        ca=ca_file(access["tls_ca"]) if access and access.get("tls_ca") else None,
         auth_data=[("digest", access["digest"])] if access else None,
         default_acl=node_acl(access) if access else None,
         sasl_options=sasl_options(sasl) if sasl else None,
@@ -119,8 +124,10 @@ def connect(hosts: str, *, timeout_s: float | None = None, session_timeout_ms: i
         zk.start(timeout=timeout_s)
     except Exception as exc:
         zk.close()
+        tls = " over TLS" if access and access.get("tls_ca") else \
+            " (an ensemble that speaks only TLS needs credentials carrying its CA)"
         raise ServiceNotAvailableError(
-            f"cannot reach ZooKeeper at {hosts} within {timeout_s:g} s: {exc}") from None
+            f"cannot reach ZooKeeper at {hosts}{tls} within {timeout_s:g} s: {exc}") from None
     _admitted(zk, hosts, sasl)
     if access and cluster is not None:
         if not cluster_secured(zk, cluster):
@@ -242,16 +249,29 @@ def close(zk: KazooClient | None) -> None:
         zk.close()
 
 
-def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0) -> str:
-    """A ZooKeeper four-letter command's answer (the server must whitelist it)."""
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(word.encode())
-        chunks = []
-        while True:
-            data = s.recv(4096)
-            if not data:
-                break
-            chunks.append(data)
+def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0,
+                tls_ca: str | None = None) -> str:
+    """A ZooKeeper four-letter command's answer (the server must whitelist
+    it); ``tls_ca``: the CA (PEM) of a server that speaks only TLS."""
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        s = raw
+        if tls_ca is not None:
+            ctx = ssl.create_default_context(cadata=tls_ca)
+            ctx.check_hostname = False
+            s = ctx.wrap_socket(raw)
+        try:
+            s.sendall(word.encode())
+            chunks = []
+            while True:
+                try:
+                    data = s.recv(4096)
+                except ssl.SSLEOFError:      # a TLS server that closes without close_notify
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+        finally:
+            s.close()
     return b"".join(chunks).decode(errors="replace")
 
 

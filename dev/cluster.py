@@ -92,23 +92,29 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
                   or any(alive(b["pid"], b.get("started")) for b in state["brokers"])):
         raise ConfigError(f"a dev cluster already runs from {data_dir}; run 'duomq dev down' first")
     os.makedirs(data_dir, exist_ok=True)
+    keys, credentials = None, None
+    if auth:        # a secured cluster: its keys in the data dir, the admin's for the CLI;
+        # a ZooKeeper of its own speaks only TLS (an ensemble or another's: as it is)
+        keys = os.path.join(os.path.abspath(data_dir), "auth")
+        shutil.rmtree(keys, ignore_errors=True)
+        own_zk = zookeepers == 1 and not zookeeper
+        credentials = {"admin": init_cluster_keys(keys, zookeeper_tls=own_zk)}
+        os.environ["DUOMQ_CREDENTIALS"] = credentials["admin"]   # our own ZK reads
     if zookeepers > 1:
         servers = start_ensemble(zookeepers, os.path.join(data_dir, "zookeeper"))
         state = {"zookeeper": ",".join(f"127.0.0.1:{s['port']}" for s in servers),
                  "zookeeper_kind": "ensemble", "zookeeper_servers": servers,
                  "cluster": cluster, "data_dir": os.path.abspath(data_dir), "brokers": []}
     else:
-        zk = launch(zookeeper, data_dir=os.path.join(data_dir, "zookeeper"), detach=True)
+        zk = launch(zookeeper, data_dir=os.path.join(data_dir, "zookeeper"), detach=True,
+                    tls_dir=keys if auth and not zookeeper else None)
         state = {"zookeeper": zk.connect, "zookeeper_kind": zk.kind, "zookeeper_pid": zk.pid,
                  "zookeeper_started": zk.started, "zookeeper_log": zk.log_path,
                  "cluster": cluster, "data_dir": os.path.abspath(data_dir), "brokers": []}
     base = {"flush": "SYNC_FLUSH" if flush.lower().startswith("sync") else "ASYNC_FLUSH",
             "replication": replication.upper(), **(settings or {})}
-    if auth:        # a secured cluster: its keys in the data dir, the admin's for the CLI
-        keys = os.path.join(os.path.abspath(data_dir), "auth")
-        shutil.rmtree(keys, ignore_errors=True)
-        state["credentials"] = {"admin": init_cluster_keys(keys)}
-        os.environ["DUOMQ_CREDENTIALS"] = state["credentials"]["admin"]   # our own ZK reads
+    if auth:
+        state["credentials"] = credentials
         base.update(auth=True, auth_dir=keys)
     _write_state(data_dir, state)
     if store_size:

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from duomq.common.zk_tls import ZK_CA, ZK_SERVER, load_ca
 from duomq.coordinator.zk import four_letter
 from duomq.coordinator.zk import server_mode as zk_server_mode
 from duomq.dev import processes
@@ -27,19 +28,24 @@ from duomq.dev.ports import free_port
 
 log = logging.getLogger(__name__)
 DEBIAN_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"]
+# the secure client port runs on Netty (Debian's jars, beside ZooKeeper's)
+NETTY_JARS = [f"/usr/share/java/netty-{m}.jar" for m in (
+    "buffer", "codec", "common", "handler", "resolver", "transport",
+    "transport-native-epoll", "transport-native-unix-common")]
 
 
 class ZooKeeperUnavailable(RuntimeError):
     pass
 
 
-def wait_ready(host: str, port: int, timeout_s: float = 30.0, proc=None) -> None:
+def wait_ready(host: str, port: int, timeout_s: float = 30.0, proc=None,
+               tls_ca: str | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise ZooKeeperUnavailable(f"ZooKeeper exited with code {proc.returncode}")
         try:
-            if "Mode:" in four_letter(host, port):
+            if "Mode:" in four_letter(host, port, tls_ca=tls_ca):
                 return
         except OSError:
             pass
@@ -77,7 +83,9 @@ class ZooKeeperHandle:
 
 
 def debian_classpath() -> str | None:
-    return ":".join(DEBIAN_JARS) if all(os.path.exists(j) for j in DEBIAN_JARS) else None
+    if not all(os.path.exists(j) for j in DEBIAN_JARS):
+        return None
+    return ":".join(DEBIAN_JARS + [j for j in NETTY_JARS if os.path.exists(j)])
 
 
 def pyspark_classpath() -> str | None:
@@ -148,11 +156,24 @@ def sasl_config(data_dir: str, users: dict[str, str]) -> tuple[list[str], list[s
             [f"-Djava.security.auth.login.config={jaas}"])
 
 
+def tls_config(tls_dir: str, port: int) -> list[str]:
+    """zoo.cfg lines for a server whose only client port is its secure one
+    (TLS, the key and certificate ``duomq auth init`` wrote in ``tls_dir``),
+    on Netty, as ZooKeeper's admin guide configures one."""
+    return ["serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            f"secureClientPort={port}", "secureClientPortAddress=127.0.0.1",
+            f"ssl.keyStore.location={os.path.join(tls_dir, ZK_SERVER)}", "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={os.path.join(tls_dir, ZK_CA)}", "ssl.trustStore.type=PEM",
+            "ssl.clientAuth=none"]
+
+
 def start_local(data_dir: str | None = None, port: int | None = None,
                 detach: bool = False, cp: str | None = None,
-                sasl_users: dict[str, str] | None = None) -> ZooKeeperHandle:
+                sasl_users: dict[str, str] | None = None,
+                tls_dir: str | None = None) -> ZooKeeperHandle:
     """Run a standalone server as a foreground Java process (ours, not
-    systemd's); with ``sasl_users``, one that requires their SASL login."""
+    systemd's); with ``sasl_users``, one that requires their SASL login;
+    with ``tls_dir`` (an ``auth_dir``), one that speaks only TLS."""
     cp = cp or classpath()
     java = shutil.which("java")
     if cp is None or java is None:
@@ -167,10 +188,12 @@ def start_local(data_dir: str | None = None, port: int | None = None,
     port = port or free_port()
     sasl_lines, jvm_flags = sasl_config(data_dir, sasl_users) if sasl_users else ([], [])
     cfg = os.path.join(data_dir, "zoo.cfg")
+    ports = tls_config(tls_dir, port) if tls_dir else [f"clientPort={port}",
+                                                        "clientPortAddress=127.0.0.1"]
     with open(cfg, "w") as f:
         f.write("\n".join([
             "tickTime=500", "initLimit=20", "syncLimit=10", f"dataDir={data_dir}",
-            f"clientPort={port}", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
+            *ports, "admin.enableServer=false",
             "4lw.commands.whitelist=srvr,ruok,mntr", "minSessionTimeout=1000",
             "maxSessionTimeout=20000", "maxClientCnxns=0", *sasl_lines, ""]))
     log_path = os.path.join(data_dir, "zookeeper.log")
@@ -185,7 +208,7 @@ def start_local(data_dir: str | None = None, port: int | None = None,
                              processes.started_at(proc.pid), data_dir, log_path,
                              _proc=None if detach else proc, _owns_dir=owns)
     try:
-        wait_ready("127.0.0.1", port, proc=proc)
+        wait_ready("127.0.0.1", port, proc=proc, tls_ca=load_ca(tls_dir) if tls_dir else None)
     except ZooKeeperUnavailable:
         tail = handle.log_tail()
         handle.stop()
@@ -257,15 +280,16 @@ def start_ensemble(n: int, data_dir: str, timeout_s: float = 60.0) -> list[dict]
 
 
 def launch(zookeeper: str | None = None, *, data_dir: str | None = None,
-           detach: bool = False) -> ZooKeeperHandle:
-    """The launcher's order of preference (see the module docstring)."""
+           detach: bool = False, tls_dir: str | None = None) -> ZooKeeperHandle:
+    """The launcher's order of preference (see the module docstring);
+    ``tls_dir``: a server of our own speaks only TLS, with its keys."""
     if zookeeper:
         host, _, port = zookeeper.split(",")[0].split("/")[0].rpartition(":")
         wait_ready(host or "127.0.0.1", int(port), timeout_s=10)
         return ZooKeeperHandle(zookeeper, "external")
-    if not detach and docker_available():
+    if not detach and tls_dir is None and docker_available():
         try:
             return start_container()
         except Exception as exc:
             log.warning("testcontainers ZooKeeper failed (%s); using a local server", exc)
-    return start_local(data_dir=data_dir, detach=detach)
+    return start_local(data_dir=data_dir, detach=detach, tls_dir=tls_dir)

@@ -106,3 +106,20 @@ def test_a_broker_key_rotation_step_by_step(tmp_path):
 
     rotate_broker_keys(d, "retire")
     assert load_broker_trust(d) == (new_public,)
+
+
+def test_zookeeper_tls_keys_are_written_and_the_ca_travels_in_the_credentials(tmp_path):
+    from duomq.common.zk_tls import ZK_CA, ZK_SERVER, load_ca
+    keys = str(tmp_path / "k")
+    admin = Credentials.load(init_cluster_keys(keys, zookeeper_tls=True,
+                                               zookeeper_hosts=("zk.example", "10.0.0.1")))
+    assert admin.zookeeper["tls_ca"] == load_ca(keys) and "BEGIN CERTIFICATE" in load_ca(keys)
+    server = (tmp_path / "k" / ZK_SERVER).read_text()
+    assert "PRIVATE KEY" in server and server.count("BEGIN CERTIFICATE") == 1
+    assert oct(os.stat(tmp_path / "k" / ZK_SERVER).st_mode & 0o777) == "0o600"
+    assert load_ca(str(tmp_path)) is None and (tmp_path / "k" / ZK_CA).exists()
+    doc = json.loads(admin.to_json())
+    doc["zookeeper"]["tls_ca"] = "not a certificate"
+    (tmp_path / "c.json").write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="tls_ca is not a PEM certificate"):
+        Credentials.load(str(tmp_path / "c.json"))
