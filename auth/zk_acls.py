@@ -107,20 +107,21 @@ def made_node_acl(admins: Iterable[str], readers: Iterable[str], own: str) -> li
 
 
 def ours(acl: Iterable[ACL], admins: tuple[str, ...], retired: tuple[str, ...] = ()) -> bool:
-    """Whether ``duomq`` made a node with this ACL: one of ``admins`` holds
-    ADMIN on it and nobody else may write it (``retired``: the shared client
-    identity of earlier releases, whose persistent nodes are the cluster's)."""
+    """Whether ``duomq`` made a node with this ACL: one of ``admins`` or
+    ``retired`` holds ADMIN on it and nobody else may write it (``retired``:
+    the ids of rotated-out cluster secrets; for a persistent node also the
+    shared client identity of earlier releases)."""
     acl = list(acl)
-    mine = {digest(a) for a in admins}
+    mine = {digest(a) for a in (*admins, *retired)}
     if not any(e.id in mine and e.perms & ADMIN for e in acl):
         return False
-    old = {digest(r) for r in retired}
-    return all(e.id in mine or e.id in old or not e.perms & (WRITE | ADMIN) for e in acl)
+    return all(e.id in mine or not e.perms & (WRITE | ADMIN) for e in acl)
 
 
 def maker(acl: Iterable[ACL], admins: tuple[str, ...]) -> str | None:
     """The digest id of the user whose client made a node (the one entry
-    that may write it besides ``admins``); None: a node a user did not make."""
+    that may write it besides ``admins``, current or retired); None: a node
+    a user did not make."""
     mine = {digest(a) for a in admins}
     writers = [e.id for e in acl if e.perms & WRITE and e.id not in mine]
     if len(writers) != 1 or writers[0].scheme != "digest":

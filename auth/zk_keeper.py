@@ -38,6 +38,7 @@ from duomq.auth.acl import Policy
 from duomq.auth.users import User
 from duomq.common.errors import ConfigError
 from duomq.common.service import ServiceThread
+from duomq.coordinator.auth_nodes import AdminsNode
 from duomq.coordinator.group_nodes import GroupAccessNode
 from duomq.coordinator.nodes import NodeError
 from duomq.coordinator.paths import ZkPaths
@@ -86,9 +87,20 @@ class AclSweeper:
     def __init__(self, zk, cluster: str, admins: tuple[str, ...], retired: tuple[str, ...] = ()):
         self.zk = zk
         self.paths = ZkPaths(cluster)
-        self.admins = admins
+        self.own = admins
+        self.admins = admins                # and those ``auth/admins`` lists (a rotation's)
         self.retired = retired
+        self.former: tuple[str, ...] = ()   # rotated-out secrets' ids
         self._lock = threading.Lock()
+
+    def load_admins(self) -> None:
+        """The principal's ids as ``auth/admins`` says (a secret rotation)."""
+        try:
+            node = AdminsNode.from_bytes(self.zk.get(self.paths.auth_admins)[0])
+        except (NoNodeError, NodeError):
+            node = AdminsNode()
+        self.admins = tuple(dict.fromkeys((*self.own, *node.ids)))
+        self.former = tuple(i for i in node.retired if i not in self.admins)
 
     def wanted(self, path: str, users) -> list | None:
         return zk_acls.wanted(path, self.paths, self.admins, users)
@@ -100,6 +112,7 @@ class AclSweeper:
             return self._sweep(lock_open)
 
     def _sweep(self, lock_open: bool) -> Sweep:
+        self.load_admins()
         users = read_users(self.zk, self.paths)
         zids = {zid for zid, _ in users.values() if zid}
         # what this session creates from now on: the cluster's ACL for its nodes
@@ -146,13 +159,14 @@ class AclSweeper:
             else:
                 done.open_nodes.append(path)
             return False
-        if zk_acls.ours(acl, self.admins, () if ephemeral else self.retired):
+        if zk_acls.ours(acl, self.admins,
+                        self.former + (() if ephemeral else self.retired)):
             want = self.wanted(path, users)
             if want is not None and not zk_acls.same(acl, want):
                 if self._set(path, want, stat.aversion):
                     done.changed.append(path)
             return True
-        made_by = zk_acls.maker(acl, self.admins)
+        made_by = zk_acls.maker(acl, self.admins + self.former)
         if made_by is not None and made_by not in zids and self._in_group_container(path):
             orphans.append((path, made_by))
         return False
@@ -207,6 +221,7 @@ class AclSweeper:
     def ensure_group(self, group: str) -> None:
         """A consumer group's nodes, with its users' rights, for its clients
         to join (they may not create nodes outside their groups' containers)."""
+        self.load_admins()
         users = read_users(self.zk, self.paths)
         base = self.paths.consumer_group(group)
         access = zk_acls.group_access(group, self.admins, users).to_bytes()

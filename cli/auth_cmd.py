@@ -17,6 +17,9 @@ cluster's ZooKeeper ACLs to match the users (``auth.zk_keeper``), and
 ``duomq auth lock`` gives nodes made before the cluster was secured (open to
 anyone) the cluster's ACLs.
 
+``duomq auth rotate new|promote|retire --auth-dir DIR`` rotates the
+cluster's ZooKeeper secret the same way (``rotate``).
+
 ``duomq auth broker-key new|promote|retire --auth-dir DIR`` rotates the
 brokers' keypair, a step at a time, each followed by a rolling restart of
 the brokers; ``duomq auth trust`` makes a credentials file trust the broker
@@ -27,13 +30,19 @@ from __future__ import annotations
 
 import os
 
+from kazoo.exceptions import NoNodeError
+from kazoo.security import ACL, Id, Permissions
+
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.auth.zk_keeper import AclSweeper
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.credentials import (
     CREDENTIALS_ENV,
+    ZK_ADMIN,
     ZK_SASL,
+    ZK_SECRET_NEXT,
+    ZK_SECRET_PREVIOUS,
     Credentials,
     KeyPair,
     admin_ids,
@@ -45,11 +54,15 @@ from duomq.common.credentials import (
     load_zk_sasl,
     retired_ids,
     rotate_broker_keys,
+    rotate_zk_secret_files,
     user_zk_login,
+    zk_access_for_admin,
 )
 from duomq.common.errors import ConfigError
-from duomq.common.zk_tls import DEFAULT_HOSTS
+from duomq.common.zk_tls import DEFAULT_HOSTS, load_ca
 from duomq.coordinator import zk as zkutil
+from duomq.coordinator.auth_nodes import AdminsNode
+from duomq.coordinator.paths import ZkPaths
 
 ADMIN_USER = "admin"
 
@@ -106,6 +119,16 @@ def add(sub) -> None:
                                       "broker keys the cluster accepts now")
     add_endpoint(q)
     q.set_defaults(func=trust)
+    q = asub.add_parser("rotate", help="rotate the cluster's ZooKeeper secret in the brokers' "
+                                       "auth_dir, a step at a time, without downtime")
+    q.add_argument("step", choices=["new", "promote", "retire"],
+                   help="new: a next secret ZooKeeper accepts beside the current one on every "
+                        "node; promote: the next secret becomes the current one (then restart "
+                        "the brokers one at a time); retire: the old secret is accepted no "
+                        "more")
+    q.add_argument("--auth-dir", required=True, metavar="DIR")
+    add_endpoint(q)
+    q.set_defaults(func=rotate)
     q = asub.add_parser("lock", help="give the cluster's nodes that anyone may change (made "
                                      "before it was secured) the cluster's ZooKeeper ACLs")
     add_endpoint(q)
@@ -218,6 +241,76 @@ def trust(args) -> int:
     print(f"{path} trusts the broker keys " + ", ".join(k.decode() for k in new.broker_keys)
           + f" (cluster {cluster!r} serves {new.broker_public_key.decode()})")
     return 0
+
+
+ROTATE_NEXT = {
+    "new": "give every broker the auth_dir with zookeeper.secret.next (a Kubernetes Secret: "
+           "replace it), then `promote`",
+    "promote": "give every broker the auth_dir again and restart them one at a time (each "
+               "then logs in with the new secret; the old one is still accepted); then "
+               "`retire`",
+    "retire": "done: the old secret is refused by ZooKeeper"}
+
+
+def rotate(args) -> int:
+    """``duomq auth rotate``: a step of a rotation of the cluster's ZooKeeper
+    secret. ZooKeeper's side: ``auth/admins`` lists the principal's ids
+    beside the one a session logs in with, and a sweep puts every id it
+    lists on (``new``), or takes a retired one off (``retire``), every node
+    the principal made."""
+    zookeeper, cluster = endpoint(args)
+    login, other = rotate_zk_secret_files(args.auth_dir, args.step)
+    ca = load_ca(args.auth_dir)
+    if args.step == "promote":
+        moved = _promote_admin_credentials(args, other, login)
+        print(f"{args.auth_dir}: zookeeper.secret is the new secret, the old one "
+              f"zookeeper.secret.previous" + (f"; {moved} log in with it" if moved else "")
+              + f". Next: {ROTATE_NEXT['promote']}")
+        return 0
+    access = zk_access_for_admin(login, ca)
+    mine, theirs = admin_ids(access)[0], admin_ids(zk_access_for_admin(other))[0]
+    try:
+        zk = zkutil.connect(zookeeper, access=access, cluster=cluster)
+    except Exception:
+        if args.step == "new":
+            os.remove(os.path.join(args.auth_dir, ZK_SECRET_NEXT))   # as before the step
+        raise
+    try:
+        paths = ZkPaths(cluster)
+        try:
+            old = AdminsNode.from_bytes(zk.get(paths.auth_admins)[0])
+        except NoNodeError:
+            old = AdminsNode()
+        node = AdminsNode((mine, theirs), old.retired) if args.step == "new" else \
+            AdminsNode((), tuple(dict.fromkeys((*old.retired, theirs))))
+        try:
+            zk.set(paths.auth_admins, node.to_bytes())
+        except NoNodeError:
+            zk.create(paths.auth_admins, node.to_bytes(),
+                      acl=[ACL(Permissions.ALL, Id("digest", i)) for i in (mine, theirs)])
+        done = AclSweeper(zk, cluster, (mine,), retired_ids(access)).sweep()
+    finally:
+        zkutil.close(zk)
+    if args.step == "retire":
+        os.remove(os.path.join(args.auth_dir, ZK_SECRET_PREVIOUS))
+    print(f"cluster {cluster}: {done.summary()}. Next: {ROTATE_NEXT[args.step]}")
+    return 0
+
+
+def _promote_admin_credentials(args, old: str, new: str) -> str:
+    """The admin's credentials files (``auth_dir/admin.json``, and the
+    ``--credentials`` one) that logged in with the old secret, rewritten."""
+    done = []
+    for path in dict.fromkeys(p for p in (os.path.join(args.auth_dir, "admin.json"),
+                                          args.credentials or os.environ.get(CREDENTIALS_ENV))
+                              if p and os.path.exists(p)):
+        c = Credentials.load(path)
+        if c.zookeeper and c.zookeeper["digest"] == f"{ZK_ADMIN}:{old}":
+            Credentials(c.user, c.keys, c.broker_public_key,
+                        {**c.zookeeper, "digest": f"{ZK_ADMIN}:{new}"},
+                        c.trusted_broker_keys).write(path)
+            done.append(path)
+    return ", ".join(done)
 
 
 def lock(args) -> int:

@@ -236,6 +236,57 @@ def env_zk_sasl() -> str | None:
     return load_zk_sasl(path) if path else None
 
 
+ZK_SECRET_NEXT, ZK_SECRET_PREVIOUS = f"{ZK_SECRET}.next", f"{ZK_SECRET}.previous"
+
+
+def rotate_zk_secret_files(directory: str, step: str) -> tuple[str, str]:
+    """The files of one step of a rotation of the cluster's ZooKeeper secret
+    in ``auth_dir`` (``duomq auth rotate``, which also tells ZooKeeper);
+    returns (the secret the step's ZooKeeper work logs in with, the other
+    one: the next secret for ``new``, the previous for ``retire``).
+
+    ``new``      a next secret, ``zookeeper.secret.next``
+    ``promote``  the next secret becomes ``zookeeper.secret``; the old one
+                 stays as ``zookeeper.secret.previous``
+    ``retire``   nothing yet: the caller deletes ``zookeeper.secret.previous``
+                 once ZooKeeper forgot it
+    """
+    path = lambda name: os.path.join(directory, name)        # noqa: E731
+    current = load_zk_secret(directory)
+    if step == "new":
+        if os.path.exists(path(ZK_SECRET_NEXT)):
+            raise ConfigError(f"{path(ZK_SECRET_NEXT)} exists: a rotation is under way "
+                              f"(promote it, or delete that file)")
+        if os.path.exists(path(ZK_SECRET_PREVIOUS)):
+            raise ConfigError(f"{path(ZK_SECRET_PREVIOUS)} exists: retire the previous "
+                              f"rotation first")
+        nxt = secrets.token_urlsafe(32)
+        fd = os.open(path(ZK_SECRET_NEXT), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(nxt + "\n")
+        return current, nxt
+    if step == "promote":
+        if not os.path.exists(path(ZK_SECRET_NEXT)):
+            raise ConfigError(f"no {path(ZK_SECRET_NEXT)}: run `duomq auth rotate new` first")
+        nxt = load_zk_secret_file(path(ZK_SECRET_NEXT))
+        os.replace(path(ZK_SECRET), path(ZK_SECRET_PREVIOUS))
+        os.replace(path(ZK_SECRET_NEXT), path(ZK_SECRET))
+        return nxt, current
+    if step == "retire":
+        if not os.path.exists(path(ZK_SECRET_PREVIOUS)):
+            raise ConfigError(f"no {path(ZK_SECRET_PREVIOUS)}: nothing to retire")
+        return current, load_zk_secret_file(path(ZK_SECRET_PREVIOUS))
+    raise ValueError(f"unknown rotation step {step!r}")
+
+
+def load_zk_secret_file(path: str) -> str:
+    with open(path) as f:
+        secret = f.read().strip()
+    if not secret:
+        raise ConfigError(f"auth_dir: {path} is empty")
+    return secret
+
+
 def load_zk_secret(directory: str) -> str:
     path = os.path.join(directory, ZK_SECRET)
     try:

@@ -4,6 +4,7 @@ with ``to_bytes`` / ``from_bytes`` (pure, as ``nodes``). Keys are Z85 text.
   kind         path (under /duomq/<cluster>/auth)   written by
   auth config  config                                every broker with auth = true
   user         users/<name>                          ``duomq auth user``
+  admins       admins                                ``duomq auth rotate``
 """
 
 from __future__ import annotations
@@ -71,3 +72,22 @@ class UserNode:
         return encode({"public_key": self.public_key, "allow": list(self.allow),
                        "deny": list(self.deny),
                        **({"zookeeper_id": self.zookeeper_id} if self.zookeeper_id else {})})
+
+
+@dataclass(frozen=True)
+class AdminsNode:
+    """The ZooKeeper digest ids of the ``duomq`` principal besides the one a
+    session logs in with: during a rotation of the cluster secret both the
+    current and the next (``ids``), and the ids of secrets rotated out
+    (``retired``), whose entries sweeps remove wherever they find them."""
+    ids: tuple[str, ...] = ()
+    retired: tuple[str, ...] = ()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | None) -> AdminsNode:
+        k = "admins"
+        d = decode(k, raw)
+        return cls(_texts(k, d, "ids"), _texts(k, d, "retired"))
+
+    def to_bytes(self) -> bytes:
+        return encode({"ids": list(self.ids), "retired": list(self.retired)})

@@ -91,6 +91,11 @@ class ZkPaths:
         return f"{self.auth_root}/config"
 
     @property
+    def auth_admins(self) -> str:
+        """The ``duomq`` principal's digest ids during and after a rotation."""
+        return f"{self.auth_root}/admins"
+
+    @property
     def auth_users(self) -> str:
         return f"{self.auth_root}/users"
 

@@ -227,3 +227,64 @@ def test_a_broker_never_changes_an_acl_it_did_not_make(secured, tmp_path):
         assert anonymous.get_acls(f"{legacy}/old-client")[0] == OPEN_ACL_UNSAFE
     finally:
         zkutil.close(anonymous)
+
+
+def test_the_zookeeper_secret_rotates_without_downtime(secured, tmp_path):
+    """new: both secrets on every node; promote, then the brokers restarted
+    one at a time: they log in with the new one while users go on; retire:
+    the old secret is refused everywhere."""
+    cluster, keys, admin, master, slave = secured
+    paths = ZkPaths(cluster.cluster)
+    zk, cl = cluster.zookeeper, cluster.cluster
+    user = add_user(cluster, tmp_path, "steady", "Topic:Secret:Pub", "Topic:Secret:Sub",
+                    "Group:steady:Sub")
+    old = (keys / "zookeeper.secret").read_text().strip()
+
+    def ids_on(path: str) -> set[str]:
+        c = zkutil.connect(zk)
+        try:
+            return {e.id.id.split(":")[0] + ":" + e.id.id.split(":")[1][:6]
+                    for e in c.get_acls(path)[0] if e.id.id.startswith("duomq:")}
+        finally:
+            zkutil.close(c)
+
+    def sends() -> bool:
+        with Producer(zk, cl, credentials=user) as p:
+            return p.send(Message("Secret", b"r"), queue=Q0).ok
+
+    run_cli("auth", "rotate", "new", "--auth-dir", str(keys), "--zookeeper", zk, "--cluster", cl)
+    new = (keys / "zookeeper.secret.next").read_text().strip()
+    assert len(ids_on(paths.topic("Secret"))) == 2 and len(ids_on(paths.brokers)) == 2
+    assert sends()
+    run_cli("auth", "rotate", "promote", "--auth-dir", str(keys), "--zookeeper", zk,
+            "--cluster", cl)
+    assert (keys / "zookeeper.secret").read_text().strip() == new
+    assert Credentials.load(admin).zookeeper["digest"] == f"duomq:{new}"
+    for broker in (slave, master):
+        broker.restart()
+        assert sends()
+    run_cli("auth", "rotate", "retire", "--auth-dir", str(keys), "--zookeeper", zk,
+            "--cluster", cl)
+    assert not (keys / "zookeeper.secret.previous").exists()
+    stale = zkutil.connect(zk, access={"digest": f"duomq:{old}"})
+    try:
+        with pytest.raises(NoAuthError):
+            stale.get(paths.topic("Secret"))
+        with pytest.raises(NoAuthError):
+            stale.get_children(paths.auth_users)
+    finally:
+        zkutil.close(stale)
+    lister = zkutil.connect(zk)
+    try:
+        nodes = tree(lister, paths.cluster_root)
+    finally:
+        zkutil.close(lister)
+    assert len(nodes) > 20 and all(len(ids_on(n)) <= 1 for n in nodes if n.startswith(
+        paths.cluster_root)), [n for n in nodes if len(ids_on(n)) > 1]
+    assert sends()
+    got: list = []
+    c = consuming(cluster, user, "steady", got)
+    try:
+        wait_for(lambda: len(got) >= 4, 30, "the user's consumer to read what it sent")
+    finally:
+        c.shutdown()
