@@ -389,12 +389,16 @@ def test_network_policies_admit_only_who_needs_each_port(overlay):
     pods = _pods(docs)
     ns = next(iter(pods.values()))[0]
 
-    def source(namespace, labels):
-        return namespace, labels, {"kubernetes.io/metadata.name": namespace}
+    def source(namespace, labels, named=False):
+        return namespace, labels, {"kubernetes.io/metadata.name": namespace,
+                                   **({"duomq.io/clients": "allowed"} if named else {})}
 
     inside = {name: source(ns, labels) for name, (_, labels, _) in pods.items()}
-    app = source("shop", {"app": "shop", "duomq.io/client": "true"})     # a labelled client
-    strangers = [source("shop", {"app": "shop"}), source(ns, {"app": "debug"})]
+    client = {"app": "shop", "duomq.io/client": "true"}
+    app = source("shop", client, named=True)       # a labelled client, in a named namespace
+    strangers = [source("shop", {"app": "shop"}, named=True), source(ns, {"app": "debug"}),
+                 source("elsewhere", client)]      # a namespace nobody named
+    beside = source(ns, client)                    # a labelled client beside duomq
     groups = sorted(n for n in pods if n.startswith("broker-"))
     assert groups and "zk" in pods and "spark-minutes" in pods
 
@@ -403,6 +407,7 @@ def test_network_policies_admit_only_who_needs_each_port(overlay):
 
     for group in groups:
         assert allowed(group, 10911, app), "clients reach the client port"
+        assert allowed(group, 10911, beside)
         assert allowed(group, 10911, inside["spark-minutes"])
         for other in groups:
             assert allowed(group, 10911, inside[other])
@@ -412,7 +417,7 @@ def test_network_policies_admit_only_who_needs_each_port(overlay):
             assert not allowed(group, 10912, who)
         for who in [inside["zk"], *strangers]:
             assert not allowed(group, 10911, who)
-    for who in [app, *inside.values()]:
+    for who in [app, beside, *inside.values()]:
         assert allowed("zk", 2181, who)
     for port in (2888, 3888):
         assert allowed("zk", port, inside["zk"])
