@@ -221,9 +221,11 @@ class AclSweeper:
     def ensure_group(self, group: str) -> None:
         """A consumer group's nodes, with its users' rights, for its clients
         to join (they may not create nodes outside their groups' containers)."""
+        base = self.paths.consumer_group(group)
+        if all(self.zk.exists(f"{base}/{c}") for c in zk_acls.CONTAINERS):
+            return
         self.load_admins()
         users = read_users(self.zk, self.paths)
-        base = self.paths.consumer_group(group)
         access = zk_acls.group_access(group, self.admins, users).to_bytes()
         for path in (self.paths.consumer_groups, base,
                      *(f"{base}/{c}" for c in zk_acls.CONTAINERS)):
@@ -244,7 +246,6 @@ class AclKeeper(ServiceThread):
         super().__init__()
         self.sweeper = sweeper
         self._groups: set[str] = set()
-        self._known: set[str] = set()
         self._pending = threading.Lock()
         self._sweep_due = True
 
@@ -253,11 +254,13 @@ class AclKeeper(ServiceThread):
         self.wakeup()
 
     def heard(self, groups) -> None:
-        """Consumer groups a client named (any thread)."""
-        new = [g for g in groups if g not in self._known]
+        """Consumer groups a client named (any thread): each is checked on
+        this thread (one read when its nodes exist; a group deleted since is
+        made again)."""
+        with self._pending:
+            new = set(groups) - self._groups
+            self._groups.update(new)
         if new:
-            with self._pending:
-                self._groups.update(new)
             self.wakeup()
 
     def run(self) -> None:
@@ -267,7 +270,6 @@ class AclKeeper(ServiceThread):
             for group in sorted(groups):
                 try:
                     self.sweeper.ensure_group(group)
-                    self._known.add(group)
                 except Exception as exc:        # heard again at its next heartbeat
                     log.warning("cannot create the nodes of consumer group %s: %s", group, exc)
             if self._sweep_due:

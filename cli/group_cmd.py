@@ -303,7 +303,7 @@ def _example(mqs: list[MessageQueue]) -> str:
 def delete(args) -> int:
     """Kafka's ``--delete``: only a group no member uses. Its offsets go from
     every master (and so from their slaves), then its ZooKeeper nodes."""
-    from kazoo.exceptions import NoNodeError
+    from kazoo.exceptions import NoAuthError, NoNodeError
 
     from duomq.client import PullConsumer
     from duomq.client.base import raise_for
@@ -339,6 +339,8 @@ def delete(args) -> int:
                 c.zk.delete(node, recursive=True)
             except NoNodeError:
                 pass
+            except NoAuthError:     # a secured cluster's group nodes: an admin's to delete
+                nodes = False
     if not any(removed.values()) and not nodes:
         raise ConfigError(f"no consumer group {group!r} in this cluster (no committed offset, "
                           f"no node)")

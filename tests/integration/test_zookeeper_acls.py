@@ -288,3 +288,24 @@ def test_the_zookeeper_secret_rotates_without_downtime(secured, tmp_path):
         wait_for(lambda: len(got) >= 4, 30, "the user's consumer to read what it sent")
     finally:
         c.shutdown()
+
+
+def test_a_deleted_groups_nodes_are_made_again_when_a_member_comes_back(secured, tmp_path):
+    cluster, *_ = secured
+    paths = ZkPaths(cluster.cluster)
+    user = add_user(cluster, tmp_path, "back", "Topic:Secret:Sub", "Group:g3:Sub")
+    got: list = []
+    consuming(cluster, user, "g3", got).shutdown()
+    run_cli("group", "delete", "g3", "--zookeeper", cluster.zookeeper, "--cluster",
+            cluster.cluster)
+    admin = zkutil.connect(cluster.zookeeper)
+    try:
+        assert not admin.exists(paths.consumer_group("g3"))
+        c = consuming(cluster, user, "g3", got)      # joins: a broker makes the nodes again
+        try:
+            assert admin.exists(paths.group_members("g3"))
+            assert admin.get_children(paths.group_members("g3")) == [c.client_id]
+        finally:
+            c.shutdown()
+    finally:
+        zkutil.close(admin)
