@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from duomq.common.delay import DEFAULT_LEVELS, parse_levels
+from duomq.common.endpoint import exposed_without_auth
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
 
@@ -126,6 +127,9 @@ class BrokerConfig:
                                              # (client port) and the broker key (both) connect
     auth_dir: str = ""                       # with auth: the broker keypair and the admin
                                              # user's public key (duomq auth init writes them)
+    allow_insecure: bool = False             # serve without auth on an address other hosts
+                                             # reach (listen_host not loopback): refused
+                                             # unless set (a trusted network, a dev cluster)
     ha_max_gap_bytes: int = 256 * MIB        # a slave further behind is not in sync
     ha_housekeeping_ms: int = 20_000         # drop a replication link silent this long
     ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often
@@ -250,6 +254,12 @@ class BrokerConfig:
                 (self.metrics_port > 0 and self.metrics_port in (self.port, self.ha_port)):
             raise ConfigError(f"metrics_port: {self.metrics_port} must be a TCP port other than "
                               f"port and ha_port (0: a free one, -1: no metrics)")
+        if exposed_without_auth(self.auth, self.listen_host) and not self.allow_insecure:
+            raise ConfigError(f"listen_host {self.listen_host!r} is reachable from other hosts "
+                              f"and auth = false: anyone who reaches the broker could read and "
+                              f"write every topic. Set auth = true and auth_dir (duomq auth "
+                              f"init), or listen on loopback, or set allow_insecure = true for "
+                              f"a network you trust")
         if self.auth and not self.auth_dir:
             raise ConfigError("auth = true needs auth_dir: the directory `duomq auth init "
                               "--out DIR` wrote (the broker keypair)")

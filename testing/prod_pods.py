@@ -18,7 +18,7 @@ import yaml
 from duomq import __version__
 from duomq.common.role import Role
 from duomq.testing.harness import run_cli, wait_for
-from duomq.testing.k8s import generated, kubectl, named, prod_with, render
+from duomq.testing.k8s import generated, kubectl, named, render
 from duomq.testing.podman import Container, Network, PodSecurity
 from duomq.testing.pods import PodContainer
 
@@ -169,14 +169,14 @@ def client_progress(out: pathlib.Path) -> dict:
 
 
 def secured_docs(root: pathlib.Path) -> tuple[list[dict], pathlib.Path]:
-    """The prod overlay with ``components/auth`` and the ``duomq-credentials``
-    Secret as the documented steps make it (``duomq auth init --out keys``,
-    the admin's file moved out, ``kubectl create secret generic
-    --from-file=keys/``), and the admin's credentials file."""
+    """The prod overlay (secured: ``components/auth``) and the
+    ``duomq-credentials`` Secret as the documented steps make it (``duomq
+    auth init --out keys``, the admin's file moved out, ``kubectl create
+    secret generic --from-file=keys/``), and the admin's credentials file."""
     keys, admin = root / "keys", root / "duomq-admin.json"
     run_cli("auth", "init", "--out", str(keys))
     shutil.move(keys / "admin.json", admin)
-    docs = [d for d in yaml.safe_load_all(prod_with(root, "auth")) if d]
+    docs = render("overlays/prod")
     docs.append(secret("duomq-credentials", docs, keys))
     return docs, admin
 
@@ -197,7 +197,11 @@ def secret(name: str, docs: list[dict], source: pathlib.Path) -> dict:
 def running(root: pathlib.Path, *, advertise_ips: bool = False, docs: list[dict] | None = None,
             admin: pathlib.Path | None = None) -> Iterator[Cluster]:
     """The prod pods started on a network of their own (removed after);
-    the containers' logs are printed when they do not start."""
+    the containers' logs are printed when they do not start. Without
+    ``docs``, the prod overlay with its Secret made as documented (and the
+    admin's credentials)."""
+    if docs is None:
+        docs, admin = secured_docs(root)
     with Network() as net:
         c = Cluster(net, root, advertise_ips=advertise_ips, docs=docs, admin=admin)
         try:

@@ -34,7 +34,9 @@ def drill(pods: Cluster, scenario: str, report,
     p = subprocess.run([sys.executable, "-m", "duomq", "drill", "run", "--driver", "container",
                         "--zookeeper", zookeeper, "--cluster", pods.cluster_env["DUOMQ_CLUSTER"],
                         "--scenario", scenario, "--rounds", str(rounds), "--report", str(report)],
-                       capture_output=True, text=True, timeout=600, env=dict(os.environ))
+                       capture_output=True, text=True, timeout=600,
+                       # the prod overlay is secured: the drill runs as its admin
+                       env={**os.environ, "DUOMQ_CREDENTIALS": str(pods.admin_credentials)})
     if p.returncode != 0:
         print(pods.logs())
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-1500:]

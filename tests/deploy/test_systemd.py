@@ -50,6 +50,7 @@ def test_the_example_config_is_a_broker_config():
     cfg = BrokerConfig.load(str(EXAMPLE), env={})
     assert (cfg.group, cfg.broker_id, cfg.listen_host, cfg.advertised_host) == \
         ("broker-a", 0, "0.0.0.0", "a0.example")
+    assert cfg.auth and cfg.auth_dir == "/etc/duomq/auth" and not cfg.allow_insecure
     assert cfg.log_file.startswith("/var/log/duomq/") and cfg.data_dir.startswith("/var/lib/duomq/")
 
 
