@@ -26,6 +26,7 @@ from duomq.common.errors import (
     ConfigError,
     NoRouteError,
     TopicNotExistError,
+    UnusableRouteError,
     for_status,
 )
 from duomq.common.metrics import serve
@@ -120,6 +121,10 @@ class ClientBase:
         """The topic's live route; raises TopicNotExistError or NoRouteError."""
         route = self.routes.get(topic, wait_s=wait_s)
         if not route.groups:
+            if route.unreadable:            # nothing to wait for: the node says what is wrong
+                group, why = sorted(route.unreadable.items())[0]
+                raise UnusableRouteError(f"topic {topic!r} has no usable route: its route on "
+                                         f"broker group {group} is unreadable ({why})")
             if not self.zk.exists(self.paths.topic(topic)):
                 raise TopicNotExistError(f"topic {topic!r} does not exist in cluster "
                                          f"{self.cluster!r}")

@@ -131,6 +131,14 @@ class NoRouteError(DuomqError):
     status = pb.TOPIC_NOT_EXIST
 
 
+class UnusableRouteError(NoRouteError):
+    """The topic's only routes are nodes that cannot be read (damaged, or a
+    queue count past the bound): retrying does not help until they are
+    fixed, so a send fails at once."""
+
+    retriable = False
+
+
 class ReplicaLagError(DuomqError):
     """A slave is further behind its master than the reader's
     ``max_replica_lag_ms``: nothing was read. ``lag_ms`` says how far (-1:

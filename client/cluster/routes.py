@@ -5,7 +5,7 @@ a master that dies takes its route node with it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from duomq.client.cluster.watches import ChildrenData
 from duomq.common.message import MessageQueue
@@ -20,6 +20,7 @@ GroupRoute = RouteNode      # a topic's route on one broker group (``nodes.Route
 class TopicRoute:
     topic: str
     groups: dict[str, GroupRoute]
+    unreadable: dict[str, str] = field(default_factory=dict)   # group -> why its node is bad
 
     def queues(self, *, writable: bool = False, readable: bool = False) -> list[MessageQueue]:
         out: list[MessageQueue] = []
@@ -50,7 +51,7 @@ class RouteTable:
     def get(self, topic: str, wait_s: float = 3.0) -> TopicRoute:
         """The topic's route; waits up to ``wait_s`` for a first non-empty answer."""
         self.watch(topic)
-        return TopicRoute(topic, self._nodes.get(topic, wait_s))
+        return TopicRoute(topic, self._nodes.get(topic, wait_s), self._nodes.unreadable(topic))
 
     def refresh(self, topic: str) -> None:
         """Read the topic's route from ZooKeeper now (a broker said it is stale)."""

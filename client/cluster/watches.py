@@ -29,6 +29,7 @@ class ChildrenData(Generic[T]):
         self.parse = parse
         self.on_change = on_change
         self._data: dict[str, dict[str, T]] = {}
+        self._bad: dict[str, dict[str, str]] = {}     # key -> {child: why it is unreadable}
         self._paths: dict[str, str] = {}
         self._nodes: set[tuple[str, str]] = set()
         self._versions: dict[str, int] = {}       # key -> changes seen
@@ -51,11 +52,17 @@ class ChildrenData(Generic[T]):
 
     def get(self, key: str, wait_s: float = 0.0) -> dict[str, T]:
         """A copy of the key's children data, waiting up to ``wait_s`` for a
-        first non-empty answer."""
+        first non-empty answer (or an unreadable child: no use waiting)."""
         with self._cond:
             if wait_s > 0:
-                self._cond.wait_for(lambda: self._data.get(key), timeout=wait_s)
+                self._cond.wait_for(lambda: self._data.get(key) or self._bad.get(key),
+                                    timeout=wait_s)
             return dict(self._data.get(key, {}))
+
+    def unreadable(self, key: str) -> dict[str, str]:
+        """The key's children that could not be parsed, and why."""
+        with self._cond:
+            return dict(self._bad.get(key, {}))
 
     def refresh(self, key: str, timeout_s: float = 2.0) -> None:
         """Read a watched key's children and their data now, without waiting
@@ -98,6 +105,7 @@ class ChildrenData(Generic[T]):
             gone = set(known) - set(children)
             for child in gone:
                 known.pop(child, None)
+                self._bad.get(key, {}).pop(child, None)
             self._cond.notify_all()
         if gone:
             self._changed(key)
@@ -111,7 +119,9 @@ class ChildrenData(Generic[T]):
             return False
         with self._cond:
             known = self._data.setdefault(key, {})
+            bad = self._bad.setdefault(key, {})
             before = known.get(child)
+            bad.pop(child, None)
             if data is None:
                 known.pop(child, None)
             else:
@@ -119,7 +129,9 @@ class ChildrenData(Generic[T]):
                     known[child] = self.parse(data)
                 except (KeyError, ValueError, TypeError) as exc:
                     known.pop(child, None)
+                    bad[child] = str(exc)
                     log.warning("unreadable node %s/%s ignored: %s", self._paths[key], child, exc)
+                    self._cond.notify_all()
             if known.get(child) == before and before is not None:
                 return True              # the same value again (a re-read): not a change
             self._cond.notify_all()

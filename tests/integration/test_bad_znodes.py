@@ -8,6 +8,7 @@ import time
 import pytest
 
 from duomq.client import Message, Producer
+from duomq.common.errors import NoRouteError
 from duomq.coordinator.nodes import IsrNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.testing.harness import master_id, wait_for
@@ -118,3 +119,20 @@ def test_a_garbage_member_node_is_ignored(local_cluster, zk, paths):
     local_cluster.create_topic("Good", queues=2)
     zk.create(paths.member("broker-a", 5), b'{"max_offset": "lots"}', ephemeral=True)
     assert sends_ok(local_cluster)
+
+
+def test_a_route_claiming_millions_of_queues_fails_a_producer_at_once(local_cluster, zk, paths):
+    """A route's queue count is bounded (``names.MAX_QUEUES``): one that
+    claims 30 million queues is unreadable, and a producer of that topic is
+    told so at once instead of waiting for a route."""
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Good", queues=2)
+    zk.create(paths.route("Huge", "broker-a"),
+              b'{"group": "broker-a", "queues": 30000000, "address": "tcp://127.0.0.1:1", '
+              b'"perm": 6}', makepath=True)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        t0 = time.monotonic()
+        with pytest.raises(NoRouteError, match="unreadable.*queue"):
+            p.send(Message("Huge", b"x"))
+        assert time.monotonic() - t0 < 1.0
+        assert p.send(Message("Good", b"ok")).ok
