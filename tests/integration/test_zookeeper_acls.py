@@ -60,6 +60,15 @@ def _attempt(zk, what: str, path: str, stat) -> None:
         zk.delete(path, version=stat.version)
 
 
+def every_node(cluster) -> list[str]:
+    """Every node of the cluster, listed as the admin."""
+    admin = zkutil.connect(cluster.zookeeper)
+    try:
+        return tree(admin, ZkPaths(cluster.cluster).cluster_root)
+    finally:
+        zkutil.close(admin)
+
+
 def consuming(cluster, creds: str, group: str, got: list) -> PushConsumer:
     c = PushConsumer(group, "Secret", got.append, zookeeper=cluster.zookeeper,
                      cluster=cluster.cluster, consume_from="first", credentials=creds)
@@ -97,11 +106,7 @@ def test_a_user_changes_nothing_outside_its_own_groups_and_no_acl_anywhere(secur
             # secret): no ACL changes, no writes, no deletes, no creates,
             # except in its own group's containers
             own = f"{paths.consumer_groups}/billing/"
-            lister = zkutil.connect(cluster.zookeeper)
-            try:
-                nodes = tree(lister, paths.cluster_root)
-            finally:
-                zkutil.close(lister)
+            nodes = every_node(cluster)
             assert len(nodes) > 20 and any(n.startswith(f"{paths.consumer_groups}/audit/")
                                            for n in nodes)
             allowed = []
@@ -274,11 +279,7 @@ def test_the_zookeeper_secret_rotates_without_downtime(secured, tmp_path):
             stale.get_children(paths.auth_users)
     finally:
         zkutil.close(stale)
-    lister = zkutil.connect(zk)
-    try:
-        nodes = tree(lister, paths.cluster_root)
-    finally:
-        zkutil.close(lister)
+    nodes = every_node(cluster)
     assert len(nodes) > 20 and all(len(ids_on(n)) <= 1 for n in nodes if n.startswith(
         paths.cluster_root)), [n for n in nodes if len(ids_on(n)) > 1]
     assert sends()
@@ -309,3 +310,42 @@ def test_a_deleted_groups_nodes_are_made_again_when_a_member_comes_back(secured,
             c.shutdown()
     finally:
         zkutil.close(admin)
+
+
+def test_a_sweep_that_read_the_users_before_one_was_added_keeps_its_nodes(secured, tmp_path,
+                                                                          monkeypatch):
+    """The interleaving of two sweeps: one read the users, then the admin
+    added a user and that user's client made its member node, then the
+    first sweep finds a node whose maker it does not know. It reads the
+    users again before deleting: the new user's node stays; a node of a
+    user that is really gone is deleted."""
+    from duomq.auth import zk_keeper
+    from duomq.auth.zk_keeper import AclSweeper
+    from duomq.common.credentials import admin_ids
+    cluster, _keys, admin, *_ = secured
+    paths = ZkPaths(cluster.cluster)
+    conn = zkutil.connect(cluster.zookeeper)
+    stale = zk_keeper.read_users(conn, paths)               # before "late" is added
+    user = add_user(cluster, tmp_path, "late", "Topic:Secret:Sub", "Group:g4:Sub")
+    got: list = []
+    c = consuming(cluster, user, "g4", got)
+    try:
+        (member,) = conn.get_children(paths.group_members("g4"))
+        reads = []
+        real = zk_keeper.read_users
+
+        def first_stale(zk, p):
+            reads.append(1)
+            return stale if len(reads) == 1 else real(zk, p)
+        monkeypatch.setattr(zk_keeper, "read_users", first_stale)
+        done = AclSweeper(conn, cluster.cluster,
+                          admin_ids(Credentials.load(admin).zookeeper)).sweep()
+        assert len(reads) == 2, "the sweep read the users again before deleting"
+        assert not done.deleted and conn.exists(f"{paths.group_members('g4')}/{member}")
+        monkeypatch.setattr(zk_keeper, "read_users", real)
+        run_cli("auth", "user", "remove", "late", "--zookeeper", cluster.zookeeper,
+                "--cluster", cluster.cluster)
+        assert not conn.exists(f"{paths.group_members('g4')}/{member}")
+    finally:
+        zkutil.close(conn)
+        c.shutdown()
