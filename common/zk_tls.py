@@ -7,7 +7,13 @@ speaks TLS: kazoo and ZooKeeper's Netty do).
                                   is also in each credentials file)
   auth_dir/zookeeper-server.pem   the servers' key and certificate (PEM),
                                   signed by the CA, for ZooKeeper's
-                                  ``ssl.keyStore.location`` (type PEM)
+                                  ``ssl.keyStore.location`` (type PEM), and
+                                  for the quorum's mutual TLS
+                                  (``ssl.quorum.keyStore.location``)
+
+Clients check that the certificate names the host they connect to (kazoo's
+``check_hostname``): ``--zookeeper-host`` lists every name and address
+clients use.
 
 The CA's key is not kept: a certificate for more hosts is a new
 ``init --zookeeper-host``. ZooKeeper's secure client port then is the only
@@ -71,7 +77,9 @@ def make_tls(hosts=DEFAULT_HOSTS, cluster: str = "duomq") -> tuple[str, str]:
             .not_valid_before(start).not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(_san(hosts), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+            # the servers also present it to each other (the quorum's mutual TLS)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH,
+                                                  x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)
             .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM

@@ -113,9 +113,11 @@ def connect(hosts: str, *, timeout_s: float | None = None, session_timeout_ms: i
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=0.25),
         command_retry=KazooRetry(max_tries=5, delay=0.1, backoff=2, max_delay=2),
         read_only=read_only,
-        # an ensemble that speaks only TLS: verified with the cluster's CA
+        # an ensemble that speaks only TLS: verified with the cluster's CA,
+        # and the name (or address) each server is reached by in its certificate
         use_ssl=bool(access and access.get("tls_ca")),
         ca=ca_file(access["tls_ca"]) if access and access.get("tls_ca") else None,
+        check_hostname=bool(access and access.get("tls_ca")),
         auth_data=[("digest", access["digest"])] if access else None,
         default_acl=node_acl(access) if access else None,
         sasl_options=sasl_options(sasl) if sasl else None,
@@ -275,10 +277,11 @@ def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0,
     return b"".join(chunks).decode(errors="replace")
 
 
-def server_mode(host: str, port: int) -> str:
-    """leader, follower, standalone, or "" (down, or not in a quorum)."""
+def server_mode(host: str, port: int, tls_ca: str | None = None) -> str:
+    """leader, follower, standalone, or "" (down, or not in a quorum);
+    ``tls_ca``: as for ``four_letter``."""
     try:
-        out = four_letter(host, port, "srvr")
+        out = four_letter(host, port, "srvr", tls_ca=tls_ca)
     except OSError:
         return ""
     return next((line.split(":", 1)[1].strip() for line in out.splitlines()

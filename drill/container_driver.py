@@ -21,6 +21,7 @@ import json
 import shutil
 import subprocess
 
+from duomq.common.credentials import env_zk_access
 from duomq.coordinator.zk import server_mode
 from duomq.drill.faults import Broker, DrillError
 
@@ -44,6 +45,9 @@ class ContainerDriver:
         if shutil.which("podman") is None:
             raise DrillError("the container driver needs podman on this host")
         self.zookeeper = zookeeper
+        # an ensemble that speaks only TLS is asked with the CA of the
+        # credentials the drill runs with
+        self.tls_ca = (env_zk_access() or {}).get("tls_ca")
         self.tag = f"duomq-drill-{tag}"
         self._rules: list[tuple[str, list[str]]] = []     # (container, iptables rule)
         self._zk_killed = ""
@@ -106,8 +110,8 @@ class ContainerDriver:
 
     def kill_zookeeper(self) -> str:
         """kill -9 the container of the ensemble's leader."""
-        leader = next(((h, p) for h, p in self._zk_servers() if server_mode(h, p) == "leader"),
-                      None)
+        leader = next(((h, p) for h, p in self._zk_servers()
+                       if server_mode(h, p, self.tls_ca) == "leader"), None)
         if leader is None:
             raise DrillError(f"no ZooKeeper server of {self.zookeeper} says it leads")
         name = self.container_at(f"{leader[0]}:{leader[1]}")

@@ -105,6 +105,11 @@ class PodContainer:
                     return None
                 raise AssertionError(f"secret {volume['secret']['secretName']} is not rendered")
             data = {k: base64.b64decode(v) for k, v in (found[0].get("data") or {}).items()}
+        items = (volume.get("configMap") or volume.get("secret") or {}).get("items")
+        if items is not None:                      # only the keys named, at their paths
+            missing = {i["key"] for i in items} - set(data)
+            assert not missing, f"volume {volume['name']}: no key {sorted(missing)}"
+            data = {i["path"]: data[i["key"]] for i in items}
         files = self.dir / "mounts" / volume["name"]
         files.mkdir(parents=True, exist_ok=True)
         for key, content in data.items():

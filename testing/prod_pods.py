@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import pathlib
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -168,15 +169,43 @@ def client_progress(out: pathlib.Path) -> dict:
         return {"acked": 0}
 
 
-def secured_docs(root: pathlib.Path) -> tuple[list[dict], pathlib.Path]:
+AUTH_STEPS = ROOT / "deploy" / "k8s" / "components" / "auth" / "kustomization.yaml"
+
+
+def documented_init() -> list[str]:
+    """The ``duomq auth init`` command the auth component's steps give
+    (its continued lines joined, the comments dropped), without ``duomq``."""
+    lines = AUTH_STEPS.read_text().splitlines()
+    (start,) = [i for i, line in enumerate(lines) if line.startswith("#   duomq auth init ")]
+    command = ""
+    for line in lines[start:]:
+        command += line.lstrip("#").split("  #")[0].strip().rstrip("\\") + " "
+        if not line.rstrip().endswith("\\"):
+            break
+    words = shlex.split(command)
+    assert words[:3] == ["duomq", "auth", "init"], words
+    return words[1:]
+
+
+def secured_docs(root: pathlib.Path, net: Network | None = None
+                 ) -> tuple[list[dict], pathlib.Path]:
     """The prod overlay (secured: ``components/auth``) and the
     ``duomq-credentials`` Secret as the documented steps make it (``duomq
-    auth init --out keys``, the admin's file moved out, ``kubectl create
-    secret generic --from-file=keys/``), and the admin's credentials file."""
+    auth init --out keys --zookeeper-tls ...``, the admin's file moved out,
+    ``kubectl create secret generic --from-file=keys/``), and the admin's
+    credentials file. With ``net``, the ZooKeeper pods' addresses on it are
+    reserved and named in the ensemble's certificate as well, as a user
+    adds the names clients outside the cluster use: a drill on the host
+    reaches the servers by address."""
     keys, admin = root / "keys", root / "duomq-admin.json"
-    run_cli("auth", "init", "--out", str(keys))
-    shutil.move(keys / "admin.json", admin)
     docs = render("overlays/prod")
+    init = documented_init()
+    init[init.index("--out") + 1] = str(keys)
+    if net is not None:
+        for i in range(named(docs, "StatefulSet", "zk")["spec"]["replicas"]):
+            init += ["--zookeeper-host", net.reserve(f"zk-{i}")]
+    run_cli(*init)
+    shutil.move(keys / "admin.json", admin)
     docs.append(secret("duomq-credentials", docs, keys))
     return docs, admin
 
@@ -200,9 +229,9 @@ def running(root: pathlib.Path, *, advertise_ips: bool = False, docs: list[dict]
     the containers' logs are printed when they do not start. Without
     ``docs``, the prod overlay with its Secret made as documented (and the
     admin's credentials)."""
-    if docs is None:
-        docs, admin = secured_docs(root)
     with Network() as net:
+        if docs is None:
+            docs, admin = secured_docs(root, net)
         c = Cluster(net, root, advertise_ips=advertise_ips, docs=docs, admin=admin)
         try:
             c.start()

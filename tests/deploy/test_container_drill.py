@@ -30,7 +30,10 @@ def pods(images, tmp_path_factory):
 
 def drill(pods: Cluster, scenario: str, report,
           rounds: int = 1) -> tuple[subprocess.CompletedProcess, dict]:
-    zookeeper = ",".join(f"{pods.net.addresses[p.name]}:2181" for p in pods.zk)
+    # the port the pods use (the TLS one); the servers' addresses are in the
+    # ensemble's certificate (prod_pods.secured_docs)
+    port = pods.cluster_env["DUOMQ_ZOOKEEPER"].split(",")[0].rsplit(":", 1)[1]
+    zookeeper = ",".join(f"{pods.net.addresses[p.name]}:{port}" for p in pods.zk)
     p = subprocess.run([sys.executable, "-m", "duomq", "drill", "run", "--driver", "container",
                         "--zookeeper", zookeeper, "--cluster", pods.cluster_env["DUOMQ_CLUSTER"],
                         "--scenario", scenario, "--rounds", str(rounds), "--report", str(report)],
@@ -66,7 +69,7 @@ def test_partition_inside_the_master_container_and_no_rule_left(pods, tmp_path):
     p, r = drill(pods, "partition-master-zookeeper", tmp_path / "part.json")
     (rd,) = r["per_round"]
     assert r["lost"] == 0 and r["split_brain_s"] == 0 and r["guarantees_held"], r
-    assert "from ZooKeeper (port 2181)" in rd["fault"]
+    assert "from ZooKeeper (port 2182)" in rd["fault"]
     tag = r["notes"]["fault_tag"]
     for pod in pods.brokers:                 # removed from each container's namespace
         pid = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", pod.handle.name],

@@ -51,12 +51,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-# an anonymous ZooKeeper session trying to write the cluster's topics
+# an anonymous ZooKeeper session trying to write the cluster's topics: over
+# TLS with the cluster's CA (public: it is in every user's credentials)
 ZK_WRITE = """
-import os
+import os, sys
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-zk = KazooClient(os.environ["DUOMQ_ZOOKEEPER"])
+open("/tmp/ca.pem", "w").write(sys.argv[1])
+zk = KazooClient(os.environ["DUOMQ_ZOOKEEPER"], use_ssl=True, ca="/tmp/ca.pem", check_hostname=True)
 zk.start(15)
 try:
     zk.create("/duomq/" + os.environ["DUOMQ_CLUSTER"] + "/topics/Forged", b"{}")
@@ -64,6 +66,30 @@ try:
 except NoAuthError:
     print("NoAuthError")
 zk.stop()
+"""
+# a plaintext client of ZooKeeper: the TLS port gives it no session, and the
+# plaintext one (the probes') does not listen on the pod's address
+ZK_PLAIN = """
+import os, socket
+from kazoo.client import KazooClient
+zk = KazooClient(os.environ["DUOMQ_ZOOKEEPER"])
+try:
+    zk.start(6)
+    print("session")
+except Exception as exc:
+    print("no session:", type(exc).__name__)
+zk.stop()
+host = os.environ["DUOMQ_ZOOKEEPER"].split(",")[0].split(":")[0]
+for port in (2181, 2182):
+    try:
+        with socket.create_connection((host, port), 3) as s:
+            s.sendall(b"srvr")
+            s.settimeout(3)
+            print(port, "answered" if s.recv(100) else "no answer")
+    except ConnectionRefusedError:
+        print(port, "refused")
+    except OSError:                              # TLS waits for a whole record: a time-out
+        print(port, "no answer")
 """
 
 
@@ -102,16 +128,25 @@ def test_a_stranger_is_refused_at_once_by_the_brokers_and_zookeeper(cluster):
     for pod in cluster.brokers:
         rc, keys = pod.exec(["ls", "/var/run/secrets/duomq"], 10)
         assert keys.split() == ["admin-user.key", "broker.key", "broker.key_secret",
+                                "zookeeper-ca.pem", "zookeeper-server.pem",
                                 "zookeeper.secret"], keys
+    for pod in cluster.zk:                       # only the ensemble's key, certificate and CA
+        rc, keys = pod.exec(["ls", "/var/run/secrets/zookeeper-tls"], 10)
+        assert keys.split() == ["ca.pem", "server.pem"], keys
+    assert cluster.cluster_env["DUOMQ_ZOOKEEPER"].count(":2182") == 3
     stranger = cluster.client("stranger", BROKER_IMAGE, ["sleep", "infinity"], [], [])
     try:
         started = time.monotonic()
         rc, said = stranger.exec(["duomq", "topic", "list"], 60)
-        assert rc == 2 and "ZooKeeper refused" in said, said
+        assert rc == 2 and "speaks only TLS" in said, said
         rc, said = stranger.exec(["duomq", "produce", "Orders", "hello"], 60)
-        assert rc != 0 and "credentials are needed" in said, said
+        assert rc != 0 and "speaks only TLS" in said, said
         assert time.monotonic() - started < 20, "refused only after a timeout"
-        rc, said = stranger.exec(["python", "-c", ZK_WRITE], 60)
+        rc, said = stranger.exec(["python", "-c", ZK_PLAIN], 60)
+        assert said.split("\n")[:3] == ["no session: KazooTimeoutError",
+                                        "2181 refused", "2182 no answer"], said
+        ca = (cluster.root / "keys" / "zookeeper-ca.pem").read_text()
+        rc, said = stranger.exec(["python", "-c", ZK_WRITE, ca], 60)
         assert said.strip() == "NoAuthError", said
     finally:
         stranger.kill()

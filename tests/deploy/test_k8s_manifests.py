@@ -249,8 +249,30 @@ def test_the_zookeeper_ensemble_is_odd_and_consistent(overlay):
     env = {e["name"]: e.get("value") for e in c["env"]}
     service = zk["spec"]["serviceName"]
     servers = env["ZOO_SERVERS"].split()
-    assert servers == [f"server.{i + 1}={zk['metadata']['name']}-{i}.{service}:2888:3888;2181"
+    tls = secured(docs)
+    # secured: the plaintext port (the probes') on loopback alone
+    plain = "127.0.0.1:2181" if tls else "2181"
+    assert servers == [f"server.{i + 1}={zk['metadata']['name']}-{i}.{service}:2888:3888;{plain}"
                        for i in range(n)]
+    extra = dict(e.split("=", 1) for e in env["ZOO_CFG_EXTRA"].split())
+    assert extra["quorumListenOnAllIPs"] == "true"
+    if tls:                                  # clients on TLS, the quorum on mutual TLS
+        mount = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "zookeeper-tls")
+        assert extra["secureClientPort"] == "2182" and extra["sslQuorum"] == "true"
+        assert extra["serverCnxnFactory"].endswith("NettyServerCnxnFactory")
+        for store in ("ssl.keyStore", "ssl.quorum.keyStore"):
+            assert extra[f"{store}.location"] == f"{mount}/server.pem"
+            assert extra[f"{store}.type"] == "PEM"
+        for store in ("ssl.trustStore", "ssl.quorum.trustStore"):
+            assert extra[f"{store}.location"] == f"{mount}/ca.pem"
+        volume = next(v for v in zk["spec"]["template"]["spec"]["volumes"]
+                      if v["name"] == "zookeeper-tls")["secret"]
+        assert volume["secretName"] == "duomq-credentials" and \
+            {i["key"] for i in volume["items"]} == {"zookeeper-server.pem", "zookeeper-ca.pem"}
+        assert [p["containerPort"] for p in c["ports"]] == [2182, 2888, 3888]
+    else:
+        assert not any(k.startswith("ssl") for k in extra)
+    assert env["ZK_CLIENT_PORT"] == "2181"       # the probes' port, plaintext on both
     assert "ruok" in env["ZOO_4LW_COMMANDS_WHITELIST"] and "srvr" in env["ZOO_4LW_COMMANDS_WHITELIST"]
     assert " ".join(c["livenessProbe"]["exec"]["command"]).count("ruok") == 1
     assert " ".join(c["readinessProbe"]["exec"]["command"]).count("srvr") == 1
@@ -259,7 +281,16 @@ def test_the_zookeeper_ensemble_is_odd_and_consistent(overlay):
     # every duomq process is told each server of the ensemble
     cluster = generated(docs, "ConfigMap", "duomq-cluster")["data"]
     assert cluster["DUOMQ_ZOOKEEPER"].split(",") == \
-        [f"{zk['metadata']['name']}-{i}.{service}:2181" for i in range(n)]
+        [f"{zk['metadata']['name']}-{i}.{service}:{2182 if tls else 2181}" for i in range(n)]
+    for svc in (named(docs, "Service", "zk"), named(docs, "Service", service)):
+        assert [p["port"] for p in svc["spec"]["ports"] if p["port"] < 2888] == \
+            [2182 if tls else 2181]
+
+
+def secured(docs) -> bool:
+    """Whether ``docs`` include components/auth (its brokers run with auth)."""
+    return all({"name": "DUOMQ_AUTH", "value": "true"} in c.get("env", [])
+               for _d, _p, c in containers(docs) if c["name"] == "broker")
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -427,13 +458,15 @@ def test_network_policies_admit_only_who_needs_each_port(overlay):
             assert not allowed(group, 10912, who)
         for who in [inside["zk"], *strangers]:
             assert not allowed(group, 10911, who)
+    client_port = 2182 if secured(docs) else 2181          # TLS on a secured cluster
     for who in [app, beside, *inside.values()]:
-        assert allowed("zk", 2181, who)
+        assert allowed("zk", client_port, who)
+        assert allowed("zk", 2181 + 2182 - client_port, who) is False
     for port in (2888, 3888):
         assert allowed("zk", port, inside["zk"])
         assert not any(allowed("zk", port, who) for who in [app, *strangers]
                        + [inside[g] for g in groups] + [inside["spark-minutes"]])
-    assert not any(allowed("zk", 2181, who) for who in strangers)
+    assert not any(allowed("zk", client_port, who) for who in strangers)
     assert not any(allowed("spark-minutes", 4040, who) for who in [app, *inside.values()])
 
 
