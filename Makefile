@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install demo test unit lint docs image bench bench-beside-redis bench-quick proto clean
+.PHONY: install demo test unit lint docs image bench bench-beside-peers bench-beside-redis bench-quick proto clean
 
 install:
 	bash scripts/install.sh
@@ -45,8 +45,11 @@ bench: install
 	$(PY) bench/tx_bench.py
 	$(PY) bench/idempotence_bench.py
 
-bench-beside-redis: install   # the README's table: Redis's harness and run_all.py in one sitting
-	$(PY) bench/beside_redis.py
+bench-beside-peers: install   # the README's table: the peers' harness (Redis, NATS R3) and run_all.py in one sitting
+	$(PY) bench/beside_peers.py
+
+bench-beside-redis: install   # the same, Redis alone
+	PEERS=redis $(PY) bench/beside_peers.py
 
 bench-quick: install
 	BENCH_QUICK=1 $(PY) bench/run_all.py

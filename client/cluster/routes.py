@@ -21,15 +21,22 @@ class TopicRoute:
     topic: str
     groups: dict[str, GroupRoute]
     unreadable: dict[str, str] = field(default_factory=dict)   # group -> why its node is bad
+    # queues() by its arguments: a snapshot serves every send until the route changes
+    _queues: dict = field(default_factory=dict, compare=False, repr=False)
 
     def queues(self, *, writable: bool = False, readable: bool = False) -> list[MessageQueue]:
-        out: list[MessageQueue] = []
-        for name in sorted(self.groups):
-            r = self.groups[name]
-            if writable and not r.perm & PERM_WRITE or readable and not r.perm & PERM_READ:
-                continue
-            out.extend(MessageQueue(self.topic, name, q) for q in range(r.queues))
-        return out
+        """The queues of the route's groups (those that take writes, or
+        reads), in group order; a new list each call (its caller's own)."""
+        memo = self._queues.get((writable, readable))
+        if memo is None:
+            memo = []
+            for name in sorted(self.groups):
+                r = self.groups[name]
+                if writable and not r.perm & PERM_WRITE or readable and not r.perm & PERM_READ:
+                    continue
+                memo.extend(MessageQueue(self.topic, name, q) for q in range(r.queues))
+            self._queues[(writable, readable)] = memo
+        return list(memo)
 
     def address(self, group: str) -> str | None:
         r = self.groups.get(group)
@@ -43,15 +50,26 @@ class RouteTable:
         self.paths = ZkPaths(cluster)
         self._listeners: list[Callable[[str], object]] = []
         self._nodes = ChildrenData(zk, RouteNode.from_bytes, self._fire)
+        self._snapshots: dict[str, tuple[int, TopicRoute]] = {}   # topic -> (version, route)
 
     def add_listener(self, fn) -> None:
         """``fn(topic)`` after a topic's route changes (in kazoo's thread)."""
         self._listeners.append(fn)
 
     def get(self, topic: str, wait_s: float = 3.0) -> TopicRoute:
-        """The topic's route; waits up to ``wait_s`` for a first non-empty answer."""
+        """The topic's route; waits up to ``wait_s`` for a first non-empty
+        answer. A snapshot shared by every caller until the route changes
+        (its version moves: it is read before the data, so a change in
+        between is read again next time); callers do not change it."""
+        version = self._nodes.version(topic)
+        hit = self._snapshots.get(topic)
+        if hit is not None and hit[0] == version:
+            return hit[1]
         self.watch(topic)
-        return TopicRoute(topic, self._nodes.get(topic, wait_s), self._nodes.unreadable(topic))
+        route = TopicRoute(topic, self._nodes.get(topic, wait_s), self._nodes.unreadable(topic))
+        if route.groups:                  # an empty one is waited for again on the next call
+            self._snapshots[topic] = (version, route)
+        return route
 
     def refresh(self, topic: str) -> None:
         """Read the topic's route from ZooKeeper now (a broker said it is stale)."""

@@ -39,3 +39,50 @@ def test_after_failure_refreshes_only_when_the_view_is_stale(zk_hosts):
         assert calls == []
         assert c.after_failure(NotMasterError("moved"), "T", "broker-a") is True
         assert calls == [("route", "T"), ("members", "broker-a")]
+
+
+def test_a_route_snapshot_is_shared_until_the_route_changes(zk):
+    """Every send reads the topic's route (issue 41: a snapshot per change,
+    not per send). A change of any kind (a group's queues or address, a new
+    group, a group gone, an unreadable node, a refresh that finds news) is
+    seen on the next read, and a list a caller is given is its own."""
+    from duomq.client.cluster.routes import RouteTable
+    from duomq.coordinator.nodes import RouteNode
+    from duomq.coordinator.paths import ZkPaths
+    from duomq.testing.harness import wait_for
+
+    paths = ZkPaths("SnapCluster")
+    table = RouteTable(zk, "SnapCluster")
+    zk.create(paths.route("T", "broker-a"), RouteNode("broker-a", "tcp://a:1", 2).to_bytes(),
+              makepath=True)
+    # the first read may come before the arrival is counted: a later one is stable
+    wait_for(lambda: table.get("T") is table.get("T"), 5, "a stable snapshot")
+    first = table.get("T")
+    assert table.get("T") is first and len(first.groups) == 1, "unchanged: the same snapshot"
+    queues = first.queues(writable=True)
+    queues.clear()                                   # the caller's own list
+    assert len(first.queues(writable=True)) == 2
+
+    def changed(before, check):
+        wait_for(lambda: table.get("T") is not before and check(table.get("T")), 5,
+                 "the change seen")
+        return table.get("T")
+
+    zk.set(paths.route("T", "broker-a"), RouteNode("broker-a", "tcp://a:2", 3).to_bytes())
+    r = changed(first, lambda r: r.address("broker-a") == "tcp://a:2")
+    assert len(r.queues(writable=True)) == 3
+    zk.create(paths.route("T", "broker-b"), RouteNode("broker-b", "tcp://b:1", 1).to_bytes())
+    r = changed(r, lambda r: set(r.groups) == {"broker-a", "broker-b"})
+    assert [q.broker_group for q in r.queues(writable=True)] == ["broker-a"] * 3 + ["broker-b"]
+    zk.set(paths.route("T", "broker-b"), b"{not json")
+    r = changed(r, lambda r: set(r.groups) == {"broker-a"} and "broker-b" in r.unreadable)
+    zk.delete(paths.route("T", "broker-b"))
+    zk.set(paths.route("T", "broker-a"), RouteNode("broker-a", "tcp://a:2", 3, perm=4).to_bytes())
+    r = changed(r, lambda r: r.queues(writable=True) == [] and len(r.queues(readable=True)) == 3)
+    # a refresh that finds the same: the snapshot stands; one that finds news: a new one
+    table.refresh("T")
+    assert table.get("T") is r
+    zk.delete(paths.route("T", "broker-a"))
+    table.refresh("T")
+    assert table.get("T", wait_s=0).groups == {}
+    table.close()
