@@ -36,6 +36,7 @@ bench: install
 	$(PY) bench/push_consumer_bench.py
 	$(PY) bench/many_queues_bench.py
 	$(PY) bench/latency_floor.py
+	$(PY) bench/send_timeline.py
 	$(PY) bench/zk_scale_bench.py
 	$(PY) bench/handoff_bench.py
 	$(PY) bench/key_index_bench.py

@@ -246,19 +246,28 @@ class Broker(BrokerCore):
                     self._drain_router()
                 if st.appended:
                     st.appended = False
+                    # what was just written leaves for the slaves first, before
+                    # the rest of the turn (issue 41: under SYNC it waited ~185
+                    # us for it, `bench/send_timeline.py`), then the group commit
+                    self._replicate()
                     if self.sync_flush and self.flush_service is not None:
                         self.flush_service.wakeup()
                 self._pump_schedule()
                 visibility.update_visible(self)   # first: transfers carry the newest confirmed offset
-                m = self.master()
-                if m is not None:
-                    now = time.monotonic()     # acks wait on reports: SYNC, or no lease
-                    m.ha.pump(now, st.visible_offset, st.draining or (
-                        len(m.ack_waiters) > 0
-                        and (m.sync_replication or not st.lease_valid(now))))
+                self._replicate()
                 self._housekeeping()
         finally:
             self._shutdown()
+
+    def _replicate(self) -> None:
+        """A master sends its slaves what they lack, and the confirmed offset
+        when it moved."""
+        m = self.master()
+        if m is not None:
+            st = self.state
+            now = time.monotonic()     # acks wait on reports: SYNC, or no lease
+            m.ha.pump(now, st.visible_offset, st.draining or (
+                len(m.ack_waiters) > 0 and (m.sync_replication or not st.lease_valid(now))))
 
     def _pump_schedule(self) -> None:
         """Deliver delayed messages that came due (a master taking writes)."""
