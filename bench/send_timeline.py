@@ -63,15 +63,19 @@ p.close()
 """
 
 
-def thread_names(role: str, pid: int) -> dict[int, str]:
+def py_spy() -> str | None:
+    """py-spy's path: on PATH or beside this Python."""
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return shutil.which("py-spy") or (beside if os.path.exists(beside) else None)
+
+
+def thread_names(role: str, pid: int, spy: str) -> dict[int, str]:
     """tid -> "role/thread" for every thread of ``pid``."""
     names = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{tid}/comm") as f:
             names[int(tid)] = f"{role}/{f.read().strip()}"
-    out = subprocess.run([shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable),
-                                                                  "py-spy"),
-                          "dump", "-j", "--pid", str(pid)], capture_output=True, text=True,
+    out = subprocess.run([spy, "dump", "-j", "--pid", str(pid)], capture_output=True, text=True,
                          timeout=60)
     for t in json.loads(out.stdout or "[]"):
         name = re.sub(r"^Thread-\d+ \((\w+)\)$", r"\1", t["thread_name"])
@@ -113,8 +117,10 @@ def windows(evs: list[tuple[float, str]], producer: str) -> list[list[tuple[floa
 
 
 def main() -> int:
-    if shutil.which("perf") is None:
-        print("send_timeline: needs perf (apt-get install linux-perf)", file=sys.stderr)
+    spy = py_spy()
+    if shutil.which("perf") is None or spy is None:
+        print("send_timeline: needs perf (apt-get install linux-perf) and py-spy (pip install "
+              "py-spy, to name the threads)", file=sys.stderr)
         return 2
     base = tempfile.mkdtemp(prefix="duomq-timeline-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
     zk = launch(os.environ.get("DUOMQ_ZOOKEEPER"), data_dir=os.path.join(base, "zk"))
@@ -135,7 +141,7 @@ def main() -> int:
         pids = {"producer": producer.pid, **{r: b.pid for r, b in roles.items()}}
         names: dict[int, str] = {}
         for role, pid in pids.items():
-            names.update(thread_names(role, pid))
+            names.update(thread_names(role, pid, spy))
         data = os.path.join(base, "perf.data")
         perf = subprocess.Popen(["perf", "record", "-q", "-o", data,
                                  "-e", ",".join(f"syscalls:sys_exit_{c}" for c in SYSCALLS),
@@ -166,7 +172,7 @@ def main() -> int:
         timeline = sorted(({"at_us": round(statistics.median(v), 1), "hop": k, "seen": len(v)}
                            for k, v in common.items()), key=lambda h: h["at_us"])
         print(json.dumps({"bench": "send_timeline", "flush": FLUSH, "replication": REPLICATION,
-                          "sends": len(sends), "round_trip_p50_us":
+                          "sends": N, "windows": len(sends), "round_trip_p50_us":
                           round(statistics.median(rtts), 1) if rtts else None,
                           "timeline": timeline}), flush=True)
         return 0
