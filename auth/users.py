@@ -15,7 +15,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL, Id, Permissions
 
 from duomq.auth.acl import Policy
-from duomq.common.credentials import ZK_ADMIN, ZK_CLIENT, admin_ids, retired_ids, z85_key
+from duomq.common.credentials import ZK_ADMIN, ZK_CLIENT, z85_key
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
 from duomq.coordinator.auth_nodes import UserNode
@@ -65,7 +65,7 @@ class UserAdmin:
         if login.startswith(ZK_ADMIN + ":"):
             from duomq.auth.zk_keeper import AclSweeper  # it reads users with this module
             access = {"digest": login}
-            self.sweeper = AclSweeper(zk, cluster, admin_ids(access), retired_ids(access))
+            self.sweeper = AclSweeper.for_access(zk, cluster, access)
 
     def _swept(self):
         return self.sweeper.sweep() if self.sweeper is not None else None

@@ -36,6 +36,7 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNo
 from duomq.auth import zk_acls
 from duomq.auth.acl import Policy
 from duomq.auth.users import User
+from duomq.common.credentials import admin_ids, retired_ids
 from duomq.common.errors import ConfigError
 from duomq.common.service import ServiceThread
 from duomq.coordinator.auth_nodes import AdminsNode
@@ -92,6 +93,11 @@ class AclSweeper:
         self.retired = retired
         self.former: tuple[str, ...] = ()   # rotated-out secrets' ids
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_access(cls, zk, cluster: str, access: dict) -> AclSweeper:
+        """The sweeper of the ``duomq`` principal that ``access`` logs in as."""
+        return cls(zk, cluster, admin_ids(access), retired_ids(access))
 
     def load_admins(self) -> None:
         """The principal's ids as ``auth/admins`` says (a secret rotation)."""

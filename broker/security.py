@@ -20,12 +20,10 @@ from duomq.auth.zap import CLIENT_DOMAIN, HA_DOMAIN, BrokerAuthenticator
 from duomq.auth.zk_keeper import AclKeeper, AclSweeper
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import (
-    admin_ids,
     load_admin_key,
     load_broker_keys,
     load_broker_trust,
     load_zk_secret,
-    retired_ids,
     zk_access_for_admin,
 )
 from duomq.common.errors import ConfigError
@@ -66,8 +64,7 @@ class BrokerSecurity:
         nodes' ACLs (a first sweep, then the keeper's), the users, the
         cluster's auth node, the admin."""
         paths = ZkPaths(self.config.cluster)
-        self.sweeper = AclSweeper(zk, self.config.cluster, admin_ids(self.zk_access),
-                                  retired_ids(self.zk_access))
+        self.sweeper = AclSweeper.for_access(zk, self.config.cluster, self.zk_access)
         # the root all clusters share stays open: another (plain) cluster may
         # live beside this one; the cluster's own roots are made as ours
         zk.ensure_path(ROOT, acl=OPEN_ACL_UNSAFE)

@@ -321,8 +321,7 @@ def lock(args) -> int:
                           "$DUOMQ_CREDENTIALS)")
     zk = zkutil.connect(zookeeper, cluster=cluster)
     try:
-        done = AclSweeper(zk, cluster, admin_ids(access), retired_ids(access)).sweep(
-            lock_open=True)
+        done = AclSweeper.for_access(zk, cluster, access).sweep(lock_open=True)
         print(f"cluster {cluster}: {done.summary()}" + (
             f"; {len(done.open_nodes)} open ephemeral nodes are left to end with their "
             f"sessions" if done.open_nodes else ""))

@@ -10,16 +10,8 @@ with ``to_bytes`` / ``from_bytes`` (pure, as ``nodes``). Keys are Z85 text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from duomq.coordinator.nodes import NodeError, _bool, _str, decode, encode
-
-
-def _texts(kind: str, d: dict[str, Any], key: str) -> tuple[str, ...]:
-    value = d.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise NodeError(f"{kind} node: {key!r} is {value!r}, not a list of strings")
-    return tuple(value)
+from duomq.coordinator.nodes import _bool, _str, _strs, decode, encode
 
 
 @dataclass(frozen=True)
@@ -36,7 +28,7 @@ class AuthConfigNode:
         k = "auth config"
         d = decode(k, raw)
         return cls(_bool(k, d, "enabled", False), _str(k, d, "broker_public_key", ""),
-                   _texts(k, d, "broker_public_keys"))
+                   _strs(k, d, "broker_public_keys"))
 
     def to_bytes(self) -> bytes:
         return encode({"enabled": self.enabled, "broker_public_key": self.broker_public_key,
@@ -65,7 +57,7 @@ class UserNode:
     def from_bytes(cls, raw: bytes | None) -> UserNode:
         k = "user"
         d = decode(k, raw)
-        return cls(_str(k, d, "public_key", ""), _texts(k, d, "allow"), _texts(k, d, "deny"),
+        return cls(_str(k, d, "public_key", ""), _strs(k, d, "allow"), _strs(k, d, "deny"),
                    _str(k, d, "zookeeper_id", ""))
 
     def to_bytes(self) -> bytes:
@@ -87,7 +79,7 @@ class AdminsNode:
     def from_bytes(cls, raw: bytes | None) -> AdminsNode:
         k = "admins"
         d = decode(k, raw)
-        return cls(_texts(k, d, "ids"), _texts(k, d, "retired"))
+        return cls(_strs(k, d, "ids", digest_ids=True), _strs(k, d, "retired", digest_ids=True))
 
     def to_bytes(self) -> bytes:
         return encode({"ids": list(self.ids), "retired": list(self.retired)})

@@ -15,16 +15,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from duomq.common.message import MessageQueue
-from duomq.coordinator.nodes import NodeError, _int, _str, decode, encode
+from duomq.coordinator.nodes import NodeError, _int, _str, _strs, decode, encode
 
 MAX_OWNER_ID_BYTES = 1024        # a queue owner's client id, as read back
-
-
-def _ids(kind: str, d: dict, key: str) -> tuple[str, ...]:
-    value = d.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) and ":" in v for v in value):
-        raise NodeError(f"{kind} node: {key!r} is not a list of digest ids")
-    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -40,7 +33,7 @@ class GroupAccessNode:
     def from_bytes(cls, raw: bytes | None) -> GroupAccessNode:
         k = "group access"
         d = decode(k, raw)
-        return cls(_ids(k, d, "admins"), _ids(k, d, "readers"))
+        return cls(_strs(k, d, "admins", digest_ids=True), _strs(k, d, "readers", digest_ids=True))
 
     def to_bytes(self) -> bytes:
         return encode({"admins": list(self.admins), "readers": list(self.readers)})

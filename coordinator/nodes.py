@@ -73,6 +73,17 @@ def _str(kind: str, d: dict[str, Any], key: str, default: str | None = None) -> 
     return value
 
 
+def _strs(kind: str, d: dict[str, Any], key: str, digest_ids: bool = False) -> tuple[str, ...]:
+    """A list of strings (``digest_ids``: ZooKeeper digest ids, ``name:hash``);
+    missing: empty."""
+    value = d.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and (":" in v or not digest_ids)
+                                              for v in value):
+        what = "digest ids" if digest_ids else "strings"
+        raise NodeError(f"{kind} node: {key!r} is {value!r}, not a list of {what}")
+    return tuple(value)
+
+
 def _count(kind: str, d: dict[str, Any], key: str, low: int, high: int) -> int:
     value = _int(kind, d, key)
     if not low <= value <= high:

@@ -5,8 +5,13 @@ import json
 import pytest
 
 from duomq.common.message import MessageQueue
-from duomq.coordinator.auth_nodes import AuthConfigNode, UserNode
-from duomq.coordinator.group_nodes import GroupMemberNode, OffsetResetNode, QueueOwnerNode
+from duomq.coordinator.auth_nodes import AdminsNode, AuthConfigNode, UserNode
+from duomq.coordinator.group_nodes import (
+    GroupAccessNode,
+    GroupMemberNode,
+    OffsetResetNode,
+    QueueOwnerNode,
+)
 from duomq.coordinator.nodes import NodeError
 
 
@@ -53,6 +58,10 @@ def test_group_member_owner_auth_and_user_nodes_read_back():
     (AuthConfigNode.from_bytes, b'{"broker_public_keys": "k"}', "'broker_public_keys' is 'k', "
                                                                 "not a list of strings"),
     (UserNode.from_bytes, b'{"allow": [1]}', "user node: 'allow' is [1], not a list of strings"),
+    (GroupAccessNode.from_bytes, b'{"readers": ["no-colon"]}',
+     "group access node: 'readers' is ['no-colon'], not a list of digest ids"),
+    (AdminsNode.from_bytes, b'{"retired": [7]}', "admins node: 'retired' is [7], not a list of "
+                                                 "digest ids"),
 ])
 def test_malformed_group_and_auth_nodes_are_refused(parse, raw, message):
     with pytest.raises(NodeError) as exc:
