@@ -170,6 +170,8 @@ class Producer(ClientBase):
         self._retries = ThreadPoolExecutor(2, thread_name_prefix="duomq-send-retry")
         self._rr = RoundRobinSelector()
         self._checked: set[tuple[str, object]] = set()
+        self._checked_routes: dict[str, object] = {}   # topic -> the route snapshot checked
+        self._topics: set[str] = set()                 # topic names found valid
         self._faults = FaultAvoidance(cfg.fault_avoidance_ms / 1000)
         self._backoff = RefusalBackoff()
         self._host = _local_host()
@@ -263,7 +265,10 @@ class Producer(ClientBase):
             raise ValueError(f"a batch holds at most {self.config.batch_max_messages} messages "
                              f"(batch_max_messages)")
         topic = msgs[0].topic
-        validate_name("topic", topic, allow_system=True)
+        if topic not in self._topics:
+            validate_name("topic", topic, allow_system=True)
+            if len(self._topics) < 10_000:
+                self._topics.add(topic)
         if self.config.idempotent:     # encoded once its queue is known, with its numbering
             return topic, None
         return topic, encode_batch(msgs, topic, time.time_ns() // 1_000_000, self._host,
@@ -276,26 +281,29 @@ class Producer(ClientBase):
         broker's longest ack wait plus the attempt grace, and the largest
         request frame it reads (0: not published)."""
         route = self.route(topic)
-        for g in route.groups.values():
-            key = (g.group, g.max_ack_wait_ms)
-            if key not in self._checked:       # once per broker setting, not per send
-                self.config.check_broker(g.group, g.max_ack_wait_ms)
-                self._checked.add(key)
+        if self._checked_routes.get(topic) is not route:   # once per route snapshot
+            for g in route.groups.values():
+                key = (g.group, g.max_ack_wait_ms)
+                if key not in self._checked:       # once per broker setting, not per send
+                    self.config.check_broker(g.group, g.max_ack_wait_ms)
+                    self._checked.add(key)
+            self._checked_routes[topic] = route
         mq = queue
         if mq is None:
-            queues = route.queues(writable=True)
+            queues, slow = route.writable_queues()
             if not queues:
                 raise DuomqError(f"topic {topic!r} has no writable queue")
             if selector is not None:
-                mq = selector(queues, msgs[0], arg)
+                mq = selector(list(queues), msgs[0], arg)
             elif sharding_key is not None:
                 mq = select_by_key(queues, sharding_key)
             else:
                 # a group whose master cannot ack now (SYNC, too few slaves) is
                 # avoided while another can take the message
-                slow = {g for g, r in route.groups.items() if not r.acks}
-                mq = self._rr.select(queues, att.avoid | self._faults.avoided(time.monotonic())
-                                     | slow)
+                avoid = self._faults.avoided(time.monotonic())
+                if att.avoid:
+                    avoid = att.avoid | avoid
+                mq = self._rr.select(queues, avoid | slow if slow else avoid)
         served = route.groups.get(mq.broker_group)
         if served is None:
             raise NoRouteError(f"broker group {mq.broker_group!r} is not serving {topic!r}")

@@ -49,6 +49,7 @@ REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURV
 # expected; it serves another one (a broker key rotation under way)
 MISMATCH = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 WATCHED = LOST | REFUSED
+_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)   # plain ints: no enum arithmetic per call
 PUSHES = frozenset({pb.CHECK_TRANSACTION_STATE})   # what a broker sends unasked
 
 
@@ -77,12 +78,15 @@ def _lost(monitor: zmq.Socket) -> bool:
 
 class _Direct:
     """A calling thread's connection to one broker: the DEALER, its monitor
-    and a poller over both plus the thread's wake-up eventfd."""
+    and a poller over both plus the thread's wake-up eventfd (registered
+    with ``abort`` for as long as the connection lives, not per call), and
+    the send timeout last set on the DEALER."""
 
-    __slots__ = ("sock", "monitor", "poller")
+    __slots__ = ("sock", "monitor", "poller", "sndtimeo")
 
     def __init__(self, sock: zmq.Socket, monitor: zmq.Socket, wake_fd: int):
         self.sock, self.monitor = sock, monitor
+        self.sndtimeo = -1
         self.poller = zmq.Poller()
         self.poller.register(sock, zmq.POLLIN)
         self.poller.register(monitor, zmq.POLLIN)
@@ -209,10 +213,14 @@ class RemotingClient:
             raise ClientClosedError("client is closed")
         conn = self._direct_socket(address)
         sock = conn.sock
-        self._lost_direct(conn, address)     # a drop while idle: the send reconnects
+        if conn.monitor.get(_EVENTS) & _POLLIN:   # news: a drop while idle
+            self._lost_direct(conn, address)             # (the send reconnects)
         gone = self._gone.get(address, (0, ""))[0]
         rid = next(self._ids)
-        sock.setsockopt(zmq.SNDTIMEO, max(1, int(min(timeout_s, CONNECT_TIMEOUT_S) * 1000)))
+        sndtimeo = max(1, int(min(timeout_s, CONNECT_TIMEOUT_S) * 1000))
+        if sndtimeo != conn.sndtimeo:
+            sock.setsockopt(zmq.SNDTIMEO, sndtimeo)
+            conn.sndtimeo = sndtimeo
         try:
             sock.send(codec.encode_request(rid, type_, message))
         except zmq.Again:
@@ -223,44 +231,38 @@ class RemotingClient:
                 raise
             raise NotConnectedError(f"no connection to {address}") from None
         deadline = time.monotonic() + timeout_s
-        wake = self._local.wake
-        with self._direct_lock:
-            self._waiting.setdefault(address, set()).add(wake)
-        try:
-            while True:
-                left_ms = int((deadline - time.monotonic()) * 1000)
-                ready = dict(conn.poller.poll(left_ms)) if left_ms > 0 else {}
-                if not ready:
-                    # the late answer would arrive on this socket: start afresh
-                    self._drop_direct_socket(address)
-                    raise RequestTimeoutError(
-                        f"no answer from {address} to {pb.RequestType.Name(type_)} in "
-                        f"{timeout_s:g} s")
-                if sock in ready:       # an answer that arrived wins over news of a death
-                    try:
-                        frame = codec.decode_frame(sock.recv())
-                    except codec.FrameError:
-                        continue
-                    if frame.request_id == rid:
-                        message = codec.decode_response(frame) \
-                            if frame.type in codec.MESSAGES else None
-                        return frame.status, frame.error, message
+        wake = self._local.wake       # in _waiting[address] while the connection lives
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            ready = dict(conn.poller.poll(left_ms)) if left_ms > 0 else {}
+            if not ready:
+                # the late answer would arrive on this socket: start afresh
+                self._drop_direct_socket(address)
+                raise RequestTimeoutError(
+                    f"no answer from {address} to {pb.RequestType.Name(type_)} in "
+                    f"{timeout_s:g} s")
+            if sock in ready:       # an answer that arrived wins over news of a death
+                try:
+                    frame = codec.decode_frame(sock.recv())
+                except codec.FrameError:
                     continue
-                if wake in ready:
-                    _clear(wake)
-                    count, why = self._gone.get(address, (0, ""))
-                    if count != gone:
-                        self._drop_direct_socket(address)
-                        raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
-                                              f"abandoned: {why}")
-                if conn.monitor in ready and self._lost_direct(conn, address):
+                if frame.request_id == rid:
+                    message = codec.decode_response(frame) \
+                        if frame.type in codec.MESSAGES else None
+                    return frame.status, frame.error, message
+                continue
+            if wake in ready:
+                _clear(wake)
+                count, why = self._gone.get(address, (0, ""))
+                if count != gone:
                     self._drop_direct_socket(address)
-                    raise BrokerUnreachableError(
-                        f"the connection to {address} died while {pb.RequestType.Name(type_)} "
-                        f"waited for its answer")
-        finally:
-            with self._direct_lock:
-                self._waiting[address].discard(wake)
+                    raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
+                                          f"abandoned: {why}")
+            if conn.monitor in ready and self._lost_direct(conn, address):
+                self._drop_direct_socket(address)
+                raise BrokerUnreachableError(
+                    f"the connection to {address} died while {pb.RequestType.Name(type_)} "
+                    f"waited for its answer")
 
     def _lost_direct(self, conn: _Direct, address: str) -> bool:
         try:
@@ -327,12 +329,16 @@ class RemotingClient:
             conn = socks[address] = _Direct(sock, monitor, self._local.wake)
             with self._direct_lock:
                 self._direct.append(conn)
+                # abort() wakes this thread from now on: a wake-up while no
+                # call waits is read by the next call and found stale
+                self._waiting.setdefault(address, set()).add(self._local.wake)
         return conn
 
     def _drop_direct_socket(self, address: str) -> None:
         conn = self._local.socks.pop(address)
         with self._direct_lock:
             self._direct.remove(conn)
+            self._waiting[address].discard(self._local.wake)
         conn.close()
 
     def close(self) -> None:

@@ -8,14 +8,18 @@ import zlib
 from duomq.common.message import MessageQueue
 
 
+NONE: frozenset[str] = frozenset()
+
+
 class RoundRobinSelector:
     """Round robin over writable queues, skipping groups that just failed."""
 
     def __init__(self):
         self._counter = itertools.count()
 
-    def select(self, queues: list[MessageQueue], avoid: set[str]) -> MessageQueue:
-        candidates = [q for q in queues if q.broker_group not in avoid] or queues
+    def select(self, queues: list[MessageQueue], avoid: set[str] | frozenset[str]) -> MessageQueue:
+        candidates = [q for q in queues if q.broker_group not in avoid] or queues \
+            if avoid else queues
         return candidates[next(self._counter) % len(candidates)]
 
 
@@ -35,7 +39,9 @@ class FaultAvoidance:
         """The group has a new master: the failure was the old one's."""
         self._until.pop(group, None)
 
-    def avoided(self, now: float) -> set[str]:
+    def avoided(self, now: float) -> set[str] | frozenset[str]:
+        if not self._until:
+            return NONE
         return {g for g, until in list(self._until.items()) if until > now}
 
 

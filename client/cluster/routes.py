@@ -38,6 +38,16 @@ class TopicRoute:
             self._queues[(writable, readable)] = memo
         return list(memo)
 
+    def writable_queues(self) -> tuple[list[MessageQueue], frozenset[str]]:
+        """The queues that take writes (shared: callers do not change it) and
+        the groups whose master cannot ack now (SYNC, too few slaves in
+        sync): a producer's view, worked out once per snapshot."""
+        memo = self._queues.get("send")
+        if memo is None:
+            memo = self._queues["send"] = (self.queues(writable=True), frozenset(
+                g for g, r in self.groups.items() if not r.acks))
+        return memo
+
     def address(self, group: str) -> str | None:
         r = self.groups.get(group)
         return r.address if r else None
