@@ -61,7 +61,19 @@ class ConsumeQueue:
     # ------------------------------------------------------------ write
     def append(self, data: bytes, queue_offset: int) -> None:
         """Append entries whose first index is ``queue_offset`` (== max_offset)."""
-        self._write(data, queue_offset * UNIT)
+        byte_pos = queue_offset * UNIT
+        segs = self.mfq.segments
+        last = segs[-1] if segs else None
+        if last is not None and last.base <= byte_pos and byte_pos + len(data) <= last.end \
+                and self.written != self.flushed_written:
+            # the common case: into the last segment, after entries not yet flushed
+            rel = byte_pos - last.base
+            last.write(data, rel)
+            if rel + len(data) > last.wrote:
+                last.wrote = rel + len(data)
+            self.written += len(data)
+        else:
+            self._write(data, byte_pos)
         self.max_offset = queue_offset + len(data) // UNIT
 
     def reserve(self, queue_offset: int, count: int) -> None:

@@ -24,6 +24,7 @@ from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.key_index import KeyIndex
 from duomq.store.producer_state import Batch, ProducerStates
+from duomq.store.segment import pwrite_all
 
 log = logging.getLogger(__name__)
 _FLAGS = rec.fields("flags")
@@ -87,7 +88,14 @@ class StoreWrites:
         bounds, borns, hashes, keyed = scanned or rec.scan_batch(
             buf, topic_b, self.config.max_message_bytes, count, crcs)
         sizes = list(map(operator.sub, bounds[1:], bounds))
-        offsets, plan = self.commitlog.place(sizes)
+        segs = self.commitlog.mfq.segments
+        seg = segs[-1] if segs else None
+        if seg is not None and seg.wrote + bounds[-1] <= seg.size:
+            # the common case: it all fits in the open segment (as ``place`` would say)
+            pos = seg.base + seg.wrote
+            offsets, plan = [pos + b for b in bounds[:-1]], None
+        else:
+            offsets, plan = self.commitlog.place(sizes)
         cq = self.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
@@ -107,7 +115,11 @@ class StoreWrites:
         last_cq = cq.mfq.last()
         if last_cq is None or (qoff + count) * CQ_UNIT.size > last_cq.end:
             cq.reserve(qoff, count)            # a full disk fails here, with nothing written
-        self.commitlog.write(buf, bounds, plan)
+        if plan is None:                       # one write into the open segment
+            pwrite_all(seg.fd, buf, seg.wrote)
+            seg.wrote += len(buf)
+        else:
+            self.commitlog.write(buf, bounds, plan)
         cq.append(pack_entries(flat, count), qoff)
         if keyed:
             self.index.add_batch(topic_b, [bytes(buf[p:p + n]) for _i, p, n in keyed],
