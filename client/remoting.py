@@ -213,7 +213,7 @@ class RemotingClient:
             raise ClientClosedError("client is closed")
         conn = self._direct_socket(address)
         sock = conn.sock
-        if conn.monitor.get(_EVENTS) & _POLLIN:   # news: a drop while idle
+        if int(conn.monitor.get(_EVENTS)) & _POLLIN:   # news: a drop while idle
             self._lost_direct(conn, address)             # (the send reconnects)
         gone = self._gone.get(address, (0, ""))[0]
         rid = next(self._ids)

@@ -7,7 +7,6 @@ import zlib
 
 from duomq.common.message import MessageQueue
 
-
 NONE: frozenset[str] = frozenset()
 
 

@@ -115,7 +115,7 @@ class StoreWrites:
         last_cq = cq.mfq.last()
         if last_cq is None or (qoff + count) * CQ_UNIT.size > last_cq.end:
             cq.reserve(qoff, count)            # a full disk fails here, with nothing written
-        if plan is None:                       # one write into the open segment
+        if plan is None and seg is not None:   # one write into the open segment
             pwrite_all(seg.fd, buf, seg.wrote)
             seg.wrote += len(buf)
         else:
