@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import zmq
 
+from duomq.common.zsend import readable
+
 
 @dataclass(frozen=True)
 class Flushed:
@@ -68,7 +70,7 @@ class Inbox:
 
     def take(self, pull: zmq.Socket) -> list[object]:
         """The serving thread: the wake-ups read, every note queued so far."""
-        while True:
+        while readable(pull):
             try:
                 pull.recv(zmq.NOBLOCK)
             except zmq.Again:

@@ -40,6 +40,7 @@ from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
 from duomq.common.role import Role
 from duomq.common.service import PeriodicService, ServiceThread
+from duomq.common.zsend import readable
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import BrokerRegistry
@@ -299,6 +300,8 @@ class Broker(BrokerCore):
                 dispatch([f.bytes for f in frames], who if isinstance(who, str) else None)
             return
         for _ in range(MAX_DRAIN):
+            if not readable(router):     # asked first: no zmq.Again to raise (zsend.readable)
+                return
             try:
                 parts = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -317,6 +320,8 @@ class Broker(BrokerCore):
     def _drain_ha(self) -> None:
         now = time.monotonic()
         for _ in range(MAX_DRAIN):
+            if not readable(self.ha_router):
+                return
             try:
                 parts = self.ha_router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

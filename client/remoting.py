@@ -39,6 +39,7 @@ from duomq.common.errors import (
     NotConnectedError,
     RequestTimeoutError,
 )
+from duomq.common.zsend import readable
 from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,6 @@ REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURV
 # expected; it serves another one (a broker key rotation under way)
 MISMATCH = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 WATCHED = LOST | REFUSED
-_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)   # plain ints: no enum arithmetic per call
 PUSHES = frozenset({pb.CHECK_TRANSACTION_STATE})   # what a broker sends unasked
 
 
@@ -213,7 +213,7 @@ class RemotingClient:
             raise ClientClosedError("client is closed")
         conn = self._direct_socket(address)
         sock = conn.sock
-        if int(conn.monitor.get(_EVENTS)) & _POLLIN:   # news: a drop while idle
+        if readable(conn.monitor):   # news: a drop while idle
             self._lost_direct(conn, address)             # (the send reconnects)
         gone = self._gone.get(address, (0, ""))[0]
         rid = next(self._ids)
@@ -456,7 +456,7 @@ class RemotingClient:
 
     def _drain(self, sock) -> None:
         pending = self._pending
-        while True:
+        while readable(sock):        # asked first: no zmq.Again to raise (zsend.readable)
             try:
                 data = sock.recv(zmq.NOBLOCK)
             except zmq.Again:
