@@ -3,7 +3,8 @@ concurrently (any thread takes any chunk; the committed offset is the window's
 low end) or orderly (one thread at a time per queue, in queue order, only
 while the queue is locked on its master).
 
-``dispatch`` is called on the remoting I/O thread with each pull answer;
+``accept`` is called on the remoting I/O thread with each pull answer, and
+``start`` once the queue's next pull is on its way (``pull_loop``);
 handler failures go to ``consumer.handle_failure`` (send back for a retry),
 else the message is tried again after ``suspend_current_queue_ms``.
 """
@@ -126,9 +127,14 @@ class ConcurrentService(_Service):
     back for a later retry (or retried here after a pause if that fails),
     and holds the queue's committed offset until it is through."""
 
-    def dispatch(self, pq: ProcessQueue, messages, next_offset: int, nbytes: int) -> None:
+    def accept(self, pq: ProcessQueue, messages, next_offset: int, nbytes: int) -> list[Chunk]:
+        """Record a pull answer in ``pq``; its chunks, for ``start``."""
         size = max(CHUNK_MIN, -(-len(messages) // self.threads))
-        for chunk in pq.add(messages, next_offset, nbytes, size):
+        return pq.add(messages, next_offset, nbytes, size)
+
+    def start(self, pq: ProcessQueue, chunks: list[Chunk]) -> None:
+        """Hand the chunks to the consume threads."""
+        for chunk in chunks:
             if chunk.messages:
                 self.pool.submit(self._run, chunk)
 
@@ -184,8 +190,10 @@ class OrderlyService(_Service):
         self._lock = threading.Lock()
         self.needs_lock = not consumer.broadcasting
 
-    def dispatch(self, pq: ProcessQueue, messages, next_offset: int, nbytes: int) -> None:
-        pq.add(messages, next_offset, nbytes, max(CHUNK_MIN, len(messages)))
+    def accept(self, pq: ProcessQueue, messages, next_offset: int, nbytes: int) -> list[Chunk]:
+        return pq.add(messages, next_offset, nbytes, max(CHUNK_MIN, len(messages)))
+
+    def start(self, pq: ProcessQueue, chunks: list[Chunk]) -> None:
         self.schedule(pq)
 
     def paused(self, pq: ProcessQueue) -> bool:

@@ -172,15 +172,21 @@ class PullLoop:
         if c.metrics is not None:
             c.count_pull(pq.mq, t0, result, None)
         c.note_advice(pq.mq, result)
+        chunks = None
         if result.status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MESSAGE):
             # filtered-out entries count as consumed once the messages before them are
             nbytes = sum(len(m.body) for m in result.messages)    # once per batch
             if pq.mq.topic == self.retry_topic:                   # retries: as first sent
                 for m in result.messages:
                     m.topic = m.properties.get(RETRY_TOPIC, m.topic)
-            self.consume.dispatch(pq, result.messages, result.next_offset, nbytes)
+            chunks = self.consume.accept(pq, result.messages, result.next_offset, nbytes)
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
                         result.next_offset)
             pq.skip_to(result.next_offset)
         self.pull(pq)
+        if chunks is not None:
+            # the consume threads last: a woken thread waits for this one to
+            # let go of the interpreter, so what this thread still does after
+            # the hand-over delays the handler (~30 us at the median)
+            self.consume.start(pq, chunks)

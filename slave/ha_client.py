@@ -35,6 +35,7 @@ import zmq
 from duomq.common.config import FlushDiskType, ReplicationMode
 from duomq.common.credentials import KeyPair
 from duomq.common.service import ServiceThread
+from duomq.common.zsend import readable
 from duomq.format.record import RecordError
 from duomq.proto import PROTOCOL_VERSION, codec, pb
 
@@ -192,20 +193,22 @@ class HAClient(ServiceThread):
             last_report = time.monotonic()
             self.last_heard = time.monotonic()
             report_at = None   # a delayed report is due then (chunks nothing waits on)
+            poller = zmq.Poller()          # one for the link (Socket.poll makes one per call)
+            poller.register(sock, zmq.POLLIN)
             while not self.stopped:
                 if self.master_ha_address() != address:
                     log.info("master moved: leaving %s", address)
                     return
                 timeout_ms = 100 if report_at is None else \
                     max(0, min(100, int((report_at - time.monotonic()) * 1000) + 1))
-                if sock.poll(timeout_ms):
+                if poller.poll(timeout_ms):
                     # apply every chunk already here, then report once: under load
                     # reports coalesce; one the master waits on goes at once
                     urgent = resync = False
                     while not resync:
                         resync, wanted = self._apply(sock.recv_multipart(copy=False))
                         urgent = urgent or wanted
-                        if not sock.poll(0):
+                        if not readable(sock):
                             break
                     self.last_heard = self.last_received = time.monotonic()
                     if urgent or resync:
