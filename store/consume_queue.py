@@ -43,6 +43,10 @@ class ConsumeQueue:
         self.written = 0
         self.flushed_written = 0
         self.dirty_since = -1
+        # the newest entry as appended, so that asking for it (every pull and
+        # every held pull's check asks what is visible) reads no file
+        self._tail_at = -1
+        self._tail: tuple[int, int, int] = (0, 0, 0)
 
     # ------------------------------------------------------------ load
     def load(self) -> None:
@@ -75,6 +79,9 @@ class ConsumeQueue:
         else:
             self._write(data, byte_pos)
         self.max_offset = queue_offset + len(data) // UNIT
+        if data:
+            self._tail_at = self.max_offset - 1
+            self._tail = CQ_UNIT.unpack_from(data, len(data) - UNIT)
 
     def reserve(self, queue_offset: int, count: int) -> None:
         """Create the segments that entries ``[queue_offset, +count)`` need,
@@ -94,6 +101,7 @@ class ConsumeQueue:
 
     def put_entry(self, queue_offset: int, phys: int, size: int, tag_hash: int) -> None:
         """Write one entry in place (recovery); extends max_offset if needed."""
+        self._tail_at = -1
         self._write(CQ_UNIT.pack(phys, size, tag_hash), queue_offset * UNIT)
         if queue_offset + 1 > self.max_offset:
             self.max_offset = queue_offset + 1
@@ -129,6 +137,8 @@ class ConsumeQueue:
 
     def entry(self, queue_offset: int):
         """(phys, size, tag_hash) at ``queue_offset``, or None."""
+        if queue_offset == self._tail_at and self.min_offset <= queue_offset < self.max_offset:
+            return self._tail
         raw = self.read(queue_offset, 1)
         return CQ_UNIT.unpack(raw) if len(raw) == UNIT else None
 
@@ -170,6 +180,7 @@ class ConsumeQueue:
     # ------------------------------------------------------------ shrink
     def truncate_beyond(self, phys_end: int) -> int:
         """Drop entries whose record ends past ``phys_end``; return how many."""
+        self._tail_at = -1
         dropped = 0
         while self.max_offset > self.min_offset:
             e = self.entry(self.max_offset - 1)

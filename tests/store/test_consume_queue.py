@@ -51,3 +51,33 @@ def test_a_queue_holds_one_file_descriptor_per_segment(tmp_path):
     for cq in queues:
         cq.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_the_newest_entry_is_answered_from_memory_and_always_as_the_file_says(tmp_path):
+    """The newest entry is kept as appended (every pull asks for it): after
+    appends, an in-place repair, a truncation and appends again, each answer
+    is what a fresh read of the file gives."""
+    cq = ConsumeQueue(str(tmp_path), "T", 0, entries_per_segment=4)
+
+    def on_file(q):
+        raw = cq.read(q, 1)
+        return CQ_UNIT.unpack(raw) if len(raw) == UNIT else None
+
+    def check():
+        for q in range(cq.max_offset + 1):
+            assert cq.entry(q) == on_file(q), q
+    for n in range(1, 6):
+        base = cq.max_offset
+        cq.append(pack_entries([x for i in range(n) for x in ((base + i) * 100, 100, n)], n),
+                  base)
+        check()
+    assert cq.truncate_beyond(900) == 6                # entries 9..14 end past 900
+    check()
+    cq.append(pack_entries([5000, 10, 1], 1), cq.max_offset)
+    assert cq.entry(cq.max_offset - 1) == (5000, 10, 1)
+    check()
+    cq.put_entry(cq.max_offset - 1, 7, 8, 9)          # a repair of the newest, in place
+    assert cq.entry(cq.max_offset - 1) == (7, 8, 9)
+    check()
+    cq.min_offset = cq.max_offset                      # everything below retained away
+    assert cq.entry(cq.max_offset - 1) is None
