@@ -83,6 +83,12 @@ def duomq_round() -> dict[str, dict[str, dict]]:
         if line.startswith("{"):
             r = json.loads(line)
             modes.setdefault(f"{r['flush']}/{r['replication']}", {})[r["name"]] = r
+    # a figure of sends that were refused or not durable compares nothing
+    bad = {mode: r["statuses"] for mode, runs in modes.items() for r in runs.values()
+           if set(r.get("statuses", {})) - {"SEND_OK"} or r.get("errors")}
+    if bad:
+        sys.exit(f"beside_peers: duomq's sends were not all SEND_OK: {bad} (the brokers' "
+                 f"logs say why; a full disk did this once)")
     return modes
 
 

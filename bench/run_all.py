@@ -103,6 +103,9 @@ def run_mode(zk, flush: str, replication: str, size: int, base: str) -> None:
              samples=r["lat"]["samples"])
     finally:
         cluster.stop_all()
+        # each broker preallocates a 1 GiB segment: five modes' worth at once
+        # filled this machine's disk (the last mode's slave could not store)
+        subprocess.run(["rm", "-rf", os.path.join(base, name)])
 
 
 def main() -> int:
