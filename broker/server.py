@@ -252,13 +252,26 @@ class Broker(BrokerCore):
                     # us for it, `bench/send_timeline.py`), then the group commit
                     self._replicate()
                     if self.sync_flush and self.flush_service is not None:
-                        self.flush_service.wakeup()
+                        self._group_commit()
                 self._pump_schedule()
                 visibility.update_visible(self)   # first: transfers carry the newest confirmed offset
                 self._replicate()
                 self._housekeeping()
         finally:
             self._shutdown()
+
+    def _group_commit(self) -> None:
+        """SYNC_FLUSH: with no other request waiting, this thread's own
+        fdatasync (the sends it covers are acked on this turn); else, or
+        when the disk is slow or the group-commit thread busy, that thread's."""
+        fs = self.flush_service
+        if fs is None:
+            return
+        flushed = None if readable(self.router) else fs.flush_inline()
+        if flushed is None:
+            fs.wakeup()
+        else:
+            self.state.flushed_offset = max(self.state.flushed_offset, flushed)
 
     def _replicate(self) -> None:
         """A master sends its slaves what they lack, and the confirmed offset

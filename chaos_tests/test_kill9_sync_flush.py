@@ -10,7 +10,11 @@ from duomq.client import Message, Producer, PullConsumer, PullStatus, SendStatus
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_kill9_under_sync_flush_loses_no_acked_message(local_cluster, small_store):
+@pytest.mark.parametrize("producers", [1, 2])
+def test_kill9_under_sync_flush_loses_no_acked_message(local_cluster, small_store, producers):
+    """One producer: every send finds the serving thread idle, which then
+    runs the group commit itself; two: sends also share the group-commit
+    thread's syncs."""
     broker = local_cluster.add_broker("broker-a", flush="SYNC_FLUSH", sync_flush_timeout_ms=1000,
                                       **small_store)
     local_cluster.create_topic("Durable", queues=4)
@@ -38,7 +42,7 @@ def test_kill9_under_sync_flush_loses_no_acked_message(local_cluster, small_stor
                 else:
                     degraded += 1
 
-    threads = [threading.Thread(target=produce, args=(w,)) for w in range(2)]
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(producers)]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 30

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -13,6 +14,9 @@ from duomq.common.flush_policy import should_flush
 from duomq.common.service import ServiceThread
 
 log = logging.getLogger(__name__)
+# a serving thread with nothing else to do runs the group commit itself while
+# fdatasync takes at most this long (a slower disk: the group-commit thread)
+INLINE_MAX_S = 0.002
 
 
 def fault_flush_delay_s() -> float:
@@ -24,7 +28,10 @@ def fault_flush_delay_s() -> float:
 
 class GroupCommitService(ServiceThread):
     """SYNC_FLUSH: woken by every append; each fdatasync covers everything
-    written before it started, so sends that arrive during a sync share the next."""
+    written before it started, so sends that arrive during a sync share the next.
+    A serving thread with no other request waiting calls ``flush_inline``
+    instead: the same fdatasync on its own thread, with no wake-up of this
+    one and no note back (two thread hops of a lone send)."""
 
     name = "group-commit"
 
@@ -35,6 +42,8 @@ class GroupCommitService(ServiceThread):
         self.on_flushed = on_flushed
         self.observe = observe          # each fdatasync's seconds (the broker's histogram)
         self.syncs = 0
+        self.last_s = 0.0               # the last fdatasync's seconds
+        self._count = threading.Lock()  # observe and syncs: two threads flush
         self.fault_delay_s = fault_flush_delay_s()
         if self.fault_delay_s:
             log.warning("fault injection: each flush is delayed by %.0f ms",
@@ -48,10 +57,27 @@ class GroupCommitService(ServiceThread):
                     time.sleep(self.fault_delay_s)
                 t0 = time.perf_counter()
                 flushed = self.commitlog.flush()
-                self.observe(time.perf_counter() - t0)
-                self.syncs += 1
+                self._counted(time.perf_counter() - t0)
                 self.on_flushed(flushed)
         self.on_flushed(self.commitlog.flush())
+
+    def flush_inline(self) -> int | None:
+        """The caller's own group commit: the flushed offset, or None when
+        this thread should be woken instead (a sync under way here, the last
+        one slower than ``INLINE_MAX_S``, or injected flush delays)."""
+        if self.fault_delay_s or self.last_s > INLINE_MAX_S:
+            return None
+        t0 = time.perf_counter()
+        flushed = self.commitlog.mfq.try_flush()
+        if flushed is not None:
+            self._counted(time.perf_counter() - t0)
+        return flushed
+
+    def _counted(self, seconds: float) -> None:
+        with self._count:
+            self.last_s = seconds
+            self.observe(seconds)
+            self.syncs += 1
 
 
 class FlushRealTimeService(ServiceThread):
@@ -86,6 +112,9 @@ class FlushRealTimeService(ServiceThread):
                 self.on_flushed(flushed)
                 self.syncs += 1
         self.on_flushed(self.commitlog.flush())
+
+    def flush_inline(self) -> int | None:
+        return None                     # ASYNC_FLUSH: nothing waits on a flush
 
 
 FlushService = GroupCommitService | FlushRealTimeService

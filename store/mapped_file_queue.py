@@ -120,6 +120,18 @@ class MappedFileQueue:
                     seg.flush()
         return self.flushed_offset()
 
+    def try_flush(self) -> int | None:
+        """``flush`` unless another thread is flushing now (None then)."""
+        if not self._flush_lock.acquire(blocking=False):
+            return None
+        try:
+            for seg in list(self.segments):
+                if seg.wrote > seg.flushed:
+                    seg.flush()
+        finally:
+            self._flush_lock.release()
+        return self.flushed_offset()
+
     def flushed_offset(self) -> int:
         """Offset below which everything is on disk."""
         flushed = self.min_offset
