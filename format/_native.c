@@ -261,6 +261,129 @@ done:
     return out;
 }
 
+/* zlib's crc32 (IEEE, reflected 0xEDB88320): the consume queue's tag code */
+static uint32_t ieee[256];
+
+static uint32_t crc32_ieee(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n--)
+        c = ieee[(c ^ *p++) & 0xff] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+PyDoc_STRVAR(stage_doc,
+"stage(buf, topic, max_record_bytes, count, queue_id, first_qoff, phys, store_ts_ms)\n"
+"    -> (offsets, entries, keyed) or None\n\n"
+"A producer's batch made ready to write at commit-log offset phys, as\n"
+"store/writes.py's scan, seal and entry packing make it: every record checked\n"
+"as scan checks it, and its texts (tags, keys, properties) valid UTF-8; then,\n"
+"in place, sealed as seal seals it (queue offsets from first_qoff). offsets:\n"
+"each record's commit-log offset; entries: their consume-queue entries\n"
+"(offset, size, the tags' zlib.crc32 or 0: 20 bytes each, big-endian); keyed:\n"
+"(index, keys start, keys length) of the records with keys. None, with buf\n"
+"untouched, when anything fails: the caller's own path then says what.");
+
+static PyObject *py_stage(PyObject *self, PyObject *args)
+{
+    Py_buffer b, t;
+    long long max_bytes, first_qoff, phys, store_ts;
+    Py_ssize_t count;
+    int queue_id;
+    if (!PyArg_ParseTuple(args, "w*y*LniLLL", &b, &t, &max_bytes, &count, &queue_id, &first_qoff,
+                          &phys, &store_ts))
+        return NULL;
+    PyObject *offsets = NULL, *entries = NULL, *keyed = NULL, *out = NULL;
+    int64_t *at = NULL;
+    uint32_t *hash = NULL;
+    uint8_t *p = b.buf;
+    const uint8_t *topic = t.buf;
+    Py_ssize_t end = b.len, tlen = t.len, pos = 0, i = 0;
+    if (count < 1 || end < HS || count > end / HS)
+        goto none;
+    at = PyMem_Malloc(sizeof(int64_t) * (size_t)count);
+    hash = PyMem_Malloc(sizeof(uint32_t) * (size_t)count);
+    keyed = PyList_New(0);
+    if (!at || !hash || !keyed) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto fail;
+    }
+    while (pos < end) {               /* check everything before changing anything */
+        const uint8_t *r = p + pos;
+        if (i == count || end - pos < HS)
+            goto none;
+        int64_t size = (int32_t)be32(r + OFF_TOTAL_SIZE);
+        if (size < HS || size > end - pos || size > max_bytes || (int32_t)be32(r + OFF_MAGIC) != RECORD_MAGIC
+            || stated(r, size) < 0 || be16(r + OFF_TOPIC_LEN) != tlen || memcmp(r + HS, topic, tlen) != 0)
+            goto none;
+        if (crc32c(0, r + HS, (size_t)(size - HS)) != be32(r + OFF_CRC))
+            goto none;
+        Py_ssize_t lg = be16(r + OFF_TAGS_LEN), lk = be16(r + OFF_KEYS_LEN);
+        Py_ssize_t lp = (Py_ssize_t)be32(r + OFF_PROPS_LEN);
+        const uint8_t *text = r + HS + tlen;
+        hash[i] = 0;
+        if (lg | lk | lp) {
+            PyObject *u = PyUnicode_DecodeUTF8((const char *)text, lg + lk + lp, NULL);
+            if (u == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                    goto fail;
+                PyErr_Clear();
+                goto none;
+            }
+            Py_DECREF(u);
+            if (lg)
+                hash[i] = crc32_ieee(text, (size_t)lg);
+            if (lk) {
+                PyObject *k = Py_BuildValue("(nnn)", i, pos + HS + tlen + lg, lk);
+                if (!k || PyList_Append(keyed, k) < 0) {
+                    Py_XDECREF(k);
+                    goto fail;
+                }
+                Py_DECREF(k);
+            }
+        }
+        at[i] = pos;
+        pos += size;
+        i++;
+    }
+    if (i != count)
+        goto none;
+    offsets = PyList_New(count);
+    entries = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)20 * count);
+    if (!offsets || !entries)
+        goto fail;
+    uint8_t *e = (uint8_t *)PyBytes_AS_STRING(entries);
+    for (i = 0; i < count; i++) {     /* seal, and the entry of each */
+        uint8_t *r = p + at[i];
+        int64_t size = (int32_t)be32(r + OFF_TOTAL_SIZE), off = phys + at[i];
+        PyObject *o = PyLong_FromLongLong(off);
+        if (o == NULL)
+            goto fail;
+        PyList_SET_ITEM(offsets, i, o);
+        put32(r + OFF_QUEUE_ID, (uint32_t)queue_id);
+        put64(r + OFF_QUEUE_OFFSET, (uint64_t)(first_qoff + i));
+        put64(r + OFF_PHYSICAL_OFFSET, (uint64_t)off);
+        put64(r + OFF_STORE_TS_MS, (uint64_t)store_ts);
+        put32(r + OFF_CRC, crc32c(be32(r + OFF_CRC), r + PATCH_OFFSET, HS - PATCH_OFFSET));
+        put64(e, (uint64_t)off);
+        put32(e + 8, (uint32_t)size);
+        put64(e + 12, (uint64_t)hash[i]);
+        e += 20;
+    }
+    out = PyTuple_Pack(3, offsets, entries, keyed);
+    goto fail;                       /* not a failure: drop our references, return out */
+none:
+    out = Py_NewRef(Py_None);
+fail:
+    Py_XDECREF(offsets); Py_XDECREF(entries); Py_XDECREF(keyed);
+    PyMem_Free(at);
+    PyMem_Free(hash);
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&t);
+    return out;
+}
+
 PyDoc_STRVAR(first_unsealed_doc,
 "first_unsealed(buf, starts) -> int\n\n"
 "The index of the first record of buf at starts (each a format-3 record whose\n"
@@ -598,6 +721,7 @@ static PyMethodDef methods[] = {
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
     {"scan", py_scan, METH_VARARGS, scan_doc},
     {"seal", py_seal, METH_VARARGS, seal_doc},
+    {"stage", py_stage, METH_VARARGS, stage_doc},
     {"first_unsealed", py_first_unsealed, METH_VARARGS, first_unsealed_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -616,6 +740,10 @@ PyMODINIT_FUNC PyInit__native(void)
         for (int k = 0; k < 8; k++)
             c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
         table[i] = c;
+        uint32_t z = i;
+        for (int k = 0; k < 8; k++)
+            z = (z >> 1) ^ (0xEDB88320u & (0u - (z & 1)));
+        ieee[i] = z;
     }
     if (!(s_topic = PyUnicode_InternFromString("topic")) || !(s_body = PyUnicode_InternFromString("body"))
         || !(s_tags = PyUnicode_InternFromString("tags")) || !(s_keys = PyUnicode_InternFromString("keys"))

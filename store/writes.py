@@ -18,7 +18,7 @@ from crc32c import crc32c
 
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import StoreFullError
-from duomq.format import bulk_scan, seal
+from duomq.format import bulk_scan, native, seal
 from duomq.format import record as rec
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
@@ -81,6 +81,9 @@ class StoreWrites:
     def _put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
                    numbering: tuple[int, int, int] | None) -> PutResult:
         topic_b = topic.encode()
+        staged = self._put_staged(topic, topic_b, queue_id, buf, count, numbering)
+        if staged is not None:
+            return staged
         crcs: list[int] = []
         bulk = bulk_scan.pays(count)
         scanned = bulk_scan.scan(buf, topic_b, self.config.max_message_bytes, count, crcs) \
@@ -121,6 +124,44 @@ class StoreWrites:
         else:
             self.commitlog.write(buf, bounds, plan)
         cq.append(pack_entries(flat, count), qoff)
+        return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
+                            offsets[-1] + sizes[-1], keyed, now)
+
+    def _put_staged(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray,
+                    count: int, numbering: tuple[int, int, int] | None) -> PutResult | None:
+        """The common case in one C call (``_native.stage``: checked, sealed,
+        the queue entries packed): a batch that fits the open segment. None,
+        with nothing changed, for any other (no C loops, a segment to roll,
+        anything the checks refuse): ``_put_batch``'s own path then."""
+        loops = native.LOOPS
+        segs = self.commitlog.mfq.segments
+        if loops is None or not segs:
+            return None
+        seg = segs[-1]
+        if seg.wrote + len(buf) > seg.size:
+            return None
+        cq = self.consume_queue(topic, queue_id)
+        qoff = cq.max_offset
+        now = time.time_ns() // 1_000_000
+        staged = loops.stage(buf, topic_b, self.config.max_message_bytes, count, queue_id, qoff,
+                             seg.base + seg.wrote, now)
+        if staged is None:
+            return None
+        offsets, entries, keyed = staged
+        last_cq = cq.mfq.last()
+        if last_cq is None or (qoff + count) * CQ_UNIT.size > last_cq.end:
+            cq.reserve(qoff, count)            # a full disk fails here, with nothing written
+        pwrite_all(seg.fd, buf, seg.wrote)
+        seg.wrote += len(buf)
+        cq.append(entries, qoff)
+        return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
+                            seg.base + seg.wrote, keyed, now)
+
+    def _stored(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray, count: int,
+                numbering: tuple[int, int, int] | None, qoff: int, offsets: list[int],
+                end: int, keyed: list[tuple[int, int, int]], now: int) -> PutResult:
+        """What follows a batch's writes: its keys indexed, an idempotent
+        batch observed, the queue and offsets published."""
         if keyed:
             self.index.add_batch(topic_b, [bytes(buf[p:p + n]) for _i, p, n in keyed],
                                  [offsets[i] for i, _p, _n in keyed], now)
@@ -129,7 +170,6 @@ class StoreWrites:
             self.producers.observe(pid, topic, queue_id, Batch(seq, qoff, n, offsets[0]))
         elif _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:
             self.producers.observe_record(memoryview(buf), offsets[0])
-        end = offsets[-1] + sizes[-1]
         self.appended.append((topic, queue_id, end))
         self.dispatched_offset = end
         self.messages_stored += count

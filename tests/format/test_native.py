@@ -289,3 +289,53 @@ def test_encode_survives_a_message_that_empties_the_batch_while_read(c):
     got = c.encode(msgs, "Orders", 1, HOST, LIMIT, BROKER_ROUTED)
     assert got == b"".join(rec.encode_record(b"Orders", b"", b"", b"", m.body, 1, HOST)
                            for m in kept)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_stage_makes_what_scan_seal_and_the_entries_make(c, seed):
+    from duomq.format import seal as seal_mod
+    from duomq.store.consume_queue import pack_entries
+    rnd = random.Random(seed)
+    n = rnd.choice([1, 2, 5, 96, 300])
+    msgs = some_messages(rnd, n) if seed % 2 else messages(rnd, n)
+    buf = batch(msgs)
+    want_buf = bytearray(buf)
+    crcs = []
+    bounds, _borns, hashes, keyed = rec.scan_batch(bytearray(buf), b"Orders", LIMIT, n, crcs)
+    offsets = [4096 + b for b in bounds[:-1]]
+    seal_mod.patch_and_seal(want_buf, bounds, 5, 1234, offsets, 1_800_000_000_000)
+    sizes = [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
+    flat = [x for i in range(n) for x in (offsets[i], sizes[i], hashes[i])]
+    got = c.stage(buf, b"Orders", LIMIT, n, 5, 1234, 4096, 1_800_000_000_000)
+    assert got is not None
+    g_offsets, g_entries, g_keyed = got
+    assert g_offsets == offsets and g_entries == pack_entries(flat, n)
+    assert [(i, p, k) for i, p, k in g_keyed] == [(i, p, k) for i, p, k in keyed]
+    assert buf == want_buf
+    for at in bounds[:-1]:
+        assert rec.check_record(buf, at, len(buf)) == sizes[bounds.index(at)]
+
+
+@pytest.mark.parametrize("kind", ["payload", "crc", "magic", "size", "length field", "topic",
+                                  "count", "limit", "truncated", "trailing bytes"])
+@pytest.mark.parametrize("seed", range(4))
+def test_stage_refuses_what_scan_refuses_and_leaves_the_batch_as_it_was(c, kind, seed):
+    buf, topic, limit, count = damaged(random.Random(seed), kind)
+    before = bytes(buf)
+    assert c.stage(buf, topic, limit, count, 0, 0, 0, 1) is None
+    assert bytes(buf) == before
+
+
+def test_stage_refuses_texts_that_are_not_utf8_as_the_python_path_does(c):
+    """Tags, keys or properties that are not UTF-8 (their CRC made right):
+    scan_batch raises, stage says None and leaves the bytes alone."""
+    for field in ("tags", "keys", "properties"):
+        r = bytearray(rec.encode_record(b"Orders", b"t\xff" if field == "tags" else b"t",
+                                        b"k\xc3" if field == "keys" else b"k",
+                                        b"p\x01\xe2\x82\x02" if field == "properties" else b"",
+                                        b"body", 1))
+        with pytest.raises(rec.RecordError):
+            rec.scan_batch(bytearray(r), b"Orders", LIMIT, 1)
+        before = bytes(r)
+        assert c.stage(r, b"Orders", LIMIT, 1, 0, 0, 0, 1) is None
+        assert bytes(r) == before
