@@ -126,3 +126,42 @@ def test_request_then_calls_back_once_on_the_io_thread(silent_broker, remoting):
     time.sleep(0.1)
     assert len(got) == 2 and got[1][0] == "b" and got[1][1] is None
     assert isinstance(got[1][2], BrokerGoneError)
+
+
+@pytest.fixture
+def answering_broker():
+    """A ROUTER that answers every request with an empty BROKER_STATUS."""
+    from duomq.proto import codec
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            if router.poll(50):
+                identity, data = router.recv_multipart()
+                frame = codec.decode_frame(data)
+                router.send_multipart([identity, codec.encode_response(
+                    frame.request_id, frame.type, pb.OK, "", pb.BrokerStatusResponse())])
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield f"tcp://127.0.0.1:{port}"
+    stop.set()
+    t.join(2)
+    router.close(0)
+
+
+def test_an_abort_while_no_call_waits_does_not_fail_the_next_call(answering_broker, remoting):
+    """A thread's wake-up stays registered for its connection between calls:
+    an abort that comes while it is idle wakes nobody, and the next call,
+    made after it, reads that stale wake-up and goes on; an abort during a
+    call still fails it."""
+    address = answering_broker
+    status, _err, _resp = remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)
+    assert status == pb.OK
+    remoting.abort(address, "a new master, before this call")
+    for _ in range(3):
+        status, _err, _resp = remoting.call(address, pb.BROKER_STATUS,
+                                            pb.BrokerStatusRequest(), 5)
+        assert status == pb.OK
