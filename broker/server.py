@@ -304,6 +304,8 @@ class Broker(BrokerCore):
         router, dispatch = self.router, self.dispatcher.dispatch
         if self.security is not None:
             for _ in range(MAX_DRAIN):
+                if not readable(router):
+                    return
                 try:
                     frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
                 except zmq.Again:
