@@ -184,9 +184,11 @@ class PullLoop:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
                         result.next_offset)
             pq.skip_to(result.next_offset)
-        self.pull(pq)
-        if chunks is not None:
-            # the consume threads last: a woken thread waits for this one to
-            # let go of the interpreter, so what this thread still does after
-            # the hand-over delays the handler (~30 us at the median)
-            self.consume.start(pq, chunks)
+        try:
+            self.pull(pq)
+        finally:
+            if chunks is not None:
+                # the consume threads last: a woken thread waits for this one
+                # to let go of the interpreter, so what this thread still does
+                # after the hand-over delays the handler
+                self.consume.start(pq, chunks)

@@ -213,8 +213,8 @@ class RemotingClient:
             raise ClientClosedError("client is closed")
         conn = self._direct_socket(address)
         sock = conn.sock
-        if readable(conn.monitor):   # news: a drop while idle
-            self._lost_direct(conn, address)             # (the send reconnects)
+        if readable(conn.monitor):        # news: a drop while idle (the send reconnects)
+            self._lost_direct(conn, address)
         gone = self._gone.get(address, (0, ""))[0]
         rid = next(self._ids)
         sndtimeo = max(1, int(min(timeout_s, CONNECT_TIMEOUT_S) * 1000))

@@ -10,9 +10,9 @@ _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)   # plain ints: no enum arit
 
 def readable(socket: zmq.Socket) -> bool:
     """Whether a message waits on ``socket``. The hot loops ask this before
-    each non-blocking read instead of reading until zmq.Again: pyzmq's Again
-    costs more to raise and catch on a busy serving thread (about 10 us, ``bench/latency_floor.py``)
-    than the question (about 1 us)."""
+    each non-blocking read instead of reading until zmq.Again: raising and
+    catching pyzmq's Again cost about 10 us a turn in the serving loop
+    (docs/benchmarks.md, issue 41), the question 1-2 us."""
     return bool(int(socket.get(_EVENTS)) & _POLLIN)
 
 
