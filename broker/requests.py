@@ -45,16 +45,9 @@ def writable(b: BrokerCore) -> None:
         raise ServiceNotAvailableError(b.not_writable_reason())
 
 
-_VALID_TOPICS: set[str] = set()     # names ``hosted`` found valid (bounded)
-
-
 def hosted(b: BrokerCore, topic: str) -> int:
     """The number of queues this group hosts of ``topic``."""
-    if topic not in _VALID_TOPICS:
-        validate_name("topic", topic, allow_system=True)
-        if len(_VALID_TOPICS) >= 100_000:
-            _VALID_TOPICS.clear()
-        _VALID_TOPICS.add(topic)
+    validate_name("topic", topic, allow_system=True)
     queues = b.hosted_queues(topic)
     if queues is None:
         raise TopicNotExistError(f"topic {topic!r} is not hosted by broker group "

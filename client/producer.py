@@ -171,7 +171,6 @@ class Producer(ClientBase):
         self._rr = RoundRobinSelector()
         self._checked: set[tuple[str, object]] = set()
         self._checked_routes: dict[str, object] = {}   # topic -> the route snapshot checked
-        self._topics: set[str] = set()                 # topic names found valid
         self._faults = FaultAvoidance(cfg.fault_avoidance_ms / 1000)
         self._backoff = RefusalBackoff()
         self._host = _local_host()
@@ -265,10 +264,7 @@ class Producer(ClientBase):
             raise ValueError(f"a batch holds at most {self.config.batch_max_messages} messages "
                              f"(batch_max_messages)")
         topic = msgs[0].topic
-        if topic not in self._topics:
-            validate_name("topic", topic, allow_system=True)
-            if len(self._topics) < 10_000:
-                self._topics.add(topic)
+        validate_name("topic", topic, allow_system=True)
         if self.config.idempotent:     # encoded once its queue is known, with its numbering
             return topic, None
         return topic, encode_batch(msgs, topic, time.time_ns() // 1_000_000, self._host,

@@ -10,6 +10,7 @@ them with ``validate_queue`` whatever path a record came through."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 from duomq.common.errors import InvalidNameError
@@ -32,8 +33,21 @@ def validate_name(kind: str, name: str, *, allow_system: bool = False,
 
     ``allow_system`` admits ``%RETRY%<group>`` and ``%DLQ%<group>`` (the broker
     and the consumer use them; users cannot create them); ``internal`` admits
-    the broker's internal topics (only the broker's own writes).
+    the broker's internal topics (only the broker's own writes). Names found
+    valid are remembered (a send checks its topic's name on both sides: the
+    pattern match was a few us of every one); a refused name is checked anew.
     """
+    if type(name) is str:
+        return _valid(kind, name, allow_system, internal)
+    return _check(kind, name, allow_system, internal)
+
+
+@functools.lru_cache(maxsize=16384)
+def _valid(kind: str, name: str, allow_system: bool, internal: bool) -> str:
+    return _check(kind, name, allow_system, internal)   # (lru_cache keeps no exception)
+
+
+def _check(kind: str, name: str, allow_system: bool, internal: bool) -> str:
     if not isinstance(name, str):
         raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
     if len(name) > 127 + len(RETRY_PREFIX):        # never echo a huge one back

@@ -35,6 +35,21 @@ class CommitLog:
         """One past the last written byte."""
         return self.mfq.write_offset()
 
+    def open_room(self, size: int):
+        """The open segment when ``size`` more bytes fit in it (a write's
+        common case: one ``pwrite``, no plan), else None."""
+        segs = self.mfq.segments
+        if segs and segs[-1].wrote + size <= segs[-1].size:
+            return segs[-1]
+        return None
+
+    @staticmethod
+    def append_to(seg, buf) -> None:
+        """Write ``buf`` at the end of ``seg`` (``open_room``'s), published
+        once the write returned."""
+        seg.write(buf, seg.wrote)
+        seg.wrote += len(buf)
+
     def place(self, sizes: list[int]) -> tuple[list[int], list[tuple[int, int, int]]]:
         """Plan where a batch of records of ``sizes`` lands.
 

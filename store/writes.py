@@ -24,7 +24,6 @@ from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.key_index import KeyIndex
 from duomq.store.producer_state import Batch, ProducerStates
-from duomq.store.segment import pwrite_all
 
 log = logging.getLogger(__name__)
 _FLAGS = rec.fields("flags")
@@ -91,14 +90,7 @@ class StoreWrites:
         bounds, borns, hashes, keyed = scanned or rec.scan_batch(
             buf, topic_b, self.config.max_message_bytes, count, crcs)
         sizes = list(map(operator.sub, bounds[1:], bounds))
-        segs = self.commitlog.mfq.segments
-        seg = segs[-1] if segs else None
-        if seg is not None and seg.wrote + bounds[-1] <= seg.size:
-            # the common case: it all fits in the open segment (as ``place`` would say)
-            pos = seg.base + seg.wrote
-            offsets, plan = [pos + b for b in bounds[:-1]], None
-        else:
-            offsets, plan = self.commitlog.place(sizes)
+        offsets, plan = self.commitlog.place(sizes)
         cq = self.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
@@ -118,11 +110,7 @@ class StoreWrites:
         last_cq = cq.mfq.last()
         if last_cq is None or (qoff + count) * CQ_UNIT.size > last_cq.end:
             cq.reserve(qoff, count)            # a full disk fails here, with nothing written
-        if plan is None and seg is not None:   # one write into the open segment
-            pwrite_all(seg.fd, buf, seg.wrote)
-            seg.wrote += len(buf)
-        else:
-            self.commitlog.write(buf, bounds, plan)
+        self.commitlog.write(buf, bounds, plan)
         cq.append(pack_entries(flat, count), qoff)
         return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
                             offsets[-1] + sizes[-1], keyed, now)
@@ -134,11 +122,8 @@ class StoreWrites:
         with nothing changed, for any other (no C loops, a segment to roll,
         anything the checks refuse): ``_put_batch``'s own path then."""
         loops = native.LOOPS
-        segs = self.commitlog.mfq.segments
-        if loops is None or not segs:
-            return None
-        seg = segs[-1]
-        if seg.wrote + len(buf) > seg.size:
+        seg = self.commitlog.open_room(len(buf))
+        if loops is None or seg is None:
             return None
         cq = self.consume_queue(topic, queue_id)
         qoff = cq.max_offset
@@ -151,8 +136,7 @@ class StoreWrites:
         last_cq = cq.mfq.last()
         if last_cq is None or (qoff + count) * CQ_UNIT.size > last_cq.end:
             cq.reserve(qoff, count)            # a full disk fails here, with nothing written
-        pwrite_all(seg.fd, buf, seg.wrote)
-        seg.wrote += len(buf)
+        self.commitlog.append_to(seg, buf)
         cq.append(entries, qoff)
         return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
                             seg.base + seg.wrote, keyed, now)

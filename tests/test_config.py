@@ -149,3 +149,22 @@ def test_a_huge_name_is_refused_without_being_echoed():
     with pytest.raises(InvalidNameError) as exc:
         validate_name("topic", "%RETRY%" + "x" * 1_000_000)
     assert len(str(exc.value)) < 200 and "1000007 characters" in str(exc.value)
+
+
+def test_a_name_remembered_as_valid_is_remembered_for_its_own_rules_only():
+    """validate_name remembers the names it accepted: a name accepted under
+    one set of rules is still refused under stricter ones, and a refused name
+    is refused every time, whatever was asked before."""
+    from duomq.common.errors import InvalidNameError
+    from duomq.common.names import SCHEDULE_TOPIC, validate_name
+    assert validate_name("topic", "%RETRY%g1", allow_system=True) == "%RETRY%g1"
+    assert validate_name("topic", SCHEDULE_TOPIC, internal=True) == SCHEDULE_TOPIC
+    for _ in range(2):
+        with pytest.raises(InvalidNameError, match="reserved prefix"):
+            validate_name("topic", "%RETRY%g1")
+        with pytest.raises(InvalidNameError, match="broker's own use"):
+            validate_name("topic", SCHEDULE_TOPIC)
+        with pytest.raises(InvalidNameError, match="invalid"):
+            validate_name("topic", "bad name")
+    with pytest.raises(InvalidNameError, match="must be a string"):
+        validate_name("topic", ["T"])                 # not hashable: checked, not remembered

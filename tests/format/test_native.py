@@ -181,8 +181,9 @@ def test_first_unsealed_finds_any_changed_byte(c, where):
 
 def test_scan_and_first_unsealed_on_mutated_batches_agree_with_python_and_never_crash(c):
     """3,000 batches with random bytes changed, cut or appended, random counts
-    and limits: scan accepts exactly what scan_batch accepts, with the same
-    bounds, and first_unsealed takes any starts."""
+    and limits: scan and stage accept exactly what scan_batch accepts, with
+    the same bounds (stage leaves what it refuses untouched), and
+    first_unsealed takes any starts."""
     rnd = random.Random(17)
     accepted = 0
     for _ in range(3000):
@@ -203,10 +204,14 @@ def test_scan_and_first_unsealed_on_mutated_batches_agree_with_python_and_never_
         except rec.RecordError:
             want = None
         got = c.scan(bytes(buf), b"T", limit, count)
+        staged_buf = bytearray(buf)
+        staged = c.stage(staged_buf, b"T", limit, count, 1, 0, 64, 1) if count > 0 else None
         if want is None:     # (texts made invalid UTF-8 here also fail their record's CRC)
             assert got is None
+            assert staged is None and staged_buf == buf        # refused, and left as it was
         else:
             assert got is not None and (got[0], got[1]) == (want[0], want[1])
+            assert staged is not None and staged[0] == [64 + b for b in want[0][:-1]]
             accepted += 1
         c.first_unsealed(bytes(buf), [rnd.randrange(-5, len(buf) + 5) for _ in range(3)])
     assert accepted > 300
