@@ -14,9 +14,10 @@ demo: install
 test: install
 	bash scripts/test.sh
 
-# duomq:<version> and duomq-spark:<version> with podman, offline if need be
+# duomq:<version> and duomq-spark:<version> with podman, offline if need be;
+# REGISTRY=host/path: also pushed there, with the overlay lines that pin them
 image:
-	bash scripts/image.sh
+	bash scripts/image.sh $(if $(REGISTRY),--push $(REGISTRY))
 
 lint: install
 	bash scripts/lint.sh

@@ -19,6 +19,7 @@ import logging
 import os
 import resource
 import signal
+import threading
 import time
 from typing import Any
 
@@ -38,6 +39,7 @@ from duomq.common.config import BrokerConfig
 from duomq.common.credentials import broker_zk_sasl
 from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
+from duomq.common.grace import STOP_S
 from duomq.common.role import Role
 from duomq.common.service import PeriodicService, ServiceThread
 from duomq.common.zsend import readable
@@ -61,6 +63,7 @@ HA_HWM = 16                  # messages queued per replication link, each way: a
                              # chunks of ha_transfer_batch_bytes wait for a slave that
                              # does not read
 HA_MAX_FRAME_BYTES = 64 * 1024  # slaves send only reports
+EXIT_STOP_OVERDUE = 3        # the exit status of a stop its watchdog ended
 
 
 class Broker(BrokerCore):
@@ -100,6 +103,7 @@ class Broker(BrokerCore):
         self.metrics_server: Any = None     # prometheus_client's WSGI server
         self.controller: HaController | None = None
         self._stopping = False
+        self._watchdog: threading.Timer | None = None
         self._services: list[ServiceThread] = []
         self._next_schedule = 0.0
         self._next_tx_check = 0.0
@@ -193,8 +197,25 @@ class Broker(BrokerCore):
         self._stopping = True
 
     def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT stop the broker, within ``grace.STOP_S``: a
+        stop that hangs past it (ZooKeeper gone, a disk that does not
+        answer) ends the process there, before the kubelet's SIGKILL takes
+        what is left of the pod's grace period. What the broker wrote is in
+        the page cache, and a start checks the log (recovery)."""
+        def on_signal(*_):
+            self.stop()
+            if self._watchdog is None:
+                self._watchdog = threading.Timer(STOP_S, self._stop_overdue)
+                self._watchdog.daemon = True
+                self._watchdog.start()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.stop())
+            signal.signal(sig, on_signal)
+
+    def _stop_overdue(self) -> None:
+        log.error("broker stop took over %g s (grace.STOP_S): exiting now; the next start "
+                  "recovers the store", STOP_S)
+        logging.shutdown()
+        os._exit(EXIT_STOP_OVERDUE)
 
     def _shutdown(self) -> None:
         log.info("broker stopping")

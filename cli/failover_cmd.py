@@ -5,7 +5,9 @@ is lost.
 
 ``duomq failover --step-down``, a pod's ``preStop``: when the local broker
 (found as ``duomq health`` finds it) is a master, it hands over to an
-in-sync slave before the pod stops; a slave just leaves."""
+in-sync slave before the pod stops; a slave just leaves. All of it (the
+status, ZooKeeper, the hand-over) within ``--timeout``, by default what the
+pod's grace period leaves it (``common.grace``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from duomq.cli.common import add_endpoint, add_json, emit, endpoint
 from duomq.cli.health_cmd import add_target, broker_status, local_credentials, target
 from duomq.common.credentials import broker_zk_login
 from duomq.common.errors import DuomqError
+from duomq.common.grace import GRACE_ENV, grace_from_env, handover_budget
 from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.nodes import MasterNode, SwitchoverNode
@@ -30,7 +33,9 @@ def add(sub) -> None:
                    help="for a pod's preStop: the local broker, if master, hands over")
     p.add_argument("--to", type=int, dest="target", help="broker id to hand over to "
                    "(default: the in-sync slave with the most data)")
-    p.add_argument("--timeout", type=float, default=30, help="seconds to wait (30)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds to wait (30; with --step-down, all of it, by default what "
+                        f"the pod's grace period leaves, from ${GRACE_ENV})")
     add_endpoint(p)
     add_target(p)
     add_json(p)
@@ -75,9 +80,28 @@ def switchover(zk, cluster: str, group: str, target: int | None, timeout_s: floa
                      f"in-sync slave connected?)")
 
 
+STATUS_S = 5.0           # a step-down asks the broker's role for this long at most
+ZK_CONNECT_S = 10.0      # and connects to ZooKeeper for this long at most
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def step_down_timeout(args) -> float:
+    """--timeout, else what the pod's grace period leaves the hand-over."""
+    if args.timeout is not None:
+        return args.timeout
+    grace = grace_from_env()
+    return DEFAULT_TIMEOUT_S if grace is None else handover_budget(grace)
+
+
 def step_down(args) -> dict:
+    timeout = step_down_timeout(args)
+    deadline = time.monotonic() + timeout
+
+    def left(most: float = float("inf")) -> float:
+        return max(0.1, min(most, deadline - time.monotonic()))
+
     address, _, cfg = target(args)
-    st, _ = broker_status(address, min(args.timeout, 5.0), local_credentials(cfg))
+    st, _ = broker_status(address, left(STATUS_S), local_credentials(cfg))
     who = f"{st.broker_group}/{st.broker_id}"
     if st.role != Role.MASTER:
         return {"group": st.broker_group, "broker": who, "role": st.role, "handed_over": False,
@@ -88,7 +112,12 @@ def step_down(args) -> dict:
     # in a broker's pod, as the broker reaches ZooKeeper (its digest and SASL login)
     login = broker_zk_login(cfg.auth, cfg.auth_dir, cfg.zookeeper_sasl_file) \
         if cfg is not None else (zkutil.FROM_ENV, zkutil.FROM_ENV)
-    out = run_switchover(zookeeper, cluster, st.broker_group, None, args.timeout, *login)
+    zk = zkutil.connect(zookeeper, cluster=cluster, access=login[0], sasl=login[1],
+                        timeout_s=left(ZK_CONNECT_S))
+    try:
+        out = switchover(zk, cluster, st.broker_group, None, left())
+    finally:
+        zkutil.close(zk)
     return {**out, "broker": who, "role": Role.MASTER, "handed_over": True,
             "message": f"broker {who} handed {st.broker_group} over to broker {out['to']} at "
                        f"epoch {out['epoch']} in {out['seconds']} s"}
@@ -116,7 +145,8 @@ def run(args) -> int:
         return 0
     if not args.group:
         raise DuomqError("give the broker GROUP to switch over, or --step-down")
-    out = run_switchover(*endpoint(args), args.group, args.target, args.timeout)
+    out = run_switchover(*endpoint(args), args.group, args.target,
+                         DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout)
     if args.json:
         emit(out)
     else:

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # `make image`: build both targets of the Dockerfile with podman,
-#   duomq:<version>        (also tagged duomq/duomq:<version>, the manifests' name)
-#   duomq-spark:<version>  (also tagged duomq/duomq-spark:<version>)
+#   duomq:<version>        (also tagged localhost/duomq/duomq:<version>)
+#   duomq-spark:<version>  (also tagged localhost/duomq/duomq-spark:<version>)
 # with <version> from duomq.__version__. Installs podman, buildah, runc and
 # debootstrap from Debian when they are missing.
+#
+# `make image REGISTRY=registry.example.com/team` (here: `--push
+# registry.example.com/team`) then tags both as <registry>/duomq:<version>
+# and <registry>/duomq-spark:<version>, pushes them, and prints the
+# kustomize `images:` lines that pin them by digest in an overlay
+# (deploy/k8s/README.md, Images). Log in first (`podman login`);
+# REGISTRY_TLS_VERIFY=false for a registry without TLS.
 #
 # It works with no registry: when the Dockerfile's public base
 # (python:3.11.10-slim-bookworm) cannot be pulled, it makes the bases
@@ -17,6 +24,14 @@
 # /var/tmp/duomq-image), REBUILD_BASE=1 (make the local bases again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+REGISTRY=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --push) REGISTRY=${2:?--push needs a registry, as registry.example.com/team}; shift 2 ;;
+    *) echo "usage: scripts/image.sh [--push REGISTRY]" >&2; exit 2 ;;
+  esac
+done
+REGISTRY=${REGISTRY%/}
 VENV=${VENV:-.venv}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 WORK=${IMAGE_WORK:-/var/tmp/duomq-image}
@@ -108,10 +123,32 @@ fi
 
 t0=$(date +%s)
 "${PODMAN[@]}" "${build[@]}" --build-arg "PYTHON_IMAGE=$base" --target broker \
-  -t "duomq:$version" -t "duomq/duomq:$version" .
+  -t "duomq:$version" -t "localhost/duomq/duomq:$version" .
 "${PODMAN[@]}" "${build[@]}" --build-arg "PYTHON_IMAGE=$java_base" --target spark \
-  -t "duomq-spark:$version" -t "duomq/duomq-spark:$version" .
+  -t "duomq-spark:$version" -t "localhost/duomq/duomq-spark:$version" .
 echo "built duomq:$version and duomq-spark:$version in $(( $(date +%s) - t0 )) s" \
      "(from $base$([ "$offline" = 1 ] && echo ", offline"))"
 "${PODMAN[@]}" images --filter "reference=*duomq*" \
   --format '{{.Repository}}:{{.Tag}} {{.Size}}'
+
+[ -n "$REGISTRY" ] || exit 0
+# push both, then print what pins them: the digest podman pushed
+tls=(--tls-verify="${REGISTRY_TLS_VERIFY:-true}")
+mkdir -p "$WORK"
+declare -A digest
+for name in duomq duomq-spark; do
+  "${PODMAN[@]}" tag "$name:$version" "$REGISTRY/$name:$version"
+  "${PODMAN[@]}" push -q "${tls[@]}" --digestfile "$WORK/$name.digest" "$REGISTRY/$name:$version"
+  digest[$name]=$(cat "$WORK/$name.digest")
+  echo "pushed $REGISTRY/$name:$version (${digest[$name]})"
+done
+cat <<STANZA
+# for your overlay's kustomization.yaml (deploy/k8s/README.md, Images):
+images:
+  - name: registry.invalid/duomq/duomq
+    newName: $REGISTRY/duomq
+    digest: ${digest[duomq]}
+  - name: registry.invalid/duomq/duomq-spark
+    newName: $REGISTRY/duomq-spark
+    digest: ${digest[duomq-spark]}
+STANZA

@@ -48,3 +48,17 @@ if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
   "$VENV/bin/pip" install -q -e ".[$EXTRAS]"
   echo "$want" >> "$stamp"
 fi
+
+# Debian's docker-registry (Distribution 2.8), for the test of `make image
+# REGISTRY=...`: unpacked into the venv, not installed, so that no registry
+# service is set up on this machine
+if ! command -v docker-registry >/dev/null 2>&1 && [ ! -x "$VENV/bin/docker-registry" ]; then
+  echo "unpacking Debian's docker-registry into $VENV/opt"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && { apt-get download -qq docker-registry 2>/dev/null || \
+     { $SUDO apt-get update -qq && apt-get download -qq docker-registry; }; })
+  mkdir -p "$VENV/opt/docker-registry"
+  dpkg -x "$tmp"/docker-registry_*.deb "$VENV/opt/docker-registry"
+  ln -sf "$(cd "$VENV" && pwd)/opt/docker-registry/usr/bin/docker-registry" "$VENV/bin/docker-registry"
+  rm -rf "$tmp"
+fi

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import yaml
 
@@ -50,10 +51,11 @@ def kustomize(directory: str) -> str:
     return p.stdout
 
 
-def prod_with(tmp_path, *components: str) -> str:
+def prod_with(tmp_path, *components: str, extra: str = "") -> str:
     """The prod overlay with ``components/<component>`` each, as a user's
     own overlay adds them, rendered by the real kustomize (in a copy of
-    ``deploy/k8s`` under ``tmp_path``)."""
+    ``deploy/k8s`` under ``tmp_path``); ``extra``: more of that overlay's
+    kustomization.yaml (its patches, say)."""
     tree = os.path.join(tmp_path, "k8s")
     shutil.copytree(K8S, tree)
     overlay = os.path.join(tree, "overlays", "with-" + "-".join(components))
@@ -61,7 +63,7 @@ def prod_with(tmp_path, *components: str) -> str:
     with open(os.path.join(overlay, "kustomization.yaml"), "w") as f:
         f.write("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
                 "resources: [../prod]\ncomponents: ["
-                + ", ".join(f"../../components/{c}" for c in components) + "]\n")
+                + ", ".join(f"../../components/{c}" for c in components) + "]\n" + extra)
     return kustomize(overlay)
 
 
@@ -99,6 +101,24 @@ def workloads(docs):
         template = pod_template(d)
         if template is not None:
             yield d, template.get("metadata", {}), template["spec"]
+
+
+def strict_validate(text: str, version: str, tmp_path) -> subprocess.CompletedProcess:
+    """The `kubernetes-validate --strict` command (unknown fields refused) on
+    a YAML stream, as a user runs it on `kubectl kustomize`'s output."""
+    path = os.path.join(tmp_path, f"rendered-{version}.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    tool = os.path.join(os.path.dirname(sys.executable), "kubernetes-validate")
+    return subprocess.run([tool, "--strict", "-k", version, path], capture_output=True,
+                          text=True, timeout=120)
+
+
+def containers(docs):
+    """(doc, pod spec, container) of every container and init container."""
+    for doc, _meta, spec in workloads(docs):
+        for c in spec["containers"] + spec.get("initContainers", []):
+            yield doc, spec, c
 
 
 def pod_template(doc: dict) -> dict | None:

@@ -12,6 +12,7 @@ import pathlib
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 
 import yaml
@@ -19,14 +20,24 @@ import yaml
 from duomq import __version__
 from duomq.common.role import Role
 from duomq.testing.harness import run_cli, wait_for
-from duomq.testing.k8s import generated, kubectl, named, render
+from duomq.testing.k8s import generated, kubectl, named, prod_with
 from duomq.testing.podman import Container, Network, PodSecurity
 from duomq.testing.pods import PodContainer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ZOOKEEPER_SHIMS = ROOT / "tests" / "deploy" / "zookeeper_image"
-SPARK_IMAGE = f"duomq/duomq-spark:{__version__}"
-BROKER_IMAGE = f"duomq/duomq:{__version__}"
+# what `make image` builds, in the host's own image store (podman's localhost/)
+SPARK_IMAGE = f"localhost/duomq/duomq-spark:{__version__}"
+BROKER_IMAGE = f"localhost/duomq/duomq:{__version__}"
+# the user's overlay on top of prod, naming their registry: here that store
+LOCAL_IMAGES = f"""images:
+  - name: registry.invalid/duomq/duomq
+    newName: localhost/duomq/duomq
+    newTag: "{__version__}"
+  - name: registry.invalid/duomq/duomq-spark
+    newName: localhost/duomq/duomq-spark
+    newTag: "{__version__}"
+"""
 CLIENT = {"duomq.io/client": "true"}
 # run in a broker's container: the group's master as ZooKeeper holds it
 MASTER_ID = """
@@ -56,7 +67,7 @@ class Cluster:
         ``admin``: a secured cluster's admin credentials, with which an
         admin container (``self.admin``) runs the CLI, since the broker pods
         have only the brokers' keys."""
-        self.docs = docs if docs is not None else render("overlays/prod")
+        self.docs = docs if docs is not None else prod_docs(root)
         self.admin_credentials = admin
         self.admin: Container | None = None
         self.status_error = ""                   # why the last status() found none to answer
@@ -187,6 +198,14 @@ def documented_init() -> list[str]:
     return words[1:]
 
 
+def prod_docs(root: pathlib.Path) -> list[dict]:
+    """The prod overlay as a user's overlay on top of it renders it, with
+    the real kustomize, its images named in the host's store (where the
+    user names their registry)."""
+    where = tempfile.mkdtemp(prefix="manifests-", dir=root)
+    return [d for d in yaml.safe_load_all(prod_with(where, extra=LOCAL_IMAGES)) if d]
+
+
 def secured_docs(root: pathlib.Path, net: Network | None = None
                  ) -> tuple[list[dict], pathlib.Path]:
     """The prod overlay (secured: ``components/auth``) and the
@@ -198,7 +217,7 @@ def secured_docs(root: pathlib.Path, net: Network | None = None
     adds the names clients outside the cluster use: a drill on the host
     reaches the servers by address."""
     keys, admin = root / "keys", root / "duomq-admin.json"
-    docs = render("overlays/prod")
+    docs = prod_docs(root)
     init = documented_init()
     init[init.index("--out") + 1] = str(keys)
     if net is not None:

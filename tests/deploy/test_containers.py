@@ -20,8 +20,9 @@ prod pods run in test_container_drill.py.)
 What is not as in a cluster: the ZooKeeper pods run the real server from
 the jars in the duomq-spark image, through the manifest's own command and
 a copy of the official image's entrypoint (tests/deploy/zookeeper_image),
-because this host cannot pull `zookeeper:3.8.4`; CPU and memory limits are
-not applied. Run alone with `pytest -m containers`.
+because this host cannot pull `zookeeper:3.8.4`, and without ZooKeeper's
+Prometheus metrics provider, whose jar that image has and pyspark's do not;
+CPU and memory limits are not applied. Run alone with `pytest -m containers`.
 """
 
 from __future__ import annotations

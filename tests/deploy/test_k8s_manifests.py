@@ -10,8 +10,6 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -20,12 +18,14 @@ from packaging.version import Version
 
 from duomq import __version__
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
+from duomq.common.grace import GRACE_ENV, MARGIN_S, STOP_S, handover_budget
 from duomq.testing.k8s import (
     K8S,
     OVERLAYS,
     KustomizeError,
     component,
     container_env,
+    containers,
     generated,
     ingress_allowed,
     kustomize,
@@ -33,9 +33,9 @@ from duomq.testing.k8s import (
     named,
     of_kind,
     pod_references,
-    prod_with,
     render,
     selects,
+    strict_validate,
     workloads,
 )
 
@@ -76,24 +76,8 @@ def test_a_directory_that_does_not_build_fails_with_kustomizes_message(tmp_path)
         kustomize(str(tree / "overlays" / "prod"))
 
 
-def containers(docs):
-    for doc, _meta, spec in workloads(docs):
-        for c in spec["containers"] + spec.get("initContainers", []):
-            yield doc, spec, c
-
-
 def test_versions_run_from_1_29_to_the_newest_bundled():
     assert VERSIONS[0] == "1.29.0" and Version(VERSIONS[-1]) >= Version("1.33")
-
-
-def strict_validate(text: str, version: str, tmp_path) -> subprocess.CompletedProcess:
-    """The `kubernetes-validate --strict` command (unknown fields refused) on
-    a YAML stream, as a user runs it on `kubectl kustomize`'s output."""
-    path = tmp_path / f"rendered-{version}.yaml"
-    path.write_text(text)
-    tool = os.path.join(os.path.dirname(sys.executable), "kubernetes-validate")
-    return subprocess.run([tool, "--strict", "-k", version, str(path)], capture_output=True,
-                          text=True, timeout=120)
 
 
 @pytest.mark.parametrize("path", ["base", *(f"overlays/{o}" for o in OVERLAYS)])
@@ -173,7 +157,7 @@ def test_every_container_has_probes_resources_and_a_pinned_image(overlay):
         m = re.fullmatch(r"([\w./-]+):([\w.-]+)", image)
         assert m and m.group(2) != "latest" and re.search(r"\d", m.group(2)), \
             f"{who}: image {image} is not pinned to a version"
-        if m.group(1).startswith("duomq/"):
+        if re.search(r"/duomq/duomq(-spark)?$", m.group(1)):
             assert m.group(2) == __version__, f"{who}: {image} is not duomq {__version__}"
         assert doc["kind"] != "StatefulSet" or c.get("startupProbe") or \
             c["livenessProbe"].get("initialDelaySeconds"), f"{who}: liveness from the first second"
@@ -205,10 +189,13 @@ def test_brokers_hand_over_before_they_stop(overlay):
         spec = sts["spec"]["template"]["spec"]
         (c,) = spec["containers"]
         command = c["lifecycle"]["preStop"]["exec"]["command"]
-        assert command[:3] == ["duomq", "failover", "--step-down"]
-        timeout = float(command[command.index("--timeout") + 1])
-        assert spec["terminationGracePeriodSeconds"] >= timeout + 20, \
-            "the grace period must cover the hand-over and the broker's own shutdown"
+        # its budget is derived from the grace period (common/grace.py), which
+        # the pod is told as it is set
+        assert command == ["duomq", "failover", "--step-down"]
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        grace = spec["terminationGracePeriodSeconds"]
+        assert float(env[GRACE_ENV]) == grace
+        assert handover_budget(grace) + STOP_S + MARGIN_S <= grace
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -269,7 +256,7 @@ def test_the_zookeeper_ensemble_is_odd_and_consistent(overlay):
                       if v["name"] == "zookeeper-tls")["secret"]
         assert volume["secretName"] == "duomq-credentials" and \
             {i["key"] for i in volume["items"]} == {"zookeeper-server.pem", "zookeeper-ca.pem"}
-        assert [p["containerPort"] for p in c["ports"]] == [2182, 2888, 3888]
+        assert [p["containerPort"] for p in c["ports"]] == [2182, 2888, 3888, 7000]   # 7000: metrics
     else:
         assert not any(k.startswith("ssl") for k in extra)
     assert env["ZK_CLIENT_PORT"] == "2181"       # the probes' port, plaintext on both
@@ -412,7 +399,7 @@ def test_the_spark_job_reads_from_slaves_and_never_overlaps():
     job = named(docs, "CronJob", "spark-minutes")
     assert job["spec"]["concurrencyPolicy"] == "Forbid"
     (c,) = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
-    assert c["image"].startswith("duomq/duomq-spark:")
+    assert c["image"].startswith("registry.invalid/duomq/duomq-spark:")
     assert "--available-now" in c["args"] and "--checkpoint" in c["args"]
     env = container_env(docs, job, c, "spark-minutes-1")
     assert env["DUOMQ_CLUSTER"] == "duomq-prod" and "zk-0" in env["DUOMQ_ZOOKEEPER"]
@@ -500,46 +487,6 @@ def test_the_policy_reader_follows_kubernetes_rules():
     assert not ingress_allowed([policy], target, 80, other)
     policy["spec"]["ingress"] = []
     assert not ingress_allowed([policy], target, 80, same)
-
-
-@pytest.mark.parametrize("overlay", OVERLAYS)
-def test_brokers_expose_metrics_to_prometheus_and_only_to_it(overlay):
-    docs = render(f"overlays/{overlay}")
-    brokers = [(d, meta, spec) for d, meta, spec in workloads(docs)
-               if meta["labels"].get("app.kubernetes.io/component") == "broker"]
-    assert brokers
-    for doc, meta, spec in brokers:
-        broker = next(c for c in spec["containers"] if c["name"] == "broker")
-        port = next(p["containerPort"] for p in broker["ports"] if p["name"] == "metrics")
-        assert port == BrokerConfig().metrics_port == 5557       # what the broker binds
-        notes = meta.get("annotations", {})
-        assert notes["prometheus.io/scrape"] == "true" and notes["prometheus.io/port"] == "5557"
-        assert notes["prometheus.io/path"] == "/metrics"
-        service = named(docs, "Service", doc["spec"]["serviceName"])
-        assert {"name": "metrics", "port": 5557, "targetPort": "metrics"} in \
-            service["spec"]["ports"]
-        ns = doc["metadata"]["namespace"]
-        target = (ns, meta["labels"], spec)
-        prometheus = ("monitoring", {"app.kubernetes.io/name": "prometheus"},
-                      {"kubernetes.io/metadata.name": "monitoring"})
-        stranger = ("monitoring", {"app": "grafana"}, {"kubernetes.io/metadata.name": "monitoring"})
-        assert ingress_allowed(docs, target, 5557, prometheus)
-        assert not ingress_allowed(docs, target, 5557, stranger)
-        assert not ingress_allowed(docs, target, 10912, prometheus)   # nothing else
-
-
-def test_the_podmonitor_component_renders_with_the_real_kustomize(tmp_path):
-    docs = list(yaml.safe_load_all(prod_with(tmp_path, "podmonitor")))
-    (monitor,) = of_kind(docs, "PodMonitor")
-    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
-    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
-    pods = [(meta, spec) for _d, meta, spec in workloads(docs)
-            if selects(monitor["spec"]["selector"], meta["labels"])]
-    assert pods and all(meta["labels"]["app.kubernetes.io/component"] == "broker"
-                        for meta, _spec in pods)
-    for _meta, spec in pods:
-        assert any(p["name"] == "metrics" for c in spec["containers"] for p in c["ports"])
 
 
 def test_prod_is_secured_every_broker_and_the_spark_job_and_dev_is_open(tmp_path):
