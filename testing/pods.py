@@ -19,7 +19,7 @@ import pathlib
 from collections.abc import Sequence
 
 from duomq.testing.k8s import container_env, named, pod_template
-from duomq.testing.podman import Container, Network, PodSecurity
+from duomq.testing.podman import Container, Network, PodSecurity, podman
 
 
 class PodContainer:
@@ -146,6 +146,13 @@ class PodContainer:
 
     def restart(self) -> None:
         self._running().start()
+
+    def recreate(self, image: str) -> None:
+        """The pod made again by its StatefulSet on a new template (its
+        image): a new container of the same name, address and volumes."""
+        podman("rm", "-f", "-t", "0", self._running().name, check=False)
+        self.image = image
+        self.start()
 
     def exec(self, command: list[str], timeout_s: float) -> tuple[int, str]:
         return self._running().exec(command, timeout_s)

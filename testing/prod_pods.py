@@ -77,8 +77,8 @@ class Cluster:
         shims = ZOOKEEPER_SHIMS
         self.zk = [PodContainer(net, self.docs, zk, root, i, image=SPARK_IMAGE, extra_volumes=[
             f"{shims / 'docker-entrypoint.sh'}:/docker-entrypoint.sh:ro",
-            f"{shims / 'zkServer.sh'}:/usr/local/bin/zkServer.sh:ro"],
-            extra_tmpfs=["/conf:rw,mode=1777"]) for i in range(zk["spec"]["replicas"])]
+            f"{shims / 'zkServer.sh'}:/usr/local/bin/zkServer.sh:ro"])
+            for i in range(zk["spec"]["replicas"])]
         self.sts = named(self.docs, "StatefulSet", "broker-a")
         base = self.sts["metadata"]["name"]
         self.brokers = [PodContainer(net, self.docs, self.sts, root, i, extra_env={

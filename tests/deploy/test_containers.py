@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import subprocess
+import sys
 import time
 
 import pytest
@@ -37,6 +39,8 @@ import pytest
 from duomq.testing.drill_reports import REPORT_DIR
 from duomq.testing.harness import wait_for
 from duomq.testing.k8s import named
+from duomq.testing.kube_driver import KubeDriver
+from duomq.testing.podman import podman
 from duomq.testing.pods import PodContainer
 from duomq.testing.prod_pods import (
     BROKER_IMAGE,
@@ -292,3 +296,144 @@ def test_the_spark_cronjob_pod_runs_against_the_pair(cluster):
     assert written
     wait_for(lambda: "clicks" in pod.handle.logs(60), 10, "the closed minutes in the job's log")
     assert {p.stat().st_uid for p in state.rglob("*")} == {10001}
+
+
+def rollout(kubectl: str, driver_url: str, *args: str) -> tuple[int, dict, str]:
+    """`duomq rollout ... --json` on the host, its kubectl the test's driver."""
+    p = subprocess.run([sys.executable, "-m", "duomq", "rollout", "--kubectl", kubectl,
+                        "--namespace", "duomq", "--timeout", "180", "--json", *args],
+                       capture_output=True, text=True, timeout=1200,
+                       env={**os.environ, "DUOMQ_KUBE_DRIVER": driver_url})
+    try:
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        out = {}
+    return p.returncode, out, p.stderr
+
+
+def test_a_rollout_upgrades_the_pair_with_one_hand_over_under_load(cluster, tmp_path):
+    """An image change rolled by `duomq rollout` through kubectl (the
+    test's driver serves it over these pods: testing/kube_driver.py) while
+    a client produces: the slave first, back in sync, then one hand-over,
+    then the old master; every pod on the new image; nothing acked lost."""
+    for pod in cluster.brokers:
+        cluster.wait_ready(pod)
+    old = cluster.brokers[0].image
+    new = f"{old}-rollout"
+    built = tmp_path / "Containerfile"
+    built.write_text(f"FROM {old}\nLABEL io.duomq.test=rollout\n")
+    podman("build", "-q", "--network", "none", "-t", new, "-f", str(built), str(tmp_path),
+           timeout_s=300)
+    rc, said = cluster.cli("topic", "create", "Rollout", "--queues", "4")
+    assert rc == 0, said
+    out = cluster.root / "rollout-client"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    app = user_credentials(cluster, "roller", "Topic:Rollout:Pub", "Topic:Rollout:Sub",
+                           "Group:*:Sub")
+    client = cluster.client("rollout-client", BROKER_IMAGE, ["python", "/client/drill_client.py"],
+                            ["--topic", "Rollout", "--out", "/out"],
+                            [f"{HERE}:/client:ro", f"{out}:/out",
+                             f"{app}:/var/run/secrets/duomq-app:ro"],
+                            env={"DUOMQ_CREDENTIALS": "/var/run/secrets/duomq-app/credentials.json"})
+    driver = KubeDriver(cluster)
+    kubectl = driver.script(tmp_path)
+    try:
+        # up to date: nothing to do
+        rc, report, err = rollout(kubectl, driver.url)
+        assert rc == 0 and report["groups"][0]["up_to_date"], (report, err)
+        wait_for(lambda: progress(out)["acked"] >= 300, 60, "acked sends before the rollout")
+        driver.set_image("broker-a", new)
+        master = cluster.master()
+        slave = next(p for p in cluster.brokers if p is not master)
+        uids = {n: st.uid for n, st in driver.pods.items()}
+        rc, report, err = rollout(kubectl, driver.url, "--dry-run")
+        assert rc == 0, (report, err)
+        assert [(s["step"], s["pod"]) for s in report["groups"][0]["steps"]] == [
+            ("restart-slave", slave.name), ("hand-over", master.name),
+            ("restart-old-master", master.name)], report
+        assert {n: st.uid for n, st in driver.pods.items()} == uids     # nothing touched
+        (out / "faults").write_text(f"{time.monotonic()}\n")
+        rc, report, err = rollout(kubectl, driver.url)
+        print(err)
+        assert rc == 0 and report["ok"], (report, err, driver.log[-20:])
+        (group,) = report["groups"]
+        assert group["hand_overs"] == 1 and group["epoch_after"] == group["epoch_before"] + 1
+        assert [s["step"] for s in group["steps"]] == ["restart-slave", "hand-over",
+                                                       "restart-old-master"]
+        for pod in cluster.brokers:              # every broker runs the new image
+            assert pod.image == new
+            inspected = json.loads(podman("inspect", pod.handle.name).stdout)[0]
+            assert inspected["ImageName"].endswith(new.split("/", 1)[1]), inspected["ImageName"]
+        assert cluster.roles()[cluster.brokers.index(slave)] == "MASTER"
+        acked = progress(out)["acked"]
+        wait_for(lambda: progress(out)["acked"] >= acked + 200, 60, "SEND_OK after the rollout")
+        rc, again, err = rollout(kubectl, driver.url)
+        assert rc == 0 and again["groups"][0]["up_to_date"], (again, err)
+    except BaseException:
+        print(f"--- the client ({progress(out)})\n{client.logs()}\n--- kubectl asked:\n"
+              + "\n".join(driver.log[-40:]))
+        raise
+    finally:
+        (out / "stop").touch()
+        driver.close()
+    assert client.wait(180) == 0, client.logs()
+    result = json.loads((out / "report.json").read_text())
+    gap = result["after_faults"][0]
+    print(f"rollout: {group['seconds']} s, steps "
+          + ", ".join(f"{s['step']} {s['seconds']} s" for s in group["steps"])
+          + f"; longest gap without SEND_OK {gap['send_ok_gap_s']} s, without a store "
+          f"{gap['stored_gap_s']} s; client: " + json.dumps(
+              {k: result[k] for k in ("attempted", "acked", "acked_degraded", "failed", "lost",
+                                      "duplicated")}))
+    with open(os.path.join(REPORT_DIR, "rollout.json"), "w") as f:
+        json.dump({"rollout": report, "client": result}, f, indent=2, sort_keys=True)
+    assert result["lost"] == 0 and result["unexpected"] == 0, result
+    assert result["failed"] == 0, result      # retries absorbed the hand-over
+
+
+def derived(tmp_path, base: str, tag: str, *lines: str) -> str:
+    """An image built on ``base`` with ``lines`` added (offline, instantly)."""
+    image = f"{base.rsplit(':', 1)[0]}:{tag}"
+    (tmp_path / f"{tag}.Containerfile").write_text(f"FROM {base}\n" + "\n".join(lines) + "\n")
+    podman("build", "-q", "--network", "none", "-t", image, "-f",
+           str(tmp_path / f"{tag}.Containerfile"), str(tmp_path), timeout_s=300)
+    return image
+
+
+def test_a_rollout_stops_at_a_revision_that_does_not_come_back_then_resumes(cluster, tmp_path):
+    """A revision whose broker never starts: the rollout restarts the slave,
+    waits, and stops there (exit 1), the master untouched (no hand-over, its
+    image and epoch as before). With a good revision applied, the next
+    rollout mends the broken slave first and finishes with one hand-over."""
+    for pod in cluster.brokers:
+        cluster.wait_ready(pod)
+    base = cluster.brokers[0].image
+    broken = derived(tmp_path, base, "broken", 'ENTRYPOINT ["sh", "-c", "echo broken; exit 1"]')
+    good = derived(tmp_path, base, "mended", "LABEL io.duomq.test=mended")
+    driver = KubeDriver(cluster)
+    kubectl = driver.script(tmp_path)
+    try:
+        master = cluster.master()
+        rc, out = master.exec(["duomq", "health", "--ready", "--json"], 30)
+        epoch = json.loads(out)["epoch"]
+        driver.set_image("broker-a", broken)
+        rc, report, err = rollout(kubectl, driver.url, "--timeout", "30")
+        assert rc == 1 and not report["ok"], (report, err)
+        assert "back on the new revision, ready and in sync: not done in 30 s" in \
+            report["stopped"], report
+        assert "hand" not in err.split("restart slave", 1)[1], err     # never got that far
+        assert cluster.master() is master and master.image == base
+        rc, out = master.exec(["duomq", "health", "--ready", "--json"], 30)
+        assert json.loads(out)["epoch"] == epoch and json.loads(out)["role"] == "MASTER"
+        driver.set_image("broker-a", good)
+        rc, report, err = rollout(kubectl, driver.url)
+        assert rc == 0 and report["ok"], (report, err, driver.log[-20:])
+        (group,) = report["groups"]
+        assert group["hand_overs"] == 1 and group["epoch_after"] == epoch + 1
+        assert all(pod.image == good for pod in cluster.brokers)
+    except BaseException:
+        print("--- kubectl asked:\n" + "\n".join(driver.log[-40:]) + "\n" + cluster.logs())
+        raise
+    finally:
+        driver.close()
