@@ -437,3 +437,49 @@ def test_a_rollout_stops_at_a_revision_that_does_not_come_back_then_resumes(clus
         raise
     finally:
         driver.close()
+
+
+def test_a_slaves_backup_restores_a_broker_that_rejoins_and_serves_all(cluster, tmp_path):
+    """deploy/k8s/README.md's backup and restore: a point-in-time copy of a
+    slave's store (here the container frozen while its claim is copied, as
+    a VolumeSnapshot is taken at an instant), more messages sent after it,
+    the slave's store lost and the copy put in its place: the broker
+    recovers it, rejoins as a slave, copies what it lacks from the master,
+    and once the master is handed to it serves every message, in order."""
+    for pod in cluster.brokers:
+        cluster.wait_ready(pod)
+    rc, said = cluster.cli("topic", "create", "Backup", "--queues", "1")
+    assert rc == 0, said
+    before = [f"before-{i}" for i in range(200)]
+    after = [f"after-{i}" for i in range(200)]
+    rc, said = cluster.cli("produce", "--quiet", "Backup", *before)
+    assert rc == 0, said
+    master = cluster.master()
+    slave = next(p for p in cluster.brokers if p is not master)
+    wait_for(lambda: len({b.get("max_offset") for b in cluster.status()["brokers"]}) == 1, 30,
+             "the slave to hold all")
+    claim, backup = slave.dir / "claims" / "data", tmp_path / "backup"
+    podman("pause", slave.handle.name)          # one instant, as a snapshot
+    try:
+        subprocess.run(["cp", "-a", str(claim), str(backup)], check=True, timeout=300)
+    finally:
+        podman("unpause", slave.handle.name)
+    rc, said = cluster.cli("produce", "--quiet", "Backup", *after)
+    assert rc == 0, said
+    # the slave's volume is lost; its claim made again from the backup
+    slave.stop()
+    subprocess.run(["rm", "-rf", str(claim)], check=True)
+    subprocess.run(["cp", "-a", str(backup), str(claim)], check=True, timeout=300)
+    slave.restart()
+    cluster.wait_ready(slave)                   # ready: a slave in sync again
+    sid = cluster.brokers.index(slave)
+    rc, said = cluster.cli("failover", "broker-a", "--to", str(sid))
+    assert rc == 0, said
+    assert cluster.roles()[sid] == "MASTER"
+    rc, said = cluster.cli("consume", "Backup", "--queue", "0", "--offset", "0", "--count",
+                           "400", "--format", "text", "--until-idle", "5", "--json",
+                           timeout_s=120)
+    assert rc == 0, said
+    bodies = [json.loads(line)["body"] for line in said.splitlines()
+              if line.startswith("{") and '"body"' in line]
+    assert bodies == before + after, (len(bodies), bodies[:3], bodies[-3:])
