@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from duomq.common.role import Role
 from duomq.rollout.kube import Kubectl, KubectlError
@@ -31,6 +32,7 @@ CONTAINER = "broker"
 HEALTH = ["duomq", "health", "--ready", "--json"]
 STEP_DOWN = ["duomq", "failover", "--step-down", "--json"]
 POLL_S = 2.0
+T = TypeVar("T")
 
 
 def pod_of(doc: dict, role: str | None = None, epoch: int | None = None) -> Pod:
@@ -106,7 +108,7 @@ class Rollout:
         return self.observe(self.kube.statefulset(name))
 
     # ------------------------------------------------------------ waiting
-    def wait(self, what: str, ok: Callable[[], object]) -> object:
+    def wait(self, what: str, ok: Callable[[], T | None]) -> T:
         deadline = time.monotonic() + self.timeout_s
         last = None
         while True:
@@ -124,7 +126,7 @@ class Rollout:
     def back_in_sync(self, group: str, name: str, old_uid: str) -> Pod:
         """Wait until ``name`` is a new pod on the update revision, ready,
         its broker a slave in sync."""
-        def done():
+        def done() -> Pod | None:
             g = self.refresh(group)
             pod = next((p for p in g.pods if p.name == name), None)
             if pod is None or pod.uid == old_uid or pod.terminating or not pod.ready:
@@ -140,14 +142,16 @@ class Rollout:
         group = self.observe(sts)
         report = GroupReport(group.name)
         check(group)
-        report.epoch_before = group.master.epoch if group.master else None
+        master = group.master
+        assert master is not None                  # check() saw to it
+        report.epoch_before = master.epoch
         steps = plan(group)
         if not steps:
             report.up_to_date = True
             self.say(f"{group.name}: up to date (revision {group.update_revision})")
             return report
         self.say(f"{group.name}: {len(group.outdated)} of {group.replicas} pods to bring to "
-                 f"revision {group.update_revision}; master {group.master.name}")
+                 f"revision {group.update_revision}; master {master.name}")
         for step in steps:
             self.say(f"{group.name}: {'would ' if dry_run else ''}{step.describe()}")
             if dry_run:
@@ -201,7 +205,7 @@ class Rollout:
         if rc != 0 or not result.get("handed_over"):
             raise Unhealthy(f"{group}: the hand-over of {pod.name} failed: {out.strip()[-500:]}")
 
-        def old_master_follows():
+        def old_master_follows() -> bool:
             role, _epoch, ok = self.role(pod.name)
             return role == Role.SLAVE and ok
         self.wait(f"{pod.name} following the new master, in sync", old_master_follows)
