@@ -7,6 +7,7 @@ decisions are the controller's; nothing here talks to ZooKeeper."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from duomq.broker.inbox import Flushed, ScrapeWanted, Wake
@@ -136,6 +137,8 @@ def drain_for_handover(b: Broker) -> None:
     if not st.draining:
         log.info("switchover requested: draining writes")
         st.draining = True
-    if m.ready_to_hand_over():
+        st.drain_started = time.monotonic()
+        m.ask_reports(st.drain_started, st.visible_offset)
+    if m.ready_to_hand_over(st.drain_started):
         st.stepping_down = True
         demote(b, "handed over by a planned switchover")

@@ -14,6 +14,7 @@ class BrokerState:
     epoch: int = 0                 # the epoch led (master) or followed (slave)
     lease_until: float = 0.0       # monotonic; a master acks and takes writes only before it
     draining: bool = False         # a master handing over: no new writes
+    drain_started: float = 0.0     # when (monotonic s): only reports since count
     stepping_down: bool = False    # handed over: not a candidate until it follows someone
     flushed_offset: int = 0        # the commit log is fsynced up to here
     replicated_offset: int = 0     # master: SYNC writes may be acked up to here (-1: too

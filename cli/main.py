@@ -34,11 +34,26 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line read. A command whose last positional takes any
+    number (``produce TOPIC [BODY ...]``) takes them after options too:
+    argparse alone ends the positional at the first option, so ``produce T
+    --quiet a b`` was refused."""
     # the first word that is not an option names the subcommand
     first = next((a for a in argv if not a.startswith("-")), None)
-    args = parser(first if first in COMMANDS else None).parse_args(argv)
+    p = parser(first if first in COMMANDS else None)
+    args, extra = p.parse_known_args(argv)
+    trailing = getattr(args, "trailing", None)
+    if extra and trailing and all(not a.startswith("-") for a in extra):
+        getattr(args, trailing).extend(extra)
+    elif extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse(argv)
     if args.command != "broker":
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         # a person waits: an unreachable ZooKeeper is one line after a few

@@ -79,7 +79,7 @@ def add(sub) -> None:
     add_metrics_port(p)
     add_endpoint(p)
     add_json(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, trailing="bodies")
 
 
 def _bodies(args):

@@ -128,7 +128,21 @@ class HAService:
         link.state = next_state(link.state, "report")
         return link.acked_offset != before
 
+    def heard_holding(self, end: int, since: float) -> bool:
+        """Whether a streaming slave holds ``end``, by a report it sent at or
+        after ``since`` (monotonic s): alive now, not only when it last spoke."""
+        return any(link.state is HaState.TRANSFER and link.acked_offset >= end
+                   and link.last_heard >= since for link in self.links.values())
+
     # ------------------------------------------------------------ outbound
+    def ask_reports(self, now: float, confirmed: int) -> None:
+        """An empty transfer to every streaming slave, asking for a report at
+        once (``ack_now``)."""
+        end = self.store.commitlog.max_offset
+        for link in self.links.values():
+            if link.state is HaState.TRANSFER:
+                self._send(link, b"", end, now, confirmed, True)
+
     def pump(self, now: float, confirmed: int, waiting: bool) -> None:
         """Send what each slave lacks, up to the window. ``confirmed``: what
         consumers may see (slaves cap their readers there); ``waiting``: the

@@ -73,12 +73,18 @@ class MasterParts:
                  f"the master stepped down ({why}) before this send was confirmed; it is "
                  f"stored here but may be lost") for w in self.ack_waiters.drain()]
 
-    def ready_to_hand_over(self) -> bool:
+    def ready_to_hand_over(self, since: float) -> bool:
         """A draining master may hand over once a transferring slave holds
-        all it wrote and no send waits for its conditions."""
-        end = self.store.commitlog.max_offset
-        return len(self.ack_waiters) == 0 and any(
-            link.acked_offset >= end for link in self.ha.status() if link.state == "TRANSFER")
+        all it wrote, by a report sent since the drain began (``since``,
+        monotonic s: a hung slave whose last report was in sync would take
+        the master node and leave the group without one until its session
+        expired), and no send waits for its conditions."""
+        return len(self.ack_waiters) == 0 and \
+            self.ha.heard_holding(self.store.commitlog.max_offset, since)
+
+    def ask_reports(self, now: float, confirmed: int) -> None:
+        """Every slave asked for a report at once (a hand-over began)."""
+        self.ha.ask_reports(now, confirmed)
 
     # ------------------------------------------------------------ acks
     def conditions(self, flushed: int, replicated: int, leased: bool) -> tuple[float, float]:

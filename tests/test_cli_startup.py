@@ -39,3 +39,16 @@ def _minimal(name: str) -> list[str]:
             "group": ["group", "lag", "--group", "g"],
             "drill": ["drill", "run", "--scenario", "kill-master"],
             "auth": ["auth", "user", "list"], "tx": ["tx", "list"]}.get(name, [name])
+
+
+def test_bodies_may_follow_options_and_strays_are_still_refused(capsys):
+    import pytest
+
+    from duomq.cli.main import parse
+    args = parse(["produce", "T", "--quiet", "a", "b"])
+    assert (args.topic, args.bodies, args.quiet) == ("T", ["a", "b"], True)
+    assert parse(["produce", "T", "a", "--tag", "x", "b"]).bodies == ["a", "b"]
+    for argv in (["produce", "T", "a", "--no-such-option"], ["topic", "list", "stray"]):
+        with pytest.raises(SystemExit):
+            parse(argv)
+        assert "unrecognized arguments" in capsys.readouterr().err

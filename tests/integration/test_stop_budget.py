@@ -17,7 +17,7 @@ import pytest
 from duomq.client import Message, Producer
 from duomq.common.grace import GRACE_ENV, MARGIN_S, STOP_S, handover_budget
 from duomq.dev.zookeeper import launch
-from duomq.testing.harness import LocalCluster, wait_for
+from duomq.testing.harness import LocalCluster, master_id, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -108,3 +108,33 @@ def test_the_brokers_stop_keeps_to_its_share_even_with_zookeeper_hung(pair):
     # either it closed in time, or its watchdog ended it at STOP_S (exit 3)
     assert rc in (0, 3) and took <= STOP_S + 1.5, (rc, took)
     print(f"stop with ZooKeeper hung: exit {rc} after {took:.1f} s")
+
+
+def test_a_hand_over_never_goes_to_a_hung_slave(pair):
+    """A slave that holds everything but has stopped answering (SIGSTOP):
+    its last report said it was in sync, yet the master is not handed to it,
+    which would leave the group without a master until its session expired.
+    Only a report sent after the hand-over began counts: the step-down ends
+    at its budget, the same broker stays master and takes writes, and once
+    the slave answers again the hand-over goes through."""
+    _zk, c, master, slave = pair
+    c.create_topic("T", 1)
+    with Producer(c.zookeeper, c.cluster, send_timeout_ms=5000) as producer:
+        assert producer.send(Message("T", b"held by both")).status.name == "SEND_OK"
+    wait_for(lambda: ready(slave), 30, "the slave to be in sync")
+    slave.suspend()
+    try:
+        p, took = step_down(master)
+        assert p.returncode != 0 and "did not finish in" in p.stderr, p.stdout + p.stderr
+        assert took <= BUDGET_S + SLACK_S, took
+        assert master_id(c.zookeeper, c.cluster) == 0
+        with Producer(c.zookeeper, c.cluster, send_timeout_ms=5000,
+                      retry_times_when_send_failed=0) as producer:
+            status = producer.send(Message("T", b"the master goes on")).status.name
+        assert status in ("SEND_OK", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"), status
+    finally:
+        slave.resume()
+    wait_for(lambda: ready(slave), 30, "the slave to be in sync again")
+    p, _took = step_down(master)
+    out = json.loads(p.stdout)
+    assert p.returncode == 0 and out.get("to") == 1, out
