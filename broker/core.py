@@ -173,7 +173,8 @@ class BrokerCore:
             public_key=self.public_key,     # clients and slaves pick the key to expect by it
             metrics=f"http://{cfg.advertised_host or cfg.listen_host}:{cfg.metrics_port}/metrics"
             if cfg.metrics_port > 0 else "",
-            recovery=s.recovery, listen_host=cfg.listen_host)
+            recovery=s.recovery, listen_host=cfg.listen_host,
+            external_address=cfg.external_address)
         if s.following:
             node = replace(node, master_max_offset=s.master_max_offset, lag_bytes=s.lag_bytes,
                            lag_ms=s.lag_ms, replication_halted=s.replication_halted)

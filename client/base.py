@@ -63,8 +63,12 @@ class ClientBase:
         self._leaders: dict[str, dict[str, str]] = {}   # topic -> group -> master address
         self.routes.add_listener(self._route_changed)
         self.members = BrokerMembers(self.zk, self.cluster)
+        self.external = bool(getattr(cfg, "external", False)) or \
+            os.environ.get("DUOMQ_EXTERNAL", "").strip().lower() in ("1", "true", "yes")
+        self._undialled: set[str] = set()
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}",
-                                       credentials=self.credentials, server_key=self._served_key)
+                                       credentials=self.credentials, server_key=self._served_key,
+                                       dial=self._dial if self.external else None)
         self._closed = False
         self.timer = Scheduler(f"duomq-timer-{type(self).__name__}")
         # RocketMQ clients also tell every broker who they are every 30 s
@@ -153,6 +157,19 @@ class ClientBase:
         groups = {g for leaders in list(self._leaders.values())
                   for g, a in leaders.items() if a == address}
         return self.members.served_key(address, groups)
+
+    def _dial(self, address: str) -> str:
+        """An external client dials the external address the broker
+        registers (``external_host``); a broker without one, at its own
+        address, said once."""
+        groups = {g for leaders in list(self._leaders.values())
+                  for g, a in leaders.items() if a == address}
+        external = self.members.external_of(address, groups)
+        if not external and address not in self._undialled:
+            self._undialled.add(address)
+            log.warning("the broker at %s registers no external address (its external_host "
+                        "is unset): dialling %s itself", address, address)
+        return external or address
 
     def leader_changed(self, group: str) -> None:
         """A broker group's master changed or vanished (kazoo's thread)."""

@@ -136,12 +136,17 @@ class _Answer:
 
 class RemotingClient:
     def __init__(self, name: str = "duomq-io", credentials: Credentials | None = None,
-                 server_key: Callable[[str], bytes] | None = None):
+                 server_key: Callable[[str], bytes] | None = None,
+                 dial: Callable[[str], str] | None = None):
         self.ctx: zmq.Context = zmq.Context.instance()
         self.credentials = credentials      # CURVE on every socket (a secured cluster)
         # the broker key an address serves with, as its member node says (b"":
         # unknown); among the keys the credentials trust, that one is tried first
         self.server_key = server_key
+        # where a broker known by ``address`` is dialled (an external client:
+        # the external address its member node registers); the sockets and
+        # everything else keep the address itself
+        self.dial = dial or (lambda address: address)
         self._misses: dict[str, int] = {}   # address -> CURVE handshakes failed
         self._watched = WATCHED | (MISMATCH if credentials is not None else 0)
         self._ids = itertools.count(1)
@@ -325,7 +330,7 @@ class RemotingClient:
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
             self._secure(sock, address)
             monitor = sock.get_monitor_socket(self._watched)
-            sock.connect(address)
+            sock.connect(self.dial(address))
             conn = socks[address] = _Direct(sock, monitor, self._local.wake)
             with self._direct_lock:
                 self._direct.append(conn)
@@ -368,7 +373,7 @@ class RemotingClient:
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
             self._secure(sock, address)
             monitor = sock.get_monitor_socket(self._watched)
-            sock.connect(address)
+            sock.connect(self.dial(address))
             self._sockets[address] = sock
             self._by_socket[sock] = address
             self._monitors[monitor] = address

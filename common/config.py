@@ -83,6 +83,10 @@ class BrokerConfig:
     listen_host: str = "127.0.0.1"           # interface the client ROUTER binds
     port: int = 10911                        # client port; 0 picks a free one
     advertised_host: str = ""                # host clients dial; default listen_host
+    external_host: str = ""                  # host clients outside this network dial (a
+                                             # client with external = true), e.g. a load
+                                             # balancer's name; "": none
+    external_port: int = 0                   # ... and its port (0: port)
     # --- store
     data_dir: str = "./duomq-data"           # commit log, consume queues, checkpoint, offsets
     segment_size_bytes: int = 1 * GIB        # commit-log segment file size (preallocated)
@@ -248,6 +252,9 @@ class BrokerConfig:
         if self.listen_host in ANY_HOSTS and not self.advertised_host:
             raise ConfigError(f"listen_host {self.listen_host!r} binds every interface: set "
                               f"advertised_host, the address clients and slaves dial")
+        if not 0 <= self.external_port < 65536 or (self.external_port and not self.external_host):
+            raise ConfigError(f"external_port: {self.external_port} must be a TCP port, and "
+                              f"only with external_host (0: the same as port)")
         if not 0 <= self.ha_port < 65536 or (self.ha_port and self.ha_port == self.port):
             raise ConfigError(f"ha_port: {self.ha_port} must be a TCP port other than port")
         if not -1 <= self.metrics_port < 65536 or \
@@ -280,6 +287,13 @@ class BrokerConfig:
     def address(self) -> str:
         """The ZeroMQ endpoint clients dial."""
         return f"tcp://{self.advertised_host or self.listen_host}:{self.port}"
+
+    @property
+    def external_address(self) -> str:
+        """The endpoint clients outside the network dial ("": none)."""
+        if not self.external_host:
+            return ""
+        return f"tcp://{self.external_host}:{self.external_port or self.port}"
 
     @property
     def local_address(self) -> str:
@@ -381,6 +395,9 @@ class ProducerConfig:
     metrics_host: str = "0.0.0.0"            # ... listening on this address
     credentials: str = ""                    # a secured cluster: this user's credentials file
                                              # (default: $DUOMQ_CREDENTIALS)
+    external: bool = False                   # dial brokers at the external addresses they
+                                             # register (external_host): a client outside
+                                             # their network (also: $DUOMQ_EXTERNAL=true)
     idempotent: bool = True                  # number batches per queue: a retried send is
                                              # stored once (retries stay on the first queue)
     producer_id: int = 0                     # the identity batches are numbered under (0: a
@@ -449,6 +466,9 @@ class ConsumerConfig:
     metrics_host: str = "0.0.0.0"            # ... listening on this address
     credentials: str = ""                    # a secured cluster: this user's credentials file
                                              # (default: $DUOMQ_CREDENTIALS)
+    external: bool = False                   # dial brokers at the external addresses they
+                                             # register (external_host): a client outside
+                                             # their network (also: $DUOMQ_EXTERNAL=true)
 
     def __post_init__(self):
         check_types(self)

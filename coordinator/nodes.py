@@ -176,6 +176,7 @@ class MemberNode:
     lag_ms: int = -1                # a slave: ms behind (-1: n/a, or not caught up yet)
     replication_halted: str = ""    # a slave whose replication stopped for good: why
     listen_host: str = ""           # the interface its client port binds ("": unknown)
+    external_address: str = ""      # the client port as clients outside its network dial it
 
     @classmethod
     def from_bytes(cls, raw: bytes | None, broker_id: int | None = None) -> MemberNode:

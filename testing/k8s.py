@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import ipaddress
 import os
 import re
 import shutil
@@ -233,15 +234,18 @@ def container_port(spec: dict, port) -> int | None:
 
 
 def ingress_allowed(docs, target: tuple[str, dict, dict], port: int,
-                    source: tuple[str, dict, dict]) -> bool:
+                    source: tuple[str, dict, dict] | str) -> bool:
     """Whether NetworkPolicies let a TCP connection in to ``port`` of the
     ``target`` pod from the ``source`` pod, each given as (namespace, pod
-    labels, namespace labels). Kubernetes' rules: a pod no Ingress policy
-    selects admits everything; a selected pod admits what some rule of some
-    policy selecting it allows (port and peer); a peer with a podSelector
-    alone means the policy's own namespace."""
+    labels, namespace labels), or from ``source`` an address outside the
+    cluster. Kubernetes' rules: a pod no Ingress policy selects admits
+    everything; a selected pod admits what some rule of some policy
+    selecting it allows (port and peer); a peer with a podSelector alone
+    means the policy's own namespace; an outside address matches only an
+    ipBlock holding it (and not its ``except``)."""
     t_ns, t_labels, t_pod_spec = target
-    s_ns, s_labels, s_ns_labels = source
+    s_ns, s_labels, s_ns_labels = ("", {}, {}) if isinstance(source, str) else source
+    outside = source if isinstance(source, str) else None
     policies = [p for p in of_kind(docs, "NetworkPolicy")
                 if p["metadata"].get("namespace") == t_ns
                 and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
@@ -256,10 +260,20 @@ def ingress_allowed(docs, target: tuple[str, dict, dict], port: int,
                                  for p in ports):
                 continue
             peers = rule.get("from")
-            if not peers or any(_peer_matches(peer, t_ns, s_ns, s_labels, s_ns_labels)
+            if not peers or any(_ip_matches(peer, outside) if outside is not None else
+                                _peer_matches(peer, t_ns, s_ns, s_labels, s_ns_labels)
                                 for peer in peers):
                 return True
     return False
+
+
+def _ip_matches(peer: dict, address: str) -> bool:
+    block = peer.get("ipBlock")
+    if block is None:
+        return False
+    ip = ipaddress.ip_address(address)
+    return ip in ipaddress.ip_network(block["cidr"]) and \
+        not any(ip in ipaddress.ip_network(e) for e in block.get("except") or [])
 
 
 def _peer_matches(peer: dict, policy_ns: str, s_ns: str, s_labels: dict,

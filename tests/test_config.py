@@ -168,3 +168,18 @@ def test_a_name_remembered_as_valid_is_remembered_for_its_own_rules_only():
             validate_name("topic", "bad name")
     with pytest.raises(InvalidNameError, match="must be a string"):
         validate_name("topic", ["T"])                 # not hashable: checked, not remembered
+
+
+def test_an_external_address_is_its_host_and_the_port_unless_given():
+    import pytest as _pytest
+
+    from duomq.common.config import BrokerConfig
+    from duomq.common.errors import ConfigError
+    assert BrokerConfig().external_address == ""
+    cfg = BrokerConfig(port=10911, external_host="mq-a0.example.com")
+    assert cfg.external_address == "tcp://mq-a0.example.com:10911"
+    assert BrokerConfig(external_host="lb", external_port=31000).external_address == \
+        "tcp://lb:31000"
+    for bad in ({"external_port": 31000}, {"external_host": "lb", "external_port": 70000}):
+        with _pytest.raises(ConfigError, match="external_port"):
+            BrokerConfig(**bad)

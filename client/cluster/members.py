@@ -50,6 +50,15 @@ class BrokerMembers:
                     return m.public_key.encode()
         return b""
 
+    def external_of(self, address: str, groups: Iterable[str] = ()) -> str:
+        """The external address the broker at ``address`` registers, among
+        the groups watched so far and ``groups`` ("": none known)."""
+        for group in dict.fromkeys([*self._nodes.keys(), *groups]):
+            for m in self.of(group).values():
+                if m.address == address:
+                    return m.external_address
+        return ""
+
     def close(self) -> None:
         self._nodes.close()
 
