@@ -132,8 +132,13 @@ class Network:
         its containers must not stop the next one from starting."""
         ip = self.reserve(name, aliases)
         container = f"{name}-{self.name.rsplit('-', 1)[-1]}"
-        cmd = ["run", "-d", "--name", container, "--network", self.name, "--ip", ip, *run_flags(),
-               "--hostname", hostname or name]
+        # the MAC address follows from the fixed address too: a container
+        # started again (or made again) with a new one is unreachable from
+        # the others until their ARP entries for its address go stale (a CLI
+        # call in the admin container failed "no connection" for seconds)
+        mac = "02:42:" + ":".join(f"{int(o):02x}" for o in ip.split("."))
+        cmd = ["run", "-d", "--name", container, "--network", self.name, "--ip", ip,
+               "--mac-address", mac, *run_flags(), "--hostname", hostname or name]
         for alias, address in self.hosts.items():
             if alias != (hostname or name):              # podman adds the container's own
                 cmd += ["--add-host", f"{alias}:{address}"]
