@@ -112,22 +112,25 @@ def step_down(args) -> dict:
     # in a broker's pod, as the broker reaches ZooKeeper (its digest and SASL login)
     login = broker_zk_login(cfg.auth, cfg.auth_dir, cfg.zookeeper_sasl_file) \
         if cfg is not None else (zkutil.FROM_ENV, zkutil.FROM_ENV)
-    zk = zkutil.connect(zookeeper, cluster=cluster, access=login[0], sasl=login[1],
-                        timeout_s=left(ZK_CONNECT_S))
-    try:
-        out = switchover(zk, cluster, st.broker_group, None, left())
-    finally:
-        zkutil.close(zk)
+    connect_s = left(ZK_CONNECT_S)
+    out = run_switchover(zookeeper, cluster, st.broker_group, None, lambda: left(), *login,
+                         connect_s=connect_s)
     return {**out, "broker": who, "role": Role.MASTER, "handed_over": True,
             "message": f"broker {who} handed {st.broker_group} over to broker {out['to']} at "
                        f"epoch {out['epoch']} in {out['seconds']} s"}
 
 
 def run_switchover(zookeeper: str, cluster: str, group: str, target_id: int | None,
-                   timeout_s: float, access=zkutil.FROM_ENV, sasl=zkutil.FROM_ENV) -> dict:
-    zk = zkutil.connect(zookeeper, cluster=cluster, access=access, sasl=sasl)
+                   timeout_s, access=zkutil.FROM_ENV, sasl=zkutil.FROM_ENV,
+                   connect_s: float | None = None) -> dict:
+    """``timeout_s``: seconds, or a function giving what is left once
+    connected (a step-down's one deadline); ``connect_s``: how long to wait
+    for ZooKeeper (default: the CLI's)."""
+    zk = zkutil.connect(zookeeper, cluster=cluster, access=access, sasl=sasl,
+                        timeout_s=connect_s)
     try:
-        return switchover(zk, cluster, group, target_id, timeout_s)
+        return switchover(zk, cluster, group, target_id,
+                          timeout_s() if callable(timeout_s) else timeout_s)
     finally:
         zkutil.close(zk)
 

@@ -154,17 +154,18 @@ class ClientBase:
     def _served_key(self, address: str) -> bytes:
         """The broker key ``address`` serves with (its member node), for a
         client that trusts more than one (a broker key rotation)."""
-        groups = {g for leaders in list(self._leaders.values())
-                  for g, a in leaders.items() if a == address}
-        return self.members.served_key(address, groups)
+        return self.members.served_key(address, self._groups_led_from(address))
+
+    def _groups_led_from(self, address: str) -> set[str]:
+        """The groups whose master is at ``address``, as the routes say."""
+        return {g for leaders in list(self._leaders.values())
+                for g, a in leaders.items() if a == address}
 
     def _dial(self, address: str) -> str:
         """An external client dials the external address the broker
         registers (``external_host``); a broker without one, at its own
         address, said once."""
-        groups = {g for leaders in list(self._leaders.values())
-                  for g, a in leaders.items() if a == address}
-        external = self.members.external_of(address, groups)
+        external = self.members.external_of(address, self._groups_led_from(address))
         if not external and address not in self._undialled:
             self._undialled.add(address)
             log.warning("the broker at %s registers no external address (its external_host "

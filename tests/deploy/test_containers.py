@@ -319,11 +319,8 @@ def test_a_rollout_upgrades_the_pair_with_one_hand_over_under_load(cluster, tmp_
     for pod in cluster.brokers:
         cluster.wait_ready(pod)
     old = cluster.brokers[0].image
-    new = f"{old}-rollout"
-    built = tmp_path / "Containerfile"
-    built.write_text(f"FROM {old}\nLABEL io.duomq.test=rollout\n")
-    podman("build", "-q", "--network", "none", "-t", new, "-f", str(built), str(tmp_path),
-           timeout_s=300)
+    new = derived(tmp_path, old, f"{old.rsplit(':', 1)[1]}-rollout",
+                  "LABEL io.duomq.test=rollout")
     rc, said = cluster.cli("topic", "create", "Rollout", "--queues", "4")
     assert rc == 0, said
     out = cluster.root / "rollout-client"
