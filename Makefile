@@ -46,6 +46,7 @@ bench: install
 	MODE=sync $(PY) bench/auth_bench.py
 	$(PY) bench/tx_bench.py
 	$(PY) bench/idempotence_bench.py
+	$(PY) bench/share_bench.py
 
 bench-beside-peers: install   # the README's table: the peers' harness (Redis, NATS R3) and run_all.py in one sitting
 	$(PY) bench/beside_peers.py

@@ -165,6 +165,8 @@ NEEDS: dict[int, Need] = {
     pb.END_TRANSACTION: _end_transaction,
     pb.DELETE_GROUP: lambda m, c: [Permission("Group", m.consumer_group, "Delete")],
     pb.BROKER_CONFIG: lambda m, c: [Permission("Cluster", c, "Admin" if m.set else "Get")],
+    pb.POP: lambda m, c: _topic_sub(m.topic, m.consumer_group),
+    pb.SHARE_ACK: lambda m, c: _topic_sub(m.topic, m.consumer_group),
 }
 # the same, as README's security table says it (a test keeps them one)
 RULES: dict[int, str] = {
@@ -190,6 +192,8 @@ RULES: dict[int, str] = {
                         "operator's (no producer group): Cluster:C:Admin",
     pb.DELETE_GROUP: "Group:G:Delete",
     pb.BROKER_CONFIG: "Cluster:C:Get to read, Cluster:C:Admin to change",
+    pb.POP: "as a pull",
+    pb.SHARE_ACK: "as a pull",
 }
 # request types no client sends: replication (its own port, the broker key
 # only) and the broker's check-back push

@@ -51,6 +51,7 @@ class BrokerCore:
         self.store = MessageStore(config)
         self.offsets = ConsumerOffsetManager(os.path.join(config.data_dir, "consumer_offsets.json"))
         self.pull_hold = PullRequestHoldService()
+        self.share_holds: list = []              # POPs waiting for messages (broker/share.py)
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.clients: dict[str, Client] = {}     # by client id

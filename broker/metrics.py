@@ -217,6 +217,22 @@ def _transactions(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
     yield GaugeMetricFamily("duomq_transactions_pending",
                             "Master: transactions whose half message waits for an end",
                             value=s.transactions_pending)
+    inflight = GaugeMetricFamily("duomq_share_inflight", "Master: a share group's messages "
+                                 "delivered and not acked (in flight, or waiting to be "
+                                 "delivered again)", labels=["group"])
+    redeliveries = CounterMetricFamily("duomq_share_redeliveries", "Master: a share group's "
+                                       "deliveries past a message's first (over the share "
+                                       "log)", labels=["group"])
+    dead = CounterMetricFamily("duomq_share_dead_lettered", "Master: a share group's messages "
+                               "moved to its dead-letter queue after max_deliveries (over "
+                               "the share log)", labels=["group"])
+    for group, (held, again, moved) in sorted(s.share.items()):
+        inflight.add_metric([group], held)
+        redeliveries.add_metric([group], again)
+        dead.add_metric([group], moved)
+    yield inflight
+    yield redeliveries
+    yield dead
     yield CounterMetricFamily("duomq_transaction_checks", "Check-backs sent to producers",
                               value=m.transaction_checks)
     yield CounterMetricFamily("duomq_transactions_discarded",

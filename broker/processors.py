@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from duomq.auth.acl import topic_read
+from duomq.broker import share
 from duomq.broker.admin import broker_config, delete_group
 from duomq.broker.core import BrokerCore, Client
 from duomq.broker.health import readiness
@@ -388,4 +389,6 @@ HANDLERS: dict[int, Handler] = {
     pb.LIST_TRANSACTIONS: list_transactions,
     pb.DELETE_GROUP: delete_group,
     pb.BROKER_CONFIG: broker_config,
+    pb.POP: share.pop,
+    pb.SHARE_ACK: share.share_ack,
 }

@@ -25,7 +25,7 @@ from typing import Any
 
 import zmq
 
-from duomq.broker import role_switch, visibility
+from duomq.broker import role_switch, share, visibility
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import Dispatcher
 from duomq.broker.inbox import Inbox, ScrapeWanted
@@ -414,8 +414,9 @@ class Broker(BrokerCore):
         cfg, m = self.config, self.master()
         if self.pull_hold.held:
             visibility.answer_pulls(self, self.pull_hold.take_expired(now))
+        share.serve_held(self, now)          # messages visible again, overdue pops
         for identity in self.outbox.expire(now):
-            n = self.pull_hold.forget(identity)
+            n = self.pull_hold.forget(identity) + share.forget_holds(self, identity)
             log.info("forgot muted client %s (%d held pulls dropped)", identity.hex(), n)
         if m is not None:
             m.ha.housekeeping(now)

@@ -47,6 +47,8 @@ class BrokerSnapshot:
     replicated_offset: int = 0         # SYNC writes may be acked up to here (-1: too few slaves)
     links: tuple[LinkStatus, ...] = ()
     transactions_pending: int = 0
+    # share groups: group -> (messages held, deliveries past the first, moved to the DLQ)
+    share: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     # a slave
     following: bool = False
     master_max_offset: int = 0
@@ -80,7 +82,8 @@ def take(b) -> BrokerSnapshot:
             in_sync_ids=frozenset(parts.ha.in_sync_ids()),
             acks_possible=not parts.sync_replication or parts.ha.slaves_available(),
             degraded=parts.degraded(st.in_sync_replicas), links=parts.links(),
-            transactions_pending=len(parts.transactions.book.pending))
+            transactions_pending=len(parts.transactions.book.pending),
+            share=parts.share.figures())
     assert isinstance(parts, SlaveParts)
     return BrokerSnapshot(
         **common, following=parts.following, master_max_offset=parts.master_max,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from duomq.broker import share
 from duomq.broker.processors import pull_held, pull_many_held
 from duomq.broker.requests import Request
 from duomq.common.role import Role
@@ -50,6 +51,8 @@ def answer_ready_pulls(b: Broker, visible: int) -> None:
             del pending[key]
     if b.pull_hold.held and keys:
         answer_pulls(b, b.pull_hold.take_ready(lambda t, q: visible_max(b, t, q), keys))
+    if b.share_holds and keys:
+        share.serve_held(b, time.monotonic(), {t for t, _q in keys})
 
 
 def release_waiters(b: Broker) -> None:

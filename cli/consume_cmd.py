@@ -1,6 +1,8 @@
-"""``duomq consume TOPIC --group G``: a push consumer in the group; or,
-without a group, ``--queue Q [--offset O] --count N``: a look at one queue
-from an offset (as ``kcat -C -o O -c N``), which commits nothing."""
+"""``duomq consume TOPIC --group G``: a push consumer in the group;
+``--share G``: a consumer of share group G (``SimpleConsumer``), acking each
+message it prints; or, without a group, ``--queue Q [--offset O] --count
+N``: a look at one queue from an offset (as ``kcat -C -o O -c N``), which
+commits nothing."""
 
 from __future__ import annotations
 
@@ -27,7 +29,16 @@ def add(sub) -> None:
     p = sub.add_parser("consume", help="consume a topic as a member of a consumer group, or "
                        "look at one queue from an offset (--queue, no group)")
     p.add_argument("topic")
-    p.add_argument("--group", help="consumer group (required unless --queue)")
+    p.add_argument("--group", help="consumer group (required unless --queue or --share)")
+    p.add_argument("--share", metavar="GROUP",
+                   help="consume as a member of share group GROUP: any number of members read "
+                        "every queue; each message printed is acked (--count N: exactly N)")
+    p.add_argument("--invisible-ms", type=int, default=30_000, metavar="MS",
+                   help="with --share: a received message is this consumer's this long "
+                        "(default 30000)")
+    p.add_argument("--max-deliveries", type=int, default=16, metavar="N",
+                   help="with --share: deliveries of a message before it goes to %%DLQ%%<group> "
+                        "(default 16)")
     p.add_argument("--queue", metavar="[GROUP/]ID",
                    help="without a group: read this queue from --offset, commit nothing")
     p.add_argument("--offset", type=int, metavar="O",
@@ -73,6 +84,8 @@ def run(args) -> int:
     if args.until_idle is not None and args.until_idle <= 0:
         print(f"error: --until-idle must be above 0, got {args.until_idle:g}", file=sys.stderr)
         return 2
+    if args.share is not None:
+        return share(args)
     if args.queue is not None:
         return peek(args)
     if not args.group:
@@ -189,4 +202,59 @@ def peek(args) -> int:
                "next_offset": offset, "seconds": round(time.monotonic() - t0, 3)}
     emit(summary) if args.json else print(f"read {n} messages; next offset {offset}",
                                           file=sys.stderr)
+    return 0
+
+
+def share(args) -> int:
+    """A member of share group ``--share``: acks, then prints, each message
+    it receives (a count is exact: no more is received than is left to
+    print)."""
+    from duomq.client import SimpleConsumer
+    from duomq.common.errors import ReceiptExpiredError
+    wrong = [flag for flag, given in (("--group", args.group), ("--queue", args.queue),
+                                      ("--orderly", args.orderly),
+                                      ("--from timestamp", args.from_ == "timestamp"),
+                                      ("--read-from", args.read_from != "master"))
+             if given]
+    if wrong:
+        print(f"error: --share does not take {', '.join(wrong)}", file=sys.stderr)
+        return 2
+    zookeeper, cluster = endpoint(args)
+    t0 = time.monotonic()
+    n, redelivered, idle_s = 0, 0, args.until_idle
+    with SimpleConsumer(args.share, {args.topic: args.tags}, zookeeper=zookeeper,
+                        cluster=cluster, consume_from=args.from_,
+                        invisible_duration_ms=args.invisible_ms,
+                        max_deliveries=args.max_deliveries,
+                        metrics_port=args.metrics_port) as c:
+        say_metrics(c)
+        quiet_since = time.monotonic()
+        try:
+            while not (args.count and n >= args.count):
+                want = min(32, args.count - n) if args.count else 32
+                wait = 1000 if idle_s is None else max(1, int(min(idle_s, 1.0) * 1000))
+                got = c.receive(want, wait_ms=wait)
+                for m in got:
+                    try:           # acked first: what is printed is exactly what was acked
+                        c.ack(m)
+                    except ReceiptExpiredError as exc:
+                        print(f"not acked, so not printed (it is delivered again): {exc}",
+                              file=sys.stderr)
+                        continue
+                    if not args.quiet:
+                        sys.stdout.write(json.dumps({**message_json(m),
+                                                     "delivery_count": m.delivery_count})
+                                         + "\n" if args.json else line(m, args.format))
+                    n += 1
+                    redelivered += m.delivery_count > 1
+                if got:
+                    quiet_since = time.monotonic()
+                elif idle_s is not None and time.monotonic() - quiet_since >= idle_s:
+                    break
+        except KeyboardInterrupt:
+            pass
+    sys.stdout.flush()
+    summary = {"summary": True, "topic": args.topic, "share_group": args.share, "consumed": n,
+               "redelivered": redelivered, "seconds": round(time.monotonic() - t0, 3)}
+    emit(summary) if args.json else print(f"consumed and acked {n} messages", file=sys.stderr)
     return 0

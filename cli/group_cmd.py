@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table, time_arg
-from duomq.common.errors import ConfigError
+from duomq.common.errors import ConfigError, DuomqError
 from duomq.common.message import MessageQueue
 
 TO = ("earliest", "latest", "offset", "timestamp", "shift")
@@ -109,6 +109,27 @@ def lag_rows(c, topics: list[str]) -> list[dict]:
     return rows
 
 
+def share_rows(c, group: str) -> list[dict]:
+    """What each master holds of share group ``group``, per queue it read."""
+    from duomq.proto import pb
+    rows = []
+    for member in c.registered_brokers():
+        if not (member.is_master and member.address):
+            continue
+        try:
+            status, _error, resp = c.remoting.call(member.address, pb.BROKER_STATUS,
+                                                   pb.BrokerStatusRequest(), 5)
+        except DuomqError:
+            continue                      # an unreachable master: `duomq status` says so
+        if status != pb.OK:
+            continue
+        rows += [{"topic": s.topic, "broker_group": resp.broker_group, "queue": s.queue_id,
+                  "start_offset": s.start_offset, "next_offset": s.next_offset, "held": s.held,
+                  "oldest_held_ms": s.oldest_held_ms, "redelivered": s.redelivered}
+                 for s in resp.share_queues if s.consumer_group == group]
+    return sorted(rows, key=lambda r: (r["topic"], r["broker_group"], r["queue"]))
+
+
 def list_(args) -> int:
     from duomq.coordinator import zk as zkutil
     zookeeper, cluster = endpoint(args)
@@ -152,15 +173,28 @@ def describe(args) -> int:
             sorted(set(group_topics(zookeeper, cluster, group))
                    | {m["topic"] for m in members.values() if m["topic"]})
         rows = lag_rows(c, topics)
-    if not members and not rows:
+        shared = share_rows(c, group)
+    if not members and not rows and not shared:
         raise ConfigError(f"no consumer group {group!r} in this cluster (no live member, no "
                           f"committed offset): `duomq group list` shows the groups there are")
     for r in rows:
         r["owner"] = holder.get(f"{r['topic']}@{r['broker_group']}@{r['queue']}", "")
     total = sum(r["lag"] or 0 for r in rows)
     if args.json:
-        emit({"group": group, "members": members, "queues": rows, "total_lag": total})
+        emit({"group": group, "members": members, "queues": rows, "total_lag": total,
+              "share": shared})
         return 0
+    if shared:
+        print(f"share group {group}: {sum(r['held'] for r in shared)} message(s) in flight, "
+              f"oldest {max(r['oldest_held_ms'] for r in shared) / 1000:.1f} s, "
+              f"{sum(r['redelivered'] for r in shared)} redelivered")
+        print(table([[r["topic"], r["broker_group"], r["queue"], r["start_offset"],
+                      r["next_offset"], r["held"], f"{r['oldest_held_ms'] / 1000:.1f}",
+                      r["redelivered"]] for r in shared],
+                    ["topic", "broker group", "queue", "start", "next", "in flight",
+                     "oldest s", "redelivered"]))
+        if not members and not rows:
+            return 0
     print(f"group {group}: {len(members)} live member(s), total lag {total}")
     for cid, m in members.items():
         print(f"  {cid}  {m['topic']} ({m['model'].lower()})  queues: "

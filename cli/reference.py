@@ -64,7 +64,8 @@ def config_page() -> str:
              "combine is in [Configuration](../configuration.md).", ""]
     for title, cls in (("Broker", config_module.BrokerConfig),
                        ("Producer", config_module.ProducerConfig),
-                       ("Consumer", config_module.ConsumerConfig)):
+                       ("Consumer", config_module.ConsumerConfig),
+                       ("Share-group consumer", config_module.SimpleConsumerConfig)):
         parts += [f"## {title} (`{cls.__name__}`)", ""]
         section = None
         for sect, name, type_, default, meaning in field_docs(cls):

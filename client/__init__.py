@@ -1,5 +1,5 @@
-"""Clients: ``Producer``, ``TransactionProducer``, ``PullConsumer`` and
-``PushConsumer``.
+"""Clients: ``Producer``, ``TransactionProducer``, ``PullConsumer``,
+``PushConsumer`` and ``SimpleConsumer`` (share groups).
 
     from duomq.client import Producer, Message
     with Producer(zookeeper="127.0.0.1:2181", cluster="DefaultCluster") as p:
@@ -15,10 +15,12 @@ _HOME = {
     "PullConsumer": "consumer", "PullResult": "consumer", "PullStatus": "consumer",
     "Producer": "producer", "SendResult": "producer", "SendStatus": "producer",
     "PushConsumer": "push_consumer",
+    "SimpleConsumer": "simple_consumer", "ReceivedMessage": "simple_consumer",
     "TransactionProducer": "transaction_producer",
     "TransactionSendResult": "transaction_producer",
     "TransactionState": "duomq.common.transaction",
     "ConsumerConfig": "duomq.common.config", "ProducerConfig": "duomq.common.config",
+    "SimpleConsumerConfig": "duomq.common.config",
     "Message": "duomq.common.message", "MessageExt": "duomq.common.message",
     "MessageQueue": "duomq.common.message",
 }

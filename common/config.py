@@ -16,6 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from duomq.common.config_fields import (  # noqa: F401 (parse_settings: the CLI's)
+    _check_known,
+    _check_metrics_port,
+    _coerce,
+    _positive,
+    check_types,
+    parse_settings,
+)
 from duomq.common.delay import DEFAULT_LEVELS, parse_levels
 from duomq.common.endpoint import exposed_without_auth
 from duomq.common.errors import ConfigError
@@ -163,6 +171,11 @@ class BrokerConfig:
     client_mute_ms: int = 30_000             # a muted client's requests are dropped this long,
                                              # then it is forgotten
     max_consumer_groups: int = 10_000        # groups with committed offsets on this broker
+    # --- share groups (SimpleConsumer: POP and SHARE_ACK)
+    share_max_held: int = 10_000             # messages one share group holds on this broker
+                                             # (in flight, or waiting to be delivered again)
+    share_window: int = 2000                 # a share group's window on one queue: a message
+                                             # not acked holds back at most this many after it
     # --- delays, retries
     message_delay_level: str = DEFAULT_LEVELS  # delay levels 1..N (RocketMQ's 18 by default)
     transaction_timeout_ms: int = 6000       # a transaction pending this long is checked back
@@ -193,7 +206,7 @@ class BrokerConfig:
                   "sync_replicas", "ha_max_gap_bytes", "ha_housekeeping_ms", "ha_heartbeat_ms",
                   "ha_transfer_batch_bytes", "ha_window_bytes", "read_advice_ttl_ms",
                   "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes",
-                  "index_slot_count", "index_max_entries")
+                  "index_slot_count", "index_max_entries", "share_max_held", "share_window")
         parse_levels(self.message_delay_level)
         if self.min_sync_replicas is None:
             set_("min_sync_replicas", self.sync_replicas)
@@ -502,81 +515,34 @@ class ConsumerConfig:
         _check_metrics_port(self.metrics_port)
 
 
-def _check_metrics_port(port: int) -> None:
-    if not -1 <= port < 65536:
-        raise ConfigError(f"metrics_port: {port} must be a TCP port (0: a free one, -1: no "
-                          f"metrics)")
+@dataclass(frozen=True)
+class SimpleConsumerConfig:
+    """A share group's consumer (``SimpleConsumer``): no queues of its own;
+    the brokers hand each message to one consumer at a time. Times in ms."""
 
+    group: str = "DEFAULT_CONSUMER"          # share group name
+    invisible_duration_ms: int = 30_000      # a received message is this consumer's this long
+    max_deliveries: int = 16                 # deliveries before a message not acked goes to
+                                             # %DLQ%<group> (RocketMQ's maxReconsumeTimes)
+    consume_from: str = "last"               # a queue the group never read starts at:
+                                             # last (what is sent from now on) | first
+    long_polling_timeout_ms: int = 15_000    # longest receive(wait_ms) is held at a broker
+    request_timeout_ms: int = 10_000         # acks and other requests
+    credentials: str = ""                    # a secured cluster: this user's credentials file
+                                             # (default: $DUOMQ_CREDENTIALS)
+    external: bool = False                   # dial brokers at their external addresses
+    metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)
+    metrics_host: str = "0.0.0.0"            # ... listening on this address
 
-_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,),
-                                       "str": (str,), "int | None": (int, type(None))}
-
-
-NEGATIVE_ALLOWED = frozenset({"metrics_port"})
-
-
-def check_types(obj) -> None:
-    """Every field holds its declared type (a TOML file is typed: ``port =
-    "abc"`` or ``promotable = "no"`` is an error, not a string that happens to
-    compare), and no number is negative: times, sizes and counts all start at 0
-    (``metrics_port`` takes -1 for "none", checked by its class)."""
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        allowed = _TYPES.get(str(f.type))
-        if allowed is None:
-            continue                      # enums: checked by _enum
-        if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
-            raise ConfigError(f"{f.name}: {value!r} is not a valid {f.type}")
-        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0 \
-                and f.name not in NEGATIVE_ALLOWED:
-            raise ConfigError(f"{f.name}: must be >= 0, got {value!r}")
-
-
-def _positive(obj, *names):
-    for name in names:
-        value = getattr(obj, name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"{name}: must be a positive number, got {value!r}")
-
-
-def _check_known(cls, data: dict, where: str):
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)}")
-
-
-def parse_settings(cls, items: list[str], where: str = "--set") -> dict[str, Any]:
-    """``FIELD=VALUE`` strings (the CLI's ``--set``) as config values, each
-    coerced to its field's type as ``DUOMQ_*`` variables are."""
-    by_name = {f.name: f for f in fields(cls)}
-    out: dict[str, Any] = {}
-    for item in items:
-        key, eq, text = item.partition("=")
-        if not eq:
-            raise ConfigError(f"{where}: {item!r} is not FIELD=VALUE")
-        if key not in by_name:
-            raise ConfigError(f"{where}: unknown config field {key!r}")
-        out[key] = _coerce(by_name[key], text, f"{where} {key}")
-    return out
-
-
-def _coerce(f, text: str, key: str):
-    typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-    try:
-        if typ == "int":
-            return int(text)
-        if typ == "int | None":      # empty: the default that follows another field
-            return int(text) if text.strip() else None
-        if typ == "float":
-            return float(text)
-        if typ == "bool":
-            if text.lower() in ("1", "true"):
-                return True
-            if text.lower() in ("0", "false"):
-                return False
-            raise ValueError(text)
-    except ValueError:
-        hint = " (true or false)" if typ == "bool" else ""
-        raise ConfigError(f"{key}: {text!r} is not a valid {typ}{hint}") from None
-    return text
+    def __post_init__(self):
+        check_types(self)
+        validate_name("consumer group", self.group)
+        if self.consume_from not in ("last", "first"):
+            raise ConfigError(f"consume_from: {self.consume_from!r} is not last or first")
+        if not 100 <= self.invisible_duration_ms <= 12 * 3600 * 1000:
+            raise ConfigError(f"invisible_duration_ms: {self.invisible_duration_ms} is outside "
+                              f"100 ms .. 12 h")
+        if not 1 <= self.max_deliveries <= 1000:
+            raise ConfigError(f"max_deliveries: {self.max_deliveries} is outside 1..1000")
+        _positive(self, "long_polling_timeout_ms", "request_timeout_ms")
+        _check_metrics_port(self.metrics_port)

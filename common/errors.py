@@ -181,6 +181,14 @@ class TransactionEndedError(DuomqError):
     status = pb.TRANSACTION_ENDED
 
 
+class ReceiptExpiredError(DuomqError):
+    """A share ack whose receipt no longer holds its message: its invisible
+    time ended, or it was released or acked already. The message is not
+    lost: it is (or was) delivered again. Not retriable."""
+
+    status = pb.RECEIPT_EXPIRED
+
+
 class ClientClosedError(DuomqError):
     """The client was shut down while the request was pending."""
 
@@ -189,7 +197,7 @@ _BY_STATUS: dict[int, type[DuomqError]] = {cls.status: cls for cls in (
     InvalidNameError, BadRequestError, UnsupportedVersionError, UnknownRequestTypeError,
     MessageTooLargeError, TopicNotExistError, NotMasterError, ServiceNotAvailableError,
     BrokerSystemError, OffsetIllegalError, ReplicaLagError, AuthenticationError,
-    AuthorizationError, TransactionNotFoundError, TransactionEndedError,
+    AuthorizationError, TransactionNotFoundError, TransactionEndedError, ReceiptExpiredError,
 )}
 
 

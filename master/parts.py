@@ -23,6 +23,7 @@ from duomq.master.group_topics import GroupTopics
 from duomq.master.ha_service import HAService, LinkStatus
 from duomq.master.queue_locks import QueueLocks
 from duomq.master.schedule import ScheduleService
+from duomq.master.share_service import ShareService
 from duomq.master.transactions import TransactionService
 from duomq.proto import pb
 from duomq.replication.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave
@@ -55,6 +56,7 @@ class MasterParts:
                                                counters)
         self.transactions.catch_up()     # the pending transactions, as the old master left them
         self.ha = HAService(store, config, ha_socket, epoch, offsets)
+        self.share = ShareService(store, config)  # share groups, as the share log left them
         self.ack_waiters = AckWaiters()
         self.queue_locks = QueueLocks()  # holders take their queues again on renewal
         self.group_topics = GroupTopics(zk, config.cluster, config.group) \
@@ -195,3 +197,4 @@ class MasterParts:
         for link in self.ha.status():
             resp.replicas.add(broker_id=link.broker_id, address=link.address, state=link.state,
                               acked_offset=link.acked_offset, lag_bytes=link.lag_bytes)
+        self.share.describe(resp, int(time.time() * 1000))

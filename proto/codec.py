@@ -36,6 +36,8 @@ MESSAGES = {
     pb.LIST_TRANSACTIONS: (pb.ListTransactionsRequest, pb.ListTransactionsResponse),
     pb.DELETE_GROUP: (pb.DeleteGroupRequest, pb.DeleteGroupResponse),
     pb.BROKER_CONFIG: (pb.BrokerConfigRequest, pb.BrokerConfigResponse),
+    pb.POP: (pb.PopRequest, pb.PopResponse),
+    pb.SHARE_ACK: (pb.ShareAckRequest, pb.ShareAckResponse),
 }
 
 

@@ -30,6 +30,8 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PULL_MANY: _ClassVar[RequestType]
     DELETE_GROUP: _ClassVar[RequestType]
     BROKER_CONFIG: _ClassVar[RequestType]
+    POP: _ClassVar[RequestType]
+    SHARE_ACK: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -54,6 +56,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NOT_AUTHORIZED: _ClassVar[Status]
     TRANSACTION_NOT_FOUND: _ClassVar[Status]
     TRANSACTION_ENDED: _ClassVar[Status]
+    RECEIPT_EXPIRED: _ClassVar[Status]
 
 class OffsetQuery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -67,6 +70,13 @@ class TransactionAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSACTION_ACTION_UNSPECIFIED: _ClassVar[TransactionAction]
     COMMIT: _ClassVar[TransactionAction]
     ROLLBACK: _ClassVar[TransactionAction]
+
+class ShareAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHARE_ACTION_UNSPECIFIED: _ClassVar[ShareAction]
+    ACCEPT: _ClassVar[ShareAction]
+    RELEASE: _ClassVar[ShareAction]
+    RENEW: _ClassVar[ShareAction]
 REQUEST_TYPE_UNSPECIFIED: RequestType
 SEND: RequestType
 PULL: RequestType
@@ -88,6 +98,8 @@ LIST_TRANSACTIONS: RequestType
 PULL_MANY: RequestType
 DELETE_GROUP: RequestType
 BROKER_CONFIG: RequestType
+POP: RequestType
+SHARE_ACK: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -109,6 +121,7 @@ AUTHENTICATION_FAILED: Status
 NOT_AUTHORIZED: Status
 TRANSACTION_NOT_FOUND: Status
 TRANSACTION_ENDED: Status
+RECEIPT_EXPIRED: Status
 OFFSET_QUERY_UNSPECIFIED: OffsetQuery
 MIN_OFFSET: OffsetQuery
 MAX_OFFSET: OffsetQuery
@@ -116,6 +129,10 @@ BY_TIME: OffsetQuery
 TRANSACTION_ACTION_UNSPECIFIED: TransactionAction
 COMMIT: TransactionAction
 ROLLBACK: TransactionAction
+SHARE_ACTION_UNSPECIFIED: ShareAction
+ACCEPT: ShareAction
+RELEASE: ShareAction
+RENEW: ShareAction
 
 class Frame(_message.Message):
     __slots__ = ("version", "request_id", "type", "status", "error", "payload")
@@ -344,7 +361,7 @@ class BrokerStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatusResponse(_message.Message):
-    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas", "flushes", "read_redirects", "ready", "ready_reason", "master_max_offset", "master_silent_s", "in_sync_replicas", "sync_replicas", "min_sync_replicas", "degraded", "isr", "transactions_pending", "transaction_checks", "transactions_discarded")
+    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas", "flushes", "read_redirects", "ready", "ready_reason", "master_max_offset", "master_silent_s", "in_sync_replicas", "sync_replicas", "min_sync_replicas", "degraded", "isr", "transactions_pending", "transaction_checks", "transactions_discarded", "share_queues")
     BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -376,6 +393,7 @@ class BrokerStatusResponse(_message.Message):
     TRANSACTIONS_PENDING_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_CHECKS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONS_DISCARDED_FIELD_NUMBER: _ClassVar[int]
+    SHARE_QUEUES_FIELD_NUMBER: _ClassVar[int]
     broker_group: str
     broker_id: int
     role: str
@@ -407,7 +425,28 @@ class BrokerStatusResponse(_message.Message):
     transactions_pending: int
     transaction_checks: int
     transactions_discarded: int
-    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., flushes: _Optional[int] = ..., read_redirects: _Optional[int] = ..., ready: _Optional[bool] = ..., ready_reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., master_silent_s: _Optional[float] = ..., in_sync_replicas: _Optional[int] = ..., sync_replicas: _Optional[int] = ..., min_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., isr: _Optional[_Iterable[int]] = ..., transactions_pending: _Optional[int] = ..., transaction_checks: _Optional[int] = ..., transactions_discarded: _Optional[int] = ...) -> None: ...
+    share_queues: _containers.RepeatedCompositeFieldContainer[ShareQueueStatus]
+    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., flushes: _Optional[int] = ..., read_redirects: _Optional[int] = ..., ready: _Optional[bool] = ..., ready_reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., master_silent_s: _Optional[float] = ..., in_sync_replicas: _Optional[int] = ..., sync_replicas: _Optional[int] = ..., min_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., isr: _Optional[_Iterable[int]] = ..., transactions_pending: _Optional[int] = ..., transaction_checks: _Optional[int] = ..., transactions_discarded: _Optional[int] = ..., share_queues: _Optional[_Iterable[_Union[ShareQueueStatus, _Mapping]]] = ...) -> None: ...
+
+class ShareQueueStatus(_message.Message):
+    __slots__ = ("consumer_group", "topic", "queue_id", "start_offset", "next_offset", "held", "oldest_held_ms", "redelivered")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_HELD_MS_FIELD_NUMBER: _ClassVar[int]
+    REDELIVERED_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    queue_id: int
+    start_offset: int
+    next_offset: int
+    held: int
+    oldest_held_ms: int
+    redelivered: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., start_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., held: _Optional[int] = ..., oldest_held_ms: _Optional[int] = ..., redelivered: _Optional[int] = ...) -> None: ...
 
 class ReplicaStatus(_message.Message):
     __slots__ = ("broker_id", "address", "state", "acked_offset", "lag_bytes")
@@ -648,3 +687,71 @@ class BrokerConfigResponse(_message.Message):
     runtime: _containers.RepeatedScalarFieldContainer[str]
     changed: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, values: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[_Iterable[str]] = ..., changed: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PopRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_ms", "max_wait_ms", "subscription", "max_deliveries", "from_first")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIRST_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    max_messages: int
+    invisible_ms: int
+    max_wait_ms: int
+    subscription: str
+    max_deliveries: int
+    from_first: bool
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., subscription: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., from_first: _Optional[bool] = ...) -> None: ...
+
+class PopResponse(_message.Message):
+    __slots__ = ("count", "records", "delivery_counts", "deadline_ms", "dead_lettered")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    records: bytes
+    delivery_counts: _containers.RepeatedScalarFieldContainer[int]
+    deadline_ms: int
+    dead_lettered: int
+    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., delivery_counts: _Optional[_Iterable[int]] = ..., deadline_ms: _Optional[int] = ..., dead_lettered: _Optional[int] = ...) -> None: ...
+
+class Receipt(_message.Message):
+    __slots__ = ("queue_id", "queue_offset", "delivery_count")
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    queue_id: int
+    queue_offset: int
+    delivery_count: int
+    def __init__(self, queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., delivery_count: _Optional[int] = ...) -> None: ...
+
+class ShareAckRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "action", "receipts", "ms")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    MS_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    action: ShareAction
+    receipts: _containers.RepeatedCompositeFieldContainer[Receipt]
+    ms: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., action: _Optional[_Union[ShareAction, str]] = ..., receipts: _Optional[_Iterable[_Union[Receipt, _Mapping]]] = ..., ms: _Optional[int] = ...) -> None: ...
+
+class ShareAckResponse(_message.Message):
+    __slots__ = ("statuses", "errors", "deadline_ms")
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    statuses: _containers.RepeatedScalarFieldContainer[int]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    deadline_ms: int
+    def __init__(self, statuses: _Optional[_Iterable[int]] = ..., errors: _Optional[_Iterable[str]] = ..., deadline_ms: _Optional[int] = ...) -> None: ...

@@ -112,6 +112,11 @@ def samples(cl: str, offset: int, half: int, client_id: str) -> dict[int, object
                                                      action=pb.ROLLBACK, topic="Secret"),
         pb.DELETE_GROUP: pb.DeleteGroupRequest(consumer_group="gone"),
         pb.BROKER_CONFIG: pb.BrokerConfigRequest(),
+        pb.POP: pb.PopRequest(consumer_group=GROUP, topic="Secret", max_messages=1,
+                              invisible_ms=30_000, from_first=True),
+        pb.SHARE_ACK: pb.ShareAckRequest(consumer_group=GROUP, topic="Secret", action=pb.ACCEPT,
+                                         receipts=[pb.Receipt(queue_id=0, queue_offset=0,
+                                                              delivery_count=1)]),
     }
 
 

@@ -1,0 +1,199 @@
+"""Share consumption on the master (RocketMQ 5's POP, Kafka's share groups):
+POP hands a share group's next visible messages to whichever consumer asks,
+each invisible to the others until its deadline; SHARE_ACK accepts, releases
+or renews them by receipt. The state is ``master.share_book``'s; every
+change is an op written to the share log and applied
+(``master.share_service``), and the answer waits until that write is as durable as a send would be
+(SYNC_FLUSH, SYNC replication), so a failover or a restart finds every
+answered change. A message due again after ``max_deliveries`` deliveries
+goes to ``%DLQ%<group>`` instead, with its delivery count.
+
+POPs that find nothing are held (long polling) and looked at again when a
+queue of their topic is written to and on every housekeeping turn (for
+messages whose invisible time ended)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from duomq.broker.core import BrokerCore
+from duomq.broker.requests import Answer, Request, hosted, master_only, writable
+from duomq.common import subscription
+from duomq.common.errors import BadRequestError, ServiceNotAvailableError, answer_for
+from duomq.common.names import DLQ_PREFIX, validate_name
+from duomq.master.parts import MasterParts
+from duomq.proto import pb
+
+DEFAULT_MAX_DELIVERIES = 16         # RocketMQ's maxReconsumeTimes
+MAX_DELIVERIES = 1000
+MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 100, 12 * 3600 * 1000
+DEFAULT_POP_MESSAGES = 32
+
+
+@dataclass
+class HeldPop:
+    identity: bytes
+    request_id: int
+    request: pb.PopRequest
+    deadline: float                 # monotonic s: answered empty then
+
+
+# ------------------------------------------------------------ handlers
+def pop(b: BrokerCore, r: Request) -> Answer | None:
+    req: pb.PopRequest = r.message
+    m = master_only(b)
+    queues = _checked(b, req.consumer_group, req.topic)
+    if not MIN_INVISIBLE_MS <= req.invisible_ms <= MAX_INVISIBLE_MS:
+        raise BadRequestError(f"invisible_ms {req.invisible_ms}: use {MIN_INVISIBLE_MS} to "
+                              f"{MAX_INVISIBLE_MS}")
+    if not 0 <= req.max_deliveries <= MAX_DELIVERIES:
+        raise BadRequestError(f"max_deliveries {req.max_deliveries}: use 1 to {MAX_DELIVERIES} "
+                              f"(0: {DEFAULT_MAX_DELIVERIES})")
+    if req.max_messages < 0:
+        raise BadRequestError("max_messages must be >= 0")
+    subscription.parse(req.subscription)       # refused now, not when held
+    writable(b)
+    found, answer = _serve(b, m, r.identity, r.request_id, req, queues)
+    if found:
+        return answer
+    wait_ms = min(req.max_wait_ms, b.config.long_polling_timeout_ms)
+    if wait_ms > 0:
+        b.share_holds.append(HeldPop(r.identity, r.request_id, req,
+                                     time.monotonic() + wait_ms / 1000))
+        return None
+    return pb.NO_NEW_MESSAGE, "", pb.PopResponse()
+
+
+def share_ack(b: BrokerCore, r: Request) -> Answer | None:
+    """ACCEPT, RELEASE or RENEW popped messages; each receipt judged alone
+    (RECEIPT_EXPIRED for one that no longer holds its message)."""
+    req: pb.ShareAckRequest = r.message
+    m = master_only(b)
+    _checked(b, req.consumer_group, req.topic)
+    kind = _ACTIONS.get(req.action)
+    if kind is None:
+        raise BadRequestError("a share ack is ACCEPT, RELEASE or RENEW")
+    if kind == "renew" and not MIN_INVISIBLE_MS <= req.ms <= MAX_INVISIBLE_MS:
+        raise BadRequestError(f"a renewal's ms {req.ms}: use {MIN_INVISIBLE_MS} to "
+                              f"{MAX_INVISIBLE_MS}")
+    if kind == "release" and not 0 <= req.ms <= MAX_INVISIBLE_MS:
+        raise BadRequestError(f"a release's delay {req.ms}: use 0 to {MAX_INVISIBLE_MS}")
+    if not req.receipts:
+        raise BadRequestError("a share ack names no receipt")
+    writable(b)
+    now = _now_ms()
+    judged = m.share.judge(req.consumer_group, req.topic, kind,
+                           [(r.queue_id, r.queue_offset, r.delivery_count)
+                            for r in req.receipts], req.ms, now)
+    resp = pb.ShareAckResponse(deadline_ms=judged.until if kind == "renew" else 0)
+    for why in judged.errors:
+        resp.statuses.append(pb.OK if why is None else pb.RECEIPT_EXPIRED)
+        resp.errors.append(why or "")
+    if not judged.ops:
+        return pb.OK, "", resp
+    _enough_slaves(b, m)
+    end = m.share.write(judged.ops, [], now)
+    b.state.appended = True
+    return _durable(b, m, r.identity, r.request_id, pb.SHARE_ACK, resp, end)
+
+
+_ACTIONS = {pb.ACCEPT: "ack", pb.RELEASE: "release", pb.RENEW: "renew"}
+
+
+def _checked(b: BrokerCore, group: str, topic: str) -> int:
+    validate_name("consumer group", group)
+    if topic.startswith(DLQ_PREFIX):
+        validate_name("topic", topic, allow_system=True)
+    return hosted(b, topic)
+
+
+# ------------------------------------------------------------ serving a pop
+def _serve(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int,
+           req: pb.PopRequest, queues: int) -> tuple[bool, Answer | None]:
+    """``(True, answer)`` when the pop finds messages (or moved some to the
+    dead-letter queue): the answer, or None when it waits to be durable;
+    ``(False, None)`` when nothing is visible for the group now."""
+    now = _now_ms()
+    plan = m.share.plan_pop(
+        req.consumer_group, req.topic, queues,
+        min(req.max_messages or DEFAULT_POP_MESSAGES, b.config.max_pull_messages),
+        req.invisible_ms, req.max_deliveries or DEFAULT_MAX_DELIVERIES, req.from_first,
+        subscription.parse(req.subscription), b.state.visible_offset, now)
+    if not plan.ops:
+        return False, None
+    _enough_slaves(b, m)
+    end = m.share.write(plan.ops, plan.dead, now)
+    b.state.appended = True
+    if not plan.records and not plan.dead:
+        return False, None                        # only cursors moved (filtered out)
+    resp = pb.PopResponse(count=len(plan.records), records=b"".join(plan.records),
+                          deadline_ms=plan.deadline, dead_lettered=len(plan.dead))
+    resp.delivery_counts.extend(plan.counts)
+    if not plan.records:
+        return True, (pb.NO_NEW_MESSAGE, "", resp)
+    return True, _durable(b, m, identity, request_id, pb.POP, resp, end)
+
+
+# ------------------------------------------------------------ answers
+def _enough_slaves(b: BrokerCore, m: MasterParts) -> None:
+    """SYNC replication with too few slaves in sync: refused before anything
+    is written (a change no slave could confirm would not survive a failover)."""
+    if m.slaves_missing():
+        raise ServiceNotAvailableError(
+            f"fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves are in sync "
+            f"to confirm a share group's change: nothing was changed")
+
+
+def _durable(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int, type_: int,
+             resp, end: int) -> Answer | None:
+    """The answer now, or None when it waits until ``end`` is as durable as
+    a send's (``MasterParts.wait_for_ack``)."""
+    if m.wait_for_ack(end, identity, request_id, resp, type_, leased=b.leased()):
+        return None
+    return pb.OK, "", resp
+
+
+# ------------------------------------------------------------ held pops
+def serve_held(b, now: float, topics: set[str] | None = None) -> None:
+    """Answer the held pops that find messages now (``topics``: only those
+    of these topics; None: all, and the overdue ones answered empty)."""
+    holds = b.share_holds
+    if not holds:
+        return
+    m = b.master()
+    keep = []
+    for h in holds:
+        if m is None or not b.writable():
+            b.dispatcher.reply(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
+                               pb.PopResponse())
+            continue
+        if topics is not None and h.request.topic not in topics:
+            keep.append(h)
+            continue
+        queues = b.hosted_queues(h.request.topic) or 0
+        try:
+            found, answer = _serve(b, m, h.identity, h.request_id, h.request, queues) \
+                if queues else (False, None)
+        except Exception as exc:  # noqa: BLE001 - answered with its status
+            b.dispatcher.reply(h.identity, h.request_id, pb.POP, *answer_for(exc), None)
+            continue
+        if found:
+            if answer is not None:
+                b.dispatcher.reply(h.identity, h.request_id, pb.POP, *answer)
+        elif topics is None and now >= h.deadline:
+            b.dispatcher.reply(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
+                               pb.PopResponse())
+        else:
+            keep.append(h)
+    b.share_holds = keep
+
+
+def forget_holds(b, identity: bytes) -> int:
+    n = len(b.share_holds)
+    b.share_holds = [h for h in b.share_holds if h.identity != identity]
+    return n - len(b.share_holds)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

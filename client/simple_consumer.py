@@ -1,0 +1,215 @@
+"""``SimpleConsumer``: share consumption (RocketMQ 5's name; Kafka's share
+groups). Any number of consumers of one group read any queue, with no
+rebalance: each ``receive`` asks a broker group's master for the group's
+next visible messages (POP), which stay this consumer's for the invisible
+duration; ``ack`` ends a message, ``nack`` makes it visible again (to
+anyone), ``change_invisible_duration`` keeps it longer. A message neither
+acked nor renewed in time is delivered again, with its ``delivery_count``
+one higher; after ``max_deliveries`` it goes to ``%DLQ%<group>``.
+
+    with SimpleConsumer("workers", "Orders", zookeeper=..., cluster=...) as c:
+        for msg in c.receive(16, wait_ms=5000):
+            handle(msg)
+            c.ack(msg)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from duomq.client.base import ClientBase, raise_for
+from duomq.common.config import SimpleConsumerConfig
+from duomq.common.errors import (
+    BadRequestError,
+    DuomqError,
+    NoRouteError,
+    ReceiptExpiredError,
+    for_status,
+)
+from duomq.common.message import MessageExt, decode_records
+from duomq.common.names import validate_name
+from duomq.common.subscription import parse
+from duomq.proto import pb
+
+ANSWER_MARGIN_S = 5.0     # a held POP's request waits this much longer than the hold
+
+
+@dataclass(slots=True)
+class ReceivedMessage(MessageExt):
+    """A message received by a ``SimpleConsumer``: which delivery of it this
+    is, and until when it is this consumer's (the broker's wall clock, ms)."""
+
+    delivery_count: int = 1
+    invisible_until_ms: int = 0
+
+    @property
+    def receipt(self) -> str:
+        """This delivery's handle: broker group, topic, queue, offset and
+        delivery count (a receipt of an earlier delivery holds nothing)."""
+        return (f"{self.broker_group}/{self.topic}/{self.queue_id}/{self.queue_offset}/"
+                f"{self.delivery_count}")
+
+
+def subscriptions_of(given) -> dict[str, str]:
+    """``"Topic"``, ``["A", "B"]`` or ``{"Topic": "TagA || TagB"}`` as
+    topic -> expression, each checked."""
+    if isinstance(given, str):
+        given = {given: "*"}
+    elif not isinstance(given, dict):
+        given = {t: "*" for t in given}
+    if not given:
+        raise BadRequestError("a SimpleConsumer subscribes to at least one topic")
+    for topic, expression in given.items():
+        validate_name("topic", topic, allow_system=True)
+        parse(expression)
+    return dict(given)
+
+
+class SimpleConsumer(ClientBase):
+    def __init__(self, group: str, subscriptions: str | Iterable[str] | dict[str, str],
+                 zookeeper: str | None = None, cluster: str | None = None, *,
+                 config: SimpleConsumerConfig | None = None, zk=None, **overrides):
+        self.config = config or SimpleConsumerConfig(group=group, **overrides)
+        self.subscriptions = subscriptions_of(subscriptions)
+        super().__init__(zookeeper, cluster, zk=zk)
+        self.timeout_s = self.config.request_timeout_ms / 1000
+        self._turn = 0
+
+    @property
+    def group(self) -> str:
+        return self.config.group
+
+    def heartbeat_groups(self):
+        return [], [self.group]
+
+    # ------------------------------------------------------------ receive
+    def receive(self, max_messages: int = 16, wait_ms: int = 0) -> list[ReceivedMessage]:
+        """Up to ``max_messages`` messages of the group's topics, each
+        invisible to the group's other consumers until it is acked or its
+        invisible duration ends. Every broker group is asked once without
+        waiting; when none has any, one is asked again, held up to
+        ``wait_ms`` (long polling). An empty list when nothing came."""
+        if max_messages <= 0:
+            raise BadRequestError("max_messages must be > 0")
+        targets = self._targets()
+        if not targets:
+            raise NoRouteError(f"no broker group serves topics {sorted(self.subscriptions)}")
+        n = len(targets)
+        first = self._turn % n
+        self._turn += 1
+        order = [targets[(first + i) % n] for i in range(n)]
+        answered = []
+        failure: DuomqError | None = None
+        for topic, group in order:
+            try:
+                got = self._pop(topic, group, max_messages, 0)
+            except DuomqError as exc:     # one broker group down: the others still serve
+                failure = exc
+                continue
+            if got:
+                return got
+            answered.append((topic, group))
+        if not answered:
+            assert failure is not None
+            raise failure
+        wait_ms = min(max(wait_ms, 0), self.config.long_polling_timeout_ms)
+        if wait_ms == 0:
+            return []
+        topic, group = answered[0]
+        return self._pop(topic, group, max_messages, wait_ms)
+
+    def _targets(self) -> list[tuple[str, str]]:
+        out = []
+        for topic in sorted(self.subscriptions):
+            for group in sorted(self.route(topic).groups):
+                out.append((topic, group))
+        return out
+
+    def _pop(self, topic: str, group: str, max_messages: int,
+             wait_ms: int) -> list[ReceivedMessage]:
+        cfg = self.config
+        req = pb.PopRequest(consumer_group=self.group, topic=topic, max_messages=max_messages,
+                            invisible_ms=cfg.invisible_duration_ms, max_wait_ms=wait_ms,
+                            subscription=self.subscriptions[topic],
+                            max_deliveries=cfg.max_deliveries,
+                            from_first=cfg.consume_from == "first")
+        address = self.master_address(group, topic)
+        try:
+            status, error, resp = self.remoting.call(address, pb.POP, req,
+                                                     self.timeout_s + wait_ms / 1000
+                                                     + ANSWER_MARGIN_S)
+        except DuomqError as exc:
+            self.after_failure(exc, topic, group)
+            raise
+        if status == pb.NO_NEW_MESSAGE:
+            return []
+        if status != pb.OK:
+            refused = for_status(status, error)
+            self.after_failure(refused, topic, group)
+            raise refused
+        sub = parse(self.subscriptions[topic])
+        out = []
+        for m, count in zip(decode_records(resp.records, group), resp.delivery_counts,
+                            strict=True):
+            if sub.matches(m.tags):
+                out.append(ReceivedMessage(**_fields(m), delivery_count=count,
+                                           invisible_until_ms=resp.deadline_ms))
+        return out
+
+    # ------------------------------------------------------------ acks
+    def ack(self, msgs: ReceivedMessage | Iterable[ReceivedMessage]) -> None:
+        """The message (or each of a list: one request per broker group) is
+        consumed: never delivered again. A receipt that no longer holds its
+        message (its invisible time ended, or it was released) raises
+        ReceiptExpiredError naming it, after the others were acked: that
+        message is not lost, it is delivered again."""
+        self._change(msgs, pb.ACCEPT, 0)
+
+    def nack(self, msgs: ReceivedMessage | Iterable[ReceivedMessage], delay_ms: int = 0) -> None:
+        """Not consumed: visible again to the group (any consumer) after
+        ``delay_ms``."""
+        self._change(msgs, pb.RELEASE, delay_ms)
+
+    def change_invisible_duration(self, msg: ReceivedMessage, ms: int) -> None:
+        """Keep the message ``ms`` more from now (Kafka's RENEW); its
+        ``invisible_until_ms`` is updated."""
+        self._change(msg, pb.RENEW, ms)
+
+    def _change(self, msgs, action: pb.ShareAction, ms: int) -> None:
+        if isinstance(msgs, ReceivedMessage):
+            msgs = [msgs]
+        elif isinstance(msgs, Iterable):
+            msgs = list(msgs)
+        if not isinstance(msgs, list) or not all(isinstance(m, ReceivedMessage) for m in msgs):
+            raise BadRequestError("only messages this consumer received can be acked")
+        by_target: dict[tuple[str, str], list[ReceivedMessage]] = {}
+        for m in msgs:
+            by_target.setdefault((m.broker_group, m.topic), []).append(m)
+        expired = []
+        for (group, topic), batch in by_target.items():
+            req = pb.ShareAckRequest(consumer_group=self.group, topic=topic, action=action,
+                                     ms=ms)
+            for m in batch:
+                req.receipts.add(queue_id=m.queue_id, queue_offset=m.queue_offset,
+                                 delivery_count=m.delivery_count)
+            address = self.master_address(group, topic)
+            try:
+                status, error, resp = self.remoting.call(address, pb.SHARE_ACK, req,
+                                                         self.timeout_s)
+            except DuomqError as exc:
+                self.after_failure(exc, topic, group)
+                raise
+            raise_for(status, error)
+            for m, st, why in zip(batch, resp.statuses, resp.errors, strict=True):
+                if st != pb.OK:
+                    expired.append(f"{why} (receipt {m.receipt})")
+                elif action == pb.RENEW:
+                    m.invisible_until_ms = resp.deadline_ms
+        if expired:
+            raise ReceiptExpiredError(f"RECEIPT_EXPIRED: {'; '.join(expired)}")
+
+
+def _fields(m: MessageExt) -> dict[str, Any]:
+    return {f: getattr(m, f) for f in MessageExt.__slots__}

@@ -1,0 +1,220 @@
+"""Share groups' state (pure): which messages of each queue a share group
+has done with, which are with a consumer until a deadline, and which wait to
+be delivered again (RocketMQ 5's POP, Kafka's share partitions).
+
+Per (group, topic, queue) a window ``[start, next)`` of queue offsets: every
+offset below ``start`` is done (acked, moved to the dead-letter queue, or
+skipped by the group's subscription); ``next`` is the first never handed
+out; each offset of the window is either done or *held*: delivered
+``count`` times and, while ``inflight``, invisible to the group until
+``until`` (ms, the master's wall clock), else visible again from ``until``
+(released, or its invisible time ended).
+
+The state changes only by ops, which the master writes to the share log
+(an internal topic of the commit log) before it answers: the log is
+replicated, flushed and recovered like any other, so a broker that becomes
+master, or starts again, rebuilds the same state by replaying it
+(``replay``). Ops are JSON objects about one queue:
+
+  pop      {"op": "pop", "g", "t", "q", "s": start, "p": next before,
+            "n": next after, "i": [[offset, count], ...], "d": deadline, "a": now}
+  ack      {"op": "ack", "g", "t", "q", "o": [offset, ...]}   (also "dead")
+  release  {"op": "release", ..., "o": [...], "d": visible again at}
+  renew    {"op": "renew", ..., "o": [...], "d": new deadline}
+
+A pop carries the queue's window as it was, so a replay that begins after
+the queue's first ops (retention took them) still knows where the group
+is: what it cannot know, the messages of that window, is delivered again
+rather than lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from duomq.common.message import decode_records
+from duomq.common.names import SHARE_LOG_TOPIC
+
+DONE_OPS = ("ack", "dead")
+Key = tuple[str, str, int]          # (group, topic, queue id)
+
+
+@dataclass(slots=True)
+class Held:
+    count: int          # deliveries so far
+    until: int          # ms: in flight until (inflight), or visible again from
+    inflight: bool
+    since: int = 0      # ms: its first delivery
+
+
+@dataclass(slots=True)
+class ShareQueue:
+    start: int
+    next: int
+    held: dict[int, Held] = field(default_factory=dict)
+    done: set[int] = field(default_factory=set)
+
+    def advance(self) -> None:
+        done = self.done
+        while self.start < self.next and self.start in done:
+            done.discard(self.start)
+            self.start += 1
+
+    def due(self, now_ms: int, limit: int) -> list[tuple[int, Held]]:
+        """Held messages visible again now, oldest offset first."""
+        out = sorted((o, h) for o, h in self.held.items() if h.until <= now_ms)
+        return out[:limit]
+
+    def inflight(self, now_ms: int) -> int:
+        return sum(1 for h in self.held.values() if h.inflight and h.until > now_ms)
+
+
+class ReceiptError(Exception):
+    """A receipt that no longer holds its message (RECEIPT_EXPIRED)."""
+
+
+class ShareBook:
+    def __init__(self):
+        self.queues: dict[Key, ShareQueue] = {}
+        self.redeliveries: dict[str, int] = {}     # group -> deliveries past the first
+        self.dead: dict[str, int] = {}             # group -> messages moved to its DLQ
+        self._turns: dict[tuple[str, str], int] = {}   # (group, topic) -> next first queue
+
+    def turn(self, group: str, topic: str, queues: int) -> int:
+        """The queue a pop of ``group`` on ``topic`` looks at first (round
+        robin, so that one busy queue does not starve the others)."""
+        k = (group, topic)
+        first = self._turns.get(k, 0) % max(queues, 1)
+        self._turns[k] = first + 1
+        return first
+
+    # ------------------------------------------------------------ reads
+    def queue(self, key: Key) -> ShareQueue | None:
+        return self.queues.get(key)
+
+    def groups(self) -> set[str]:
+        return {k[0] for k in self.queues}
+
+    def of_group(self, group: str) -> Iterator[tuple[Key, ShareQueue]]:
+        return ((k, q) for k, q in self.queues.items() if k[0] == group)
+
+    def held_count(self, group: str) -> int:
+        """Messages of ``group`` held (in flight or waiting to be delivered
+        again): what its in-flight limit counts."""
+        return sum(len(q.held) for _k, q in self.of_group(group))
+
+    def figures(self) -> dict[str, tuple[int, int, int]]:
+        """Per group: (messages held, deliveries past the first, messages
+        moved to its dead-letter queue)."""
+        held: dict[str, int] = {}
+        for (group, _t, _q), q in self.queues.items():
+            held[group] = held.get(group, 0) + len(q.held)
+        return {g: (held.get(g, 0), self.redeliveries.get(g, 0), self.dead.get(g, 0))
+                for g in held.keys() | self.redeliveries.keys() | self.dead.keys()}
+
+    def check(self, key: Key, offset: int, count: int, now_ms: int) -> Held:
+        """The held message a receipt (its delivery ``count``) still holds,
+        else ReceiptError saying why."""
+        q = self.queues.get(key)
+        h = q.held.get(offset) if q is not None else None
+        if h is None:
+            if q is not None and (offset < q.start or offset in q.done):
+                raise ReceiptError(f"message {offset} of queue {key[2]} was acked already "
+                                   f"(or moved to the dead-letter queue)")
+            raise ReceiptError(f"message {offset} of queue {key[2]} was never delivered to "
+                               f"group {key[0]!r}")
+        if h.count != count:
+            raise ReceiptError(f"message {offset} of queue {key[2]} is in its delivery "
+                               f"{h.count}; this receipt is of delivery {count}")
+        if not h.inflight:
+            raise ReceiptError(f"message {offset} of queue {key[2]} was released; it is "
+                               f"delivered again")
+        if h.until <= now_ms:
+            raise ReceiptError(f"message {offset} of queue {key[2]}: its invisible time ended "
+                               f"{now_ms - h.until} ms ago; it is delivered again")
+        return h
+
+    # ------------------------------------------------------------ changes
+    def apply(self, op: dict) -> None:
+        """Apply one op (the master as it writes it; any broker replaying the
+        share log). Ops the master wrote are consistent; an op about a
+        queue or offset this book does not hold changes nothing there."""
+        kind = op["op"]
+        key = (op["g"], op["t"], op["q"])
+        q = self.queues.get(key)
+        if kind == "pop":
+            if q is None:
+                q = self.queues[key] = ShareQueue(op["s"], op.get("p", op["s"]))
+                for offset in range(q.start, q.next):    # a replay that began late
+                    q.held[offset] = Held(1, 0, False, op.get("a", 0))
+            until, at = op["d"], op.get("a", 0)
+            for offset, count in op["i"]:
+                if count > 1:
+                    self.redeliveries[key[0]] = self.redeliveries.get(key[0], 0) + 1
+                before = q.held.get(offset)
+                q.held[offset] = Held(count, until, True, before.since if before else at)
+                q.done.discard(offset)
+            nxt = op.get("n", q.next)
+            for offset in range(q.next, nxt):       # skipped by the subscription
+                if offset not in q.held:
+                    q.done.add(offset)
+            q.next = max(q.next, nxt)
+            q.advance()
+            return
+        if q is None:
+            return
+        if kind in DONE_OPS:
+            for offset in op["o"]:
+                if q.held.pop(offset, None) is not None:
+                    q.done.add(offset)
+                    if kind == "dead":
+                        self.dead[key[0]] = self.dead.get(key[0], 0) + 1
+            q.advance()
+        elif kind == "release":
+            for offset in op["o"]:
+                h = q.held.get(offset)
+                if h is not None:
+                    h.inflight, h.until = False, op["d"]
+        elif kind == "renew":
+            for offset in op["o"]:
+                h = q.held.get(offset)
+                if h is not None:
+                    h.until = op["d"]
+        else:
+            raise ValueError(f"unknown share op {kind!r}")
+
+
+def encode_op(op: dict) -> bytes:
+    return json.dumps(op, separators=(",", ":")).encode()
+
+
+def decode_op(body: bytes) -> dict:
+    op = json.loads(body)
+    if not isinstance(op, dict) or "op" not in op:
+        raise ValueError("not a share op")
+    return op
+
+
+def replay(store, book: ShareBook | None = None) -> ShareBook:
+    """The book the share log in ``store`` describes (a master's at
+    promotion: every op its log holds, in order)."""
+    book = book or ShareBook()
+    cq = store.find_queue(SHARE_LOG_TOPIC, 0)
+    if cq is None:
+        return book
+    offset, end = cq.min_offset, store.commitlog.max_offset
+    while True:
+        got = store.get_messages(SHARE_LOG_TOPIC, 0, offset, 1024, 8 << 20, end)
+        if not got.count:
+            if got.next_offset > offset:
+                offset = got.next_offset
+                continue
+            return book
+        for msg in decode_records(got.records):
+            try:
+                book.apply(decode_op(msg.body))
+            except (ValueError, KeyError, TypeError):
+                continue                           # not an op this version knows
+        offset = got.next_offset

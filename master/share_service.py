@@ -1,0 +1,175 @@
+"""A master's share groups (``broker/share.py`` serves the requests): the
+book (``share_book``) rebuilt from the share log at promotion, what a pop
+hands out, how receipts are judged, and the changes written to the share
+log and applied. The caller checks the request and answers it, once what
+``write`` stored is durable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from duomq.common.message import decode_records
+from duomq.common.names import SHARE_LOG_TOPIC
+from duomq.common.subscription import Subscription
+from duomq.format import record as rec
+from duomq.master import requeue, share_book
+from duomq.master.share_book import Held, ReceiptError, encode_op
+
+DELIVERY_COUNT = "DELIVERY_COUNT"   # a dead-lettered message's deliveries (property)
+_SIZE_QOFF = rec.fields("total_size", "queue_offset")
+_TAGS = rec.fields("topic_len", "tags_len")
+Stored = tuple[str, int, bytes]     # (topic, queue id, record) to store
+
+
+@dataclass
+class Pop:
+    """What a pop hands out and the changes that say so."""
+    deadline: int
+    records: list[bytes] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)      # each record's delivery count
+    ops: list[dict] = field(default_factory=list)
+    dead: list[Stored] = field(default_factory=list)     # copies for %DLQ%<group>
+
+
+@dataclass
+class Judged:
+    """A share ack's receipts judged: one status per receipt (None: it
+    holds), and the changes for those that hold."""
+    errors: list[str | None]
+    ops: list[dict]
+    until: int
+
+
+class ShareService:
+    def __init__(self, store, config):
+        self.store = store
+        self.config = config
+        self.book = share_book.replay(store)
+
+    # ------------------------------------------------------------ pops
+    def plan_pop(self, group: str, topic: str, queues: int, want: int, invisible_ms: int,
+                 most: int, from_first: bool, sub: Subscription, visible: int,
+                 now: int) -> Pop:
+        """The group's next messages of ``topic``: first those visible again
+        (a message delivered ``most`` times goes to the dead-letter queue
+        instead), then new ones from the window's end, queues in turn, at
+        most ``want``, within the group's ``share_max_held`` and each
+        queue's ``share_window``. Nothing is changed until ``write``."""
+        cfg, store, book = self.config, self.store, self.book
+        codes = None if sub.everything else sub.codes
+        room = cfg.share_max_held - book.held_count(group)
+        out = Pop(now + invisible_ms)
+        first = book.turn(group, topic, queues)
+        for qid in [(first + i) % queues for i in range(queues)]:
+            if len(out.records) >= want:
+                break
+            q = book.queue((group, topic, qid))
+            cq = store.find_queue(topic, qid)
+            if cq is None and q is None:
+                continue
+            if q is None:                        # the group's first pop of this queue
+                start = nxt = cq.min_offset if from_first else cq.max_offset
+            else:
+                start, nxt = q.start, q.next
+            before = nxt
+            items: list[list[int]] = []
+            gone: list[int] = []
+            if q is not None:                     # messages visible again first
+                for offset, h in q.due(now, want - len(out.records)):
+                    one = self._read_one(topic, qid, offset, visible)
+                    if one is None:               # taken by retention: nothing to deliver
+                        gone.append(offset)
+                    elif h.count >= most:
+                        out.dead.append(self._dead_letter(one, group, h))
+                        gone.append(offset)
+                    else:
+                        out.records.append(one)
+                        out.counts.append(h.count + 1)
+                        items.append([offset, h.count + 1])
+            n = min(want - len(out.records), cfg.share_window - (nxt - start), room - len(items))
+            if n > 0 and cq is not None:
+                got = store.get_messages(topic, qid, nxt, n, cfg.max_pull_bytes, visible, codes)
+                for one, offset, tags in records_of(got.records):
+                    if sub.matches(tags):          # tag codes can collide: the tags decide
+                        out.records.append(one)
+                        out.counts.append(1)
+                        items.append([offset, 1])
+                nxt = max(nxt, got.next_offset)
+            room -= len(items)
+            if items or q is None or nxt != q.next:
+                out.ops.append({"op": "pop", "g": group, "t": topic, "q": qid, "s": start,
+                                "p": before, "n": nxt, "i": items, "d": out.deadline,
+                                "a": now})
+            if gone:
+                out.ops.append({"op": "dead", "g": group, "t": topic, "q": qid, "o": gone})
+        return out
+
+    def _read_one(self, topic: str, qid: int, offset: int, visible: int) -> bytes | None:
+        got = self.store.get_messages(topic, qid, offset, 1, 1 << 30, visible)
+        for one, qoff, _tags in records_of(got.records):
+            if qoff == offset:
+                return one
+        return None
+
+    def _dead_letter(self, record: bytes, group: str, h: Held) -> Stored:
+        msg = decode_records(record, self.config.group)[0]
+        msg.properties[DELIVERY_COUNT] = str(h.count)
+        return requeue.send_back(msg, group, (), 0, dead_letter=True)
+
+    # ------------------------------------------------------------ acks
+    def judge(self, group: str, topic: str, kind: str, receipts, ms: int, now: int) -> Judged:
+        """Each receipt ``(queue id, offset, delivery count)`` that still
+        holds its message gets the change ``kind`` (ack, release after
+        ``ms``, renew for ``ms``); the others say why they do not hold."""
+        errors: list[str | None] = []
+        by_queue: dict[int, list[int]] = {}
+        for qid, offset, count in receipts:
+            try:
+                self.book.check((group, topic, qid), offset, count, now)
+            except ReceiptError as exc:
+                errors.append(str(exc))
+                continue
+            errors.append(None)
+            by_queue.setdefault(qid, []).append(offset)
+        until = now + ms
+        ops = [{"op": kind, "g": group, "t": topic, "q": qid, "o": offsets,
+                **({"d": until} if kind != "ack" else {})}
+               for qid, offsets in sorted(by_queue.items())]
+        return Judged(errors, ops, until)
+
+    # ------------------------------------------------------------ changes
+    def write(self, ops: list[dict], dead: list[Stored], now: int) -> int:
+        """Store the dead letters, then the ops, and apply the ops (nothing
+        is applied unless everything was stored); the end of what was
+        written, for the answer to wait on."""
+        items = list(dead) + [(SHARE_LOG_TOPIC, 0, rec.encode_record(
+            SHARE_LOG_TOPIC.encode(), b"", b"", b"", encode_op(op), now, rec.NO_HOST, 0))
+            for op in ops]
+        puts = self.store.put_records(items)
+        for op in ops:
+            self.book.apply(op)
+        return puts[-1].end_offset
+
+    # ------------------------------------------------------------ what it holds
+    def figures(self) -> dict[str, tuple[int, int, int]]:
+        return self.book.figures()
+
+    def describe(self, resp, now: int) -> None:
+        """A status answer's share groups, per queue they read."""
+        for (group, topic, qid), q in sorted(self.book.queues.items()):
+            since = min((h.since for h in q.held.values()), default=now)
+            resp.share_queues.add(consumer_group=group, topic=topic, queue_id=qid,
+                                  start_offset=q.start, next_offset=q.next, held=len(q.held),
+                                  oldest_held_ms=max(0, now - since),
+                                  redelivered=sum(h.count > 1 for h in q.held.values()))
+
+
+def records_of(data: bytes):
+    """(record, queue offset, tags) of each stored record in ``data``."""
+    pos, end = 0, len(data)
+    while pos < end:
+        size, qoff = _SIZE_QOFF.unpack_from(data, pos)
+        lt, lg = _TAGS.unpack_from(data, pos)
+        t = pos + rec.HEADER_SIZE + lt
+        yield data[pos:pos + size], qoff, data[t:t + lg].decode(errors="replace")
+        pos += size
