@@ -13,6 +13,7 @@ config file to keep it."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from duomq.broker.core import BrokerCore
 from duomq.broker.requests import Answer, Request, master_only
@@ -32,13 +33,17 @@ SECRET = frozenset({"zookeeper_sasl_file"})    # a path to a secret: shown, neve
 
 
 def delete_group(b: BrokerCore, r: Request) -> Answer:
-    """Forget a consumer group's committed offsets on this master (its
-    slaves follow through the replication stream). The CLI refuses a group
+    """Forget a consumer group's committed offsets, and a share group's
+    state, on this master (its slaves follow through the replication stream). The CLI refuses a group
     with live members; a member that commits later recreates its offsets."""
     req: pb.DeleteGroupRequest = r.message
-    master_only(b)                # offsets live on the master; slaves only copy them
+    m = master_only(b)            # offsets live on the master; slaves only copy them
     group = validate_name("consumer group", req.consumer_group)
-    return pb.OK, "", pb.DeleteGroupResponse(queues=b.offsets.delete_group(group))
+    # a share group's state too (the share log says so: a new master forgets it as well)
+    shared = m.share.forget(group, time.time_ns() // 1_000_000)
+    if shared:
+        b.state.appended = True
+    return pb.OK, "", pb.DeleteGroupResponse(queues=b.offsets.delete_group(group) + shared)
 
 
 def broker_config(b: BrokerCore, r: Request) -> Answer:

@@ -30,6 +30,7 @@ from duomq.master.parts import MasterParts
 from duomq.slave.parts import SlaveParts
 from duomq.store import MessageStore
 from duomq.store.consumer_offsets import ConsumerOffsetManager
+from duomq.store.share_book import ShareFollower
 
 Parts = MasterParts | SlaveParts
 
@@ -52,6 +53,7 @@ class BrokerCore:
         self.offsets = ConsumerOffsetManager(os.path.join(config.data_dir, "consumer_offsets.json"))
         self.pull_hold = PullRequestHoldService()
         self.share_holds: list = []              # POPs waiting for messages (broker/share.py)
+        self.share_follower = ShareFollower()    # a slave's copy of the share groups' state
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.clients: dict[str, Client] = {}     # by client id

@@ -78,7 +78,8 @@ def promote(b: Broker, epoch: int, isr: frozenset[int] | None) -> None:
     """Become master at ``epoch`` (the controller holds the master node and
     published the in-sync set ``isr``)."""
     b.parts.stop("promoted")
-    m = MasterParts(b.store, b.config, epoch, b.offsets, b.ha_router, b.metrics, b.zk)
+    m = MasterParts(b.store, b.config, epoch, b.offsets, b.ha_router, b.metrics, b.zk,
+                    b.share_follower.hand_over(b.store))
     m.ha.isr = isr
     b.parts = m
     st = b.state
@@ -98,6 +99,7 @@ def demote(b: Broker, why: str) -> None:
         return
     st.role, st.draining = Role.SLAVE, False
     owed = b.parts.stop(why)
+    b.share_follower.reset()              # the master's book may hold what a cut takes
     b.parts = SlaveParts()                # following nobody until a Follow order
     for w, status, error in owed:
         b.dispatcher.reply(w.identity, w.request_id, w.type, status, error, w.response)
@@ -113,6 +115,7 @@ def follow(b: Broker, epoch: int, cut: int) -> None:
     b.parts.stop(f"following the master of epoch {epoch}")
     if truncate(b.store, epoch, cut):
         b.metrics.truncations += 1
+        b.share_follower.reset()          # it may have applied ops the cut took
         st.visible_offset = min(st.visible_offset, cut)
         st.flushed_offset = min(st.flushed_offset, cut)
     registry = b.registry

@@ -415,6 +415,8 @@ class Broker(BrokerCore):
         if self.pull_hold.held:
             visibility.answer_pulls(self, self.pull_hold.take_expired(now))
         share.serve_held(self, now)          # messages visible again, overdue pops
+        if self.state.role == Role.SLAVE:
+            self.share_follower.catch_up(self.store)   # a promotion applies only the tail
         for identity in self.outbox.expire(now):
             n = self.pull_hold.forget(identity) + share.forget_holds(self, identity)
             log.info("forgot muted client %s (%d held pulls dropped)", identity.hex(), n)

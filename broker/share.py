@@ -1,11 +1,11 @@
 """Share consumption on the master (RocketMQ 5's POP, Kafka's share groups):
 POP hands a share group's next visible messages to whichever consumer asks,
 each invisible to the others until its deadline; SHARE_ACK accepts, releases
-or renews them by receipt. The state is ``master.share_book``'s; every
-change is an op written to the share log and applied
-(``master.share_service``), and the answer waits until that write is as durable as a send would be
-(SYNC_FLUSH, SYNC replication), so a failover or a restart finds every
-answered change. A message due again after ``max_deliveries`` deliveries
+or renews them by receipt. The master's parts hold the state
+(``master.share_service``): every change is an op written to the share log
+and applied, and the answer waits until that write is as durable as a send
+would be (SYNC_FLUSH, SYNC replication), so a failover or a restart finds
+every answered change. A message due again after ``max_deliveries`` deliveries
 goes to ``%DLQ%<group>`` instead, with its delivery count.
 
 POPs that find nothing are held (long polling) and looked at again when a
@@ -21,7 +21,7 @@ from duomq.broker.core import BrokerCore
 from duomq.broker.requests import Answer, Request, hosted, master_only, writable
 from duomq.common import subscription
 from duomq.common.errors import BadRequestError, ServiceNotAvailableError, answer_for
-from duomq.common.names import DLQ_PREFIX, validate_name
+from duomq.common.names import validate_name
 from duomq.master.parts import MasterParts
 from duomq.proto import pb
 
@@ -84,8 +84,8 @@ def share_ack(b: BrokerCore, r: Request) -> Answer | None:
     writable(b)
     now = _now_ms()
     judged = m.share.judge(req.consumer_group, req.topic, kind,
-                           [(r.queue_id, r.queue_offset, r.delivery_count)
-                            for r in req.receipts], req.ms, now)
+                           [(x.queue_id, x.queue_offset, x.delivery_count)
+                            for x in req.receipts], req.ms, now)
     resp = pb.ShareAckResponse(deadline_ms=judged.until if kind == "renew" else 0)
     for why in judged.errors:
         resp.statuses.append(pb.OK if why is None else pb.RECEIPT_EXPIRED)
@@ -102,9 +102,9 @@ _ACTIONS = {pb.ACCEPT: "ack", pb.RELEASE: "release", pb.RENEW: "renew"}
 
 
 def _checked(b: BrokerCore, group: str, topic: str) -> int:
+    """The queues this group hosts of ``topic`` (a group's own retry or
+    dead-letter topic may be read too; the broker's own topics never)."""
     validate_name("consumer group", group)
-    if topic.startswith(DLQ_PREFIX):
-        validate_name("topic", topic, allow_system=True)
     return hosted(b, topic)
 
 
@@ -119,18 +119,26 @@ def _serve(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int,
         req.consumer_group, req.topic, queues,
         min(req.max_messages or DEFAULT_POP_MESSAGES, b.config.max_pull_messages),
         req.invisible_ms, req.max_deliveries or DEFAULT_MAX_DELIVERIES, req.from_first,
-        subscription.parse(req.subscription), b.state.visible_offset, now)
+        subscription.parse(req.subscription), b.state.visible_offset, now,
+        (lambda phys: m.read_advice(phys, b.total_memory)) if req.slave_reads else None)
     if not plan.ops:
         return False, None
     _enough_slaves(b, m)
     end = m.share.write(plan.ops, plan.dead, now)
     b.state.appended = True
-    if not plan.records and not plan.dead:
+    if not plan.given and not plan.dead:
         return False, None                        # only cursors moved (filtered out)
     resp = pb.PopResponse(count=len(plan.records), records=b"".join(plan.records),
                           deadline_ms=plan.deadline, dead_lettered=len(plan.dead))
     resp.delivery_counts.extend(plan.counts)
-    if not plan.records:
+    for qid, chosen in sorted(plan.remote.items()):
+        if chosen:
+            resp.slave_reads.add(queue_id=qid, queue_offsets=[o for o, _n in chosen],
+                                 delivery_counts=[n for _o, n in chosen])
+    if plan.slave is not None and plan.remote:
+        resp.read_from_broker_id = plan.slave
+        b.state.redirects += 1
+    if not plan.given:
         return True, (pb.NO_NEW_MESSAGE, "", resp)
     return True, _durable(b, m, identity, request_id, pb.POP, resp, end)
 

@@ -188,3 +188,28 @@ def test_disk_full_master_needs_a_volume_of_its_own(dev):
     env = dev(*SYNC_PAIR)
     p = duomq("drill", "run", "--scenario", "disk-full-master", "--rounds", "1", env=env)
     assert p.returncode == 2 and "--store-size" in p.stderr, p.stderr
+
+
+def test_share_group_drills_kill_a_reader_and_the_master(dev, tmp_path):
+    """`--consumer share`: three SimpleConsumer processes of a share group read
+    along; kill-consumer kills the one holding the most, kill-master kills a
+    SYNC pair's master. Every stored message is acked exactly once (or
+    dead-lettered), none is delivered after its ack."""
+    env = dev("--slaves", "1", "--flush", "sync", "--replication", "sync")
+    for scenario in ("kill-consumer", "kill-master"):
+        p, r = drill_run(env, tmp_path / f"{scenario}.json", scenario, 2, "--consumer", "share",
+                         "--consumers", "3")
+        share = r["notes"]["share"]
+        assert r["guarantees_held"] and r["lost"] == 0, r["verdict"]
+        assert share["drained"] and share["unaccounted"] == 0, share
+        assert share["acked_twice"] == 0 and share["delivered_after_ack"] == 0, share
+        assert share["acked"] + share["acks_unknown"] + share["dead_lettered"] >= \
+            r["notes"]["read_back"] > 0, share
+        assert "share group:" in p.stdout
+        if scenario == "kill-consumer":
+            assert share["readers_killed"] == 2, share
+            held = sum(int(pr["fault"].split("holding ")[1].rstrip(")"))
+                       for pr in r["per_round"])
+            assert share["redeliveries"] + share["acks_unknown"] >= held, (held, share)
+    bad = duomq("drill", "run", "--scenario", "kill-consumer", "--rounds", "1", env=env)
+    assert bad.returncode != 0 and "--consumer share" in bad.stdout + bad.stderr

@@ -75,6 +75,51 @@ def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
     assert last.get(("broker-a", 0), 0) > before.get(("broker-a", 0), 0)
 
 
+def test_a_share_groups_cold_backlog_is_read_at_the_slave(local_cluster):
+    """Share consumption (issue 44): the master hands out the cold backlog's
+    messages by its consume queue alone and the SimpleConsumer reads their
+    bodies at the slave; the hot tail comes from the master. Every message
+    is received once, in queue order, and acked at the master."""
+    from duomq.client import SimpleConsumer
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    master = local_cluster.add_broker("broker-a", 0, **BASE)
+    slave = local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
+    local_cluster.create_topic("Backlog", queues=1)
+    body = b"x" * 1000
+
+    def produce(batches, start):
+        with Producer(zk, cl) as p:
+            for i in range(start, start + batches):
+                p.send_batch([Message("Backlog", b"%06d" % (i * 256 + k) + body)
+                              for k in range(256)])
+
+    produce(80, 0)
+    wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
+    master.restart()
+    drop_page_cache(os.path.join(master.data_dir, "store", "commitlog"))
+    produce(40, 80)
+    wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
+    seen, sources = 0, []
+    with SimpleConsumer("sharers", "Backlog", zookeeper=zk, cluster=cl, consume_from="first",
+                        invisible_duration_ms=60_000) as c:
+        while seen < 120 * 256:
+            msgs = c.receive(256, wait_ms=2000)
+            assert msgs, f"nothing more after {seen}"
+            assert [int(m.body[:6]) for m in msgs] == list(range(seen, seen + len(msgs)))
+            assert all(m.delivery_count == 1 for m in msgs)
+            c.ack(msgs)
+            seen += len(msgs)
+            sources.append(dict(c.reads_by_broker))
+        assert c.receive(16, wait_ms=500) == []
+        by_broker = c.reads_by_broker
+    keep("share_cold_backlog_redirect", {"read": seen,
+                                         "from_master": by_broker.get(("broker-a", 0), 0),
+                                         "from_slave": by_broker.get(("broker-a", 1), 0)})
+    assert by_broker.get(("broker-a", 1), 0) > 80 * 256 // 2, by_broker
+    assert sources[-1].get(("broker-a", 0), 0) > sources[-2].get(("broker-a", 0), 0), \
+        "the hot tail was not read at the master"
+
+
 def test_master_dead_no_promotion_consumers_drain_the_slave(local_cluster):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     master = local_cluster.add_broker("broker-a", 0, **BASE)

@@ -37,7 +37,13 @@ def add(sub) -> None:
                                       "$DUOMQ_DEV_DIR or ~/.duomq/dev)")
     r.add_argument("--topic", default="DrillTopic")
     r.add_argument("--producers", type=int, default=2)
-    r.add_argument("--consumers", type=int, default=1)
+    r.add_argument("--consumers", type=int, default=1,
+                   help="consumers reading along (1); with --consumer share, reader processes")
+    r.add_argument("--consumer", choices=["group", "share"], default="group",
+                   help="group: PushConsumers of a consumer group (default); share: "
+                        "SimpleConsumer processes of a share group, every stored message "
+                        "checked acked exactly once or dead-lettered (scenario kill-consumer "
+                        "kills one)")
     r.add_argument("--ordered", action="store_true",
                    help="each producer keeps one queue; check per-queue order")
     r.add_argument("--seed", type=int, default=None,
@@ -84,6 +90,7 @@ def run(args) -> int:
         driver = ExternalDriver()
     settings = DrillSettings(args.scenario, args.rounds, group=args.group, topic=args.topic,
                              producers=args.producers, consumers=args.consumers,
+                             consumer=args.consumer,
                              ordered=args.ordered, seed=seed, duration_s=args.duration,
                              recovery_timeout_s=args.recovery_timeout,
                              fault_timeout_s=args.fault_timeout)

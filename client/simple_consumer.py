@@ -76,6 +76,8 @@ class SimpleConsumer(ClientBase):
         super().__init__(zookeeper, cluster, zk=zk)
         self.timeout_s = self.config.request_timeout_ms / 1000
         self._turn = 0
+        # messages read, by (broker group, broker id) they were read at
+        self.reads_by_broker: dict[tuple[str, int], int] = {}
 
     @property
     def group(self) -> str:
@@ -134,7 +136,7 @@ class SimpleConsumer(ClientBase):
                             invisible_ms=cfg.invisible_duration_ms, max_wait_ms=wait_ms,
                             subscription=self.subscriptions[topic],
                             max_deliveries=cfg.max_deliveries,
-                            from_first=cfg.consume_from == "first")
+                            from_first=cfg.consume_from == "first", slave_reads=cfg.slave_reads)
         address = self.master_address(group, topic)
         try:
             status, error, resp = self.remoting.call(address, pb.POP, req,
@@ -151,12 +153,81 @@ class SimpleConsumer(ClientBase):
             raise refused
         sub = parse(self.subscriptions[topic])
         out = []
-        for m, count in zip(decode_records(resp.records, group), resp.delivery_counts,
-                            strict=True):
+        got = decode_records(resp.records, group)
+        self._count_reads(group, self._master_id(group), len(got))
+        for m, count in zip(got, resp.delivery_counts, strict=True):
             if sub.matches(m.tags):
                 out.append(ReceivedMessage(**_fields(m), delivery_count=count,
                                            invisible_until_ms=resp.deadline_ms))
+        if resp.slave_reads:
+            out += self._read_elsewhere(topic, group, resp, sub)
         return out
+
+    # ------------------------------------------------------------ reads at a slave
+    def _read_elsewhere(self, topic: str, group: str, resp, sub) -> list[ReceivedMessage]:
+        """The messages a pop handed out from a cold backlog: read at the
+        slave it names (within ``max_replica_lag_ms``), what the slave lacks
+        yet at the master. A message neither has (retention took it) is
+        skipped here and comes back after its invisible time. One whose
+        tags do not match (a tag code shared by another tag) is acked."""
+        slave = self.members.of(group).get(resp.read_from_broker_id)
+        out: list[ReceivedMessage] = []
+        foreign: list[ReceivedMessage] = []
+        for read in resp.slave_reads:
+            counts = dict(zip(read.queue_offsets, read.delivery_counts, strict=True))
+            found: dict[int, MessageExt] = {}
+            if slave is not None and slave.address:
+                found = self._pull_range(slave.address, topic, read.queue_id, counts, group)
+                self._count_reads(group, slave.broker_id, len(found))
+            missing = {o: n for o, n in counts.items() if o not in found}
+            if missing:
+                more = self._pull_range(self.master_address(group, topic), topic,
+                                        read.queue_id, missing, group)
+                self._count_reads(group, self._master_id(group), len(more))
+                found.update(more)
+            for offset in sorted(counts):
+                m = found.get(offset)
+                if m is None:
+                    continue
+                r = ReceivedMessage(**_fields(m), delivery_count=counts[offset],
+                                    invisible_until_ms=resp.deadline_ms)
+                (out if sub.matches(m.tags) else foreign).append(r)
+        if foreign:
+            self.ack(foreign)
+        return out
+
+    def _pull_range(self, address: str, topic: str, qid: int, wanted: dict[int, int],
+                    group: str) -> dict[int, MessageExt]:
+        """The messages of ``wanted`` (queue offsets) that ``address``
+        serves, by pulls over their span; none on an error or a lag past
+        ``max_replica_lag_ms``."""
+        offset, last = min(wanted), max(wanted)
+        out: dict[int, MessageExt] = {}
+        while offset <= last:
+            req = pb.PullRequest(consumer_group=self.group, topic=topic, queue_id=qid,
+                                 queue_offset=offset, max_messages=last - offset + 1,
+                                 max_replica_lag_ms=self.config.max_replica_lag_ms)
+            try:
+                status, _error, resp = self.remoting.call(address, pb.PULL, req, self.timeout_s)
+            except DuomqError:
+                break
+            if status != pb.OK or not resp.count:
+                break
+            for m in decode_records(resp.records, group):
+                if m.queue_offset in wanted:
+                    out[m.queue_offset] = m
+            if resp.next_offset <= offset:
+                break
+            offset = resp.next_offset
+        return out
+
+    def _master_id(self, group: str) -> int:
+        return next((b for b, m in self.members.of(group).items() if m.is_master), -1)
+
+    def _count_reads(self, group: str, broker_id: int, n: int) -> None:
+        if n:
+            key = (group, broker_id)
+            self.reads_by_broker[key] = self.reads_by_broker.get(key, 0) + n
 
     # ------------------------------------------------------------ acks
     def ack(self, msgs: ReceivedMessage | Iterable[ReceivedMessage]) -> None:

@@ -528,6 +528,10 @@ class SimpleConsumerConfig:
                                              # last (what is sent from now on) | first
     long_polling_timeout_ms: int = 15_000    # longest receive(wait_ms) is held at a broker
     request_timeout_ms: int = 10_000         # acks and other requests
+    slave_reads: bool = True                 # a cold backlog's messages are read from the slave
+                                             # the master names (the master's, as handed out)
+    max_replica_lag_ms: int = 0              # ... while it lags its master by at most this
+                                             # much (0: no bound); else from the master
     credentials: str = ""                    # a secured cluster: this user's credentials file
                                              # (default: $DUOMQ_CREDENTIALS)
     external: bool = False                   # dial brokers at their external addresses

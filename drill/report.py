@@ -50,6 +50,15 @@ def summary(report: Report) -> str:
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     if r.notes.get("async"):
         lines.append(f"note: {r.notes['async']}")
+    share = r.notes.get("share")
+    if share:
+        lines.append(f"share group: {share['delivered']} delivered, {share['acked']} acked, "
+                     f"{share['redeliveries']} redelivered, {share['dead_lettered']} "
+                     f"dead-lettered, {share['acks_refused']} late acks refused, "
+                     f"{share['acks_unknown']} acks unanswered; acked twice "
+                     f"{share['acked_twice']}, delivered after an ack "
+                     f"{share['delivered_after_ack']}, unaccounted {share['unaccounted']} "
+                     f"({share['readers']} readers, {share['readers_killed']} killed)")
     lines.append("")
     if r.notes.get("seed") is not None:
         lines.append(f"seed {r.notes['seed']} (replay: --seed {r.notes['seed']})")

@@ -12,12 +12,16 @@ from dataclasses import dataclass, field
 
 from kazoo.exceptions import NodeExistsError
 
+from duomq.common.errors import TopicNotExistError
+from duomq.common.names import DLQ_PREFIX
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.topics import TopicAdmin
 from duomq.drill import scenarios as sc
 from duomq.drill.checker import Report, Round, Truncation, check, truncations_in
 from duomq.drill.faults import DrillError, wait_until
 from duomq.drill.load import Workload, read_back
+from duomq.drill.share_checker import check_share
+from duomq.drill.share_load import INVISIBLE_MS, ShareReaders
 
 Progress = Callable[[dict], None]
 
@@ -31,6 +35,8 @@ class DrillSettings:
     queues: int = 4
     producers: int = 2
     consumers: int = 1
+    consumer: str = "group"          # group: PushConsumers of a consumer group read along;
+                                     # share: SimpleConsumer processes of a share group
     ordered: bool = False
     warmup_s: float = 2.0
     recovery_timeout_s: float = 60.0
@@ -66,29 +72,20 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     group = s.group or _first_group(zk, cluster)
     first = sc.view(zk, cluster, group)
     expected = frozenset(b.broker_id for b in first.brokers)
-    usable: list[str] = []
-    for name in (sc.RANDOM if s.scenario == "random" else [s.scenario]):
-        scenario = sc.pick(name, rnd)
-        try:
-            why = scenario.needs(first)
-            if why:
-                raise DrillError(f"scenario {name} cannot run on this cluster: {why}")
-            if scenario.driver_needs and driver.name != "external":
-                scenario.driver_needs(driver, first)      # raises DrillError
-        except DrillError:
-            if s.scenario != "random":
-                raise
-            continue                   # random draws among the others
-        usable.append(name)
-    if not usable:
-        raise DrillError("no scenario of the random schedule can run on this cluster")
+    usable = _usable(s, rnd, first, driver)
     if s.scenario == "kill-zookeeper" and getattr(driver, "zookeeper_servers", lambda: 3)() < 3:
         raise DrillError("scenario kill-zookeeper needs a ZooKeeper ensemble of 3 or more: "
                          "start the dev cluster with 'duomq dev up --zookeepers 3'")
+    if s.consumer == "share" and s.consumers < 1:
+        raise DrillError("--consumer share needs at least one reader (--consumers)")
     durable = _durable(zk, cluster, group)
     _ensure_topic(zk, cluster, s.topic, s.queues)
-    load = Workload(zookeeper, cluster, s.topic, producers=s.producers, consumers=s.consumers,
-                    ordered=s.ordered, **s.producer_settings).start()
+    load = Workload(zookeeper, cluster, s.topic, producers=s.producers,
+                    consumers=s.consumers if s.consumer == "group" else 0,
+                    ordered=s.ordered, **s.producer_settings)
+    readers = ShareReaders(zookeeper, cluster, s.topic, f"drill-share-{load.run_id}",
+                           s.consumers) if s.consumer == "share" else None
+    load.start()
     rounds: list[Round] = []
     timeline: list[tuple[float, str]] = []
     t0 = time.monotonic()
@@ -116,17 +113,36 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
                                               tell))
             else:
                 scenario = sc.pick(s.scenario, rnd, usable)
-                rounds.append(_injected_round(i, scenario, driver, s, load, zk, cluster, group,
-                                              g, t0, timeline, tell,
+                rounds.append(_injected_round(i, scenario,
+                                              readers if scenario.consumers else driver, s,
+                                              load, zk, cluster, group, g, t0, timeline, tell,
                                               _hold(scenario, s, rnd)))
             tell("healed")
             wait_until(lambda: sc.view(zk, cluster, group).whole(expected), s.settle_timeout_s)
             # a random schedule: the next fault comes after a drawn gap
             time.sleep(rnd.uniform(0.2, 2 * s.gap_s) if s.scenario == "random" else s.gap_s)
         tell("stopping")
+    except BaseException:
+        if readers is not None:
+            readers.stop()
+        raise
     finally:
         load.stop()
         driver.close()
+    try:
+        return _audit(s, zookeeper, cluster, zk, driver, group, expected, durable, load, readers,
+                      rounds, timeline, t0, tell)
+    finally:
+        if readers is not None:
+            readers.stop()
+
+
+def _audit(s: DrillSettings, zookeeper: str, cluster: str, zk, driver, group: str,
+           expected: frozenset[int], durable: bool, load: Workload,
+           readers: ShareReaders | None, rounds: list[Round], timeline: list, t0: float,
+           tell) -> DrillRun:
+    """Once the group is whole again: read every stored message back and
+    check the run (and the share group's history, with ``--consumer share``)."""
     tell("audit")
     wait_until(lambda: sc.view(zk, cluster, group).whole(expected), s.settle_timeout_s)
     prefix = f"{load.run_id}-".encode()            # the topic may hold earlier runs
@@ -136,11 +152,65 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered,
                    idempotent=s.producer_settings.get("idempotent", True),
                    cuts=_truncations(driver, zk, cluster, group))
+    if readers is not None:
+        _check_share(report, readers, zookeeper, cluster, {b for _q, b in back}, prefix,
+                     s.settle_timeout_s, tell)
     report.notes.update({"group": group, "durable": durable, "delivered_to_group": load.delivered,
                          "seed": s.seed,
                          "read_back": len(back), "driver": driver.name,
                          "fault_tag": getattr(driver, "tag", "")})
     return DrillRun(report, ops, rounds, timeline, t0)
+
+
+def _usable(s: DrillSettings, rnd: random.Random, first: sc.GroupView, driver) -> list[str]:
+    """The scenarios this cluster and driver can host: the one asked for
+    (else DrillError saying why not), or those of the random schedule."""
+    usable: list[str] = []
+    for name in (sc.RANDOM if s.scenario == "random" else [s.scenario]):
+        scenario = sc.pick(name, rnd)
+        try:
+            why = scenario.needs(first)
+            if why:
+                raise DrillError(f"scenario {name} cannot run on this cluster: {why}")
+            if scenario.consumers and s.consumer != "share":
+                raise DrillError(f"scenario {name} needs --consumer share")
+            if scenario.driver_needs and driver.name != "external":
+                scenario.driver_needs(driver, first)      # raises DrillError
+        except DrillError:
+            if s.scenario != "random":
+                raise
+            continue                   # random draws among the others
+        usable.append(name)
+    if not usable:
+        raise DrillError("no scenario of the random schedule can run on this cluster")
+    return usable
+
+
+def _check_share(report, readers: ShareReaders, zookeeper: str, cluster: str,
+                 stored: set[bytes], prefix: bytes, patience_s: float, tell) -> None:
+    """Let the share readers finish every stored message (those a killed
+    reader held come back after their invisible time), then judge the
+    group's whole history: the report's ``share`` note, and its problems in
+    the verdict."""
+    tell("share-drain")
+    dlq = DLQ_PREFIX + readers.group
+
+    def dead() -> set[bytes]:
+        try:
+            return {b for _q, b in read_back(zookeeper, cluster, dlq) if b.startswith(prefix)}
+        except TopicNotExistError:
+            return set()
+
+    drained = readers.wait_accounted(stored, dead, patience_s + 3 * INVISIBLE_MS / 1000)
+    readers.stop()
+    events = [e for e in readers.journal() if e.body.startswith(prefix)]
+    figures, problems = check_share(events, stored, dead())
+    figures.update(readers=len(readers.procs), readers_killed=readers.killed, drained=drained)
+    report.notes["share"] = figures
+    if problems:
+        report.guarantees_held = False
+        report.verdict = "; ".join(([] if report.verdict == "guarantees held"
+                                    else [report.verdict]) + problems)
 
 
 def _truncations(driver, zk, cluster: str, group: str) -> list[Truncation] | None:

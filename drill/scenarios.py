@@ -99,6 +99,8 @@ class Scenario:
     # what the fault driver must be able to do to the group, or None
     driver_needs: Callable[[Any, GroupView], None] | None = None
     duration_s: float | None = None   # held for --duration (this by default) instead of hold_s
+    consumers: bool = False   # the fault is on the drill's share readers (--consumer share):
+                              # fault and heal get them in place of the driver
 
 
 def _needs_slave(g: GroupView) -> str | None:
@@ -156,12 +158,17 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                                  "free it", _needs_master, _master, lambda d, b: d.fill_disk(b),
              lambda d, b: d.free_disk(), hold_s=5.0, elects=False, refuses=True,
              driver_needs=lambda d, g: d.store_volume(_master(g))),
+    Scenario("kill-consumer", "kill -9 the share-group reader holding the most messages; "
+                              "start another (--consumer share)", _needs_master, _master,
+             lambda r, b: r.kill_one(), lambda r, b: r.start_one(), hold_s=1.0, elects=False,
+             consumers=True),
 )}
 NAMES = [*SCENARIOS, "random"]
 # random mixes faults of the broker group and ZooKeeper outages that need
 # nothing else (no ZooKeeper ensemble, no store volume), on a random
 # schedule: the hold of each fault and the gap before the next are drawn too
-RANDOM = sorted(n for n in SCENARIOS if n not in ("kill-zookeeper", "disk-full-master"))
+RANDOM = sorted(n for n in SCENARIOS
+                if n not in ("kill-zookeeper", "disk-full-master", "kill-consumer"))
 
 
 def pick(name: str, rnd: random.Random, among: list[str] | None = None) -> Scenario:

@@ -28,6 +28,7 @@ from duomq.master.transactions import TransactionService
 from duomq.proto import pb
 from duomq.replication.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave
 from duomq.store.residency import window_residency
+from duomq.store.share_book import ShareBook
 
 __all__ = ["LinkStatus", "MasterParts"]
 
@@ -36,12 +37,14 @@ class MasterParts:
     role = Role.MASTER
 
     def __init__(self, store, config: BrokerConfig, epoch: int, offsets,
-                 ha_socket: zmq.Socket, counters, zk=None):
+                 ha_socket: zmq.Socket, counters, zk=None, share: ShareBook | None = None):
         """Own the log at ``epoch``: consume queues complete, the log
         fsynced, the epoch on disk; delayed messages and transactions resume
         from the progress the old master replicated; the replication links
         start afresh. ``zk``: the retry and dead-letter topics of the
-        consumer groups heard from are created there (None: not at all)."""
+        consumer groups heard from are created there (None: not at all).
+        ``share``: the share groups' state as the slave kept it (None: the
+        share log is replayed)."""
         store.dispatch()
         self.flushed_at_start = store.commitlog.flush()
         store.epoch_file.write(epoch)
@@ -56,7 +59,7 @@ class MasterParts:
                                                counters)
         self.transactions.catch_up()     # the pending transactions, as the old master left them
         self.ha = HAService(store, config, ha_socket, epoch, offsets)
-        self.share = ShareService(store, config)  # share groups, as the share log left them
+        self.share = ShareService(store, config, share)  # share groups
         self.ack_waiters = AckWaiters()
         self.queue_locks = QueueLocks()  # holders take their queues again on renewal
         self.group_topics = GroupTopics(zk, config.cluster, config.group) \

@@ -1,24 +1,28 @@
 """A master's share groups (``broker/share.py`` serves the requests): the
-book (``share_book``) rebuilt from the share log at promotion, what a pop
+book (``store.share_book``) as the share log left it at promotion, what a pop
 hands out, how receipts are judged, and the changes written to the share
 log and applied. The caller checks the request and answers it, once what
 ``write`` stored is durable."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from duomq.common.message import decode_records
 from duomq.common.names import SHARE_LOG_TOPIC
 from duomq.common.subscription import Subscription
 from duomq.format import record as rec
-from duomq.master import requeue, share_book
-from duomq.master.share_book import Held, ReceiptError, encode_op
+from duomq.master import requeue
+from duomq.store import share_book
+from duomq.store.consume_queue import CQ_UNIT
+from duomq.store.share_book import Held, ReceiptError, ShareBook, encode_op
 
 DELIVERY_COUNT = "DELIVERY_COUNT"   # a dead-lettered message's deliveries (property)
 _SIZE_QOFF = rec.fields("total_size", "queue_offset")
 _TAGS = rec.fields("topic_len", "tags_len")
 Stored = tuple[str, int, bytes]     # (topic, queue id, record) to store
+SCAN_ENTRIES = 1024                 # consume-queue entries a slave-read pop looks at, at least
 
 
 @dataclass
@@ -29,6 +33,12 @@ class Pop:
     counts: list[int] = field(default_factory=list)      # each record's delivery count
     ops: list[dict] = field(default_factory=list)
     dead: list[Stored] = field(default_factory=list)     # copies for %DLQ%<group>
+    slave: int | None = None                             # where ``remote`` is read
+    remote: dict[int, list[list[int]]] = field(default_factory=dict)  # qid -> [offset, count]
+
+    @property
+    def given(self) -> int:
+        return len(self.records) + sum(len(v) for v in self.remote.values())
 
 
 @dataclass
@@ -41,27 +51,32 @@ class Judged:
 
 
 class ShareService:
-    def __init__(self, store, config):
+    def __init__(self, store, config, book: ShareBook | None = None):
+        """``book``: the state as a slave kept it (its follower's, at the
+        log's end); None: replayed from the share log now."""
         self.store = store
         self.config = config
-        self.book = share_book.replay(store)
+        self.book = book if book is not None else share_book.replay(store)
 
     # ------------------------------------------------------------ pops
     def plan_pop(self, group: str, topic: str, queues: int, want: int, invisible_ms: int,
                  most: int, from_first: bool, sub: Subscription, visible: int,
-                 now: int) -> Pop:
+                 now: int, advice: Callable[[int], int | None] | None = None) -> Pop:
         """The group's next messages of ``topic``: first those visible again
         (a message delivered ``most`` times goes to the dead-letter queue
         instead), then new ones from the window's end, queues in turn, at
         most ``want``, within the group's ``share_max_held`` and each
-        queue's ``share_window``. Nothing is changed until ``write``."""
+        queue's ``share_window``. New messages where ``advice`` (the read
+        advice for a commit-log offset) names a slave are chosen from the
+        consume queue alone and read there by the consumer (``remote``).
+        Nothing is changed until ``write``."""
         cfg, store, book = self.config, self.store, self.book
         codes = None if sub.everything else sub.codes
         room = cfg.share_max_held - book.held_count(group)
         out = Pop(now + invisible_ms)
         first = book.turn(group, topic, queues)
         for qid in [(first + i) % queues for i in range(queues)]:
-            if len(out.records) >= want:
+            if out.given >= want:
                 break
             q = book.queue((group, topic, qid))
             cq = store.find_queue(topic, qid)
@@ -75,7 +90,7 @@ class ShareService:
             items: list[list[int]] = []
             gone: list[int] = []
             if q is not None:                     # messages visible again first
-                for offset, h in q.due(now, want - len(out.records)):
+                for offset, h in q.due(now, want - out.given):
                     one = self._read_one(topic, qid, offset, visible)
                     if one is None:               # taken by retention: nothing to deliver
                         gone.append(offset)
@@ -86,8 +101,15 @@ class ShareService:
                         out.records.append(one)
                         out.counts.append(h.count + 1)
                         items.append([offset, h.count + 1])
-            n = min(want - len(out.records), cfg.share_window - (nxt - start), room - len(items))
-            if n > 0 and cq is not None:
+            n = min(want - out.given, cfg.share_window - (nxt - start), room - len(items))
+            slave = self._cold(cq, nxt, advice, out.slave) if n > 0 and cq is not None else None
+            if slave is not None:
+                assert cq is not None
+                out.slave = slave
+                chosen, nxt = self._from_queue(cq, nxt, n, codes, visible)
+                out.remote.setdefault(qid, []).extend(chosen)
+                items += chosen
+            elif n > 0 and cq is not None:
                 got = store.get_messages(topic, qid, nxt, n, cfg.max_pull_bytes, visible, codes)
                 for one, offset, tags in records_of(got.records):
                     if sub.matches(tags):          # tag codes can collide: the tags decide
@@ -103,6 +125,35 @@ class ShareService:
             if gone:
                 out.ops.append({"op": "dead", "g": group, "t": topic, "q": qid, "o": gone})
         return out
+
+    @staticmethod
+    def _cold(cq, nxt: int, advice, chosen: int | None) -> int | None:
+        """The slave the new messages from ``nxt`` are read at, when the
+        read advice names one (and it is the one this pop reads at)."""
+        if advice is None:
+            return None
+        e = cq.entry(nxt)
+        slave = advice(e[0]) if e is not None else None
+        return slave if chosen is None or slave == chosen else None
+
+    def _from_queue(self, cq, nxt: int, n: int, codes, visible: int
+                    ) -> tuple[list[list[int]], int]:
+        """Up to ``n`` visible entries from ``nxt`` whose tag code is
+        subscribed (the consumer checks the tags themselves), read from the
+        consume queue alone; and where the next pop goes on."""
+        top = min(self.store.visible_max_offset(cq, visible), nxt + max(n, SCAN_ENTRIES))
+        chosen: list[list[int]] = []
+        while nxt < top and len(chosen) < n:
+            raw = cq.read(nxt, top - nxt)
+            if not raw:
+                break
+            for _phys, _size, code in CQ_UNIT.iter_unpack(raw):
+                if codes is None or code in codes:
+                    chosen.append([nxt, 1])
+                nxt += 1
+                if len(chosen) >= n:
+                    break
+        return chosen, nxt
 
     def _read_one(self, topic: str, qid: int, offset: int, visible: int) -> bytes | None:
         got = self.store.get_messages(topic, qid, offset, 1, 1 << 30, visible)
@@ -149,6 +200,14 @@ class ShareService:
         for op in ops:
             self.book.apply(op)
         return puts[-1].end_offset
+
+    def forget(self, group: str, now: int) -> int:
+        """Drop a share group's state (``duomq group delete``): the queues it
+        had, forgotten by an op in the share log."""
+        queues = sum(1 for _k in self.book.of_group(group))
+        if queues:
+            self.write([{"op": "forget", "g": group, "t": "", "q": 0}], [], now)
+        return queues
 
     # ------------------------------------------------------------ what it holds
     def figures(self) -> dict[str, tuple[int, int, int]]:

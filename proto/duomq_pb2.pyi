@@ -689,7 +689,7 @@ class BrokerConfigResponse(_message.Message):
     def __init__(self, values: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[_Iterable[str]] = ..., changed: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PopRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_ms", "max_wait_ms", "subscription", "max_deliveries", "from_first")
+    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_ms", "max_wait_ms", "subscription", "max_deliveries", "from_first", "slave_reads")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -698,6 +698,7 @@ class PopRequest(_message.Message):
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     FROM_FIRST_FIELD_NUMBER: _ClassVar[int]
+    SLAVE_READS_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     max_messages: int
@@ -706,21 +707,36 @@ class PopRequest(_message.Message):
     subscription: str
     max_deliveries: int
     from_first: bool
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., subscription: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., from_first: _Optional[bool] = ...) -> None: ...
+    slave_reads: bool
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., subscription: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., from_first: _Optional[bool] = ..., slave_reads: _Optional[bool] = ...) -> None: ...
+
+class SharedRead(_message.Message):
+    __slots__ = ("queue_id", "queue_offsets", "delivery_counts")
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    queue_id: int
+    queue_offsets: _containers.RepeatedScalarFieldContainer[int]
+    delivery_counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, queue_id: _Optional[int] = ..., queue_offsets: _Optional[_Iterable[int]] = ..., delivery_counts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PopResponse(_message.Message):
-    __slots__ = ("count", "records", "delivery_counts", "deadline_ms", "dead_lettered")
+    __slots__ = ("count", "records", "delivery_counts", "deadline_ms", "dead_lettered", "slave_reads", "read_from_broker_id")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    SLAVE_READS_FIELD_NUMBER: _ClassVar[int]
+    READ_FROM_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     count: int
     records: bytes
     delivery_counts: _containers.RepeatedScalarFieldContainer[int]
     deadline_ms: int
     dead_lettered: int
-    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., delivery_counts: _Optional[_Iterable[int]] = ..., deadline_ms: _Optional[int] = ..., dead_lettered: _Optional[int] = ...) -> None: ...
+    slave_reads: _containers.RepeatedCompositeFieldContainer[SharedRead]
+    read_from_broker_id: int
+    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., delivery_counts: _Optional[_Iterable[int]] = ..., deadline_ms: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., slave_reads: _Optional[_Iterable[_Union[SharedRead, _Mapping]]] = ..., read_from_broker_id: _Optional[int] = ...) -> None: ...
 
 class Receipt(_message.Message):
     __slots__ = ("queue_id", "queue_offset", "delivery_count")

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from duomq.master.share_book import ReceiptError, ShareBook, decode_op, encode_op
+from duomq.store.share_book import ReceiptError, ShareBook, decode_op, encode_op
 
 K = ("g", "T", 0)
 
@@ -138,3 +138,16 @@ def test_a_replay_gives_the_same_book_and_a_late_replay_loses_nothing(seed):
 def snapshot(b: ShareBook):
     return {k: (q.start, q.next, {o: (h.count, h.until, h.inflight) for o, h in q.held.items()},
                 frozenset(q.done)) for k, q in b.queues.items()}
+
+
+def test_a_deleted_group_is_forgotten_and_starts_afresh():
+    b = ShareBook()
+    b.apply(pop([[0, 1]], 0, 0, 1, 100))
+    b.apply(pop([[0, 1]], 0, 0, 1, 100, q=1))
+    other = {"op": "pop", "g": "h", "t": "T", "q": 0, "s": 0, "p": 0, "n": 1, "i": [[0, 1]],
+             "d": 100}
+    b.apply(other)
+    b.apply({"op": "forget", "g": "g", "t": "", "q": 0})
+    assert list(b.queues) == [("h", "T", 0)]
+    b.apply(pop([], 7, 7, 7, 100))                  # a new first pop: its own start
+    assert (b.queue(K).start, b.queue(K).held) == (7, {})

@@ -14,13 +14,15 @@ The state changes only by ops, which the master writes to the share log
 (an internal topic of the commit log) before it answers: the log is
 replicated, flushed and recovered like any other, so a broker that becomes
 master, or starts again, rebuilds the same state by replaying it
-(``replay``). Ops are JSON objects about one queue:
+(``replay``); a slave keeps it current as the log arrives
+(``ShareFollower``). The master's side is ``master.share_service``. Ops are JSON objects about one queue:
 
   pop      {"op": "pop", "g", "t", "q", "s": start, "p": next before,
             "n": next after, "i": [[offset, count], ...], "d": deadline, "a": now}
   ack      {"op": "ack", "g", "t", "q", "o": [offset, ...]}   (also "dead")
   release  {"op": "release", ..., "o": [...], "d": visible again at}
   renew    {"op": "renew", ..., "o": [...], "d": new deadline}
+  forget   {"op": "forget", "g"}                  (the group deleted)
 
 A pop carries the queue's window as it was, so a replay that begins after
 the queue's first ops (retention took them) still knows where the group
@@ -142,6 +144,10 @@ class ShareBook:
         share log). Ops the master wrote are consistent; an op about a
         queue or offset this book does not hold changes nothing there."""
         kind = op["op"]
+        if kind == "forget":                         # the group deleted
+            for k in [k for k in self.queues if k[0] == op["g"]]:
+                del self.queues[k]
+            return
         key = (op["g"], op["t"], op["q"])
         q = self.queues.get(key)
         if kind == "pop":
@@ -198,23 +204,60 @@ def decode_op(body: bytes) -> dict:
 
 
 def replay(store, book: ShareBook | None = None) -> ShareBook:
-    """The book the share log in ``store`` describes (a master's at
-    promotion: every op its log holds, in order)."""
-    book = book or ShareBook()
-    cq = store.find_queue(SHARE_LOG_TOPIC, 0)
-    if cq is None:
+    """The book the share log in ``store`` describes (every op its log
+    holds, in order)."""
+    follower = ShareFollower()
+    if book is not None:
+        follower.book = book
+    return follower.hand_over(store)
+
+
+class ShareFollower:
+    """A slave's copy of the book, kept current as the share log arrives
+    (``catch_up`` on the serving thread, a bounded number of ops a turn), so
+    that a promotion applies only the tail (``hand_over``) and the failover
+    does not wait for a replay of the whole log. A log cut (the broker
+    follows a new master) or a demotion starts it afresh (``reset``)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.book = ShareBook()
+        self.applied: int | None = None     # the share log's next queue offset to apply
+
+    def catch_up(self, store, most: int = 4096) -> bool:
+        """Apply up to ``most`` ops the log holds beyond what was applied;
+        whether it is at the log's end now."""
+        cq = store.find_queue(SHARE_LOG_TOPIC, 0)
+        if cq is None:
+            return True
+        offset = cq.min_offset if self.applied is None else max(self.applied, cq.min_offset)
+        end, applied = store.commitlog.max_offset, 0
+        while applied < most:
+            got = store.get_messages(SHARE_LOG_TOPIC, 0, offset, min(1024, most - applied),
+                                     8 << 20, end)
+            if not got.count:
+                if got.next_offset > offset:
+                    offset = got.next_offset
+                    continue
+                self.applied = offset
+                return True
+            for msg in decode_records(got.records):
+                try:
+                    self.book.apply(decode_op(msg.body))
+                except (ValueError, KeyError, TypeError):
+                    pass                           # not an op this version knows
+            applied += got.count
+            offset = got.next_offset
+        self.applied = offset
+        return False
+
+    def hand_over(self, store) -> ShareBook:
+        """The book at the log's end (the tail applied now); the follower
+        starts afresh."""
+        while not self.catch_up(store, 1 << 30):
+            pass
+        book = self.book
+        self.reset()
         return book
-    offset, end = cq.min_offset, store.commitlog.max_offset
-    while True:
-        got = store.get_messages(SHARE_LOG_TOPIC, 0, offset, 1024, 8 << 20, end)
-        if not got.count:
-            if got.next_offset > offset:
-                offset = got.next_offset
-                continue
-            return book
-        for msg in decode_records(got.records):
-            try:
-                book.apply(decode_op(msg.body))
-            except (ValueError, KeyError, TypeError):
-                continue                           # not an op this version knows
-        offset = got.next_offset
