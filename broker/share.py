@@ -164,20 +164,33 @@ def _durable(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int, ty
 
 # ------------------------------------------------------------ held pops
 def serve_held(b, now: float, topics: set[str] | None = None) -> None:
-    """Answer the held pops that find messages now (``topics``: only those
-    of these topics; None: all, and the overdue ones answered empty)."""
+    """Answer the held pops that find messages now: with ``topics``, those
+    of the topics just written to; else (housekeeping) those of groups with
+    messages visible again by now, and the overdue ones answered empty.
+    Holds of one group and topic see one state: once one of them finds
+    nothing, the others are not asked (a thousand idle consumers cost one
+    look per write, not a thousand)."""
     holds = b.share_holds
     if not holds:
         return
     m = b.master()
     keep = []
+    dry: set[tuple[str, str]] = set()      # (group, topic) where a hold found nothing
+    now_ms = _now_ms()
     for h in holds:
         if m is None or not b.writable():
             b.dispatcher.reply(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
                                pb.PopResponse())
             continue
-        if topics is not None and h.request.topic not in topics:
-            keep.append(h)
+        key = (h.request.consumer_group, h.request.topic)
+        wanted = h.request.topic in topics if topics is not None else \
+            m.share.book.due_by(key, now_ms)
+        if not wanted or key in dry:
+            if topics is None and now >= h.deadline:
+                b.dispatcher.reply(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
+                                   pb.PopResponse())
+            else:
+                keep.append(h)
             continue
         queues = b.hosted_queues(h.request.topic) or 0
         try:
@@ -189,11 +202,16 @@ def serve_held(b, now: float, topics: set[str] | None = None) -> None:
         if found:
             if answer is not None:
                 b.dispatcher.reply(h.identity, h.request_id, pb.POP, *answer)
-        elif topics is None and now >= h.deadline:
+            continue
+        dry.add(key)
+        if topics is None and now >= h.deadline:
             b.dispatcher.reply(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
                                pb.PopResponse())
         else:
             keep.append(h)
+    if topics is None and m is not None:
+        for key in dry:                          # looked at: the exact time of the next due
+            m.share.book.settle_due(key)
     b.share_holds = keep
 
 

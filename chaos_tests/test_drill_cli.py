@@ -208,8 +208,7 @@ def test_share_group_drills_kill_a_reader_and_the_master(dev, tmp_path):
         assert "share group:" in p.stdout
         if scenario == "kill-consumer":
             assert share["readers_killed"] == 2, share
-            held = sum(int(pr["fault"].split("holding ")[1].rstrip(")"))
-                       for pr in r["per_round"])
-            assert share["redeliveries"] + share["acks_unknown"] >= held, (held, share)
+            # what the killed readers held, every one delivered again
+            assert share["redeliveries"] >= share["held_by_killed"], share
     bad = duomq("drill", "run", "--scenario", "kill-consumer", "--rounds", "1", env=env)
     assert bad.returncode != 0 and "--consumer share" in bad.stdout + bad.stderr

@@ -84,7 +84,8 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
                     consumers=s.consumers if s.consumer == "group" else 0,
                     ordered=s.ordered, **s.producer_settings)
     readers = ShareReaders(zookeeper, cluster, s.topic, f"drill-share-{load.run_id}",
-                           s.consumers) if s.consumer == "share" else None
+                           s.consumers, f"{load.run_id}-".encode()) \
+        if s.consumer == "share" else None
     load.start()
     rounds: list[Round] = []
     timeline: list[tuple[float, str]] = []
@@ -205,7 +206,8 @@ def _check_share(report, readers: ShareReaders, zookeeper: str, cluster: str,
     readers.stop()
     events = [e for e in readers.journal() if e.body.startswith(prefix)]
     figures, problems = check_share(events, stored, dead())
-    figures.update(readers=len(readers.procs), readers_killed=readers.killed, drained=drained)
+    figures.update(readers=len(readers.procs), readers_killed=readers.killed,
+                   held_by_killed=readers.held_by_killed, drained=drained)
     report.notes["share"] = figures
     if problems:
         report.guarantees_held = False

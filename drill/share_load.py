@@ -17,13 +17,17 @@ INVISIBLE_MS = 5000          # a killed reader's messages come back this soon
 
 
 class ShareReaders:
-    def __init__(self, zookeeper: str, cluster: str, topic: str, group: str, readers: int):
+    def __init__(self, zookeeper: str, cluster: str, topic: str, group: str, readers: int,
+                 prefix: bytes = b""):
         self.args = [zookeeper, cluster, topic, group, str(INVISIBLE_MS)]
         self.group = group
+        self.prefix = prefix             # this run's bodies (the topic may hold earlier runs)
         self.events: list[Event] = []
         self.lock = threading.Lock()
         self.procs: list[subprocess.Popen] = []
+        self.threads: list[threading.Thread] = []   # each reads one reader's journal
         self.killed = 0
+        self.held_by_killed = 0                     # messages killed readers held
         for _ in range(readers):
             self._start()
 
@@ -32,8 +36,10 @@ class ShareReaders:
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         index = len(self.procs)
         self.procs.append(p)
-        threading.Thread(target=self._read, args=(p, index), daemon=True,
-                         name=f"drill-share-reader-{index}").start()
+        t = threading.Thread(target=self._read, args=(p, index), daemon=True,
+                             name=f"drill-share-reader-{index}")
+        self.threads.append(t)
+        t.start()
         return p
 
     def _read(self, p: subprocess.Popen, index: int) -> None:
@@ -48,22 +54,31 @@ class ShareReaders:
 
     # ------------------------------------------------------------ faults
     def kill_one(self) -> str:
-        """kill -9 the reader holding the most messages (received, no
-        outcome yet), else the oldest live one; what was done."""
+        """kill -9 the reader holding the most messages (received, no ack
+        sent yet), else the oldest live one; what was done, with what it
+        held counted from its whole journal once the kill closed it: those
+        messages must come back to the others (its acks sent without an
+        answer may have been taken)."""
         live = [i for i, p in enumerate(self.procs) if p.poll() is None]
         if not live:
             return "no live reader"
-        held = {i: 0 for i in live}
-        with self.lock:
-            for e in self.events:
-                if e.reader in held:
-                    held[e.reader] += 1 if e.kind == "d" else -1 if e.kind in "aru" else 0
-        victim = max(live, key=lambda i: held[i])
+        victim = max(live, key=self._holding)
         self.procs[victim].kill()
         self.procs[victim].wait(10)
+        self.threads[victim].join(10)          # its journal read to the end
         self.killed += 1
-        return f"kill -9 share reader {victim} (pid {self.procs[victim].pid}, holding " \
-               f"{held[victim]})"
+        held = self._holding(victim)
+        self.held_by_killed += held
+        return f"kill -9 share reader {victim} (pid {self.procs[victim].pid}, holding {held})"
+
+    def _holding(self, reader: int) -> int:
+        """Messages ``reader`` received and sent no ack for."""
+        with self.lock:
+            got = {(e.body, e.delivery) for e in self.events
+                   if e.reader == reader and e.kind == "d" and e.body.startswith(self.prefix)}
+            sent = {(e.body, e.delivery) for e in self.events
+                    if e.reader == reader and e.kind in "iaru"}
+        return len(got - sent)
 
     def start_one(self) -> str:
         p = self._start()

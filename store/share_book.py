@@ -40,6 +40,7 @@ from duomq.common.message import decode_records
 from duomq.common.names import SHARE_LOG_TOPIC
 
 DONE_OPS = ("ack", "dead")
+NEVER = 1 << 62
 Key = tuple[str, str, int]          # (group, topic, queue id)
 
 
@@ -83,6 +84,28 @@ class ShareBook:
         self.redeliveries: dict[str, int] = {}     # group -> deliveries past the first
         self.dead: dict[str, int] = {}             # group -> messages moved to its DLQ
         self._turns: dict[tuple[str, str], int] = {}   # (group, topic) -> next first queue
+        # (group, topic) -> no held message of theirs is visible again before this
+        # (ms; a lower bound, made exact by settle_due): held pops are looked at then
+        self._due: dict[tuple[str, str], int] = {}
+
+    def due_by(self, key: tuple[str, str], now_ms: int) -> bool:
+        """Whether a held message of ``key`` (group, topic) may be visible
+        again by ``now_ms`` (False: certainly none is)."""
+        return self._due.get(key, NEVER) <= now_ms
+
+    def settle_due(self, key: tuple[str, str]) -> None:
+        """The exact earliest time a held message of ``key`` is visible again."""
+        group, topic = key
+        earliest = min((h.until for (g, t, _q), q in self.queues.items()
+                        if g == group and t == topic for h in q.held.values()), default=NEVER)
+        if earliest == NEVER:
+            self._due.pop(key, None)
+        else:
+            self._due[key] = earliest
+
+    def _may_be_due(self, key: Key, at: int) -> None:
+        k = (key[0], key[1])
+        self._due[k] = min(self._due.get(k, NEVER), at)
 
     def turn(self, group: str, topic: str, queues: int) -> int:
         """The queue a pop of ``group`` on ``topic`` looks at first (round
@@ -155,7 +178,10 @@ class ShareBook:
                 q = self.queues[key] = ShareQueue(op["s"], op.get("p", op["s"]))
                 for offset in range(q.start, q.next):    # a replay that began late
                     q.held[offset] = Held(1, 0, False, op.get("a", 0))
+                    self._may_be_due(key, 0)
             until, at = op["d"], op.get("a", 0)
+            if op["i"]:
+                self._may_be_due(key, until)
             for offset, count in op["i"]:
                 if count > 1:
                     self.redeliveries[key[0]] = self.redeliveries.get(key[0], 0) + 1
@@ -183,11 +209,13 @@ class ShareBook:
                 h = q.held.get(offset)
                 if h is not None:
                     h.inflight, h.until = False, op["d"]
+                    self._may_be_due(key, op["d"])
         elif kind == "renew":
             for offset in op["o"]:
                 h = q.held.get(offset)
                 if h is not None:
                     h.until = op["d"]
+                    self._may_be_due(key, op["d"])
         else:
             raise ValueError(f"unknown share op {kind!r}")
 

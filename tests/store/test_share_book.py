@@ -151,3 +151,24 @@ def test_a_deleted_group_is_forgotten_and_starts_afresh():
     assert list(b.queues) == [("h", "T", 0)]
     b.apply(pop([], 7, 7, 7, 100))                  # a new first pop: its own start
     assert (b.queue(K).start, b.queue(K).held) == (7, {})
+
+
+def test_when_held_messages_may_be_due_is_known_without_a_scan():
+    b = ShareBook()
+    gt = ("g", "T")
+    assert not b.due_by(gt, 10**12)                 # nothing held: never
+    b.apply(pop([[0, 1], [1, 1]], 0, 0, 2, 1000))
+    assert not b.due_by(gt, 999) and b.due_by(gt, 1000)
+    b.apply(op("ack", [0, 1]))
+    assert b.due_by(gt, 1000)                        # a lower bound: acks do not raise it
+    b.settle_due(gt)
+    assert not b.due_by(gt, 10**12)                  # exact again: nothing held
+    b.apply(pop([[2, 1]], 2, 2, 3, 5000))
+    b.apply(op("release", [2], 1500))
+    assert b.due_by(gt, 1500) and not b.due_by(gt, 1499)
+    b.apply(op("renew", [2], 9000))
+    b.settle_due(gt)
+    assert not b.due_by(gt, 8999) and b.due_by(gt, 9000)
+    late = ShareBook()                               # a replay that began late: due at once
+    late.apply(pop([[7, 1]], 5, 7, 8, 5000))
+    assert late.due_by(gt, 0)
