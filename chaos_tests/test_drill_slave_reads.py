@@ -34,13 +34,16 @@ def max_offset(broker):
 
 
 
-def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
+def cold_backlog(local_cluster):
+    """A master and a read replica (it keeps the roles put across the
+    master's restart) with topic Backlog's one queue holding 120 x 256
+    records of 1 KB: a ~21 MB backlog nothing on the master has mapped or
+    cached, then a fresh, hot ~10 MB tail; both brokers hold all of it.
+    Record k's body starts with k (six digits)."""
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     master = local_cluster.add_broker("broker-a", 0, **BASE)
-    # a read replica keeps the roles put across the master's restart below
     slave = local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
     local_cluster.create_topic("Backlog", queues=1)
-    mq = MessageQueue("Backlog", "broker-a", 0)
     body = b"x" * 1000
 
     def produce(batches, start):
@@ -49,12 +52,18 @@ def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
                 p.send_batch([Message("Backlog", b"%06d" % (i * 256 + k) + body)
                               for k in range(256)])
 
-    produce(80, 0)                                           # a ~21 MB backlog ...
+    produce(80, 0)                                           # the backlog ...
     wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
     master.restart()                                         # ... that nothing has mapped
     drop_page_cache(os.path.join(master.data_dir, "store", "commitlog"))  # ... nor cached
-    produce(40, 80)                                          # a fresh, hot ~10 MB tail
+    produce(40, 80)                                          # the hot tail
     wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
+    return zk, cl
+
+
+def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
+    zk, cl = cold_backlog(local_cluster)
+    mq = MessageQueue("Backlog", "broker-a", 0)
     sources = []
     with PullConsumer(zk, cl, group="catch-up") as c:
         off, seen = 0, 0
@@ -81,24 +90,7 @@ def test_a_share_groups_cold_backlog_is_read_at_the_slave(local_cluster):
     bodies at the slave; the hot tail comes from the master. Every message
     is received once, in queue order, and acked at the master."""
     from duomq.client import SimpleConsumer
-    zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    master = local_cluster.add_broker("broker-a", 0, **BASE)
-    slave = local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
-    local_cluster.create_topic("Backlog", queues=1)
-    body = b"x" * 1000
-
-    def produce(batches, start):
-        with Producer(zk, cl) as p:
-            for i in range(start, start + batches):
-                p.send_batch([Message("Backlog", b"%06d" % (i * 256 + k) + body)
-                              for k in range(256)])
-
-    produce(80, 0)
-    wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
-    master.restart()
-    drop_page_cache(os.path.join(master.data_dir, "store", "commitlog"))
-    produce(40, 80)
-    wait_for(lambda: max_offset(slave) == max_offset(master), what="replication")
+    zk, cl = cold_backlog(local_cluster)
     seen, sources = 0, []
     with SimpleConsumer("sharers", "Backlog", zookeeper=zk, cluster=cl, consume_from="first",
                         invisible_duration_ms=60_000) as c:
