@@ -13,6 +13,9 @@
   duomq_send   Producer.send to a lone ASYNC_FLUSH master, one outstanding;
                with the broker's own time per SEND (its duomq_request_seconds
                histogram: the handler, from decoded request to answer)
+  duomq_send_no_busy_poll   the same with busy_poll_us = 0: the serving
+               loop sleeps in poll at once after each turn
+  send_to_echo_p50          duomq_send's median over zmq_echo's
 
 Each figure: round trips per second and the p50/p99 in microseconds.
 N sets the round trips (default 20,000; BENCH_QUICK=1: 5,000).
@@ -201,8 +204,9 @@ def send_seconds(metrics_url: str) -> tuple[float, float]:
     return got["sum"], got["count"]
 
 
-def duomq_send() -> dict:
-    with one_broker("LatencyFloor", "Floor", 4, flush="ASYNC_FLUSH") as (zk, cluster):
+def duomq_send(busy_poll_us: int = 100) -> dict:
+    with one_broker("LatencyFloor", "Floor", 4, flush="ASYNC_FLUSH",
+                    busy_poll_us=busy_poll_us) as (zk, cluster):
         with Producer(zk, cluster) as p:
             for _ in range(200):                       # routes, sockets, page cache warm
                 p.send(Message("Floor", BODY))
@@ -229,7 +233,8 @@ def _metrics_url(zk: str, cluster: str) -> str:
 def main() -> None:
     out = {"bench": "latency_floor", "body_bytes": len(BODY), "round_trips": N,
            "tcp_echo": tcp_echo(), "zmq_echo": zmq_echo(), "zmtp_client": zmtp_client(),
-           "duomq_send": duomq_send()}
+           "duomq_send": duomq_send(), "duomq_send_no_busy_poll": duomq_send(busy_poll_us=0)}
+    out["send_to_echo_p50"] = round(out["duomq_send"]["p50_us"] / out["zmq_echo"]["p50_us"], 2)
     print(json.dumps(out), flush=True)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import zmq
 
 from duomq.broker import role_switch, share, visibility
+from duomq.broker.busy_poll import BusyPoll
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import Dispatcher
 from duomq.broker.inbox import Inbox, ScrapeWanted
@@ -97,6 +98,7 @@ class Broker(BrokerCore):
         self.outbox = Outbox(self.router, config.max_queued_bytes_per_client,
                              config.client_mute_ms / 1000)
         self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
+        self.busy_poll = BusyPoll(config.busy_poll_us)
         if self.security is not None:
             self.dispatcher.guard = self.guard = self.security.guard
         self.zk = None
@@ -252,10 +254,16 @@ class Broker(BrokerCore):
         for sock in (router, ha_router, notify):
             poller.register(sock, zmq.POLLIN)
         st = self.state
+        busy = self.busy_poll
+        events: dict = {}
         try:
             outbox = self.outbox
             while not self._stopping:
+                if events:
+                    busy.spin(router, ha_router, notify)
                 events = dict(poller.poll(1 if outbox.waiting else int(HOUSEKEEPING_S * 1000)))
+                if events:
+                    busy.woke()
                 if outbox.waiting:
                     outbox.flush()
                 if notify in events:

@@ -35,6 +35,8 @@ def test_defaults_match_the_documented_values():
     ({"flush_thorough_interval_ms": 100}, "flush_thorough_interval_ms"),
     ({"ha_apply_nice": -1}, "ha_apply_nice"),
     ({"ha_apply_nice": 20}, "ha_apply_nice"),
+    ({"busy_poll_us": -1}, "busy_poll_us"),
+    ({"busy_poll_us": 10_001}, "busy_poll_us"),
 ])
 def test_contradictory_broker_config_is_refused_naming_the_field(kwargs, field):
     with pytest.raises((ConfigError, InvalidNameError), match=field):
