@@ -43,18 +43,16 @@ class Dispatcher:
             self.reply(identity, 0, 0, pb.BAD_REQUEST,
                        f"expected one frame per request, got {len(parts) - 1}", None)
             return None
-        try:
-            frame = codec.decode_frame(parts[1])
-            if frame.type not in self.handlers:
-                raise codec.FrameError(pb.UNKNOWN_REQUEST_TYPE,
-                                       f"request type {frame.type} is not served on this socket",
-                                       frame.request_id, frame.type)
-            request = Request(identity, frame.request_id, frame.type, codec.decode_request(frame),
-                              user_name(who))
-        except codec.FrameError as exc:
-            self.core.state.bad_requests += 1
-            self.reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)
-            return None
+        send = codec.parse_send(parts[1])      # the common case, read in C
+        if send is not None:
+            request = Request(identity, send[0], pb.SEND, send[1], user_name(who))
+        else:
+            try:
+                request = self.decode(identity, parts[1], who)
+            except codec.FrameError as exc:
+                self.core.state.bad_requests += 1
+                self.reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)
+                return None
         guard = self.guard
         if guard is not None:
             refused = guard.check(who, request)
@@ -62,16 +60,25 @@ class Dispatcher:
                 self.reply(identity, request.request_id, request.type, *refused, None)
                 return None
         answer = self.call(self.handlers[request.type], request)
+        if answer is not None:
+            if answer[0] in REJECTED:
+                self.core.state.bad_requests += 1
+            elif self.before_answer is not None:
+                self.before_answer(request, answer)
+            self.answer(request, answer)
         if request.type == pb.SEND and (answer is None or answer[0] in STORED):
-            self.core.metrics.stored(request.message)       # acked now or when durable
-        if answer is None:
-            return None
-        if answer[0] in REJECTED:
-            self.core.state.bad_requests += 1
-        elif self.before_answer is not None:
-            self.before_answer(request, answer)
-        self.answer(request, answer)
-        return None
+            self.core.metrics.stored(request.message)   # acked now or when durable; counted
+        return None                                     # once the answer is on its way
+
+    def decode(self, identity: bytes, data: bytes, who: str | None) -> Request:
+        """A request read with protobuf; raises FrameError."""
+        frame = codec.decode_frame(data)
+        if frame.type not in self.handlers:
+            raise codec.FrameError(pb.UNKNOWN_REQUEST_TYPE,
+                                   f"request type {frame.type} is not served on this socket",
+                                   frame.request_id, frame.type)
+        return Request(identity, frame.request_id, frame.type, codec.decode_request(frame),
+                       user_name(who))
 
     def call(self, handler: Handler, request: Request) -> Answer | None:
         """A handler's answer, or the status of what it raised."""

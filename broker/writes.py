@@ -28,6 +28,7 @@ from duomq.common.transaction import TransactionState
 from duomq.format import record as rec
 from duomq.master.parts import MasterParts
 from duomq.proto import pb
+from duomq.proto.wire import SendAnswer
 from duomq.store.producer_state import OLD
 
 _FLAGS = rec.fields("flags")
@@ -55,8 +56,7 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
     else:
         put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count,
                                 numbering)
-        resp = pb.SendResponse(queue_offset=put.queue_offset, broker_group=b.config.group)
-        resp.physical_offsets.extend(put.physical_offsets)
+        resp = SendAnswer(b.config.group, put.queue_offset, put.physical_offsets)
         end = put.end_offset
     b.state.appended = True
     resp.epoch = b.state.epoch
@@ -100,8 +100,7 @@ def _stored_before(b: BrokerCore, m: MasterParts, r: Request, req: pb.SendReques
     batch = b.store.producers.lookup(pid, req.topic, req.queue_id, seq)
     if batch is None:
         return False, None
-    resp = pb.SendResponse(broker_group=b.config.group, queue_offset=-1, duplicate=True,
-                           epoch=b.state.epoch)
+    resp = SendAnswer(b.config.group, -1, epoch=b.state.epoch, duplicate=True)
     end = b.store.commitlog.max_offset          # unknown: wait for everything written so far
     cq = b.store.find_queue(req.topic, req.queue_id)
     if batch is not OLD and cq is not None:
@@ -123,7 +122,7 @@ def _stored_before(b: BrokerCore, m: MasterParts, r: Request, req: pb.SendReques
 
 
 def _put_scheduled(b: BrokerCore, m: MasterParts,
-                   req: pb.SendRequest) -> tuple[pb.SendResponse, int]:
+                   req: pb.SendRequest) -> tuple[SendAnswer, int]:
     """A batch with delayed messages: each goes to its level's queue of the
     schedule topic (or, when not delayed, to its queue), one write per run
     of records bound for one queue. Everything is validated before anything
@@ -138,7 +137,7 @@ def _put_scheduled(b: BrokerCore, m: MasterParts,
             raise rec.RecordTooLargeError(
                 f"a delayed record is {len(record)} bytes with its schedule properties, "
                 f"over max_message_bytes ({cfg.max_message_bytes})")
-    resp = pb.SendResponse(broker_group=cfg.group, queue_offset=-1)
+    resp = SendAnswer(cfg.group, -1)
     puts = b.store.put_records(placed)
     for put in puts:
         resp.physical_offsets.extend(put.physical_offsets)

@@ -6,11 +6,14 @@ serialized request or response message named by ``type``.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from google.protobuf.message import DecodeError
 
-from duomq.proto import PROTOCOL_VERSION, pb
+from duomq.proto import PROTOCOL_VERSION, pb, wire
+
+if TYPE_CHECKING:
+    from duomq.proto._wire import SendView
 
 # Request type -> (request message class, response message class).
 MESSAGES = {
@@ -69,11 +72,24 @@ def encode_request(request_id: int, type_: int, message) -> bytes:
 
 def encode_response(request_id: int, type_: int, status: int = pb.OK,
                     error: str = "", message=None) -> bytes:
+    c = wire.WIRE
+    if c is not None:      # the same bytes, without building a Frame (proto/_wire.c)
+        return c.frame(PROTOCOL_VERSION, request_id, type_, status, error,
+                       None if message is None else message.SerializeToString())
     frame = pb.Frame(version=PROTOCOL_VERSION, request_id=request_id, type=_type(type_),
                      status=_status(status), error=error)
     if message is not None:
         frame.payload = message.SerializeToString()
     return frame.SerializeToString()
+
+
+def parse_send(data: bytes) -> tuple[int, SendView] | None:
+    """``(request_id, SendRequest's fields)`` of a SEND request of this
+    protocol version in the common case, read in C (``proto/_wire.c``);
+    None for anything else, or without the C codec: ``decode_frame`` and
+    ``decode_request`` then read it, or say what is wrong with it."""
+    c = wire.WIRE
+    return None if c is None else c.parse_send(data, PROTOCOL_VERSION, pb.SEND)
 
 
 def decode_frame(data: bytes) -> pb.Frame:

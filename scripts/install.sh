@@ -41,8 +41,8 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 stamp="$VENV/.duomq-installed"
-# reinstalled when pyproject.toml or the C loops (or their layout.h) change (pip builds format/_native.c in place)
-want="$(cat pyproject.toml format/_native.c format/layout.h | sha256sum | cut -c1-16) $EXTRAS"
+# reinstalled when pyproject.toml or the C loops (or their layout.h) change (pip builds format/_native.c and proto/_wire.c in place)
+want="$(cat pyproject.toml format/_native.c format/layout.h proto/_wire.c | sha256sum | cut -c1-16) $EXTRAS"
 if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q -e ".[$EXTRAS]"

@@ -1,0 +1,18 @@
+# proto/_wire.c
+from collections.abc import Sequence
+
+class SendView:
+    topic: str
+    queue_id: int
+    count: int
+    records: bytes
+    producer_group: str
+    scheduled: bool
+
+def parse_send(frame: bytes | bytearray | memoryview, version: int, send_type: int,
+               /) -> tuple[int, SendView] | None: ...
+def frame(version: int, request_id: int, type: int, status: int, error: str,
+          payload: bytes | None, /) -> bytes: ...
+def send_response(queue_offset: int, physical_offsets: Sequence[int], broker_group: str,
+                  in_sync_replicas: int, degraded: bool, epoch: int, duplicate: bool,
+                  /) -> bytes: ...

@@ -1,0 +1,213 @@
+"""proto/_wire.c against protobuf, the reference: what parse_send accepts,
+protobuf reads to the same fields (and it accepts only the common case);
+frame and send_response write protobuf's bytes. Random and mutated inputs,
+every prefix of a frame, and the dispatcher both ways."""
+
+import os
+import random
+
+import pytest
+
+from duomq.proto import PROTOCOL_VERSION, codec, pb, wire
+from duomq.proto.wire import SendAnswer
+
+W = wire.WIRE
+
+
+@pytest.fixture(autouse=True)
+def c_wire():
+    """A build without proto/_wire.c fails these tests, unless DUOMQ_NATIVE=0
+    says to go without (then they are skipped)."""
+    if W is None:
+        if os.environ.get("DUOMQ_NATIVE") == "0":
+            pytest.skip("DUOMQ_NATIVE=0: no C codec")
+        pytest.fail("duomq.proto._wire is not built: `pip install -e .` needs a C compiler")
+
+TEXTS = ["", "T", "TopicA", "主题-ü", "x" * 300, "DUOMQ_SYS_SCHEDULE"]
+INT32 = [0, 1, 7, 127, 128, 2**31 - 1, -1, -2**31, 300]
+
+
+def random_request(rng: random.Random) -> pb.SendRequest:
+    req = pb.SendRequest()
+    if rng.random() < 0.9:
+        req.topic = rng.choice(TEXTS)
+    if rng.random() < 0.8:
+        req.queue_id = rng.choice(INT32)
+    if rng.random() < 0.8:
+        req.count = rng.choice(INT32)
+    if rng.random() < 0.9:
+        req.records = rng.randbytes(rng.choice([0, 1, 100, 237, 5000]))
+    if rng.random() < 0.5:
+        req.producer_group = rng.choice(TEXTS)
+    if rng.random() < 0.3:
+        req.scheduled = True
+    return req
+
+
+def random_frame(rng: random.Random) -> bytes:
+    return pb.Frame(version=PROTOCOL_VERSION, request_id=rng.choice([0, 1, 2**63, 2**64 - 1,
+                                                                    rng.getrandbits(40)]),
+                    type=pb.SEND, payload=random_request(rng).SerializeToString()
+                    ).SerializeToString()
+
+
+def reference(data: bytes):
+    """What protobuf reads: (request_id, type, version, SendRequest) or None."""
+    try:
+        frame = codec.decode_frame(data)
+        if frame.type != pb.SEND:
+            return ("other", frame.type)
+        return frame.request_id, frame.type, frame.version, codec.decode_request(frame)
+    except codec.FrameError:
+        return None
+
+
+def fields(msg) -> tuple:
+    return (msg.topic, msg.queue_id, msg.count, bytes(msg.records), msg.producer_group,
+            bool(msg.scheduled))
+
+
+def agrees(data: bytes) -> bool:
+    """The property: what C accepts, protobuf reads to the same fields."""
+    got = W.parse_send(data, PROTOCOL_VERSION, pb.SEND)
+    if got is None:
+        return False
+    ref = reference(data)
+    assert ref is not None and ref[0] != "other", (data, got)
+    rid, type_, version, msg = ref
+    assert (got[0], type_, version) == (rid, pb.SEND, PROTOCOL_VERSION)
+    assert fields(got[1]) == fields(msg)
+    return True
+
+
+def test_common_sends_are_read_as_protobuf_reads_them():
+    rng = random.Random(41)
+    for _ in range(3000):
+        assert agrees(random_frame(rng))
+
+
+def test_the_last_occurrence_of_a_field_wins_as_in_protobuf():
+    a = pb.SendRequest(topic="A", queue_id=1, count=2, records=b"one").SerializeToString()
+    b = pb.SendRequest(topic="B", queue_id=3, records=b"two", scheduled=True).SerializeToString()
+    frame = pb.Frame(version=PROTOCOL_VERSION, request_id=9, type=pb.SEND,
+                     payload=a + b).SerializeToString()
+    assert agrees(frame)
+    assert fields(W.parse_send(frame, PROTOCOL_VERSION, pb.SEND)[1]) == \
+        ("B", 3, 2, b"two", "", True)
+    twice = pb.Frame(version=PROTOCOL_VERSION, request_id=5).SerializeToString() + frame
+    assert agrees(twice) and W.parse_send(twice, PROTOCOL_VERSION, pb.SEND)[0] == 9
+
+
+def test_every_prefix_and_every_mutation_is_read_as_protobuf_reads_it_or_left_to_it():
+    rng = random.Random(44)
+    accepted = left = 0
+    for _ in range(300):
+        data = random_frame(rng)
+        cuts = [data[:n] for n in range(len(data))] if len(data) < 400 else \
+            [data[:rng.randrange(len(data))] for _ in range(50)]
+        flips = []
+        for _ in range(30):
+            m = bytearray(data)
+            for _ in range(rng.randint(1, 3)):
+                m[rng.randrange(len(m))] = rng.randrange(256)
+            flips.append(bytes(m))
+        inserted = [data[:i] + rng.randbytes(rng.randint(1, 4)) + data[i:]
+                    for i in (rng.randrange(len(data)) for _ in range(10))]
+        for candidate in cuts + flips + inserted:
+            if agrees(candidate):
+                accepted += 1
+            else:
+                left += 1
+    assert accepted > 1000 and left > 1000       # both sides were exercised
+
+
+@pytest.mark.parametrize("data,why", [
+    (pb.Frame(version=PROTOCOL_VERSION + 1, request_id=1, type=pb.SEND,
+              payload=pb.SendRequest(topic="T").SerializeToString()).SerializeToString(),
+     "another protocol version"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.PULL,
+              payload=pb.PullRequest(topic="T").SerializeToString()).SerializeToString(),
+     "another request type"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND, status=pb.BAD_REQUEST,
+              payload=b"").SerializeToString(), "a status"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND, error="x",
+              payload=b"").SerializeToString(), "an error text"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND).SerializeToString()
+     + b"\x78\x01", "an unknown frame field"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND,
+              payload=b"\x50\x01").SerializeToString(), "an unknown request field"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND,
+              payload=b"\x10\x01\x00\x00\x00\x00").SerializeToString()[:-4], "truncated"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND,
+              payload=b"\x0a\x02\xff\xfe").SerializeToString(), "a topic that is not UTF-8"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND,
+              payload=b"\x0d\x01\x02\x03\x04").SerializeToString(), "the topic as fixed32"),
+    (b"\x08" + b"\xff" * 11, "a varint of 12 bytes"),
+    (b"", "nothing (version 0)"),
+])
+def test_anything_but_the_common_case_is_left_to_protobuf(data, why):
+    assert W.parse_send(data, PROTOCOL_VERSION, pb.SEND) is None, why
+
+
+def test_a_topic_that_is_not_utf8_is_refused_by_protobuf_in_its_words():
+    data = pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND,
+                    payload=b"\x0a\x02\xff\xfe").SerializeToString()
+    assert codec.parse_send(data) is None
+    with pytest.raises(codec.FrameError, match="malformed SendRequest"):
+        codec.decode_request(codec.decode_frame(data))
+
+
+def test_frames_are_written_as_protobuf_writes_them():
+    rng = random.Random(7)
+    for _ in range(3000):
+        rid = rng.choice([0, 1, 2**64 - 1, rng.getrandbits(50)])
+        type_ = rng.choice([0, pb.SEND, pb.PULL, pb.SHARE_ACK])
+        status = rng.choice([pb.OK, pb.SLAVE_NOT_AVAILABLE, pb.BAD_REQUEST, pb.RECEIPT_EXPIRED])
+        error = rng.choice(["", "stored, but", "ü" * 40, "x" * 200])
+        payload = rng.choice([None, b"", rng.randbytes(rng.choice([1, 127, 128, 20000]))])
+        frame = pb.Frame(version=PROTOCOL_VERSION, request_id=rid, type=type_, status=status,
+                         error=error)
+        if payload is not None:
+            frame.payload = payload
+        assert W.frame(PROTOCOL_VERSION, rid, type_, status, error, payload) == \
+            frame.SerializeToString()
+
+
+def test_send_answers_are_written_as_protobuf_writes_them_with_and_without_c(monkeypatch):
+    rng = random.Random(8)
+    big = [0, 1, 127, 128, 2**31, 2**63 - 1, -1, -2**63]
+    for _ in range(3000):
+        a = SendAnswer(rng.choice(TEXTS), rng.choice(big),
+                       [rng.choice(big) for _ in range(rng.choice([0, 1, 3, 300]))],
+                       rng.choice(big), rng.random() < 0.3)
+        a.in_sync_replicas = rng.choice(INT32)
+        a.degraded = rng.random() < 0.3
+        want = a.message().SerializeToString()
+        assert a.SerializeToString() == want
+        monkeypatch.setattr(wire, "WIRE", None)
+        assert a.SerializeToString() == want
+        monkeypatch.setattr(wire, "WIRE", W)
+
+
+def test_encode_response_gives_the_same_bytes_with_and_without_c(monkeypatch):
+    a = SendAnswer("broker-a", 5, [100, 337], 3)
+    for status, error, message in [(pb.OK, "", a), (pb.SLAVE_NOT_AVAILABLE, "fewer", a),
+                                   (pb.BAD_REQUEST, "no", None),
+                                   (pb.OK, "", pb.PullResponse(count=1, records=b"r"))]:
+        fast = codec.encode_response(12, pb.SEND, status, error, message)
+        monkeypatch.setattr(wire, "WIRE", None)
+        assert codec.encode_response(12, pb.SEND, status, error, message) == fast
+        monkeypatch.setattr(wire, "WIRE", W)
+
+
+def test_bad_arguments_raise_instead_of_writing_garbage():
+    with pytest.raises(TypeError):
+        W.frame(1, 2, 3, 4, b"not str", None)
+    with pytest.raises(TypeError):
+        W.send_response(0, [1], None, 0, False, 0, False)
+    with pytest.raises(TypeError):
+        W.send_response(0, ["x"], "g", 0, False, 0, False)
+    with pytest.raises(OverflowError):
+        W.send_response(2**64, [], "g", 0, False, 0, False)
+    with pytest.raises(TypeError):
+        W.parse_send("text", PROTOCOL_VERSION, pb.SEND)
