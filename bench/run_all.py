@@ -9,7 +9,10 @@ ASYNC_FLUSH and SYNC_FLUSH: one JSON line per figure.
 
 BENCH_QUICK=1: a one-minute subset (fewer messages, 100 B only, 3 s latency run).
 Modes: ASYNC_FLUSH and SYNC_FLUSH on a lone master, then a master and a slave with
-ASYNC replication + ASYNC_FLUSH and SYNC replication + SYNC_FLUSH.
+ASYNC replication + ASYNC_FLUSH and SYNC replication + SYNC_FLUSH. A mode is
+FLUSH/REPLICATION, or FLUSH/REPLICATION/SLAVE_FLUSH for a slave that flushes
+otherwise than its master (SYNC_FLUSH/SYNC/ASYNC_FLUSH: the master syncs each
+send, the slave acks once it holds it in memory, as Redis's AOF always + WAIT 1).
 Knobs: SIZES="100 1024", MODES="ASYNC_FLUSH/NONE SYNC_FLUSH/SYNC ...", N_SYNC, N_BACKLOG, LAT_SECS,
 BROKER_SETTINGS (JSON of broker config fields).
 """
@@ -65,15 +68,18 @@ def emit(**fields):
     print(json.dumps(fields), flush=True)
 
 
-def run_mode(zk, flush: str, replication: str, size: int, base: str) -> None:
-    name = f"{flush}-{replication}-{size}"
-    cluster = LocalCluster(zk, f"Bench{os.getpid()}{flush[:1]}{replication[:1]}{size}",
-                           os.path.join(base, name))
+def run_mode(zk, flush: str, replication: str, size: int, base: str,
+             slave_flush: str | None = None) -> None:
+    name = f"{flush}-{replication}-{slave_flush or ''}-{size}"
+    cluster = LocalCluster(zk, f"Bench{os.getpid()}{flush[:1]}{replication[:1]}"
+                               f"{(slave_flush or '')[:1]}{size}", os.path.join(base, name))
     repl = "ASYNC" if replication == "NONE" else replication
-    cluster.add_broker("broker-a", 0, flush=flush, replication=repl, **BROKER_SETTINGS)
+    settings = {**BROKER_SETTINGS, **({"slave_flush": slave_flush} if slave_flush else {})}
+    cluster.add_broker("broker-a", 0, flush=flush, replication=repl, **settings)
     if replication != "NONE":
-        cluster.add_broker("broker-a", 1, flush=flush, replication=repl, **BROKER_SETTINGS)
-    common = {"flush": flush, "replication": replication, "body_bytes": size}
+        cluster.add_broker("broker-a", 1, flush=flush, replication=repl, **settings)
+    common = {"flush": flush, "replication": replication, "body_bytes": size,
+              **({"slave_flush": slave_flush} if slave_flush else {})}
     ep = ["--zookeeper", zk, "--cluster", cluster.cluster]
     try:
         for topic in ("Sync1", "Backlog", "Latency"):
@@ -113,9 +119,9 @@ def main() -> int:
     base = tempfile.mkdtemp(prefix="duomq-bench-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
     t0 = time.monotonic()
     try:
-        for flush, replication in MODES:
+        for flush, replication, *slave_flush in MODES:
             for size in SIZES:
-                run_mode(zk.connect, flush, replication, size, base)
+                run_mode(zk.connect, flush, replication, size, base, *slave_flush)
     finally:
         zk.stop()
         subprocess.run(["rm", "-rf", base])
