@@ -9,13 +9,14 @@ a send (a one-outstanding send to a lone master 175 -> 130 us at the median
 with 100 us of busy poll, ``bench/latency_floor.py``). So after a turn that
 served something, the loop asks its sockets for a while before it sleeps.
 
-A spin burns CPU a client on the same host may want, so the loop stops
-spinning after ``MISSES`` spins in a row that caught nothing (a consumer
-busy with batches, a producer at its own slow pace), and spins again after
-a wait short enough for a spin to have caught it (one outstanding request,
-a consumer's next pull). Asking holds the GIL between questions (pyzmq's
-getsockopt does not release it); other threads get it at the interpreter's
-switch interval, and ``poll`` releases it.
+A spin burns CPU a client on the same host may want, so the loop spins
+only while at least half of its recent waits (an average over about
+eight) were short enough for a spin to catch: a spin's outcome counts, and
+so does a wait it did not spin on (it would have caught it, or not). One
+outstanding request keeps it spinning; a consumer busy with batches, or a
+producer at its own slow pace, does not. Asking holds the GIL between
+questions (pyzmq's getsockopt does not release it); other threads get it
+at the interpreter's switch interval, and ``poll`` releases it.
 """
 
 from __future__ import annotations
@@ -26,37 +27,44 @@ import zmq
 
 from duomq.common.zsend import readable
 
-MISSES = 8     # spins in a row that caught nothing: the loop stops spinning
+PAYS = 0.5      # the share of recent waits a spin must catch for the loop to spin
+WEIGHT = 8      # the hit rate is an average over about this many waits
 
 
 class BusyPoll:
     def __init__(self, budget_us: int):
         self.max_ns = budget_us * 1000
         self.since_ns = 0                # when the last turn ended
-        self.misses = 0                  # spins in a row that caught nothing
+        self.rate = 1.0                  # share of recent waits a spin caught, or would have
+        self.spun = False                # this wait was spun on (and so already counted)
         self.spins = self.caught = 0     # spins, and the ones a message ended
 
     def spin(self, *sockets: zmq.Socket) -> bool:
         """After a turn that served something: ask ``sockets`` until one has
-        a message (True) or the budget is spent (False). After ``MISSES``
-        fruitless spins in a row it does not spin, until a wait short
-        enough for a spin to catch (``woke``)."""
+        a message (True) or the budget is spent (False); no spin while
+        fewer than ``PAYS`` of recent waits were short enough to catch."""
         now = self.since_ns = time.perf_counter_ns()
-        if self.misses >= MISSES or not self.max_ns:
+        self.spun = False
+        if self.rate < PAYS or not self.max_ns:
             return False
+        self.spun = True
         self.spins += 1
         end = now + self.max_ns
         while time.perf_counter_ns() < end:
             for sock in sockets:
                 if readable(sock):
                     self.caught += 1
-                    self.misses = 0
+                    self._count(1.0)
                     return True
-        self.misses += 1
+        self._count(0.0)
         return False
 
     def woke(self) -> None:
-        """``poll`` returned with news: a wait a spin would have caught
-        brings the spinning back."""
-        if self.misses >= MISSES and time.perf_counter_ns() - self.since_ns <= self.max_ns:
-            self.misses = 0
+        """``poll`` returned with news: a wait the loop did not spin on
+        counts as caught if it was short enough for a spin."""
+        if not self.spun and self.since_ns:
+            self._count(1.0 if time.perf_counter_ns() - self.since_ns <= self.max_ns else 0.0)
+        self.spun = False
+
+    def _count(self, hit: float) -> None:
+        self.rate += (hit - self.rate) / WEIGHT

@@ -167,8 +167,8 @@ class BrokerConfig:
                                              # asks its sockets this long before it sleeps
                                              # (Linux's net.core.busy_poll): a request that
                                              # comes within it is read without a wake-up; it
-                                             # pauses after 8 spins in a row that caught
-                                             # nothing; 0: sleep at once (no CPU spent waiting)
+                                             # spins only while half the recent waits were
+                                             # that short; 0: sleep at once (no CPU spent)
     # --- limits per peer (a client that does not read, or sends garbage)
     max_frame_bytes: int = 16 * MIB          # largest request frame on the client port (a
                                              # larger one closes the connection: ZeroMQ's

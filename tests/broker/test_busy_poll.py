@@ -1,8 +1,8 @@
 """The serving loop's busy poll (``busy_poll_us``, ``broker/busy_poll.py``):
 it asks every socket the loop polls, returns as soon as one has a message,
 gives up after its budget when none has, lets other threads run while it
-spins, and stops spinning after MISSES fruitless spins until a short wait
-brings it back. Real ZeroMQ sockets."""
+spins, and spins only while at least PAYS of recent waits were short enough
+for a spin to catch. Real ZeroMQ sockets."""
 
 import threading
 import time
@@ -10,7 +10,7 @@ import time
 import pytest
 import zmq
 
-from duomq.broker.busy_poll import MISSES, BusyPoll
+from duomq.broker.busy_poll import PAYS, WEIGHT, BusyPoll
 
 LONG_US = 30_000_000          # 30 s: only a message ends such a spin
 
@@ -40,7 +40,7 @@ def test_a_message_on_any_socket_ends_the_spin_at_once(pairs, which):
     assert busy.spin(*readers) is True
     assert time.monotonic() - t0 < 25
     assert readers[which].recv(zmq.NOBLOCK) == b"news"   # asked, not read
-    assert (busy.spins, busy.caught, busy.misses) == (1, 1, 0)
+    assert (busy.spins, busy.caught) == (1, 1)
 
 
 def test_with_nothing_to_read_it_gives_up_after_its_budget(pairs):
@@ -49,7 +49,7 @@ def test_with_nothing_to_read_it_gives_up_after_its_budget(pairs):
     t0 = time.perf_counter_ns()
     assert busy.spin(*readers) is False
     assert time.perf_counter_ns() - t0 >= 3_000_000
-    assert (busy.spins, busy.caught, busy.misses) == (1, 0, 1)
+    assert (busy.spins, busy.caught) == (1, 0) and busy.rate < 1
     for r in readers:
         assert not r.poll(0)
 
@@ -67,28 +67,45 @@ def test_another_thread_runs_while_it_spins(pairs):
     assert readers[2].recv(zmq.NOBLOCK) == b"late"
 
 
-def test_it_stops_spinning_after_misses_until_a_short_wait(pairs):
+def test_it_stops_spinning_while_spins_do_not_pay_and_starts_again_when_they_would(pairs):
     readers = [a for a, _b in pairs]
     busy = BusyPoll(200)
-    for _ in range(MISSES):
+    while busy.rate >= PAYS:                      # fruitless spins: each one counted
         assert busy.spin(*readers) is False
-    assert busy.spins == MISSES
+        busy.woke()                               # (poll's news, later: not counted again)
+    spun = busy.spins
+    assert 2 <= spun <= WEIGHT
     pairs[0][1].send(b"x")
-    assert busy.spin(*readers) is False           # not spinning: a message waiting is not seen
-    assert busy.spins == MISSES
+    assert busy.spin(*readers) is False           # not spinning: a waiting message is not seen
+    assert busy.spins == spun
     time.sleep(0.01)
-    busy.woke()                                   # a wait of 10 ms: no spin would have caught it
-    assert busy.spin(*readers) is False and busy.spins == MISSES
-    busy.woke()                                   # at once: a spin would have caught this one
-    assert busy.spin(*readers) is True
-    assert (busy.spins, busy.caught, busy.misses) == (MISSES + 1, 1, 0)
+    busy.woke()                                   # 10 ms: no spin would have caught that wait
+    low = busy.rate
+    while busy.rate < PAYS:                       # short waits, not spun on: each one counted
+        assert busy.spin(*readers) is False
+        busy.woke()
+    assert busy.rate > low and busy.spins == spun
+    assert busy.spin(*readers) is True            # spinning again: the message is seen
+    assert (busy.spins, busy.caught) == (spun + 1, 1)
+
+
+def test_a_long_wait_it_did_not_spin_on_counts_as_a_miss(pairs):
+    busy = BusyPoll(200)
+    busy.rate = PAYS
+    busy.spin()                                   # no sockets: gives up at once, a miss
+    assert busy.rate < PAYS
+    busy.rate = PAYS + 0.01
+    busy.since_ns = time.perf_counter_ns() - 1_000_000   # the turn ended 1 ms ago
+    busy.spun = False
+    busy.woke()
+    assert busy.rate < PAYS
 
 
 def test_zero_never_spins(pairs):
     readers = [a for a, _b in pairs]
     pairs[1][1].send(b"x")
     busy = BusyPoll(0)
-    for _ in range(2 * MISSES):
+    for _ in range(2 * WEIGHT):
         assert busy.spin(*readers) is False
         busy.woke()
-    assert (busy.spins, busy.misses) == (0, 0)
+    assert busy.spins == 0
