@@ -273,15 +273,16 @@ static int as_i64(PyObject *v, int64_t *out)
 
 PyDoc_STRVAR(frame_doc,
 "frame(version, request_id, type, status, error, payload): a serialized Frame,\n"
-"as codec.encode_response builds it (payload None or bytes).");
+"as codec.encode_response builds it (error None or str, as protobuf takes it;\n"
+"payload None or bytes).");
 
 static PyObject *py_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6 || !PyUnicode_Check(args[4]) ||
+    if (nargs != 6 || (args[4] != Py_None && !PyUnicode_Check(args[4])) ||
         (args[5] != Py_None && !PyBytes_Check(args[5]))) {
         PyErr_SetString(PyExc_TypeError,
                         "frame(version: int, request_id: int, type: int, status: int, "
-                        "error: str, payload: bytes | None)");
+                        "error: str | None, payload: bytes | None)");
         return NULL;
     }
     int64_t version, type, status;
@@ -294,7 +295,8 @@ static PyObject *py_frame(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (grow(&o, 64 + pn) < 0 ||
         put_int(&o, 1, (uint32_t)version) < 0 || put_int(&o, 2, rid) < 0 ||
         put_int(&o, 3, (uint64_t)(int64_t)(int32_t)type) < 0 ||
-        put_int(&o, 4, (uint64_t)(int64_t)(int32_t)status) < 0 || put_str(&o, 5, args[4]) < 0 ||
+        put_int(&o, 4, (uint64_t)(int64_t)(int32_t)status) < 0 ||
+        (args[4] != Py_None && put_str(&o, 5, args[4]) < 0) ||
         (pn && put_bytes(&o, 6, PyBytes_AS_STRING(args[5]), pn) < 0)) {
         PyMem_Free(o.buf);
         return NULL;

@@ -11,7 +11,7 @@ class SendView:
 
 def parse_send(frame: bytes | bytearray | memoryview, version: int, send_type: int,
                /) -> tuple[int, SendView] | None: ...
-def frame(version: int, request_id: int, type: int, status: int, error: str,
+def frame(version: int, request_id: int, type: int, status: int, error: str | None,
           payload: bytes | None, /) -> bytes: ...
 def send_response(queue_offset: int, physical_offsets: Sequence[int], broker_group: str,
                   in_sync_replicas: int, degraded: bool, epoch: int, duplicate: bool,

@@ -163,7 +163,7 @@ def test_frames_are_written_as_protobuf_writes_them():
         rid = rng.choice([0, 1, 2**64 - 1, rng.getrandbits(50)])
         type_ = rng.choice([0, pb.SEND, pb.PULL, pb.SHARE_ACK])
         status = rng.choice([pb.OK, pb.SLAVE_NOT_AVAILABLE, pb.BAD_REQUEST, pb.RECEIPT_EXPIRED])
-        error = rng.choice(["", "stored, but", "ü" * 40, "x" * 200])
+        error = rng.choice(["", None, "stored, but", "ü" * 40, "x" * 200])   # None: unset
         payload = rng.choice([None, b"", rng.randbytes(rng.choice([1, 127, 128, 20000]))])
         frame = pb.Frame(version=PROTOCOL_VERSION, request_id=rid, type=type_, status=status,
                          error=error)
