@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import zmq
 
 from duomq.common.zsend import send_now
-from duomq.proto import PROTOCOL_VERSION, codec, pb
+from duomq.proto import codec, pb
 from duomq.replication.protocol import HaState, ack_point, in_sync, next_state, required_acks
 
 log = logging.getLogger(__name__)
@@ -181,8 +181,7 @@ class HAService:
                             master_max_offset=end, confirmed_offset=confirmed, ack_now=ack_now)
         for (group, topic, qid), off in offsets:
             msg.offsets.add(consumer_group=group, topic=topic, queue_id=qid, offset=off)
-        frame = pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_TRANSFER,
-                         payload=msg.SerializeToString()).SerializeToString()
+        frame = codec.encode_request(0, pb.HA_TRANSFER, msg)
         try:   # the socket is ROUTER_MANDATORY: a full or gone peer raises, never drops
             send_now(self.socket, [link.identity, frame, data], copy=len(data) < 65536)
         except zmq.ZMQError:

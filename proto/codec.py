@@ -64,6 +64,9 @@ def _status(status: int) -> pb.Status:
 
 
 def encode_request(request_id: int, type_: int, message) -> bytes:
+    c = wire.WIRE
+    if c is not None:      # the same bytes, without building a Frame (proto/_wire.c)
+        return c.frame(PROTOCOL_VERSION, request_id, type_, 0, None, message.SerializeToString())
     return pb.Frame(
         version=PROTOCOL_VERSION, request_id=request_id, type=_type(type_),
         payload=message.SerializeToString(),

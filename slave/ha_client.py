@@ -37,7 +37,7 @@ from duomq.common.credentials import KeyPair
 from duomq.common.service import ServiceThread
 from duomq.common.zsend import readable
 from duomq.format.record import RecordError
-from duomq.proto import PROTOCOL_VERSION, codec, pb
+from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 5.0
@@ -270,8 +270,7 @@ class HAClient(ServiceThread):
                              max_offset=self.store.commitlog.max_offset,
                              acked_offset=self.acked_offset(), epoch=self.epoch,
                              address=self.config.address, resync=resync)
-        sock.send(pb.Frame(version=PROTOCOL_VERSION, type=pb.HA_REPORT,
-                           payload=report.SerializeToString()).SerializeToString())
+        sock.send(codec.encode_request(0, pb.HA_REPORT, report))
 
 
 def lower_priority(idle: bool, nice: int) -> None:

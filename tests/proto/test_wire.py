@@ -211,3 +211,20 @@ def test_bad_arguments_raise_instead_of_writing_garbage():
         W.send_response(2**64, [], "g", 0, False, 0, False)
     with pytest.raises(TypeError):
         W.parse_send("text", PROTOCOL_VERSION, pb.SEND)
+
+
+def test_encode_request_gives_the_same_bytes_with_and_without_c(monkeypatch):
+    rng = random.Random(9)
+    messages = [pb.HaTransfer(), pb.HaTransfer(epoch=3, offset=2**40, confirmed_offset=7,
+                                                ack_now=True),
+                pb.HaReport(broker_id=1, max_offset=5, address="127.0.0.1:1"),
+                pb.PullRequest(topic="T", queue_offset=9), pb.HeartbeatRequest()]
+    for _ in range(300):
+        messages.append(random_request(rng))
+    for i, message in enumerate(messages):
+        rid = [0, 1, 2**64 - 1, i][i % 4]
+        type_ = [pb.HA_TRANSFER, pb.HA_REPORT, pb.SEND, pb.PULL][i % 4]
+        fast = codec.encode_request(rid, type_, message)
+        monkeypatch.setattr(wire, "WIRE", None)
+        assert codec.encode_request(rid, type_, message) == fast
+        monkeypatch.setattr(wire, "WIRE", W)
