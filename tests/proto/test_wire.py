@@ -228,3 +228,28 @@ def test_encode_request_gives_the_same_bytes_with_and_without_c(monkeypatch):
         monkeypatch.setattr(wire, "WIRE", None)
         assert codec.encode_request(rid, type_, message) == fast
         monkeypatch.setattr(wire, "WIRE", W)
+
+
+def varint(v: int) -> bytes:
+    out = b""
+    while v >= 0x80:
+        out += bytes([v & 0x7F | 0x80])
+        v >>= 7
+    return out + bytes([v])
+
+
+@pytest.mark.parametrize("version,type_,queue_id", [
+    (1 + 2**32, pb.SEND, 1), (1, pb.SEND + 2**32, 1), (1, pb.SEND + 2**40, 1),
+    (1 + 2**63, pb.SEND, 1), (1, 2**64 - 1, 1), (1, pb.SEND, 2**64 - 1), (1, pb.SEND, 2**33 + 5),
+    (2**32, pb.SEND, 1),
+])
+def test_varints_wider_than_their_field_are_cut_as_protobuf_cuts_them(version, type_, queue_id):
+    """A uint32 version and int32 type and queue id sent as 64-bit varints:
+    both readers keep the low 32 bits, so C accepts exactly what protobuf
+    reads as a SEND of this version, with the same queue."""
+    payload = b"\x0a\x01T\x10" + varint(queue_id) + b"\x18\x01\x22\x01r"
+    data = (b"\x08" + varint(version) + b"\x10\x05\x18" + varint(type_) + b"\x32"
+            + varint(len(payload)) + payload)
+    ref = reference(data)
+    accepted = agrees(data)
+    assert accepted == (ref is not None and ref[0] != "other" and ref[2] == PROTOCOL_VERSION)
