@@ -37,7 +37,9 @@ class BusyPoll:
         self.since_ns = 0                # when the last turn ended
         self.rate = 1.0                  # share of recent waits a spin caught, or would have
         self.spun = False                # this wait was spun on (and so already counted)
-        self.spins = self.caught = 0     # spins, and the ones a message ended
+        # spins, the ones a message ended, and the time spent spinning (the
+        # metrics duomq_busy_poll_*: what the spin costs, and how often it pays)
+        self.spins = self.caught = self.spent_ns = 0
 
     def spin(self, *sockets: zmq.Socket) -> bool:
         """After a turn that served something: ask ``sockets`` until one has
@@ -50,12 +52,14 @@ class BusyPoll:
         self.spun = True
         self.spins += 1
         end = now + self.max_ns
-        while time.perf_counter_ns() < end:
+        while (t := time.perf_counter_ns()) < end:
             for sock in sockets:
                 if readable(sock):
                     self.caught += 1
+                    self.spent_ns += t - now
                     self._count(1.0)
                     return True
+        self.spent_ns += t - now
         self._count(0.0)
         return False
 

@@ -27,6 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from duomq import __version__
+from duomq.broker.busy_poll import BusyPoll
 from duomq.broker.snapshot import BrokerSnapshot, QueueSnapshot, lag_by_topic
 from duomq.common import metrics
 from duomq.common.metrics import Histogram, labelled
@@ -60,6 +61,7 @@ class BrokerMetrics:
         self.truncations = 0            # times it cut its log to follow a new master
         self.retention_deleted = 0      # commit-log segments deleted by retention
         self.recovery_seconds = 0.0     # the store's recovery at start
+        self.busy_poll: BusyPoll | None = None   # the serving loop's (its counts)
 
     def send_answered(self, status: int) -> None:
         """Every answer to a send (a deferred one included), by status: the
@@ -214,6 +216,14 @@ def _transactions(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
                               value=m.retention_deleted)
     yield GaugeMetricFamily("duomq_recovery_seconds", "The store's recovery at start",
                             value=m.recovery_seconds)
+    if m.busy_poll is not None:
+        bp = m.busy_poll
+        yield CounterMetricFamily("duomq_busy_poll_spins", "Times the serving loop asked its "
+                                  "sockets before sleeping (busy_poll_us)", value=bp.spins)
+        yield CounterMetricFamily("duomq_busy_poll_caught", "Spins a request ended (read "
+                                  "without a wake-up)", value=bp.caught)
+        yield CounterMetricFamily("duomq_busy_poll_seconds", "Time the serving loop spent "
+                                  "spinning (CPU)", value=bp.spent_ns / 1e9)
     yield GaugeMetricFamily("duomq_transactions_pending",
                             "Master: transactions whose half message waits for an end",
                             value=s.transactions_pending)

@@ -98,7 +98,7 @@ class Broker(BrokerCore):
         self.outbox = Outbox(self.router, config.max_queued_bytes_per_client,
                              config.client_mute_ms / 1000)
         self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
-        self.busy_poll = BusyPoll(config.busy_poll_us)
+        self.busy_poll = self.metrics.busy_poll = BusyPoll(config.busy_poll_us)
         if self.security is not None:
             self.dispatcher.guard = self.guard = self.security.guard
         self.zk = None

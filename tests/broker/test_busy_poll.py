@@ -50,6 +50,7 @@ def test_with_nothing_to_read_it_gives_up_after_its_budget(pairs):
     assert busy.spin(*readers) is False
     assert time.perf_counter_ns() - t0 >= 3_000_000
     assert (busy.spins, busy.caught) == (1, 0) and busy.rate < 1
+    assert 3_000_000 <= busy.spent_ns <= time.perf_counter_ns() - t0
     for r in readers:
         assert not r.poll(0)
 

@@ -88,6 +88,12 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     assert value(text, "duomq_commitlog_tail_resident_ratio") == 1.0
     assert not any(n == "duomq_queue_max_offset" for n, _ in samples(text))   # not asked for
     assert value(text, "duomq_disk_free_bytes") > 0
+    # the serving loop spun after its turns (busy_poll_us, 100 us each, longer only
+    # when the OS or another thread took the CPU mid-spin), some spins caught a request
+    spins, caught = value(text, "duomq_busy_poll_spins_total"), \
+        value(text, "duomq_busy_poll_caught_total")
+    assert spins >= 1 and 0 <= caught <= spins
+    assert 0 < value(text, "duomq_busy_poll_seconds_total") <= spins * 0.05
     # promtool lints the exposition as Prometheus reads it
     lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                           text=True, timeout=30)
