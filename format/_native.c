@@ -658,6 +658,154 @@ fail:
     return out;
 }
 
+PyDoc_STRVAR(decode_doc,
+"decode(buf, broker_group, cls, props_of, host_of, sequencing) -> list | None\n\n"
+"A pull answer's stored records as common/message.py's decode_records reads\n"
+"them: cls(topic, body, tags, keys, properties, queue_id, queue_offset,\n"
+"physical_offset, born_ts_ms, store_ts_ms, born_host, flags, broker_group)\n"
+"for each, texts decoded as UTF-8 with errors replaced, properties by\n"
+"props_of(bytes) (an empty dict when there are none), hosts by host_of(8\n"
+"bytes) once per distinct value, and a record opening an idempotent batch\n"
+"losing its sequencing properties and flag. None when a record is not a\n"
+"whole format-3 record whose lengths add up (an older format, damage): the\n"
+"caller's Python loop reads those, or says what is wrong.");
+
+/* a text field: "" when empty, else its UTF-8 with errors replaced */
+static PyObject *text_of(const uint8_t *p, Py_ssize_t n, PyObject *empty)
+{
+    if (n == 0)
+        return Py_NewRef(empty);
+    return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+}
+
+/* cache[key bytes] -> value: made by fn(key) (or decoded) the first time */
+static PyObject *cached(PyObject *cache, const uint8_t *p, Py_ssize_t n, PyObject *fn)
+{
+    PyObject *key = PyBytes_FromStringAndSize((const char *)p, n);
+    if (key == NULL)
+        return NULL;
+    PyObject *v = PyDict_GetItemWithError(cache, key);
+    if (v != NULL) {
+        Py_DECREF(key);
+        return Py_NewRef(v);
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    v = fn != NULL ? PyObject_CallOneArg(fn, key)
+                   : PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+    if (v == NULL || PyDict_SetItem(cache, key, v) < 0) {
+        Py_XDECREF(v);
+        Py_DECREF(key);
+        return NULL;
+    }
+    Py_DECREF(key);
+    return v;
+}
+
+static PyObject *py_decode(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *group, *cls, *props_of, *host_of, *sequencing;
+    if (!PyArg_ParseTuple(args, "y*UOOOO!", &view, &group, &cls, &props_of, &host_of,
+                          &PyTuple_Type, &sequencing))
+        return NULL;
+    const uint8_t *buf = view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    PyObject *out = PyList_New(0), *topics = PyDict_New(), *hosts = PyDict_New();
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (out == NULL || topics == NULL || hosts == NULL || empty == NULL)
+        goto fail;
+    while (pos < end) {
+        const uint8_t *r = buf + pos;
+        if (end - pos < HS || (int32_t)be32(r + OFF_MAGIC) != RECORD_MAGIC)
+            goto other;
+        int64_t size = (int32_t)be32(r + OFF_TOTAL_SIZE);
+        if (size < HS || size > end - pos || stated(r, size) < 0)
+            goto other;
+        Py_ssize_t lt = be16(r + OFF_TOPIC_LEN), lg = be16(r + OFF_TAGS_LEN),
+                   lk = be16(r + OFF_KEYS_LEN), lp = be32(r + OFF_PROPS_LEN),
+                   lb = be32(r + OFF_BODY_LEN);
+        const uint8_t *p = r + HS;
+        int32_t flags = (int32_t)be32(r + OFF_FLAGS);
+        PyObject *a[13] = {NULL};
+        a[0] = cached(topics, p, lt, NULL);
+        p += lt;
+        a[2] = a[0] ? text_of(p, lg, empty) : NULL;
+        p += lg;
+        a[3] = a[2] ? text_of(p, lk, empty) : NULL;
+        p += lk;
+        if (a[3] == NULL)
+            a[4] = NULL;
+        else if (lp == 0)
+            a[4] = PyDict_New();
+        else {
+            PyObject *raw = PyBytes_FromStringAndSize((const char *)p, lp);
+            a[4] = raw ? PyObject_CallOneArg(props_of, raw) : NULL;
+            Py_XDECREF(raw);
+        }
+        p += lp;
+        if (a[4] != NULL && !PyDict_Check(a[4])) {
+            PyErr_SetString(PyExc_TypeError, "decode: props_of did not give a dict");
+            Py_CLEAR(a[4]);
+        }
+        if (a[4] != NULL && (flags & FLAG_SEQUENCED)) {   /* an idempotent batch's: not the application's */
+            flags &= ~FLAG_SEQUENCED;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sequencing); i++) {
+                PyObject *k = PyTuple_GET_ITEM(sequencing, i);
+                int has = PyDict_Contains(a[4], k);
+                if (has < 0 || (has && PyDict_DelItem(a[4], k) < 0)) {
+                    Py_CLEAR(a[4]);
+                    break;
+                }
+            }
+        }
+        a[1] = a[4] ? PyBytes_FromStringAndSize((const char *)p, lb) : NULL;
+        if (a[1] != NULL) {
+            a[5] = PyLong_FromLong((int32_t)be32(r + OFF_QUEUE_ID));
+            a[6] = PyLong_FromLongLong(be64(r + OFF_QUEUE_OFFSET));
+            a[7] = PyLong_FromLongLong(be64(r + OFF_PHYSICAL_OFFSET));
+            a[8] = PyLong_FromLongLong(be64(r + OFF_BORN_TS_MS));
+            a[9] = PyLong_FromLongLong(be64(r + OFF_STORE_TS_MS));
+            a[10] = cached(hosts, r + OFF_BORN_HOST, 8, host_of);
+            a[11] = PyLong_FromLong(flags);
+            a[12] = Py_NewRef(group);
+        }
+        PyObject *msg = NULL;
+        int whole = 1;
+        for (int i = 0; i < 13; i++)
+            whole &= a[i] != NULL;
+        if (whole)
+            msg = PyObject_Vectorcall(cls, a, 13, NULL);
+        for (int i = 0; i < 13; i++)
+            Py_XDECREF(a[i]);
+        if (msg == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_SystemError, "decode: a field was not made");
+            goto fail;
+        }
+        int bad = PyList_Append(out, msg);
+        Py_DECREF(msg);
+        if (bad)
+            goto fail;
+        pos += size;
+    }
+    goto done;
+other:
+    Py_CLEAR(out);
+    out = Py_NewRef(Py_None);
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(topics);
+    Py_XDECREF(hosts);
+    Py_XDECREF(empty);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 PyDoc_STRVAR(use_crc_doc,
 "use_crc(kind) -> str\n\n"
 "Compute CRC-32C with kind ('sse4.2': the CPU's instruction, 'table': the\n"
@@ -728,6 +876,7 @@ static PyObject *py_layout(PyObject *self, PyObject *unused)
 static PyMethodDef methods[] = {
     {"layout", py_layout, METH_NOARGS, layout_doc},
     {"encode", py_encode, METH_VARARGS, encode_doc},
+    {"decode", py_decode, METH_VARARGS, decode_doc},
     {"use_crc", py_use_crc, METH_VARARGS, use_crc_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
     {"scan", py_scan, METH_VARARGS, scan_doc},

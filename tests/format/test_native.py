@@ -3,8 +3,10 @@ same answer as record.scan_batch for every batch (None for every batch that
 scan_batch refuses), the same seals, and damage found wherever it is."""
 
 import functools
+import itertools
 import platform
 import random
+import struct
 
 import crc32c
 import pytest
@@ -344,3 +346,95 @@ def test_stage_refuses_texts_that_are_not_utf8_as_the_python_path_does(c):
         before = bytes(r)
         assert c.stage(r, b"Orders", LIMIT, 1, 0, 0, 0, 1) is None
         assert bytes(r) == before
+
+
+def stored_records(rnd, n):
+    """Stored records as a pull answer carries them: texts that are not
+    UTF-8, properties (the sequencing ones of an idempotent batch among
+    them), hosts, and signed fields at their limits."""
+    from duomq.common.idempotence import SEQUENCING
+    hosts = [rec.NO_HOST, HOST, b"\x0a\0\0\x02\0\0\x23\x82"]
+    out = []
+    for _ in range(n):
+        props = rnd.choice([{}, {"p": "v"}, {"trace": "\u00e9" * 30, "": ""},
+                            {k: str(rnd.randrange(1 << 40)) for k in SEQUENCING} | {"app": "1"},
+                            {k: "7" for k in SEQUENCING}])
+        raw_props = rnd.choice([rec.encode_properties(props), b"bad\xff\x01v\x02"])
+        out.append(rec.encode_record(
+            rnd.choice([b"Orders", b"Pay\xffments", b"%RETRY%g"]),
+            rnd.choice([b"", b"a", "tag-\u00e9".encode(), b"\xc3"]),
+            rnd.choice([b"", b"k1 k2", b"\xff\xfe"]), raw_props,
+            rnd.randbytes(rnd.choice([0, 1, 100, rnd.randrange(5000)])),
+            rnd.choice([0, 1_700_000_000_000, -1]), rnd.choice(hosts),
+            flags=rnd.choice([0, rec.FLAG_SEQUENCED, 6, -1]),
+            queue_id=rnd.choice([0, 3, (1 << 31) - 1, -(1 << 31)]),
+            queue_offset=rnd.choice([0, rnd.randrange(1 << 62), -(1 << 63)]),
+            physical_offset=rnd.randrange(1 << 62), store_ts_ms=rnd.choice([0, (1 << 63) - 1])))
+    return out
+
+
+def python_decode(buf, group):
+    from duomq.common import message
+    return message._decode_records(buf, group)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_decode_gives_decode_records_messages(c_loops, seed):
+    """Every field of every message as the Python loop makes it, from bytes,
+    bytearrays and memoryviews."""
+    from duomq.common.idempotence import SEQUENCING
+    from duomq.common.message import MessageExt
+    rnd = random.Random(seed)
+    buf = b"".join(stored_records(rnd, rnd.choice([1, 2, 50, 256])))
+    want = python_decode(buf, "broker-a")
+    for form in (bytes, bytearray, memoryview):
+        got = c_loops.decode(form(buf), "broker-a", MessageExt, rec.decode_properties,
+                             rec.format_host, SEQUENCING)
+        assert got == want
+        assert [type(m.body) for m in got] == [bytes] * len(want)
+    assert decode_records(buf, "broker-a") == want
+
+
+def test_decode_leaves_what_is_not_a_whole_record_to_python(c_loops):
+    """A cut, a damaged length or magic, a format-2 record: None, and the
+    Python loop reads it (or says what is wrong) as before."""
+    from duomq.common.idempotence import SEQUENCING
+    from duomq.common.message import MessageExt
+    rnd = random.Random(5)
+    recs = stored_records(rnd, 3)
+    buf = b"".join(recs)
+
+    def c(b):
+        return c_loops.decode(b, "g", MessageExt, rec.decode_properties, rec.format_host,
+                              SEQUENCING)
+
+    assert c(b"") == []
+    whole = set(itertools.accumulate(len(r) for r in recs))
+    for cut in range(1, len(buf)):
+        if cut not in whole:
+            assert c(buf[:cut]) is None, cut
+    for field in ("total_size", "magic", "topic_len", "body_len", "props_len"):
+        bad = bytearray(buf)
+        at = rec.OFFSET[field] + rec.SIZE[field] - 1
+        bad[at] ^= 0x01
+        assert c(bytes(bad)) is None, field
+    old = bytearray(recs[0])
+    struct.pack_into(">i", old, rec.OFFSET["magic"], rec.RECORD_MAGIC_V2)
+    assert c(bytes(old)) is None
+    assert decode_records(bytes(old), "g") == python_decode(bytes(old), "g")
+
+
+def test_decode_passes_on_what_its_helpers_raise(c_loops):
+    from duomq.common.idempotence import SEQUENCING
+    from duomq.common.message import MessageExt
+    buf = rec.encode_record(b"T", b"", b"", b"p\x01v\x02", b"x", 1, HOST)
+
+    def boom(raw):
+        raise RuntimeError("props")
+
+    with pytest.raises(RuntimeError, match="props"):
+        c_loops.decode(buf, "g", MessageExt, boom, rec.format_host, SEQUENCING)
+    with pytest.raises(TypeError):
+        c_loops.decode(buf, "g", MessageExt, lambda raw: [], rec.format_host, SEQUENCING)
+    with pytest.raises(ZeroDivisionError):
+        c_loops.decode(buf, "g", MessageExt, rec.decode_properties, lambda h: 1 / 0, SEQUENCING)
