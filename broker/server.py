@@ -16,6 +16,7 @@ which the controller, the member-info writer and metrics scrapes read.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import resource
 import signal
@@ -65,6 +66,15 @@ HA_HWM = 16                  # messages queued per replication link, each way: a
                              # does not read
 HA_MAX_FRAME_BYTES = 64 * 1024  # slaves send only reports
 EXIT_STOP_OVERDUE = 3        # the exit status of a stop its watchdog ended
+
+
+def poll_ms(now: float, due: float | None, most_s: float) -> int:
+    """A poll's timeout in whole ms that wakes no earlier than ``due``
+    (monotonic s; None: nothing due) nor later than ``most_s`` from now."""
+    most = int(most_s * 1000)
+    if due is None:
+        return most
+    return max(0, min(most, math.ceil((due - now) * 1000)))
 
 
 class Broker(BrokerCore):
@@ -261,7 +271,7 @@ class Broker(BrokerCore):
             while not self._stopping:
                 if events:
                     busy.spin(router, ha_router, notify)
-                events = dict(poller.poll(1 if outbox.waiting else int(HOUSEKEEPING_S * 1000)))
+                events = dict(poller.poll(self._poll_ms()))
                 if events:
                     busy.woke()
                 if outbox.waiting:
@@ -288,6 +298,16 @@ class Broker(BrokerCore):
                 self._housekeeping()
         finally:
             self._shutdown()
+
+    def _poll_ms(self) -> int:
+        """How long the loop may sleep: until an answer waiting for its
+        peer may go (1 ms), a lingering transfer is due (ha_service), or
+        housekeeping."""
+        if self.outbox.waiting:
+            return 1
+        m = self.master()
+        due = m.ha.linger_due if m is not None else None
+        return poll_ms(time.monotonic(), due, HOUSEKEEPING_S)
 
     def _group_commit(self) -> None:
         """SYNC_FLUSH: with no other request waiting, this thread's own

@@ -62,6 +62,7 @@ FRAME_ENVELOPE_BYTES = 64 * KIB            # a request's framing around its reco
 ANY_HOSTS = ("0.0.0.0", "::", "*")        # listen_host values that bind every interface
 ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.allocate
 MAX_BUSY_POLL_US = 10_000                  # busy_poll_us: longer spins only burn CPU
+MAX_HA_LINGER_MS = 100                     # ha_linger_ms: longer only delays slave reads
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ class BrokerConfig:
     ha_heartbeat_ms: int = 1000              # report / heartbeat on an idle link this often
     ha_transfer_batch_bytes: int = 1 * MIB   # largest chunk sent to a slave
     ha_window_bytes: int = 8 * MIB           # most bytes in flight to one slave
+    ha_linger_ms: int = 1                    # a transfer nothing waits on (ASYNC) gathers
+                                             # the sends of this long (0: each goes at once)
     ha_apply_idle: bool = True               # ASYNC: a slave applies the log under SCHED_IDLE
     ha_apply_nice: int = 10                  # ... or, without it, this much nicer
     allow_lagging_promotion: bool = False    # may a slave outside the in-sync set take over?
@@ -299,6 +302,9 @@ class BrokerConfig:
         if not 0 <= self.ha_apply_nice <= 19:
             raise ConfigError(f"ha_apply_nice: must be in 0..19 (0 keeps the broker's "
                               f"priority), got {self.ha_apply_nice}")
+        if not 0 <= self.ha_linger_ms <= MAX_HA_LINGER_MS:
+            raise ConfigError(f"ha_linger_ms: must be between 0 and {MAX_HA_LINGER_MS}, got "
+                              f"{self.ha_linger_ms}")
         if self.ha_window_bytes < self.ha_transfer_batch_bytes:
             raise ConfigError("ha_window_bytes: must be >= ha_transfer_batch_bytes")
         if self.ha_housekeeping_ms <= 2 * self.ha_heartbeat_ms:

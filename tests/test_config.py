@@ -37,6 +37,8 @@ def test_defaults_match_the_documented_values():
     ({"ha_apply_nice": 20}, "ha_apply_nice"),
     ({"busy_poll_us": -1}, "busy_poll_us"),
     ({"busy_poll_us": 10_001}, "busy_poll_us"),
+    ({"ha_linger_ms": -1}, "ha_linger_ms"),
+    ({"ha_linger_ms": 101}, "ha_linger_ms"),
 ])
 def test_contradictory_broker_config_is_refused_naming_the_field(kwargs, field):
     with pytest.raises((ConfigError, InvalidNameError), match=field):

@@ -110,3 +110,14 @@ def test_zero_never_spins(pairs):
         assert busy.spin(*readers) is False
         busy.woke()
     assert busy.spins == 0
+
+
+def test_the_loop_sleeps_until_what_is_due_and_no_longer_than_housekeeping():
+    """``server.poll_ms``: a lingering transfer due in 0.4 ms wakes the loop
+    in 1 ms (not at housekeeping, 50 ms on); one overdue: no sleep."""
+    from duomq.broker.server import poll_ms
+    assert poll_ms(10.0, None, 0.05) == 50
+    assert poll_ms(10.0, 10.0004, 0.05) == 1
+    assert poll_ms(10.0, 10.020, 0.05) == 20
+    assert poll_ms(10.0, 9.0, 0.05) == 0
+    assert poll_ms(10.0, 11.0, 0.05) == 50

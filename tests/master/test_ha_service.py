@@ -163,3 +163,54 @@ def test_a_slave_of_an_older_release_gets_nothing_and_is_named(store_of, link, c
     assert [link_.broker_id for link_ in ha.links.values()] == [1]
     named = [r for r in caplog.records if "older release" in r.getMessage()]
     assert len(named) == 1 and "upgrade slaves before masters" in named[0].getMessage()
+
+
+def test_a_transfer_nothing_waits_on_lingers_then_carries_the_sends_after_it(store_of, link):
+    """ha_linger_ms: the bytes of sends written a few ms apart leave in one
+    transfer once the first has waited ha_linger_ms, with the newest
+    confirmed offset; at once when a send waits on the slave or
+    LINGER_BYTES are unsent."""
+    from duomq.master.ha_service import LINGER_BYTES
+    connect, dealer = link
+    store = store_of(ha_linger_ms=20)
+    ha = connect(store, 0)
+    one = rec.encode_record(b"T", b"", b"", b"", b"x" * 100, 1)
+    store.put_batch("T", 0, bytearray(one), 1)
+    ha.pump(1.0, 0, False)                     # a new link's first transfer starts it at once
+    assert len(transfers(dealer)) == 1 and ha.linger_due is None
+    for now in (1.100, 1.105, 1.110, 1.119):
+        store.put_batch("T", 0, bytearray(one), 1)
+        ha.pump(now, 7, False)
+        assert ha.linger_due == pytest.approx(1.120)
+    assert transfers(dealer) == []
+    ha.pump(1.120, 8, False)
+    (msg, data), = transfers(dealer)
+    assert (msg.offset, len(data[0]), msg.confirmed_offset) == (len(one), 4 * len(one), 8)
+    assert ha.linger_due is None
+
+    store.put_batch("T", 0, bytearray(one), 1)
+    ha.pump(2.0, 8, False)
+    assert transfers(dealer) == [] and ha.linger_due == pytest.approx(2.020)
+    store.put_batch("T", 0, bytearray(one), 1)
+    ha.pump(2.001, 8, True)                    # a SYNC send waits on it: both go now
+    (msg, data), = transfers(dealer)
+    assert msg.ack_now and len(data[0]) == 2 * len(one) and ha.linger_due is None
+
+    big = rec.encode_record(b"T", b"", b"", b"", b"x" * LINGER_BYTES, 1)
+    store.put_batch("T", 0, bytearray(big), 1)
+    ha.pump(3.0, 8, False)                     # enough to send: no wait
+    (msg, data), = transfers(dealer)
+    assert len(data[0]) == len(big) and not msg.ack_now and ha.linger_due is None
+
+
+def test_without_linger_each_write_leaves_at_once(store_of, link):
+    connect, dealer = link
+    store = store_of(ha_linger_ms=0)
+    ha = connect(store, 0)
+    one = rec.encode_record(b"T", b"", b"", b"", b"x" * 100, 1)
+    for i in range(3):
+        store.put_batch("T", 0, bytearray(one), 1)
+        ha.pump(1.0 + i / 1000, 0, False)
+        (msg, data), = transfers(dealer)
+        assert (msg.offset, len(data[0])) == (i * len(one), len(one))
+    assert ha.linger_due is None
