@@ -16,9 +16,20 @@
   duomq_send_no_busy_poll   the same with busy_poll_us = 0: the serving
                loop sleeps in poll at once after each turn
   send_to_echo_p50          duomq_send's median over zmq_echo's
+  tcp_relay_e2e  end to end at RELAY_RATE messages a second (2,000) through
+               a relay process, plain TCP at every hop: a producer process
+               sends a timestamp and waits for its ack, the relay hands it
+               to a consumer whose read waits there, the consumer (this
+               process) notes the delay and reads again. The floor of
+               e2e_latency for a server like Redis (one thread, epoll)
+  zmq_relay_e2e  the same with ZeroMQ at every hop (DEALERs to a ROUTER,
+               polled as the broker and the clients poll): the floor of
+               duomq's e2e_latency, with no storing, no decoding, no hand-off
+               to a consume thread
 
-Each figure: round trips per second and the p50/p99 in microseconds.
-N sets the round trips (default 20,000; BENCH_QUICK=1: 5,000).
+Each echo and send figure: round trips per second and the p50/p99 in
+microseconds; each relay figure: the p50/p99 of RELAY_SECS (5; quick: 2)
+seconds of messages. N sets the round trips (default 20,000; BENCH_QUICK=1: 5,000).
 """
 
 from __future__ import annotations
@@ -40,6 +51,9 @@ from duomq.client import Message, Producer
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 N = int(os.environ.get("N", 5000 if QUICK else 20000))
 BODY = b"x" * 100
+RELAY_RATE = 2000
+RELAY_SECS = float(os.environ.get("RELAY_SECS", 2 if QUICK else 5))
+STAMP = struct.Struct("<cq")         # relay messages: b"S" + a timestamp (send), b"P" (read)
 
 
 def figures(rtts_ns: list[int]) -> dict:
@@ -230,11 +244,168 @@ def _metrics_url(zk: str, cluster: str) -> str:
     return member.metrics
 
 
+def paced(send_and_wait) -> None:
+    """RELAY_RATE calls a second for RELAY_SECS, each given a CLOCK_MONOTONIC
+    timestamp (ns; the same clock in every process)."""
+    t0 = time.perf_counter()
+    for i in range(int(RELAY_RATE * RELAY_SECS)):
+        due = t0 + i / RELAY_RATE
+        now = time.perf_counter()
+        if due > now:
+            time.sleep(due - now)
+        send_and_wait(time.monotonic_ns())
+
+
+def relay_figures(delays_ns: list[int]) -> dict:
+    d = sorted(delays_ns[len(delays_ns) // 10:])        # the first tenth: warm-up
+    return {"messages": len(d), "p50_us": round(d[len(d) // 2] / 1000, 1),
+            "p99_us": round(d[int(len(d) * 0.99)] / 1000, 1)}
+
+
+def tcp_relay_server(port_q) -> None:
+    """Plain TCP, one thread, epoll (as Redis): acks each send after handing
+    it to the waiting reader."""
+    import selectors
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port_q.put(s.getsockname()[1])
+    sel = selectors.EpollSelector()
+    conns = []
+    for _ in range(2):
+        c, _ = s.accept()
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sel.register(c, selectors.EVENT_READ)
+        conns.append(c)
+    reader, backlog, bufs = None, [], {c: b"" for c in conns}
+    while True:
+        for key, _ in sel.select():
+            c = key.fileobj
+            data = c.recv(65536)
+            if not data:
+                return
+            bufs[c] += data
+            while len(bufs[c]) >= STAMP.size:
+                msg, bufs[c] = bufs[c][:STAMP.size], bufs[c][STAMP.size:]
+                if msg[:1] == b"P":
+                    reader = c
+                else:
+                    backlog.append(msg)
+                if reader is not None and backlog:
+                    reader.sendall(backlog.pop(0))
+                    reader = None
+                if msg[:1] == b"S":
+                    c.sendall(msg)                     # the ack
+
+
+def tcp_relay_producer(port: int) -> None:
+    c = socket.create_connection(("127.0.0.1", port))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send_and_wait(ts: int) -> None:
+        c.sendall(STAMP.pack(b"S", ts))
+        got = b""
+        while len(got) < STAMP.size:
+            got += c.recv(STAMP.size - len(got))
+    paced(send_and_wait)
+    c.close()
+
+
+def tcp_relay() -> dict:
+    server, port = serve(tcp_relay_server)
+    reader = socket.create_connection(("127.0.0.1", port))
+    reader.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    reader.sendall(STAMP.pack(b"P", 0))
+    time.sleep(0.1)                          # the reader first: its connection is accepted first
+    producer = multiprocessing.Process(target=tcp_relay_producer, args=(port,), daemon=True)
+    producer.start()
+    delays = []
+    for _ in range(int(RELAY_RATE * RELAY_SECS)):
+        got = b""
+        while len(got) < STAMP.size:
+            got += reader.recv(STAMP.size - len(got))
+        delays.append(time.monotonic_ns() - STAMP.unpack(got)[1])
+        reader.sendall(STAMP.pack(b"P", 0))
+    producer.join(10)
+    reader.close()
+    server.join(5)
+    return relay_figures(delays)
+
+
+def zmq_relay_server(port_q) -> None:
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    port_q.put(router.bind_to_random_port("tcp://127.0.0.1"))
+    poller = zmq.Poller()
+    poller.register(router, zmq.POLLIN)
+    reader, backlog = None, []
+    while True:
+        poller.poll(1000)
+        while True:
+            try:
+                who, msg = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if msg == b"":
+                return
+            if msg[:1] == b"P":
+                reader = who
+            else:
+                backlog.append(msg)
+            if reader is not None and backlog:
+                router.send_multipart([reader, backlog.pop(0)])
+                reader = None
+            if msg[:1] == b"S":
+                router.send_multipart([who, msg])       # the ack
+
+
+def zmq_relay_producer(port: int) -> None:
+    ctx = zmq.Context()
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.connect(f"tcp://127.0.0.1:{port}")
+    poller = zmq.Poller()
+    poller.register(dealer, zmq.POLLIN)
+
+    def send_and_wait(ts: int) -> None:
+        dealer.send(STAMP.pack(b"S", ts))
+        poller.poll(5000)
+        dealer.recv()
+    paced(send_and_wait)
+    dealer.close(linger=0)
+    ctx.term()
+
+
+def zmq_relay() -> dict:
+    server, port = serve(zmq_relay_server)
+    ctx = zmq.Context()
+    reader = ctx.socket(zmq.DEALER)
+    reader.connect(f"tcp://127.0.0.1:{port}")
+    poller = zmq.Poller()
+    poller.register(reader, zmq.POLLIN)
+    reader.send(STAMP.pack(b"P", 0))
+    producer = multiprocessing.Process(target=zmq_relay_producer, args=(port,), daemon=True)
+    producer.start()
+    delays = []
+    for _ in range(int(RELAY_RATE * RELAY_SECS)):
+        poller.poll(5000)
+        got = reader.recv()
+        delays.append(time.monotonic_ns() - STAMP.unpack(got)[1])
+        reader.send(STAMP.pack(b"P", 0))
+    producer.join(10)
+    reader.send(b"")
+    server.join(5)
+    reader.close(linger=0)
+    ctx.term()
+    return relay_figures(delays)
+
+
 def main() -> None:
     out = {"bench": "latency_floor", "body_bytes": len(BODY), "round_trips": N,
            "tcp_echo": tcp_echo(), "zmq_echo": zmq_echo(), "zmtp_client": zmtp_client(),
            "duomq_send": duomq_send(), "duomq_send_no_busy_poll": duomq_send(busy_poll_us=0)}
     out["send_to_echo_p50"] = round(out["duomq_send"]["p50_us"] / out["zmq_echo"]["p50_us"], 2)
+    out["tcp_relay_e2e"] = tcp_relay()
+    out["zmq_relay_e2e"] = zmq_relay()
     print(json.dumps(out), flush=True)
 
 
