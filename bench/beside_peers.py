@@ -9,7 +9,9 @@ machine is noisy, so systems are compared only within one sitting.
 
 Prints one JSON line per round and system with its figures, then one with
 each pairing's medians and ratios (above 1 is better for duomq, latencies
-included):
+included). duomq's consumers handle each message on the thread that reads
+it, as the peers' do (``consume_threads = 0``); the _pool figures are the
+push consumer's default, a pool of 20 consume threads:
 
   duomq ASYNC_FLUSH/ASYNC  vs  redis async  (AOF everysec + replica)
   duomq SYNC_FLUSH/SYNC    vs  redis sync   (AOF always + WAIT 1; duomq's
@@ -52,6 +54,10 @@ FIGURES = {
     "backlog_per_s": ("consume_backlog_msgs_per_s", ("consume_backlog", "msgs_per_s"), True),
     "e2e_p50_us": ("e2e_lat_p50_us@2000/s", ("e2e_latency", "p50_us"), False),
     "e2e_p99_us": ("e2e_lat_p99_us@2000/s", ("e2e_latency", "p99_us"), False),
+    # the push consumer's default (a pool of consume threads) against the same peer figures
+    "backlog_pool_per_s": ("consume_backlog_msgs_per_s", ("consume_backlog_pool", "msgs_per_s"),
+                           True),
+    "e2e_pool_p50_us": ("e2e_lat_p50_us@2000/s", ("e2e_latency_pool", "p50_us"), False),
 }
 
 
@@ -107,6 +113,8 @@ def summary(rounds: list[dict]) -> dict:
             continue
         figures = {}
         for figure, (metric, (name, field), higher) in FIGURES.items():
+            if name not in rounds[0]["duomq"][ours_mode]:      # POOL=0: no _pool figures
+                continue
             ours = [r["duomq"][ours_mode][name][field] for r in rounds]
             theirs = [r["peers"][peer][peer_mode][metric] for r in rounds]
             a, b = statistics.median(ours), statistics.median(theirs)

@@ -115,7 +115,7 @@ def consume(a):
 
     c = PushConsumer(a.group, a.topic, on_message, zookeeper=a.zookeeper, cluster=a.cluster,
                      consume_from=a.consume_from, pull_batch_size=a.pull_batch,
-                     read_from=a.read_from)
+                     read_from=a.read_from, consume_threads=a.consume_threads)
     c.start()
     deadline = time.monotonic() + 20
     while len(c.held()) < a.queues and time.monotonic() < deadline:
@@ -162,6 +162,7 @@ def main():
     ap.add_argument("--idle-s", type=float, default=3)
     ap.add_argument("--max-wait-s", type=float, default=60)
     ap.add_argument("--read-from", default="master")
+    ap.add_argument("--consume-threads", type=int, default=20)
     a = ap.parse_args()
     {"produce": produce, "latprod": latprod, "consume": consume}[a.role](a)
 

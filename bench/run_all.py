@@ -6,6 +6,13 @@ ASYNC_FLUSH and SYNC_FLUSH: one JSON line per figure.
   produce_batch256  200,000 messages in stop-and-wait batches of 256
   consume_backlog   a new consumer process reads the 200,000-message backlog
   e2e_latency       consumer subscribed first; 2,000 msg/s for 10 s; first 1 s dropped
+  consume_backlog_pool, e2e_latency_pool   the same with a pool of 20 consume threads
+
+Consumers run the handler on the thread that reads the pull answers
+(CONSUME_THREADS, default 0: ``consume_threads = 0``), as the peers'
+harness consumers do (Redis's XREADGROUP loop, NATS's callback); the _pool
+figures show the push consumer's default, 20 threads, each message handed
+to one (POOL=0 leaves them out).
 
 BENCH_QUICK=1: a one-minute subset (fewer messages, 100 B only, 3 s latency run).
 Modes: ASYNC_FLUSH and SYNC_FLUSH on a lone master, then a master and a slave with
@@ -42,6 +49,9 @@ LAT_SECS = float(os.environ.get("LAT_SECS", 3 if QUICK else 10))
 QUEUES = 4
 # e.g. BROKER_SETTINGS='{"segment_size_bytes": 67108864}'
 BROKER_SETTINGS = json.loads(os.environ.get("BROKER_SETTINGS", "{}"))
+CONSUME_THREADS = int(os.environ.get("CONSUME_THREADS", 0))
+POOL = os.environ.get("POOL", "1") != "0"
+POOL_THREADS = 20
 
 
 def child(args, ready=False, cpus=None):
@@ -94,19 +104,25 @@ def run_mode(zk, flush: str, replication: str, size: int, base: str,
         emit(name="produce_batch256", **common, msgs_per_s=round(r["rate"], 1), n=r["n"],
              errors=r["errors"], statuses=r["statuses"])
         backlog = r["n"] + 1  # + the warm-up message
-        r = result(child(["consume", *ep, "--topic", "Backlog", "--expect", backlog, "--queues",
-                          QUEUES, "--group", "backlog-reader"], ready=True))
-        emit(name="consume_backlog", **common, msgs_per_s=round(r["rate"], 1), n=r["n"])
-        cons = child(["consume", *ep, "--topic", "Latency", "--latency", "--consume-from", "last",
-                      "--expect", int(LAT_RATE * LAT_SECS), "--warmup-n", LAT_RATE,
-                      "--queues", QUEUES, "--group", "latency-reader", "--idle-s", 5],
-                     ready=True)
-        prod = result(child(["latprod", *ep, "--topic", "Latency", "--rate", LAT_RATE,
-                             "--secs", LAT_SECS, "--size", size]))
-        r = result(cons)
-        emit(name="e2e_latency", **common, rate_per_s=LAT_RATE, achieved_rate=round(prod["rate"], 1),
-             p50_us=r["lat"]["p50_us"], p99_us=r["lat"]["p99_us"], p999_us=r["lat"]["p999_us"],
-             samples=r["lat"]["samples"])
+        runs = [("", CONSUME_THREADS)] + ([("_pool", POOL_THREADS)] if POOL else [])
+        for suffix, threads in runs:
+            r = result(child(["consume", *ep, "--topic", "Backlog", "--expect", backlog,
+                              "--queues", QUEUES, "--group", f"backlog-reader{suffix}",
+                              "--consume-threads", threads], ready=True))
+            emit(name=f"consume_backlog{suffix}", **common, consume_threads=threads,
+                 msgs_per_s=round(r["rate"], 1), n=r["n"])
+        for suffix, threads in runs:
+            cons = child(["consume", *ep, "--topic", "Latency", "--latency", "--consume-from",
+                          "last", "--expect", int(LAT_RATE * LAT_SECS), "--warmup-n", LAT_RATE,
+                          "--queues", QUEUES, "--group", f"latency-reader{suffix}", "--idle-s", 5,
+                          "--consume-threads", threads], ready=True)
+            prod = result(child(["latprod", *ep, "--topic", "Latency", "--rate", LAT_RATE,
+                                 "--secs", LAT_SECS, "--size", size]))
+            r = result(cons)
+            emit(name=f"e2e_latency{suffix}", **common, consume_threads=threads,
+                 rate_per_s=LAT_RATE, achieved_rate=round(prod["rate"], 1),
+                 p50_us=r["lat"]["p50_us"], p99_us=r["lat"]["p99_us"],
+                 p999_us=r["lat"]["p999_us"], samples=r["lat"]["samples"])
     finally:
         cluster.stop_all()
         # each broker preallocates a 1 GiB segment: five modes' worth at once

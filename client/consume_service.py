@@ -29,7 +29,11 @@ class ConsumePool:
     """Up to ``threads`` daemon threads running ``fn(arg)`` tasks from one
     queue. A thread is started only when a task arrives and none is idle (as
     ``concurrent.futures.ThreadPoolExecutor`` does), so an idle consumer holds
-    no consume thread and a busy one as many as its load keeps busy."""
+    no consume thread and a busy one as many as its load keeps busy.
+
+    With ``threads`` 0 a task runs at once on the thread that submits it: the
+    client's I/O thread for a pull answer (as Kafka's poll loop and the
+    Redis and NATS clients call the handler), the timer thread for a retry."""
 
     def __init__(self, threads: int, name: str):
         self.max_threads = threads
@@ -40,7 +44,18 @@ class ConsumePool:
         self._lock = threading.Lock()
         self._closed = False
 
+    @property
+    def inline(self) -> bool:
+        return self.max_threads == 0
+
     def submit(self, fn, arg) -> None:
+        if self.max_threads == 0:
+            if not self._closed:
+                try:
+                    fn(arg)
+                except Exception:
+                    log.exception("consume task failed")
+            return
         self._tasks.put((fn, arg))
         with self._lock:
             if self._idle > 0:           # an idle thread takes it (reserved: one per task)
@@ -129,7 +144,7 @@ class ConcurrentService(_Service):
 
     def accept(self, pq: ProcessQueue, messages, next_offset: int, nbytes: int) -> list[Chunk]:
         """Record a pull answer in ``pq``; its chunks, for ``start``."""
-        size = max(CHUNK_MIN, -(-len(messages) // self.threads))
+        size = max(CHUNK_MIN, -(-len(messages) // max(1, self.threads)))
         return pq.add(messages, next_offset, nbytes, size)
 
     def start(self, pq: ProcessQueue, chunks: list[Chunk]) -> None:

@@ -483,7 +483,9 @@ class ConsumerConfig:
                                              # (default: the host name)
     consume_mode: str = "concurrently"       # concurrently: a thread pool, any order;
                                              # orderly: one thread per queue, queue order
-    consume_threads: int = 20                # consume thread pool size
+    consume_threads: int = 20                # consume thread pool size (0: the handler runs
+                                             # on the I/O thread as each answer comes: no
+                                             # hand-off, but a slow one holds up every pull)
     consume_concurrently_max_span: int = 2000  # concurrently: stop pulling a queue whose oldest
                                              # unconsumed message is this many offsets back
     suspend_current_queue_ms: int = 1000     # pause before a failed message is tried again here
@@ -514,6 +516,9 @@ class ConsumerConfig:
             raise ConfigError(f"consume_mode: {self.consume_mode!r} is not concurrently or orderly")
         if self.max_reconsume_times < 0:
             raise ConfigError("max_reconsume_times: must be >= 0")
+        if self.consume_threads < 0:
+            raise ConfigError("consume_threads: must be >= 0 (0: the handler runs on the "
+                              "client's I/O thread)")
         if self.read_from not in ("master", "slave", "slave_preferred"):
             raise ConfigError(f"read_from: {self.read_from!r} is not master, slave or "
                               f"slave_preferred")
@@ -521,7 +526,7 @@ class ConsumerConfig:
             raise ConfigError(f"consume_from: {self.consume_from!r} is not last, first or timestamp")
         _positive(self, "pull_batch_size", "long_polling_timeout_ms", "offset_commit_interval_ms",
                   "request_timeout_ms", "pull_threshold_for_queue", "rebalance_interval_ms",
-                  "pull_threshold_size_for_queue_mib", "consume_threads",
+                  "pull_threshold_size_for_queue_mib",
                   "consume_concurrently_max_span", "suspend_current_queue_ms",
                   "handoff_timeout_ms")
         if self.request_timeout_ms <= 0:

@@ -132,6 +132,9 @@ def test_producer_and_consumer_fields_are_typed_too():
         ProducerConfig(send_timeout_ms="5")
     with pytest.raises(ConfigError, match="consume_timestamp_ms: must be >= 0"):
         ConsumerConfig(consume_timestamp_ms=-5)
+    with pytest.raises(ConfigError, match="consume_threads: must be >= 0"):
+        ConsumerConfig(consume_threads=-1)
+    assert ConsumerConfig(consume_threads=0).consume_threads == 0   # the I/O thread runs it
 
 
 def test_a_toml_string_where_a_bool_belongs_is_refused(tmp_path):

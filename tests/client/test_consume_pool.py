@@ -33,3 +33,18 @@ def test_threads_are_started_only_as_the_load_needs_them():
     finally:
         pool.shutdown(5)
     assert all(not t.is_alive() for t in pool._threads)
+
+
+def test_without_threads_a_task_runs_at_once_on_the_submitting_thread(caplog):
+    pool = ConsumePool(0, "t")
+    ran = []
+    pool.submit(lambda i: ran.append((i, threading.current_thread().name)), 1)
+    assert ran == [(1, threading.current_thread().name)] and pool.size == 0 and pool.inline
+
+    def boom(_):
+        raise RuntimeError("handler bug")
+    pool.submit(boom, 2)                       # logged, not raised into the I/O thread
+    assert "consume task failed" in caplog.text
+    pool.shutdown(1)
+    pool.submit(ran.append, 3)                 # closed: nothing more runs
+    assert ran == [(1, threading.current_thread().name)]

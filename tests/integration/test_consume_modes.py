@@ -88,6 +88,38 @@ def test_concurrent_consumption_uses_the_pool(local_cluster, small_store):
     assert sorted(seen) == [b"%06d" % i for i in range(400)]
 
 
+def test_without_consume_threads_the_handler_runs_on_the_io_thread(local_cluster, small_store):
+    """consume_threads = 0: each message handled on the client's I/O thread
+    as its pull answer comes (no consume thread is ever started), a failed
+    one sent back and handled again, everything once otherwise."""
+    local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.create_topic("Inline", queues=2)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    produce(zk, cl, "Inline", 400)
+    threads = set()
+    seen = []
+    failed = []
+    lock = threading.Lock()
+
+    def on_message(m):
+        with lock:
+            threads.add(threading.current_thread().name)
+            if m.body == b"%06d" % 123 and not failed:
+                failed.append(m.msg_id)
+                raise RuntimeError("once")
+            seen.append(m.body)
+
+    c = PushConsumer("inline", "Inline", on_message, zookeeper=zk, cluster=cl,
+                     consume_from="first", consume_threads=0).start()
+    try:
+        wait_for(lambda: len(seen) == 400, what="all 400, the failed one again")
+        assert c._consume.pool.size == 0
+    finally:
+        c.shutdown()
+    assert sorted(seen) == [b"%06d" % i for i in range(400)] and len(failed) == 1
+    assert {t.split("-")[0] + "-" + t.split("-")[1] for t in threads} == {"duomq-io"}, threads
+
+
 class OrderCheck:
     """Records, per queue, the offsets in the order handlers ran, and how many
     handlers ran on one queue at once."""
@@ -127,14 +159,16 @@ class OrderCheck:
         return [o for o, _ in self.order[key]]
 
 
-def test_orderly_keeps_queue_order_through_a_rebalance(local_cluster, small_store):
+@pytest.mark.parametrize("threads", [20, 0])
+def test_orderly_keeps_queue_order_through_a_rebalance(local_cluster, small_store, threads):
     local_cluster.add_broker("broker-a", **small_store)
     local_cluster.create_topic("Ordered", queues=4)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     check = OrderCheck(delay_s=0.002)
     # little in hand (a hand-off consumes it first), so queues move mid-stream
     opts = dict(zookeeper=zk, cluster=cl, consume_from="first", consume_mode="orderly",
-                offset_commit_interval_ms=200, pull_batch_size=16, pull_threshold_for_queue=20)
+                offset_commit_interval_ms=200, pull_batch_size=16, pull_threshold_for_queue=20,
+                consume_threads=threads)
     c1 = PushConsumer("ordered", "Ordered", check.handler("c1"), **opts).start()
     c2 = None
     try:
@@ -159,7 +193,9 @@ def test_orderly_keeps_queue_order_through_a_rebalance(local_cluster, small_stor
     assert handed_over == 2, "two queues moved from c1 to c2 mid-stream"
 
 
-def test_orderly_retries_a_failed_message_in_place_after_a_pause(local_cluster, small_store):
+@pytest.mark.parametrize("threads", [20, 0])
+def test_orderly_retries_a_failed_message_in_place_after_a_pause(local_cluster, small_store,
+                                                                 threads):
     local_cluster.add_broker("broker-a", **small_store)
     local_cluster.create_topic("Retry", queues=1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
@@ -167,7 +203,7 @@ def test_orderly_retries_a_failed_message_in_place_after_a_pause(local_cluster, 
     check = OrderCheck(fail={10: 2})
     c = PushConsumer("inplace", "Retry", check.handler("c"), zookeeper=zk, cluster=cl,
                      consume_from="first", consume_mode="orderly",
-                     suspend_current_queue_ms=300).start()
+                     suspend_current_queue_ms=300, consume_threads=threads).start()
     try:
         wait_for(lambda: len(check.order[("broker-a", 0)]) == 100, what="all 100")
     finally:
