@@ -184,6 +184,15 @@ class PullLoop:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_pull, pq.mq,
                         result.next_offset)
             pq.skip_to(result.next_offset)
+        if chunks is not None and self.consume.pool.inline:
+            # the handler runs here first: the next pull leaves only once the
+            # answers read are handed over, so making it first only delayed
+            # the handler (by ~25 us at 2,000 msg/s)
+            try:
+                self.consume.start(pq, chunks)
+            finally:
+                self.pull(pq)
+            return
         try:
             self.pull(pq)
         finally:
