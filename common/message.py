@@ -168,10 +168,15 @@ def _decode_records(buf, broker_group: str) -> list[MessageExt]:
     topics: dict[bytes, str] = {}
     hosts: dict[bytes, str] = {}           # a pull's messages come from few producers
     while pos < end:
+        if end - pos < HS:
+            raise rec.RecordError(f"a cut record in pulled data at {pos}")
         (size, magic, _crc, qid, qoff, phys, born, stored, host, flags,
          lt, lg, lk, lp, lb) = unpack(buf, pos)
         if magic != RM and magic != RM2:
             raise rec.RecordError(f"bad magic in pulled data at {pos}")
+        # (a size of 0 read on would never end; one past the answer would cut the body)
+        if size != HS + lt + lg + lk + lp + lb or size > end - pos:
+            raise rec.RecordError(f"a record whose lengths disagree in pulled data at {pos}")
         p = pos + HS
         traw = bytes(mv[p:p + lt])
         topic = topics.get(traw)
