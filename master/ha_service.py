@@ -8,7 +8,7 @@ holds ``LINGER_BYTES`` already: under ASYNC replication one transfer, and one
 wake-up of the slave, then carries the sends of that millisecond instead of
 one each (issue 41: on a two-core host the slave's wake-ups took CPU from
 the master's round trips; a one-outstanding producer to an ASYNC pair went
-from 4,600 to 5,400 sends a second). ``linger_due`` tells the serving loop
+from 4,150-4,390 to 4,890-4,930 sends a second). ``linger_due`` tells the serving loop
 when to come back for it."""
 
 from __future__ import annotations
