@@ -212,3 +212,45 @@ def test_orderly_retries_a_failed_message_in_place_after_a_pause(local_cluster, 
     t = check.times[10]                      # two failures, then the success
     assert len(t) == 3 and t[1] - t[0] >= 0.29 and t[2] - t[1] >= 0.29
     assert check.times[11][0] > t[2]
+
+
+def test_a_shutdown_while_the_io_thread_runs_a_handler_finishes_it_and_commits_it(
+        local_cluster, small_store):
+    """consume_threads = 0, shutdown from another thread while a handler
+    blocks the I/O thread: the shutdown waits for that message, commits past
+    it, and the next member of the group starts after it: nothing is read
+    twice, nothing is skipped."""
+    local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.create_topic("InlineStop", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    produce(zk, cl, "InlineStop", 50)
+    entered, release = threading.Event(), threading.Event()
+    first: list[bytes] = []
+
+    def blocking(m):
+        first.append(m.body)
+        if m.body == b"%06d" % 10:
+            entered.set()
+            release.wait(30)
+
+    c = PushConsumer("inline-stop", "InlineStop", blocking, zookeeper=zk, cluster=cl,
+                     consume_from="first", consume_threads=0, pull_batch_size=16).start()
+    assert entered.wait(30)
+    stopper = threading.Thread(target=c.shutdown)
+    stopper.start()
+    time.sleep(0.3)                        # the shutdown is under way, the handler still blocked
+    assert stopper.is_alive()
+    release.set()
+    stopper.join(30)
+    assert not stopper.is_alive()
+    assert b"%06d" % 10 in first and first == sorted(set(first))
+    second: list[bytes] = []
+    c2 = PushConsumer("inline-stop", "InlineStop", lambda m: second.append(m.body),
+                      zookeeper=zk, cluster=cl,
+                      consume_from="first", consume_threads=0).start()
+    try:
+        wait_for(lambda: len(first) + len(second) >= 50, what="the rest, by the next member")
+        time.sleep(0.3)
+    finally:
+        c2.shutdown()
+    assert sorted(first + second) == [b"%06d" % i for i in range(50)]

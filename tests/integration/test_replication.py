@@ -3,6 +3,7 @@ pulls, SYNC acks that never lie, offsets copied to the slave."""
 
 import filecmp
 import os
+import time
 
 import pytest
 
@@ -130,3 +131,27 @@ def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, sm
     assert prio[slave.pid] == ("other", 0)            # the serving thread
     assert sum(v == lowered for v in prio.values()) == (3 if lowered else 0)
     assert all(v == ("other", 0) for v in prio.values() if v != lowered)
+
+
+def test_an_async_transfer_lingers_then_leaves_with_no_more_traffic(local_cluster, small_store,
+                                                                    remoting):
+    """ha_linger_ms in real brokers: a lone ASYNC send's bytes reach the
+    slave no sooner than the linger (nothing waits on them), and then with
+    nothing else sent: the master's loop comes back for them by itself."""
+    master = local_cluster.add_broker("broker-a", 0, ha_linger_ms=100, **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, ha_linger_ms=100, **small_store)
+    local_cluster.create_topic("Linger", queues=1)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        assert p.send(Message("Linger", b"warm")).ok
+        warm_end = status(remoting, master).max_physical_offset
+        wait_for(lambda: status(remoting, slave).max_physical_offset == warm_end,
+                 what="the slave to hold the first message")
+        t0 = time.monotonic()
+        assert p.send(Message("Linger", b"one")).ok
+        end = status(remoting, master).max_physical_offset
+        early = status(remoting, slave).max_physical_offset
+        if time.monotonic() - t0 < 0.09:
+            assert early == warm_end, "sent before its linger was up"
+        wait_for(lambda: status(remoting, slave).max_physical_offset == end, timeout_s=5,
+                 what="the lingering transfer, with no more traffic")
+        assert time.monotonic() - t0 >= 0.095
