@@ -124,13 +124,19 @@ def zmq_server(port_q) -> None:
             router.send_multipart(parts)
 
 
-def zmq_echo() -> dict:
-    server, port = serve(zmq_server)
-    ctx = zmq.Context()
+def dealer_to(ctx: zmq.Context, port: int) -> tuple[zmq.Socket, zmq.Poller]:
+    """A DEALER connected to the ROUTER on ``port``, and a poller over it."""
     dealer = ctx.socket(zmq.DEALER)
     dealer.connect(f"tcp://127.0.0.1:{port}")
     poller = zmq.Poller()
     poller.register(dealer, zmq.POLLIN)
+    return dealer, poller
+
+
+def zmq_echo() -> dict:
+    server, port = serve(zmq_server)
+    ctx = zmq.Context()
+    dealer, poller = dealer_to(ctx, port)
 
     def round_trip() -> None:
         dealer.send(BODY)
@@ -361,10 +367,7 @@ def zmq_relay_server(port_q) -> None:
 
 def zmq_relay_producer(port: int) -> None:
     ctx = zmq.Context()
-    dealer = ctx.socket(zmq.DEALER)
-    dealer.connect(f"tcp://127.0.0.1:{port}")
-    poller = zmq.Poller()
-    poller.register(dealer, zmq.POLLIN)
+    dealer, poller = dealer_to(ctx, port)
 
     def send_and_wait(ts: int) -> None:
         dealer.send(STAMP.pack(b"S", ts))
@@ -378,10 +381,7 @@ def zmq_relay_producer(port: int) -> None:
 def zmq_relay() -> dict:
     server, port = serve(zmq_relay_server)
     ctx = zmq.Context()
-    reader = ctx.socket(zmq.DEALER)
-    reader.connect(f"tcp://127.0.0.1:{port}")
-    poller = zmq.Poller()
-    poller.register(reader, zmq.POLLIN)
+    reader, poller = dealer_to(ctx, port)
     reader.send(STAMP.pack(b"P", 0))
     producer = multiprocessing.Process(target=zmq_relay_producer, args=(port,), daemon=True)
     producer.start()
