@@ -37,6 +37,7 @@ from duomq.broker.processors import HANDLERS
 from duomq.broker.requests import Request
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.snapshot import QueueSnapshot, take, take_queues
+from duomq.broker.zmtp_router import ZmtpRouter
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import broker_zk_sasl
 from duomq.common.endpoint import EXPOSED, exposed_without_auth
@@ -87,9 +88,13 @@ class Broker(BrokerCore):
         # ZeroMQ queues by the high-water marks (in messages), answers a client
         # does not read by the outbox (in bytes), log bytes in flight to a slave
         # by ha_window_bytes
-        self.router = self._socket(zmq.ROUTER, rcvhwm=CLIENT_RCVHWM, sndhwm=PIPE_MESSAGES,
-                                   max_frame=config.max_frame_bytes)
-        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)      # a full pipe raises: the outbox
+        self.router: Any
+        if config.native_client_port:                # the serving thread's own sockets
+            self.router = ZmtpRouter(CLIENT_RCVHWM, PIPE_MESSAGES, config.max_frame_bytes)
+        else:
+            self.router = self._socket(zmq.ROUTER, rcvhwm=CLIENT_RCVHWM, sndhwm=PIPE_MESSAGES,
+                                       max_frame=config.max_frame_bytes)
+            self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a full pipe raises: the outbox
         self.ha_router = self._socket(zmq.ROUTER, rcvhwm=HA_HWM, sndhwm=HA_HWM,
                                       max_frame=HA_MAX_FRAME_BYTES)
         self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
@@ -138,6 +143,11 @@ class Broker(BrokerCore):
 
     def _bind(self, sock, port: int, setting: str) -> int:
         host = self.config.listen_host
+        if isinstance(sock, ZmtpRouter):
+            try:
+                return sock.bind("0.0.0.0" if host == "*" else host, port)
+            except OSError as exc:
+                raise ConfigError(f"{setting} {port}: cannot listen on {host}: {exc}") from None
         try:
             if port == 0:
                 return sock.bind_to_random_port(f"tcp://{host}")
@@ -266,12 +276,17 @@ class Broker(BrokerCore):
         st = self.state
         busy = self.busy_poll
         events: dict = {}
+        # the native client port: polled as its fd (what poll reports), and
+        # requests it read that the loop has not taken yet
+        native = isinstance(router, ZmtpRouter)
+        backlogged = router.backlogged if native else (lambda: False)
+        router_key = router.fileno() if native else router
         try:
             outbox = self.outbox
             while not self._stopping:
                 if events:
                     busy.spin(router, ha_router, notify)
-                events = dict(poller.poll(self._poll_ms()))
+                events = dict(poller.poll(0 if backlogged() else self._poll_ms()))
                 if events:
                     busy.woke()
                 if outbox.waiting:
@@ -280,7 +295,7 @@ class Broker(BrokerCore):
                     self._drain_notifications()
                 if ha_router in events:
                     self._drain_ha()
-                if router in events:
+                if router_key in events or backlogged():
                     if st.role == Role.SLAVE:
                         visibility.update_visible(self)   # replication moved it without waking us
                     self._drain_router()

@@ -63,6 +63,7 @@ ANY_HOSTS = ("0.0.0.0", "::", "*")        # listen_host values that bind every i
 ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.allocate
 MAX_BUSY_POLL_US = 10_000                  # busy_poll_us: longer spins only burn CPU
 MAX_HA_LINGER_MS = 100                     # ha_linger_ms: longer only delays slave reads
+CLIENT_TRANSPORTS = ("auto", "native", "zeromq")   # client_transport (broker.zmtp_router)
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,10 @@ class BrokerConfig:
                                              # comes within it is read without a wake-up; it
                                              # spins only while half the recent waits were
                                              # that short; 0: sleep at once (no CPU spent)
+    client_transport: str = "auto"           # the client port: "native" (the serving thread
+                                             # speaks ZeroMQ's ZMTP itself: no I/O-thread hop
+                                             # per request; no CURVE), "zeromq" (libzmq's
+                                             # ROUTER), "auto" (native, zeromq with auth)
     # --- limits per peer (a client that does not read, or sends garbage)
     max_frame_bytes: int = 16 * MIB          # largest request frame on the client port (a
                                              # larger one closes the connection: ZeroMQ's
@@ -293,6 +298,12 @@ class BrokerConfig:
                               f"write every topic. Set auth = true and auth_dir (duomq auth "
                               f"init), or listen on loopback, or set allow_insecure = true for "
                               f"a network you trust")
+        if self.client_transport not in CLIENT_TRANSPORTS:
+            raise ConfigError(f"client_transport: {self.client_transport!r} is not one of "
+                              f"{', '.join(CLIENT_TRANSPORTS)}")
+        if self.auth and self.client_transport == "native":
+            raise ConfigError("client_transport = \"native\" speaks no CURVE: with auth = true "
+                              "the client port is ZeroMQ's (\"zeromq\" or \"auto\")")
         if self.auth and not self.auth_dir:
             raise ConfigError("auth = true needs auth_dir: the directory `duomq auth init "
                               "--out DIR` wrote (the broker keypair)")
@@ -312,6 +323,12 @@ class BrokerConfig:
                               "links would be dropped")
 
     # ------------------------------------------------------------ derived
+    @property
+    def native_client_port(self) -> bool:
+        """Whether the serving thread speaks ZMTP on the client port itself."""
+        return self.client_transport == "native" or \
+            (self.client_transport == "auto" and not self.auth)
+
     @property
     def address(self) -> str:
         """The ZeroMQ endpoint clients dial."""

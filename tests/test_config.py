@@ -39,10 +39,18 @@ def test_defaults_match_the_documented_values():
     ({"busy_poll_us": 10_001}, "busy_poll_us"),
     ({"ha_linger_ms": -1}, "ha_linger_ms"),
     ({"ha_linger_ms": 101}, "ha_linger_ms"),
+    ({"client_transport": "tcp"}, "client_transport"),
+    ({"client_transport": "native", "auth": True, "auth_dir": "/x"}, "client_transport"),
 ])
 def test_contradictory_broker_config_is_refused_naming_the_field(kwargs, field):
     with pytest.raises((ConfigError, InvalidNameError), match=field):
         BrokerConfig(**kwargs)
+
+
+def test_the_client_port_is_native_unless_secured():
+    assert BrokerConfig().native_client_port
+    assert not BrokerConfig(client_transport="zeromq").native_client_port
+    assert not BrokerConfig(auth=True, auth_dir="/x").native_client_port   # CURVE is libzmq's
 
 
 def test_flush_aliases():

@@ -1,6 +1,7 @@
 """Answers to a client that does not read are bounded in bytes: its pipe holds
 a few, the outbox the rest up to a limit, then it is muted and later forgotten.
-Real ZeroMQ sockets over TCP."""
+Real ZeroMQ sockets over TCP, against both client ports (libzmq's ROUTER and
+the native one)."""
 
 import time
 
@@ -8,26 +9,42 @@ import pytest
 import zmq
 
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
+from duomq.broker.zmtp_router import ZmtpRouter
 
 
-@pytest.fixture
-def pair():
+def _recv(router, timeout_s: float = 2.0) -> list[bytes]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return router.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            time.sleep(0.001)
+    raise AssertionError("no request came")
+
+
+@pytest.fixture(params=["zeromq", "native"])
+def pair(request):
+    """A ROUTER as the broker's client port is (libzmq's, or the serving
+    thread's own: broker.zmtp_router) and a DEALER that reads slowly."""
     ctx = zmq.Context()
-    router = ctx.socket(zmq.ROUTER)
-    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    router.setsockopt(zmq.SNDHWM, PIPE_MESSAGES)
-    router.setsockopt(zmq.SNDBUF, 65536)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
+    if request.param == "native":
+        router = ZmtpRouter(64, PIPE_MESSAGES)
+        port = router.bind("127.0.0.1", 0)
+    else:
+        router = ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        router.setsockopt(zmq.SNDHWM, PIPE_MESSAGES)
+        router.setsockopt(zmq.SNDBUF, 65536)
+        port = router.bind_to_random_port("tcp://127.0.0.1")
     dealer = ctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.RCVHWM, 1)
     dealer.setsockopt(zmq.RCVBUF, 65536)
     dealer.connect(f"tcp://127.0.0.1:{port}")
     dealer.send(b"hello")
-    assert router.poll(2000)
-    identity, _ = router.recv_multipart()
+    identity, _ = _recv(router)
     yield router, dealer, identity
-    for s in (router, dealer):
-        s.close(0)
+    router.close(0)
+    dealer.close(0)
     ctx.term()
 
 

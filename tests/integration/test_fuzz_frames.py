@@ -2,12 +2,14 @@
 error status (or is valid), and the broker keeps serving."""
 
 import random
+import socket
 
 import pytest
 import zmq
 
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
+from duomq.common import zmtp
 from duomq.common.credentials import Credentials, KeyPair, init_cluster_keys
 from duomq.common.message import decode_records
 from duomq.coordinator import zk as zkutil
@@ -87,6 +89,62 @@ def test_broker_survives_random_and_mutated_frames(local_cluster, small_store):
     sock = dealer(ctx, b.address)
     try:
         fuzz(sock, random.Random(20261122))
+        still_serving(sock)
+    finally:
+        sock.close(0)
+        ctx.term()
+    assert b.alive()
+
+
+def raw_streams(rnd: random.Random, n: int) -> list[bytes]:
+    """Byte streams for a plain TCP connection to the client port: random
+    bytes, then a valid ZMTP opening followed by damage of each kind."""
+    opening = zmtp.greeting(False) + zmtp.ready(b"DEALER")
+    valid = b"".join(b"".join(zmtp.message([f])) for f in valid_frames())
+    out = []
+    for i in range(n):
+        kind = i % 5
+        if kind == 0:
+            out.append(rnd.randbytes(rnd.randrange(1, 300)))
+        elif kind == 1:                   # a valid opening, then random bytes
+            out.append(opening + rnd.randbytes(rnd.randrange(1, 300)))
+        elif kind == 2:                   # valid requests with some bytes flipped
+            data = bytearray(opening + valid)
+            for _ in range(rnd.randrange(1, 6)):
+                data[rnd.randrange(len(data))] = rnd.randrange(256)
+            out.append(bytes(data))
+        elif kind == 3:                   # a frame claiming more than max_frame_bytes
+            out.append(opening + zmtp.frame_head(rnd.randrange(17 << 20, 1 << 62)))
+        else:                             # cut anywhere
+            data = opening + valid
+            out.append(data[:rnd.randrange(1, len(data))])
+    return out
+
+
+def test_plain_tcp_garbage_at_the_client_port_leaves_the_broker_serving(local_cluster,
+                                                                        small_store):
+    """The native client port (the serving thread reads the sockets itself):
+    whatever arrives on a connection, the broker closes that one or answers
+    it, and goes on serving everyone else; nothing damaged is stored."""
+    b = local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.create_topic("Fuzz", queues=1)
+    host, port = b.address.removeprefix("tcp://").rsplit(":", 1)
+    ctx = zmq.Context()
+    sock = dealer(ctx, b.address)
+    try:
+        still_serving(sock)
+        conns = []
+        for data in raw_streams(random.Random(20261127), 200):
+            c = socket.create_connection((host, int(port)))
+            c.sendall(data)
+            conns.append(c)
+            if len(conns) == 20:          # some left open, some closed at once
+                for c in conns:
+                    c.close()
+                conns = []
+                still_serving(sock)
+        for c in conns:
+            c.close()
         still_serving(sock)
     finally:
         sock.close(0)

@@ -14,8 +14,11 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
 @pytest.mark.parametrize("busy_poll_us", [100, 0])   # the serving loop spins, or sleeps at once
-def test_held_pull_wakes_when_a_message_arrives(local_cluster, small_store, flush, busy_poll_us):
-    local_cluster.add_broker("broker-a", flush=flush, busy_poll_us=busy_poll_us, **small_store)
+@pytest.mark.parametrize("transport", ["native", "zeromq"])   # who reads the client port
+def test_held_pull_wakes_when_a_message_arrives(local_cluster, small_store, flush, busy_poll_us,
+                                                transport):
+    local_cluster.add_broker("broker-a", flush=flush, busy_poll_us=busy_poll_us,
+                             client_transport=transport, **small_store)
     local_cluster.create_topic("Waits", queues=1)
     mq = MessageQueue("Waits", "broker-a", 0)
     with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \

@@ -1,0 +1,174 @@
+"""ZMTP 3.1, the wire protocol of ZeroMQ's TCP transport (rfc.zeromq.org
+spec 37), NULL mechanism: the framing a process speaks itself to serve or
+reach ZeroMQ peers over its own sockets, with no ZeroMQ I/O thread between
+the wire and the thread that handles a message (issue 41: on the 2-core
+machine each I/O-thread hop costs about 35 us at the median, and a message
+from a producer through a relay to a consumer crosses six of them:
+``bench/latency_floor.py``). Pure logic: the greeting, the commands, the
+frames and an incremental reader; the sockets are the caller's.
+
+A connection starts with each side's 64-byte greeting (signature, version
+3.x, mechanism ``NULL``), then each side's READY command (its socket type
+and, optionally, its identity), then messages: frames whose flag byte says
+MORE (another frame of this message follows), LONG (an 8-byte size instead
+of 1) and COMMAND (PING, PONG, READY, ERROR).
+"""
+
+from __future__ import annotations
+
+import struct
+
+GREETING_SIZE = 64
+MORE, LONG, COMMAND = 1, 2, 4
+MAX_IDENTITY = 255
+_SIZE = struct.Struct(">Q")
+_PROP = struct.Struct(">I")
+_MECHANISM = b"NULL" + bytes(16)
+
+
+class ZmtpError(Exception):
+    """The peer broke the protocol: the connection is closed."""
+
+
+def greeting(as_server: bool) -> bytes:
+    """This side's greeting: ZMTP 3.1, NULL mechanism."""
+    return (b"\xff" + bytes(8) + b"\x7f\x03\x01" + _MECHANISM
+            + (b"\x01" if as_server else b"\x00") + bytes(31))
+
+
+def check_greeting(data: bytes | bytearray | memoryview) -> None:
+    """Raises ZmtpError unless ``data`` (64 bytes) is a ZMTP 3.x greeting
+    for the NULL mechanism."""
+    if data[0] != 0xFF or data[9] != 0x7F:
+        raise ZmtpError("not a ZMTP peer (bad signature)")
+    if data[10] < 3:
+        raise ZmtpError(f"ZMTP {data[10]}.x peer: only 3.x is spoken")
+    mechanism = bytes(data[12:32]).rstrip(b"\x00")
+    if mechanism != b"NULL":
+        raise ZmtpError(f"mechanism {mechanism.decode(errors='replace')!r}: only NULL is "
+                        f"spoken here (a secured client needs a secured broker)")
+
+
+def frame_head(size: int, flags: int = 0) -> bytes:
+    """The flag byte and size of a frame of ``size`` bytes."""
+    if size < 256:
+        return bytes((flags, size))
+    return bytes((flags | LONG,)) + _SIZE.pack(size)
+
+
+def command(name: bytes, body: bytes = b"") -> bytes:
+    """A whole command frame."""
+    data = bytes((len(name),)) + name + body
+    return frame_head(len(data), COMMAND) + data
+
+
+def ready(socket_type: bytes, identity: bytes = b"") -> bytes:
+    """The READY command: the socket type, and the identity a DEALER asks
+    its ROUTER to address it by (none: the ROUTER makes one up)."""
+    props = b"\x0bSocket-Type" + _PROP.pack(len(socket_type)) + socket_type
+    if identity:
+        props += b"\x08Identity" + _PROP.pack(len(identity)) + identity
+    return command(b"READY", props)
+
+
+def parse_command(body: bytes) -> tuple[bytes, bytes]:
+    """(name, the rest) of a command frame's body."""
+    if not body or len(body) < 1 + body[0]:
+        raise ZmtpError("a command frame too short for its name")
+    return bytes(body[1:1 + body[0]]), bytes(body[1 + body[0]:])
+
+
+def parse_properties(data: bytes) -> dict[str, bytes]:
+    """A READY command's properties (names are case-insensitive: lowered)."""
+    props, i = {}, 0
+    while i < len(data):
+        n = data[i]
+        if i + 1 + n + 4 > len(data):
+            raise ZmtpError("a READY property runs past its command")
+        name = data[i + 1:i + 1 + n].decode("ascii", errors="replace").lower()
+        (size,) = _PROP.unpack_from(data, i + 1 + n)
+        start = i + 1 + n + 4
+        if start + size > len(data):
+            raise ZmtpError(f"READY property {name!r} runs past its command")
+        props[name] = bytes(data[start:start + size])
+        i = start + size
+    return props
+
+
+def pong(ping_body: bytes) -> bytes:
+    """The PONG answering a PING's body (2-byte TTL, then its context)."""
+    return command(b"PONG", ping_body[2:18])
+
+
+def message(frames: list[bytes]) -> list[bytes]:
+    """A message's frames as the buffers to write (heads and bodies apart,
+    so a large body is not copied)."""
+    out: list[bytes] = []
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        head = frame_head(len(frame), MORE if i < last else 0)
+        if len(frame) < 1024:
+            out.append(head + frame)
+        else:
+            out.append(head)
+            out.append(frame)
+    return out
+
+
+class FrameReader:
+    """Frames out of a byte stream fed in pieces of any size. ``max_frame``
+    bounds one frame's body (ZeroMQ's MAXMSGSIZE: a larger one is refused
+    before it is read); -1: no bound."""
+
+    __slots__ = ("buf", "pos", "max_frame")
+
+    def __init__(self, max_frame: int = -1):
+        self.buf = bytearray()
+        self.pos = 0
+        self.max_frame = max_frame
+
+    def feed(self, data: bytes) -> None:
+        if self.pos and self.pos == len(self.buf):
+            self.buf.clear()
+            self.pos = 0
+        elif self.pos > 65536:
+            del self.buf[:self.pos]
+            self.pos = 0
+        self.buf += data
+
+    def take(self, n: int) -> bytes | None:
+        """The next ``n`` raw bytes (the greeting), or None until fed."""
+        if len(self.buf) - self.pos < n:
+            return None
+        out = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def frame(self) -> tuple[int, bytes] | None:
+        """The next whole frame as (flags, body), or None until fed more."""
+        buf, pos = self.buf, self.pos
+        have = len(buf) - pos
+        if have < 2:
+            return None
+        flags = buf[pos]
+        if flags & ~(MORE | LONG | COMMAND):
+            raise ZmtpError(f"frame flags {flags:#04x}: reserved bits set")
+        if flags & LONG:
+            if have < 9:
+                return None
+            (size,) = _SIZE.unpack_from(buf, pos + 1)
+            start = pos + 9
+        else:
+            size = buf[pos + 1]
+            start = pos + 2
+        if 0 <= self.max_frame < size:
+            raise ZmtpError(f"a frame of {size} bytes: more than the {self.max_frame} allowed")
+        end = start + size
+        if end > len(buf):
+            return None
+        self.pos = end
+        return flags, bytes(buf[start:end])
+
+    def pending(self) -> int:
+        """Bytes fed and not yet taken."""
+        return len(self.buf) - self.pos

@@ -1,0 +1,102 @@
+"""ZMTP 3.1 framing (common.zmtp): what is written reads back at every
+split of the stream, and what breaks the protocol is refused before it is
+buffered. Interplay with libzmq itself: tests/broker/test_zmtp_router.py."""
+
+import random
+
+import pytest
+
+from duomq.common import zmtp
+
+
+def test_greetings_are_checked():
+    for as_server in (True, False):
+        g = zmtp.greeting(as_server)
+        assert len(g) == zmtp.GREETING_SIZE
+        zmtp.check_greeting(g)
+    good = bytearray(zmtp.greeting(False))
+    for at, value, says in ((0, 0x00, "signature"), (9, 0x00, "signature"), (10, 2, "ZMTP 2"),
+                            (12, ord("C"), "mechanism")):
+        bad = bytearray(good)
+        bad[at] = value
+        if at == 12:
+            bad[12:17] = b"CURVE"
+        with pytest.raises(zmtp.ZmtpError, match=says):
+            zmtp.check_greeting(bytes(bad))
+
+
+def test_frame_heads_switch_to_long_sizes_past_255():
+    assert zmtp.frame_head(255) == bytes((0, 255))
+    assert zmtp.frame_head(256, zmtp.MORE) == bytes((zmtp.MORE | zmtp.LONG,)) + \
+        (256).to_bytes(8, "big")
+
+
+def test_ready_properties_read_back_and_truncation_is_refused():
+    frame = zmtp.ready(b"DEALER", b"me")
+    reader = zmtp.FrameReader()
+    reader.feed(frame)
+    flags, body = reader.frame()
+    assert flags & zmtp.COMMAND
+    name, rest = zmtp.parse_command(body)
+    assert name == b"READY"
+    assert zmtp.parse_properties(rest) == {"socket-type": b"DEALER", "identity": b"me"}
+    for cut in range(1, len(rest)):
+        if cut == 1 + 11 + 4 + 6:         # the whole Socket-Type property ends here
+            continue
+        with pytest.raises(zmtp.ZmtpError):
+            zmtp.parse_properties(rest[:cut])
+    with pytest.raises(zmtp.ZmtpError):
+        zmtp.parse_command(b"\x09READ")
+
+
+def _stream(rng: random.Random) -> tuple[bytes, list[tuple[int, bytes]]]:
+    frames, data = [], b""
+    for _ in range(60):
+        if rng.random() < 0.1:
+            data += zmtp.command(b"PING", b"\x00\x0a" + rng.randbytes(rng.randrange(4)))
+            frames.append(None)
+            continue
+        parts = [rng.randbytes(rng.choice((0, 1, 255, 256, 1023, 1024, 70_000,
+                                           rng.randrange(3000))))
+                 for _ in range(rng.randrange(1, 4))]
+        data += b"".join(zmtp.message(parts))
+        frames += [(zmtp.MORE if i < len(parts) - 1 else 0, p) for i, p in enumerate(parts)]
+    return data, frames
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_stream_reads_back_whatever_pieces_it_arrives_in(seed):
+    rng = random.Random(seed)
+    data, want = _stream(rng)
+    reader = zmtp.FrameReader(max_frame=1 << 20)
+    got, i = [], 0
+    while i < len(data):
+        n = rng.choice((1, 2, 7, 9, 100, 4096, 65536))
+        reader.feed(data[i:i + n])
+        i += n
+        while (f := reader.frame()) is not None:
+            got.append(None if f[0] & zmtp.COMMAND else (f[0] & ~zmtp.LONG, f[1]))
+    assert got == want and reader.pending() == 0
+
+
+def test_a_frame_past_the_bound_is_refused_from_its_head():
+    reader = zmtp.FrameReader(max_frame=1000)
+    reader.feed(zmtp.frame_head(1001))               # the body never needs to come
+    with pytest.raises(zmtp.ZmtpError, match="1001 bytes"):
+        reader.frame()
+    ok = zmtp.FrameReader(max_frame=1000)
+    ok.feed(zmtp.frame_head(1000) + bytes(1000))
+    assert ok.frame() == (zmtp.LONG, bytes(1000))
+
+
+def test_reserved_flag_bits_are_refused():
+    reader = zmtp.FrameReader()
+    reader.feed(b"\x08\x01x")
+    with pytest.raises(zmtp.ZmtpError, match="reserved"):
+        reader.frame()
+
+
+def test_pong_carries_the_ping_context():
+    reader = zmtp.FrameReader()
+    reader.feed(zmtp.pong(b"\x00\x10ctx"))
+    assert zmtp.parse_command(reader.frame()[1]) == (b"PONG", b"ctx")
