@@ -15,6 +15,8 @@
                histogram: the handler, from decoded request to answer)
   duomq_send_no_busy_poll   the same with busy_poll_us = 0: the serving
                loop sleeps in poll at once after each turn
+  duomq_send_zeromq         the same (busy poll on) with libzmq's sockets on
+               both sides (client_transport and transport = "zeromq")
   send_to_echo_p50          duomq_send's median over zmq_echo's
   tcp_relay_e2e  end to end at RELAY_RATE messages a second (2,000) through
                a relay process, plain TCP at every hop: a producer process
@@ -24,8 +26,11 @@
                e2e_latency for a server like Redis (one thread, epoll)
   zmq_relay_e2e  the same with ZeroMQ at every hop (DEALERs to a ROUTER,
                polled as the broker and the clients poll): the floor of
-               duomq's e2e_latency, with no storing, no decoding, no hand-off
-               to a consume thread
+               duomq's e2e_latency over libzmq, with no storing, no decoding,
+               no hand-off to a consume thread
+  zmtp_relay_e2e the same with duomq's own ZMTP sockets at every hop (the
+               relay on broker.zmtp_router, the clients on
+               client.zmtp_dealer): the floor of duomq's e2e_latency now
 
 Each echo and send figure: round trips per second and the p50/p99 in
 microseconds; each relay figure: the p50/p99 of RELAY_SECS (5; quick: 2)
@@ -224,10 +229,10 @@ def send_seconds(metrics_url: str) -> tuple[float, float]:
     return got["sum"], got["count"]
 
 
-def duomq_send(busy_poll_us: int = 100) -> dict:
-    with one_broker("LatencyFloor", "Floor", 4, flush="ASYNC_FLUSH",
-                    busy_poll_us=busy_poll_us) as (zk, cluster):
-        with Producer(zk, cluster) as p:
+def duomq_send(busy_poll_us: int = 100, transport: str = "auto") -> dict:
+    with one_broker("LatencyFloor", "Floor", 4, flush="ASYNC_FLUSH", busy_poll_us=busy_poll_us,
+                    client_transport=transport) as (zk, cluster):
+        with Producer(zk, cluster, transport=transport) as p:
             for _ in range(200):                       # routes, sockets, page cache warm
                 p.send(Message("Floor", BODY))
             url = _metrics_url(zk, cluster)
@@ -342,16 +347,28 @@ def zmq_relay_server(port_q) -> None:
     ctx = zmq.Context()
     router = ctx.socket(zmq.ROUTER)
     port_q.put(router.bind_to_random_port("tcp://127.0.0.1"))
+    relay(router, lambda: False)
+
+
+def zmtp_relay_server(port_q) -> None:
+    """The relay on duomq's own client port (broker.zmtp_router): the
+    serving thread reads and writes the sockets itself."""
+    from duomq.broker.zmtp_router import ZmtpRouter
+    router = ZmtpRouter(64, 16)
+    port_q.put(router.bind("127.0.0.1", 0))
+    relay(router, router.backlogged)
+
+
+def relay(router, backlogged) -> None:
+    """Hand each "S" to the reader whose "P" waits, and ack it."""
     poller = zmq.Poller()
-    poller.register(router, zmq.POLLIN)
+    poller.register(router.fileno() if hasattr(router, "backlogged") else router, zmq.POLLIN)
     reader, backlog = None, []
     while True:
-        poller.poll(1000)
-        while True:
-            try:
-                who, msg = router.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        if not backlogged():
+            poller.poll(1000)
+        while router.get(zmq.EVENTS) & zmq.POLLIN:
+            who, msg = router.recv_multipart(zmq.NOBLOCK)
             if msg == b"":
                 return
             if msg[:1] == b"P":
@@ -399,13 +416,64 @@ def zmq_relay() -> dict:
     return relay_figures(delays)
 
 
+class NativeClient:
+    """duomq's client socket (client.zmtp_dealer) with a blocking receive."""
+
+    def __init__(self, port: int):
+        from duomq.client.zmtp_dealer import ZmtpDealer
+        self.d = ZmtpDealer(f"tcp://127.0.0.1:{port}")
+        if not self.d.wait_open(5):
+            raise RuntimeError(self.d.why)
+
+    def send(self, data: bytes) -> None:
+        self.d.send(data)
+
+    def recv(self) -> bytes:
+        while True:
+            try:
+                return self.d.recv()
+            except zmq.Again:
+                self.d.ep.poll(5)
+
+
+def zmtp_relay_producer(port: int) -> None:
+    c = NativeClient(port)
+
+    def send_and_wait(ts: int) -> None:
+        c.send(STAMP.pack(b"S", ts))
+        c.recv()
+    paced(send_and_wait)
+
+
+def zmtp_relay() -> dict:
+    """The relay with duomq's own ZMTP sockets at every hop: the floor of
+    e2e_latency with native transports on both sides."""
+    server, port = serve(zmtp_relay_server)
+    reader = NativeClient(port)
+    reader.send(STAMP.pack(b"P", 0))
+    time.sleep(0.1)
+    producer = multiprocessing.Process(target=zmtp_relay_producer, args=(port,), daemon=True)
+    producer.start()
+    delays = []
+    for _ in range(int(RELAY_RATE * RELAY_SECS)):
+        got = reader.recv()
+        delays.append(time.monotonic_ns() - STAMP.unpack(got)[1])
+        reader.send(STAMP.pack(b"P", 0))
+    producer.join(10)
+    reader.send(b"")
+    server.join(5)
+    return relay_figures(delays)
+
+
 def main() -> None:
     out = {"bench": "latency_floor", "body_bytes": len(BODY), "round_trips": N,
            "tcp_echo": tcp_echo(), "zmq_echo": zmq_echo(), "zmtp_client": zmtp_client(),
-           "duomq_send": duomq_send(), "duomq_send_no_busy_poll": duomq_send(busy_poll_us=0)}
+           "duomq_send": duomq_send(), "duomq_send_no_busy_poll": duomq_send(busy_poll_us=0),
+           "duomq_send_zeromq": duomq_send(transport="zeromq")}
     out["send_to_echo_p50"] = round(out["duomq_send"]["p50_us"] / out["zmq_echo"]["p50_us"], 2)
     out["tcp_relay_e2e"] = tcp_relay()
     out["zmq_relay_e2e"] = zmq_relay()
+    out["zmtp_relay_e2e"] = zmtp_relay()
     print(json.dumps(out), flush=True)
 
 

@@ -44,7 +44,7 @@ IOV_MAX = 512                # buffers handed to one sendmsg
 PEER_TYPES = {b"DEALER", b"REQ", b"ROUTER"}    # what a ROUTER accepts (libzmq's check)
 _POLLIN, _EVENTS = int(zmq.POLLIN), int(zmq.EVENTS)
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
-GREETING, HANDSHAKE, OPEN = range(3)
+GREETING, HANDSHAKE, OPEN, GONE = range(4)
 
 
 class _Conn:
@@ -76,6 +76,8 @@ class ZmtpRouter:
         self.ready: deque[_Conn] = deque()     # connections with requests to take, in turn
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF)
         self.closed = False
+        self.rbuf = bytearray(READ_BYTES)      # every read lands here first (no allocation
+        self.rview = memoryview(self.rbuf)     # of READ_BYTES per read)
 
     # ---------------------------------------------------------------- socket surface
     def fileno(self) -> int:
@@ -124,7 +126,7 @@ class ZmtpRouter:
             self.ready.rotate(-1)              # fair: each connection in turn
         else:
             self.ready.popleft()
-        if not conn.mask & _IN and len(conn.inq) < self.rcvhwm and conn.fd in self.conns:
+        if not conn.mask & _IN and len(conn.inq) < self.rcvhwm and conn.state != GONE:
             self._watch(conn, conn.mask | _IN)
         return msg
 
@@ -137,6 +139,8 @@ class ZmtpRouter:
             raise zmq.ZMQError(errno.EHOSTUNREACH, "no such peer")
         if len(conn.out) >= self.sndhwm:
             self.pump()
+            if conn.state == GONE:
+                raise zmq.ZMQError(errno.EHOSTUNREACH, "no such peer")
             if len(conn.out) >= self.sndhwm:
                 raise zmq.Again()
         conn.out.append(zmtp.message(frames[1:]))
@@ -194,16 +198,16 @@ class ZmtpRouter:
 
     def _read(self, conn: _Conn) -> None:
         try:
-            data = conn.sock.recv(READ_BYTES)
+            n = conn.sock.recv_into(self.rbuf)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             self._drop(conn, str(exc))
             return
-        if not data:
+        if not n:
             self._drop(conn, None)
             return
-        conn.reader.feed(data)
+        conn.reader.feed(self.rview[:n])
         try:
             self._frames(conn)
         except zmtp.ZmtpError as exc:
@@ -306,10 +310,13 @@ class ZmtpRouter:
     def _drop(self, conn: _Conn, why: str | None) -> None:
         """Close a connection; requests already read stay to be served (as
         ZeroMQ's), answers to it fail with EHOSTUNREACH."""
+        if conn.state == GONE:                # once: its fd may be a new connection's now
+            return
+        conn.state = GONE
         if why:
             log.warning("client %s (%s): connection closed: %s", conn.identity.hex() or "-",
                         conn.peer, why)
-        self.conns.pop(conn.fd, None)
+        del self.conns[conn.fd]
         if self.by_id.get(conn.identity) is conn:
             del self.by_id[conn.identity]
         try:

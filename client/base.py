@@ -66,9 +66,20 @@ class ClientBase:
         self.external = bool(getattr(cfg, "external", False)) or \
             os.environ.get("DUOMQ_EXTERNAL", "").strip().lower() in ("1", "true", "yes")
         self._undialled: set[str] = set()
+        transport = getattr(cfg, "transport", "auto")
+        if transport == "auto":           # $DUOMQ_TRANSPORT, except native in a secured cluster
+            transport = os.environ.get("DUOMQ_TRANSPORT", "").strip().lower() or "auto"
+            if transport == "native" and self.credentials is not None:
+                transport = "auto"
+        elif transport == "native" and self.credentials is not None:
+            if self._own_zk:
+                zkutil.close(self.zk)
+            raise ConfigError("transport = \"native\": this cluster is secured and CURVE is "
+                              "libzmq's; use \"auto\" or \"zeromq\"")
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}",
                                        credentials=self.credentials, server_key=self._served_key,
-                                       dial=self._dial if self.external else None)
+                                       dial=self._dial if self.external else None,
+                                       transport=transport)
         self._closed = False
         self.timer = Scheduler(f"duomq-timer-{type(self).__name__}")
         # RocketMQ clients also tell every broker who they are every 30 s

@@ -4,14 +4,19 @@ through a queue plus an eventfd wake-up and get a ``concurrent.futures.Future``
 resolved with ``(status, error, response_message)``. Blocking calls
 (``call``) skip the I/O thread and use a socket of the calling thread.
 
+The DEALERs are the client's own ZMTP sockets (``client.zmtp_dealer``:
+read and written by the thread that owns them, no libzmq I/O thread in
+between) unless the client has credentials, whose CURVE is libzmq's
+(``transport``: auto, native, zeromq).
+
 Many requests may be outstanding on one socket (long polls included); answers
 are matched by request id. A request with no answer by its deadline fails with
 RequestTimeoutError.
 
 Failing fast: an answer can no longer come when the connection it would
-travel on dies (a killed broker closes its sockets: every socket has a
-ZeroMQ monitor for DISCONNECTED) or when the route says the broker no longer
-leads its group (``abort``, called by the client's route watch). Requests in
+travel on dies (a killed broker closes its sockets: every libzmq socket has a
+ZeroMQ monitor for DISCONNECTED, a native one sees it itself) or when the
+route says the broker no longer leads its group (``abort``, called by the client's route watch). Requests in
 flight then fail at once with BrokerUnreachableError or BrokerGoneError,
 blocking calls included, instead of waiting out their timeout.
 """
@@ -26,16 +31,20 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from duomq.client.waiters import Answer, Direct
+from duomq.client.zmtp_dealer import ZmtpDealer
 from duomq.common.credentials import Credentials
 from duomq.common.errors import (
     AuthenticationError,
     BrokerGoneError,
     BrokerUnreachableError,
     ClientClosedError,
+    ConfigError,
     NotConnectedError,
     RequestTimeoutError,
 )
@@ -51,6 +60,7 @@ REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURV
 MISMATCH = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 WATCHED = LOST | REFUSED
 PUSHES = frozenset({pb.CHECK_TRANSACTION_STATE})   # what a broker sends unasked
+TRANSPORTS = ("auto", "native", "zeromq")   # auto: native without credentials
 
 
 class KeyMismatch(BrokerUnreachableError):
@@ -76,70 +86,18 @@ def _lost(monitor: zmq.Socket) -> bool:
     return lost
 
 
-class _Direct:
-    """A calling thread's connection to one broker: the DEALER, its monitor
-    and a poller over both plus the thread's wake-up eventfd (registered
-    with ``abort`` for as long as the connection lives, not per call), and
-    the send timeout last set on the DEALER."""
-
-    __slots__ = ("sock", "monitor", "poller", "sndtimeo")
-
-    def __init__(self, sock: zmq.Socket, monitor: zmq.Socket, wake_fd: int):
-        self.sock, self.monitor = sock, monitor
-        self.sndtimeo = -1
-        self.poller = zmq.Poller()
-        self.poller.register(sock, zmq.POLLIN)
-        self.poller.register(monitor, zmq.POLLIN)
-        self.poller.register(wake_fd, zmq.POLLIN)
-
-    def close(self) -> None:
-        self.sock.disable_monitor()
-        self.monitor.close(linger=0)
-        self.sock.close(linger=0)
-
-
-class _Answer:
-    """In place of a Future for ``request_then``: ``fn(*args, result,
-    exception)`` runs once, on the I/O thread, when the answer comes (or the
-    request fails). No lock, condition or callback list: a consumer of 1,000
-    queues keeps a pull of each waiting, and each Future was ten more
-    objects for the garbage collector to walk."""
-
-    __slots__ = ("fn", "args", "finished")
-
-    def __init__(self, fn, args: tuple):
-        self.fn = fn
-        self.args = args
-        self.finished = False
-
-    def set_running_or_notify_cancel(self) -> bool:
-        return True
-
-    def done(self) -> bool:
-        return self.finished
-
-    def set_result(self, result) -> None:
-        self._call(result, None)
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._call(None, exc)
-
-    def _call(self, result, exc) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        try:
-            self.fn(*self.args, result, exc)
-        except Exception:
-            log.exception("a request's answer callback failed")
-
-
 class RemotingClient:
     def __init__(self, name: str = "duomq-io", credentials: Credentials | None = None,
                  server_key: Callable[[str], bytes] | None = None,
-                 dial: Callable[[str], str] | None = None):
+                 dial: Callable[[str], str] | None = None, transport: str = "auto"):
         self.ctx: zmq.Context = zmq.Context.instance()
         self.credentials = credentials      # CURVE on every socket (a secured cluster)
+        if transport not in TRANSPORTS or (transport == "native" and credentials is not None):
+            raise ConfigError(f"transport {transport!r}: one of {', '.join(TRANSPORTS)}; "
+                              f"not native with credentials (CURVE is libzmq's)")
+        # the client's own ZMTP sockets (client.zmtp_dealer), or libzmq's DEALERs
+        self.native = transport == "native" or (transport == "auto" and credentials is None)
+        self._native: dict[int, ZmtpDealer] = {}    # the I/O thread's, by the fd polled
         # the broker key an address serves with, as its member node says (b"":
         # unknown); among the keys the credentials trust, that one is tried first
         self.server_key = server_key
@@ -153,15 +111,15 @@ class RemotingClient:
         self._outbox: deque = deque()
         self._soon: deque = deque()         # functions to run on the I/O thread
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._sockets: dict[str, zmq.Socket] = {}
-        self._by_socket: dict[zmq.Socket, str] = {}
+        self._sockets: dict[str, Any] = {}         # libzmq DEALERs or ZmtpDealers
+        self._by_socket: dict[Any, str] = {}
         self._pending: dict[int, tuple[Future, float, int, str]] = {}
         self._closed = False
         # a broker's push on a connection (request id 0: a check-back), handed
         # over on the I/O thread: (address, frame)
         self.on_push: Callable[[str, pb.Frame], None] | None = None
         self._local = threading.local()          # per-thread sockets of blocking calls
-        self._direct: list[_Direct] = []
+        self._direct: list[Direct] = []
         self._direct_lock = threading.Lock()
         # abort(): per address, how many times it was declared gone and why;
         # the blocking calls waiting on it (their threads' wake-up eventfds)
@@ -185,10 +143,10 @@ class RemotingClient:
         """Send a request; ``fn(*args, (status, error, response), None)``, or
         ``fn(*args, None, exception)``, runs on the I/O thread once, with no
         Future made (for requests that many are outstanding of: pulls)."""
-        self._enqueue(address, type_, message, timeout_s, _Answer(fn, args))
+        self._enqueue(address, type_, message, timeout_s, Answer(fn, args))
 
     def _enqueue(self, address: str, type_: int, message, timeout_s: float,
-                 waiter: Future | _Answer) -> None:
+                 waiter: Future | Answer) -> None:
         if self._closed:
             waiter.set_exception(ClientClosedError("client is closed"))
             return
@@ -217,6 +175,8 @@ class RemotingClient:
         if self._closed:
             raise ClientClosedError("client is closed")
         conn = self._direct_socket(address)
+        if conn.monitor is None:
+            return self._call_native(conn, address, type_, message, timeout_s)
         sock = conn.sock
         if readable(conn.monitor):        # news: a drop while idle (the send reconnects)
             self._lost_direct(conn, address)
@@ -269,7 +229,60 @@ class RemotingClient:
                     f"the connection to {address} died while {pb.RequestType.Name(type_)} "
                     f"waited for its answer")
 
-    def _lost_direct(self, conn: _Direct, address: str) -> bool:
+    def _call_native(self, conn: Direct, address: str, type_: int, message,
+                     timeout_s: float):
+        """``call`` on the calling thread's own ZMTP socket: no I/O thread."""
+        sock: ZmtpDealer = conn.sock
+        sock.pump()                       # a drop while idle is read now (EOF) and the
+        sock.take_lost()                  # send reconnects: NotConnectedError, not sent
+        gone = self._gone.get(address, (0, ""))[0]
+        rid = next(self._ids)
+        if not sock.wait_open(min(timeout_s, CONNECT_TIMEOUT_S)):
+            sock.take_lost()
+            raise NotConnectedError(f"no connection to {address}: {sock.why}")
+        sock.send(codec.encode_request(rid, type_, message))
+        deadline = time.monotonic() + timeout_s
+        wake = self._local.wake
+        ready: dict = {}
+        while True:
+            data = None
+            if sock.inq or ready:         # (no look before the first wait: too soon)
+                try:
+                    data = sock.recv()
+                except zmq.Again:
+                    pass
+            if data is not None:          # an answer that arrived wins over news of a death
+                try:
+                    frame = codec.decode_frame(data)
+                except codec.FrameError:
+                    continue
+                if frame.request_id == rid:
+                    message = codec.decode_response(frame) \
+                        if frame.type in codec.MESSAGES else None
+                    return frame.status, frame.error, message
+                continue
+            if sock.take_lost():
+                self._drop_direct_socket(address)
+                raise BrokerUnreachableError(
+                    f"the connection to {address} died while {pb.RequestType.Name(type_)} "
+                    f"waited for its answer ({sock.why})")
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            ready = dict(conn.poller.poll(left_ms)) if left_ms > 0 else {}
+            if not ready:
+                self._drop_direct_socket(address)    # the late answer would come here
+                raise RequestTimeoutError(
+                    f"no answer from {address} to {pb.RequestType.Name(type_)} in "
+                    f"{timeout_s:g} s")
+            if wake in ready:
+                _clear(wake)
+                count, why = self._gone.get(address, (0, ""))
+                if count != gone:
+                    self._drop_direct_socket(address)
+                    raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
+                                          f"abandoned: {why}")
+
+    def _lost_direct(self, conn: Direct, address: str) -> bool:
+        assert conn.monitor is not None          # (libzmq's sockets only)
         try:
             return _lost(conn.monitor)
         except (AuthenticationError, KeyMismatch) as exc:
@@ -312,7 +325,7 @@ class RemotingClient:
         self._aborts.append((address, why))
         os.eventfd_write(self._wake_fd, 1)
 
-    def _direct_socket(self, address: str) -> _Direct:
+    def _direct_socket(self, address: str) -> Direct:
         socks = getattr(self._local, "socks", None)
         if socks is None:
             socks = self._local.socks = {}
@@ -320,7 +333,13 @@ class RemotingClient:
             with self._direct_lock:
                 self._wakes.append(self._local.wake)
         conn = socks.get(address)
-        if conn is None:
+        if conn is None and self.native:
+            conn = socks[address] = Direct(ZmtpDealer(self.dial(address)), None,
+                                            self._local.wake)
+            with self._direct_lock:
+                self._direct.append(conn)
+                self._waiting.setdefault(address, set()).add(self._local.wake)
+        elif conn is None:
             sock = self.ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             # queue only to a live connection: a send to a dead broker fails
@@ -331,7 +350,7 @@ class RemotingClient:
             self._secure(sock, address)
             monitor = sock.get_monitor_socket(self._watched)
             sock.connect(self.dial(address))
-            conn = socks[address] = _Direct(sock, monitor, self._local.wake)
+            conn = socks[address] = Direct(sock, monitor, self._local.wake)
             with self._direct_lock:
                 self._direct.append(conn)
                 # abort() wakes this thread from now on: a wake-up while no
@@ -362,9 +381,16 @@ class RemotingClient:
             self._wakes.clear()
 
     # ------------------------------------------------------------ I/O thread
-    def _socket(self, address: str) -> zmq.Socket:
+    def _socket(self, address: str) -> Any:
         sock = self._sockets.get(address)
-        if sock is None:
+        if sock is None and self.native:
+            native = ZmtpDealer(self.dial(address))
+            self._sockets[address] = native
+            self._by_socket[native] = address
+            self._native[native.fileno()] = native
+            self._poller.register(native.fileno(), zmq.POLLIN)
+            return native
+        elif sock is None:
             sock = self.ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, 100_000)
@@ -412,6 +438,8 @@ class RemotingClient:
                             self._fail_address(address, lost)
                             if isinstance(lost, KeyMismatch):   # the next expects another key
                                 self._close_socket(address, sock)
+                    elif sock in self._native:
+                        self._drain_native(self._native[sock])
                     elif sock in self._by_socket:      # (not closed a moment ago)
                         self._drain(sock)
                 while self._aborts:
@@ -432,6 +460,9 @@ class RemotingClient:
         finally:
             self._fail_all(ClientClosedError("client closed"))
             for s in self._sockets.values():
+                if isinstance(s, ZmtpDealer):
+                    s.close()
+                    continue
                 s.disable_monitor()
                 s.close(linger=0)
             for m in self._monitors:
@@ -453,11 +484,23 @@ class RemotingClient:
             if not fut.set_running_or_notify_cancel():
                 continue
             self._pending[rid] = (fut, deadline, type_, address)
+            sock = self._socket(address)
             try:
-                self._socket(address).send(data, zmq.NOBLOCK)
+                sock.send(data, zmq.NOBLOCK)
             except zmq.ZMQError as exc:
                 self._pending.pop(rid, None)
                 fut.set_exception(RequestTimeoutError(f"cannot send to {address}: {exc}"))
+            if isinstance(sock, ZmtpDealer) and sock.lost:   # could not even connect
+                self._drain_native(sock)
+
+    def _drain_native(self, sock: ZmtpDealer) -> None:
+        """Answers a native connection has, then its death if it died."""
+        self._drain(sock)
+        if sock.take_lost():
+            address = self._by_socket[sock]
+            self._fail_address(address, BrokerUnreachableError(
+                f"the connection to {address} died while the request waited for its "
+                f"answer ({sock.why})"))
 
     def _drain(self, sock) -> None:
         pending = self._pending

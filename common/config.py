@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from duomq.common.config_fields import (  # noqa: F401 (parse_settings: the CLI's)
+    _check_client_transport,
     _check_known,
     _check_metrics_port,
     _coerce,
@@ -444,6 +445,10 @@ class ProducerConfig:
     external: bool = False                   # dial brokers at the external addresses they
                                              # register (external_host): a client outside
                                              # their network (also: $DUOMQ_EXTERNAL=true)
+    transport: str = "auto"                  # "native": the client speaks ZeroMQ's ZMTP on
+                                             # its own sockets (no I/O-thread hop per
+                                             # request), "zeromq": libzmq's, "auto": native
+                                             # without credentials (also $DUOMQ_TRANSPORT)
     idempotent: bool = True                  # number batches per queue: a retried send is
                                              # stored once (retries stay on the first queue)
     producer_id: int = 0                     # the identity batches are numbered under (0: a
@@ -463,6 +468,7 @@ class ProducerConfig:
         if self.retry_times_when_send_failed < 0:
             raise ConfigError("retry_times_when_send_failed: must be >= 0")
         _check_metrics_port(self.metrics_port)
+        _check_client_transport(self.transport)
 
     def check_broker(self, group: str, max_ack_wait_ms: int) -> None:
         """Refuse a broker group whose longest ack wait reaches our send timeout."""
@@ -517,6 +523,7 @@ class ConsumerConfig:
     external: bool = False                   # dial brokers at the external addresses they
                                              # register (external_host): a client outside
                                              # their network (also: $DUOMQ_EXTERNAL=true)
+    transport: str = "auto"                  # native, zeromq or auto (as ProducerConfig's)
 
     def __post_init__(self):
         check_types(self)
@@ -551,6 +558,7 @@ class ConsumerConfig:
         if self.max_replica_lag_ms < 0:
             raise ConfigError("max_replica_lag_ms: must be >= 0 (0: no bound)")
         _check_metrics_port(self.metrics_port)
+        _check_client_transport(self.transport)
 
 
 @dataclass(frozen=True)
@@ -573,6 +581,7 @@ class SimpleConsumerConfig:
     credentials: str = ""                    # a secured cluster: this user's credentials file
                                              # (default: $DUOMQ_CREDENTIALS)
     external: bool = False                   # dial brokers at their external addresses
+    transport: str = "auto"                  # native, zeromq or auto (as ProducerConfig's)
     metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)
     metrics_host: str = "0.0.0.0"            # ... listening on this address
 
@@ -588,3 +597,4 @@ class SimpleConsumerConfig:
             raise ConfigError(f"max_deliveries: {self.max_deliveries} is outside 1..1000")
         _positive(self, "long_polling_timeout_ms", "request_timeout_ms")
         _check_metrics_port(self.metrics_port)
+        _check_client_transport(self.transport)

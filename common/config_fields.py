@@ -10,6 +10,11 @@ from typing import Any
 from duomq.common.errors import ConfigError
 
 
+def _check_client_transport(transport: str) -> None:
+    if transport not in ("auto", "native", "zeromq"):
+        raise ConfigError(f"transport: {transport!r} is not one of auto, native, zeromq")
+
+
 def _check_metrics_port(port: int) -> None:
     if not -1 <= port < 65536:
         raise ConfigError(f"metrics_port: {port} must be a TCP port (0: a free one, -1: no "

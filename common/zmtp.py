@@ -127,7 +127,7 @@ class FrameReader:
         self.pos = 0
         self.max_frame = max_frame
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         if self.pos and self.pos == len(self.buf):
             self.buf.clear()
             self.pos = 0
@@ -167,7 +167,8 @@ class FrameReader:
         if end > len(buf):
             return None
         self.pos = end
-        return flags, bytes(buf[start:end])
+        with memoryview(buf) as view:          # one copy (a slice of buf would be two)
+            return flags, bytes(view[start:end])
 
     def pending(self) -> int:
         """Bytes fed and not yet taken."""

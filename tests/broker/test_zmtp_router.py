@@ -219,3 +219,41 @@ def test_a_peer_past_the_receive_mark_is_not_read_until_taken(ctx, router):
     assert len(conn.inq) < n and not conn.mask & 1     # EPOLLIN off: TCP pushes back
     got = take(router, n, timeout_s=20)
     assert [int.from_bytes(m[1][:4], "big") for m in got] == list(range(n))
+
+
+def test_a_new_connection_on_a_closed_ones_fd_is_not_mistaken_for_it(ctx):
+    """A connection past its receive mark closes while requests of it wait;
+    a new one gets its file descriptor. The old one's requests are served,
+    answers to it fail, and the new one is read and answered as itself."""
+    router = ZmtpRouter(rcvhwm=4, sndhwm=16)
+    port = router.bind("127.0.0.1", 0)
+    try:
+        a = socket.create_connection(("127.0.0.1", port))
+        a.sendall(zmtp.greeting(False) + zmtp.ready(b"DEALER")
+                  + b"".join(b"".join(zmtp.message([b"a%d" % i])) for i in range(10)))
+        deadline = time.monotonic() + 5
+        while not router.backlogged() and time.monotonic() < deadline:
+            router.pump()
+        (old,) = router.conns.values()
+        assert not old.mask & 1                    # past its mark: not read
+        b = ctx.socket(zmq.DEALER)                 # its own fds taken before a's is freed
+        a.close()
+        first = [router.recv_multipart() for _ in range(7)]   # below the mark: read again
+        deadline = time.monotonic() + 5
+        while old.fd in router.conns and time.monotonic() < deadline:
+            router.pump()                          # ... and its EOF seen
+        assert old.fd not in router.conns
+        b.connect(f"tcp://127.0.0.1:{port}")
+        b.send(b"from b")
+        got = take(router, 4)
+        assert [m[1] for m in first + got[:3]] == [b"a%d" % i for i in range(10)]
+        (new,) = router.conns.values()
+        assert got[3][1] == b"from b" and new is not old and new.fd == old.fd
+        with pytest.raises(zmq.ZMQError):
+            router.send_multipart([first[0][0], b"to a"])
+        router.send_multipart([got[3][0], b"to b"])
+        assert b.poll(5000) and b.recv() == b"to b"
+        b.send(b"again")                           # b is still watched for reading
+        assert take(router)[0][1] == b"again"
+    finally:
+        router.close()

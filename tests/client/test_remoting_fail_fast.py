@@ -1,6 +1,6 @@
 """Requests in flight fail at once when their connection dies or when the
 route says their broker no longer leads its group (client/remoting.py), in
-the blocking and the asynchronous paths."""
+the blocking and the asynchronous paths, over both kinds of client socket."""
 
 import threading
 import time
@@ -23,9 +23,10 @@ def silent_broker():
     router.close(0)
 
 
-@pytest.fixture
-def remoting():
-    r = RemotingClient("fail-fast-test")
+@pytest.fixture(params=["native", "zeromq"])
+def remoting(request):
+    """Both kinds of client socket: its own ZMTP (client.zmtp_dealer), libzmq's."""
+    r = RemotingClient("fail-fast-test", transport=request.param)
     yield r
     r.close()
 

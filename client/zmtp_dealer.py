@@ -1,0 +1,283 @@
+"""A client's connection to one broker without ZeroMQ's I/O thread: a
+DEALER speaking ZMTP 3.1 (``common.zmtp``, NULL mechanism) over a plain
+non-blocking socket that the thread using it reads and writes itself
+(``transport = "native"``; with credentials the client uses libzmq and CURVE).
+
+A request through libzmq is handed to its I/O thread, and its answer handed
+back: on the 2-core machine each hop wakes a sleeping thread on the other
+vCPU, about 35 us at the median (``bench/latency_floor.py``: a relay's end
+to end 185 -> 35 us with both the clients and the broker speaking ZMTP
+themselves). It talks to any ZeroMQ ROUTER, the broker's native port or
+libzmq's.
+
+It keeps the part of a pyzmq DEALER the client uses (``send``, ``recv`` and
+``get(EVENTS)`` that never block, a ``fileno`` to poll, stable across
+reconnects: an epoll set over the socket). It connects on the first send
+after it was closed, queueing until the handshake is done; a connection that
+dies, or fails to open, counts as *lost* (``take_lost``: what libzmq's
+monitor says with DISCONNECTED), and what was queued for it is dropped (the
+client fails those requests). One thread only.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import select
+import socket
+import time
+from collections import deque
+
+import zmq
+
+from duomq.common import zmtp
+
+READ_BYTES = 1024 * 1024
+MAX_QUEUED = 100_000          # requests queued for one broker (libzmq's SNDHWM here)
+_POLLIN, _EVENTS = int(zmq.POLLIN), int(zmq.EVENTS)
+_IN, _OUT = select.EPOLLIN, select.EPOLLOUT
+CLOSED, CONNECTING, GREETING, HANDSHAKE, OPEN = range(5)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """("host", port) of "tcp://host:port" ("[v6]" brackets removed)."""
+    rest = address.removeprefix("tcp://")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"not a tcp://host:port address: {address!r}")
+    return host.strip("[]"), int(port)
+
+
+class ZmtpDealer:
+    def __init__(self, address: str):
+        self.address = address
+        self.host, self.port = split_address(address)
+        self.ep = select.epoll()
+        self.sock: socket.socket | None = None
+        self.state = CLOSED
+        self.reader = zmtp.FrameReader()
+        self.inq: deque[bytes] = deque()
+        self.out: deque[list] = deque()         # requests (their buffers) not yet written
+        self.parts: list[bytes] = []
+        self.hello: bytes | memoryview = b""   # this side's greeting and READY, unwritten
+        self.rbuf = bytearray(READ_BYTES)      # read into, again and again: a fresh 1 MiB
+        self.rview = memoryview(self.rbuf)     # bytes per read was an mmap and munmap
+        self.mask = 0
+        self.lost = False                      # a connection died since take_lost
+        self.why = ""                          # ... and why, as far as known
+
+    # ---------------------------------------------------------------- DEALER surface
+    def fileno(self) -> int:
+        return self.ep.fileno()
+
+    def send(self, data: bytes, flags: int = 0) -> None:
+        """Queue one single-frame message; written now when the connection
+        is open. zmq.Again past MAX_QUEUED."""
+        if len(self.out) >= MAX_QUEUED:
+            raise zmq.Again()
+        if self.state == CLOSED:
+            self._connect()
+            if self.state == CLOSED:           # not even started: dropped, take_lost says so
+                return
+        self.out.append(zmtp.message([data]))
+        if self.state == OPEN and len(self.out) == 1:
+            self._write()
+
+    def get(self, option: int) -> int:
+        if option != _EVENTS:
+            raise zmq.ZMQError(errno.EINVAL, f"option {option} is not kept here")
+        if not self.inq:
+            self.pump()
+        return _POLLIN if self.inq else 0
+
+    def recv(self, flags: int = 0) -> bytes:
+        if not self.inq:
+            self.pump()
+            if not self.inq:
+                raise zmq.Again()
+        return self.inq.popleft()
+
+    def take_lost(self) -> bool:
+        """Whether a connection died (or failed to open) since last asked."""
+        lost, self.lost = self.lost, False
+        return lost
+
+    def wait_open(self, timeout_s: float) -> bool:
+        """Connect if closed and wait for the handshake, at most ``timeout_s``;
+        False when it failed (``why`` says how) or took longer."""
+        if self.state == CLOSED:
+            self._connect()
+        deadline = time.monotonic() + timeout_s
+        while self.state in (CONNECTING, GREETING, HANDSHAKE):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.why = f"no connection in {timeout_s:g} s"
+                return False
+            self.ep.poll(left)
+            self.pump()
+        return self.state == OPEN
+
+    def close(self) -> None:
+        self._close("closed")
+        self.ep.close()
+
+    # ---------------------------------------------------------------- I/O
+    def pump(self) -> None:
+        """Finish a connect, read and write whatever the socket is ready for."""
+        if self.sock is None:
+            return
+        for _fd, ev in self.ep.poll(0):
+            if self.state == CONNECTING:
+                self._connected()
+            elif ev & _OUT:
+                self._write()
+            if ev & ~_OUT and self.sock is not None:
+                self._read()
+
+    def _connect(self) -> None:
+        try:
+            family, kind, proto, _, addr = socket.getaddrinfo(
+                self.host, self.port, type=socket.SOCK_STREAM)[0]
+        except OSError as exc:
+            self._fail(f"cannot resolve {self.host}: {exc}")
+            return
+        s = socket.socket(family, kind, proto)
+        s.setblocking(False)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        err = s.connect_ex(addr)
+        if err not in (0, errno.EINPROGRESS):
+            s.close()
+            self._fail(f"cannot connect to {self.address}: {errno.errorcode.get(err, err)}")
+            return
+        self.sock, self.state, self.reader = s, CONNECTING, zmtp.FrameReader()
+        self.mask = _IN | _OUT
+        self.ep.register(s.fileno(), self.mask)
+
+    def _connected(self) -> None:
+        assert self.sock is not None
+        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            self._close(f"cannot connect to {self.address}: {errno.errorcode.get(err, err)}")
+            return
+        self.state = GREETING
+        self.hello = zmtp.greeting(as_server=False) + zmtp.ready(b"DEALER")
+        self._write()
+
+    def _read(self) -> None:
+        assert self.sock is not None
+        try:
+            n = self.sock.recv_into(self.rbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(str(exc))
+            return
+        if not n:
+            self._close("the broker closed the connection")
+            return
+        self.reader.feed(self.rview[:n])
+        try:
+            self._frames()
+        except zmtp.ZmtpError as exc:
+            self._close(str(exc))
+
+    def _frames(self) -> None:
+        reader = self.reader
+        if self.state == GREETING:
+            greeting = reader.take(zmtp.GREETING_SIZE)
+            if greeting is None:
+                return
+            zmtp.check_greeting(greeting)
+            self.state = HANDSHAKE
+        while (got := reader.frame()) is not None:
+            flags, body = got
+            if flags & zmtp.COMMAND:
+                self._command(body)
+                continue
+            if self.state != OPEN:
+                raise zmtp.ZmtpError("a message before the READY command")
+            if flags & zmtp.MORE:
+                self.parts.append(body)
+                continue
+            self.parts = []                    # answers are one frame: the last is it
+            self.inq.append(body)
+
+    def _command(self, body: bytes) -> None:
+        name, rest = zmtp.parse_command(body)
+        if name == b"READY" and self.state == HANDSHAKE:
+            kind = zmtp.parse_properties(rest).get("socket-type", b"")
+            if kind != b"ROUTER":
+                raise zmtp.ZmtpError(f"the broker's socket is a {kind!r}, not a ROUTER")
+            self.state = OPEN
+            self._write()
+        elif name == b"PING":
+            self.out.append([zmtp.pong(rest)])
+            if len(self.out) == 1:
+                self._write()
+        elif name == b"ERROR":
+            raise zmtp.ZmtpError(f"the broker refused the connection: {rest[1:]!r}")
+
+    def _write(self) -> None:
+        """Write this side's handshake, then (once OPEN) what is queued, until
+        the kernel takes no more; watch for room when some is left."""
+        sock = self.sock
+        if sock is None:
+            return
+        try:
+            if self.hello:
+                self.hello = memoryview(self.hello)[sock.send(self.hello):]
+            if not self.hello and self.state == OPEN:
+                self._write_out(sock)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            self._close(str(exc))
+            return
+        want = (_IN | _OUT) if self.hello or (self.out and self.state == OPEN) else _IN
+        if want != self.mask and self.sock is not None:
+            self.mask = want
+            self.ep.modify(self.sock.fileno(), want)
+
+    def _write_out(self, sock: socket.socket) -> None:
+        out = self.out
+        while out:
+            bufs = [b for msg in itertools.islice(out, 0, 64) for b in msg]
+            n = sock.sendmsg(bufs)
+            full = n < sum(len(b) for b in bufs)     # the kernel took less than offered
+            while n and out:
+                msg = out[0]
+                while msg and n:
+                    size = len(msg[0])
+                    if size <= n:
+                        n -= size
+                        msg.pop(0)
+                    else:
+                        msg[0] = memoryview(msg[0])[n:]
+                        n = 0
+                if not msg:
+                    out.popleft()
+            if full:
+                return
+
+    def _fail(self, why: str) -> None:
+        self.why = why
+        self.lost = True
+        self.out.clear()
+
+    def _close(self, why: str) -> None:
+        """The connection is gone: queued requests with it (their senders
+        learn it from ``take_lost``); the next send connects again."""
+        if self.state in (GREETING, HANDSHAKE) and "CURVE" not in why:
+            why += (" during the handshake (a broker with auth = true refuses a client "
+                    "without credentials)")
+        if self.sock is not None:
+            try:
+                self.ep.unregister(self.sock.fileno())
+            except (OSError, ValueError):
+                pass
+            self.sock.close()
+            self.sock = None
+            self._fail(why)
+        self.state = CLOSED
+        self.parts = []
+        self.hello = b""

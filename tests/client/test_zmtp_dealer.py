@@ -1,0 +1,159 @@
+"""The client's own ZMTP socket (client.zmtp_dealer) against real libzmq
+ROUTERs: it talks, keeps a heartbeating ROUTER's connection up, and says
+when a connection dies or cannot open, without blocking its thread."""
+
+import time
+
+import pytest
+import zmq
+
+from duomq.client.zmtp_dealer import ZmtpDealer, split_address
+
+
+@pytest.fixture
+def router():
+    ctx = zmq.Context()
+    made = []
+
+    def make(**opts) -> tuple[zmq.Socket, str]:
+        r = ctx.socket(zmq.ROUTER)
+        for k, v in opts.items():
+            r.setsockopt(getattr(zmq, k), v)
+        port = r.bind_to_random_port("tcp://127.0.0.1")
+        made.append(r)
+        return r, f"tcp://127.0.0.1:{port}"
+    yield make
+    for r in made:
+        r.close(0)
+    ctx.term()
+
+
+def answer(d: ZmtpDealer, timeout_s: float = 5.0) -> bytes:
+    poller = zmq.Poller()
+    poller.register(d.fileno(), zmq.POLLIN)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return d.recv()
+        except zmq.Again:
+            poller.poll(20)
+    raise AssertionError("no answer")
+
+
+def test_requests_and_answers_of_any_size(router):
+    r, address = router()
+    d = ZmtpDealer(address)
+    try:
+        d.send(b"queued before the connection opened")
+        big = bytes(range(256)) * 40_000                # 10 MiB: written in many pieces
+        d.send(big)
+        assert d.wait_open(2)
+        identity, first = r.recv_multipart()
+        got = b""
+        while not got:                                  # the rest is written as room comes
+            d.pump()
+            if r.poll(10):
+                got = r.recv_multipart()[1]
+        assert first == b"queued before the connection opened" and got == big
+        for size in (0, 1, 255, 256, 3 << 20):
+            r.send_multipart([identity, b"x" * size])
+            assert answer(d) == b"x" * size
+    finally:
+        d.close()
+
+
+def test_a_heartbeating_router_keeps_the_connection(router):
+    r, address = router(HEARTBEAT_IVL=20, HEARTBEAT_TIMEOUT=100, HEARTBEAT_TTL=200)
+    d = ZmtpDealer(address)
+    try:
+        d.send(b"one")
+        assert d.wait_open(2)
+        first = r.recv_multipart()[0]
+        t = time.monotonic()
+        while time.monotonic() - t < 0.6:              # six timeouts: PONGs keep it up
+            d.pump()
+            time.sleep(0.005)
+        d.send(b"two")
+        assert r.recv_multipart()[0] == first and not d.take_lost()
+    finally:
+        d.close()
+
+
+def test_a_refused_connection_is_lost_at_once():
+    d = ZmtpDealer("tcp://127.0.0.1:1")
+    try:
+        t = time.monotonic()
+        assert not d.wait_open(2)
+        assert time.monotonic() - t < 1 and "ECONNREFUSED" in d.why and d.take_lost()
+        assert not d.take_lost()                       # said once
+    finally:
+        d.close()
+
+
+def test_a_dead_broker_is_lost_and_the_next_send_reconnects(router):
+    r, address = router()
+    d = ZmtpDealer(address)
+    try:
+        d.send(b"hi")
+        assert d.wait_open(2)
+        r.recv_multipart()
+        r.close(0)
+        deadline = time.monotonic() + 5
+        while not d.lost and time.monotonic() < deadline:
+            d.pump()
+            time.sleep(0.01)
+        assert d.take_lost() and "closed" in d.why
+        r2 = zmq.Context.instance().socket(zmq.ROUTER)
+        r2.bind(address)
+        try:
+            d.send(b"again")                          # a new connection
+            assert d.wait_open(2)
+            assert r2.poll(5000) and r2.recv_multipart()[1] == b"again"
+        finally:
+            r2.close(0)
+    finally:
+        d.close()
+
+
+def test_a_curve_router_is_refused_with_the_reason(router):
+    _public, secret = zmq.curve_keypair()
+    _r, address = router(CURVE_SERVER=1, CURVE_SECRETKEY=secret)
+    d = ZmtpDealer(address)
+    try:
+        assert not d.wait_open(2)
+        # libzmq may reset before its greeting names its mechanism: either says why
+        assert ("CURVE" in d.why or "auth = true" in d.why) and d.take_lost()
+    finally:
+        d.close()
+
+
+def test_addresses():
+    assert split_address("tcp://broker-0.broker:10911") == ("broker-0.broker", 10911)
+    assert split_address("tcp://[::1]:5") == ("::1", 5)
+    with pytest.raises(ValueError):
+        split_address("ipc:///tmp/x")
+
+
+def test_a_request_queued_on_a_connection_that_failed_is_never_sent_later():
+    """A request queued while connecting fails with its connection (the
+    client is told it was lost); it must not go out on the next connection,
+    where it would be stored after its sender was told it failed."""
+    probe = zmq.Context.instance().socket(zmq.ROUTER)
+    port = probe.bind_to_random_port("tcp://127.0.0.1")
+    probe.close(0)                                     # nothing listens there now
+    time.sleep(0.05)
+    d = ZmtpDealer(f"tcp://127.0.0.1:{port}")
+    try:
+        d.send(b"first: its connection is refused")
+        assert not d.wait_open(2) and d.take_lost()
+        r = zmq.Context.instance().socket(zmq.ROUTER)
+        r.bind(f"tcp://127.0.0.1:{port}")
+        try:
+            d.send(b"second")
+            assert d.wait_open(2)
+            assert r.poll(5000) and r.recv_multipart()[1] == b"second"
+            assert not r.poll(200)                     # and nothing else
+        finally:
+            r.close(0)
+    finally:
+        d.close()
