@@ -147,7 +147,8 @@ class Broker(BrokerCore):
             try:
                 return sock.bind("0.0.0.0" if host == "*" else host, port)
             except OSError as exc:
-                raise ConfigError(f"{setting} {port}: cannot listen on {host}: {exc}") from None
+                raise ConfigError(f"{setting} {port}: cannot listen on {host}: "
+                                  f"{exc.strerror or exc}") from None
         try:
             if port == 0:
                 return sock.bind_to_random_port(f"tcp://{host}")

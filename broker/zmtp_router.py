@@ -31,6 +31,7 @@ import logging
 import os
 import select
 import socket
+import time
 from collections import deque
 
 import zmq
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 READ_BYTES = 256 * 1024      # read at most this much from one connection per look
 IOV_MAX = 512                # buffers handed to one sendmsg
+ACCEPT_WARN_S = 10.0         # a failing accept (EMFILE) is logged at most this often
 PEER_TYPES = {b"DEALER", b"REQ", b"ROUTER"}    # what a ROUTER accepts (libzmq's check)
 _POLLIN, _EVENTS = int(zmq.POLLIN), int(zmq.EVENTS)
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
@@ -76,6 +78,7 @@ class ZmtpRouter:
         self.ready: deque[_Conn] = deque()     # connections with requests to take, in turn
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF)
         self.closed = False
+        self._accept_warned = -ACCEPT_WARN_S
         self.rbuf = bytearray(READ_BYTES)      # every read lands here first (no allocation
         self.rview = memoryview(self.rbuf)     # of READ_BYTES per read)
 
@@ -172,7 +175,7 @@ class ZmtpRouter:
                 continue
             if ev & _OUT:
                 self._write(conn)
-            if ev & ~_OUT and fd in self.conns:
+            if ev & ~_OUT and conn.state != GONE:
                 self._read(conn)
 
     def _accept(self) -> None:
@@ -183,18 +186,18 @@ class ZmtpRouter:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:             # EMFILE and the like: try again next look
-                log.warning("client port: cannot accept: %s", exc)
+                now = time.monotonic()
+                if now >= self._accept_warned + ACCEPT_WARN_S:
+                    self._accept_warned = now
+                    log.warning("client port: cannot accept a connection: %s", exc)
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _Conn(sock, self.max_frame, f"{addr[0]}:{addr[1]}")
-            try:
-                sock.send(zmtp.greeting(as_server=True) + zmtp.ready(b"ROUTER"))
-            except OSError:
-                sock.close()
-                continue
             self.conns[conn.fd] = conn
             self.ep.register(conn.fd, _IN)
+            conn.out.append([zmtp.greeting(as_server=True) + zmtp.ready(b"ROUTER")])
+            self._write(conn)
 
     def _read(self, conn: _Conn) -> None:
         try:
@@ -276,7 +279,7 @@ class ZmtpRouter:
         watch for room when some is left."""
         out = conn.out
         while out:
-            bufs = [b for msg in itertools.islice(out, 0, 64) for b in msg][:IOV_MAX]
+            bufs = zmtp.gather(out)[:IOV_MAX]
             try:
                 n = conn.sock.sendmsg(bufs)
             except (BlockingIOError, InterruptedError):
@@ -285,18 +288,7 @@ class ZmtpRouter:
                 self._drop(conn, str(exc))
                 return
             full = n < sum(len(b) for b in bufs)   # the kernel took less than offered
-            while n and out:
-                msg = out[0]
-                while msg and n:
-                    size = len(msg[0])
-                    if size <= n:
-                        n -= size
-                        msg.pop(0)
-                    else:
-                        msg[0] = memoryview(msg[0])[n:]
-                        n = 0
-                if not msg:
-                    out.popleft()
+            zmtp.consume(out, n)
             if full:
                 break
         want = (conn.mask | _OUT) if out else (conn.mask & ~_OUT)

@@ -38,6 +38,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from duomq.client.waiters import Answer, Direct
 from duomq.client.zmtp_dealer import ZmtpDealer
+from duomq.common.config_fields import TRANSPORTS
 from duomq.common.credentials import Credentials
 from duomq.common.errors import (
     AuthenticationError,
@@ -60,7 +61,6 @@ REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURV
 MISMATCH = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 WATCHED = LOST | REFUSED
 PUSHES = frozenset({pb.CHECK_TRANSACTION_STATE})   # what a broker sends unasked
-TRANSPORTS = ("auto", "native", "zeromq")   # auto: native without credentials
 
 
 class KeyMismatch(BrokerUnreachableError):

@@ -22,9 +22,9 @@ client fails those requests). One thread only.
 from __future__ import annotations
 
 import errno
-import itertools
 import select
 import socket
+import threading
 import time
 from collections import deque
 
@@ -33,6 +33,7 @@ import zmq
 from duomq.common import zmtp
 
 READ_BYTES = 1024 * 1024
+_reading = threading.local()  # each thread's read buffer, shared by its connections
 MAX_QUEUED = 100_000          # requests queued for one broker (libzmq's SNDHWM here)
 _POLLIN, _EVENTS = int(zmq.POLLIN), int(zmq.EVENTS)
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
@@ -60,8 +61,6 @@ class ZmtpDealer:
         self.out: deque[list] = deque()         # requests (their buffers) not yet written
         self.parts: list[bytes] = []
         self.hello: bytes | memoryview = b""   # this side's greeting and READY, unwritten
-        self.rbuf = bytearray(READ_BYTES)      # read into, again and again: a fresh 1 MiB
-        self.rview = memoryview(self.rbuf)     # bytes per read was an mmap and munmap
         self.mask = 0
         self.lost = False                      # a connection died since take_lost
         self.why = ""                          # ... and why, as far as known
@@ -165,8 +164,11 @@ class ZmtpDealer:
 
     def _read(self) -> None:
         assert self.sock is not None
-        try:
-            n = self.sock.recv_into(self.rbuf)
+        view = getattr(_reading, "view", None)
+        if view is None:                       # one buffer per thread, read into again
+            view = _reading.view = memoryview(bytearray(READ_BYTES))   # and again: a fresh
+        try:                                   # 1 MiB bytes per read was an mmap and munmap
+            n = self.sock.recv_into(view)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -175,7 +177,7 @@ class ZmtpDealer:
         if not n:
             self._close("the broker closed the connection")
             return
-        self.reader.feed(self.rview[:n])
+        self.reader.feed(view[:n])             # (copied: the buffer is the next read's)
         try:
             self._frames()
         except zmtp.ZmtpError as exc:
@@ -241,22 +243,10 @@ class ZmtpDealer:
     def _write_out(self, sock: socket.socket) -> None:
         out = self.out
         while out:
-            bufs = [b for msg in itertools.islice(out, 0, 64) for b in msg]
+            bufs = zmtp.gather(out)
             n = sock.sendmsg(bufs)
-            full = n < sum(len(b) for b in bufs)     # the kernel took less than offered
-            while n and out:
-                msg = out[0]
-                while msg and n:
-                    size = len(msg[0])
-                    if size <= n:
-                        n -= size
-                        msg.pop(0)
-                    else:
-                        msg[0] = memoryview(msg[0])[n:]
-                        n = 0
-                if not msg:
-                    out.popleft()
-            if full:
+            zmtp.consume(out, n)
+            if n < sum(len(b) for b in bufs):  # the kernel took less than offered: full
                 return
 
     def _fail(self, why: str) -> None:

@@ -64,7 +64,6 @@ ANY_HOSTS = ("0.0.0.0", "::", "*")        # listen_host values that bind every i
 ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.allocate
 MAX_BUSY_POLL_US = 10_000                  # busy_poll_us: longer spins only burn CPU
 MAX_HA_LINGER_MS = 100                     # ha_linger_ms: longer only delays slave reads
-CLIENT_TRANSPORTS = ("auto", "native", "zeromq")   # client_transport (broker.zmtp_router)
 
 
 @dataclass(frozen=True)
@@ -299,9 +298,7 @@ class BrokerConfig:
                               f"write every topic. Set auth = true and auth_dir (duomq auth "
                               f"init), or listen on loopback, or set allow_insecure = true for "
                               f"a network you trust")
-        if self.client_transport not in CLIENT_TRANSPORTS:
-            raise ConfigError(f"client_transport: {self.client_transport!r} is not one of "
-                              f"{', '.join(CLIENT_TRANSPORTS)}")
+        _check_client_transport(self.client_transport, "client_transport")
         if self.auth and self.client_transport == "native":
             raise ConfigError("client_transport = \"native\" speaks no CURVE: with auth = true "
                               "the client port is ZeroMQ's (\"zeromq\" or \"auto\")")

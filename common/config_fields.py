@@ -9,10 +9,12 @@ from typing import Any
 
 from duomq.common.errors import ConfigError
 
+TRANSPORTS = ("auto", "native", "zeromq")   # client ports and client sockets (common.zmtp)
 
-def _check_client_transport(transport: str) -> None:
-    if transport not in ("auto", "native", "zeromq"):
-        raise ConfigError(f"transport: {transport!r} is not one of auto, native, zeromq")
+
+def _check_client_transport(transport: str, field: str = "transport") -> None:
+    if transport not in TRANSPORTS:
+        raise ConfigError(f"{field}: {transport!r} is not one of {', '.join(TRANSPORTS)}")
 
 
 def _check_metrics_port(port: int) -> None:

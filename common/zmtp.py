@@ -16,7 +16,9 @@ of 1) and COMMAND (PING, PONG, READY, ERROR).
 
 from __future__ import annotations
 
+import itertools
 import struct
+from collections import deque
 
 GREETING_SIZE = 64
 MORE, LONG, COMMAND = 1, 2, 4
@@ -113,6 +115,29 @@ def message(frames: list[bytes]) -> list[bytes]:
             out.append(head)
             out.append(frame)
     return out
+
+
+def gather(out: deque[list], most: int = 64) -> list:
+    """The buffers of the first ``most`` messages waiting in ``out`` (each
+    a list of buffers), for one sendmsg."""
+    return [b for msg in itertools.islice(out, 0, most) for b in msg]
+
+
+def consume(out: deque[list], n: int) -> None:
+    """Take ``n`` written bytes off the front of ``out``: whole messages go,
+    a message written in part keeps what is left of it."""
+    while n and out:
+        msg = out[0]
+        while msg and n:
+            size = len(msg[0])
+            if size <= n:
+                n -= size
+                msg.pop(0)
+            else:
+                msg[0] = memoryview(msg[0])[n:]
+                n = 0
+        if not msg:
+            out.popleft()
 
 
 class FrameReader:

@@ -100,3 +100,23 @@ def test_pong_carries_the_ping_context():
     reader = zmtp.FrameReader()
     reader.feed(zmtp.pong(b"\x00\x10ctx"))
     assert zmtp.parse_command(reader.frame()[1]) == (b"PONG", b"ctx")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_writes_taken_in_any_pieces_leave_exactly_the_rest(seed):
+    """What a partial sendmsg took comes off the queue, and a message cut
+    in the middle resumes where it was cut: the bytes written in pieces
+    are the messages, in order."""
+    from collections import deque
+    rng = random.Random(seed)
+    msgs = [zmtp.message([rng.randbytes(rng.choice((0, 5, 300, 5000)))
+                          for _ in range(rng.randrange(1, 3))]) for _ in range(40)]
+    want = b"".join(b"".join(m) for m in msgs)
+    out, wrote = deque(list(m) for m in msgs), b""
+    while out:
+        bufs = zmtp.gather(out, most=rng.randrange(1, 6))
+        offered = b"".join(bytes(b) for b in bufs)
+        n = rng.randrange(0, len(offered) + 1)
+        wrote += offered[:n]
+        zmtp.consume(out, n)
+    assert wrote == want
