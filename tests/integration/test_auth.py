@@ -8,6 +8,7 @@ second, and nothing it sent after is stored."""
 
 import json
 import os
+import socket
 import time
 
 import pytest
@@ -18,8 +19,9 @@ from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.remoting import RemotingClient
+from duomq.common import zmtp
 from duomq.common.credentials import Credentials, KeyPair, digest_id, user_zk_login
-from duomq.common.errors import AuthenticationError, AuthorizationError
+from duomq.common.errors import AuthenticationError, AuthorizationError, ConfigError
 from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.auth_nodes import AuthConfigNode
@@ -50,6 +52,34 @@ def test_the_admin_produces_and_the_slave_serves_it(secured):
         got = c.pull(Q0, 0, 100).messages
     assert [m.body for m in got] == [b"m%d" % i for i in range(50)]
     assert oct(os.stat(admin).st_mode & 0o777) == "0o600"
+
+
+def test_a_secured_cluster_keeps_libzmq_and_curve_on_both_sides(secured, monkeypatch):
+    """The native transports speak no CURVE: a secured broker's client port
+    is libzmq's, a client with credentials uses libzmq even when the
+    environment asks for native, and asking for native in its settings is
+    refused with the reason."""
+    cluster, _keys, admin, master, _ = secured
+    zk, cl = cluster.zookeeper, cluster.cluster
+    monkeypatch.setenv("DUOMQ_TRANSPORT", "native")
+    with Producer(zk, cl, credentials=admin) as p:
+        assert not p.remoting.native
+        assert p.send(Message("Secret", b"over CURVE"), queue=Q0).ok
+    with pytest.raises(ConfigError, match="secured"):
+        Producer(zk, cl, credentials=admin, transport="native")
+    host, port = master.address.removeprefix("tcp://").rsplit(":", 1)
+    raw = socket.create_connection((host, int(port)))
+    try:                  # a NULL greeting to the client port: libzmq's CURVE ROUTER hangs up
+        raw.settimeout(5)
+        raw.sendall(zmtp.greeting(False))
+        got = b""
+        while chunk := raw.recv(4096):
+            got += chunk
+        # it hung up (recv saw the end before the timeout) having said at most its
+        # greeting: no READY, no session
+        assert len(got) <= zmtp.GREETING_SIZE and b"READY" not in got
+    finally:
+        raw.close()
 
 
 def test_anonymous_and_unknown_keys_fail_at_once(secured, monkeypatch):
