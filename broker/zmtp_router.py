@@ -123,12 +123,15 @@ class ZmtpRouter:
             self.pump()
             if not self.ready:
                 raise zmq.Again()
-        conn = self.ready[0]
+        conn = self.ready.popleft()
         msg = conn.inq.popleft()
+        if conn.reader.pending():              # what was read and not parsed, to the mark
+            try:
+                self._frames(conn)
+            except zmtp.ZmtpError as exc:
+                self._drop(conn, str(exc))
         if conn.inq:
-            self.ready.rotate(-1)              # fair: each connection in turn
-        else:
-            self.ready.popleft()
+            self.ready.append(conn)            # fair: each connection in turn
         if not conn.mask & _IN and len(conn.inq) < self.rcvhwm and conn.state != GONE:
             self._watch(conn, conn.mask | _IN)
         return msg
@@ -211,10 +214,15 @@ class ZmtpRouter:
             self._drop(conn, None)
             return
         conn.reader.feed(self.rview[:n])
+        had = bool(conn.inq)
         try:
             self._frames(conn)
         except zmtp.ZmtpError as exc:
             self._drop(conn, str(exc))
+        if conn.inq and not had:
+            self.ready.append(conn)
+        if len(conn.inq) >= self.rcvhwm and conn.mask & _IN and conn.state != GONE:
+            self._watch(conn, conn.mask & ~_IN)    # not read until taken below the mark
 
     def _frames(self, conn: _Conn) -> None:
         reader = conn.reader
@@ -224,8 +232,9 @@ class ZmtpRouter:
                 return
             zmtp.check_greeting(greeting)
             conn.state = HANDSHAKE
-        had = len(conn.inq)
-        while (got := reader.frame()) is not None:
+        # parsed only up to the receive mark: the rest stays bytes in the reader
+        # (at most one read's worth), not thousands of small objects per read
+        while len(conn.inq) < self.rcvhwm and (got := reader.frame()) is not None:
             flags, body = got
             if conn.state == HANDSHAKE:
                 self._handshake(conn, flags, body)
@@ -236,10 +245,6 @@ class ZmtpRouter:
                 if not flags & zmtp.MORE:
                     conn.inq.append([conn.identity, *conn.parts])
                     conn.parts = []
-        if conn.inq and not had:
-            self.ready.append(conn)
-        if len(conn.inq) >= self.rcvhwm and conn.mask & _IN:
-            self._watch(conn, conn.mask & ~_IN)    # not read until taken below the mark
 
     def _handshake(self, conn: _Conn, flags: int, body: bytes) -> None:
         if not flags & zmtp.COMMAND:
