@@ -272,6 +272,8 @@ class ZmtpRouter:
     def _command(self, conn: _Conn, body: bytes) -> None:
         name, rest = zmtp.parse_command(body)
         if name == b"PING":
+            if len(conn.out) >= self.sndhwm:   # a peer that reads nothing gets no PONG: its
+                return                         # PINGs must not pile up answers here
             conn.out.append([zmtp.pong(rest)])
             if len(conn.out) == 1:
                 self._write(conn)

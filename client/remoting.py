@@ -16,9 +16,10 @@ RequestTimeoutError.
 Failing fast: an answer can no longer come when the connection it would
 travel on dies (a killed broker closes its sockets: every libzmq socket has a
 ZeroMQ monitor for DISCONNECTED, a native one sees it itself) or when the
-route says the broker no longer leads its group (``abort``, called by the client's route watch). Requests in
-flight then fail at once with BrokerUnreachableError or BrokerGoneError,
-blocking calls included, instead of waiting out their timeout.
+route says the broker no longer leads its group (``abort``, called by the
+client's route watch). Requests in flight then fail at once with
+BrokerUnreachableError or BrokerGoneError, blocking calls included, instead
+of waiting out their timeout.
 """
 
 from __future__ import annotations

@@ -5,10 +5,13 @@ the one before ends."""
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import threading
 
 from duomq.store.segment import Segment
+
+log = logging.getLogger(__name__)
 
 
 def segment_name(base: int) -> str:
@@ -32,6 +35,12 @@ class MappedFileQueue:
         for name in names:
             base = int(name)
             path = os.path.join(self.dir, name)
+            if os.path.getsize(path) == 0:
+                # created and killed before its preallocation: no byte was ever
+                # written to it (a write needs the space first), so it goes
+                log.warning("segment %s is empty (a crash while it was made): removed", path)
+                os.unlink(path)
+                continue
             if os.path.getsize(path) != self.segment_size:
                 raise ValueError(
                     f"segment {path} has size {os.path.getsize(path)}, expected "

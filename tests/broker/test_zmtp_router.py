@@ -259,3 +259,28 @@ def test_a_new_connection_on_a_closed_ones_fd_is_not_mistaken_for_it(ctx):
         assert take(router)[0][1] == b"again"
     finally:
         router.close()
+
+
+def test_pings_from_a_peer_that_reads_nothing_do_not_pile_up(router):
+    """A peer sends PINGs and never reads: the PONGs it is owed stop at the
+    send mark instead of growing with every PING."""
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # and its window stays small
+    raw.connect(("127.0.0.1", router.port))
+    try:
+        raw.sendall(zmtp.greeting(False) + zmtp.ready(b"DEALER"))
+        deadline = time.monotonic() + 2
+        while not router.by_id and time.monotonic() < deadline:
+            router.pump()
+        (conn,) = router.conns.values()
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)   # little room
+        ping = zmtp.command(b"PING", b"\x00\x00" + bytes(16))
+        for _ in range(50):
+            raw.sendall(ping * 2000)
+            router.pump()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            router.pump()
+        assert len(conn.out) <= router.sndhwm
+    finally:
+        raw.close()

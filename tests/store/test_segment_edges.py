@@ -57,3 +57,29 @@ def test_batches_across_segment_edges_land_where_their_answers_say(tmp_path):
     for qid in (0, 1):
         assert read_all(again, qid) == sent[qid]
     again.close()
+
+
+def test_a_segment_killed_before_its_preallocation_is_dropped_at_load(tmp_path):
+    """kill -9 between creating a segment file and preallocating it leaves
+    it empty (chaos_tests/test_kill9_sync_flush caught a consume queue so):
+    nothing was ever written to it, so the next start drops it instead of
+    refusing to start; a segment of another wrong size is still refused."""
+    import pytest
+
+    from duomq.store.mapped_file_queue import MappedFileQueue, segment_name
+    q = MappedFileQueue(str(tmp_path), 4096)
+    q.create(0)
+    q.create(4096)
+    for seg in q.segments:
+        seg.close()
+    open(tmp_path / segment_name(8192), "wb").close()      # the crash's leftover
+    q2 = MappedFileQueue(str(tmp_path), 4096)
+    q2.load()
+    assert [s.base for s in q2.segments] == [0, 4096]
+    assert not (tmp_path / segment_name(8192)).exists()
+    for seg in q2.segments:
+        seg.close()
+    with open(tmp_path / segment_name(8192), "wb") as f:
+        f.write(b"x")                                       # not empty: real damage
+    with pytest.raises(ValueError, match="has size 1"):
+        MappedFileQueue(str(tmp_path), 4096).load()
