@@ -199,31 +199,14 @@ class RemotingClient:
         deadline = time.monotonic() + timeout_s
         wake = self._local.wake       # in _waiting[address] while the connection lives
         while True:
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            ready = dict(conn.poller.poll(left_ms)) if left_ms > 0 else {}
-            if not ready:
-                # the late answer would arrive on this socket: start afresh
-                self._drop_direct_socket(address)
-                raise RequestTimeoutError(
-                    f"no answer from {address} to {pb.RequestType.Name(type_)} in "
-                    f"{timeout_s:g} s")
+            ready = self._wait(conn, deadline, address, type_, timeout_s)
             if sock in ready:       # an answer that arrived wins over news of a death
-                try:
-                    frame = codec.decode_frame(sock.recv())
-                except codec.FrameError:
-                    continue
-                if frame.request_id == rid:
-                    message = codec.decode_response(frame) \
-                        if frame.type in codec.MESSAGES else None
-                    return frame.status, frame.error, message
+                answer = _matched(sock.recv(), rid)
+                if answer is not None:
+                    return answer
                 continue
             if wake in ready:
-                _clear(wake)
-                count, why = self._gone.get(address, (0, ""))
-                if count != gone:
-                    self._drop_direct_socket(address)
-                    raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
-                                          f"abandoned: {why}")
+                self._check_gone(wake, address, gone, type_)
             if conn.monitor in ready and self._lost_direct(conn, address):
                 self._drop_direct_socket(address)
                 raise BrokerUnreachableError(
@@ -253,34 +236,39 @@ class RemotingClient:
                 except zmq.Again:
                     pass
             if data is not None:          # an answer that arrived wins over news of a death
-                try:
-                    frame = codec.decode_frame(data)
-                except codec.FrameError:
-                    continue
-                if frame.request_id == rid:
-                    message = codec.decode_response(frame) \
-                        if frame.type in codec.MESSAGES else None
-                    return frame.status, frame.error, message
+                answer = _matched(data, rid)
+                if answer is not None:
+                    return answer
                 continue
             if sock.take_lost():
                 self._drop_direct_socket(address)
                 raise BrokerUnreachableError(
                     f"the connection to {address} died while {pb.RequestType.Name(type_)} "
                     f"waited for its answer ({sock.why})")
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            ready = dict(conn.poller.poll(left_ms)) if left_ms > 0 else {}
-            if not ready:
-                self._drop_direct_socket(address)    # the late answer would come here
-                raise RequestTimeoutError(
-                    f"no answer from {address} to {pb.RequestType.Name(type_)} in "
-                    f"{timeout_s:g} s")
+            ready = self._wait(conn, deadline, address, type_, timeout_s)
             if wake in ready:
-                _clear(wake)
-                count, why = self._gone.get(address, (0, ""))
-                if count != gone:
-                    self._drop_direct_socket(address)
-                    raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
-                                          f"abandoned: {why}")
+                self._check_gone(wake, address, gone, type_)
+
+    def _wait(self, conn: Direct, deadline: float, address: str, type_: int,
+              timeout_s: float) -> dict:
+        """Poll the calling thread's sockets until ``deadline``; none ready times out."""
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        ready = dict(conn.poller.poll(left_ms)) if left_ms > 0 else {}
+        if not ready:
+            self._drop_direct_socket(address)    # the late answer would come here
+            raise RequestTimeoutError(
+                f"no answer from {address} to {pb.RequestType.Name(type_)} in "
+                f"{timeout_s:g} s")
+        return ready
+
+    def _check_gone(self, wake, address: str, gone: int, type_: int) -> None:
+        """Woken while waiting: raise if ``address`` was given up on since ``gone``."""
+        _clear(wake)
+        count, why = self._gone.get(address, (0, ""))
+        if count != gone:
+            self._drop_direct_socket(address)
+            raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
+                                  f"abandoned: {why}")
 
     def _lost_direct(self, conn: Direct, address: str) -> bool:
         assert conn.monitor is not None          # (libzmq's sockets only)
@@ -556,6 +544,18 @@ class RemotingClient:
             fut = self._outbox.popleft()[3]
             if not fut.done():
                 fut.set_exception(exc)
+
+
+def _matched(data: bytes, rid: int):
+    """``(status, error, message)`` if ``data`` answers request ``rid``, else None."""
+    try:
+        frame = codec.decode_frame(data)
+    except codec.FrameError:
+        return None
+    if frame.request_id != rid:
+        return None
+    message = codec.decode_response(frame) if frame.type in codec.MESSAGES else None
+    return frame.status, frame.error, message
 
 
 def _clear(fd: int) -> None:
