@@ -79,8 +79,8 @@ class ZmtpRouter:
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF)
         self.closed = False
         self._accept_warned = -ACCEPT_WARN_S
-        self.rbuf = bytearray(READ_BYTES)      # every read lands here first (no allocation
-        self.rview = memoryview(self.rbuf)     # of READ_BYTES per read)
+        self.rview = memoryview(bytearray(READ_BYTES))   # every read lands here first
+                                               # (no allocation of READ_BYTES per read)
 
     # ---------------------------------------------------------------- socket surface
     def fileno(self) -> int:
@@ -203,17 +203,10 @@ class ZmtpRouter:
             self._write(conn)
 
     def _read(self, conn: _Conn) -> None:
-        try:
-            n = conn.sock.recv_into(self.rbuf)
-        except (BlockingIOError, InterruptedError):
+        why = conn.reader.fill(conn.sock, self.rview)
+        if why is not None:
+            self._drop(conn, None if why is zmtp.EOF else why)
             return
-        except OSError as exc:
-            self._drop(conn, str(exc))
-            return
-        if not n:
-            self._drop(conn, None)
-            return
-        conn.reader.feed(self.rview[:n])
         had = bool(conn.inq)
         try:
             self._frames(conn)

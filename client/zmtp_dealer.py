@@ -165,19 +165,12 @@ class ZmtpDealer:
     def _read(self) -> None:
         assert self.sock is not None
         view = getattr(_reading, "view", None)
-        if view is None:                       # one buffer per thread, read into again
-            view = _reading.view = memoryview(bytearray(READ_BYTES))   # and again: a fresh
-        try:                                   # 1 MiB bytes per read was an mmap and munmap
-            n = self.sock.recv_into(view)
-        except (BlockingIOError, InterruptedError):
+        if view is None:          # one buffer per thread, read into again and again: a
+            view = _reading.view = memoryview(bytearray(READ_BYTES))   # fresh 1 MiB bytes
+        why = self.reader.fill(self.sock, view)   # per read was an mmap and a munmap
+        if why is not None:
+            self._close("the broker closed the connection" if why is zmtp.EOF else why)
             return
-        except OSError as exc:
-            self._close(str(exc))
-            return
-        if not n:
-            self._close("the broker closed the connection")
-            return
-        self.reader.feed(view[:n])             # (copied: the buffer is the next read's)
         try:
             self._frames()
         except zmtp.ZmtpError as exc:

@@ -26,6 +26,7 @@ MAX_IDENTITY = 255
 _SIZE = struct.Struct(">Q")
 _PROP = struct.Struct(">I")
 _MECHANISM = b"NULL" + bytes(16)
+EOF = "the peer closed the connection"
 
 
 class ZmtpError(Exception):
@@ -160,6 +161,21 @@ class FrameReader:
             del self.buf[:self.pos]
             self.pos = 0
         self.buf += data
+
+    def fill(self, sock, view: memoryview) -> str | None:
+        """One read of the non-blocking ``sock`` into ``view`` (a buffer the
+        caller reads into again and again), fed here: None, or why the
+        connection ended (``EOF`` when the peer closed it)."""
+        try:
+            n = sock.recv_into(view)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as exc:
+            return str(exc)
+        if not n:
+            return EOF
+        self.feed(view[:n])                   # (copied: the buffer is the next read's)
+        return None
 
     def take(self, n: int) -> bytes | None:
         """The next ``n`` raw bytes (the greeting), or None until fed."""
