@@ -315,11 +315,33 @@ def tcp_relay_producer(port: int) -> None:
 
     def send_and_wait(ts: int) -> None:
         c.sendall(STAMP.pack(b"S", ts))
-        got = b""
-        while len(got) < STAMP.size:
-            got += c.recv(STAMP.size - len(got))
+        recv_exactly(c, STAMP.size)
     paced(send_and_wait)
     c.close()
+
+
+def recv_exactly(c: socket.socket, n: int) -> bytes:
+    got = b""
+    while len(got) < n:
+        got += c.recv(n - len(got))
+    return got
+
+
+def start_producer(target, port: int) -> multiprocessing.Process:
+    producer = multiprocessing.Process(target=target, args=(port,), daemon=True)
+    producer.start()
+    return producer
+
+
+def read_relayed(recv, send) -> list[int]:
+    """The reader's side of a relay, its first "P" sent: each message's
+    delay from its timestamp, and the next "P"."""
+    delays = []
+    for _ in range(int(RELAY_RATE * RELAY_SECS)):
+        got = recv()
+        delays.append(time.monotonic_ns() - STAMP.unpack(got)[1])
+        send(STAMP.pack(b"P", 0))
+    return delays
 
 
 def tcp_relay() -> dict:
@@ -328,15 +350,8 @@ def tcp_relay() -> dict:
     reader.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     reader.sendall(STAMP.pack(b"P", 0))
     time.sleep(0.1)                          # the reader first: its connection is accepted first
-    producer = multiprocessing.Process(target=tcp_relay_producer, args=(port,), daemon=True)
-    producer.start()
-    delays = []
-    for _ in range(int(RELAY_RATE * RELAY_SECS)):
-        got = b""
-        while len(got) < STAMP.size:
-            got += reader.recv(STAMP.size - len(got))
-        delays.append(time.monotonic_ns() - STAMP.unpack(got)[1])
-        reader.sendall(STAMP.pack(b"P", 0))
+    producer = start_producer(tcp_relay_producer, port)
+    delays = read_relayed(lambda: recv_exactly(reader, STAMP.size), reader.sendall)
     producer.join(10)
     reader.close()
     server.join(5)
@@ -400,14 +415,12 @@ def zmq_relay() -> dict:
     ctx = zmq.Context()
     reader, poller = dealer_to(ctx, port)
     reader.send(STAMP.pack(b"P", 0))
-    producer = multiprocessing.Process(target=zmq_relay_producer, args=(port,), daemon=True)
-    producer.start()
-    delays = []
-    for _ in range(int(RELAY_RATE * RELAY_SECS)):
+    producer = start_producer(zmq_relay_producer, port)
+
+    def recv() -> bytes:
         poller.poll(5000)
-        got = reader.recv()
-        delays.append(time.monotonic_ns() - STAMP.unpack(got)[1])
-        reader.send(STAMP.pack(b"P", 0))
+        return reader.recv()
+    delays = read_relayed(recv, reader.send)
     producer.join(10)
     reader.send(b"")
     server.join(5)
@@ -452,13 +465,8 @@ def zmtp_relay() -> dict:
     reader = NativeClient(port)
     reader.send(STAMP.pack(b"P", 0))
     time.sleep(0.1)
-    producer = multiprocessing.Process(target=zmtp_relay_producer, args=(port,), daemon=True)
-    producer.start()
-    delays = []
-    for _ in range(int(RELAY_RATE * RELAY_SECS)):
-        got = reader.recv()
-        delays.append(time.monotonic_ns() - STAMP.unpack(got)[1])
-        reader.send(STAMP.pack(b"P", 0))
+    producer = start_producer(zmtp_relay_producer, port)
+    delays = read_relayed(reader.recv, reader.send)
     producer.join(10)
     reader.send(b"")
     server.join(5)
