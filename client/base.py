@@ -66,12 +66,8 @@ class ClientBase:
         self.external = bool(getattr(cfg, "external", False)) or \
             os.environ.get("DUOMQ_EXTERNAL", "").strip().lower() in ("1", "true", "yes")
         self._undialled: set[str] = set()
-        transport = getattr(cfg, "transport", "auto")
-        if transport == "auto":           # $DUOMQ_TRANSPORT, except native in a secured cluster
-            transport = os.environ.get("DUOMQ_TRANSPORT", "").strip().lower() or "auto"
-            if transport == "native" and self.credentials is not None:
-                transport = "auto"
-        elif transport == "native" and self.credentials is not None:
+        transport = getattr(cfg, "transport", "auto")    # (auto: $DUOMQ_TRANSPORT)
+        if transport == "native" and self.credentials is not None:
             if self._own_zk:
                 zkutil.close(self.zk)
             raise ConfigError("transport = \"native\": this cluster is secured and CURVE is "

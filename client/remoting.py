@@ -7,7 +7,7 @@ resolved with ``(status, error, response_message)``. Blocking calls
 The DEALERs are the client's own ZMTP sockets (``client.zmtp_dealer``:
 read and written by the thread that owns them, no libzmq I/O thread in
 between) unless the client has credentials, whose CURVE is libzmq's
-(``transport``: auto, native, zeromq).
+(``transport``: auto, native, zeromq; auto reads ``$DUOMQ_TRANSPORT``).
 
 Many requests may be outstanding on one socket (long polls included); answers
 are matched by request id. A request with no answer by its deadline fails with
@@ -96,8 +96,13 @@ class RemotingClient:
         if transport not in TRANSPORTS or (transport == "native" and credentials is not None):
             raise ConfigError(f"transport {transport!r}: one of {', '.join(TRANSPORTS)}; "
                               f"not native with credentials (CURVE is libzmq's)")
+        if transport == "auto":           # $DUOMQ_TRANSPORT, except native in a secured cluster
+            transport = os.environ.get("DUOMQ_TRANSPORT", "").strip().lower() or "auto"
+            if transport not in TRANSPORTS:
+                raise ConfigError(f"$DUOMQ_TRANSPORT {transport!r}: one of "
+                                  f"{', '.join(TRANSPORTS)}")
         # the client's own ZMTP sockets (client.zmtp_dealer), or libzmq's DEALERs
-        self.native = transport == "native" or (transport == "auto" and credentials is None)
+        self.native = credentials is None and transport in ("native", "auto")
         self._native: dict[int, ZmtpDealer] = {}    # the I/O thread's, by the fd polled
         # the broker key an address serves with, as its member node says (b"":
         # unknown); among the keys the credentials trust, that one is tried first
