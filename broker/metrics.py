@@ -149,6 +149,16 @@ def _traffic(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
                               value=s.redirects)
     yield CounterMetricFamily("duomq_bad_requests", "Requests refused as malformed or "
                               "invalid", value=s.bad_requests)
+    if s.client_connections is not None:       # the broker's own client port only
+        open_now, opened, refused = s.client_connections
+        yield GaugeMetricFamily("duomq_client_connections",
+                                "Connections open on the client port", value=open_now)
+        yield CounterMetricFamily("duomq_client_connections_opened",
+                                  "Connections accepted on the client port", value=opened)
+        yield CounterMetricFamily("duomq_client_connections_refused",
+                                  "Client connections closed for breaking ZMTP (a bad "
+                                  "greeting, a frame over max_frame_bytes, garbage)",
+                                  value=refused)
 
 
 def _histograms(m: BrokerMetrics) -> Iterator[Metric]:

@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from duomq.broker.zmtp_router import ZmtpRouter
 from duomq.common.role import Role
 from duomq.format import record as rec
 from duomq.master.parts import LinkStatus, MasterParts
@@ -58,6 +59,9 @@ class BrokerSnapshot:
     # counted by the serving thread
     redirects: int = 0                 # pulls answered with advice to read elsewhere
     bad_requests: int = 0
+    # the client port when it is the broker's own (broker.zmtp_router; libzmq's
+    # ROUTER counts none: None): (open now, accepted, closed for breaking ZMTP)
+    client_connections: tuple[int, int, int] | None = None
 
 
 def take(b) -> BrokerSnapshot:
@@ -72,7 +76,7 @@ def take(b) -> BrokerSnapshot:
         max_offset=log.max_offset, flushed_offset=st.flushed_offset,
         confirmed_offset=st.visible_offset, segments=len(log.mfq.segments),
         messages_stored=store.messages_stored, redirects=st.redirects,
-        bad_requests=st.bad_requests,
+        bad_requests=st.bad_requests, client_connections=_connections(b),
         promotable=b.config.promotable and not b.refetching(),
         recovery=str(report) if report is not None and report.damaged else "")
     if isinstance(parts, MasterParts):
@@ -89,6 +93,13 @@ def take(b) -> BrokerSnapshot:
         **common, following=parts.following, master_max_offset=parts.master_max,
         lag_bytes=parts.lag_bytes(log.max_offset), lag_ms=parts.lag_ms(),
         replication_halted=parts.halted)
+
+
+def _connections(b) -> tuple[int, int, int] | None:
+    router = getattr(b, "router", None)
+    if not isinstance(router, ZmtpRouter):
+        return None
+    return len(router.conns), router.opened, router.refused
 
 
 @dataclass(frozen=True)

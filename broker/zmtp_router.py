@@ -79,6 +79,8 @@ class ZmtpRouter:
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF)
         self.closed = False
         self._accept_warned = -ACCEPT_WARN_S
+        self.opened = 0                        # connections accepted (metrics)
+        self.refused = 0                       # closed for breaking the protocol
         self.rview = memoryview(bytearray(READ_BYTES))   # every read lands here first
                                                # (no allocation of READ_BYTES per read)
 
@@ -129,7 +131,7 @@ class ZmtpRouter:
             try:
                 self._frames(conn)
             except zmtp.ZmtpError as exc:
-                self._drop(conn, str(exc))
+                self._refuse(conn, exc)
         if conn.inq:
             self.ready.append(conn)            # fair: each connection in turn
         if not conn.mask & _IN and len(conn.inq) < self.rcvhwm and conn.state != GONE:
@@ -198,6 +200,7 @@ class ZmtpRouter:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _Conn(sock, self.max_frame, f"{addr[0]}:{addr[1]}")
             self.conns[conn.fd] = conn
+            self.opened += 1
             self.ep.register(conn.fd, _IN)
             conn.out.append([zmtp.greeting(as_server=True) + zmtp.ready(b"ROUTER")])
             self._write(conn)
@@ -211,7 +214,7 @@ class ZmtpRouter:
         try:
             self._frames(conn)
         except zmtp.ZmtpError as exc:
-            self._drop(conn, str(exc))
+            self._refuse(conn, exc)
         if conn.inq and not had:
             self.ready.append(conn)
         if len(conn.inq) >= self.rcvhwm and conn.mask & _IN and conn.state != GONE:
@@ -298,6 +301,12 @@ class ZmtpRouter:
     def _watch(self, conn: _Conn, mask: int) -> None:
         conn.mask = mask
         self.ep.modify(conn.fd, mask)
+
+    def _refuse(self, conn: _Conn, exc: zmtp.ZmtpError) -> None:
+        """Close a connection that broke the protocol (counted)."""
+        if conn.state != GONE:
+            self.refused += 1
+        self._drop(conn, str(exc))
 
     def _drop(self, conn: _Conn, why: str | None) -> None:
         """Close a connection; requests already read stay to be served (as

@@ -146,6 +146,7 @@ def test_a_frame_past_the_bound_closes_only_that_connection(ctx, router):
     assert exc.value.errno == zmq.EHOSTUNREACH
     good.send(b"still")
     assert take(router) == [[a, b"still"]]
+    assert (len(router.conns), router.opened, router.refused) == (1, 2, 1)
 
 
 @pytest.mark.parametrize("junk", [
@@ -172,10 +173,12 @@ def test_garbage_closes_its_connection_and_the_port_serves_on(ctx, router, junk)
         except ConnectionResetError:
             closed = True
     assert closed and not router.by_id and not router.backlogged()
+    assert (len(router.conns), router.opened, router.refused) == (0, 1, 1)
     raw.close()
     d = dealer(ctx, router)
     d.send(b"ok")
     assert take(router)[0][1] == b"ok"
+    assert (len(router.conns), router.opened, router.refused) == (1, 2, 1)
 
 
 def test_a_curve_client_is_refused(ctx, router):

@@ -4,6 +4,7 @@ and a slave reports its replication lag."""
 
 import json
 import pathlib
+import socket
 import subprocess
 import urllib.request
 
@@ -98,6 +99,22 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                           text=True, timeout=30)
     assert lint.returncode == 0, lint.stdout + lint.stderr
+    # the client port is the broker's own here (no auth): its connections are
+    # counted, and one that breaks ZMTP is closed and counted apart
+    opened = value(text, "duomq_client_connections_opened_total")
+    assert opened >= 2 and value(text, "duomq_client_connections_refused_total") == 0
+    assert 0 <= value(text, "duomq_client_connections") <= opened
+    host, port = member_node(zk, cl, "broker-a", 0).address.removeprefix("tcp://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as raw:
+        raw.sendall(b"GET /metrics HTTP/1.1\r\n\r\n" + bytes(64))
+        try:
+            while raw.recv(4096):             # the broker hangs up
+                pass
+        except ConnectionResetError:
+            pass
+    wait_for(lambda: value(scrape(url), "duomq_client_connections_refused_total") == 1,
+             what="the garbage connection counted")
+    assert value(scrape(url), "duomq_client_connections_opened_total") >= opened + 1
 
     wait_slaves_hold(zk, cl, "Metered")
     slave_url = member_node(zk, cl, "broker-a", 1).metrics
