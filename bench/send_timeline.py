@@ -40,8 +40,8 @@ FLUSH = os.environ.get("FLUSH", "SYNC_FLUSH")
 REPLICATION = os.environ.get("REPLICATION", "SYNC")
 N = int(os.environ.get("N", 40))
 GAP_MS = float(os.environ.get("GAP_MS", 20))
-SYSCALLS = ("sendto", "recvfrom", "write", "read", "poll", "ppoll", "epoll_wait", "fdatasync",
-            "pwrite64")
+SYSCALLS = ("sendto", "sendmsg", "recvfrom", "write", "read", "poll", "ppoll", "epoll_wait",
+            "fdatasync", "pwrite64")
 LINE = re.compile(r"^\s*(.+?)\s+(\d+) \[\d+\]\s+([\d.]+):\s+syscalls:sys_exit_(\w+): (0x[0-9a-f]+)")
 
 PRODUCER = """
@@ -165,9 +165,11 @@ def main() -> int:
                 count[what] = count.get(what, 0) + 1
                 key = what if count[what] == 1 else f"{what} #{count[what]}"
                 firsts.setdefault(key, []).append(t)
-        # the answer's arrival: the producer's sending thread waking last in its window
-        rtts = [max(t for t, what in w if what == "producer/MainThread poll") for w in sends
-                if any(what == "producer/MainThread poll" for _t, what in w)]
+        # the answer's arrival: the producer's sending thread waking (libzmq's
+        # socket) or reading (its own, transport native) last in its window
+        woke = ("producer/MainThread poll", "producer/MainThread recvfrom")
+        rtts = [max(t for t, what in w if what in woke) for w in sends
+                if any(what in woke for _t, what in w)]
         common = {k: v for k, v in firsts.items() if len(v) >= 0.8 * len(sends)}
         timeline = sorted(({"at_us": round(statistics.median(v), 1), "hop": k, "seen": len(v)}
                            for k, v in common.items()), key=lambda h: h["at_us"])

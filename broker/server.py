@@ -22,6 +22,7 @@ import resource
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -95,9 +96,13 @@ class Broker(BrokerCore):
             self.router = self._socket(zmq.ROUTER, rcvhwm=CLIENT_RCVHWM, sndhwm=PIPE_MESSAGES,
                                        max_frame=config.max_frame_bytes)
             self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a full pipe raises: the outbox
-        self.ha_router = self._socket(zmq.ROUTER, rcvhwm=HA_HWM, sndhwm=HA_HWM,
-                                      max_frame=HA_MAX_FRAME_BYTES)
-        self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
+        self.ha_router: Any
+        if config.native_ha_port:           # the log leaves from the serving thread itself
+            self.ha_router = ZmtpRouter(HA_HWM, HA_HWM, HA_MAX_FRAME_BYTES)
+        else:
+            self.ha_router = self._socket(zmq.ROUTER, rcvhwm=HA_HWM, sndhwm=HA_HWM,
+                                          max_frame=HA_MAX_FRAME_BYTES)
+            self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
         # auth = true: CURVE on both ports, ZAP, the users (broker/security.py)
         self.security = BrokerSecurity(config, self.ctx, self.router, self.ha_router) \
             if config.auth else None
@@ -277,24 +282,25 @@ class Broker(BrokerCore):
         st = self.state
         busy = self.busy_poll
         events: dict = {}
-        # the native client port: polled as its fd (what poll reports), and
-        # requests it read that the loop has not taken yet
-        native = isinstance(router, ZmtpRouter)
-        backlogged = router.backlogged if native else (lambda: False)
-        router_key = router.fileno() if native else router
+        # a native port (the client port, the replication port): polled as its
+        # fd (what poll reports), and messages it read that the loop has not
+        # taken yet
+        backlogged, router_key = _polled(router)
+        ha_backlogged, ha_key = _polled(ha_router)
         try:
             outbox = self.outbox
             while not self._stopping:
                 if events:
                     busy.spin(router, ha_router, notify)
-                events = dict(poller.poll(0 if backlogged() else self._poll_ms()))
+                events = dict(poller.poll(0 if backlogged() or ha_backlogged()
+                                          else self._poll_ms()))
                 if events:
                     busy.woke()
                 if outbox.waiting:
                     outbox.flush()
                 if notify in events:
                     self._drain_notifications()
-                if ha_router in events:
+                if ha_key in events or ha_backlogged():
                     self._drain_ha()
                 if router_key in events or backlogged():
                     if st.role == Role.SLAVE:
@@ -493,6 +499,13 @@ class Broker(BrokerCore):
             if phys is not None and (floor is None or phys < floor):
                 floor = phys
         return floor
+
+
+def _polled(sock) -> tuple[Callable[[], bool], Any]:
+    """A port's (messages read and not yet taken, what poll reports for it)."""
+    if isinstance(sock, ZmtpRouter):
+        return sock.backlogged, sock.fileno()
+    return (lambda: False), sock
 
 
 def raise_open_files_limit() -> int:

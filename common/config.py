@@ -22,6 +22,7 @@ from duomq.common.config_fields import (  # noqa: F401 (parse_settings: the CLI'
     _check_metrics_port,
     _coerce,
     _positive,
+    check_port_transports,
     check_types,
     parse_settings,
 )
@@ -177,6 +178,7 @@ class BrokerConfig:
                                              # speaks ZeroMQ's ZMTP itself: no I/O-thread hop
                                              # per request; no CURVE), "zeromq" (libzmq's
                                              # ROUTER), "auto" (native, zeromq with auth)
+    ha_transport: str = "auto"               # the replication port (master side), as above
     # --- limits per peer (a client that does not read, or sends garbage)
     max_frame_bytes: int = 16 * MIB          # largest request frame on the client port (a
                                              # larger one closes the connection: ZeroMQ's
@@ -298,10 +300,7 @@ class BrokerConfig:
                               f"write every topic. Set auth = true and auth_dir (duomq auth "
                               f"init), or listen on loopback, or set allow_insecure = true for "
                               f"a network you trust")
-        _check_client_transport(self.client_transport, "client_transport")
-        if self.auth and self.client_transport == "native":
-            raise ConfigError("client_transport = \"native\" speaks no CURVE: with auth = true "
-                              "the client port is ZeroMQ's (\"zeromq\" or \"auto\")")
+        check_port_transports(self)
         if self.auth and not self.auth_dir:
             raise ConfigError("auth = true needs auth_dir: the directory `duomq auth init "
                               "--out DIR` wrote (the broker keypair)")
@@ -326,6 +325,10 @@ class BrokerConfig:
         """Whether the serving thread speaks ZMTP on the client port itself."""
         return self.client_transport == "native" or \
             (self.client_transport == "auto" and not self.auth)
+
+    @property
+    def native_ha_port(self) -> bool:        # the same, of the replication port
+        return self.ha_transport == "native" or (self.ha_transport == "auto" and not self.auth)
 
     @property
     def address(self) -> str:

@@ -17,6 +17,17 @@ def _check_client_transport(transport: str, field: str = "transport") -> None:
         raise ConfigError(f"{field}: {transport!r} is not one of {', '.join(TRANSPORTS)}")
 
 
+def check_port_transports(cfg) -> None:
+    """A broker's ports: each transport one of TRANSPORTS, and not native
+    with auth (CURVE and ZAP are libzmq's)."""
+    for field in ("client_transport", "ha_transport"):
+        value = getattr(cfg, field)
+        _check_client_transport(value, field)
+        if cfg.auth and value == "native":
+            raise ConfigError(f"{field} = \"native\" speaks no CURVE: with auth = true the "
+                              f"port is ZeroMQ's (\"zeromq\" or \"auto\")")
+
+
 def _check_metrics_port(port: int) -> None:
     if not -1 <= port < 65536:
         raise ConfigError(f"metrics_port: {port} must be a TCP port (0: a free one, -1: no "

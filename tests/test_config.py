@@ -41,6 +41,8 @@ def test_defaults_match_the_documented_values():
     ({"ha_linger_ms": 101}, "ha_linger_ms"),
     ({"client_transport": "tcp"}, "client_transport"),
     ({"client_transport": "native", "auth": True, "auth_dir": "/x"}, "client_transport"),
+    ({"ha_transport": "udp"}, "ha_transport"),
+    ({"ha_transport": "native", "auth": True, "auth_dir": "/x"}, "ha_transport"),
 ])
 def test_contradictory_broker_config_is_refused_naming_the_field(kwargs, field):
     with pytest.raises((ConfigError, InvalidNameError), match=field):
@@ -51,6 +53,9 @@ def test_the_client_port_is_native_unless_secured():
     assert BrokerConfig().native_client_port
     assert not BrokerConfig(client_transport="zeromq").native_client_port
     assert not BrokerConfig(auth=True, auth_dir="/x").native_client_port   # CURVE is libzmq's
+    assert BrokerConfig().native_ha_port and BrokerConfig(ha_transport="native").native_ha_port
+    assert not BrokerConfig(ha_transport="zeromq").native_ha_port
+    assert not BrokerConfig(auth=True, auth_dir="/x").native_ha_port
 
 
 def test_flush_aliases():

@@ -41,10 +41,13 @@ def remoting():
     r.close()
 
 
+@pytest.mark.parametrize("ha_transport", ["native", "zeromq"])
 def test_async_slave_holds_a_byte_identical_log_and_serves_reads(local_cluster, small_store,
-                                                                 remoting):
-    master = local_cluster.add_broker("broker-a", 0, **small_store)
-    slave = local_cluster.add_broker("broker-a", 1, **small_store)
+                                                                 remoting, ha_transport):
+    """Over both kinds of replication port: the serving thread's own ZMTP
+    (chunks of 1 MiB written in parts as the kernel takes them), libzmq's."""
+    master = local_cluster.add_broker("broker-a", 0, ha_transport=ha_transport, **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, ha_transport=ha_transport, **small_store)
     local_cluster.create_topic("Copied", queues=2)
     with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
         for i in range(60):
@@ -73,6 +76,40 @@ def test_async_slave_holds_a_byte_identical_log_and_serves_reads(local_cluster, 
     m_status = status(remoting, master)
     assert [r.broker_id for r in m_status.replicas] == [1]
     assert m_status.replicas[0].state == "TRANSFER"
+
+
+def test_a_slave_that_stops_reading_holds_up_no_send_and_catches_up(local_cluster, small_store,
+                                                                    remoting):
+    """The native replication port against a SIGSTOPped slave (ASYNC): its
+    queue fills (16 chunks, then the kernel's buffers) and the serving thread
+    writes no more to it, but goes on acking every send at once; resumed,
+    the slave gets the rest from where it stopped, byte for byte."""
+    master = local_cluster.add_broker("broker-a", 0, ha_transport="native", **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, ha_transport="native", **small_store)
+    local_cluster.create_topic("Stalled", queues=2)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        assert p.send(Message("Stalled", b"warm")).ok
+        wait_for(lambda: status(remoting, slave).max_physical_offset ==
+                 status(remoting, master).max_physical_offset, what="the slave")
+        slave.suspend()
+        try:
+            slowest = 0.0
+            for i in range(120):              # ~24 MiB: past what the link can hold
+                t = time.monotonic()
+                assert p.send_batch([Message("Stalled", b"s%03d-%03d" % (i, k) * 500)
+                                     for k in range(50)]).ok
+                slowest = max(slowest, time.monotonic() - t)
+            assert slowest < 1.0, f"a send took {slowest:.2f} s with the slave stopped"
+            m_end = status(remoting, master).max_physical_offset
+            assert m_end > 20 << 20
+        finally:
+            slave.resume()
+    wait_for(lambda: status(remoting, slave).max_physical_offset == m_end, 30,
+             what="the slave to catch up")
+    (m_names, m_dir), (s_names, s_dir) = segments(master), segments(slave)
+    assert m_names == s_names
+    assert all(filecmp.cmp(os.path.join(m_dir, n), os.path.join(s_dir, n), shallow=False)
+               for n in m_names)
 
 
 def test_slave_copies_consumer_offsets_from_the_master(local_cluster, small_store, remoting):
