@@ -30,7 +30,7 @@
                no hand-off to a consume thread
   zmtp_relay_e2e the same with duomq's own ZMTP sockets at every hop (the
                relay on broker.zmtp_router, the clients on
-               client.zmtp_dealer): the floor of duomq's e2e_latency now
+               common.zmtp_dealer): the floor of duomq's e2e_latency now
 
 Each echo and send figure: round trips per second and the p50/p99 in
 microseconds; each relay figure: the p50/p99 of RELAY_SECS (5; quick: 2)
@@ -430,10 +430,10 @@ def zmq_relay() -> dict:
 
 
 class NativeClient:
-    """duomq's client socket (client.zmtp_dealer) with a blocking receive."""
+    """duomq's client socket (common.zmtp_dealer) with a blocking receive."""
 
     def __init__(self, port: int):
-        from duomq.client.zmtp_dealer import ZmtpDealer
+        from duomq.common.zmtp_dealer import ZmtpDealer
         self.d = ZmtpDealer(f"tcp://127.0.0.1:{port}")
         if not self.d.wait_open(5):
             raise RuntimeError(self.d.why)

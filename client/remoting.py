@@ -4,7 +4,7 @@ through a queue plus an eventfd wake-up and get a ``concurrent.futures.Future``
 resolved with ``(status, error, response_message)``. Blocking calls
 (``call``) skip the I/O thread and use a socket of the calling thread.
 
-The DEALERs are the client's own ZMTP sockets (``client.zmtp_dealer``:
+The DEALERs are the client's own ZMTP sockets (``common.zmtp_dealer``:
 read and written by the thread that owns them, no libzmq I/O thread in
 between) unless the client has credentials, whose CURVE is libzmq's
 (``transport``: auto, native, zeromq; auto reads ``$DUOMQ_TRANSPORT``).
@@ -38,7 +38,6 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from duomq.client.waiters import Answer, Direct
-from duomq.client.zmtp_dealer import ZmtpDealer
 from duomq.common.config_fields import TRANSPORTS
 from duomq.common.credentials import Credentials
 from duomq.common.errors import (
@@ -50,6 +49,7 @@ from duomq.common.errors import (
     NotConnectedError,
     RequestTimeoutError,
 )
+from duomq.common.zmtp_dealer import ZmtpDealer
 from duomq.common.zsend import readable
 from duomq.proto import codec, pb
 
@@ -101,7 +101,7 @@ class RemotingClient:
             if transport not in TRANSPORTS:
                 raise ConfigError(f"$DUOMQ_TRANSPORT {transport!r}: one of "
                                   f"{', '.join(TRANSPORTS)}")
-        # the client's own ZMTP sockets (client.zmtp_dealer), or libzmq's DEALERs
+        # the client's own ZMTP sockets (common.zmtp_dealer), or libzmq's DEALERs
         self.native = credentials is None and transport in ("native", "auto")
         self._native: dict[int, ZmtpDealer] = {}    # the I/O thread's, by the fd polled
         # the broker key an address serves with, as its member node says (b"":

@@ -178,7 +178,7 @@ class BrokerConfig:
                                              # speaks ZeroMQ's ZMTP itself: no I/O-thread hop
                                              # per request; no CURVE), "zeromq" (libzmq's
                                              # ROUTER), "auto" (native, zeromq with auth)
-    ha_transport: str = "auto"               # the replication port (master side), as above
+    ha_transport: str = "auto"               # the replication link, both ends, as above
     # --- limits per peer (a client that does not read, or sends garbage)
     max_frame_bytes: int = 16 * MIB          # largest request frame on the client port (a
                                              # larger one closes the connection: ZeroMQ's

@@ -1,5 +1,7 @@
 """The slave side of replication: a thread with its own DEALER socket to the
-master's HA port. It reports its max offset, applies each chunk at its log's
+master's HA port (without auth its own ZMTP socket, ``common.zmtp_dealer``,
+read and written by this thread: no ZeroMQ I/O thread between a transfer
+and its ack; with auth libzmq's, for CURVE). It reports its max offset, applies each chunk at its log's
 end (byte-identical), builds consume queues, fsyncs first under SYNC_FLUSH,
 takes the consumer-offset changes the master sends along, and reports again:
 at once when the master waits on the report (``ack_now``), else within
@@ -9,9 +11,14 @@ cannot be applied (a damaged record, or one naming a queue the store refuses)
 is cut from the log and the link stops for good (``halted`` says why, in the
 member node): fetching it again would only bring the same bytes.
 
-The thread has a ZeroMQ context of its own, whose I/O thread it starts.
-Under ASYNC replication it first lowers its own priority, which that I/O
-thread inherits: Linux's SCHED_IDLE policy (``ha_apply_idle``), under which
+A native link watches itself as libzmq's heartbeats did: a connection
+that carries nothing for two ``ha_heartbeat_ms`` (the master sends a
+heartbeat every one), or that has not opened half of one after its dial,
+is closed and dialled again.
+
+The thread has a ZeroMQ context of its own, whose I/O thread a libzmq link
+starts. Under ASYNC replication it first lowers its own priority, which
+that I/O thread inherits: Linux's SCHED_IDLE policy (``ha_apply_idle``), under which
 any other thread that wakes on its CPU takes it at once, or else
 ``ha_apply_nice`` steps of niceness. Where a slave shares a host with a
 master (crossed pairs, or one test machine), applying the log then yields the
@@ -35,6 +42,7 @@ import zmq
 from duomq.common.config import FlushDiskType, ReplicationMode
 from duomq.common.credentials import KeyPair
 from duomq.common.service import ServiceThread
+from duomq.common.zmtp_dealer import CLOSED, ZmtpDealer
 from duomq.common.zsend import readable
 from duomq.format.record import RecordError
 from duomq.proto import codec, pb
@@ -45,6 +53,7 @@ MAX_BACKOFF_S = 5.0
 # that one report covers the chunks of many sends
 REPORT_DELAY_S = 0.005
 HEARD_GRACE_S = 0.5     # a heartbeat this late still counts as on time (lag_ms)
+RECONNECT_S = 0.1       # a native link dials again at most this often (libzmq's RECONNECT_IVL)
 
 
 class ReplicationHalted(Exception):
@@ -104,6 +113,7 @@ class HAClient(ServiceThread):
         self.last_received = 0.0      # when the master's last transfer arrived; 0: never
         self.caught_up = False        # the last transfer left us holding all the master had
         self.caught_up_at = 0.0       # when one last did (monotonic); 0: not since the start
+        self._told_opens = 0          # a native link's losses are logged once per connection
 
     def lag_ms(self, now: float | None = None) -> int:
         """How far this slave is behind its master, in ms: 0 while the last
@@ -161,7 +171,11 @@ class HAClient(ServiceThread):
                 self.wait_for_running(backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
 
-    def _follow(self, address: str) -> None:
+    def _dial(self, address: str):
+        """The link's socket: its own ZMTP (``ha_transport``, no auth), or
+        libzmq's DEALER."""
+        if self.curve is None and self.config.native_ha_port:
+            return ZmtpDealer(address, whole=True)
         cfg = self.config
         assert self.ctx is not None        # made by run()
         sock = self.ctx.socket(zmq.DEALER)
@@ -187,6 +201,13 @@ class HAClient(ServiceThread):
                 sock.close(linger=0)
                 raise
         sock.connect(address)
+        return sock
+
+    def _follow(self, address: str) -> None:
+        cfg = self.config
+        sock = self._dial(address)
+        native = isinstance(sock, ZmtpDealer)
+        self._told_opens = 0
         log.info("replicating from %s (local end %d)", address, self.store.commitlog.max_offset)
         try:
             self._report(sock, resync=True)
@@ -201,7 +222,9 @@ class HAClient(ServiceThread):
                     return
                 timeout_ms = 100 if report_at is None else \
                     max(0, min(100, int((report_at - time.monotonic()) * 1000) + 1))
-                if poller.poll(timeout_ms):
+                # (a native socket's poll may be a connect finishing or a PING:
+                # readable() reads what came and says whether a message did)
+                if poller.poll(timeout_ms) and readable(sock):
                     # apply every chunk already here, then report once: under load
                     # reports coalesce; one the master waits on goes at once
                     urgent = resync = False
@@ -221,18 +244,49 @@ class HAClient(ServiceThread):
                     log.warning("replication link to %s silent for %.1f s: re-dialling", address,
                                 now - self.last_heard)
                     return
-                if (report_at is not None and now >= report_at) or \
+                if native and self._redial(sock, now):
+                    last_report, report_at = now, None
+                elif (report_at is not None and now >= report_at) or \
                         now - last_report >= cfg.ha_heartbeat_ms / 1000:
                     self._report(sock)
                     last_report, report_at = now, None
         finally:
             sock.close(linger=0)
 
+    def _redial(self, sock: ZmtpDealer, now: float) -> bool:
+        """The native link's own liveness, as libzmq's heartbeats and
+        connect timeout were: a connection that carried nothing for two
+        heartbeats (the master sends one every ``ha_heartbeat_ms``), or
+        that is not open half a heartbeat after its dial, is closed and
+        dialled again with a report (at most every RECONNECT_S once one
+        failed). True when it dialled."""
+        beat = self.config.ha_heartbeat_ms / 1000
+        if sock.is_open:
+            if now - max(self.last_heard, sock.dialled_at) <= 2 * beat:
+                return False
+            sock.reset(f"silent for {now - self.last_heard:.1f} s")
+        elif sock.state != CLOSED:
+            if now - sock.dialled_at <= beat / 2:
+                return False
+            sock.reset(f"not open {beat / 2:g} s after the dial")
+        if sock.take_lost():              # said once per connection that opened, not per dial
+            level = logging.INFO if sock.opens != self._told_opens else logging.DEBUG
+            self._told_opens = sock.opens
+            log.log(level, "replication link to %s: %s; dialling again", sock.address, sock.why)
+        if now - sock.dialled_at < RECONNECT_S:
+            return False
+        self._report(sock)                 # dials: the master takes it as a new link
+        return True
+
     def _apply(self, frames) -> tuple[bool, bool]:
-        """Apply one transfer (a header frame, then the log bytes). Returns
-        (resync: it did not start at our end, the master wants a report now)."""
-        msg = codec.decode_request(codec.decode_frame(frames[0].bytes))
-        data = frames[1].buffer if len(frames) > 1 else b""
+        """Apply one transfer (a header frame, then the log bytes: libzmq's
+        Frames, or bytes from a native link). Returns (resync: it did not
+        start at our end, the master wants a report now)."""
+        header = frames[0] if isinstance(frames[0], bytes) else frames[0].bytes
+        msg = codec.decode_request(codec.decode_frame(header))
+        data = b""
+        if len(frames) > 1:
+            data = frames[1] if isinstance(frames[1], bytes) else frames[1].buffer
         if msg.epoch != self.epoch:
             raise OtherEpoch(f"it sends as the master of epoch {msg.epoch}; this link follows "
                              f"epoch {self.epoch}")

@@ -9,9 +9,9 @@ import pytest
 import zmq
 
 from duomq.client.remoting import RemotingClient
-from duomq.client.zmtp_dealer import ZmtpDealer
 from duomq.common.credentials import Credentials, KeyPair
 from duomq.common.errors import ConfigError
+from duomq.common.zmtp_dealer import ZmtpDealer
 from duomq.proto import codec, pb
 
 

@@ -138,19 +138,25 @@ def thread_priorities(pid: int) -> dict[int, tuple[str, int]]:
     return out
 
 
-@pytest.mark.parametrize("replication,settings,lowered", [
-    ("ASYNC", {}, ("idle", 0)),
-    ("ASYNC", {"ha_apply_idle": False}, ("other", 10)),
-    ("ASYNC", {"ha_apply_idle": False, "ha_apply_nice": 0}, None),
-    ("SYNC", {}, None),
+ZEROMQ_LINK = {"ha_transport": "zeromq"}
+
+
+@pytest.mark.parametrize("replication,settings,lowered,threads", [
+    ("ASYNC", {}, ("idle", 0), 1),
+    ("ASYNC", ZEROMQ_LINK, ("idle", 0), 3),
+    ("ASYNC", {"ha_apply_idle": False}, ("other", 10), 1),
+    ("ASYNC", {"ha_apply_idle": False, **ZEROMQ_LINK}, ("other", 10), 3),
+    ("ASYNC", {"ha_apply_idle": False, "ha_apply_nice": 0}, None, 0),
+    ("SYNC", {}, None, 0),
 ])
 def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, small_store,
                                                                remoting, replication, settings,
-                                                               lowered):
-    """Under ASYNC replication the slave's replication thread and its link's
-    ZeroMQ threads (I/O and reaper) run under SCHED_IDLE, or ha_apply_nice
-    nicer; the serving thread and the rest keep the broker's priority. Under
-    SYNC every ack waits on them: no change."""
+                                                               lowered, threads):
+    """Under ASYNC replication the slave's replication thread (and, on a
+    libzmq link, its ZeroMQ I/O and reaper threads; a native link has none)
+    runs under SCHED_IDLE, or ha_apply_nice nicer; the serving thread and the
+    rest keep the broker's priority. Under SYNC every ack waits on them: no
+    change."""
     master = local_cluster.add_broker("broker-a", 0, replication=replication, **small_store)
     slave = local_cluster.add_broker("broker-a", 1, replication=replication, **small_store,
                                      **settings)
@@ -159,14 +165,14 @@ def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, sm
         # SYNC: acked once the slave is in sync and ZooKeeper's in-sync set lists it
         wait_for(lambda: p.send(Message("Nice", b"x")).ok, what="an acked send")
     if lowered:
-        wait_for(lambda: sum(v == lowered for v in thread_priorities(slave.pid).values()) >= 3,
-                 what=f"the replication thread, its I/O thread and reaper at {lowered}")
+        wait_for(lambda: sum(v == lowered for v in thread_priorities(slave.pid).values())
+                 >= threads, what=f"the replication thread (and I/O, reaper) at {lowered}")
     else:   # the thread has run: it copied the send
         end = status(remoting, master).max_physical_offset
         wait_for(lambda: status(remoting, slave).max_physical_offset == end, what="the slave")
     prio = thread_priorities(slave.pid)
     assert prio[slave.pid] == ("other", 0)            # the serving thread
-    assert sum(v == lowered for v in prio.values()) == (3 if lowered else 0)
+    assert sum(v == lowered for v in prio.values()) == threads
     assert all(v == ("other", 0) for v in prio.values() if v != lowered)
 
 

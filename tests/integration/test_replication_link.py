@@ -1,8 +1,9 @@
 """A replication link cut without a reset (iptables drops its packets, on
-127.0.0.1, as root; removed after) comes back soon after the heal: ZMTP
-heartbeats close the dead connection and ZeroMQ dials again, instead of
-the stream waiting out TCP's retransmission backoff; the master's new link
-replaces the stale one at once."""
+127.0.0.1, as root; removed after) comes back soon after the heal: the dead
+connection is closed and dialled again (libzmq's ZMTP heartbeats, or a
+native link's own watch of the master's heartbeats and of its dial),
+instead of the stream waiting out TCP's retransmission backoff; the
+master's new link replaces the stale one at once."""
 
 import time
 
@@ -16,9 +17,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SYNC = dict(flush="SYNC_FLUSH", replication="SYNC")
 
 
-def test_a_cut_replication_link_resumes_soon_after_the_heal(local_cluster, netfilter):
-    master = local_cluster.add_broker("broker-a", 0, **SYNC)
-    local_cluster.add_broker("broker-a", 1, **SYNC)
+@pytest.mark.parametrize("ha_transport", ["native", "zeromq"])
+def test_a_cut_replication_link_resumes_soon_after_the_heal(local_cluster, netfilter,
+                                                            ha_transport):
+    master = local_cluster.add_broker("broker-a", 0, ha_transport=ha_transport, **SYNC)
+    slave = local_cluster.add_broker("broker-a", 1, ha_transport=ha_transport, **SYNC)
     local_cluster.create_topic("Link", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     with Producer(zk, cl) as p:
@@ -35,6 +38,9 @@ def test_a_cut_replication_link_resumes_soon_after_the_heal(local_cluster, netfi
         resumed = load.first_ack_after(healed) - healed
     finally:
         load.stop()
-    print(f"a 5 s cut of the replication link: SEND_OK again {resumed:.2f} s after the heal")
+    print(f"a 5 s cut of the replication link ({ha_transport}): SEND_OK again "
+          f"{resumed:.2f} s after the heal")
     assert resumed < 1.2            # 1.8 s without the heartbeats
     assert "replaced by a new connection" in master.log_tail(300)
+    if ha_transport == "native":    # the link's own watch saw the silence
+        assert "silent for" in slave.log_tail(300)

@@ -1,7 +1,9 @@
-"""A client's connection to one broker without ZeroMQ's I/O thread: a
-DEALER speaking ZMTP 3.1 (``common.zmtp``, NULL mechanism) over a plain
-non-blocking socket that the thread using it reads and writes itself
-(``transport = "native"``; with credentials the client uses libzmq and CURVE).
+"""A connection to one broker without ZeroMQ's I/O thread: a DEALER
+speaking ZMTP 3.1 (``common.zmtp``, NULL mechanism) over a plain
+non-blocking socket that the thread using it reads and writes itself: a
+client's (``transport = "native"``; with credentials the client uses libzmq
+and CURVE) and a slave's replication link (``ha_transport``, ``whole``
+messages: a transfer's header and log bytes).
 
 A request through libzmq is handed to its I/O thread, and its answer handed
 back: on the 2-core machine each hop wakes a sleeping thread on the other
@@ -27,6 +29,7 @@ import socket
 import threading
 import time
 from collections import deque
+from typing import Any
 
 import zmq
 
@@ -50,20 +53,23 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class ZmtpDealer:
-    def __init__(self, address: str):
+    def __init__(self, address: str, whole: bool = False):
         self.address = address
+        self.whole = whole                     # keep every frame of a message (recv_multipart)
         self.host, self.port = split_address(address)
         self.ep = select.epoll()
         self.sock: socket.socket | None = None
         self.state = CLOSED
         self.reader = zmtp.FrameReader()
-        self.inq: deque[bytes] = deque()
+        self.inq: deque = deque()              # messages: their last frame, or all (whole)
         self.out: deque[list] = deque()         # requests (their buffers) not yet written
         self.parts: list[bytes] = []
         self.hello: bytes | memoryview = b""   # this side's greeting and READY, unwritten
         self.mask = 0
         self.lost = False                      # a connection died since take_lost
         self.why = ""                          # ... and why, as far as known
+        self.dialled_at = 0.0                  # when the last connect started (monotonic)
+        self.opens = 0                         # handshakes completed (connections opened)
 
     # ---------------------------------------------------------------- DEALER surface
     def fileno(self) -> int:
@@ -96,6 +102,20 @@ class ZmtpDealer:
                 raise zmq.Again()
         return self.inq.popleft()
 
+    def recv_multipart(self, flags: int = 0, copy: bool = True) -> list[bytes]:
+        """A whole message's frames (``whole``); zmq.Again when none waits."""
+        msg: Any = self.recv()
+        return msg if self.whole else [msg]
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == OPEN
+
+    def reset(self, why: str) -> None:
+        """Close the connection now (a silent or slow one); what was queued
+        goes with it and the next send dials again."""
+        self._close(why)
+
     def take_lost(self) -> bool:
         """Whether a connection died (or failed to open) since last asked."""
         lost, self.lost = self.lost, False
@@ -116,7 +136,7 @@ class ZmtpDealer:
             self.pump()
         return self.state == OPEN
 
-    def close(self) -> None:
+    def close(self, linger: int | None = None) -> None:
         self._close("closed")
         self.ep.close()
 
@@ -134,6 +154,7 @@ class ZmtpDealer:
                 self._read()
 
     def _connect(self) -> None:
+        self.dialled_at = time.monotonic()
         try:
             family, kind, proto, _, addr = socket.getaddrinfo(
                 self.host, self.port, type=socket.SOCK_STREAM)[0]
@@ -194,8 +215,12 @@ class ZmtpDealer:
             if flags & zmtp.MORE:
                 self.parts.append(body)
                 continue
-            self.parts = []                    # answers are one frame: the last is it
-            self.inq.append(body)
+            if self.whole:
+                self.parts.append(body)
+                self.inq.append(self.parts)
+            else:                              # answers are one frame: the last is it
+                self.inq.append(body)
+            self.parts = []
 
     def _command(self, body: bytes) -> None:
         name, rest = zmtp.parse_command(body)
@@ -204,6 +229,7 @@ class ZmtpDealer:
             if kind != b"ROUTER":
                 raise zmtp.ZmtpError(f"the broker's socket is a {kind!r}, not a ROUTER")
             self.state = OPEN
+            self.opens += 1
             self._write()
         elif name == b"PING":
             self.out.append([zmtp.pong(rest)])

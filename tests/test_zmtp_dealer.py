@@ -1,4 +1,4 @@
-"""The client's own ZMTP socket (client.zmtp_dealer) against real libzmq
+"""The client's own ZMTP socket (common.zmtp_dealer) against real libzmq
 ROUTERs: it talks, keeps a heartbeating ROUTER's connection up, and says
 when a connection dies or cannot open, without blocking its thread."""
 
@@ -7,7 +7,7 @@ import time
 import pytest
 import zmq
 
-from duomq.client.zmtp_dealer import ZmtpDealer, split_address
+from duomq.common.zmtp_dealer import ZmtpDealer, split_address
 
 
 @pytest.fixture
@@ -157,3 +157,50 @@ def test_a_request_queued_on_a_connection_that_failed_is_never_sent_later():
             r.close(0)
     finally:
         d.close()
+
+
+def test_whole_messages_keep_every_frame_and_reset_dials_anew(router):
+    """A replication link's socket (``whole``): a transfer's header and log
+    bytes come as one message, in order, big or empty; ``reset`` closes
+    the connection (counted as lost) and the next send opens a new one,
+    which the ROUTER sees as a new peer."""
+    r, address = router()
+    d = ZmtpDealer(address, whole=True)
+    try:
+        d.send(b"report")
+        assert d.wait_open(2) and d.is_open and d.opens == 1
+        identity, report = r.recv_multipart()
+        assert report == b"report"
+        sent = [[b"h1", bytes(range(256)) * 8192], [b"h2", b""], [b"h3"], [b"a", b"b", b"c"]]
+        for frames in sent:
+            r.send_multipart([identity, *frames])
+        got = []
+        deadline = time.monotonic() + 5
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            try:
+                got.append(d.recv_multipart())
+            except zmq.Again:
+                time.sleep(0.005)
+        assert got == sent
+        d.reset("silent for 2.0 s")
+        assert not d.is_open and d.take_lost() and d.why.startswith("silent")
+        d.send(b"again")
+        assert d.wait_open(2) and d.opens == 2
+        again, data = r.recv_multipart()
+        assert data == b"again" and again != identity
+    finally:
+        d.close()
+    plain = ZmtpDealer(address)                    # a client's: the last frame only
+    try:
+        plain.send(b"q")
+        assert plain.wait_open(2)
+        who, _ = r.recv_multipart()
+        r.send_multipart([who, b"head", b"answer"])
+        assert answer(plain) == b"answer"
+        r.send_multipart([who, b"solo"])
+        deadline = time.monotonic() + 5
+        while not plain.get(zmq.EVENTS) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert plain.recv_multipart() == [b"solo"]
+    finally:
+        plain.close()
