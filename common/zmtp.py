@@ -98,6 +98,11 @@ def parse_properties(data: bytes) -> dict[str, bytes]:
     return props
 
 
+def ping(context: bytes = b"") -> bytes:
+    """A PING (TTL 0: the peer sets no deadline of its own on this side)."""
+    return command(b"PING", b"\x00\x00" + context[:16])
+
+
 def pong(ping_body: bytes) -> bytes:
     """The PONG answering a PING's body (2-byte TTL, then its context)."""
     return command(b"PONG", ping_body[2:18])

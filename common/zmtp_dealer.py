@@ -70,6 +70,8 @@ class ZmtpDealer:
         self.why = ""                          # ... and why, as far as known
         self.dialled_at = 0.0                  # when the last connect started (monotonic)
         self.opens = 0                         # handshakes completed (connections opened)
+        self.heard_at = 0.0                    # when the peer last sent anything (monotonic)
+        self.pinged_at = 0.0                   # when this side last sent a PING
 
     # ---------------------------------------------------------------- DEALER surface
     def fileno(self) -> int:
@@ -110,6 +112,15 @@ class ZmtpDealer:
     @property
     def is_open(self) -> bool:
         return self.state == OPEN
+
+    def ping(self) -> None:
+        """A ZMTP PING (a ROUTER answers PONG): traffic that shows the
+        connection lives while no message needs to travel."""
+        if self.state == OPEN:
+            self.pinged_at = time.monotonic()
+            self.out.append([zmtp.ping()])
+            if len(self.out) == 1:
+                self._write()
 
     def reset(self, why: str) -> None:
         """Close the connection now (a silent or slow one); what was queued
@@ -188,7 +199,10 @@ class ZmtpDealer:
         view = getattr(_reading, "view", None)
         if view is None:          # one buffer per thread, read into again and again: a
             view = _reading.view = memoryview(bytearray(READ_BYTES))   # fresh 1 MiB bytes
+        had = self.reader.pending()
         why = self.reader.fill(self.sock, view)   # per read was an mmap and a munmap
+        if self.reader.pending() > had:
+            self.heard_at = time.monotonic()
         if why is not None:
             self._close("the broker closed the connection" if why is zmtp.EOF else why)
             return

@@ -11,10 +11,7 @@ cannot be applied (a damaged record, or one naming a queue the store refuses)
 is cut from the log and the link stops for good (``halted`` says why, in the
 member node): fetching it again would only bring the same bytes.
 
-A native link watches itself as libzmq's heartbeats did: a connection
-that carries nothing for two ``ha_heartbeat_ms`` (the master sends a
-heartbeat every one), or that has not opened half of one after its dial,
-is closed and dialled again.
+A native link watches itself as libzmq's heartbeats did (``_redial``).
 
 The thread has a ZeroMQ context of its own, whose I/O thread a libzmq link
 starts. Under ASYNC replication it first lowers its own priority, which
@@ -255,16 +252,20 @@ class HAClient(ServiceThread):
 
     def _redial(self, sock: ZmtpDealer, now: float) -> bool:
         """The native link's own liveness, as libzmq's heartbeats and
-        connect timeout were: a connection that carried nothing for two
-        heartbeats (the master sends one every ``ha_heartbeat_ms``), or
-        that is not open half a heartbeat after its dial, is closed and
-        dialled again with a report (at most every RECONNECT_S once one
-        failed). True when it dialled."""
+        connect timeout were (this broker's ``ha_heartbeat_ms``, whatever
+        the master's): a PING when the connection has carried nothing for
+        half a heartbeat (the master's port answers PONG), and a connection
+        that carried nothing for two, or that is not open half a heartbeat
+        after its dial, is closed and dialled again with a report (at most
+        every RECONNECT_S once one failed). True when it dialled."""
         beat = self.config.ha_heartbeat_ms / 1000
         if sock.is_open:
-            if now - max(self.last_heard, sock.dialled_at) <= 2 * beat:
+            quiet = now - max(sock.heard_at, sock.dialled_at)
+            if quiet <= 2 * beat:
+                if quiet > beat / 2 and now - sock.pinged_at >= beat / 2:
+                    sock.ping()
                 return False
-            sock.reset(f"silent for {now - self.last_heard:.1f} s")
+            sock.reset(f"silent for {quiet:.1f} s")
         elif sock.state != CLOSED:
             if now - sock.dialled_at <= beat / 2:
                 return False

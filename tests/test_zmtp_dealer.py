@@ -204,3 +204,26 @@ def test_whole_messages_keep_every_frame_and_reset_dials_anew(router):
         assert plain.recv_multipart() == [b"solo"]
     finally:
         plain.close()
+
+
+def test_a_ping_is_answered_and_counts_as_heard(router):
+    """PING to a libzmq ROUTER (the master's port under auth, or zeromq):
+    its PONG is read as traffic (``heard_at``), not as a message."""
+    r, address = router()
+    d = ZmtpDealer(address, whole=True)
+    try:
+        d.send(b"hello")
+        assert d.wait_open(2)
+        r.recv_multipart()
+        time.sleep(0.05)
+        d.pump()
+        before = d.heard_at
+        d.ping()
+        assert d.pinged_at > before
+        deadline = time.monotonic() + 5
+        while d.heard_at <= d.pinged_at and time.monotonic() < deadline:
+            d.pump()
+            time.sleep(0.005)
+        assert d.heard_at > d.pinged_at and not d.inq and d.is_open
+    finally:
+        d.close()

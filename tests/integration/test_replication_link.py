@@ -44,3 +44,20 @@ def test_a_cut_replication_link_resumes_soon_after_the_heal(local_cluster, netfi
     assert "replaced by a new connection" in master.log_tail(300)
     if ha_transport == "native":    # the link's own watch saw the silence
         assert "silent for" in slave.log_tail(300)
+
+
+def test_a_native_link_lives_on_its_own_pings_whatever_the_masters_heartbeat(local_cluster):
+    """The slave watches the link with its own ha_heartbeat_ms (200 ms: a
+    PING after 100 quiet ms, closed after 400), while the master sends its
+    heartbeat only every 2 s: the PONGs keep the connection; idle for 3 s,
+    it is never dialled again."""
+    master = local_cluster.add_broker("broker-a", 0, ha_heartbeat_ms=2000, **SYNC)
+    slave = local_cluster.add_broker("broker-a", 1, ha_heartbeat_ms=200, **SYNC)
+    local_cluster.create_topic("Idle", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    with Producer(zk, cl) as p:
+        wait_for(lambda: p.send(Message("Idle", b"warm")).ok, 20, "the pair to ack")
+        time.sleep(3.0)
+        assert p.send(Message("Idle", b"after the idle spell")).ok
+    assert "silent for" not in slave.log_tail(300)
+    assert "replaced by a new connection" not in master.log_tail(300)
