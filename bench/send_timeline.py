@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a one-outstanding send's time goes, hop by hop (issue 41): a
 master and a slave (FLUSH, REPLICATION: SYNC_FLUSH and SYNC by default;
-REPLICATION=NONE for a lone master) and a producer process, recorded
+REPLICATION=NONE for a lone master) and a producer process (E2E=1: and a
+push consumer whose pull is held for each send, the delivery's hops too), recorded
 together by ``perf record`` on the kernel's syscall-exit tracepoints
 (nothing in duomq is changed for it; ``perf trace`` cost ~100 us a call
 here, the buffered record a few) while the producer makes N sends (default
@@ -39,6 +40,7 @@ from duomq.testing.harness import LocalCluster
 FLUSH = os.environ.get("FLUSH", "SYNC_FLUSH")
 REPLICATION = os.environ.get("REPLICATION", "SYNC")
 N = int(os.environ.get("N", 40))
+E2E = os.environ.get("E2E") == "1"
 GAP_MS = float(os.environ.get("GAP_MS", 20))
 SYSCALLS = ("sendto", "sendmsg", "recvfrom", "write", "read", "poll", "ppoll", "epoll_wait",
             "fdatasync", "pwrite64")
@@ -60,6 +62,19 @@ for _ in range(int(sys.argv[4])):
 print("done", flush=True)
 sys.stdin.readline()
 p.close()
+"""
+
+
+CONSUMER = """
+import sys, threading
+from duomq.client import PushConsumer
+got = threading.Event()
+c = PushConsumer("timeline", "T", lambda m: None, zookeeper=sys.argv[1], cluster=sys.argv[2],
+                 consume_from="last", consume_threads=0)
+c.start()
+print("ready", flush=True)
+sys.stdin.readline()
+c.shutdown()
 """
 
 
@@ -125,13 +140,20 @@ def main() -> int:
     base = tempfile.mkdtemp(prefix="duomq-timeline-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
     zk = launch(os.environ.get("DUOMQ_ZOOKEEPER"), data_dir=os.path.join(base, "zk"))
     cluster = LocalCluster(zk.connect, f"Timeline{os.getpid()}", os.path.join(base, "b"))
-    producer = None
+    producer = consumer = None
     try:
         repl = "ASYNC" if REPLICATION == "NONE" else REPLICATION
         roles = {"master": cluster.add_broker("broker-a", 0, flush=FLUSH, replication=repl)}
         if REPLICATION != "NONE":
             roles["slave"] = cluster.add_broker("broker-a", 1, flush=FLUSH, replication=repl)
         cluster.create_topic("T", 1)
+        if E2E:                    # a consumer whose pull is held for each send
+            consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, zk.connect,
+                                         cluster.cluster], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+            assert consumer.stdout is not None
+            if consumer.stdout.readline().strip() != "ready":
+                raise RuntimeError("the consumer did not start")
         producer = subprocess.Popen([sys.executable, "-c", PRODUCER, zk.connect, cluster.cluster,
                                      str(GAP_MS), str(N)], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True)
@@ -139,6 +161,9 @@ def main() -> int:
         if producer.stdout.readline().strip() != "ready":
             raise RuntimeError("the producer did not start")
         pids = {"producer": producer.pid, **{r: b.pid for r, b in roles.items()}}
+        if consumer is not None:
+            time.sleep(1.0)        # its pulls held, the producer's warm-up consumed
+            pids["consumer"] = consumer.pid
         names: dict[int, str] = {}
         for role, pid in pids.items():
             names.update(thread_names(role, pid, spy))
@@ -173,14 +198,22 @@ def main() -> int:
         common = {k: v for k, v in firsts.items() if len(v) >= 0.8 * len(sends)}
         timeline = sorted(({"at_us": round(statistics.median(v), 1), "hop": k, "seen": len(v)}
                            for k, v in common.items()), key=lambda h: h["at_us"])
+        # e2e: the consumer's first read in the window (its held pull answered)
+        got = [min(t for t, what in w if what.startswith("consumer/") and
+                   what.endswith(" recvfrom")) for w in sends
+               if any(what.startswith("consumer/") and what.endswith(" recvfrom")
+                      for _t, what in w)]
         print(json.dumps({"bench": "send_timeline", "flush": FLUSH, "replication": REPLICATION,
                           "sends": N, "windows": len(sends), "round_trip_p50_us":
                           round(statistics.median(rtts), 1) if rtts else None,
+                          **({"delivered_p50_us": round(statistics.median(got), 1)
+                              if got else None} if E2E else {}),
                           "timeline": timeline}), flush=True)
         return 0
     finally:
-        if producer is not None and producer.poll() is None:
-            producer.kill()
+        for proc in (producer, consumer):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
         cluster.stop_all()
         zk.stop()
         shutil.rmtree(base, ignore_errors=True)
