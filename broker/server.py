@@ -98,7 +98,7 @@ class Broker(BrokerCore):
             self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a full pipe raises: the outbox
         self.ha_router: Any
         if config.native_ha_port:           # the log leaves from the serving thread itself
-            self.ha_router = ZmtpRouter(HA_HWM, HA_HWM, HA_MAX_FRAME_BYTES)
+            self.ha_router = ZmtpRouter(HA_HWM, HA_HWM, HA_MAX_FRAME_BYTES, peer="slave")
         else:
             self.ha_router = self._socket(zmq.ROUTER, rcvhwm=HA_HWM, sndhwm=HA_HWM,
                                           max_frame=HA_MAX_FRAME_BYTES)

@@ -1,8 +1,8 @@
-"""The client port served by the serving thread itself: a ROUTER speaking
-ZMTP 3.1 (``common.zmtp``) over its own non-blocking sockets, with no
-ZeroMQ I/O thread between the wire and the thread that handles a request
-(``client_transport = "native"``). ZeroMQ clients (DEALERs) connect to it
-unchanged.
+"""The client port (and the replication port) served by the serving
+thread itself: a ROUTER speaking ZMTP 3.1 (``common.zmtp``) over its own
+non-blocking sockets, with no ZeroMQ I/O thread between the wire and the
+thread that handles a request (``client_transport``, ``ha_transport``).
+ZeroMQ's DEALERs connect to it unchanged.
 
 On the 2-core machine a message's hop through a ZeroMQ I/O thread costs
 about 35 us at the median: the thread is asleep and must be woken on the
@@ -67,7 +67,8 @@ class _Conn:
 
 
 class ZmtpRouter:
-    def __init__(self, rcvhwm: int, sndhwm: int, max_frame: int = -1):
+    def __init__(self, rcvhwm: int, sndhwm: int, max_frame: int = -1, peer: str = "client"):
+        self.peer = peer                       # who connects, as logs name them
         self.rcvhwm = rcvhwm
         self.sndhwm = sndhwm
         self.max_frame = max_frame
@@ -194,7 +195,7 @@ class ZmtpRouter:
                 now = time.monotonic()
                 if now >= self._accept_warned + ACCEPT_WARN_S:
                     self._accept_warned = now
-                    log.warning("client port: cannot accept a connection: %s", exc)
+                    log.warning("%s port: cannot accept a connection: %s", self.peer, exc)
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -315,8 +316,8 @@ class ZmtpRouter:
             return
         conn.state = GONE
         if why:
-            log.warning("client %s (%s): connection closed: %s", conn.identity.hex() or "-",
-                        conn.peer, why)
+            log.warning("%s %s (%s): connection closed: %s", self.peer,
+                        conn.identity.hex() or "-", conn.peer, why)
         del self.conns[conn.fd]
         if self.by_id.get(conn.identity) is conn:
             del self.by_id[conn.identity]
