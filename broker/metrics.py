@@ -27,9 +27,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from duomq import __version__
-from duomq.broker.busy_poll import BusyPoll
 from duomq.broker.snapshot import BrokerSnapshot, QueueSnapshot, lag_by_topic
 from duomq.common import metrics
+from duomq.common.busy_poll import BusyPoll
 from duomq.common.metrics import Histogram, labelled
 from duomq.common.role import Role
 from duomq.format import native

@@ -28,7 +28,6 @@ from typing import Any
 import zmq
 
 from duomq.broker import role_switch, share, visibility
-from duomq.broker.busy_poll import BusyPoll
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import Dispatcher
 from duomq.broker.inbox import Inbox, ScrapeWanted
@@ -39,6 +38,7 @@ from duomq.broker.requests import Request
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.snapshot import QueueSnapshot, take, take_queues
 from duomq.broker.zmtp_router import ZmtpRouter
+from duomq.common.busy_poll import BusyPoll
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import broker_zk_sasl
 from duomq.common.endpoint import EXPOSED, exposed_without_auth

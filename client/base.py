@@ -75,7 +75,8 @@ class ClientBase:
         self.remoting = RemotingClient(name=f"duomq-io-{type(self).__name__}",
                                        credentials=self.credentials, server_key=self._served_key,
                                        dial=self._dial if self.external else None,
-                                       transport=transport)
+                                       transport=transport,
+                                       busy_poll_us=getattr(cfg, "busy_poll_us", 0))
         self._closed = False
         self.timer = Scheduler(f"duomq-timer-{type(self).__name__}")
         # RocketMQ clients also tell every broker who they are every 30 s

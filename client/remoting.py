@@ -38,6 +38,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from duomq.client.waiters import Answer, Direct
+from duomq.common.busy_poll import BusyPoll
 from duomq.common.config_fields import TRANSPORTS
 from duomq.common.credentials import Credentials
 from duomq.common.errors import (
@@ -55,6 +56,7 @@ from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
+_EVENTS = int(zmq.EVENTS)
 LOST = zmq.EVENT_DISCONNECTED
 REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURVE key
 # CURVE: the broker could not open our hello, sealed for the broker key we
@@ -90,7 +92,8 @@ def _lost(monitor: zmq.Socket) -> bool:
 class RemotingClient:
     def __init__(self, name: str = "duomq-io", credentials: Credentials | None = None,
                  server_key: Callable[[str], bytes] | None = None,
-                 dial: Callable[[str], str] | None = None, transport: str = "auto"):
+                 dial: Callable[[str], str] | None = None, transport: str = "auto",
+                 busy_poll_us: int = 0):
         self.ctx: zmq.Context = zmq.Context.instance()
         self.credentials = credentials      # CURVE on every socket (a secured cluster)
         if transport not in TRANSPORTS or (transport == "native" and credentials is not None):
@@ -103,6 +106,9 @@ class RemotingClient:
                                   f"{', '.join(TRANSPORTS)}")
         # the client's own ZMTP sockets (common.zmtp_dealer), or libzmq's DEALERs
         self.native = credentials is None and transport in ("native", "auto")
+        # a blocking call on a native socket spins this long on its answer
+        # before it sleeps (common.busy_poll; adaptive, per calling thread)
+        self.busy_poll_us = busy_poll_us
         self._native: dict[int, ZmtpDealer] = {}    # the I/O thread's, by the fd polled
         # the broker key an address serves with, as its member node says (b"":
         # unknown); among the keys the credentials trust, that one is tried first
@@ -250,7 +256,12 @@ class RemotingClient:
                 raise BrokerUnreachableError(
                     f"the connection to {address} died while {pb.RequestType.Name(type_)} "
                     f"waited for its answer ({sock.why})")
+            # the answer caught awake (or the connection's death: said above)
+            if not ready and conn.busy.spin_until(lambda: bool(sock.get(_EVENTS)) or sock.lost):
+                ready = {sock.fileno(): zmq.POLLIN}
+                continue
             ready = self._wait(conn, deadline, address, type_, timeout_s)
+            conn.busy.woke()
             if wake in ready:
                 self._check_gone(wake, address, gone, type_)
 
@@ -329,7 +340,7 @@ class RemotingClient:
         conn = socks.get(address)
         if conn is None and self.native:
             conn = socks[address] = Direct(ZmtpDealer(self.dial(address)), None,
-                                            self._local.wake)
+                                            self._local.wake, BusyPoll(self.busy_poll_us))
             with self._direct_lock:
                 self._direct.append(conn)
                 self._waiting.setdefault(address, set()).add(self._local.wake)

@@ -9,20 +9,25 @@ from typing import Any
 
 import zmq
 
+from duomq.common.busy_poll import BusyPoll
+
 log = logging.getLogger(__name__)
 
 
 class Direct:
     """A calling thread's connection to one broker: the DEALER, its monitor
     and a poller over both plus the thread's wake-up eventfd (registered
-    with ``abort`` for as long as the connection lives, not per call), and
-    the send timeout last set on the DEALER."""
+    with ``abort`` for as long as the connection lives, not per call), the
+    send timeout last set on the DEALER, and the busy poll of a call's wait
+    for its answer (native sockets)."""
 
-    __slots__ = ("sock", "monitor", "poller", "sndtimeo")
+    __slots__ = ("sock", "monitor", "poller", "sndtimeo", "busy")
 
-    def __init__(self, sock: Any, monitor: zmq.Socket | None, wake_fd: int):
+    def __init__(self, sock: Any, monitor: zmq.Socket | None, wake_fd: int,
+                 busy: BusyPoll | None = None):
         self.sock, self.monitor = sock, monitor     # native (ZmtpDealer): no monitor
         self.sndtimeo = -1
+        self.busy = busy or BusyPoll(0)
         self.poller = zmq.Poller()
         self.poller.register(sock, zmq.POLLIN)
         if monitor is not None:

@@ -440,15 +440,15 @@ class ProducerConfig:
     fault_avoidance_ms: int = 5000           # avoid a broker group this long after it failed a send
     metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)
     metrics_host: str = "0.0.0.0"            # ... listening on this address
-    credentials: str = ""                    # a secured cluster: this user's credentials file
-                                             # (default: $DUOMQ_CREDENTIALS)
+    credentials: str = ""                    # a secured cluster's credentials file ($DUOMQ_CREDENTIALS)
     external: bool = False                   # dial brokers at the external addresses they
-                                             # register (external_host): a client outside
-                                             # their network (also: $DUOMQ_EXTERNAL=true)
-    transport: str = "auto"                  # "native": the client speaks ZeroMQ's ZMTP on
-                                             # its own sockets (no I/O-thread hop per
-                                             # request), "zeromq": libzmq's, "auto": native
-                                             # without credentials (also $DUOMQ_TRANSPORT)
+                                             # register (external_host): a client outside their
+                                             # network (also: $DUOMQ_EXTERNAL=true)
+    transport: str = "auto"                  # "native": its own ZMTP sockets (no I/O-thread
+                                             # hop), "zeromq": libzmq's, "auto": native without
+                                             # credentials (also $DUOMQ_TRANSPORT)
+    busy_poll_us: int = 100                  # a send spins this long on its answer before it
+                                             # sleeps (native; adaptive, as the broker's; 0: off)
     idempotent: bool = True                  # number batches per queue: a retried send is
                                              # stored once (retries stay on the first queue)
     producer_id: int = 0                     # the identity batches are numbered under (0: a
@@ -518,8 +518,7 @@ class ConsumerConfig:
                                              # position is committed and it is let go
     metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)
     metrics_host: str = "0.0.0.0"            # ... listening on this address
-    credentials: str = ""                    # a secured cluster: this user's credentials file
-                                             # (default: $DUOMQ_CREDENTIALS)
+    credentials: str = ""                    # a secured cluster's credentials file ($DUOMQ_CREDENTIALS)
     external: bool = False                   # dial brokers at the external addresses they
                                              # register (external_host): a client outside
                                              # their network (also: $DUOMQ_EXTERNAL=true)
@@ -578,8 +577,7 @@ class SimpleConsumerConfig:
                                              # the master names (the master's, as handed out)
     max_replica_lag_ms: int = 0              # ... while it lags its master by at most this
                                              # much (0: no bound); else from the master
-    credentials: str = ""                    # a secured cluster: this user's credentials file
-                                             # (default: $DUOMQ_CREDENTIALS)
+    credentials: str = ""                    # a secured cluster's credentials file ($DUOMQ_CREDENTIALS)
     external: bool = False                   # dial brokers at their external addresses
     transport: str = "auto"                  # native, zeromq or auto (as ProducerConfig's)
     metrics_port: int = -1                   # Prometheus /metrics here (0: a free port, -1: none)

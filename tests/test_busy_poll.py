@@ -10,7 +10,7 @@ import time
 import pytest
 import zmq
 
-from duomq.broker.busy_poll import PAYS, WEIGHT, BusyPoll
+from duomq.common.busy_poll import PAYS, WEIGHT, BusyPoll
 
 LONG_US = 30_000_000          # 30 s: only a message ends such a spin
 
