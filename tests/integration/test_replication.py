@@ -41,13 +41,15 @@ def remoting():
     r.close()
 
 
-@pytest.mark.parametrize("ha_transport", ["native", "zeromq"])
+@pytest.mark.parametrize("master_end, slave_end", [
+    ("native", "native"), ("zeromq", "zeromq"), ("zeromq", "native"), ("native", "zeromq")])
 def test_async_slave_holds_a_byte_identical_log_and_serves_reads(local_cluster, small_store,
-                                                                 remoting, ha_transport):
-    """Over both kinds of replication port: the serving thread's own ZMTP
-    (chunks of 1 MiB written in parts as the kernel takes them), libzmq's."""
-    master = local_cluster.add_broker("broker-a", 0, ha_transport=ha_transport, **small_store)
-    slave = local_cluster.add_broker("broker-a", 1, ha_transport=ha_transport, **small_store)
+                                                                 remoting, master_end, slave_end):
+    """Over both kinds of replication link, and each end of one kind to the
+    other's (a rolling upgrade): the threads' own ZMTP (chunks of 1 MiB
+    written and read in parts as the kernel takes them), libzmq's."""
+    master = local_cluster.add_broker("broker-a", 0, ha_transport=master_end, **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, ha_transport=slave_end, **small_store)
     local_cluster.create_topic("Copied", queues=2)
     with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
         for i in range(60):
