@@ -205,8 +205,18 @@ class Rollout:
         if rc != 0 or not result.get("handed_over"):
             raise Unhealthy(f"{group}: the hand-over of {pod.name} failed: {out.strip()[-500:]}")
 
-        def old_master_follows() -> bool:
+        def settled() -> bool:
+            """The old master follows in sync, and the group is whole again:
+            the new master's readiness probe, which may have failed while no
+            one led, says ready (a check on its stale answer stopped the
+            rollout once the follow came quickly)."""
             role, _epoch, ok = self.role(pod.name)
-            return role == Role.SLAVE and ok
-        self.wait(f"{pod.name} following the new master, in sync", old_master_follows)
+            if role != Role.SLAVE or not ok:
+                return False
+            try:
+                check(self.refresh(group))
+            except Unhealthy:
+                return False
+            return True
+        self.wait(f"{pod.name} following the new master, in sync, every pod ready", settled)
         return {"to": result.get("to"), "epoch": result.get("epoch")}
