@@ -62,6 +62,11 @@ class BrokerMetrics:
         self.retention_deleted = 0      # commit-log segments deleted by retention
         self.recovery_seconds = 0.0     # the store's recovery at start
         self.busy_poll: BusyPoll | None = None   # the serving loop's (its counts)
+        self.links_lost = 0             # the slave's replication link (its thread's)
+
+    def link_lost(self) -> None:
+        """The slave's replication link lost a connection (its thread)."""
+        self.links_lost += 1
 
     def send_answered(self, status: int) -> None:
         """Every answer to a send (a deferred one included), by status: the
@@ -100,7 +105,7 @@ class BrokerCollector(Collector):
         yield from _traffic(m, s)
         yield from _histograms(m)
         yield from _log(s)
-        yield from _replication(cfg, s)
+        yield from _replication(cfg, m, s)
         yield from _transactions(m, s)
         yield from _disk(cfg)
         q = self.queues()
@@ -149,15 +154,18 @@ def _traffic(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
                               value=s.redirects)
     yield CounterMetricFamily("duomq_bad_requests", "Requests refused as malformed or "
                               "invalid", value=s.bad_requests)
-    if s.client_connections is not None:       # the broker's own client port only
-        open_now, opened, refused = s.client_connections
-        yield GaugeMetricFamily("duomq_client_connections",
-                                "Connections open on the client port", value=open_now)
-        yield CounterMetricFamily("duomq_client_connections_opened",
-                                  "Connections accepted on the client port", value=opened)
-        yield CounterMetricFamily("duomq_client_connections_refused",
-                                  "Client connections closed for breaking ZMTP (a bad "
-                                  "greeting, a frame over max_frame_bytes, garbage)",
+    for port, counts in (("client", s.client_connections),
+                         ("replication", s.replication_connections)):
+        if counts is None:                     # the broker's own ports only (not libzmq's)
+            continue
+        open_now, opened, refused = counts
+        yield GaugeMetricFamily(f"duomq_{port}_connections",
+                                f"Connections open on the {port} port", value=open_now)
+        yield CounterMetricFamily(f"duomq_{port}_connections_opened",
+                                  f"Connections accepted on the {port} port", value=opened)
+        yield CounterMetricFamily(f"duomq_{port}_connections_refused",
+                                  f"Connections to the {port} port closed for breaking ZMTP "
+                                  f"(a bad greeting, a frame over the bound, garbage)",
                                   value=refused)
 
 
@@ -194,7 +202,7 @@ def _log(s: BrokerSnapshot) -> Iterator[Metric]:
                             value=s.confirmed_offset)
 
 
-def _replication(cfg, s: BrokerSnapshot) -> Iterator[Metric]:
+def _replication(cfg, m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
     yield GaugeMetricFamily("duomq_in_sync_replicas",
                             "Master: slaves in sync now", value=s.in_sync_replicas)
     lag = GaugeMetricFamily("duomq_replication_lag_bytes",
@@ -212,6 +220,11 @@ def _replication(cfg, s: BrokerSnapshot) -> Iterator[Metric]:
                                 "Slave: time since it last held all its master had "
                                 "(-0.001: not caught up since it started)",
                                 value=s.lag_ms / 1000)
+    yield CounterMetricFamily("duomq_replication_links_lost",
+                              "Slave: connections of the replication link lost and dialled "
+                              "again (native link: silent past two ha_heartbeat_ms, not open "
+                              "half of one after its dial, or closed by the master; either "
+                              "link: silent past ha_housekeeping_ms)", value=m.links_lost)
     yield GaugeMetricFamily("duomq_degraded", "Master: 1 while SYNC sends are acked by "
                             "fewer slaves than sync_replicas", value=int(s.degraded))
 

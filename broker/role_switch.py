@@ -124,7 +124,7 @@ def follow(b: Broker, epoch: int, cut: int) -> None:
         b.security.keys, b.security.trusted, registry.master_public_key)
     b.parts = SlaveParts.follow(b.store, b.config, epoch,
                                 lambda: registry.master_ha_address(epoch),
-                                b.slave_progress, b.offsets, curve)
+                                b.slave_progress, b.offsets, curve, b.metrics.link_lost)
     st.epoch, st.stepping_down = epoch, False
     b.publish()
 

@@ -62,6 +62,7 @@ class BrokerSnapshot:
     # the client port when it is the broker's own (broker.zmtp_router; libzmq's
     # ROUTER counts none: None): (open now, accepted, closed for breaking ZMTP)
     client_connections: tuple[int, int, int] | None = None
+    replication_connections: tuple[int, int, int] | None = None   # the same of the ha_port
 
 
 def take(b) -> BrokerSnapshot:
@@ -76,7 +77,8 @@ def take(b) -> BrokerSnapshot:
         max_offset=log.max_offset, flushed_offset=st.flushed_offset,
         confirmed_offset=st.visible_offset, segments=len(log.mfq.segments),
         messages_stored=store.messages_stored, redirects=st.redirects,
-        bad_requests=st.bad_requests, client_connections=_connections(b),
+        bad_requests=st.bad_requests, client_connections=_connections(getattr(b, "router", None)),
+        replication_connections=_connections(getattr(b, "ha_router", None)),
         promotable=b.config.promotable and not b.refetching(),
         recovery=str(report) if report is not None and report.damaged else "")
     if isinstance(parts, MasterParts):
@@ -95,8 +97,7 @@ def take(b) -> BrokerSnapshot:
         replication_halted=parts.halted)
 
 
-def _connections(b) -> tuple[int, int, int] | None:
-    router = getattr(b, "router", None)
+def _connections(router) -> tuple[int, int, int] | None:
     if not isinstance(router, ZmtpRouter):
         return None
     return len(router.conns), router.opened, router.refused

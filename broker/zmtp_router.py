@@ -224,10 +224,8 @@ class ZmtpRouter:
     def _frames(self, conn: _Conn) -> None:
         reader = conn.reader
         if conn.state == GREETING:
-            greeting = reader.take(zmtp.GREETING_SIZE)
-            if greeting is None:
+            if not reader.greeting():
                 return
-            zmtp.check_greeting(greeting)
             conn.state = HANDSHAKE
         # parsed only up to the receive mark: the rest stays bytes in the reader
         # (at most one read's worth), not thousands of small objects per read

@@ -190,6 +190,15 @@ class FrameReader:
         self.pos += n
         return out
 
+    def greeting(self) -> bool:
+        """Take the peer's greeting and check it: True once it was read (a
+        bad one raises ZmtpError), False until all of it is fed."""
+        got = self.take(GREETING_SIZE)
+        if got is None:
+            return False
+        check_greeting(got)
+        return True
+
     def frame(self) -> tuple[int, bytes] | None:
         """The next whole frame as (flags, body), or None until fed more."""
         buf, pos = self.buf, self.pos

@@ -214,10 +214,8 @@ class ZmtpDealer:
     def _frames(self) -> None:
         reader = self.reader
         if self.state == GREETING:
-            greeting = reader.take(zmtp.GREETING_SIZE)
-            if greeting is None:
+            if not reader.greeting():
                 return
-            zmtp.check_greeting(greeting)
             self.state = HANDSHAKE
         while (got := reader.frame()) is not None:
             flags, body = got

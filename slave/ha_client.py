@@ -89,8 +89,10 @@ class HAClient(ServiceThread):
 
     def __init__(self, store, config, master_ha_address: Callable[[], str | None],
                  on_progress: Callable[[int], None], offsets=None,
-                 curve: LinkCurve | None = None, epoch: int = 0):
+                 curve: LinkCurve | None = None, epoch: int = 0,
+                 on_lost: Callable[[], None] = lambda: None):
         super().__init__()
+        self.on_lost = on_lost      # a connection that carried the link was lost (metrics)
         self.curve = curve          # None: plaintext (auth = false)
         self.offsets = offsets      # ConsumerOffsetManager: takes the master's changes
         self.store = store
@@ -240,6 +242,7 @@ class HAClient(ServiceThread):
                 if now - self.last_heard > cfg.ha_housekeeping_ms / 1000:
                     log.warning("replication link to %s silent for %.1f s: re-dialling", address,
                                 now - self.last_heard)
+                    self.on_lost()
                     return
                 if native and self._redial(sock, now):
                     last_report, report_at = now, None
@@ -272,6 +275,8 @@ class HAClient(ServiceThread):
             sock.reset(f"not open {beat / 2:g} s after the dial")
         if sock.take_lost():              # said once per connection that opened, not per dial
             level = logging.INFO if sock.opens != self._told_opens else logging.DEBUG
+            if sock.opens != self._told_opens:
+                self.on_lost()
             self._told_opens = sock.opens
             log.log(level, "replication link to %s: %s; dialling again", sock.address, sock.why)
         if now - sock.dialled_at < RECONNECT_S:

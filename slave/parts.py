@@ -43,11 +43,14 @@ class SlaveParts:
     @classmethod
     def follow(cls, store, config, epoch: int, master_ha_address: Callable[[], str | None],
                on_progress: Callable[[int], None], offsets,
-               curve: LinkCurve | None = None) -> SlaveParts:
+               curve: LinkCurve | None = None,
+               on_lost: Callable[[], None] = lambda: None) -> SlaveParts:
         """Record ``epoch`` on disk and start replicating from its master
-        (the log already cut to what the group shares: ``truncate``)."""
+        (the log already cut to what the group shares: ``truncate``);
+        ``on_lost`` is called (by the link's thread) for each connection lost."""
         store.epoch_file.write(epoch)
-        client = HAClient(store, config, master_ha_address, on_progress, offsets, curve, epoch)
+        client = HAClient(store, config, master_ha_address, on_progress, offsets, curve, epoch,
+                          on_lost)
         client.start()
         return cls(client, epoch)
 

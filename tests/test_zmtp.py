@@ -25,6 +25,21 @@ def test_greetings_are_checked():
             zmtp.check_greeting(bytes(bad))
 
 
+def test_a_greeting_is_taken_whole_then_checked_and_frames_follow_it():
+    reader = zmtp.FrameReader()
+    stream = zmtp.greeting(True) + zmtp.ready(b"ROUTER")
+    reader.feed(stream[:63])
+    assert reader.greeting() is False          # one byte short: nothing taken
+    reader.feed(stream[63:])
+    assert reader.greeting() is True
+    flags, body = reader.frame()
+    assert flags & zmtp.COMMAND and zmtp.parse_command(body)[0] == b"READY"
+    bad = zmtp.FrameReader()
+    bad.feed(b"GET / HTTP/1.1\r\n" + bytes(64))
+    with pytest.raises(zmtp.ZmtpError, match="signature"):
+        bad.greeting()
+
+
 def test_frame_heads_switch_to_long_sizes_past_255():
     assert zmtp.frame_head(255) == bytes((0, 255))
     assert zmtp.frame_head(256, zmtp.MORE) == bytes((zmtp.MORE | zmtp.LONG,)) + \

@@ -115,6 +115,11 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     wait_for(lambda: value(scrape(url), "duomq_client_connections_refused_total") == 1,
              what="the garbage connection counted")
     assert value(scrape(url), "duomq_client_connections_opened_total") >= opened + 1
+    # the replication port's own: the slave's one link, counted apart from clients
+    text = scrape(url)
+    assert value(text, "duomq_replication_connections") == 1
+    assert value(text, "duomq_replication_connections_opened_total") >= 1
+    assert value(text, "duomq_replication_connections_refused_total") == 0
 
     wait_slaves_hold(zk, cl, "Metered")
     slave_url = member_node(zk, cl, "broker-a", 1).metrics
@@ -126,6 +131,7 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     assert value(text, "duomq_broker_info", cluster=cl, group="broker-a", broker_id="1",
                  role="SLAVE") == 1
     assert value(text, "duomq_replication_lag_seconds") == 0
+    assert value(text, "duomq_replication_links_lost_total") == 0      # a calm link
     assert slave.metrics_port == int(slave_url.rsplit(":", 1)[1].split("/")[0])
 
 
