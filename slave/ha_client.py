@@ -2,10 +2,11 @@
 master's HA port (without auth its own ZMTP socket, ``common.zmtp_dealer``,
 read and written by this thread: no ZeroMQ I/O thread between a transfer
 and its ack; with auth libzmq's, for CURVE). It reports its max offset, applies each chunk at its log's
-end (byte-identical), builds consume queues, fsyncs first under SYNC_FLUSH,
-takes the consumer-offset changes the master sends along, and reports again:
-at once when the master waits on the report (``ack_now``), else within
-``REPORT_DELAY_S``. A silent link (``ha_housekeeping_ms``) is dropped and
+end (byte-identical), checks its records, fsyncs under SYNC_FLUSH, and
+reports again: at once when the master waits on the report (``ack_now``),
+else within ``REPORT_DELAY_S``; then it writes the chunk's consume-queue
+entries and takes the consumer-offset changes the master sent along (the
+ack waits on neither: ``_finish``). A silent link (``ha_housekeeping_ms``) is dropped and
 re-dialled with backoff; so is a master that changes address. A chunk that
 cannot be applied (a damaged record, or one naming a queue the store refuses)
 is cut from the log and the link stops for good (``halted`` says why, in the
@@ -113,6 +114,9 @@ class HAClient(ServiceThread):
         self.caught_up = False        # the last transfer left us holding all the master had
         self.caught_up_at = 0.0       # when one last did (monotonic); 0: not since the start
         self._told_opens = 0          # a native link's losses are logged once per connection
+        # the last transfer applied and acked, its rest not done yet (``_finish``)
+        self._checked = None          # its records, checked: their entries to write
+        self._told = None             # its message: offsets, the confirmed offset
 
     def lag_ms(self, now: float | None = None) -> int:
         """How far this slave is behind its master, in ms: 0 while the last
@@ -238,6 +242,7 @@ class HAClient(ServiceThread):
                         last_report, report_at = time.monotonic(), None
                     elif report_at is None:
                         report_at = self.last_heard + REPORT_DELAY_S
+                    self._finish()         # after the report: the ack waits on none of it
                 now = time.monotonic()
                 if now - self.last_heard > cfg.ha_housekeeping_ms / 1000:
                     log.warning("replication link to %s silent for %.1f s: re-dialling", address,
@@ -251,7 +256,10 @@ class HAClient(ServiceThread):
                     self._report(sock)
                     last_report, report_at = now, None
         finally:
-            sock.close(linger=0)
+            try:      # what was acked gets its entries (a cut waits for this thread to end)
+                self._finish()
+            finally:
+                sock.close(linger=0)
 
     def _redial(self, sock: ZmtpDealer, now: float) -> bool:
         """The native link's own liveness, as libzmq's heartbeats and
@@ -288,6 +296,7 @@ class HAClient(ServiceThread):
         """Apply one transfer (a header frame, then the log bytes: libzmq's
         Frames, or bytes from a native link). Returns (resync: it did not
         start at our end, the master wants a report now)."""
+        self._finish()      # the last chunk's entries first: each check covers its own chunk
         header = frames[0] if isinstance(frames[0], bytes) else frames[0].bytes
         msg = codec.decode_request(codec.decode_frame(header))
         data = b""
@@ -306,7 +315,7 @@ class HAClient(ServiceThread):
             safe = self.store.dispatched_offset       # a record boundary
             self.store.append_raw(msg.offset, data)
             try:
-                self.store.dispatch()
+                checked = self.store.check_dispatch()
             except RecordError as exc:
                 cut, _records = self.store.truncate_to(safe)
                 raise ReplicationHalted(
@@ -315,15 +324,29 @@ class HAClient(ServiceThread):
                     f"broker once the master's log is examined") from None
             if self.sync_flush:
                 self.store.commitlog.flush()
+            self._checked = checked
+        self._told = msg
+        self.caught_up = self.store.commitlog.max_offset >= msg.master_max_offset
+        if self.caught_up:
+            self.caught_up_at = self.last_received = time.monotonic()
+        return False, msg.ack_now
+
+    def _finish(self) -> None:
+        """What the last transfer asked that its ack need not wait for:
+        its records' consume-queue entries (checked before the ack), the
+        consumer offsets and the confirmed offset it carried, and the news to
+        the serving thread."""
+        checked, msg = self._checked, self._told
+        self._checked = self._told = None
+        if checked is not None:
+            self.store.write_dispatch(checked)
+        if msg is None:
+            return
         if self.offsets is not None:
             for o in msg.offsets:
                 self.offsets.commit(o.consumer_group, o.topic, o.queue_id, o.offset)
         self.master_confirmed = msg.confirmed_offset
-        self.caught_up = self.store.commitlog.max_offset >= msg.master_max_offset
-        if self.caught_up:
-            self.caught_up_at = self.last_received = time.monotonic()
         self.on_progress(self.master_confirmed)
-        return False, msg.ack_now
 
     def _report(self, sock, resync: bool = False) -> None:
         report = pb.HaReport(broker_id=self.config.broker_id,

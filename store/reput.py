@@ -9,11 +9,13 @@ from __future__ import annotations
 import collections
 import logging
 import zlib
+from dataclasses import dataclass
 
 from crc32c import crc32c
 
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError
+from duomq.common.names import validate_queue
 from duomq.format import record as rec
 from duomq.store import bulk_dispatch
 from duomq.store.commitlog import CommitLog
@@ -25,6 +27,31 @@ log = logging.getLogger(__name__)
 # the header fields dispatch reads
 _DISPATCH = rec.fields("total_size", "magic", "crc", "queue_id", "queue_offset", "flags",
                        "topic_len", "tags_len", "keys_len", "props_len", "body_len")
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Records checked past ``start`` up to ``end`` (``count`` of them), not
+    yet pointed to: each queue's runs of entries ``[first queue offset,
+    [phys, size, tag hash, ...]]``, the keyed records and the idempotent
+    batches' first records."""
+    start: int
+    end: int
+    count: int
+    pending: dict[tuple[bytes, int], list]
+    keyed: list
+    sequenced: list[int]
+
+
+def _queue_name(topic: bytes, queue_id: int) -> str:
+    """A replicated record's topic as a queue this store accepts; RecordError if not."""
+    try:
+        name = str(topic, "utf-8")
+        validate_queue(name, queue_id)
+    except (UnicodeDecodeError, InvalidNameError) as exc:
+        raise rec.RecordError(f"a replicated record names a queue this store refuses "
+                              f"({topic!r}, {queue_id}): {exc}") from None
+    return name
 
 
 class Reput:
@@ -50,9 +77,17 @@ class Reput:
         ``dispatched_offset`` (RocketMQ's reput); every record is checked
         (magic, lengths, CRC) and entries are written once per queue per call.
         Returns how many records were dispatched."""
+        return self.write_dispatch(self.check_dispatch())
+
+    def check_dispatch(self) -> Dispatch:
+        """``dispatch``'s first half, which writes nothing: every complete
+        record past ``dispatched_offset`` checked (RecordError for a damaged
+        one or a queue this store refuses), and its entries collected. A
+        slave acks once this holds and its log is flushed, then writes the
+        entries (``write_dispatch``), before it checks the next chunk."""
         mfq = self.commitlog.mfq
         pos, end, n = self.dispatched_offset, self.commitlog.max_offset, 0
-        pending: dict[tuple[bytes, int], list] = {}   # (topic, queue) -> [first qoff, flat]
+        pending: dict[tuple[bytes, int], list] = {}   # (topic, queue) -> [[first qoff, flat]]
         keyed: list = []                              # (topic, keys, phys, store time)
         sequenced: list[int] = []                     # idempotent batches' first records
         while pos < end:
@@ -66,16 +101,29 @@ class Reput:
             else:                                    # a record not all here yet
                 pos = seg.base + rel
                 break
-        for key, batch in pending.items():          # one consume-queue write per queue
-            self._dispatch_entries(key, batch)
-        if keyed:
-            self.index.add(keyed)
-        self._observe(sequenced)
+        for topic, qid in pending:
+            if (str(topic, "utf-8", "replace"), qid) not in self.queues:
+                _queue_name(topic, qid)
+        return Dispatch(self.dispatched_offset, pos, n, pending, keyed, sequenced)
+
+    def write_dispatch(self, d: Dispatch) -> int:
+        """``dispatch``'s second half: the checked records' entries written,
+        their keys indexed, idempotent batches observed, and
+        ``dispatched_offset`` moved. Returns how many records that was."""
+        if d.start != self.dispatched_offset:
+            raise ValueError(f"a dispatch checked from {d.start} cannot be written at "
+                             f"{self.dispatched_offset}")
+        for key, runs in d.pending.items():            # one consume-queue write per run
+            for run in runs:
+                self._dispatch_entries(key, run)
+        if d.keyed:
+            self.index.add(d.keyed)
+        self._observe(d.sequenced)
         # the queues first: whoever sees the new offset finds them (the serving thread)
-        self.appended.extend((str(t, "utf-8"), q, pos) for t, q in pending)
-        self.dispatched_offset = pos
-        self.messages_stored += n
-        return n
+        self.appended.extend((str(t, "utf-8"), q, d.end) for t, q in d.pending)
+        self.dispatched_offset = d.end
+        self.messages_stored += d.count
+        return d.count
 
     def _dispatch_segment(self, seg, rel: int, pending: dict, keyed: list, sequenced: list
                           ) -> tuple[int | None, int]:
@@ -156,23 +204,18 @@ class Reput:
         """The flat entry list that entries of ``key`` from queue offset
         ``qoff`` extend: the queue's pending run, or a new one when there is
         none or it does not end at ``qoff`` (what it holds is written first)."""
-        batch = pending.get(key)
-        if batch is None:
-            batch = pending[key] = [qoff, []]
-        elif qoff != batch[0] + len(batch[1]) // 3:   # not contiguous: write what we have
-            self._dispatch_entries(key, batch)
-            batch[0], batch[1] = qoff, []
-        return batch[1]
+        runs = pending.get(key)
+        if runs is None:
+            runs = pending[key] = [[qoff, []]]
+        elif qoff != runs[-1][0] + len(runs[-1][1]) // 3:   # not contiguous: a run of its own
+            runs.append([qoff, []])
+        return runs[-1][1]
 
     def _dispatch_entries(self, key, batch) -> None:
         first, flat = batch
         if not flat:
             return
-        try:
-            cq = self.consume_queue(str(key[0], "utf-8"), key[1])
-        except (UnicodeDecodeError, InvalidNameError) as exc:
-            raise rec.RecordError(f"a replicated record at {flat[0]} names a queue this "
-                                  f"store refuses ({key[0]!r}, {key[1]}): {exc}") from None
+        cq = self.consume_queue(str(key[0], "utf-8"), key[1])   # named as checked
         count = len(flat) // 3
         if first == cq.max_offset:
             cq.append(pack_entries(flat, count), first)

@@ -93,8 +93,10 @@ def test_a_replicated_record_naming_a_path_stops_the_link_and_is_not_kept(tmp_pa
     store.start()
     client = HAClient(store, store.config, lambda: "tcp://master:1", lambda _c: None, epoch=1)
     good = stored(b"T", 0, 0)
-    client._apply(transfer(0, good))
-    assert store.commitlog.max_offset == len(good) and store.find_queue("T", 0).max_offset == 1
+    client._apply(transfer(0, good))        # checked (and acked), its entry written after
+    assert store.commitlog.max_offset == len(good) and store.find_queue("T", 0) is None
+    client._finish()
+    assert store.find_queue("T", 0).max_offset == 1
     before = files_under(tmp_path)
     bad = stored(b"../../escape", 0, len(good)) + stored(b"T", 0, 0)
     with pytest.raises(ReplicationHalted, match="names a queue this store refuses"):
