@@ -395,6 +395,78 @@ fail:
     return out;
 }
 
+PyDoc_STRVAR(sequence_doc,
+"sequence(buf) -> (producer id, sequence, count) | None\n\n"
+"The idempotent numbering that the first record of a producer's batch in buf\n"
+"carries (common/idempotence.py: PRODUCER_ID in hex, PRODUCER_SEQ and\n"
+"PRODUCER_BATCH in decimal), read as its sequence_of reads it, in the plain\n"
+"case only: the record is flagged and whole, each of the three is named once,\n"
+"its value digits only (at most 16 hex, 18 decimal), the id at most 2^63 - 1\n"
+"and the count above 0. None for anything else: the Python reads that, or says\n"
+"what is wrong.");
+
+/* digits only, as a value: -1 for anything else (a sign, a prefix, too many) */
+static int64_t plain_digits(const uint8_t *p, Py_ssize_t n, int hex)
+{
+    if (n <= 0 || n > (hex ? 16 : 18))
+        return -1;
+    uint64_t v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        unsigned d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (hex && c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (hex && c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v * (hex ? 16 : 10) + d;
+    }
+    return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
+}
+
+static PyObject *py_sequence(PyObject *self, PyObject *args)
+{
+    static const char *names[3] = {"PRODUCER_ID", "PRODUCER_SEQ", "PRODUCER_BATCH"};
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view))
+        return NULL;
+    const uint8_t *r = view.buf;
+    int64_t got[3] = {-1, -1, -1};
+    int ok = 0;
+    if (view.len >= HS && (be32(r + OFF_FLAGS) & FLAG_SEQUENCED)) {
+        Py_ssize_t p = HS + be16(r + OFF_TOPIC_LEN) + be16(r + OFF_TAGS_LEN)
+                       + be16(r + OFF_KEYS_LEN);
+        Py_ssize_t end = p + (Py_ssize_t)be32(r + OFF_PROPS_LEN);
+        ok = end <= view.len;
+        while (ok && p < end) {
+            const uint8_t *pair = r + p;
+            const uint8_t *stop = memchr(pair, 0x02, end - p);
+            Py_ssize_t n = stop ? stop - pair : end - p;
+            const uint8_t *sep = memchr(pair, 0x01, n);
+            Py_ssize_t klen = sep ? sep - pair : n;
+            for (int k = 0; k < 3; k++) {
+                if ((Py_ssize_t)strlen(names[k]) != klen || memcmp(pair, names[k], klen))
+                    continue;
+                if (sep == NULL || got[k] >= 0)           /* no value, or named twice */
+                    ok = 0;
+                else
+                    got[k] = plain_digits(sep + 1, n - klen - 1, k == 0);
+                if (got[k] < 0)
+                    ok = 0;
+            }
+            p += n + 1;
+        }
+        ok = ok && got[0] >= 0 && got[1] >= 0 && got[2] > 0;
+    }
+    PyBuffer_Release(&view);
+    if (!ok)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LLL)", (long long)got[0], (long long)got[1], (long long)got[2]);
+}
+
 PyDoc_STRVAR(first_unsealed_doc,
 "first_unsealed(buf, starts) -> int\n\n"
 "The index of the first record of buf at starts (each a format-3 record whose\n"
@@ -883,6 +955,7 @@ static PyMethodDef methods[] = {
     {"seal", py_seal, METH_VARARGS, seal_doc},
     {"stage", py_stage, METH_VARARGS, stage_doc},
     {"first_unsealed", py_first_unsealed, METH_VARARGS, first_unsealed_doc},
+    {"sequence", py_sequence, METH_VARARGS, sequence_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -202,8 +202,8 @@ class Reput:
 
     def _pending_run(self, pending: dict, key: tuple[bytes, int], qoff: int) -> list[int]:
         """The flat entry list that entries of ``key`` from queue offset
-        ``qoff`` extend: the queue's pending run, or a new one when there is
-        none or it does not end at ``qoff`` (what it holds is written first)."""
+        ``qoff`` extend: the queue's last run, or a new run after it when
+        there is none or it does not end at ``qoff`` (each written in turn)."""
         runs = pending.get(key)
         if runs is None:
             runs = pending[key] = [[qoff, []]]

@@ -480,3 +480,64 @@ def test_a_record_of_size_0_is_refused_not_read_forever():
         python_decode(bytes(bad), "g")
     with pytest.raises(rec.RecordError, match="cut record"):
         python_decode(bytes(bad[:40]), "g")
+
+
+def python_sequence(buf) -> tuple[int, int, int] | None:
+    """The broker's Python reading of a batch's numbering (None where it refuses)."""
+    from duomq.common.idempotence import sequence_of
+    lt, lg, lk, lp = rec.fields("topic_len", "tags_len", "keys_len", "props_len").unpack_from(
+        buf, 0)
+    p = rec.HEADER_SIZE + lt + lg + lk
+    try:
+        return sequence_of(rec.decode_properties(bytes(buf[p:p + lp])))
+    except ValueError:
+        return None
+
+
+def sequenced(props: bytes) -> bytearray:
+    """A batch whose first record is flagged and carries ``props`` raw."""
+    body = rec.encode_record(b"T", b"", b"", props, b"x", 1, flags=rec.FLAG_SEQUENCED)
+    return bytearray(body)
+
+
+def test_sequence_reads_what_the_producer_writes_as_the_python_does(c_loops):
+    from duomq.common.idempotence import MAX_PRODUCER_ID, sequencing
+    rnd = random.Random(7)
+    for pid, seq, count in [(0, 0, 1), (MAX_PRODUCER_ID, 10**17, 256), (0xABCDEF, 41, 3)] + [
+            (rnd.getrandbits(63), rnd.randrange(10**12), rnd.randrange(1, 1000))
+            for _ in range(200)]:
+        msgs = [Message("T", b"body", properties={"a": "b"}) for _ in range(count % 5 + 1)]
+        buf, _ = encode_batch(msgs, "T", 1, HOST, LIMIT, numbering=sequencing(pid, seq, count))
+        assert c_loops.sequence(buf) == python_sequence(buf) == (pid, seq, count)
+
+
+def test_sequence_gives_way_to_the_python_wherever_it_is_not_plain(c_loops):
+    """On any other spelling C answers None (the Python decides) or what the
+    Python reads: never another number."""
+    plain = b"PRODUCER_ID\x01ff\x02PRODUCER_SEQ\x017\x02PRODUCER_BATCH\x012\x02"
+    cases = [b"", plain.replace(b"ff", b"0xff"), plain.replace(b"\x017\x02", b"\x01+7\x02"),
+             plain.replace(b"\x017\x02", b"\x01-7\x02"), plain.replace(b"\x012\x02", b"\x010\x02"),
+             plain + b"PRODUCER_SEQ\x018\x02", plain.replace(b"\x017", b"\x01 7"),
+             plain.replace(b"ff", b"f" * 17), plain.replace(b"ff", b"8" + b"0" * 15),
+             plain.replace(b"\x017\x02", b"\x011_000\x02"), plain.replace(b"\x017", b""),
+             plain.replace(b"PRODUCER_SEQ\x017", b"PRODUCER_SEQ"), b"\xff\xfe" + plain,
+             plain.replace(b"\x017\x02", b"\x017\x01\x02"), plain[:-1], plain + b"\x02\x02"]
+    rnd = random.Random(11)
+    for _ in range(3000):                        # and bytes changed at random
+        b = bytearray(plain)
+        for _ in range(rnd.randrange(1, 4)):
+            b[rnd.randrange(len(b))] = rnd.choice(b"\x00\x01\x02019afAFxX_ +-\xff")
+        cases.append(bytes(b))
+    answered = 0
+    for props in cases:
+        buf = sequenced(props)
+        got = c_loops.sequence(buf)
+        if got is not None:
+            answered += 1
+            assert got == python_sequence(buf), props
+    assert c_loops.sequence(sequenced(plain)) == (255, 7, 2)
+    assert answered >= 20                           # the plain ones among them
+    unflagged = bytearray(rec.encode_record(b"T", b"", b"", plain, b"x", 1))
+    assert c_loops.sequence(unflagged) is None and c_loops.sequence(b"short") is None
+    cut = sequenced(plain)[:rec.HEADER_SIZE + 5]    # properties past the buffer's end
+    assert c_loops.sequence(cut) is None
