@@ -112,3 +112,47 @@ def test_a_damaged_chunk_is_never_acked_and_every_acked_chunk_gets_its_entries(
         client.shutdown()
         master.close()
         store.close()
+
+
+def applied_not_finished(tmp_path) -> tuple[MessageStore, HAClient, BrokerConfig, int]:
+    """A slave that applied and acked a chunk of 4 records (its log flushed)
+    and has not yet written their entries: the moment between ack and ``_finish``."""
+    cfg = BrokerConfig(data_dir=str(tmp_path / "s"), broker_id=1, flush="SYNC_FLUSH")
+    store = MessageStore(cfg)
+    store.start()
+    client = HAClient(store, cfg, lambda: None, lambda _c: None, epoch=1)
+    data = chunk(0, 0, 4)
+    msg = pb.HaTransfer(epoch=1, offset=0, master_max_offset=len(data), ack_now=True)
+    client._apply([codec.encode_request(0, pb.HA_TRANSFER, msg), data])
+    assert client.acked_offset() == len(data) and store.find_queue("T", 0) is None
+    return store, client, cfg, len(data)
+
+
+def test_a_slave_killed_between_its_ack_and_its_entries_rebuilds_them_at_start(tmp_path):
+    """kill -9 after the report left and before the entries were written:
+    the acked records are in the flushed log, and recovery points the queue
+    at every one of them."""
+    store, _client, cfg, end = applied_not_finished(tmp_path)
+    store.close()                      # nothing more written: as a process that died here
+    again = MessageStore(cfg)
+    again.start()
+    try:
+        assert again.commitlog.max_offset == end == again.dispatched_offset
+        assert again.find_queue("T", 0).max_offset == 4
+    finally:
+        again.close()
+
+
+def test_a_slave_promoted_before_its_entries_were_written_serves_every_acked_record(tmp_path):
+    """The promotion's own dispatch (``MasterParts``) finds the acked chunk
+    not yet pointed to and writes it, once; the link's late ``_finish``
+    (a thread that outlived its join) then refuses to write it again."""
+    store, client, _cfg, end = applied_not_finished(tmp_path)
+    try:
+        assert store.dispatch() == 4                   # as a promotion does
+        assert store.find_queue("T", 0).max_offset == 4 and store.dispatched_offset == end
+        with pytest.raises(ValueError, match="cannot be written at"):
+            client._finish()
+        assert store.find_queue("T", 0).max_offset == 4 and store.messages_stored == 4
+    finally:
+        store.close()
