@@ -1,5 +1,10 @@
 """``duomq top``: the cluster live, refreshed every second (``--once``: one
-frame on stdout, after two looks so that rates are known)."""
+frame on stdout, after two looks so that rates are known). Per broker: role,
+epoch, messages in and out a second, a master's slaves in sync, a slave's
+replication lag (bytes and age), the log's size, disk free, the log's tail in
+the page cache, and its replication links (``links``: a master's open
+connections from slaves, a slave's links lost and dialled again since it
+started); then the busiest topics and the consumer groups furthest behind."""
 
 from __future__ import annotations
 

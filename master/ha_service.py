@@ -74,6 +74,7 @@ class HAService:
         self.linger_s = config.ha_linger_ms / 1000
         self.linger_due: float | None = None   # a lingering transfer leaves then (monotonic s)
         self._refused: set[tuple[bytes, int]] = set()   # (link, epoch) reports logged as ignored
+        self._last_round: float | None = None   # the last housekeeping (monotonic s)
 
     # ------------------------------------------------------------ inbound
     def on_message(self, identity: bytes, data: bytes, now: float) -> bool:
@@ -225,7 +226,20 @@ class HAService:
         return True
 
     def housekeeping(self, now: float) -> None:
+        """Drop links silent past ``ha_housekeeping_ms``; suspend (not counted
+        in sync) those silent past three heartbeats. A gap between rounds
+        longer than a heartbeat is this master's own (stopped, starved, one
+        long turn): it read no report then, so that time is not its slaves'
+        silence, and a link is judged on what it said outside it."""
         cfg = self.config
+        gap = now - self._last_round if self._last_round is not None else 0.0
+        self._last_round = now
+        if gap > cfg.ha_heartbeat_ms / 1000:
+            log.warning("this master did not look at its replication links for %.1f s "
+                        "(stopped or starved): that time is not counted as its slaves' "
+                        "silence", gap)
+            for link in self.links.values():
+                link.last_heard = min(now, link.last_heard + gap)
         for identity, link in list(self.links.items()):
             silent = now - link.last_heard
             if silent > cfg.ha_housekeeping_ms / 1000:

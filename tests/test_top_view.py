@@ -18,10 +18,12 @@ duomq_consumer_lag_latency_seconds{topic="Orders",consumer_group="billing"} 2.5
 duomq_commitlog_bytes 1048576
 duomq_disk_free_bytes 25
 duomq_disk_total_bytes 100
+duomq_replication_connections 1
 """
 SLAVE = """
 duomq_replication_lag_bytes{slave_id="1",seen_by="slave"} 2048
 duomq_replication_lag_seconds 0.02
+duomq_replication_links_lost_total 3
 """
 
 
@@ -44,6 +46,9 @@ def test_rates_and_rows():
     assert master.disk_free == 0.25 and master.log_bytes == 1048576 and master.lag_bytes is None
     assert (slave.lag_bytes, slave.lag_s, slave.in_sync, slave.in_rate) == (2048, 0.02, None, 0.0)
     assert dead.error == "scrape failed: refused"
+    assert (master.links_open, master.links_lost, slave.links_open, slave.links_lost) == \
+        (1, None, None, 3)
+    assert (dead.links_open, dead.links_lost) == (None, None)
     assert [(t.topic, t.in_rate, t.stored) for t in v.topics] == \
         [("Orders", 1000.0, 3000), ("Clicks", 100.0, 300)]
     assert [(r.topic, r.group, r.lag, r.age_s, r.out_rate) for r in v.lags] == \

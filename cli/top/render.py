@@ -40,6 +40,13 @@ def seconds(s: float | None) -> str:
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s"
 
 
+def links(open_now: int | None, lost: int | None) -> str:
+    """A master's open replication connections, a slave's links lost."""
+    if open_now is not None:
+        return f"{open_now} open"
+    return "-" if lost is None else f"{lost} lost"
+
+
 def screen(view: View, cluster: str, zookeeper: str, interval_s: float) -> Group:
     head = Text.assemble(("duomq top", "bold"), f"  cluster {cluster}  zookeeper {zookeeper}  ",
                          time.strftime("%H:%M:%S"),
@@ -49,19 +56,19 @@ def screen(view: View, cluster: str, zookeeper: str, interval_s: float) -> Group
         parts.append(Text(f"broker group {g} has no master", style="bold red"))
     t = Table(title="Brokers", title_justify="left", expand=False)
     for col in ("group", "id", "role", "epoch", "address", "in", "out", "in-sync",
-                "repl lag", "lag age", "log", "disk free", "tail cached"):
+                "repl lag", "lag age", "log", "disk free", "tail cached", "links"):
         t.add_column(col, justify="right" if col in ("id", "epoch", "in", "out", "in-sync",
                                                      "repl lag", "log") else "left")
     for r in view.brokers:
         if r.error:
             t.add_row(r.group, str(r.broker_id), Text(r.role, ROLE_STYLE.get(r.role, "")),
-                      str(r.epoch), r.address, Text(r.error, "red"), *[""] * 7)
+                      str(r.epoch), r.address, Text(r.error, "red"), *[""] * 8)
             continue
         t.add_row(r.group, str(r.broker_id), Text(r.role, ROLE_STYLE.get(r.role, "")),
                   str(r.epoch), r.address, rate(r.in_rate), rate(r.out_rate),
                   "-" if r.in_sync is None else str(r.in_sync),
                   size(r.lag_bytes), seconds(r.lag_s), size(r.log_bytes), frac(r.disk_free),
-                  frac(r.tail_cached))
+                  frac(r.tail_cached), links(r.links_open, r.links_lost))
     parts.append(t)
     t = Table(title="Top topics", title_justify="left")
     t.add_column("topic")

@@ -28,6 +28,11 @@ class BrokerRow:
     log_bytes: float | None
     disk_free: float | None         # fraction
     tail_cached: float | None       # fraction of the log's tail in the page cache
+    # the replication links: a master's open connections from slaves (None on
+    # libzmq's port, which does not count them), a slave's links lost and
+    # dialled again since it started
+    links_open: int | None = None
+    links_lost: int | None = None
     error: str = ""
 
 
@@ -75,6 +80,10 @@ def _rate(cur: float | None, prev: float | None, dt: float) -> float | None:
     return (cur - prev) / dt if cur >= prev else cur / dt
 
 
+def _int(v: float | None) -> int | None:
+    return None if v is None else int(v)
+
+
 def _total(s: Samples | None, name: str) -> float | None:
     """The sum of ``name``'s samples (0: none yet); None without a scrape."""
     if s is None:
@@ -115,6 +124,9 @@ def build(prev: Snapshot | None, cur: Snapshot, top: int = 10) -> View:
             _one(s, "duomq_commitlog_bytes"),
             free / total if free is not None and total else None,
             _one(s, "duomq_commitlog_tail_resident_ratio"),
+            _int(_one(s, "duomq_replication_connections")) if role is Role.MASTER else None,
+            _int(_one(s, "duomq_replication_links_lost_total")) if role is not Role.MASTER
+            else None,
             b.error))
         for (topic,), n in _by(s, "duomq_messages_in_total", "topic").items():
             topic_in[topic] += n

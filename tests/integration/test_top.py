@@ -101,8 +101,10 @@ def test_top_shows_roles_traffic_lag_and_a_failover(local_cluster):
         assert m[3] == "1"                                  # epoch
         assert int(m[5].removesuffix("/s").replace(",", "")) > 0   # messages in per second
         assert m[7] == "1"                                  # one slave in sync
+        assert m[13] == "1 open"                            # its replication connection
         s = broker(screen, 1, "SLAVE")
         assert s[8].endswith(("B", "KiB", "MiB"))           # its replication lag, in bytes
+        assert s[13] == "0 lost"                            # its link never dropped
         orders = cells(row(screen, "│ Orders", "/s"))
         assert int(orders[1].removesuffix("/s").replace(",", "")) > 0
         lag = cells(row(screen, "Orders", "billing"))

@@ -214,3 +214,31 @@ def test_without_linger_each_write_leaves_at_once(store_of, link):
         (msg, data), = transfers(dealer)
         assert (msg.offset, len(data[0])) == (i * len(one), len(one))
     assert ha.linger_due is None
+
+
+def test_the_masters_own_stall_is_not_its_slaves_silence(store_of, link):
+    """Housekeeping rounds 50 ms apart judge a link by its reports; a gap
+    between rounds longer than a heartbeat is the master's (it read nothing
+    then): the link stays in sync across it, and is suspended, then dropped,
+    only for silence outside it."""
+    connect, _dealer = link
+    store = store_of(ha_heartbeat_ms=300, ha_housekeeping_ms=2000)
+    ha = connect(store, 0)                     # heard at 0.0
+    lk = next(iter(ha.links.values()))
+    ha.on_message(lk.identity, report(0, 0), 0.0)     # a second report: TRANSFER
+    for t in (0.05, 0.1, 0.15):
+        ha.housekeeping(t)
+    assert ha.in_sync_ids() == [1]
+    ha.housekeeping(5.15)                      # stopped for 5 s: longer than the drop bound
+    assert ha.in_sync_ids() == [1] and lk.last_heard == pytest.approx(5.0)
+    ha.housekeeping(5.2)
+    assert ha.in_sync_ids() == [1]
+    t = 5.2
+    while t < 6.0:                             # then silent, rounds 50 ms apart, for 0.9 s
+        t += 0.05
+        ha.housekeeping(t)
+    assert ha.in_sync_ids() == []              # suspended: three heartbeats of its own silence
+    while t < 7.1:
+        t += 0.05
+        ha.housekeeping(t)
+    assert not ha.links                        # dropped: ha_housekeeping_ms of silence
