@@ -27,7 +27,7 @@ from duomq.store.consume_queue import ConsumeQueue
 from duomq.store.epoch_file import EpochFile
 from duomq.store.key_index import KeyIndex
 from duomq.store.producer_state import ProducerStates
-from duomq.store.reads import FILTER_SCAN_ENTRIES, GetResult, StoreReads
+from duomq.store.reads import FILTER_SCAN_ENTRIES, Fresh, GetResult, StoreReads
 from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.reput import Reput
 from duomq.store.retention import deletable_prefix
@@ -55,6 +55,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         self.index = KeyIndex(os.path.join(root, "index"), config.index_slot_count,
                               config.index_max_entries)
         self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
+        self.fresh: Fresh | None = None   # the batch written last, for a pull of it
         # (topic, queue, commit-log end) of each write of consume-queue entries,
         # for the serving thread to look at only those queues' held pulls
         # (written by the serving thread as master, the replication thread as slave)
@@ -214,6 +215,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         if offset >= end:
             return 0, 0
         records = 0
+        self.fresh = None
         with self._cq_lock:
             for cq in self.queues.values():
                 records += cq.truncate_beyond(offset)

@@ -37,6 +37,19 @@ class GetResult:
                                    # | NO_MATCHED_MESSAGE (all scanned entries filtered out)
 
 
+@dataclass(slots=True, frozen=True)
+class Fresh:
+    """The batch written last (``StoreWrites._stored``), as written: a pull of
+    exactly it (a consumer at its queue's end, its pull held for it) is
+    answered from these bytes, without reading the queue and the log back."""
+    topic: str
+    queue_id: int
+    queue_offset: int
+    count: int
+    records: bytearray            # its records as stored, sealed
+    end: int                      # the commit log's end after it
+
+
 class StoreReads:
     # the store's parts (set by ``MessageStore.__init__``)
     config: BrokerConfig
@@ -48,6 +61,7 @@ class StoreReads:
     dispatched_offset: int
     messages_stored: int
     full_logged: float
+    fresh: Fresh | None            # None after any other change of the log
 
     def read_raw(self, offset: int, max_bytes: int):
         """Commit-log bytes from ``offset`` as they lie on disk, within one
@@ -82,6 +96,15 @@ class StoreReads:
             return GetResult(b"", 0, lo if offset < lo else hi, lo, hi, PullStatus.OFFSET_ILLEGAL)
         if offset >= hi:
             return GetResult(b"", 0, offset, lo, hi, PullStatus.NO_NEW_MESSAGE)
+        fresh = self.fresh
+        if fresh is not None and offset == fresh.queue_offset and hi == offset + fresh.count \
+                and tag_codes is None and fresh.count <= max_count \
+                and len(fresh.records) <= max_bytes and fresh.queue_id == queue_id \
+                and fresh.topic == topic and fresh.end == self.commitlog.max_offset \
+                and offset // (per := self.config.cq_entries_per_segment) == (hi - 1) // per:
+            # what the read below returns (the same records, whole, within one
+            # consume-queue segment, where a read stops), as written
+            return GetResult(bytes(fresh.records), fresh.count, hi, lo, hi)
         scan = max_count if tag_codes is None else max(max_count, FILTER_SCAN_ENTRIES)
         entries = cq.read(offset, min(scan, hi - offset))
         seg_size = self.commitlog.segment_size

@@ -24,6 +24,7 @@ from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.key_index import KeyIndex
 from duomq.store.producer_state import Batch, ProducerStates
+from duomq.store.reads import Fresh
 
 log = logging.getLogger(__name__)
 _FLAGS = rec.fields("flags")
@@ -47,6 +48,7 @@ class StoreWrites:
     dispatched_offset: int
     messages_stored: int
     full_logged: float
+    fresh: Fresh | None            # the batch written last (``reads.Fresh``)
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         raise NotImplementedError       # MessageStore's
@@ -155,6 +157,7 @@ class StoreWrites:
         elif _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:
             self.producers.observe_record(memoryview(buf), offsets[0])
         self.appended.append((topic, queue_id, end))
+        self.fresh = Fresh(topic, queue_id, qoff, count, buf, end)
         self.dispatched_offset = end
         self.messages_stored += count
         return PutResult(qoff, offsets, end)
@@ -175,6 +178,7 @@ class StoreWrites:
         end = self.commitlog.max_offset
         if offset != end:
             raise ValueError(f"replicated chunk at {offset} but the log ends at {end}")
+        self.fresh = None
         mfq = self.commitlog.mfq
         view = memoryview(data)
         pos = offset
