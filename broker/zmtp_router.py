@@ -281,7 +281,10 @@ class ZmtpRouter:
         watch for room when some is left."""
         out = conn.out
         while out:
-            bufs = zmtp.gather(out)[:IOV_MAX]
+            # (one message waiting, the common case: its own list of buffers)
+            bufs = out[0] if len(out) == 1 and len(out[0]) <= IOV_MAX else \
+                zmtp.gather(out)[:IOV_MAX]
+            offered = sum(map(len, bufs))
             try:
                 n = conn.sock.sendmsg(bufs)
             except (BlockingIOError, InterruptedError):
@@ -289,7 +292,7 @@ class ZmtpRouter:
             except OSError as exc:
                 self._drop(conn, str(exc))
                 return
-            full = n < sum(len(b) for b in bufs)   # the kernel took less than offered
+            full = n < offered                      # the kernel took less than offered
             zmtp.consume(out, n)
             if full:
                 break

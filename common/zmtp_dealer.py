@@ -274,10 +274,11 @@ class ZmtpDealer:
     def _write_out(self, sock: socket.socket) -> None:
         out = self.out
         while out:
-            bufs = zmtp.gather(out)
+            bufs = out[0] if len(out) == 1 else zmtp.gather(out)   # one waiting: its own list
+            offered = sum(map(len, bufs))
             n = sock.sendmsg(bufs)
             zmtp.consume(out, n)
-            if n < sum(len(b) for b in bufs):  # the kernel took less than offered: full
+            if n < offered:                    # the kernel took less than offered: full
                 return
 
     def _fail(self, why: str) -> None:

@@ -69,8 +69,11 @@ class MappedFileQueue:
         return None
 
     def write_offset(self) -> int:
-        last = self.last()
-        return last.base + last.wrote if last else 0
+        segs = self.segments           # (``last`` inline: asked several times a send)
+        if not segs:
+            return 0
+        last = segs[-1]
+        return last.base + last.wrote
 
     # ------------------------------------------------------------ growth
     def create(self, base: int) -> Segment:
