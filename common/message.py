@@ -148,8 +148,8 @@ def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
     reference: the tests compare both)."""
     loops = native.LOOPS
     if loops is not None:
-        out = loops.decode(buf, broker_group, MessageExt, rec.decode_properties,
-                           rec.format_host, SEQUENCING)
+        # (properties and hosts read in C too: None for the Python readers)
+        out = loops.decode(buf, broker_group, MessageExt, None, None, SEQUENCING)
         if out is not None:
             return out
     return _decode_records(buf, broker_group)

@@ -737,7 +737,9 @@ PyDoc_STRVAR(decode_doc,
 "physical_offset, born_ts_ms, store_ts_ms, born_host, flags, broker_group)\n"
 "for each, texts decoded as UTF-8 with errors replaced, properties by\n"
 "props_of(bytes) (an empty dict when there are none), hosts by host_of(8\n"
-"bytes) once per distinct value, and a record opening an idempotent batch\n"
+"bytes) once per distinct value (props_of or host_of None: read here, as\n"
+"format/record.py's decode_properties and format_host read them), and a\n"
+"record opening an idempotent batch\n"
 "losing its sequencing properties and flag. None when a record is not a\n"
 "whole format-3 record whose lengths add up (an older format, damage): the\n"
 "caller's Python loop reads those, or says what is wrong.");
@@ -748,6 +750,47 @@ static PyObject *text_of(const uint8_t *p, Py_ssize_t n, PyObject *empty)
     if (n == 0)
         return Py_NewRef(empty);
     return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+}
+
+/* record.decode_properties in C: pairs split at 0x02, each at its first
+   0x01 into key and value (a pair without one: the key, value ""), each
+   decoded as UTF-8 with errors replaced, a later pair's key winning. The
+   same dict as decoding the whole block and splitting the text: the
+   separators are ASCII bytes, which no UTF-8 sequence holds and no
+   replacement swallows. */
+static PyObject *props_dict(const uint8_t *p, Py_ssize_t n, PyObject *empty)
+{
+    PyObject *d = PyDict_New();
+    Py_ssize_t i = 0;
+    while (d != NULL && i < n) {
+        const uint8_t *stop = memchr(p + i, 0x02, n - i);
+        Py_ssize_t j = stop ? stop - p : n;              /* the pair is p[i:j] */
+        if (j > i) {
+            const uint8_t *sep = memchr(p + i, 0x01, j - i);
+            Py_ssize_t kend = sep ? sep - p : j;
+            PyObject *k = PyUnicode_DecodeUTF8((const char *)p + i, kend - i, "replace");
+            PyObject *v = k == NULL ? NULL
+                : sep ? PyUnicode_DecodeUTF8((const char *)sep + 1, j - kend - 1, "replace")
+                : Py_NewRef(empty);
+            if (v == NULL || PyDict_SetItem(d, k, v) < 0)
+                Py_CLEAR(d);
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+        }
+        i = j + 1;
+    }
+    return d;
+}
+
+/* record.format_host in C: "" for NO_HOST (eight zero bytes), else
+   "a.b.c.d:port" (the port the last four bytes, big-endian, unsigned) */
+static PyObject *host_text(const uint8_t *h, PyObject *empty)
+{
+    static const uint8_t none[8] = {0};
+    if (memcmp(h, none, 8) == 0)
+        return Py_NewRef(empty);
+    return PyUnicode_FromFormat("%u.%u.%u.%u:%lu", h[0], h[1], h[2], h[3],
+                                (unsigned long)be32(h + 4));
 }
 
 /* cache[key bytes] -> value: made by fn(key) (or decoded) the first time */
@@ -786,7 +829,8 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     const uint8_t *buf = view.buf;
     Py_ssize_t end = view.len, pos = 0;
     PyObject *out = PyList_New(0), *topics = PyDict_New(), *hosts = PyDict_New();
-    PyObject *empty = PyUnicode_New(0, 0);
+    PyObject *empty = PyUnicode_New(0, 0), *last_host = NULL;
+    uint8_t last_raw[8];
     if (out == NULL || topics == NULL || hosts == NULL || empty == NULL)
         goto fail;
     while (pos < end) {
@@ -812,6 +856,8 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
             a[4] = NULL;
         else if (lp == 0)
             a[4] = PyDict_New();
+        else if (props_of == Py_None)
+            a[4] = props_dict(p, lp, empty);
         else {
             PyObject *raw = PyBytes_FromStringAndSize((const char *)p, lp);
             a[4] = raw ? PyObject_CallOneArg(props_of, raw) : NULL;
@@ -840,7 +886,14 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
             a[7] = PyLong_FromLongLong(be64(r + OFF_PHYSICAL_OFFSET));
             a[8] = PyLong_FromLongLong(be64(r + OFF_BORN_TS_MS));
             a[9] = PyLong_FromLongLong(be64(r + OFF_STORE_TS_MS));
-            a[10] = cached(hosts, r + OFF_BORN_HOST, 8, host_of);
+            if (host_of != Py_None)
+                a[10] = cached(hosts, r + OFF_BORN_HOST, 8, host_of);
+            else if (last_host != NULL && memcmp(last_raw, r + OFF_BORN_HOST, 8) == 0)
+                a[10] = Py_NewRef(last_host);     /* a pull's records: few producers */
+            else if ((a[10] = host_text(r + OFF_BORN_HOST, empty)) != NULL) {
+                Py_XSETREF(last_host, Py_NewRef(a[10]));
+                memcpy(last_raw, r + OFF_BORN_HOST, 8);
+            }
             a[11] = PyLong_FromLong(flags);
             a[12] = Py_NewRef(group);
         }
@@ -873,6 +926,7 @@ fail:
 done:
     Py_XDECREF(topics);
     Py_XDECREF(hosts);
+    Py_XDECREF(last_host);
     Py_XDECREF(empty);
     PyBuffer_Release(&view);
     return out;

@@ -1,5 +1,5 @@
 # format/_native.c
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 CRC: str
@@ -15,8 +15,10 @@ def stage(buf: bytearray | memoryview, topic: bytes, max_record_bytes: int, coun
 def encode(msgs: Sequence[object], topic: str, born_ts_ms: int, host: bytes,
            max_record_bytes: int, routed: frozenset[str], first_flags: int = 0,
            /) -> bytes | None: ...
-def decode(buf: bytes | bytearray | memoryview, broker_group: str, cls: type, props_of: object,
-           host_of: object, sequencing: tuple[str, ...], /) -> list[Any] | None: ...
+def decode(buf: bytes | bytearray | memoryview, broker_group: str, cls: type,
+           props_of: Callable[[bytes], dict[str, str]] | None,
+           host_of: Callable[[bytes], str] | None, sequencing: tuple[str, ...],
+           /) -> list[Any] | None: ...
 def use_crc(kind: str, /) -> str: ...
 def first_unsealed(buf: bytes | bytearray | memoryview, starts: Sequence[int], /) -> int: ...
 def sequence(buf: bytes | bytearray | memoryview, /) -> tuple[int, int, int] | None: ...

@@ -388,11 +388,32 @@ def test_decode_gives_decode_records_messages(c_loops, seed):
     buf = b"".join(stored_records(rnd, rnd.choice([1, 2, 50, 256])))
     want = python_decode(buf, "broker-a")
     for form in (bytes, bytearray, memoryview):
-        got = c_loops.decode(form(buf), "broker-a", MessageExt, rec.decode_properties,
-                             rec.format_host, SEQUENCING)
-        assert got == want
-        assert [type(m.body) for m in got] == [bytes] * len(want)
+        for readers in ((rec.decode_properties, rec.format_host), (None, None)):
+            got = c_loops.decode(form(buf), "broker-a", MessageExt, *readers, SEQUENCING)
+            assert got == want
+            assert [type(m.body) for m in got] == [bytes] * len(want)
     assert decode_records(buf, "broker-a") == want
+
+
+def test_decode_reads_any_property_block_and_host_as_the_python_readers(c_loops):
+    """Properties and hosts read in C (props_of, host_of None): the dicts
+    and texts record.decode_properties and format_host make, for property
+    blocks of random bytes weighted to the separators and to UTF-8 cut or
+    broken anywhere (empty pairs, pairs without a value, repeated keys), and
+    for random hosts (NO_HOST, ports past 65535)."""
+    from duomq.common.idempotence import SEQUENCING
+    from duomq.common.message import MessageExt
+    rnd = random.Random(5)
+    alphabet = [b"\x01", b"\x02", b"a", b"k", "\u00e9".encode(), "\u20ac".encode()[:2],
+                b"\xff", b"\xe2\x82", b"\xf0\x9f\x98", b"\x80", b"\x00", b"="]
+    for _ in range(3000):
+        props = b"".join(rnd.choice(alphabet) for _ in range(rnd.randrange(0, 24)))
+        host = rnd.choice([rec.NO_HOST, rnd.randbytes(8), b"\0" * 4 + rnd.randbytes(4)])
+        buf = rec.encode_record(b"T", b"", b"", props, b"body", 1, host,
+                                flags=rnd.choice([0, rec.FLAG_SEQUENCED]))
+        got = c_loops.decode(buf, "g", MessageExt, None, None, SEQUENCING)
+        assert got == python_decode(buf, "g"), (props, host)
+        assert got[0].born_host == rec.format_host(host)
 
 
 def test_decode_leaves_what_is_not_a_whole_record_to_python(c_loops):
@@ -461,16 +482,17 @@ def test_decode_and_the_python_loop_agree_on_damaged_answers(c_loops, seed):
             else:
                 buf[at:at] = rnd.randbytes(rnd.randrange(1, 80))
         buf = bytes(buf)
-        got = c_loops.decode(buf, "g", MessageExt, rec.decode_properties, rec.format_host,
-                             SEQUENCING)
         try:
             want = python_decode(buf, "g")
         except rec.RecordError:
             want = None
-        if got is None:
-            assert want is None or rec.RECORD_MAGIC_V2.to_bytes(4, "big", signed=True) in buf
-        else:
-            assert got == want
+        for readers in ((rec.decode_properties, rec.format_host), (None, None)):
+            got = c_loops.decode(buf, "g", MessageExt, *readers, SEQUENCING)
+            if got is None:
+                assert want is None or \
+                    rec.RECORD_MAGIC_V2.to_bytes(4, "big", signed=True) in buf
+            else:
+                assert got == want
 
 
 def test_a_record_of_size_0_is_refused_not_read_forever():
