@@ -63,7 +63,10 @@ def produce(a):
                 acks.append(mono() - t)
             sent += k
         el = time.perf_counter() - t0
-    out = {"n": sent, "secs": el, "rate": sent / el, "errors": errors, "statuses": statuses}
+        # the send's spin on its answer (busy_poll_us): how often it spun and caught
+        spins = [c.busy for c in p.remoting._direct if c.busy is not None]
+    out = {"n": sent, "secs": el, "rate": sent / el, "errors": errors, "statuses": statuses,
+           "spins": sum(b.spins for b in spins), "spins_caught": sum(b.caught for b in spins)}
     if acks:
         out["ack"] = summary(acks)
     emit(out)

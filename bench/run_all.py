@@ -98,7 +98,7 @@ def run_mode(zk, flush: str, replication: str, size: int, base: str,
                           "--size", size, "--max-s", 30]))
         emit(name="produce_sync1", **common, msgs_per_s=round(r["rate"], 1), n=r["n"],
              ack_p50_us=r["ack"]["p50_us"], ack_p99_us=r["ack"]["p99_us"], errors=r["errors"],
-             statuses=r["statuses"])
+             statuses=r["statuses"], spins=r["spins"], spins_caught=r["spins_caught"])
         r = result(child(["produce", *ep, "--topic", "Backlog", "--n", N_BACKLOG, "--batch", 256,
                           "--size", size, "--max-s", 120]))
         emit(name="produce_batch256", **common, msgs_per_s=round(r["rate"], 1), n=r["n"],

@@ -13,9 +13,17 @@ served something, the loop asks its sockets for a while before it sleeps.
 A spin burns CPU a client on the same host may want, so the loop spins
 only while at least half of its recent waits (an average over about
 eight) were short enough for a spin to catch: a spin's outcome counts, and
-so does a wait it did not spin on (it would have caught it, or not). One
-outstanding request keeps it spinning; a consumer busy with batches, or a
-producer at its own slow pace, does not. Asking holds the GIL between
+so does a wait it did not spin on that was short enough for a spin even
+with the wake-up in it. A long wait it did not spin on is not counted: a
+thread asleep measures its own wake-up too (20-60 us on a VM), so with the
+wake-up in it a wait a spin would have caught can look too long, and
+counted as a miss it kept the spin off for good once a few slow answers
+(a moment's contention) had turned it off (a one-outstanding send stuck at
+the sleeping thread's ~170 us where the spin took ~110). So while it does
+not spin, every ``PROBE_EVERY``-th wait is spun on anyway, a probe that
+measures what a spin would catch now. One outstanding request keeps it
+spinning; a consumer busy with batches, or a producer at its own slow
+pace, does not (its probes cost a sixteenth of a spin a wait). Asking holds the GIL between
 questions (pyzmq's getsockopt does not release it); other threads get it
 at the interpreter's switch interval, and ``poll`` releases it (a native
 socket's question is an ``epoll_wait`` of 0, which releases it too).
@@ -40,6 +48,7 @@ from duomq.common.zsend import readable
 
 PAYS = 0.5      # the share of recent waits a spin must catch for the loop to spin
 WEIGHT = 8      # the hit rate is an average over about this many waits
+PROBE_EVERY = 16   # while a spin does not pay, every this-many waits is spun on anyway
 
 
 class BusyPoll:
@@ -48,6 +57,7 @@ class BusyPoll:
         self.since_ns = 0                # when the last turn ended
         self.rate = 1.0                  # share of recent waits a spin caught, or would have
         self.spun = False                # this wait was spun on (and so already counted)
+        self.skipped = 0                 # waits not spun on since the last spin
         # spins, the ones a message ended, and the time spent spinning (the
         # metrics duomq_busy_poll_*: what the spin costs, and how often it pays)
         self.spins = self.caught = self.spent_ns = 0
@@ -63,8 +73,13 @@ class BusyPoll:
         message, or a connection's death) or the budget is spent."""
         now = self.since_ns = time.perf_counter_ns()
         self.spun = False
-        if self.rate < PAYS or not self.max_ns:
+        if not self.max_ns:
             return False
+        if self.rate < PAYS:
+            self.skipped += 1
+            if self.skipped < PROBE_EVERY:
+                return False
+        self.skipped = 0                 # spinning, or a probe
         self.spun = True
         self.spins += 1
         end = now + self.max_ns
@@ -80,9 +95,12 @@ class BusyPoll:
 
     def woke(self) -> None:
         """``poll`` returned with news: a wait the loop did not spin on
-        counts as caught if it was short enough for a spin."""
-        if not self.spun and self.since_ns:
-            self._count(1.0 if time.perf_counter_ns() - self.since_ns <= self.max_ns else 0.0)
+        counts as caught if it was short enough for a spin, wake-up and all;
+        a longer one is not counted (the wake-up may be what made it long:
+        the probes measure that)."""
+        if not self.spun and self.since_ns and \
+                time.perf_counter_ns() - self.since_ns <= self.max_ns:
+            self._count(1.0)
         self.spun = False
 
     def _count(self, hit: float) -> None:

@@ -10,7 +10,7 @@ import time
 import pytest
 import zmq
 
-from duomq.common.busy_poll import PAYS, WEIGHT, BusyPoll
+from duomq.common.busy_poll import PAYS, PROBE_EVERY, WEIGHT, BusyPoll
 
 LONG_US = 30_000_000          # 30 s: only a message ends such a spin
 
@@ -80,8 +80,9 @@ def test_it_stops_spinning_while_spins_do_not_pay_and_starts_again_when_they_wou
     assert busy.spin(*readers) is False           # not spinning: a waiting message is not seen
     assert busy.spins == spun
     time.sleep(0.01)
-    busy.woke()                                   # 10 ms: no spin would have caught that wait
-    low = busy.rate
+    busy.woke()                                   # 10 ms, not spun on: not counted (a wake-up
+    low = busy.rate                               # may be what made it long)
+    assert low == pytest.approx(busy.rate)
     while busy.rate < PAYS:                       # short waits, not spun on: each one counted
         assert busy.spin(*readers) is False
         busy.woke()
@@ -90,7 +91,7 @@ def test_it_stops_spinning_while_spins_do_not_pay_and_starts_again_when_they_wou
     assert (busy.spins, busy.caught) == (spun + 1, 1)
 
 
-def test_a_long_wait_it_did_not_spin_on_counts_as_a_miss(pairs):
+def test_a_long_wait_it_did_not_spin_on_is_not_counted(pairs):
     busy = BusyPoll(200)
     busy.rate = PAYS
     busy.spin()                                   # no sockets: gives up at once, a miss
@@ -99,7 +100,30 @@ def test_a_long_wait_it_did_not_spin_on_counts_as_a_miss(pairs):
     busy.since_ns = time.perf_counter_ns() - 1_000_000   # the turn ended 1 ms ago
     busy.spun = False
     busy.woke()
-    assert busy.rate < PAYS
+    assert busy.rate == PAYS + 0.01
+
+
+def test_while_off_every_sixteenth_wait_is_a_probe_and_caught_probes_turn_it_on(pairs):
+    """The trap the probes undo: a sleeping thread's every wait looks long
+    (its wake-up is in it), so only a spin can tell that answers come soon.
+    Off, it spins on one wait in PROBE_EVERY; each probe that catches its
+    message counts, and enough of them turn the spin on again."""
+    readers = [a for a, _b in pairs]
+    busy = BusyPoll(200)
+    busy.rate = 0.0
+    pairs[1][1].send(b"soon")                      # every wait would be caught at once
+    probes = 0
+    for i in range(1, 20 * PROBE_EVERY):
+        caught = busy.spin(*readers)
+        if busy.rate >= PAYS:
+            break
+        assert caught is (i % PROBE_EVERY == 0)    # only the probes spin
+        probes += caught
+        time.sleep(0.001)                          # the sleeping thread's wake-up: past
+        busy.woke()                                # the 200 us budget, not counted
+    assert busy.rate >= PAYS and 5 <= probes <= 7  # about six caught probes from 0 to PAYS
+    assert busy.spin(*readers) is True             # and now every wait is spun on
+    assert busy.spin(*readers) is True
 
 
 def test_zero_never_spins(pairs):
