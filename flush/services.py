@@ -65,6 +65,9 @@ class GroupCommitService(ServiceThread):
         """The caller's own group commit: the flushed offset, or None when
         this thread should be woken instead (a sync under way here, the last
         one slower than ``INLINE_MAX_S``, or injected flush delays)."""
+        mfq = self.commitlog.mfq
+        if not mfq.unflushed_bytes():          # nothing left: no sync needed
+            return mfq.flushed_offset()
         if self.fault_delay_s or self.last_s > INLINE_MAX_S:
             return None
         t0 = time.perf_counter()

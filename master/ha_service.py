@@ -120,6 +120,13 @@ class HAService:
                     log.info("replication link of slave %d replaced by a new connection",
                              report.broker_id)
                     del self.links[other]
+                    if old.state is HaState.TRANSFER:
+                        # a slave that was streaming dialled again (a cut, a
+                        # master that stopped past its watch): the new link
+                        # streams from what this report says it holds, and
+                        # counts as in sync at once (a handshake state here
+                        # answered the sends in between SLAVE_NOT_AVAILABLE)
+                        link.state = HaState.TRANSFER
         before = link.acked_offset
         link.broker_id, link.address = report.broker_id, report.address
         link.last_heard = now

@@ -8,6 +8,7 @@ from duomq.common.config import BrokerConfig
 from duomq.format import record as rec
 from duomq.master.ha_service import HAService
 from duomq.proto import codec, pb
+from duomq.replication.protocol import HaState
 from duomq.store import MessageStore
 
 
@@ -242,3 +243,26 @@ def test_the_masters_own_stall_is_not_its_slaves_silence(store_of, link):
         t += 0.05
         ha.housekeeping(t)
     assert not ha.links                        # dropped: ha_housekeeping_ms of silence
+
+
+def test_a_streaming_slave_that_dials_again_is_in_sync_on_its_first_report(store_of, link):
+    """A slave whose link was cut (or whose master stopped past its watch)
+    dials again: its new connection replaces the old link and counts as in
+    sync from its first report (what it holds, as it says), so no send in
+    between is answered SLAVE_NOT_AVAILABLE; it streams from that report's
+    offset. A slave new to this master still starts in HANDSHAKE."""
+    connect, _dealer = link
+    store = store_of()
+    ha, old, one = ten_records_sent(connect, store)
+    ha.on_message(old.identity, report(10 * one, 10 * one), 1.0)
+    assert old.state is HaState.TRANSFER and ha.in_sync_ids() == [1]
+    ha.on_message(b"redialled", report(4 * one, 4 * one), 2.0)
+    assert list(ha.links) == [b"redialled"]
+    new = ha.links[b"redialled"]
+    assert new.state is HaState.TRANSFER and ha.slaves_available()
+    assert (new.sent_offset, new.acked_offset) == (4 * one, 4 * one)   # resent from there
+    stranger = pb.HaReport(broker_id=2, max_offset=0, acked_offset=0, address="y", epoch=3)
+    ha.on_message(b"another", pb.Frame(version=1, type=pb.HA_REPORT,
+                                       payload=stranger.SerializeToString()).SerializeToString(),
+                  3.0)
+    assert ha.links[b"another"].state is HaState.HANDSHAKE
