@@ -39,20 +39,18 @@ RUN mkdir /wheel \
       && /tmp/pip/bin/pip wheel ${WHEELS:+--no-index --find-links "$WHEELS"} --no-deps -w /wheel .; \
     fi
 
-# ---- build: the package and its dependencies into /opt/duomq --------------
+# ---- build: the dependencies into /opt/duomq (duomq itself comes last) -----
+# The final stages copy this virtualenv, then install duomq's wheel into it
+# in a layer of its own: a change of duomq's source rebuilds (and an
+# upgrade pulls) that small layer only, not the dependencies' hundreds of MB.
 FROM ${PYTHON_IMAGE} AS build
 ARG WHEELS=
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-# the dependencies first, in a layer of their own: a change of the source
-# alone rebuilds only the package's layer
 COPY pyproject.toml .
 RUN python -m venv /opt/duomq \
  && python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
  && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} -r /tmp/requirements.txt
-COPY --from=build-wheel /wheel /wheel
-RUN /opt/duomq/bin/pip install --no-index --no-deps /wheel/duomq-*.whl \
- && /opt/duomq/bin/python -m duomq --version | tee /dev/stderr | grep -q "C loops"
 
 FROM ${PYTHON_IMAGE} AS build-spark
 ARG WHEELS=
@@ -62,10 +60,6 @@ COPY pyproject.toml .
 RUN python -m venv /opt/duomq \
  && python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['spark']))" > /tmp/requirements.txt \
  && /opt/duomq/bin/pip install ${WHEELS:+--no-index --find-links "$WHEELS"} -r /tmp/requirements.txt
-COPY --from=build-wheel /wheel /wheel
-RUN /opt/duomq/bin/pip install --no-index --no-deps /wheel/duomq-*.whl \
- && /opt/duomq/bin/python -c "import duomq.client.spark" \
- && /opt/duomq/bin/python -m duomq --version | tee /dev/stderr | grep -q "C loops"
 
 # ---- spark: Spark jobs (spark-submit in local mode) -------------------------
 FROM ${PYTHON_IMAGE} AS spark
@@ -78,6 +72,12 @@ RUN if ! command -v java >/dev/null; then \
  && java -version \
  && useradd --uid 10001 --create-home --shell /usr/sbin/nologin duomq
 COPY --from=build-spark /opt/duomq /opt/duomq
+COPY --from=build-wheel /wheel /tmp/wheel
+RUN PIP_NO_CACHE_DIR=1 /opt/duomq/bin/pip install -q --no-index --no-deps \
+      --disable-pip-version-check /tmp/wheel/duomq-*.whl \
+ && rm -rf /tmp/wheel \
+ && /opt/duomq/bin/python -c "import duomq.client.spark" \
+ && /opt/duomq/bin/python -m duomq --version | tee /dev/stderr | grep -q "C loops"
 COPY examples /opt/duomq-examples
 ENV PATH=/opt/duomq/bin:$PATH PYSPARK_PYTHON=/opt/duomq/bin/python \
     SPARK_LOCAL_IP=127.0.0.1 PYTHONPATH=/opt/duomq-examples PYTHONUNBUFFERED=1
@@ -91,6 +91,11 @@ RUN useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin duomq \
  && mkdir -p /var/lib/duomq /etc/duomq \
  && chown 10001:10001 /var/lib/duomq
 COPY --from=build /opt/duomq /opt/duomq
+COPY --from=build-wheel /wheel /tmp/wheel
+RUN PIP_NO_CACHE_DIR=1 /opt/duomq/bin/pip install -q --no-index --no-deps \
+      --disable-pip-version-check /tmp/wheel/duomq-*.whl \
+ && rm -rf /tmp/wheel \
+ && /opt/duomq/bin/python -m duomq --version | tee /dev/stderr | grep -q "C loops"
 ENV PATH=/opt/duomq/bin:$PATH PYTHONUNBUFFERED=1 \
     DUOMQ_DATA_DIR=/var/lib/duomq DUOMQ_LISTEN_HOST=0.0.0.0
 USER 10001:10001

@@ -41,7 +41,6 @@ from duomq.common import zmtp
 log = logging.getLogger(__name__)
 
 READ_BYTES = 256 * 1024      # read at most this much from one connection per look
-IOV_MAX = 512                # buffers handed to one sendmsg
 ACCEPT_WARN_S = 10.0         # a failing accept (EMFILE) is logged at most this often
 PEER_TYPES = {b"DEALER", b"REQ", b"ROUTER"}    # what a ROUTER accepts (libzmq's check)
 _POLLIN, _EVENTS = int(zmq.POLLIN), int(zmq.EVENTS)
@@ -281,9 +280,7 @@ class ZmtpRouter:
         watch for room when some is left."""
         out = conn.out
         while out:
-            # (one message waiting, the common case: its own list of buffers)
-            bufs = out[0] if len(out) == 1 and len(out[0]) <= IOV_MAX else \
-                zmtp.gather(out)[:IOV_MAX]
+            bufs = zmtp.gather(out)
             offered = sum(map(len, bufs))
             try:
                 n = conn.sock.sendmsg(bufs)

@@ -85,7 +85,7 @@ def test_session_expiry_and_a_random_schedule_replayed_by_its_seed(dev, tmp_path
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["guarantees_held"], r
     runs = []
     for i in range(2):
-        p, r = drill_run(env, tmp_path / f"random{i}.json", "random", 3, "--seed", "11",
+        p, r = drill_run(env, tmp_path / f"random{i}.json", "random", 2, "--seed", "11",
                          "--duration", "4")
         assert "seed 11 (replay with --seed 11)" in p.stderr and r["notes"]["seed"] == 11
         assert r["lost"] == 0 and r["duplicated"] == 0 and r["guarantees_held"], r

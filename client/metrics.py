@@ -149,3 +149,12 @@ class ClientCollector(Collector):
         yield info
         yield from c.metrics.families()
         yield from c.metric_families()
+        if c.remoting.busy_poll_us:
+            spins, caught, seconds = c.remoting.busy_poll_counts()
+            yield CounterMetricFamily("duomq_client_busy_poll_spins", "Times a blocking call "
+                                      "asked for its answer before sleeping (busy_poll_us)",
+                                      value=spins)
+            yield CounterMetricFamily("duomq_client_busy_poll_caught", "Spins an answer ended "
+                                      "(read without a wake-up)", value=caught)
+            yield CounterMetricFamily("duomq_client_busy_poll_seconds", "Time blocking calls "
+                                      "spent spinning on their answers (CPU)", value=seconds)

@@ -132,6 +132,7 @@ class RemotingClient:
         self.on_push: Callable[[str, pb.Frame], None] | None = None
         self._local = threading.local()          # per-thread sockets of blocking calls
         self._direct: list[Direct] = []
+        self._busy_retired = (0, 0, 0)   # busy_poll_counts of dropped connections (ns)
         self._direct_lock = threading.Lock()
         # abort(): per address, how many times it was declared gone and why;
         # the blocking calls waiting on it (their threads' wake-up eventfds)
@@ -363,10 +364,27 @@ class RemotingClient:
                 self._waiting.setdefault(address, set()).add(self._local.wake)
         return conn
 
+    def busy_poll_counts(self) -> tuple[int, int, float]:
+        """The blocking calls' spins on their answers (busy_poll_us), over
+        every connection this client opened, closed ones too: (spins, spins
+        an answer ended, seconds spent spinning). Counters: they only grow."""
+        spins, caught, spent = self._busy_retired
+        with self._direct_lock:
+            for conn in self._direct:
+                if conn.busy is not None:
+                    spins += conn.busy.spins
+                    caught += conn.busy.caught
+                    spent += conn.busy.spent_ns
+        return spins, caught, spent / 1e9
+
     def _drop_direct_socket(self, address: str) -> None:
         conn = self._local.socks.pop(address)
         with self._direct_lock:
             self._direct.remove(conn)
+            if conn.busy is not None:          # its counts stay in busy_poll_counts
+                s, c, t = self._busy_retired
+                self._busy_retired = (s + conn.busy.spins, c + conn.busy.caught,
+                                      t + conn.busy.spent_ns)
             self._waiting[address].discard(self._local.wake)
         conn.close()
 

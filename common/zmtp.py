@@ -123,10 +123,18 @@ def message(frames: list[bytes]) -> list[bytes]:
     return out
 
 
+IOV_MAX = 512                # buffers handed to one sendmsg (Linux allows 1024)
+
+
 def gather(out: deque[list], most: int = 64) -> list:
     """The buffers of the first ``most`` messages waiting in ``out`` (each
-    a list of buffers), for one sendmsg."""
-    return [b for msg in itertools.islice(out, 0, most) for b in msg]
+    a list of buffers), at most IOV_MAX of them, for one sendmsg. One message
+    waiting (the common case): its own list, not a copy; the caller counts
+    what it offers before ``consume`` shortens that list."""
+    if len(out) == 1 and len(out[0]) <= IOV_MAX:
+        return out[0]
+    bufs = [b for msg in itertools.islice(out, 0, most) for b in msg]
+    return bufs if len(bufs) <= IOV_MAX else bufs[:IOV_MAX]
 
 
 def consume(out: deque[list], n: int) -> None:

@@ -274,7 +274,7 @@ class ZmtpDealer:
     def _write_out(self, sock: socket.socket) -> None:
         out = self.out
         while out:
-            bufs = out[0] if len(out) == 1 else zmtp.gather(out)   # one waiting: its own list
+            bufs = zmtp.gather(out)
             offered = sum(map(len, bufs))
             n = sock.sendmsg(bufs)
             zmtp.consume(out, n)

@@ -135,3 +135,25 @@ def test_writes_taken_in_any_pieces_leave_exactly_the_rest(seed):
         wrote += offered[:n]
         zmtp.consume(out, n)
     assert wrote == want
+
+
+def test_gather_hands_one_waiting_message_its_own_list_and_never_more_than_iov_max():
+    from collections import deque
+    one = [b"a", b"bc"]
+    out = deque([one])
+    assert zmtp.gather(out) is one                        # no copy for the common case
+    big = [bytes([i % 256]) for i in range(zmtp.IOV_MAX + 7)]
+    out = deque([big])
+    bufs = zmtp.gather(out)
+    assert bufs is not big and bufs == big[:zmtp.IOV_MAX]
+    out = deque([[b"x"] * 300, [b"y"] * 300])             # two messages past the bound
+    assert zmtp.gather(out) == [b"x"] * 300 + [b"y"] * (zmtp.IOV_MAX - 300)
+    # written in pieces, the big message still comes out whole and in order
+    out, wrote = deque([list(big)]), b""
+    while out:
+        bufs = zmtp.gather(out)
+        offered = sum(map(len, bufs))
+        n = max(1, offered // 2)
+        wrote += b"".join(bytes(b) for b in bufs)[:n]
+        zmtp.consume(out, n)
+    assert wrote == b"".join(big)

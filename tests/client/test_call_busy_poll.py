@@ -62,6 +62,25 @@ def test_fast_answers_are_caught_spinning(echo):
         r.close()
 
 
+def test_the_counts_are_counters_over_every_connection_closed_ones_too(echo):
+    """busy_poll_counts (the producer's duomq_client_busy_poll_* and
+    run_all's spins): a dropped connection's spins stay counted."""
+    address, _delay, _ = echo
+    r = RemotingClient("spin", transport="native", busy_poll_us=2000)
+    try:
+        for _ in range(10):
+            assert status(r, address) == pb.OK
+        spins, caught, seconds = r.busy_poll_counts()
+        assert spins == 10 and caught == busy(r, address).caught and seconds > 0
+        r._drop_direct_socket(address)                 # as a lost connection does
+        assert r.busy_poll_counts() == (spins, caught, seconds)
+        for _ in range(5):                             # a new connection adds to them
+            assert status(r, address) == pb.OK
+        assert r.busy_poll_counts()[0] == 15
+    finally:
+        r.close()
+
+
 def test_slow_answers_stop_the_spin(echo):
     """Answers 3 ms away: a 100 us spin never catches one, and after a few
     misses the call sleeps at once (the spins stop, not the calls)."""

@@ -415,9 +415,9 @@ def test_a_rollout_stops_at_a_revision_that_does_not_come_back_then_resumes(clus
         rc, out = master.exec(["duomq", "health", "--ready", "--json"], 30)
         epoch = json.loads(out)["epoch"]
         driver.set_image("broker-a", broken)
-        rc, report, err = rollout(kubectl, driver.url, "--timeout", "30")
+        rc, report, err = rollout(kubectl, driver.url, "--timeout", "12")
         assert rc == 1 and not report["ok"], (report, err)
-        assert "back on the new revision, ready and in sync: not done in 30 s" in \
+        assert "back on the new revision, ready and in sync: not done in 12 s" in \
             report["stopped"], report
         assert "hand" not in err.split("restart slave", 1)[1], err     # never got that far
         assert cluster.master() is master and master.image == base
