@@ -4,7 +4,9 @@ epoch, messages in and out a second, a master's slaves in sync, a slave's
 replication lag (bytes and age), the log's size, disk free, the log's tail in
 the page cache, and its replication links (``links``: a master's open
 connections from slaves, a slave's links lost and dialled again since it
-started); then the busiest topics and the consumer groups furthest behind."""
+started); then the busiest topics and the consumer groups furthest behind.
+docs/operations/watching.md shows a frame and says where each column comes
+from."""
 
 from __future__ import annotations
 

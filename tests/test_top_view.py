@@ -67,3 +67,21 @@ def test_first_frame_has_no_rates_and_a_restart_counts_from_zero():
 def test_top_n():
     v = build(None, snap(10.0, 1, 2, 0, 1), top=1)
     assert [t.topic for t in v.topics] == ["Clicks"] and len(v.lags) == 1
+
+
+def test_the_docs_describe_every_column_of_the_screen_in_its_order():
+    """docs/operations/watching.md has one row per column of each table,
+    named as the screen names it: a column added or renamed fails here
+    until the page says what it shows."""
+    import pathlib
+    import re
+
+    from duomq.cli.top import render
+    page = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "operations"
+            / "watching.md").read_text()
+    for title, columns in (("Brokers", render.BROKER_COLUMNS),
+                           ("Top topics", render.TOPIC_COLUMNS),
+                           ("Consumer groups by lag", render.LAG_COLUMNS)):
+        section = page.split(f"### {title}\n", 1)[1].split("\n### ", 1)[0]
+        named = re.findall(r"^\| `([^`]+)` \|", section, re.M)
+        assert tuple(named) == columns, (title, named)

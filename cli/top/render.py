@@ -12,6 +12,11 @@ from duomq.cli.top.view import View
 from duomq.common.role import Role
 
 ROLE_STYLE = {Role.MASTER: "bold green", Role.SLAVE: "cyan"}
+# the tables' columns (docs/operations/watching.md describes each)
+BROKER_COLUMNS = ("group", "id", "role", "epoch", "address", "in", "out", "in-sync",
+                  "repl lag", "lag age", "log", "disk free", "tail cached", "links")
+TOPIC_COLUMNS = ("topic", "in", "stored")
+LAG_COLUMNS = ("topic", "consumer group", "lag", "oldest", "out")
 
 
 def size(n: float | None) -> str:
@@ -55,8 +60,7 @@ def screen(view: View, cluster: str, zookeeper: str, interval_s: float) -> Group
     for g in view.groups_without_master:
         parts.append(Text(f"broker group {g} has no master", style="bold red"))
     t = Table(title="Brokers", title_justify="left", expand=False)
-    for col in ("group", "id", "role", "epoch", "address", "in", "out", "in-sync",
-                "repl lag", "lag age", "log", "disk free", "tail cached", "links"):
+    for col in BROKER_COLUMNS:
         t.add_column(col, justify="right" if col in ("id", "epoch", "in", "out", "in-sync",
                                                      "repl lag", "log") else "left")
     for r in view.brokers:
@@ -71,14 +75,13 @@ def screen(view: View, cluster: str, zookeeper: str, interval_s: float) -> Group
                   frac(r.tail_cached), links(r.links_open, r.links_lost))
     parts.append(t)
     t = Table(title="Top topics", title_justify="left")
-    t.add_column("topic")
-    t.add_column("in", justify="right")
-    t.add_column("stored", justify="right")
+    for col in TOPIC_COLUMNS:
+        t.add_column(col, justify="left" if col == "topic" else "right")
     for tr in view.topics:
         t.add_row(tr.topic, rate(tr.in_rate), f"{tr.stored:,.0f}")
     parts.append(t)
     t = Table(title="Consumer groups by lag", title_justify="left")
-    for col in ("topic", "consumer group", "lag", "oldest", "out"):
+    for col in LAG_COLUMNS:
         t.add_column(col, justify="right" if col in ("lag", "out") else "left")
     for lr in view.lags:
         t.add_row(lr.topic, lr.group, f"{lr.lag:,.0f}", seconds(lr.age_s), rate(lr.out_rate))
