@@ -72,12 +72,14 @@ class HandoffStats:
 
 
 class Releaser:
-    def __init__(self, timeout_s: float, commit: Callable[[list[ProcessQueue]], bool],
+    def __init__(self, timeout_s: float, commit: Callable[[list[ProcessQueue]], bool | None],
                  unlock: Callable[[list[ProcessQueue]], None] | None,
                  free: Callable[[list[MessageQueue]], list[MessageQueue]],
                  schedule: Callable[[float], None], on_released: Callable[[], None]):
         self.timeout_s = timeout_s
-        self.commit = commit            # commit these queues' positions: True when acked
+        # commit these queues' positions: True when acked, False when it may
+        # succeed later, None when the broker refuses this consumer's commits
+        self.commit = commit
         self.unlock = unlock            # orderly: release the broker locks
         self.free = free                # delete the owner nodes: those it could not, back
         self.schedule = schedule        # run ``poll`` again after this many seconds
@@ -142,7 +144,13 @@ class Releaser:
                     r.timed_out = not r.pq.settled
                     r.left = r.pq.left_over()
                 r.pq.drop()         # consume threads stop after the message they are in
-            if self.commit([r.pq for r in ready]):
+            acked = self.commit([r.pq for r in ready])
+            if acked:
+                self._done(ready)
+            elif acked is None:          # refused (credentials, permissions): no retry heals it
+                log.warning("letting %d queues go uncommitted (the broker refuses this "
+                            "consumer's commits): their next owner reads again from the last "
+                            "commit", len(ready))
                 self._done(ready)
             else:
                 late = [r for r in ready if now >= r.deadline + COMMIT_GIVE_UP_S]

@@ -12,6 +12,7 @@ import logging
 from duomq.client.consumer import PullConsumer
 from duomq.client.offset_file import LocalOffsetStore
 from duomq.client.process_queue import ProcessQueue
+from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
 from duomq.proto import pb
 
@@ -44,9 +45,11 @@ class OffsetCommitter:
                 out[mq] = (off, False)
         return out
 
-    def commit(self, pqs: list[ProcessQueue]) -> bool:
+    def commit(self, pqs: list[ProcessQueue]) -> bool | None:
         """Commit the consumed offset of each of ``pqs`` that moved; True once
-        acked (or nothing moved), False when the commit failed (logged)."""
+        acked (or nothing moved), False when the commit failed (logged), None
+        when the broker refuses this consumer's commits (its credentials or
+        its permissions: trying again changes nothing)."""
         dirty = {}
         for pq in pqs:
             off = pq.consumed_offset()
@@ -56,6 +59,9 @@ class OffsetCommitter:
             return True
         try:
             (self.local.commit if self.local is not None else self.consumer.commit)(dirty)
+        except (AuthenticationError, AuthorizationError) as exc:
+            log.error("offset commit of %s refused: %s", self.consumer.group, exc)
+            return None
         except Exception as exc:
             log.warning("offset commit of %s failed: %s", self.consumer.group, exc)
             return False

@@ -75,6 +75,20 @@ def test_a_failed_commit_is_tried_again_before_the_node_goes(monkeypatch):
     assert steps.log[1:] == [("commit", [7]), ("free", [MQ]), "wake"]
 
 
+def test_a_refused_commit_lets_the_queue_go_at_once():
+    """The broker refuses the consumer's commits (its user removed, its
+    permission taken): no retry can succeed, so the queue goes to its next
+    owner at once, not after the deadline and COMMIT_GIVE_UP_S (a removed
+    user's consumer took 15 s to shut down)."""
+    steps = Steps()
+    refused = []
+    r = Releaser(60.0, lambda pqs: refused.append(len(pqs)), None, steps.free,
+                 lambda delay: None, lambda: steps.log.append("wake"))
+    r.start([ProcessQueue(MQ, 7)])
+    assert not r.poll(again=False)            # nothing left pending after one try
+    assert refused == [1] and steps.log == [("free", [MQ]), "wake"] and MQ not in r
+
+
 def test_out_of_time_the_queue_is_let_go_and_counted():
     steps = Steps()
     r = steps.releaser(timeout_s=0.05, unlock=False)
