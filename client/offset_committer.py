@@ -48,8 +48,9 @@ class OffsetCommitter:
     def commit(self, pqs: list[ProcessQueue]) -> bool | None:
         """Commit the consumed offset of each of ``pqs`` that moved; True once
         acked (or nothing moved), False when the commit failed (logged), None
-        when the broker refuses this consumer's commits (its credentials or
-        its permissions: trying again changes nothing)."""
+        when a broker that knows its users refuses this consumer's commits
+        (its credentials or its permissions: trying again changes nothing; a
+        key refused at the handshake may be a broker still starting: False)."""
         dirty = {}
         for pq in pqs:
             off = pq.consumed_offset()
@@ -60,6 +61,9 @@ class OffsetCommitter:
         try:
             (self.local.commit if self.local is not None else self.consumer.commit)(dirty)
         except (AuthenticationError, AuthorizationError) as exc:
+            if getattr(exc, "at_handshake", False):   # maybe a broker still starting: again
+                log.warning("offset commit of %s failed: %s", self.consumer.group, exc)
+                return False
             log.error("offset commit of %s refused: %s", self.consumer.group, exc)
             return None
         except Exception as exc:

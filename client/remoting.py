@@ -82,7 +82,8 @@ def _lost(monitor: zmq.Socket) -> bool:
         mismatch |= event == MISMATCH
     if refused:
         raise AuthenticationError("the broker refused these credentials: the key is no "
-                                  "registered user's (removed, or replaced by a new key)")
+                                  "registered user's (removed, or replaced by a new key)",
+                                  at_handshake=True)
     if mismatch:
         raise KeyMismatch("the CURVE handshake failed: the broker serves a key other than "
                            "the one expected of it (a broker key rotation under way?)")

@@ -155,9 +155,16 @@ class ReplicaLagError(DuomqError):
 class AuthenticationError(DuomqError):
     """A secured cluster (``auth = true``) did not accept this client's
     credentials: none were given, the key is no registered user's, or the
-    user was removed or given a new key."""
+    user was removed or given a new key. ``at_handshake``: the broker's ZAP
+    refused the key when connecting, which a broker that has just started
+    and not read its users yet also does (unlike a request's
+    AUTHENTICATION_FAILED, from a broker that knows its users)."""
 
     status = pb.AUTHENTICATION_FAILED
+
+    def __init__(self, text: str = "", at_handshake: bool = False):
+        super().__init__(text)
+        self.at_handshake = at_handshake
 
 
 class AuthorizationError(DuomqError):

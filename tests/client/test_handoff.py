@@ -112,3 +112,38 @@ def test_an_owner_node_zookeeper_would_not_delete_is_deleted_later():
     assert MQ in r                                 # not taken again until it is gone
     assert not r.poll(again=False)
     assert steps.log[-2:] == [("free", [MQ]), "wake"] and MQ not in r
+
+
+def test_which_failed_commits_the_committer_calls_refused():
+    """OffsetCommitter.commit: None (refused: no retry heals it) for a
+    request's AUTHENTICATION_FAILED or NOT_AUTHORIZED, from a broker that
+    knows its users; False (try again) for a key refused at the handshake,
+    which a broker that has not read its users yet does too, and for any
+    other failure; True once stored."""
+    from types import SimpleNamespace
+
+    from duomq.client.offset_committer import OffsetCommitter
+    from duomq.common.errors import (
+        AuthenticationError,
+        AuthorizationError,
+        BrokerUnreachableError,
+    )
+
+    class Store:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def commit(self, offsets):
+            if self.exc is not None:
+                raise self.exc
+
+    for exc, want in ((AuthenticationError("AUTHENTICATION_FAILED: user 'u' is not registered"),
+                       None),
+                      (AuthorizationError("NOT_AUTHORIZED: Group:g:Sub"), None),
+                      (AuthenticationError("refused these credentials", at_handshake=True), False),
+                      (BrokerUnreachableError("gone"), False),
+                      (None, True)):
+        committer = OffsetCommitter(SimpleNamespace(group="g"), Store(exc))
+        pq = ProcessQueue(MQ, 7)
+        pq.committed = 3                      # moved since the last commit
+        assert committer.commit([pq]) is want, (exc, want)
