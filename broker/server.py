@@ -56,7 +56,6 @@ from duomq.proto import pb
 
 log = logging.getLogger(__name__)
 MAX_DRAIN = 512              # client messages handled before looking at other news
-HOUSEKEEPING_S = 0.05
 SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
 TX_CHECK_ROUND_S = 1.0      # how often pending transactions are looked at for check-backs
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
@@ -329,7 +328,7 @@ class Broker(BrokerCore):
             return 1
         m = self.master()
         due = m.ha.linger_due if m is not None else None
-        return poll_ms(time.monotonic(), due, HOUSEKEEPING_S)
+        return poll_ms(time.monotonic(), due, self.config.housekeeping_interval_ms / 1000)
 
     def _group_commit(self) -> None:
         """SYNC_FLUSH: with no other request waiting, this thread's own
@@ -455,13 +454,14 @@ class Broker(BrokerCore):
     # ------------------------------------------------------------ timers
     def _housekeeping(self) -> None:
         """Deadlines every iteration (a front check); scans of held pulls and
-        replication links every HOUSEKEEPING_S, not once per drained batch."""
+        replication links every ``housekeeping_interval_ms``, not once per
+        drained batch."""
         now = time.monotonic()
         visibility.expire_waiters(self, now)
         if now < self._next_scan:
             return
-        self._next_scan = now + HOUSEKEEPING_S
         cfg, m = self.config, self.master()
+        self._next_scan = now + cfg.housekeeping_interval_ms / 1000
         if self.pull_hold.held:
             visibility.answer_pulls(self, self.pull_hold.take_expired(now))
         share.serve_held(self, now)          # messages visible again, overdue pops

@@ -4,7 +4,7 @@ value that other threads read instead of the store and the role's parts
 epoch, log end and what it wants published; the member-info thread writes
 it to ZooKeeper; a metrics scrape turns it into metric families.
 
-``BrokerSnapshot`` is taken every housekeeping tick (``HOUSEKEEPING_S``) and
+``BrokerSnapshot`` is taken every housekeeping round (``housekeeping_interval_ms``) and
 at once after a role change; ``QueueSnapshot``, each queue's end and every
 consumer group's lag (work that grows with the number of queues), only when
 a scrape asks for it (``inbox.ScrapeWanted``)."""

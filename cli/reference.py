@@ -12,7 +12,8 @@ import dataclasses
 import inspect
 import re
 
-from duomq.common import config as config_module
+from duomq.common.client_config import ConsumerConfig, ProducerConfig, SimpleConsumerConfig
+from duomq.common.config import BrokerConfig
 
 _FIELD = re.compile(r"^    (\w+): ([^=]+?)(?: = (.+?))?\s*(?:#\s?(.*))?$")
 _MORE = re.compile(r"^\s+#\s?(.*)$")
@@ -58,14 +59,14 @@ def _default(cls, name: str, text: str) -> str:
 def config_page() -> str:
     """Markdown: one table per config dataclass."""
     parts = ["# Configuration reference", "",
-             "Generated from `duomq/common/config.py` (`python -m duomq.cli.reference`; a "
+             "Generated from `duomq/common/config.py` and `duomq/common/client_config.py` "
+             "(`python -m duomq.cli.reference`; a "
              "test fails when this page differs from the code): the defaults and meanings "
              "below are the code's. How files, `DUOMQ_<FIELD>` variables and flags "
              "combine is in [Configuration](../configuration.md).", ""]
-    for title, cls in (("Broker", config_module.BrokerConfig),
-                       ("Producer", config_module.ProducerConfig),
-                       ("Consumer", config_module.ConsumerConfig),
-                       ("Share-group consumer", config_module.SimpleConsumerConfig)):
+    for title, cls in (("Broker", BrokerConfig), ("Producer", ProducerConfig),
+                       ("Consumer", ConsumerConfig),
+                       ("Share-group consumer", SimpleConsumerConfig)):
         parts += [f"## {title} (`{cls.__name__}`)", ""]
         section = None
         for sect, name, type_, default, meaning in field_docs(cls):

@@ -19,8 +19,9 @@ _HOME = {
     "TransactionProducer": "transaction_producer",
     "TransactionSendResult": "transaction_producer",
     "TransactionState": "duomq.common.transaction",
-    "ConsumerConfig": "duomq.common.config", "ProducerConfig": "duomq.common.config",
-    "SimpleConsumerConfig": "duomq.common.config",
+    "ConsumerConfig": "duomq.common.client_config",
+    "ProducerConfig": "duomq.common.client_config",
+    "SimpleConsumerConfig": "duomq.common.client_config",
     "Message": "duomq.common.message", "MessageExt": "duomq.common.message",
     "MessageQueue": "duomq.common.message",
 }

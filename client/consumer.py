@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from duomq.client.base import ClientBase, raise_for
 from duomq.client.cluster.members import read_target
 from duomq.client.metrics import error_name
-from duomq.common.config import ConsumerConfig
+from duomq.common.client_config import ConsumerConfig
 from duomq.common.errors import (
     BadRequestError,
     BrokerSystemError,

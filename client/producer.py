@@ -29,7 +29,8 @@ from duomq.client.base import ClientBase
 from duomq.client.metrics import FAILURE, SUCCESS, error_name
 from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
 from duomq.client.send_attempts import SendAttempts, SendResult, SendStatus  # noqa: F401  (re-exported)
-from duomq.common.config import FRAME_ENVELOPE_BYTES, ProducerConfig
+from duomq.common.client_config import ProducerConfig
+from duomq.common.config import FRAME_ENVELOPE_BYTES
 from duomq.common.delay import SCHEDULING
 from duomq.common.errors import (
     BrokerUnreachableError,

@@ -45,7 +45,7 @@ from duomq.client.offset_file import LocalOffsetStore, default_path
 from duomq.client.process_queue import ProcessQueue
 from duomq.client.pull_loop import PullLoop
 from duomq.client.rebalancer import Rebalancer
-from duomq.common.config import ConsumerConfig
+from duomq.common.client_config import ConsumerConfig
 from duomq.common.message import MessageExt, MessageQueue
 from duomq.common.metrics import labelled
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from duomq.client.selector import FaultAvoidance
-from duomq.common.config import ProducerConfig
+from duomq.common.client_config import ProducerConfig
 from duomq.common.errors import NoRouteError, for_status
 from duomq.common.message import MessageQueue, make_msg_id
 from duomq.proto import pb

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from duomq.client.base import ClientBase, raise_for
-from duomq.common.config import SimpleConsumerConfig
+from duomq.common.client_config import SimpleConsumerConfig
 from duomq.common.errors import (
     BadRequestError,
     DuomqError,

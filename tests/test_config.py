@@ -1,12 +1,7 @@
 import pytest
 
-from duomq.common.config import (
-    BrokerConfig,
-    ConsumerConfig,
-    FlushDiskType,
-    ProducerConfig,
-    ReplicationMode,
-)
+from duomq.common.client_config import ConsumerConfig, ProducerConfig
+from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.errors import ConfigError, InvalidNameError
 from duomq.common.names import validate_name
 
@@ -39,6 +34,8 @@ def test_defaults_match_the_documented_values():
     ({"busy_poll_us": 10_001}, "busy_poll_us"),
     ({"ha_linger_ms": -1}, "ha_linger_ms"),
     ({"ha_linger_ms": 101}, "ha_linger_ms"),
+    ({"housekeeping_interval_ms": 0}, "housekeeping_interval_ms"),
+    ({"housekeeping_interval_ms": 501}, "housekeeping_interval_ms"),   # ha_heartbeat_ms 1000
     ({"client_transport": "tcp"}, "client_transport"),
     ({"client_transport": "native", "auth": True, "auth_dir": "/x"}, "client_transport"),
     ({"ha_transport": "udp"}, "ha_transport"),

@@ -7,7 +7,8 @@ import pytest
 
 from duomq.cli.main import COMMANDS
 from duomq.cli.reference import cli_page, config_page, field_docs
-from duomq.common.config import BrokerConfig, ConsumerConfig, ProducerConfig
+from duomq.common.client_config import ConsumerConfig, ProducerConfig
+from duomq.common.config import BrokerConfig
 
 
 @pytest.mark.parametrize("cls", [BrokerConfig, ProducerConfig, ConsumerConfig])

@@ -10,7 +10,8 @@ from duomq.client.allocate import (
     strategy,
 )
 from duomq.client.selector import RoundRobinSelector, select_by_key
-from duomq.common.config import ALLOCATE_STRATEGIES, ConsumerConfig
+from duomq.common.client_config import ConsumerConfig
+from duomq.common.config import ALLOCATE_STRATEGIES
 from duomq.common.errors import ConfigError
 from duomq.common.message import MessageQueue
 

@@ -10,7 +10,7 @@ import pytest
 import zmq
 
 from duomq.client.remoting import RemotingClient
-from duomq.common.config import ProducerConfig
+from duomq.common.client_config import ProducerConfig
 from duomq.common.errors import BrokerUnreachableError, ConfigError
 from duomq.proto import codec, pb
 

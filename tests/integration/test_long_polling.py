@@ -59,9 +59,20 @@ def test_held_pull_times_out_with_no_new_message(local_cluster, small_store):
 def test_held_pull_on_a_slave_wakes_when_the_message_is_replicated(local_cluster, small_store,
                                                                    replication):
     """The replication thread wakes the slave's serving thread only while a
-    pull is held there: that wake-up must come."""
-    local_cluster.add_broker("broker-a", 0, replication=replication, **small_store)
-    local_cluster.add_broker("broker-a", 1, replication=replication, **small_store)
+    pull is held there: that wake-up must come. Its fallbacks are made slow
+    here, so that which path answered shows in seconds, not in what a busy
+    machine does to milliseconds: the slave's rounds every 3 s (a round, or
+    any other turn of its loop, would find the message too) and the master's
+    heartbeats every 8 s (each wakes a slave holding a pull). A wake-up
+    answers within the replication's round trip; a missed one, at the next
+    round, 1.5 s later on the average. (The ASYNC slave's replication thread
+    keeps the broker's priority here: under SCHED_IDLE, ``ha_apply_idle``'s
+    default, a machine busy with other work starves it by design, which
+    is not what this test asks.)"""
+    quiet = dict(ha_heartbeat_ms=8000, replication=replication, ha_apply_idle=False,
+                 ha_apply_nice=0, **small_store)
+    local_cluster.add_broker("broker-a", 0, **quiet)
+    local_cluster.add_broker("broker-a", 1, housekeeping_interval_ms=3000, **quiet)
     local_cluster.create_topic("SlaveWaits", queues=1)
     mq = MessageQueue("SlaveWaits", "broker-a", 0)
     with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
@@ -74,19 +85,17 @@ def test_held_pull_on_a_slave_wakes_when_the_message_is_replicated(local_cluster
             result = {}
 
             def pull(offset=1 + i, result=result):
-                result["r"] = c.pull(mq, offset, max_wait_ms=10_000)
+                result["r"] = c.pull(mq, offset, max_wait_ms=20_000)
                 result["at"] = time.monotonic()
 
             t = threading.Thread(target=pull)
             t.start()
-            # sends fall all over the serving loop's 50 ms housekeeping round,
-            # which would find the message too, but late
-            time.sleep(0.3 + 0.0055 * i)
+            time.sleep(0.3 + 0.037 * i)     # the sends fall all over the slave's round
             assert t.is_alive()
             sent_at = time.monotonic()
             assert p.send(Message("SlaveWaits", b"wake %d" % i)).ok
-            t.join(10)
+            t.join(20)
             r = result["r"]
             waits.append(result["at"] - sent_at)
             assert r.status is PullStatus.FOUND and r.messages[0].body == b"wake %d" % i
-        assert sorted(waits)[len(waits) // 2] < 0.015, waits
+        assert sorted(waits)[len(waits) // 2] < 0.25, waits
