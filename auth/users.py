@@ -141,12 +141,17 @@ class UserRegistry:
         self._watched: set[str] = set()
         self.version = 0                           # bumped on every change
         self.listeners: list = []                  # called (no arguments) after a change
+        self.read = threading.Event()              # set once the users were read (or never
+                                                   # will be: the broker stops)
 
     def start(self, zk) -> UserRegistry:
-        """Load the users and watch them (until then no user key is known)."""
+        """Load the users and watch them (until then no user key is known).
+        kazoo's watches read their nodes before they return, so ``read`` is
+        set with every user in."""
         self.zk = zk
         zk.ensure_path(self.paths.auth_users)
         ChildrenWatch(self.zk, self.paths.auth_users, self._on_children)
+        self.read.set()
         return self
 
     def _on_children(self, names: list[str]) -> None:

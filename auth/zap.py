@@ -15,6 +15,11 @@ from zmq.utils import z85
 from duomq.auth.users import UserRegistry
 
 log = logging.getLogger(__name__)
+# a broker opens its ports before it has read its users from ZooKeeper (a
+# port taken fails before it changes anything there): a user's handshake
+# meanwhile waits this long for them (ZooKeeper's connect timeout, 10 s,
+# with room for the reads), not refused as an unknown key
+USERS_WAIT_S = 20.0
 CLIENT_DOMAIN = "duomq-client"
 HA_DOMAIN = "duomq-ha"
 BROKER_USER = "broker"        # the User-Id of a peer holding the broker key
@@ -28,7 +33,16 @@ class _Keys:
         self.users = users
 
     def callback(self, domain: str, key: bytes) -> bool:
-        ok = key in self.broker_keys or (self.users is not None and key in self.users.by_key)
+        users = self.users
+        if key in self.broker_keys:
+            return True
+        if users is not None and not users.read.is_set():
+            log.info("a client's handshake waits until the users are read from ZooKeeper")
+            if not users.read.wait(USERS_WAIT_S):
+                log.warning("refused a connection on the client port: the users were not "
+                            "read from ZooKeeper within %.0f s", USERS_WAIT_S)
+                return False
+        ok = users is not None and key in users.by_key
         if not ok:
             log.warning("refused a connection on the %s port: unknown key %s",
                         "client" if self.users is not None else "replication", key.decode())

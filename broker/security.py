@@ -99,6 +99,7 @@ class BrokerSecurity:
     def stop(self) -> None:
         if self.keeper is not None:
             self.keeper.shutdown(timeout_s=2.0)
+        self.users.read.set()        # a handshake waiting for them ends (refused: none known)
         self.authenticator.stop()
 
 

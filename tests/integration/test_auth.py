@@ -8,9 +8,11 @@ second, and nothing it sent after is stored."""
 
 import json
 import os
+import pathlib
 import socket
 import time
 
+import psutil
 import pytest
 import zmq
 from kazoo.exceptions import NoAuthError
@@ -27,6 +29,7 @@ from duomq.coordinator import zk as zkutil
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicAdmin
+from duomq.drill.netfilter import zookeeper_ports
 from duomq.proto import codec, pb
 from duomq.testing.harness import read_node, run_cli, wait_for, wait_slaves_hold
 
@@ -427,3 +430,40 @@ def test_credentials_in_the_environment_leave_a_plain_clusters_nodes_open(secure
             c.shutdown()
     finally:
         plain.stop_all()
+
+
+def _listening(port: int) -> bool:
+    return any(c.laddr.port == port and c.status == psutil.CONN_LISTEN
+               for c in psutil.net_connections("tcp"))
+
+
+def test_a_starting_broker_holds_a_users_handshake_until_it_has_read_the_users(secured,
+                                                                             netfilter):
+    """A secured broker binds its ports before it reaches ZooKeeper (a port
+    taken fails before it changes anything there), so a client reconnecting
+    to it can shake hands before it knows any user. That handshake waits for
+    the users instead of being refused as an unknown key, which a client
+    takes as final (a removed or replaced key). Forced here: ZooKeeper
+    takes no new connection while the broker starts, for two seconds after
+    its port is open."""
+    cluster, keys, admin, master, slave = secured
+    slave.stop()
+    master.stop()
+    for port in zookeeper_ports(cluster.zookeeper):
+        netfilter.drop("OUTPUT", "-p", "tcp", "--dport", str(port), "--syn")
+    mark = os.path.getsize(master.log_path)
+    master.start(wait=False)
+    wait_for(lambda: _listening(master.port), timeout_s=20, what="the restarted broker's port")
+    remoting = RemotingClient("admin", credentials=Credentials.load(admin))
+    try:
+        fut = remoting.request(master.address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 30)
+        time.sleep(2.0)
+        assert master.alive() and not fut.done(), fut.exception() if fut.done() else None
+        assert netfilter.heal()
+        status, error, answer = fut.result(20)   # served once the users are read
+        assert status == pb.OK and answer.broker_id == 0, error
+    finally:
+        remoting.close()
+    master.wait_registered()
+    log = pathlib.Path(master.log_path).read_bytes()[mark:].decode()
+    assert "waits until the users are read" in log and "refused a connection" not in log
