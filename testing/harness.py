@@ -27,6 +27,11 @@ from duomq.dev.brokers import (  # noqa: F401
 )
 from duomq.dev.ports import free_ports
 
+# delay levels of 10 ms steps (RocketMQ's 18 levels, from 1 s to 2 h): a
+# message sent back for a retry is seen again in 10 ms, not RocketMQ's 10 s
+SHORT_DELAY_MS = [10 * i for i in range(1, 19)]
+SHORT_DELAYS = {"message_delay_level": " ".join(f"{ms}ms" for ms in SHORT_DELAY_MS)}
+
 
 def run_cli(*args: str, env: dict | None = None, check: bool = True,
             timeout_s: float = 120) -> subprocess.CompletedProcess:

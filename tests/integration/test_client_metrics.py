@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from duomq.client import Message, Producer, PushConsumer
 from duomq.common.errors import ConfigError, InvalidNameError, TopicNotExistError
-from duomq.testing.harness import wait_for
+from duomq.testing.harness import SHORT_DELAYS, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +86,7 @@ def test_a_port_in_use_is_refused_clearly(local_cluster):
 
 def test_a_push_consumers_metrics_and_a_real_prometheus(local_cluster, prometheus):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    local_cluster.add_broker("broker-a", 0)
+    local_cluster.add_broker("broker-a", 0, **SHORT_DELAYS)
     local_cluster.create_topic("Metered", queues=2)
     with Producer(zk, cl) as p:
         for i in range(10):

@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
-from duomq.testing.harness import wait_for
+from duomq.testing.harness import SHORT_DELAYS, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +92,7 @@ def test_without_consume_threads_the_handler_runs_on_the_io_thread(local_cluster
     """consume_threads = 0: each message handled on the client's I/O thread
     as its pull answer comes (no consume thread is ever started), a failed
     one sent back and handled again, everything once otherwise."""
-    local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.add_broker("broker-a", **small_store, **SHORT_DELAYS)
     local_cluster.create_topic("Inline", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     produce(zk, cl, "Inline", 400)

@@ -11,12 +11,11 @@ import pytest
 
 from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer
 from duomq.common.message import MessageQueue
-from duomq.testing.harness import wait_for
+from duomq.testing.harness import SHORT_DELAY_MS, SHORT_DELAYS, wait_for
 
 pytestmark = pytest.mark.integration
 
-LEVELS_MS = [10 * i for i in range(1, 19)]
-SHORT = dict(message_delay_level=" ".join(f"{ms}ms" for ms in LEVELS_MS))
+LEVELS_MS, SHORT = SHORT_DELAY_MS, SHORT_DELAYS
 
 
 def read_queue(zk, cl, mq, group="reader"):

@@ -8,11 +8,11 @@ from collections import defaultdict
 import pytest
 
 from duomq.client import Message, Producer, PushConsumer
-from duomq.testing.harness import wait_for, wait_slaves_hold
+from duomq.testing.harness import SHORT_DELAYS, wait_for, wait_slaves_hold
 
 pytestmark = pytest.mark.integration
 
-LEVELS = dict(message_delay_level=" ".join(f"{10 * i}ms" for i in range(1, 19)))
+LEVELS = SHORT_DELAYS
 
 
 class Record:
