@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from duomq.testing.harness import master_info, wait_for
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -106,7 +108,7 @@ def test_a_group_without_a_slave_cannot_host_kill_master(dev):
     assert "has no slave" in p.stderr, p.stderr
 
 
-def test_external_driver_times_a_fault_somebody_else_injects(dev, tmp_path):
+def test_external_driver_times_a_fault_somebody_else_injects(dev, tmp_path, zk_hosts):
     """--driver external: the drill injects nothing; here the test plays the
     user (`duomq dev kill`, then `duomq dev start`), and the drill times it."""
     env = dev("--slaves", "1", "--flush", "sync", "--replication", "sync")
@@ -120,8 +122,14 @@ def test_external_driver_times_a_fault_somebody_else_injects(dev, tmp_path):
             if "waiting for a fault" in line:
                 break
         time.sleep(1.0)                                   # some load before the fault
+        before = master_info(zk_hosts, "Drill0").epoch
         assert duomq("dev", "kill", "broker-a/0", env=env).returncode == 0
-        time.sleep(8.0)                                   # the election, writes at epoch 2
+
+        def new_epoch():
+            m = master_info(zk_hosts, "Drill0")
+            return m is not None and m.epoch > before
+        wait_for(new_epoch, 20, "the election")
+        time.sleep(1.0)                                   # writes at the new epoch
         assert duomq("dev", "start", "broker-a/0", env=env).returncode == 0
         out, err = drill.communicate(timeout=180)
     finally:
