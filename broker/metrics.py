@@ -30,7 +30,7 @@ from duomq import __version__
 from duomq.broker.snapshot import BrokerSnapshot, QueueSnapshot, lag_by_topic
 from duomq.common import metrics
 from duomq.common.busy_poll import BusyPoll
-from duomq.common.metrics import Histogram, labelled
+from duomq.common.metrics import Histogram, busy_poll_families, labelled
 from duomq.common.role import Role
 from duomq.format import native
 from duomq.proto import pb
@@ -241,12 +241,9 @@ def _transactions(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
                             value=m.recovery_seconds)
     if m.busy_poll is not None:
         bp = m.busy_poll
-        yield CounterMetricFamily("duomq_busy_poll_spins", "Times the serving loop asked its "
-                                  "sockets before sleeping (busy_poll_us)", value=bp.spins)
-        yield CounterMetricFamily("duomq_busy_poll_caught", "Spins a request ended (read "
-                                  "without a wake-up)", value=bp.caught)
-        yield CounterMetricFamily("duomq_busy_poll_seconds", "Time the serving loop spent "
-                                  "spinning (CPU)", value=bp.spent_ns / 1e9)
+        yield from busy_poll_families("duomq_busy_poll", "the serving loop", "its requests",
+                                      "a request",
+                                      bp.spins, bp.caught, bp.spent_ns / 1e9)
     yield GaugeMetricFamily("duomq_transactions_pending",
                             "Master: transactions whose half message waits for an end",
                             value=s.transactions_pending)

@@ -32,7 +32,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from duomq.common.metrics import Histogram, labelled
+from duomq.common.metrics import Histogram, busy_poll_families, labelled
 
 SUCCESS, FAILURE = "success", "failure"      # RocketMQ's invocation_status
 
@@ -150,11 +150,5 @@ class ClientCollector(Collector):
         yield from c.metrics.families()
         yield from c.metric_families()
         if c.remoting.busy_poll_us:
-            spins, caught, seconds = c.remoting.busy_poll_counts()
-            yield CounterMetricFamily("duomq_client_busy_poll_spins", "Times a blocking call "
-                                      "asked for its answer before sleeping (busy_poll_us)",
-                                      value=spins)
-            yield CounterMetricFamily("duomq_client_busy_poll_caught", "Spins an answer ended "
-                                      "(read without a wake-up)", value=caught)
-            yield CounterMetricFamily("duomq_client_busy_poll_seconds", "Time blocking calls "
-                                      "spent spinning on their answers (CPU)", value=seconds)
+            yield from busy_poll_families("duomq_client_busy_poll", "blocking calls",
+                                          "their answers", "an answer", *c.remoting.busy_poll_counts())

@@ -50,7 +50,9 @@ class OffsetCommitter:
         acked (or nothing moved), False when the commit failed (logged), None
         when a broker that knows its users refuses this consumer's commits
         (its credentials or its permissions: trying again changes nothing; a
-        key refused at the handshake may be a broker still starting: False)."""
+        key refused at the handshake is tried again, False: a broker of an
+        earlier release refused every key while it started, and one that
+        could not read its users within ``auth.zap.USERS_WAIT_S`` does)."""
         dirty = {}
         for pq in pqs:
             off = pq.consumed_offset()
@@ -61,7 +63,7 @@ class OffsetCommitter:
         try:
             (self.local.commit if self.local is not None else self.consumer.commit)(dirty)
         except (AuthenticationError, AuthorizationError) as exc:
-            if getattr(exc, "at_handshake", False):   # maybe a broker still starting: again
+            if isinstance(exc, AuthenticationError) and exc.at_handshake:   # maybe: again
                 log.warning("offset commit of %s failed: %s", self.consumer.group, exc)
                 return False
             log.error("offset commit of %s refused: %s", self.consumer.group, exc)

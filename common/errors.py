@@ -156,9 +156,10 @@ class AuthenticationError(DuomqError):
     """A secured cluster (``auth = true``) did not accept this client's
     credentials: none were given, the key is no registered user's, or the
     user was removed or given a new key. ``at_handshake``: the broker's ZAP
-    refused the key when connecting, which a broker that has just started
-    and not read its users yet also does (unlike a request's
-    AUTHENTICATION_FAILED, from a broker that knows its users)."""
+    refused the key when connecting, which a starting broker that could not
+    read its users from ZooKeeper in time also does, and one of an earlier
+    release did while it started (unlike a request's AUTHENTICATION_FAILED,
+    from a broker that knows its users)."""
 
     status = pb.AUTHENTICATION_FAILED
 

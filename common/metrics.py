@@ -12,6 +12,7 @@ import bisect
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from duomq.common.errors import ConfigError
@@ -66,6 +67,18 @@ def labelled(family, name: str, text: str, labels: list[str], values: dict):
     for key, n in sorted(dict(values).items()):
         f.add_metric(list(key) if isinstance(key, tuple) else [key], n)
     return f
+
+
+def busy_poll_families(prefix: str, who: str, waits_for: str, one: str, spins: int,
+                       caught: int, seconds: float):
+    """The three counters of a busy poll (``common.busy_poll``): the
+    broker's serving loop (``duomq_busy_poll_*``) and a client's blocking
+    calls (``duomq_client_busy_poll_*``)."""
+    yield CounterMetricFamily(f"{prefix}_spins", f"Times {who} asked for {waits_for} before "
+                              f"sleeping (busy_poll_us)", value=spins)
+    yield CounterMetricFamily(f"{prefix}_caught", f"Spins {one} ended (read without a wake-up)", value=caught)
+    yield CounterMetricFamily(f"{prefix}_seconds", f"Time {who} spent spinning (CPU)",
+                              value=seconds)
 
 
 def serve(collector: Collector, host: str, port: int, setting: str = "metrics_port"
