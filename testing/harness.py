@@ -215,7 +215,7 @@ class LocalCluster:
         past its timeout killed): a pair stops in the time of its slower
         broker, not of both."""
         for b in self.brokers:
-            if b.alive():
+            if b.proc is not None and b.alive():
                 b.proc.send_signal(signal.SIGCONT)
                 b.proc.terminate()
         for b in self.brokers:
