@@ -354,3 +354,47 @@ def test_a_sweep_that_read_the_users_before_one_was_added_keeps_its_nodes(secure
     finally:
         zkutil.close(conn)
         c.shutdown()
+
+
+def test_a_member_whose_user_is_removed_leaves_no_message_unconsumed(secured, tmp_path,
+                                                                     caplog):
+    """The adversary's schedule for refused commits: a member's user is
+    removed while it holds queues and has consumed past its last commit,
+    producers going on; its commits are refused and it lets its queues go
+    at once, the other member takes them over from the group's commits,
+    and across the whole history (every message of every queue) each was
+    consumed by someone, at least once."""
+    cluster, _keys, admin, *_ = secured
+    stayer = add_user(cluster, tmp_path, "stayer", "Topic:Secret:Sub", "Group:pair:Sub")
+    leaver = add_user(cluster, tmp_path, "leaver", "Topic:Secret:Sub", "Group:pair:Sub")
+    kept, left = [], []
+    a = consuming(cluster, stayer, "pair", kept)
+    b = consuming(cluster, leaver, "pair", left)
+    sent = []
+    with Producer(cluster.zookeeper, cluster.cluster, credentials=admin) as p:
+        def produce(first: int, n: int) -> None:
+            for i in range(first, first + n, 10):
+                bodies = [b"n%d" % j for j in range(i, i + 10)]
+                assert p.send_batch([Message("Secret", x) for x in bodies]).ok
+                sent.extend(bodies)
+                time.sleep(0.01)
+        try:
+            wait_for(lambda: a.held() and b.held(), 20, "both members holding queues")
+            produce(0, 200)
+            wait_for(lambda: left, 10, "the leaver consuming")
+            run_cli("auth", "user", "remove", "leaver", "--zookeeper", cluster.zookeeper,
+                    "--cluster", cluster.cluster)
+            produce(200, 200)                 # while its queues change hands
+            seen = lambda: {m.body for m in kept} | {m.body for m in left}  # noqa: E731
+            wait_for(lambda: set(sent) <= seen(), 30,
+                     "every message consumed by one member or the other")
+            wait_for(lambda: len({q.queue_id for q in a.held() if q.topic == "Secret"}) == 2,
+                     10, "the stayer holding both queues")
+        finally:
+            t0 = time.monotonic()
+            b.shutdown()
+            shut_s = time.monotonic() - t0
+            a.shutdown()
+    assert len(sent) == 400 and set(sent) <= seen()
+    assert left and shut_s < 5, shut_s
+    assert "offset commit of pair refused" in caplog.text      # the path this test is for
