@@ -164,7 +164,7 @@ SYNC_PAIR = ("--slaves", "1", "--flush", "sync", "--replication", "sync")
 
 @pytest.mark.parametrize("scenario,rounds", [
     ("kill-slave", 1), ("pause-master", 1), ("partition-master-zookeeper", 1),
-    ("partition-master-slave", 1), ("partition-clients-master", 1)])
+    ("partition-master-slave", 1), ("partition-clients-master", 1), ("reset-replication", 1)])
 def test_every_scenario_runs_on_a_sync_pair(dev, tmp_path, scenario, rounds):
     env = dev(*SYNC_PAIR)
     report = tmp_path / f"{scenario}.json"

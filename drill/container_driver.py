@@ -24,6 +24,8 @@ import subprocess
 from duomq.common.credentials import env_zk_access
 from duomq.coordinator.zk import server_mode
 from duomq.drill.faults import Broker, DrillError
+from duomq.drill.netfilter import NetfilterError
+from duomq.drill.resets import Resetter
 
 
 def _podman(*args: str, check: bool = True, timeout_s: float = 60) -> str:
@@ -53,6 +55,7 @@ class ContainerDriver:
         self._zk_killed = ""
         self._zk_paused: list[str] = []
         self._names: dict[str, str] = {}                  # address -> container
+        self._resets: list[Resetter] = []
 
     # ------------------------------------------------------------ finding containers
     def _containers(self) -> list[dict]:
@@ -192,6 +195,25 @@ class ContainerDriver:
                                capture_output=True, check=False)
         return f"removed {n} iptables rule(s)"
 
+    def reset_connections(self, b: Broker, port: int, what: str) -> str:
+        """Reset every connection to ``port`` in ``b``'s container, now and
+        every ``resets.RESET_EVERY_S`` until ``stop_resets``."""
+        name = self._of(b)
+        if shutil.which("nsenter") is None or shutil.which("ss") is None:
+            raise DrillError("connection resets in containers need root, nsenter and ss")
+        r = Resetter(port, self._netns(name))
+        try:
+            r.start()
+        except NetfilterError as exc:
+            raise DrillError(str(exc)) from None
+        self._resets.append(r)
+        return f"reset {what} (port {port} inside {name}: {r.connections} connection(s)), " \
+               f"again every {r.every_s:g} s"
+
+    def stop_resets(self) -> str:
+        return "; ".join(self._resets.pop().stop() for _ in range(len(self._resets))) or \
+            "no resets running"
+
     # ------------------------------------------------------------ disk
     def store_volume(self, b: Broker) -> str:
         raise DrillError("disk-full-master runs with the local driver only: a container's "
@@ -205,6 +227,7 @@ class ContainerDriver:
         return "nothing to free"
 
     def close(self) -> None:
+        self.stop_resets()
         self.resume_zookeeper()
         self.heal_network()
 

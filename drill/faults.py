@@ -29,6 +29,7 @@ import psutil
 from duomq.common.errors import ConfigError
 from duomq.common.role import Role
 from duomq.drill.netfilter import Netfilter, NetfilterError, zookeeper_ports
+from duomq.drill.resets import Resetter
 
 
 class DrillError(ConfigError):
@@ -74,6 +75,7 @@ class LocalDriver:
         self._zk_killed = 0
         self._zk_paused = False
         self._fills: list[str] = []
+        self._resets: list[Resetter] = []
 
     # ------------------------------------------------------------ processes
     def kill(self, b: Broker) -> str:
@@ -170,6 +172,19 @@ class LocalDriver:
         """Remove every rule and cgroup this driver set up."""
         return f"removed {self.net.heal()} iptables rule(s)"
 
+    def reset_connections(self, _b: Broker, port: int, what: str) -> str:
+        """Reset every connection to ``port`` on this host, now and every
+        ``resets.RESET_EVERY_S`` until ``stop_resets`` (``drill.resets``)."""
+        r = Resetter(port)
+        self._net(r.start)
+        self._resets.append(r)
+        return f"reset {what} (port {port}: {r.connections} connection(s)), again every " \
+               f"{r.every_s:g} s"
+
+    def stop_resets(self) -> str:
+        return "; ".join(self._resets.pop().stop() for _ in range(len(self._resets))) or \
+            "no resets running"
+
     @staticmethod
     def _net(fault, *args) -> None:
         try:
@@ -221,6 +236,7 @@ class LocalDriver:
         return f"removed {n} fill file(s)"
 
     def close(self) -> None:
+        self.stop_resets()
         self.resume_zookeeper()
         self.heal_network()
         self.free_disk()

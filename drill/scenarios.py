@@ -142,6 +142,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              _needs_slave, _master,
              lambda d, b: d.cut_port(b, b.ha_port, f"{b.name}'s replication"),
              lambda d, b: d.heal_network(), hold_s=5.0, elects=False),
+    Scenario("reset-replication", "reset the master's replication connections (TCP RST) "
+                                  "every 0.5 s, each re-dial mid-send; stop",
+             _needs_slave, _master,
+             lambda d, b: d.reset_connections(b, b.ha_port, f"{b.name}'s replication"),
+             lambda d, b: d.stop_resets(), hold_s=3.0, elects=False),
     Scenario("partition-clients-master", "cut the master's client port; reconnect it",
              _needs_slave, _master, lambda d, b: d.cut_port(b, b.port, f"{b.name}'s clients"),
              lambda d, b: d.heal_network(), hold_s=5.0, elects=False),

@@ -81,6 +81,17 @@ def test_partition_inside_the_master_container_and_no_rule_left(pods, tmp_path):
     assert tag not in host_rules                       # nothing was set on the host
 
 
+def test_replication_reset_inside_the_master_container(pods, tmp_path):
+    """`ss -K` in the master container's network namespace: its slave's
+    connection reset every 0.5 s for the hold, nothing acked lost."""
+    p, r = drill(pods, "reset-replication", tmp_path / "reset.json")
+    (rd,) = r["per_round"]
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["guarantees_held"], r
+    assert "inside" in rd["fault"] and "1 connection(s)" in rd["fault"], rd["fault"]
+    healed = [e["event"] for e in r["timeline"] if e["event"].startswith("heal:")]
+    assert healed and " 0 connection(s) destroyed" not in healed[0], healed
+
+
 def test_kill_the_zookeeper_leader_container(pods, tmp_path):
     p, r = drill(pods, "kill-zookeeper", tmp_path / "zk.json")
     (rd,) = r["per_round"]
