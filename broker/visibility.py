@@ -26,8 +26,6 @@ def update_visible(b: Broker) -> None:
     """Recompute the replicated and visible offsets; answer what they allow."""
     st = b.state
     visible = b.parts.visible(b.store.dispatched_offset, st)
-    if st.role == Role.MASTER:
-        release_waiters(b)
     appended, pending = b.store.appended, b.pending_queues
     while appended:                  # the queues written to (bounded: one key per queue)
         topic, qid, upto = appended.popleft()
@@ -37,6 +35,11 @@ def update_visible(b: Broker) -> None:
     if visible > st.visible_offset:
         st.visible_offset = visible
         answer_ready_pulls(b, visible)
+    # the sends' acks after the pulls' answers (as ASYNC's, Broker._before_answer):
+    # a consumer's answer waited behind the producer's, ~200 us under perf
+    # at a SYNC ack (`bench/send_timeline.py` with E2E=1)
+    if st.role == Role.MASTER:
+        release_waiters(b)
 
 
 def answer_ready_pulls(b: Broker, visible: int) -> None:
