@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
-from duomq.client.cluster.members import read_target
+from duomq.client.cluster.members import Members, read_target
 from duomq.client.metrics import error_name
 from duomq.common.client_config import ConsumerConfig
 from duomq.common.errors import (
@@ -30,6 +30,7 @@ from duomq.common.message import (
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.role import Role
 from duomq.common.subscription import Subscription, parse
+from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 
@@ -90,6 +91,7 @@ class PullConsumer(ClientBase):
         self.reads_by_broker: dict[tuple[str, int], int] = {}
         self._read_from_broker: dict[MessageQueue, tuple[str, int]] = {}  # each queue's last read
         self._avoid: dict[tuple[str, int], float] = {}    # slave -> tried last until (monotonic)
+        self._targets: dict[tuple, tuple[Members, MemberNode | None]] = {}  # read_target(s) last
         # (group, broker id) -> the lag a slave reported on its last answer, in ms
         self.replica_lag_ms: dict[tuple[str, int], int] = {}
 
@@ -126,7 +128,18 @@ class PullConsumer(ClientBase):
         group = mq.broker_group
         avoid = frozenset(bid for (g, bid), until in list(self._avoid.items())
                           if g == group and until > now)
-        target = read_target(self.members.of(group), read_from, advice, avoid)
+        members = self.members.of(group)
+        # every pull asks; the members change rarely: the last answer per
+        # question, while the members are the same (a new view is a new dict)
+        asked = (group, read_from, advice, avoid)
+        last = self._targets.get(asked)
+        if last is not None and last[0] is members:
+            target = last[1]
+        else:
+            target = read_target(members, read_from, advice, avoid)
+            if len(self._targets) > 1024:
+                self._targets.clear()
+            self._targets[asked] = (members, target)
         if target is None:
             if read_from == "slave":
                 raise NoRouteError(f"no live slave of group {group!r} (read_from=slave never "
