@@ -76,7 +76,8 @@ def busy_poll_families(prefix: str, who: str, waits_for: str, one: str, spins: i
     calls (``duomq_client_busy_poll_*``)."""
     yield CounterMetricFamily(f"{prefix}_spins", f"Times {who} asked for {waits_for} before "
                               f"sleeping (busy_poll_us)", value=spins)
-    yield CounterMetricFamily(f"{prefix}_caught", f"Spins {one} ended (read without a wake-up)", value=caught)
+    yield CounterMetricFamily(f"{prefix}_caught", f"Spins {one} ended (read without a wake-up)",
+                              value=caught)
     yield CounterMetricFamily(f"{prefix}_seconds", f"Time {who} spent spinning (CPU)",
                               value=seconds)
 

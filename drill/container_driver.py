@@ -25,7 +25,7 @@ from duomq.common.credentials import env_zk_access
 from duomq.coordinator.zk import server_mode
 from duomq.drill.faults import Broker, DrillError
 from duomq.drill.netfilter import NetfilterError
-from duomq.drill.resets import Resetter
+from duomq.drill.resets import Resetter, stop_all
 
 
 def _podman(*args: str, check: bool = True, timeout_s: float = 60) -> str:
@@ -211,8 +211,7 @@ class ContainerDriver:
                f"again every {r.every_s:g} s"
 
     def stop_resets(self) -> str:
-        return "; ".join(self._resets.pop().stop() for _ in range(len(self._resets))) or \
-            "no resets running"
+        return stop_all(self._resets)
 
     # ------------------------------------------------------------ disk
     def store_volume(self, b: Broker) -> str:

@@ -29,7 +29,7 @@ import psutil
 from duomq.common.errors import ConfigError
 from duomq.common.role import Role
 from duomq.drill.netfilter import Netfilter, NetfilterError, zookeeper_ports
-from duomq.drill.resets import Resetter
+from duomq.drill.resets import Resetter, stop_all
 
 
 class DrillError(ConfigError):
@@ -182,8 +182,7 @@ class LocalDriver:
                f"{r.every_s:g} s"
 
     def stop_resets(self) -> str:
-        return "; ".join(self._resets.pop().stop() for _ in range(len(self._resets))) or \
-            "no resets running"
+        return stop_all(self._resets)
 
     @staticmethod
     def _net(fault, *args) -> None:

@@ -65,3 +65,10 @@ class Resetter:
         said = f"stopped resetting port {self.port}: {self.resets} reset(s), " \
                f"{self.connections} connection(s) destroyed"
         return said + (f" (last error: {self.error})" if self.error else "")
+
+
+def stop_all(resetters: list[Resetter]) -> str:
+    """Stop every resetter of ``resetters`` (emptied): what each did."""
+    said = [r.stop() for r in resetters]
+    resetters.clear()
+    return "; ".join(said) or "no resets running"
