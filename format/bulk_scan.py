@@ -20,10 +20,10 @@ import zlib
 from typing import Any
 
 import numpy as np
-from crc32c import crc32c
 
 from duomq.format import native, seal
 from duomq.format import record as rec
+from duomq.format.crc import crc32c
 
 HS = rec.HEADER_SIZE
 _HEADER = rec.numpy_dtype()

@@ -32,7 +32,8 @@ record's checksum covers every byte but its size and magic, which are checked
 against the lengths and the format (``check_record``, used by recovery and by
 a slave on every replicated record). Sealing costs one CRC of 62 bytes;
 ``format/seal.py`` patches and seals a large batch with numpy instead.
-CRC-32C is computed by the ``crc32c`` package with the CPU's CRC instruction.
+CRC-32C is computed with the CPU's CRC instruction, by the C loops' function
+or, without them, the ``crc32c`` package's (``format/crc.py``).
 
 The magic is also the format's version. Format 2 (``RECORD_MAGIC_V2``)
 checksummed only the body: a stored format-2 record is still read and
@@ -50,7 +51,7 @@ import zlib
 from collections import namedtuple
 from typing import Any, NoReturn
 
-import crc32c
+from duomq.format.crc import crc32c
 
 RECORD_MAGIC = 0xD0E0_0003 - (1 << 32)      # as a signed int: format 3
 RECORD_MAGIC_V2 = 0xD0E0_0002 - (1 << 32)   # format 2: CRC-32C of the body only; still read
@@ -145,8 +146,8 @@ class OldFormatError(RecordError):
     or a format-2 record sent by a producer)."""
 
 
-body_crc = crc32c.crc32c         # CRC-32C of bytes (format 2 used it on the body alone)
-payload_crc = crc32c.crc32c      # ... of a record's payload, as a producer sends it
+body_crc = crc32c                # CRC-32C of bytes (format 2 used it on the body alone)
+payload_crc = crc32c             # ... of a record's payload, as a producer sends it
 SEALED_FROM = PATCH_OFFSET       # a stored record's crc covers [12, 74) after the payload
 
 
@@ -155,13 +156,13 @@ def seal(buf: bytearray | memoryview, pos: int) -> None:
     into its stored form (crc of bytes 12..74 continued from it). Call it once
     the broker fields are patched."""
     (c,) = CRC.unpack_from(buf, pos + CRC_OFFSET)
-    CRC.pack_into(buf, pos + CRC_OFFSET, crc32c.crc32c(buf[pos + SEALED_FROM:pos + HEADER_SIZE], c))
+    CRC.pack_into(buf, pos + CRC_OFFSET, crc32c(buf[pos + SEALED_FROM:pos + HEADER_SIZE], c))
 
 
 def stored_crc(buf: Buffer, pos: int, size: int) -> int:
     """The crc a stored format-3 record of ``size`` bytes at ``pos`` must carry."""
-    return crc32c.crc32c(buf[pos + SEALED_FROM:pos + HEADER_SIZE],
-                         crc32c.crc32c(buf[pos + HEADER_SIZE:pos + size]))
+    return crc32c(buf[pos + SEALED_FROM:pos + HEADER_SIZE],
+                  crc32c(buf[pos + HEADER_SIZE:pos + size]))
 
 
 def encode_properties(props: dict[str, str] | None) -> bytes:

@@ -25,11 +25,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from duomq.format import native
 from duomq.format import record as rec
+from duomq.format.crc import crc32c
 
 ROW = 4 + rec.HEADER_SIZE - rec.SEALED_FROM      # 66: crc to go on from, then bytes 12..74
 _ROW_AT = rec.CRC_OFFSET                          # a row is a record's bytes 8..74 ...
@@ -46,16 +46,16 @@ U8 = np.uint8
 def _table() -> Any:
     """``T`` flattened: ``T[j * 256 + v]`` is the linear part of byte ``v`` at row column ``j``."""
     zeros = bytes(_SEALED)
-    base = crc32c.crc32c(zeros, 0)
+    base = crc32c(zeros, 0)
     t = np.empty((ROW, 256), np.uint32)
     for j in range(4):
         for v in range(256):
-            t[j, v] = crc32c.crc32c(zeros, v << (8 * (3 - j))) ^ base
+            t[j, v] = crc32c(zeros, v << (8 * (3 - j))) ^ base
     row = bytearray(zeros)
     for p in range(_SEALED):
         for v in range(256):
             row[p] = v
-            t[4 + p, v] = crc32c.crc32c(row, 0) ^ base
+            t[4 + p, v] = crc32c(row, 0) ^ base
         row[p] = 0
     return t.ravel()
 
@@ -72,7 +72,7 @@ def seals(rows: Any) -> Any:
     first = rows[0]
     diff = rows ^ first
     cols = np.flatnonzero(np.bitwise_or.reduce(diff, 0))
-    out = np.full(len(rows), crc32c.crc32c(first[4:].tobytes(), int.from_bytes(first[:4].tobytes(),
+    out = np.full(len(rows), crc32c(first[4:].tobytes(), int.from_bytes(first[:4].tobytes(),
                                                                              "big")), np.uint32)
     if len(cols):       # one row of table entries per column that differs: XOR them down
         out ^= np.bitwise_xor.reduce(_table().take(np.add(diff[:, cols].T, (cols * 256)[:, None],

@@ -17,10 +17,10 @@ import zlib
 from typing import Any
 
 import numpy as np
-from crc32c import crc32c
 
 from duomq.format import native, seal
 from duomq.format import record as rec
+from duomq.format.crc import crc32c
 
 BULK_MIN = 64              # records in a run before the bulk path pays
 STRIDE_MIN = 8             # records of one size ahead before they are checked together

@@ -11,12 +11,11 @@ import logging
 import zlib
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError
 from duomq.common.names import validate_queue
 from duomq.format import record as rec
+from duomq.format.crc import crc32c
 from duomq.store import bulk_dispatch
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import ConsumeQueue, pack_entries

@@ -14,12 +14,11 @@ import operator
 import time
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from duomq.common.config import BrokerConfig
 from duomq.common.errors import StoreFullError
 from duomq.format import bulk_scan, native, seal
 from duomq.format import record as rec
+from duomq.format.crc import crc32c
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.key_index import KeyIndex
