@@ -7,8 +7,8 @@ replaced, is refused on its open connections at once, not only on new ones."""
 from __future__ import annotations
 
 from duomq.auth.acl import Permission, needs
+from duomq.auth.domains import BROKER_USER
 from duomq.auth.users import UserRegistry
-from duomq.auth.zap import BROKER_USER
 from duomq.proto import pb
 
 

@@ -12,6 +12,7 @@ import logging
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
+from duomq.auth.domains import BROKER_USER, CLIENT_DOMAIN, HA_DOMAIN
 from duomq.auth.users import UserRegistry
 
 log = logging.getLogger(__name__)
@@ -20,9 +21,6 @@ log = logging.getLogger(__name__)
 # meanwhile waits this long for them (ZooKeeper's connect timeout, 10 s,
 # with room for the reads), not refused as an unknown key
 USERS_WAIT_S = 20.0
-CLIENT_DOMAIN = "duomq-client"
-HA_DOMAIN = "duomq-ha"
-BROKER_USER = "broker"        # the User-Id of a peer holding the broker key
 
 
 class _Keys:

@@ -14,9 +14,9 @@ from kazoo.exceptions import NodeExistsError
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from duomq.auth.acl import ADMIN
+from duomq.auth.domains import CLIENT_DOMAIN, HA_DOMAIN
 from duomq.auth.guard import Guard
 from duomq.auth.users import User, UserAdmin, UserRegistry
-from duomq.auth.zap import CLIENT_DOMAIN, HA_DOMAIN, BrokerAuthenticator
 from duomq.auth.zk_keeper import AclKeeper, AclSweeper
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import (
@@ -51,6 +51,7 @@ class BrokerSecurity:
                                              load_ca(config.auth_dir))
         self.users = UserRegistry(config.cluster)
         self.guard = Guard(self.users, config.cluster)
+        from duomq.auth.zap import BrokerAuthenticator  # zmq.auth's thread: only with auth
         self.authenticator = BrokerAuthenticator(ctx, self.trusted, self.users)
         self.sweeper: AclSweeper | None = None
         self.keeper: AclKeeper | None = None
