@@ -99,3 +99,38 @@ def test_held_pull_on_a_slave_wakes_when_the_message_is_replicated(local_cluster
             waits.append(result["at"] - sent_at)
             assert r.status is PullStatus.FOUND and r.messages[0].body == b"wake %d" % i
         assert sorted(waits)[len(waits) // 2] < 0.25, waits
+
+
+def test_a_held_pull_on_a_sync_master_waits_for_the_slave_not_for_the_store(local_cluster,
+                                                                            small_store):
+    """SYNC replication: a message stored on the master but not yet held by
+    its slave answers no pull, held or new, whatever order the master
+    answers pulls and acks in; once the slave has it, the held pull gets it."""
+    local_cluster.add_broker("broker-a", 0, replication="SYNC", slave_timeout_ms=1500,
+                             **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, replication="SYNC", **small_store)
+    local_cluster.create_topic("Confirmed", queues=1)
+    mq = MessageQueue("Confirmed", "broker-a", 0)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
+            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+        assert p.send(Message("Confirmed", b"first")).ok
+        result = {}
+        t = threading.Thread(target=lambda: result.update(r=c.pull(mq, 1, max_wait_ms=2500)))
+        t.start()
+        time.sleep(0.3)                               # held at the master
+        slave.suspend()
+        try:
+            sent = p.send(Message("Confirmed", b"unconfirmed"))
+            assert not sent.ok, sent                  # stored, the slave never said it holds it
+            t.join(10)
+            assert result["r"].status is PullStatus.NO_NEW_MESSAGE, result["r"]
+            assert c.pull(mq, 1, max_wait_ms=0).status is PullStatus.NO_NEW_MESSAGE
+            late = {}
+            t = threading.Thread(target=lambda: late.update(r=c.pull(mq, 1, max_wait_ms=10_000)))
+            t.start()
+            time.sleep(0.3)                           # held again, then the slave comes back
+        finally:
+            slave.resume()
+        t.join(15)
+        assert late["r"].status is PullStatus.FOUND and \
+            late["r"].messages[0].body == b"unconfirmed", late["r"]
