@@ -20,12 +20,15 @@ import contextlib
 import json
 import shutil
 import subprocess
+import time
 
 from duomq.common.credentials import env_zk_access
 from duomq.coordinator.zk import server_mode
 from duomq.drill.faults import Broker, DrillError
 from duomq.drill.netfilter import NetfilterError
 from duomq.drill.resets import Resetter, stop_all
+
+ZK_BACK_S = 60.0     # a restarted ZooKeeper server is back in the quorum within this
 
 
 def _podman(*args: str, check: bool = True, timeout_s: float = 60) -> str:
@@ -53,6 +56,7 @@ class ContainerDriver:
         self.tag = f"duomq-drill-{tag}"
         self._rules: list[tuple[str, list[str]]] = []     # (container, iptables rule)
         self._zk_killed = ""
+        self._zk_killed_at: tuple[str, int] = ("", 0)
         self._zk_paused: list[str] = []
         self._names: dict[str, str] = {}                  # address -> container
         self._resets: list[Resetter] = []
@@ -119,12 +123,27 @@ class ContainerDriver:
             raise DrillError(f"no ZooKeeper server of {self.zookeeper} says it leads")
         name = self.container_at(f"{leader[0]}:{leader[1]}")
         _podman("kill", "--signal", "KILL", name)
-        self._zk_killed = name
+        self._zk_killed, self._zk_killed_at = name, leader
         return f"podman kill -s KILL {name} (ZooKeeper leader {leader[0]}:{leader[1]})"
 
-    def start_zookeeper(self) -> str:
+    def start_zookeeper(self, timeout_s: float = ZK_BACK_S) -> str:
+        """``podman start`` of the killed server's container; done once it
+        serves in the quorum again (a container that starts but whose server
+        never comes back leaves the ensemble a server short for the rounds
+        after: that fails the heal)."""
         _podman("start", self._zk_killed)
-        return f"podman start {self._zk_killed}"
+        host, port = self._zk_killed_at
+        deadline = time.monotonic() + timeout_s
+        while (mode := server_mode(host, port, self.tls_ca)) not in ("leader", "follower"):
+            if time.monotonic() > deadline:
+                logs = subprocess.run(["podman", "logs", "--tail", "20", self._zk_killed],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, timeout=60).stdout
+                raise DrillError(f"ZooKeeper server {host}:{port} ({self._zk_killed}) started "
+                                 f"again but not back in the quorum after {timeout_s:g} s; its "
+                                 f"log ends:\n{logs}")
+            time.sleep(0.2)
+        return f"podman start {self._zk_killed} (back as {mode})"
 
     def broker_logs(self, group: str, brokers: list[Broker]) -> list[tuple[str, str]]:
         """(group/id, ``podman logs``) of the brokers' containers."""

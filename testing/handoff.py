@@ -162,8 +162,10 @@ def kill(zk: str, cluster: str, topic: str, n: int, group: str = "handoff-kill",
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
     reader.start()
     try:
-        wait_for(lambda: len(a.held()) < 8 and rec.total() + len(lines) >= at * n, 60,
-                 what="both members under way")
+        # the killed member must have delivered some before it dies: holding
+        # queues is not enough (on a slow machine ``a`` alone reaches ``at``)
+        wait_for(lambda: len(a.held()) < 8 and lines and rec.total() + len(lines) >= at * n,
+                 60, what="both members under way")
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         reader.join(5)

@@ -2,7 +2,8 @@
 (``dev.podman``): the image, command and arguments, the environment the
 kubelet builds, the security context, its volumes (ConfigMaps as read-only
 files, claims as directories owned by the pod's fsGroup, emptyDirs as
-tmpfs) and the DNS names a StatefulSet's pod has. Probes and hooks run in
+directories of the pod's that outlive a container's restart and not the
+pod, as the kubelet's do) and the DNS names a StatefulSet's pod has. Probes and hooks run in
 it with ``podman exec``, as the kubelet runs them.
 
 Kept as in the cluster: everything above. Not: CPU and memory limits (this
@@ -16,6 +17,7 @@ from __future__ import annotations
 import base64
 import os
 import pathlib
+import shutil
 from collections.abc import Sequence
 
 from duomq.testing.k8s import container_env, named, pod_template
@@ -47,7 +49,8 @@ class PodContainer:
         self.dir = root / self.name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.volumes = list(extra_volumes) + self._volumes(docs, workload)
-        self.tmpfs = list(extra_tmpfs) + self._tmpfs()
+        self.tmpfs = list(extra_tmpfs)
+        self.volumes += self._empty_dirs()
         self.aliases = []
         if workload["kind"] == "StatefulSet":
             service = workload["spec"]["serviceName"]
@@ -118,21 +121,33 @@ class PodContainer:
         files.chmod(0o755)
         return files
 
-    def _tmpfs(self) -> list[str]:
+    def _empty_dirs(self) -> list[str]:
+        """The emptyDirs' mounts: a directory each under the pod's, made
+        empty when the pod is (``start``, ``recreate``) and kept across a
+        container's restart, as the kubelet's (with a tmpfs each, a ZooKeeper
+        pod started again by ``podman start`` could not write its zoo.cfg)."""
         volumes = {v["name"]: v for v in self.spec.get("volumes") or []}
         out = []
         for m in self.container.get("volumeMounts") or []:
-            v = volumes.get(m["name"], {})
-            if "emptyDir" in v:
-                size = v["emptyDir"].get("sizeLimit", "64Mi").replace("i", "")
-                out.append(f"{m['mountPath']}:rw,size={size.lower()},mode=1777")
+            if "emptyDir" in volumes.get(m["name"], {}):
+                out.append(f"{self.dir / 'empty' / m['name']}:{m['mountPath']}")
         return out
+
+    def _empty(self) -> None:
+        """Every emptyDir made anew: empty, writable by the pod's user."""
+        root = self.dir / "empty"
+        shutil.rmtree(root, ignore_errors=True)
+        for mount in self._empty_dirs():
+            d = pathlib.Path(mount.split(":", 1)[0])
+            d.mkdir(parents=True)
+            d.chmod(0o1777)
 
     # -------------------------------------------------------------- lifecycle
 
     def start(self) -> PodContainer:
         """The pod's first start; later starts (``restart``) keep the
         container, its name and its volumes, as a StatefulSet's pod."""
+        self._empty()
         self.handle = self.net.run(self.name, self.image, self.args, env=self.env,
                                    aliases=self.aliases, volumes=self.volumes, tmpfs=self.tmpfs,
                                    security=self.security, entrypoint=self.entrypoint,

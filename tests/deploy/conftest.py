@@ -1,4 +1,5 @@
-"""Fixtures of the container tests: the images ``make image`` builds."""
+"""Fixtures of the container tests: the images ``make image`` builds, and
+the prod overlay's pods started from them."""
 
 import pathlib
 import subprocess
@@ -18,3 +19,17 @@ def images(tmp_path_factory):
     if rc != 0:
         pytest.fail("make image failed:\n" + log.read_text()[-4000:])
     return log.read_text().splitlines()[-5:]
+
+
+@pytest.fixture(scope="session")
+def prod_pods(images, tmp_path_factory):
+    """The prod overlay's pods, secured (its ZooKeeper ensemble, the broker
+    pair and an admin container), started once for the container tests:
+    the pair's own tests (test_containers.py), then the drills
+    (test_containers_drill.py), which end with the pair and the ensemble
+    whole again (a drill's heal waits for the restarted server). The brokers advertise their container
+    IPs, so that a drill on the host reaches them as the client containers
+    do."""
+    from duomq.testing.prod_pods import running
+    with running(tmp_path_factory.mktemp("pods"), advertise_ips=True) as c:
+        yield c

@@ -14,8 +14,9 @@ by the brokers and by ZooKeeper; a user's client container (`duomq auth
 user add`, its credentials mounted as a Secret) keeps producing while the
 master is handed over, then killed (kill -9 of its container), and each
 time restarted; the audit reads everything back. The Spark image then runs
-the CronJob's pod against the pair with its user's credentials. (The plain
-prod pods run in test_container_drill.py.)
+the CronJob's pod against the pair with its user's credentials. The pods
+are the session's (tests/deploy/conftest.py): test_containers_drill.py's
+drills run on them after these tests.
 
 What is not as in a cluster: the ZooKeeper pods run the real server from
 the jars in the duomq-spark image, through the manifest's own command and
@@ -45,9 +46,7 @@ from duomq.testing.pods import PodContainer
 from duomq.testing.prod_pods import (
     BROKER_IMAGE,
     SPARK_IMAGE,
-    running,
     secret,
-    secured_docs,
 )
 from duomq.testing.prod_pods import client_progress as progress
 
@@ -98,17 +97,14 @@ for port in (2181, 2182):
 """
 
 
-@pytest.fixture(scope="module")
-def pods(images, tmp_path_factory):
-    root = tmp_path_factory.mktemp("pods")
-    docs, admin = secured_docs(root)
-    with running(root, docs=docs, admin=admin) as c:
-        yield c
-
-
 @pytest.fixture
-def cluster(pods, request):
-    """The module's cluster; its containers' logs are printed when a test fails."""
+def cluster(prod_pods, request):
+    """The session's pods (tests/deploy/conftest.py), every broker ready
+    (an earlier test may have restarted one); their containers' logs are
+    printed when a test fails."""
+    pods = prod_pods
+    for pod in pods.brokers:
+        pods.wait_ready(pod)
     yield pods
     rep = getattr(request.node, "rep_call", None)
     if rep is None or rep.failed:

@@ -1,7 +1,8 @@
 """`duomq drill run --driver container` against the prod overlay's pods in
-containers (a ZooKeeper ensemble of three and the broker pair, as
-test_containers.py starts them, the brokers advertising their container
-IPs so that the drill on the host reaches them): kill -9 of the master's
+containers (a ZooKeeper ensemble of three and the broker pair, secured,
+the session's pods of tests/deploy/conftest.py, on which test_containers.py
+ran first, the brokers advertising their container IPs so that the
+drill on the host reaches them): kill -9 of the master's
 container, its container paused (the cgroup freezer), a partition inside its
 network namespace, the ZooKeeper leader's container killed. Each drill's
 audit must find nothing acked lost."""
@@ -17,15 +18,18 @@ import sys
 import pytest
 
 from duomq.testing.drill_reports import REPORT_DIR
-from duomq.testing.prod_pods import Cluster, running
+from duomq.testing.prod_pods import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def pods(images, tmp_path_factory):
-    with running(tmp_path_factory.mktemp("drill-pods"), advertise_ips=True) as c:
-        yield c
+@pytest.fixture
+def pods(prod_pods):
+    """The session's pods (tests/deploy/conftest.py), after test_containers.py's
+    tests: every broker ready again first."""
+    for pod in prod_pods.brokers:
+        prod_pods.wait_ready(pod)
+    return prod_pods
 
 
 def drill(pods: Cluster, scenario: str, report,
@@ -97,3 +101,6 @@ def test_kill_the_zookeeper_leader_container(pods, tmp_path):
     (rd,) = r["per_round"]
     assert r["lost"] == 0 and r["guarantees_held"], r
     assert "ZooKeeper leader" in rd["fault"] and rd["fault"].count("zk-") == 1, rd["fault"]
+    # the heal: the killed server's container started, and its server back in the quorum
+    healed = [e["event"] for e in r["timeline"] if e["event"].startswith("heal:")]
+    assert healed and "podman start zk-" in healed[0] and " (back as " in healed[0], healed
