@@ -1,6 +1,7 @@
 """Fixtures of the container tests: the images ``make image`` builds, and
 the prod overlay's pods started from them."""
 
+import contextlib
 import pathlib
 import subprocess
 
@@ -31,5 +32,17 @@ def prod_pods(images, tmp_path_factory):
     IPs, so that a drill on the host reaches them as the client containers
     do."""
     from duomq.testing.prod_pods import running
-    with running(tmp_path_factory.mktemp("pods"), advertise_ips=True) as c:
-        yield c
+    with _PODS:
+        yield _PODS.enter_context(running(tmp_path_factory.mktemp("pods"), advertise_ips=True))
+
+
+_PODS = contextlib.ExitStack()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """The pods stop after the last test that uses them, not at the end of
+    the session: the rest of the suite runs without five idle containers."""
+    if "prod_pods" in getattr(item, "fixturenames", ()) and \
+            "prod_pods" not in getattr(nextitem, "fixturenames", ()):
+        _PODS.close()
