@@ -126,21 +126,18 @@ class PodContainer:
         empty when the pod is (``start``, ``recreate``) and kept across a
         container's restart, as the kubelet's (with a tmpfs each, a ZooKeeper
         pod started again by ``podman start`` could not write its zoo.cfg)."""
-        volumes = {v["name"]: v for v in self.spec.get("volumes") or []}
-        out = []
-        for m in self.container.get("volumeMounts") or []:
-            if "emptyDir" in volumes.get(m["name"], {}):
-                out.append(f"{self.dir / 'empty' / m['name']}:{m['mountPath']}")
-        return out
+        empty = {v["name"] for v in self.spec.get("volumes") or [] if "emptyDir" in v}
+        return [f"{self.dir / 'empty' / m['name']}:{m['mountPath']}"
+                for m in self.container.get("volumeMounts") or [] if m["name"] in empty]
 
     def _empty(self) -> None:
         """Every emptyDir made anew: empty, writable by the pod's user."""
         root = self.dir / "empty"
         shutil.rmtree(root, ignore_errors=True)
-        for mount in self._empty_dirs():
-            d = pathlib.Path(mount.split(":", 1)[0])
-            d.mkdir(parents=True)
-            d.chmod(0o1777)
+        for v in self.spec.get("volumes") or []:
+            if "emptyDir" in v:
+                (root / v["name"]).mkdir(parents=True)
+                (root / v["name"]).chmod(0o1777)
 
     # -------------------------------------------------------------- lifecycle
 
