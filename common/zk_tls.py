@@ -26,6 +26,7 @@ import datetime
 import hashlib
 import ipaddress
 import os
+import stat
 import tempfile
 
 ZK_CA = "zookeeper-ca.pem"
@@ -109,14 +110,47 @@ def load_ca(directory: str) -> str | None:
 
 def ca_file(pem: str) -> str:
     """A file holding ``pem`` (kazoo loads its CA from a path, at every
-    connection): one per CA, named by its hash, in the temp directory. A
-    CA certificate is public; the file is written whole, then renamed."""
+    connection): one per CA and user, named by the CA's hash, in the temp
+    directory, written whole, then renamed. A file found at that name is
+    used only when it is this user's own regular file, written by nobody
+    else, holding exactly ``pem``: in a temp directory other users share,
+    one of them could have put their own CA there first (the name is
+    derived from a public certificate), and the client would then trust
+    their ZooKeeper. Otherwise the CA goes to a file of a name nobody could
+    foresee."""
     digest = hashlib.sha256(pem.encode()).hexdigest()[:24]
-    path = os.path.join(tempfile.gettempdir(), f"duomq-zookeeper-ca-{digest}.pem")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=tempfile.gettempdir(), prefix=".duomq-ca-")
-        with os.fdopen(fd, "w") as f:
-            f.write(pem)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+    tmpdir = tempfile.gettempdir()
+    path = os.path.join(tmpdir, f"duomq-zookeeper-ca-{os.getuid()}-{digest}.pem")
+    for known in (path, _PRIVATE.get(path)):
+        if known and _own_copy(known, pem):
+            return known
+    fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix=".duomq-ca-", suffix=".pem")
+    with os.fdopen(fd, "w") as f:
+        f.write(pem)
+    os.chmod(tmp, 0o644)
+    try:
+        os.replace(tmp, path)       # a file of another user's in a sticky /tmp: refused
+    except OSError:
+        _PRIVATE[path] = tmp        # ours, under a name nobody chose for us
+        return tmp
     return path
+
+
+_PRIVATE: dict[str, str] = {}       # the name a CA should have had -> the file it has
+
+
+def _own_copy(path: str, pem: str) -> bool:
+    """Whether ``path`` is this user's regular file (no link), writable by
+    it alone, holding ``pem``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return False
+        data = pem.encode()
+        return os.read(fd, len(data) + 1) == data
+    finally:
+        os.close(fd)
