@@ -38,6 +38,23 @@ def _podman(*args: str, check: bool = True, timeout_s: float = 60) -> str:
     return p.stdout
 
 
+FREEZE_TRIES = 3     # ``podman pause`` of a container whose cgroup would not freeze
+
+
+def _pause(name: str) -> None:
+    """``podman pause``: the cgroup freezer gives up ("unable to freeze")
+    while a task of the container sits in the kernel (an fsync on a loaded
+    host) and leaves the container running; tried again then."""
+    for attempt in range(1, FREEZE_TRIES + 1):
+        try:
+            _podman("pause", name)
+            return
+        except DrillError as exc:
+            if "unable to freeze" not in str(exc) or attempt == FREEZE_TRIES:
+                raise
+            time.sleep(0.2)
+
+
 def _host(address: str) -> str:
     """``tcp://host:port`` or ``host:port`` -> host."""
     return address.split("://", 1)[-1].rsplit(":", 1)[0]
@@ -99,7 +116,7 @@ class ContainerDriver:
 
     def pause(self, b: Broker) -> str:
         name = self._of(b)
-        _podman("pause", name)
+        _pause(name)
         return f"podman pause {name} ({b.name})"
 
     def resume(self, b: Broker) -> str:
@@ -162,7 +179,7 @@ class ContainerDriver:
         """``podman pause`` every ZooKeeper server's container."""
         names = [self.container_at(f"{h}:{p}") for h, p in self._zk_servers()]
         for name in names:
-            _podman("pause", name)
+            _pause(name)
             self._zk_paused.append(name)
         return f"podman pause {' '.join(names)} (every ZooKeeper server)"
 

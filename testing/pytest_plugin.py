@@ -31,6 +31,21 @@ def pytest_configure(config):
     os.environ.setdefault("DUOMQ_INDEX_SLOT_COUNT", str(TEST_INDEX_SLOTS))
 
 
+# Fixtures whose tests run on one pytest-xdist worker, in the order
+# collected (make test runs two, ``--dist loadgroup``): the images' tests
+# (tests/deploy/conftest.py) share one build and one prod cluster, and no
+# two of them may start containers of the same names at once.
+WORKER_GROUPS = {"images": "images"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture, group in WORKER_GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     rep = yield

@@ -17,6 +17,8 @@ import sys
 
 import pytest
 
+from duomq.drill.container_driver import ContainerDriver
+from duomq.drill.faults import DrillError
 from duomq.testing.drill_reports import REPORT_DIR
 from duomq.testing.prod_pods import Cluster
 
@@ -32,12 +34,17 @@ def pods(prod_pods):
     return prod_pods
 
 
+def zookeeper_of(pods: Cluster) -> str:
+    """The ensemble's servers by their container IPs, on the port the pods
+    use (the TLS one; the servers' addresses are in the ensemble's
+    certificate, prod_pods.secured_docs)."""
+    port = pods.cluster_env["DUOMQ_ZOOKEEPER"].split(",")[0].rsplit(":", 1)[1]
+    return ",".join(f"{pods.net.addresses[p.name]}:{port}" for p in pods.zk)
+
+
 def drill(pods: Cluster, scenario: str, report,
           rounds: int = 1) -> tuple[subprocess.CompletedProcess, dict]:
-    # the port the pods use (the TLS one); the servers' addresses are in the
-    # ensemble's certificate (prod_pods.secured_docs)
-    port = pods.cluster_env["DUOMQ_ZOOKEEPER"].split(",")[0].rsplit(":", 1)[1]
-    zookeeper = ",".join(f"{pods.net.addresses[p.name]}:{port}" for p in pods.zk)
+    zookeeper = zookeeper_of(pods)
     p = subprocess.run([sys.executable, "-m", "duomq", "drill", "run", "--driver", "container",
                         "--zookeeper", zookeeper, "--cluster", pods.cluster_env["DUOMQ_CLUSTER"],
                         "--scenario", scenario, "--rounds", str(rounds), "--report", str(report)],
@@ -104,3 +111,29 @@ def test_kill_the_zookeeper_leader_container(pods, tmp_path):
     # the heal: the killed server's container started, and its server back in the quorum
     healed = [e["event"] for e in r["timeline"] if e["event"].startswith("heal:")]
     assert healed and "podman start zk-" in healed[0] and " (back as " in healed[0], healed
+
+
+def test_a_zookeeper_server_that_never_comes_back_fails_the_heal(pods, monkeypatch):
+    """The container driver's kill-zookeeper heal against a server that
+    cannot come back: the killed leader's zoo.cfg (in its pod's emptyDir,
+    kept across the restart) is broken while it is down, so its container
+    starts and its server exits. The heal must fail with the server's log,
+    not report the ensemble whole (as it once did, when a restarted pod could
+    not write its zoo.cfg); with the file put back the same heal succeeds,
+    and the ensemble is whole for what runs after."""
+    monkeypatch.setenv("DUOMQ_CREDENTIALS", str(pods.admin_credentials))   # the TLS CA
+    driver = ContainerDriver(zookeeper_of(pods), "never-back")
+    fault = driver.kill_zookeeper()
+    (pod,) = [p for p in pods.zk if f" {p.handle.name} " in fault]
+    cfg = pod.dir / "empty" / "conf" / "zoo.cfg"
+    good = cfg.read_text()
+    try:
+        cfg.write_text(good + "tickTime=never\n")   # the last of a key wins: not a number
+        with pytest.raises(DrillError, match="not back in the quorum") as failed:
+            driver.start_zookeeper(timeout_s=20)
+        assert "log ends" in str(failed.value) and "never" in str(failed.value), failed.value
+    finally:
+        cfg.write_text(good)
+        healed = driver.start_zookeeper()
+        driver.close()
+    assert f"podman start {pod.handle.name} (back as " in healed, healed
