@@ -120,13 +120,20 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
     if store_size:
         base = volumes.scaled_settings(store_size, base)
     try:
-        for i in range(groups):
-            for broker_id in range(slaves + 1):   # broker 0 takes the master, the rest follow
-                state["brokers"].append(start_broker(data_dir, state["zookeeper"], cluster,
-                                                     broker_group_name(i), broker_id, base,
-                                                     store_size))
-                _write_state(data_dir, state)
-        wait_all_registered(state["zookeeper"], cluster, state["brokers"])
+        # broker 0 of each group takes the master, and only then do the rest
+        # start, to follow it (started together, a slave on a loaded host
+        # could claim the group first)
+        for ids in ([0], range(1, slaves + 1)):
+            started = []
+            for i in range(groups):
+                for broker_id in ids:
+                    started.append(start_broker(data_dir, state["zookeeper"], cluster,
+                                                broker_group_name(i), broker_id, base,
+                                                store_size))
+                    state["brokers"].append(started[-1])
+                    state["brokers"].sort(key=lambda b: (b["group"], b["id"]))
+                    _write_state(data_dir, state)
+            wait_all_registered(state["zookeeper"], cluster, started)
     except BaseException:
         down(data_dir)
         raise
