@@ -10,7 +10,7 @@ import pytest
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
-from duomq.client import Message, Producer, PushConsumer
+from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.cluster import offset_reset
 from duomq.common.credentials import Credentials
 from duomq.common.message import MessageQueue
@@ -413,3 +413,35 @@ def test_a_member_whose_user_is_removed_leaves_no_message_unconsumed(secured, tm
     assert len(sent) == 400 and set(sent) <= seen()
     assert left and shut_s < 5, shut_s
     assert "offset commit of pair refused" in caplog.text      # the path this test is for
+
+
+def test_a_group_first_seen_during_a_rotation_gets_nodes_the_new_secret_reads(secured):
+    """A consumer group first heard of after promote, by a master not yet
+    restarted: its retry and dead-letter topics must be readable with the new
+    secret (the admin's, and the brokers' once restarted). They were not: the
+    master made them with its session's default ACL, the old secret's id
+    alone, and a broker restarted with the new secret then exited."""
+    cluster, keys, _admin, master, slave = secured
+    paths = ZkPaths(cluster.cluster)
+    zk, cl = cluster.zookeeper, cluster.cluster
+    run_cli("auth", "rotate", "new", "--auth-dir", str(keys), "--zookeeper", zk, "--cluster", cl)
+    run_cli("auth", "rotate", "promote", "--auth-dir", str(keys), "--zookeeper", zk,
+            "--cluster", cl)
+    slave.restart()
+    # a pull consumer makes no topic itself: the master makes them when it hears of the group
+    reader = PullConsumer(zk, cl, "latecomer", read_from="master")
+    try:
+        queues = reader.queues("Secret")
+        assert all(reader.max_offset(q) >= 0 for q in queues)
+    finally:
+        reader.close()
+    admin = zkutil.connect(zk)
+    try:
+        for name in ("%RETRY%latecomer", "%DLQ%latecomer"):
+            wait_for(lambda n=name: admin.exists(paths.topic(n)) is not None, 30,
+                     f"the master to make {name}")
+            admin.get(paths.topic(name))
+    finally:
+        zkutil.close(admin)
+    master.restart()            # with the new secret: it reads every topic node
+    assert master.alive() and slave.alive()
