@@ -13,7 +13,7 @@ if [ $# -eq 0 ]; then          # the whole suite: the static checks first
   # the suite must stay under 30 minutes: say what takes longest. Most of a
   # test is waiting (brokers, ZooKeeper, timeouts: one worker kept ~0.7 of two
   # cores busy), so two workers run side by side; the tests of the images
-  # stay together on one (tests/deploy/conftest.py)
+  # stay together on one (WORKER_GROUPS in testing/pytest_plugin.py)
   args=(--durations=30 -n "${DUOMQ_TEST_WORKERS:-2}" --dist loadgroup)
 fi
 "$VENV/bin/python" -m pytest "${args[@]}"
