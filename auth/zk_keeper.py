@@ -268,6 +268,13 @@ class AclKeeper(ServiceThread):
         self._sweep_due = True
         self.wakeup()
 
+    def admins_changed(self) -> None:
+        """``auth/admins`` changed (a step of a secret rotation): a sweep,
+        which reads it first."""
+        log.info("the ZooKeeper ids of the cluster's principal changed (a secret rotation): "
+                 "sweeping the ACLs")
+        self.users_changed()
+
     def heard(self, groups) -> None:
         """Consumer groups a client named (any thread): each is checked on
         this thread (one read when its nodes exist; a group deleted since is

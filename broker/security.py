@@ -91,6 +91,17 @@ class BrokerSecurity:
         self.users.listeners.append(self.keeper.users_changed)
         self.users.start(zk)
         self.keeper.start()
+        keeper = self.keeper
+
+        # a step of a secret rotation (``duomq auth rotate``) rewrites the ids
+        # auth/admins lists: swept again, so that the nodes this broker makes
+        # from now on carry them (after ``new``, the new secret's id beside the
+        # old; after ``retire``, not the old one), and those it made meanwhile
+        # are set so too
+        @zk.DataWatch(paths.auth_admins)
+        def _admins(_data, _stat, event=None) -> None:
+            if event is not None:
+                keeper.admins_changed()
 
     def group_nodes(self, groups) -> None:
         """Consumer groups a client named: their nodes, for their members."""

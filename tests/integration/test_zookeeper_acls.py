@@ -12,7 +12,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.cluster import offset_reset
-from duomq.common.credentials import Credentials
+from duomq.common.credentials import Credentials, admin_ids, zk_access_for_admin
 from duomq.common.message import MessageQueue
 from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
@@ -445,3 +445,122 @@ def test_a_group_first_seen_during_a_rotation_gets_nodes_the_new_secret_reads(se
         zkutil.close(admin)
     master.restart()            # with the new secret: it reads every topic node
     assert master.alive() and slave.alive()
+
+
+def test_a_rotation_leaves_every_node_to_the_new_secret_and_none_to_the_old(secured, tmp_path):
+    """The nodes brokers make while a rotation is under way, at every step:
+    a hand-off (an epoch node, the master's node), a new topic (its route
+    nodes), a new consumer group (its retry and dead-letter topics), made
+    by a broker still on the old secret after ``new`` and after ``promote``,
+    by one on the new secret before and after ``retire``. Afterwards every
+    node of the cluster is read with the new secret (data and children),
+    none carries the old secret's id and the old secret reads none, and
+    both brokers start again."""
+    cluster, keys, _admin, b0, b1 = secured
+    paths = ZkPaths(cluster.cluster)
+    zk, cl = cluster.zookeeper, cluster.cluster
+    user = add_user(cluster, tmp_path, "steady", "Topic:*:Pub", "Topic:*:Sub", "Group:*:Sub")
+    old = (keys / "zookeeper.secret").read_text().strip()
+    old_id = admin_ids(zk_access_for_admin(old))[0]
+    ep = ("--zookeeper", zk, "--cluster", cl)
+    made: list[str] = []
+
+    def step(label: str) -> None:
+        """What a cluster does meanwhile: a hand-off, a topic, a group."""
+        run_cli("failover", "broker-a", *ep)
+        topic = f"Made{label}"
+        run_cli("topic", "create", topic, "--queues", "1", *ep)
+        wait_for(lambda: admin_exists(paths.route(topic, "broker-a")), 30,
+                 f"the brokers to route {topic}")
+        reader = PullConsumer(zk, cl, f"group-{label.lower()}", read_from="master",
+                              credentials=user)
+        try:
+            assert all(reader.max_offset(q) >= 0 for q in reader.queues(topic))
+        finally:
+            reader.close()
+        for name in (f"%RETRY%group-{label.lower()}", f"%DLQ%group-{label.lower()}"):
+            wait_for(lambda n=name: admin_exists(paths.topic(n)), 30,
+                     f"the master to make {name}")
+        made.append(topic)
+
+    def admin_exists(path: str) -> bool:
+        c = zkutil.connect(zk)
+        try:
+            return c.exists(path) is not None
+        finally:
+            zkutil.close(c)
+
+    def in_sync() -> bool:
+        c = zkutil.connect(zk)
+        try:
+            members = [zkutil.read_member(c, paths, "broker-a", i) for i in (0, 1)]
+        finally:
+            zkutil.close(c)
+        return all(m is not None for m in members) and \
+            len({m.max_offset for m in members}) == 1 and \
+            all(m.lag_bytes == 0 for m in members if m.role == Role.SLAVE)
+
+    def the_slave():
+        wait_for(in_sync, 30, "the slave to hold all the master wrote")
+        roles = {b: read_role(b) for b in (b0, b1)}
+        (slave,) = [b for b, r in roles.items() if r == Role.SLAVE]
+        return slave
+
+    def read_role(b) -> Role | None:
+        c = zkutil.connect(zk)
+        try:
+            m = zkutil.read_member(c, paths, "broker-a", b.broker_id)
+        finally:
+            zkutil.close(c)
+        return m.role if m is not None else None
+
+    run_cli("auth", "rotate", "new", "--auth-dir", str(keys), *ep)
+    step("AfterNew")                 # made by brokers on the old secret
+    run_cli("auth", "rotate", "promote", "--auth-dir", str(keys), *ep)
+    step("AfterPromote")             # still the old secret's brokers
+    the_slave().restart()
+    step("HalfRestarted")            # the hand-off goes to the one on the new secret
+    the_slave().restart()
+    step("Restarted")
+    run_cli("auth", "rotate", "retire", "--auth-dir", str(keys), *ep)
+    step("Retired")                  # brokers started while both secrets were listed
+
+    admin = zkutil.connect(zk)
+    stale = zkutil.connect(zk, access={"digest": f"duomq:{old}"})
+    try:
+        nodes, todo, unreadable, old_on, stale_read = [], [paths.cluster_root], [], [], []
+        while todo:
+            path = todo.pop()
+            nodes.append(path)
+            try:
+                admin.get(path)
+                todo.extend(f"{path}/{c}" for c in admin.get_children(path))
+            except NoAuthError:
+                unreadable.append(path)
+                continue
+            except NoNodeError:          # an ephemeral node gone meanwhile
+                continue
+            acl = admin.get_acls(path)[0]
+            if any(e.id.id == old_id for e in acl):
+                old_on.append(path)
+            if any(e.id.scheme == "world" and e.perms & Permissions.READ for e in acl):
+                continue                 # anyone reads it (auth/config: "credentials needed")
+            try:
+                stale.get(path)
+                stale_read.append(path)
+            except (NoAuthError, NoNodeError):
+                pass
+        assert not unreadable, f"unreadable with the new secret: {unreadable}"
+        assert not old_on, f"the retired secret's id is still on {old_on}"
+        assert not stale_read, f"the retired secret reads {stale_read}"
+        epochs = admin.get_children(paths.epochs("broker-a"))
+        assert len(epochs) >= 6 and len(nodes) > 40, (epochs, len(nodes))
+    finally:
+        zkutil.close(stale)
+        zkutil.close(admin)
+    for b in (b0, b1):
+        b.restart()
+    wait_for(in_sync, 30, "both brokers back, in sync")
+    with Producer(zk, cl, credentials=user) as p:
+        assert all(p.send(Message(t, b"after"), queue=MessageQueue(t, "broker-a", 0)).ok
+                   for t in made)
