@@ -93,8 +93,9 @@ def made_node_acl(admins: Iterable[str], readers: Iterable[str], own: str) -> li
     """The ACL of a node a user's client makes (own digest id ``own``) in a
     group: its maker reads and writes it, the brokers' principal
     (``admins``) everything (ZooKeeper shows the ids of an ACL only to who
-    holds ADMIN on it, and a sweep must see who made a node; it never
-    changes that ACL), the group's users (``readers``) read it. A client
+    holds ADMIN on it, and a sweep must see who made a node; it changes
+    only the principal's entries, at a secret rotation's step:
+    ``with_principal``), the group's users (``readers``) read it. A client
     learns ``admins`` and ``readers`` from the group's node
     (``GroupAccessNode``): ZooKeeper hides the digest ids in the ACLs it
     shows a client."""
@@ -127,6 +128,18 @@ def maker(acl: Iterable[ACL], admins: tuple[str, ...]) -> str | None:
     if len(writers) != 1 or writers[0].scheme != "digest":
         return None
     return writers[0].id
+
+
+def with_principal(acl: Iterable[ACL], admins: tuple[str, ...],
+                   former: tuple[str, ...]) -> list[ACL] | None:
+    """A node a user's client made (``made_node_acl``), its principal's
+    entries made ``admins``' after a step of a secret rotation (the next
+    secret's id added, a retired one taken off); its maker's and readers'
+    entries as they are. None: already so."""
+    acl = list(acl)
+    mine = {digest(a) for a in (*admins, *former)}
+    want = [ACL(ALL, digest(a)) for a in admins] + [e for e in acl if e.id not in mine]
+    return None if same(acl, want) else want
 
 
 def world_writable(acl: Iterable[ACL]) -> bool:

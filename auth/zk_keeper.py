@@ -12,6 +12,9 @@ cluster's nodes and
 - deletes the nodes a user's client made (group membership, queue owners,
   offset resets) whose maker is no user any more (removed, or its key and
   login rotated): its session may live on, but it can do nothing;
+- on the nodes a user's client made in its group's containers, makes the
+  principal's entries the ids ``auth/admins`` lists (a secret rotation's
+  step), their maker's and readers' entries kept;
 - never changes the ACL of a node anyone else made. Nodes open to anyone,
   made before the cluster was secured, are counted and named in a warning;
   ``duomq auth lock`` (``lock_open_nodes``) gives the persistent ones the
@@ -182,9 +185,24 @@ class AclSweeper:
                     done.changed.append(path)
             return True
         made_by = zk_acls.maker(acl, self.admins + self.former)
-        if made_by is not None and made_by not in zids and self._in_group_container(path):
+        if made_by is None or not self._in_group_container(path):
+            return False
+        if made_by not in zids:
             orphans.append((path, made_by))
+        elif self._holds_admin(acl):
+            # a secret rotation's ids on what a user's client made: the nodes
+            # a consumer made before ``new`` readable with the next secret,
+            # and none left to a retired one
+            want = zk_acls.with_principal(acl, self.admins, self.former)
+            if want is not None and self._set(path, want, stat.aversion):
+                done.changed.append(path)
         return False
+
+    def _holds_admin(self, acl) -> bool:
+        """Whether this session may set the ACL (an id it logs in with
+        holds ADMIN on it)."""
+        mine = {zk_acls.digest(a) for a in self.own}
+        return any(e.id in mine and e.perms & zk_acls.ADMIN for e in acl)
 
     def _group_access(self, groups: list[str], users, done: Sweep) -> None:
         """Each group's node says who its brokers and users are (its

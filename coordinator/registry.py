@@ -255,7 +255,11 @@ class BrokerRegistry:
         HA controller's lease, not here)."""
         if state == KazooState.LOST:
             self._lost = True
-            log.error("ZooKeeper session lost: registration gone until it is re-established")
+            if self._closed:         # this broker's own stop closed it
+                log.info("ZooKeeper session closed")
+            else:
+                log.error("ZooKeeper session lost: registration gone until it is "
+                          "re-established")
         elif state == KazooState.CONNECTED and self._lost and not self._closed:
             self._lost = False
             self.zk.handler.spawn(self._reregister)

@@ -42,7 +42,6 @@ class QueueOwners:
         self.client_id = client_id
         self.on_freed = on_freed
         self._ensured = False
-        self._acl = None
 
     def path(self, mq: MessageQueue) -> str:
         return f"{self.root}/{node_name(mq)}"
@@ -61,10 +60,12 @@ class QueueOwners:
             return set(), {}
         if not self._ensured:
             self.zk.ensure_path(self.root)     # a secured cluster's: made by a broker
-            self._acl = acl_in_group(self.zk, self.group_node)
             self._ensured = True
+        # read again at each round: a secret rotation's step changes the ids
+        # the group's node names (one read, beside a round's creates)
+        acl = acl_in_group(self.zk, self.group_node)
         data = QueueOwnerNode(self.client_id).to_bytes()
-        pending = [(mq, self.zk.create_async(self.path(mq), data, acl=self._acl, ephemeral=True))
+        pending = [(mq, self.zk.create_async(self.path(mq), data, acl=acl, ephemeral=True))
                    for mq in mqs]
         taken: set[MessageQueue] = set()
         held: dict[MessageQueue, str] = {}

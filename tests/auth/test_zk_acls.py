@@ -20,6 +20,7 @@ from duomq.auth.zk_acls import (
     ours,
     same,
     wanted,
+    with_principal,
     world_writable,
 )
 from duomq.coordinator.paths import ZkPaths
@@ -89,6 +90,19 @@ def test_a_sweep_tells_its_nodes_from_a_users_and_from_open_ones():
     assert maker(made, ADMINS) == "alice:a" and maker(mine, ADMINS) is None
     assert world_writable(OPEN_ACL_UNSAFE) and not world_writable(mine)
     assert same(list(reversed(mine)), mine) and not same(made, mine)
+
+
+def test_a_rotation_changes_only_the_principals_entries_on_a_users_node():
+    made = made_node_acl(ADMINS, ["bob:b"], "alice:a")
+    both = with_principal(made, ("duomq:AAA", "duomq:NEW"), ())          # after ``new``
+    assert perms(both) == {"duomq:AAA": ALL, "duomq:NEW": ALL, "alice:a": READ | WRITE,
+                           "bob:b": READ}
+    assert maker(both, ("duomq:AAA", "duomq:NEW")) == "alice:a"
+    assert with_principal(both, ("duomq:AAA", "duomq:NEW"), ()) is None   # already so
+    retired = with_principal(both, ("duomq:NEW",), ("duomq:AAA",))       # after ``retire``
+    assert perms(retired) == {"duomq:NEW": ALL, "alice:a": READ | WRITE, "bob:b": READ}
+    # a reader or maker that happens to be no principal id is never dropped
+    assert with_principal(made, ADMINS, ("duomq:GONE",)) is None
 
 
 def test_a_groups_node_names_its_brokers_and_users():

@@ -7,6 +7,7 @@ they fit the grace period (test_k8s_manifests checks the manifests' figures)."""
 
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -138,3 +139,14 @@ def test_a_hand_over_never_goes_to_a_hung_slave(pair):
     p, _took = step_down(master)
     out = json.loads(p.stdout)
     assert p.returncode == 0 and out.get("to") == 1, out
+
+
+def test_a_graceful_stop_logs_no_error(pair):
+    """Stopping brokers is no failure: their logs say so (the registry logged
+    its own closed session as "ZooKeeper session lost" at ERROR)."""
+    _zk, _c, master, slave = pair
+    for b in (slave, master):
+        assert b.stop() == 0
+        text = pathlib.Path(b.log_path).read_text()
+        assert "ZooKeeper session closed" in text
+        assert not [line for line in text.splitlines() if " ERROR " in line], text[-3000:]
