@@ -96,3 +96,31 @@ def test_dev_cluster_end_to_end(zk_server, tmp_path):
         down = lines(duomq("dev", "down", "--json", env=env))[0]
     assert set(down["stopped"]) >= {"broker-a/0", "broker-b/0"}
     assert not lines(duomq("dev", "status", "--json", env=env, check=False))[0]["running"]
+
+
+def test_dev_up_with_slaves_makes_broker_0_master_of_each_group_on_a_busy_host(zk_server,
+                                                                                tmp_path):
+    """Broker 0 of every group is its master once ``dev up`` returns, with
+    both CPUs busy meanwhile (slaves started beside their masters could win
+    the group on a loaded host, and test_auth once saw SLAVE, MASTER)."""
+    env = {**os.environ, "DUOMQ_DEV_DIR": str(tmp_path / "dev")}
+    env.pop("DUOMQ_ZOOKEEPER", None)
+    env.pop("DUOMQ_CLUSTER", None)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 2)]
+    try:
+        up = lines(duomq("dev", "up", "--groups", "2", "--slaves", "1", "--zookeeper",
+                         zk_server.connect, "--cluster", f"Busy{os.getpid()}", "--json",
+                         env=env))[0]
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    try:
+        roles = {(b["group"], b["id"]): b["role"] for b in up["brokers"]}
+        assert roles == {("broker-a", 0): "MASTER", ("broker-a", 1): "SLAVE",
+                         ("broker-b", 0): "MASTER", ("broker-b", 1): "SLAVE"}, roles
+        st = lines(duomq("dev", "status", "--json", env=env))[0]
+        assert all(b["alive"] for b in st["brokers"]) and len(st["brokers"]) == 4
+    finally:
+        duomq("dev", "down", "--json", env=env)
