@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
@@ -49,6 +50,7 @@ from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
 BATCH = 256                 # nodes read at once (asynchronous calls in flight)
+ROTATION_SETTLE_S = 5.0     # a rotation step's second sweep, after the first
 
 
 def read_users(zk, paths: ZkPaths) -> dict[str, tuple[str, Policy]]:
@@ -281,6 +283,7 @@ class AclKeeper(ServiceThread):
         self._groups: set[str] = set()
         self._pending = threading.Lock()
         self._sweep_due = True
+        self._again_at: float | None = None     # a rotation step's second sweep (monotonic)
 
     def users_changed(self) -> None:
         self._sweep_due = True
@@ -288,9 +291,12 @@ class AclKeeper(ServiceThread):
 
     def admins_changed(self) -> None:
         """``auth/admins`` changed (a step of a secret rotation): a sweep,
-        which reads it first."""
+        which reads it first, and another ``ROTATION_SETTLE_S`` later for
+        the nodes a client makes with the ids it read just before the step
+        (its read and its create are a round trip apart)."""
         log.info("the ZooKeeper ids of the cluster's principal changed (a secret rotation): "
                  "sweeping the ACLs")
+        self._again_at = time.monotonic() + ROTATION_SETTLE_S
         self.users_changed()
 
     def heard(self, groups) -> None:
@@ -312,6 +318,10 @@ class AclKeeper(ServiceThread):
                     self.sweeper.ensure_group(group)
                 except Exception as exc:        # heard again at its next heartbeat
                     log.warning("cannot create the nodes of consumer group %s: %s", group, exc)
+            again = self._again_at
+            if again is not None and time.monotonic() >= again:
+                self._again_at = None
+                self._sweep_due = True
             if self._sweep_due:
                 self._sweep_due = False
                 try:
@@ -323,4 +333,6 @@ class AclKeeper(ServiceThread):
                     self._sweep_due = True
                     self.wait_for_running(30.0)
                     continue
-            self.wait_for_running(60.0)
+            again = self._again_at
+            self.wait_for_running(60.0 if again is None else
+                                  max(0.0, min(60.0, again - time.monotonic())))

@@ -4,6 +4,7 @@ names, changes no ACL anywhere, reads no other user's policy, and a removed
 user is refused by ZooKeeper within seconds; a broker never changes the ACL
 of a node it did not make. Real ZooKeeper, real brokers."""
 
+import pathlib
 import time
 
 import pytest
@@ -12,6 +13,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.cluster import offset_reset
+from duomq.client.cluster.made_nodes import acl_in_group
 from duomq.common.credentials import Credentials, admin_ids, zk_access_for_admin
 from duomq.common.message import MessageQueue
 from duomq.common.role import Role
@@ -577,3 +579,46 @@ def every_node_with(zk: str, paths: ZkPaths, old: str, old_id: str):
         zkutil.close(stale)
         zkutil.close(admin)
     return unreadable, old_on, stale_read, nodes
+
+
+def test_a_node_made_with_the_ids_read_just_before_new_gets_the_next_one(secured, tmp_path):
+    """The interleaving a rotation's sweeps could miss: a member reads its
+    group's ids (the old secret's alone), ``rotate new`` and every broker's
+    sweep run, then the member makes its node with what it read. The
+    brokers sweep again ROTATION_SETTLE_S after a step, and the node gets
+    the next secret's id; before, it stayed unreadable with it until the
+    next change of the users."""
+    cluster, keys, _admin, master, slave = secured
+    paths = ZkPaths(cluster.cluster)
+    zk, cl = cluster.zookeeper, cluster.cluster
+    user = add_user(cluster, tmp_path, "late", "Topic:Secret:Sub", "Group:late:Sub")
+    got: list = []
+    consuming(cluster, user, "late", got).shutdown()        # the group's nodes exist
+    member = session_of(cluster, user)
+    try:
+        stale = acl_in_group(member, paths.consumer_group("late"))      # read before `new`
+        run_cli("auth", "rotate", "new", "--auth-dir", str(keys), "--zookeeper", zk,
+                "--cluster", cl)
+        new = (keys / "zookeeper.secret.next").read_text().strip()
+        wait_for(lambda: all("principal changed" in pathlib.Path(b.log_path).read_text()
+                             for b in (master, slave)), 20, "both brokers to sweep")
+        time.sleep(1.0)                  # their first sweeps done (~50 nodes: milliseconds)
+        path = paths.group_member("late", "late-member")
+        member.create(path, b"", acl=stale, ephemeral=True)
+        nxt = zkutil.connect(zk, access={"digest": f"duomq:{new}"})
+        try:
+            with pytest.raises(NoAuthError):
+                nxt.get(path)            # as made: the old secret's id alone
+            wait_for(lambda: readable(nxt, path), 20, "the next secret to read the late node")
+        finally:
+            zkutil.close(nxt)
+    finally:
+        zkutil.close(member)
+
+
+def readable(zk, path: str) -> bool:
+    try:
+        zk.get(path)
+        return True
+    except NoAuthError:
+        return False
