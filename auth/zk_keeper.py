@@ -116,15 +116,6 @@ class AclSweeper:
     def wanted(self, path: str, users) -> list | None:
         return zk_acls.wanted(path, self.paths, self.admins, users)
 
-    def acl_now(self, path: str) -> list | None:
-        """The ACL a node made at ``path`` now should carry, by the
-        principal's ids and the users as ZooKeeper has them now: during a
-        secret rotation the new secret's id with the old one (a node made
-        with the session's default ACL, the old id alone, is unreadable with
-        the new secret after promote)."""
-        self.load_admins()
-        return self.wanted(path, read_users(self.zk, self.paths))
-
     def sweep(self, lock_open: bool = False) -> Sweep:
         """One pass over the cluster's nodes (``lock_open``: also give the
         persistent nodes anyone may write the cluster's ACLs)."""

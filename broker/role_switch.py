@@ -78,10 +78,8 @@ def promote(b: Broker, epoch: int, isr: frozenset[int] | None) -> None:
     """Become master at ``epoch`` (the controller holds the master node and
     published the in-sync set ``isr``)."""
     b.parts.stop("promoted")
-    sweeper = b.security.sweeper if b.security is not None else None
     m = MasterParts(b.store, b.config, epoch, b.offsets, b.ha_router, b.metrics, b.zk,
-                    b.share_follower.hand_over(b.store),
-                    sweeper.acl_now if sweeper is not None else None)
+                    b.share_follower.hand_over(b.store))
     m.ha.isr = isr
     b.parts = m
     st = b.state

@@ -92,12 +92,10 @@ class TopicAdmin:
             raise ConfigError(f"topic {name!r} already exists (use update)") from None
         return cfg
 
-    def ensure_system(self, name: str, groups: list[str], queues: int = 1,
-                      acl=None) -> TopicConfig:
+    def ensure_system(self, name: str, groups: list[str], queues: int = 1) -> TopicConfig:
         """A consumer group's ``%RETRY%`` or ``%DLQ%`` topic, with ``queues`` on
         each of ``groups`` (created, or extended to groups it lacks; never
-        shrunk). Safe to race: every consumer of a group calls it at start.
-        ``acl``: the node's, when made (None: the session's default)."""
+        shrunk). Safe to race: every consumer of a group calls it at start."""
         validate_name("topic", name, allow_system=True)
         if not name.startswith(SYSTEM_PREFIXES):
             raise ConfigError(f"{name!r} is not a retry or dead-letter topic")
@@ -109,7 +107,7 @@ class TopicAdmin:
                 cfg = TopicConfig(name, {g: queues for g in groups})
                 _check_queues(cfg.queues)
                 try:
-                    self.zk.create(self.paths.topic(name), cfg.to_bytes(), acl=acl)
+                    self.zk.create(self.paths.topic(name), cfg.to_bytes())
                     return cfg
                 except NodeExistsError:
                     continue

@@ -21,12 +21,9 @@ MAX_KNOWN = 10_000          # groups remembered as done (a heartbeat names at mo
 class GroupTopics(ServiceThread):
     name = "group-topics"
 
-    def __init__(self, zk, cluster: str, broker_group: str, acl_for=None):
+    def __init__(self, zk, cluster: str, broker_group: str):
         super().__init__()
         self.admin = TopicAdmin(zk, cluster)
-        # a secured cluster's: the ACL a topic node made now carries
-        # (``AclSweeper.acl_now``); None: the session's default
-        self.acl_for = acl_for
         self.broker_group = broker_group
         self.known: set[str] = set()        # groups done, or queued (serving loop only)
         self.todo: queue.SimpleQueue[str | None] = queue.SimpleQueue()
@@ -49,8 +46,7 @@ class GroupTopics(ServiceThread):
                 return
             try:
                 for name in (RETRY_PREFIX + group, DLQ_PREFIX + group):
-                    acl = self.acl_for(self.admin.paths.topic(name)) if self.acl_for else None
-                    self.admin.ensure_system(name, [self.broker_group], acl=acl)
+                    self.admin.ensure_system(name, [self.broker_group])
             except Exception as exc:     # heard again at its next heartbeat
                 log.warning("cannot create the retry and dead-letter topics of consumer "
                             "group %s: %s", group, exc)

@@ -37,8 +37,7 @@ class MasterParts:
     role = Role.MASTER
 
     def __init__(self, store, config: BrokerConfig, epoch: int, offsets,
-                 ha_socket: zmq.Socket, counters, zk=None, share: ShareBook | None = None,
-                 acl_for=None):
+                 ha_socket: zmq.Socket, counters, zk=None, share: ShareBook | None = None):
         """Own the log at ``epoch``: consume queues complete, the log
         fsynced, the epoch on disk; delayed messages and transactions resume
         from the progress the old master replicated; the replication links
@@ -63,7 +62,7 @@ class MasterParts:
         self.share = ShareService(store, config, share)  # share groups
         self.ack_waiters = AckWaiters()
         self.queue_locks = QueueLocks()  # holders take their queues again on renewal
-        self.group_topics = GroupTopics(zk, config.cluster, config.group, acl_for) \
+        self.group_topics = GroupTopics(zk, config.cluster, config.group) \
             if zk is not None else None
         if self.group_topics is not None:
             self.group_topics.start()
