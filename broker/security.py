@@ -97,10 +97,16 @@ class BrokerSecurity:
         # auth/admins lists: swept again, so that the nodes this broker makes
         # from now on carry them (after ``new``, the new secret's id beside the
         # old; after ``retire``, not the old one), and those it made meanwhile
-        # are set so too
+        # are set so too. The watch calls back at first (the start's sweep has
+        # read that) and then only when the node's version moved, with no
+        # event when it learns so on a new session: every later call is a step
+        first = [True]
+
         @zk.DataWatch(paths.auth_admins)
-        def _admins(_data, _stat, event=None) -> None:
-            if event is not None:
+        def _admins(_data, _stat) -> None:
+            if first:
+                first.clear()
+            else:
                 keeper.admins_changed()
 
     def group_nodes(self, groups) -> None:

@@ -11,6 +11,7 @@ import pytest
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
+from duomq.auth.zk_keeper import ROTATION_SETTLE_S
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.cluster import offset_reset
 from duomq.client.cluster.made_nodes import acl_in_group
@@ -622,3 +623,47 @@ def readable(zk, path: str) -> bool:
         return True
     except NoAuthError:
         return False
+
+
+def test_a_broker_whose_session_expired_across_a_step_still_follows_it(secured):
+    """A rotation step taken while a broker's ZooKeeper session is gone
+    (SIGSTOPped past its session timeout): its watch learns of it only on
+    the new session, with no event, and must still sweep. The nodes it
+    makes afterwards (as master after a hand-off, past every other
+    broker's sweeps) are readable with the next secret."""
+    cluster, keys, _admin, master, slave = secured
+    paths = ZkPaths(cluster.cluster)
+    zk, cl = cluster.zookeeper, cluster.cluster
+    slave.settings["zk_session_timeout_ms"] = 4000
+    slave.restart()
+
+    def member(b):
+        c = zkutil.connect(zk)
+        try:
+            return zkutil.read_member(c, paths, "broker-a", b.broker_id)
+        finally:
+            zkutil.close(c)
+
+    slave.suspend()
+    try:
+        wait_for(lambda: member(slave) is None, 30, "the stopped slave's session to expire")
+        run_cli("auth", "rotate", "new", "--auth-dir", str(keys), "--zookeeper", zk,
+                "--cluster", cl)
+        stepped = time.monotonic()
+    finally:
+        slave.resume()
+    new = (keys / "zookeeper.secret.next").read_text().strip()
+    wait_for(lambda: (m := member(slave)) is not None and m.role == Role.SLAVE, 30,
+             "the slave back on a new session")
+    # past the master's second sweep (ROTATION_SETTLE_S after the step)
+    time.sleep(max(0.0, stepped + ROTATION_SETTLE_S + 2 - time.monotonic()))
+    run_cli("failover", "broker-a", "--to", str(slave.broker_id), "--zookeeper", zk,
+            "--cluster", cl)
+    nxt = zkutil.connect(zk, access={"digest": f"duomq:{new}"})
+    try:
+        epochs = paths.epochs("broker-a")
+        newest = max(nxt.get_children(epochs))
+        nxt.get(f"{epochs}/{newest}")          # made by the slave, now master
+        nxt.get(paths.master("broker-a"))
+    finally:
+        zkutil.close(nxt)
