@@ -49,16 +49,14 @@ GREETING, HANDSHAKE, OPEN, GONE = range(4)
 
 
 class _Conn:
-    __slots__ = ("sock", "fd", "reader", "state", "identity", "parts", "inq", "out",
-                 "mask", "peer")
+    __slots__ = ("sock", "fd", "reader", "state", "identity", "inq", "out", "mask", "peer")
 
     def __init__(self, sock: socket.socket, max_frame: int, peer: str):
         self.sock = sock
         self.fd = sock.fileno()
-        self.reader = zmtp.FrameReader(max_frame)
+        self.reader = zmtp.reader(max_frame)   # C, or the Python reference (zmtp.use)
         self.state = GREETING
         self.identity = b""
-        self.parts: list[bytes] = []           # frames of a message not yet whole
         self.inq: deque[list[bytes]] = deque()  # whole requests not yet taken
         self.out: deque[list] = deque()        # answers (their buffers) not yet written
         self.mask = _IN
@@ -206,9 +204,9 @@ class ZmtpRouter:
             self._write(conn)
 
     def _read(self, conn: _Conn) -> None:
-        why = conn.reader.fill(conn.sock, self.rview)
+        why = conn.reader.fill(conn.fd, self.rview)
         if why is not None:
-            self._drop(conn, None if why is zmtp.EOF else why)
+            self._drop(conn, None if why == zmtp.EOF else why)
             return
         had = bool(conn.inq)
         try:
@@ -226,19 +224,14 @@ class ZmtpRouter:
             if not reader.greeting():
                 return
             conn.state = HANDSHAKE
+        if conn.state == HANDSHAKE:
+            if (got := reader.frame()) is None:
+                return
+            self._handshake(conn, *got)
         # parsed only up to the receive mark: the rest stays bytes in the reader
         # (at most one read's worth), not thousands of small objects per read
-        while len(conn.inq) < self.rcvhwm and (got := reader.frame()) is not None:
-            flags, body = got
-            if conn.state == HANDSHAKE:
-                self._handshake(conn, flags, body)
-            elif flags & zmtp.COMMAND:
-                self._command(conn, body)
-            else:
-                conn.parts.append(body)
-                if not flags & zmtp.MORE:
-                    conn.inq.append([conn.identity, *conn.parts])
-                    conn.parts = []
+        while (got := reader.messages(conn.inq, conn.identity, False, self.rcvhwm)) is not None:
+            self._command(conn, got[1])
 
     def _handshake(self, conn: _Conn, flags: int, body: bytes) -> None:
         if not flags & zmtp.COMMAND:
@@ -279,20 +272,11 @@ class ZmtpRouter:
         """Write what waits for ``conn`` until the kernel takes no more;
         watch for room when some is left."""
         out = conn.out
-        while out:
-            bufs = zmtp.gather(out)
-            offered = sum(map(len, bufs))
-            try:
-                n = conn.sock.sendmsg(bufs)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as exc:
-                self._drop(conn, str(exc))
-                return
-            full = n < offered                      # the kernel took less than offered
-            zmtp.consume(out, n)
-            if full:
-                break
+        try:
+            zmtp.write_out(conn.fd, out)
+        except OSError as exc:
+            self._drop(conn, str(exc))
+            return
         want = (conn.mask | _OUT) if out else (conn.mask & ~_OUT)
         if want != conn.mask:
             self._watch(conn, want)

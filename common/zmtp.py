@@ -17,8 +17,11 @@ of 1) and COMMAND (PING, PONG, READY, ERROR).
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 from collections import deque
+from collections.abc import Callable
+from types import ModuleType
 
 GREETING_SIZE = 64
 MORE, LONG, COMMAND = 1, 2, 4
@@ -108,9 +111,9 @@ def pong(ping_body: bytes) -> bytes:
     return command(b"PONG", ping_body[2:18])
 
 
-def message(frames: list[bytes]) -> list[bytes]:
+def py_message(frames: list[bytes]) -> list[bytes]:
     """A message's frames as the buffers to write (heads and bodies apart,
-    so a large body is not copied)."""
+    so a large body is not copied). ``message`` is this or its C twin."""
     out: list[bytes] = []
     last = len(frames) - 1
     for i, frame in enumerate(frames):
@@ -154,17 +157,36 @@ def consume(out: deque[list], n: int) -> None:
             out.popleft()
 
 
+def py_write_out(fd: int, out: deque[list]) -> bool:
+    """Write the messages waiting in ``out`` (each a list of buffers) to
+    the non-blocking ``fd`` until the kernel takes no more: True when all
+    left, False when some wait for room. OSError for a connection that
+    failed. ``write_out`` is this or its C twin."""
+    while out:
+        bufs = gather(out)
+        offered = sum(map(len, bufs))
+        try:
+            n = os.writev(fd, bufs)
+        except (BlockingIOError, InterruptedError):
+            return False
+        consume(out, n)
+        if n < offered:                   # the kernel took less than offered: full
+            return False
+    return True
+
+
 class FrameReader:
     """Frames out of a byte stream fed in pieces of any size. ``max_frame``
     bounds one frame's body (ZeroMQ's MAXMSGSIZE: a larger one is refused
     before it is read); -1: no bound."""
 
-    __slots__ = ("buf", "pos", "max_frame")
+    __slots__ = ("buf", "pos", "max_frame", "parts")
 
     def __init__(self, max_frame: int = -1):
         self.buf = bytearray()
         self.pos = 0
         self.max_frame = max_frame
+        self.parts: list[bytes] = []       # frames of a message not yet whole (``messages``)
 
     def feed(self, data: bytes | memoryview) -> None:
         if self.pos and self.pos == len(self.buf):
@@ -175,12 +197,12 @@ class FrameReader:
             self.pos = 0
         self.buf += data
 
-    def fill(self, sock, view: memoryview) -> str | None:
-        """One read of the non-blocking ``sock`` into ``view`` (a buffer the
+    def fill(self, fd: int, view: memoryview) -> str | None:
+        """One read of the non-blocking ``fd`` into ``view`` (a buffer the
         caller reads into again and again), fed here: None, or why the
         connection ended (``EOF`` when the peer closed it)."""
         try:
-            n = sock.recv_into(view)
+            n = os.readv(fd, [view])
         except (BlockingIOError, InterruptedError):
             return None
         except OSError as exc:
@@ -236,3 +258,67 @@ class FrameReader:
     def pending(self) -> int:
         """Bytes fed and not yet taken."""
         return len(self.buf) - self.pos
+
+    def messages(self, out: deque, prefix: bytes | None, whole: bool,
+                 most: int) -> tuple[int, bytes] | None:
+        """Whole data messages appended to ``out`` while it holds fewer than
+        ``most``: ``[prefix, *frames]`` when ``prefix`` is not None (a
+        ROUTER's), else the list of frames (``whole``) or the last frame
+        alone (an answer is one frame). A message's earlier frames wait in
+        ``parts`` between calls. Returns the first command frame met, as
+        (flags, body) for the caller to act on, or None when no whole frame
+        is left (or ``out`` is full)."""
+        while len(out) < most and (got := self.frame()) is not None:
+            flags, body = got
+            if flags & COMMAND:
+                return got
+            self.parts.append(body)
+            if flags & MORE:
+                continue
+            if prefix is not None:
+                out.append([prefix, *self.parts])
+            elif whole:
+                out.append(self.parts)
+            else:
+                out.append(body)
+            self.parts = []
+        return None
+
+
+def _load() -> ModuleType | None:
+    """The C twin (``common/_zmtp.c``), unless DUOMQ_NATIVE=0 or not built."""
+    if os.environ.get("DUOMQ_NATIVE", "1") == "0":
+        return None
+    try:
+        from duomq.common import _zmtp
+    except ImportError:
+        return None
+    _zmtp.init(ZmtpError, EOF)
+    return _zmtp
+
+
+NATIVE = _load()
+if NATIVE is not None:
+    class NativeFrameReader(NATIVE.Reader):   # type: ignore[name-defined]
+        """FrameReader in C: the same methods and errors."""
+
+        __slots__ = ()
+        greeting = FrameReader.greeting
+
+
+def use(native: bool) -> None:
+    """Frames read and written by the C twin (``native``, when built) or by
+    this module's Python, the reference: ``reader``, ``message`` and
+    ``write_out`` name the ones in use (callers look them up at each use,
+    so a test switches both ways)."""
+    global reader, message, write_out
+    if native and NATIVE is not None:
+        reader, message, write_out = NativeFrameReader, NATIVE.message, NATIVE.write_out
+    else:
+        reader, message, write_out = FrameReader, py_message, py_write_out
+
+
+reader: Callable[..., FrameReader]
+message: Callable[[list[bytes]], list[bytes]]
+write_out: Callable[[int, deque[list]], bool]
+use(True)

@@ -38,6 +38,7 @@ from duomq.common import zmtp
 READ_BYTES = 1024 * 1024
 _reading = threading.local()  # each thread's read buffer, shared by its connections
 MAX_QUEUED = 100_000          # requests queued for one broker (libzmq's SNDHWM here)
+UNBOUNDED = 1 << 62
 _POLLIN, _EVENTS = int(zmq.POLLIN), int(zmq.EVENTS)
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
 CLOSED, CONNECTING, GREETING, HANDSHAKE, OPEN = range(5)
@@ -60,10 +61,9 @@ class ZmtpDealer:
         self.ep = select.epoll()
         self.sock: socket.socket | None = None
         self.state = CLOSED
-        self.reader = zmtp.FrameReader()
+        self.reader = zmtp.reader()            # C, or the Python reference (zmtp.use)
         self.inq: deque = deque()              # messages: their last frame, or all (whole)
         self.out: deque[list] = deque()         # requests (their buffers) not yet written
-        self.parts: list[bytes] = []
         self.hello: bytes | memoryview = b""   # this side's greeting and READY, unwritten
         self.mask = 0
         self.lost = False                      # a connection died since take_lost
@@ -180,7 +180,7 @@ class ZmtpDealer:
             s.close()
             self._fail(f"cannot connect to {self.address}: {errno.errorcode.get(err, err)}")
             return
-        self.sock, self.state, self.reader = s, CONNECTING, zmtp.FrameReader()
+        self.sock, self.state, self.reader = s, CONNECTING, zmtp.reader()
         self.mask = _IN | _OUT
         self.ep.register(s.fileno(), self.mask)
 
@@ -200,11 +200,11 @@ class ZmtpDealer:
         if view is None:          # one buffer per thread, read into again and again: a
             view = _reading.view = memoryview(bytearray(READ_BYTES))   # fresh 1 MiB bytes
         had = self.reader.pending()
-        why = self.reader.fill(self.sock, view)   # per read was an mmap and a munmap
+        why = self.reader.fill(self.sock.fileno(), view)   # per read was an mmap and a munmap
         if self.reader.pending() > had:
             self.heard_at = time.monotonic()
         if why is not None:
-            self._close("the broker closed the connection" if why is zmtp.EOF else why)
+            self._close("the broker closed the connection" if why == zmtp.EOF else why)
             return
         try:
             self._frames()
@@ -217,22 +217,15 @@ class ZmtpDealer:
             if not reader.greeting():
                 return
             self.state = HANDSHAKE
-        while (got := reader.frame()) is not None:
-            flags, body = got
-            if flags & zmtp.COMMAND:
-                self._command(body)
-                continue
-            if self.state != OPEN:
+        while self.state == HANDSHAKE and (got := reader.frame()) is not None:
+            if not got[0] & zmtp.COMMAND:
                 raise zmtp.ZmtpError("a message before the READY command")
-            if flags & zmtp.MORE:
-                self.parts.append(body)
-                continue
-            if self.whole:
-                self.parts.append(body)
-                self.inq.append(self.parts)
-            else:                              # answers are one frame: the last is it
-                self.inq.append(body)
-            self.parts = []
+            self._command(got[1])
+        # answers are one frame (the last is kept), a transfer's all (whole); no bound
+        # here (the reader keeps no bytes that nothing would parse)
+        while self.state == OPEN and (got := reader.messages(self.inq, None, self.whole,
+                                                             UNBOUNDED)) is not None:
+            self._command(got[1])
 
     def _command(self, body: bytes) -> None:
         name, rest = zmtp.parse_command(body)
@@ -272,14 +265,7 @@ class ZmtpDealer:
             self.ep.modify(self.sock.fileno(), want)
 
     def _write_out(self, sock: socket.socket) -> None:
-        out = self.out
-        while out:
-            bufs = zmtp.gather(out)
-            offered = sum(map(len, bufs))
-            n = sock.sendmsg(bufs)
-            zmtp.consume(out, n)
-            if n < offered:                    # the kernel took less than offered: full
-                return
+        zmtp.write_out(sock.fileno(), self.out)
 
     def _fail(self, why: str) -> None:
         self.why = why
@@ -301,5 +287,4 @@ class ZmtpDealer:
             self.sock = None
             self._fail(why)
         self.state = CLOSED
-        self.parts = []
         self.hello = b""

@@ -1,12 +1,18 @@
 """ZMTP 3.1 framing (common.zmtp): what is written reads back at every
 split of the stream, and what breaks the protocol is refused before it is
-buffered. Interplay with libzmq itself: tests/broker/test_zmtp_router.py."""
+buffered. Every case runs twice: with the C twin (common/_zmtp.c) and with
+the Python reference. Interplay with libzmq itself:
+tests/broker/test_zmtp_router.py."""
 
 import random
+import socket
+from collections import deque
 
 import pytest
 
 from duomq.common import zmtp
+
+pytestmark = pytest.mark.usefixtures("zmtp_both_ways")
 
 
 def test_greetings_are_checked():
@@ -26,7 +32,7 @@ def test_greetings_are_checked():
 
 
 def test_a_greeting_is_taken_whole_then_checked_and_frames_follow_it():
-    reader = zmtp.FrameReader()
+    reader = zmtp.reader()
     stream = zmtp.greeting(True) + zmtp.ready(b"ROUTER")
     reader.feed(stream[:63])
     assert reader.greeting() is False          # one byte short: nothing taken
@@ -34,7 +40,7 @@ def test_a_greeting_is_taken_whole_then_checked_and_frames_follow_it():
     assert reader.greeting() is True
     flags, body = reader.frame()
     assert flags & zmtp.COMMAND and zmtp.parse_command(body)[0] == b"READY"
-    bad = zmtp.FrameReader()
+    bad = zmtp.reader()
     bad.feed(b"GET / HTTP/1.1\r\n" + bytes(64))
     with pytest.raises(zmtp.ZmtpError, match="signature"):
         bad.greeting()
@@ -48,7 +54,7 @@ def test_frame_heads_switch_to_long_sizes_past_255():
 
 def test_ready_properties_read_back_and_truncation_is_refused():
     frame = zmtp.ready(b"DEALER", b"me")
-    reader = zmtp.FrameReader()
+    reader = zmtp.reader()
     reader.feed(frame)
     flags, body = reader.frame()
     assert flags & zmtp.COMMAND
@@ -83,7 +89,7 @@ def _stream(rng: random.Random) -> tuple[bytes, list[tuple[int, bytes]]]:
 def test_a_stream_reads_back_whatever_pieces_it_arrives_in(seed):
     rng = random.Random(seed)
     data, want = _stream(rng)
-    reader = zmtp.FrameReader(max_frame=1 << 20)
+    reader = zmtp.reader(max_frame=1 << 20)
     got, i = [], 0
     while i < len(data):
         n = rng.choice((1, 2, 7, 9, 100, 4096, 65536))
@@ -95,24 +101,24 @@ def test_a_stream_reads_back_whatever_pieces_it_arrives_in(seed):
 
 
 def test_a_frame_past_the_bound_is_refused_from_its_head():
-    reader = zmtp.FrameReader(max_frame=1000)
+    reader = zmtp.reader(max_frame=1000)
     reader.feed(zmtp.frame_head(1001))               # the body never needs to come
     with pytest.raises(zmtp.ZmtpError, match="1001 bytes"):
         reader.frame()
-    ok = zmtp.FrameReader(max_frame=1000)
+    ok = zmtp.reader(max_frame=1000)
     ok.feed(zmtp.frame_head(1000) + bytes(1000))
     assert ok.frame() == (zmtp.LONG, bytes(1000))
 
 
 def test_reserved_flag_bits_are_refused():
-    reader = zmtp.FrameReader()
+    reader = zmtp.reader()
     reader.feed(b"\x08\x01x")
     with pytest.raises(zmtp.ZmtpError, match="reserved"):
         reader.frame()
 
 
 def test_pong_carries_the_ping_context():
-    reader = zmtp.FrameReader()
+    reader = zmtp.reader()
     reader.feed(zmtp.pong(b"\x00\x10ctx"))
     assert zmtp.parse_command(reader.frame()[1]) == (b"PONG", b"ctx")
 
@@ -157,3 +163,124 @@ def test_gather_hands_one_waiting_message_its_own_list_and_never_more_than_iov_m
         wrote += b"".join(bytes(b) for b in bufs)[:n]
         zmtp.consume(out, n)
     assert wrote == b"".join(big)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("mode", ["router", "whole", "last"])
+def test_messages_come_whole_in_any_pieces_and_stop_at_commands_and_at_the_mark(seed, mode):
+    """``messages`` gives a ROUTER's [identity, *frames], a whole message's
+    frames, or its last frame; a command stops it (handed back with the
+    messages before it already out); it never fills ``out`` past ``most``
+    and what it leaves unparsed is parsed by the next call."""
+    rng = random.Random(seed)
+    data, frames = _stream(rng)
+    want, parts, commands = [], [], 0
+    for f in frames:
+        if f is None:
+            commands += 1
+            continue
+        parts.append(f[1])
+        if not f[0] & zmtp.MORE:
+            want.append([b"id", *parts] if mode == "router" else
+                        parts if mode == "whole" else parts[-1])
+            parts = []
+    reader = zmtp.reader(max_frame=1 << 20)
+    prefix, whole = (b"id", False) if mode == "router" else (None, mode == "whole")
+    got, seen, i = [], 0, 0
+    while i < len(data) or reader.pending():
+        n = rng.choice((1, 3, 100, 4096, 65536))
+        reader.feed(data[i:i + n])
+        i += n
+        out: deque = deque()
+        most = rng.choice((1, 2, 1000))
+        while True:
+            cmd = reader.messages(out, prefix, whole, most)
+            assert len(out) <= most
+            if cmd is not None:
+                assert cmd[0] & zmtp.COMMAND and zmtp.parse_command(cmd[1])[0] == b"PING"
+                seen += 1
+                continue
+            if len(out) < most:
+                break
+            got += out
+            out.clear()
+        got += out
+    assert got == want and seen == commands and reader.pending() == 0
+
+
+def test_messages_refuse_what_frame_refuses():
+    reader = zmtp.reader(max_frame=10)
+    reader.feed(zmtp.frame_head(11))
+    with pytest.raises(zmtp.ZmtpError, match="11 bytes"):
+        reader.messages(deque(), b"id", False, 10)
+    bad = zmtp.reader()
+    bad.feed(b"\x01\x01a\x80\x00")
+    out: deque = deque()
+    with pytest.raises(zmtp.ZmtpError, match="reserved"):
+        bad.messages(out, None, True, 10)
+    assert not out and bad.parts == [b"a"]
+
+
+def _pair(sndbuf: int = 0) -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair()
+    for s in (a, b):
+        s.setblocking(False)
+    if sndbuf:
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, sndbuf)
+    return a, b
+
+
+def test_fill_reads_what_the_socket_has_and_says_when_the_peer_closed():
+    a, b = _pair()
+    view = memoryview(bytearray(7))
+    try:
+        reader = zmtp.reader()
+        assert reader.fill(b.fileno(), view) is None and reader.pending() == 0   # nothing yet
+        a.sendall(b"".join(zmtp.message([b"hello", b"world"])))
+        while reader.pending() < 14:          # read through a buffer smaller than the data
+            assert reader.fill(b.fileno(), view) is None
+        assert reader.messages(deque(), None, True, 5) is None
+        a.close()
+        assert reader.fill(b.fileno(), view) == zmtp.EOF
+    finally:
+        a.close()
+        b.close()
+    assert "Bad file descriptor" in reader.fill(b.fileno(), view)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_write_out_leaves_every_byte_in_order_through_a_full_socket(seed):
+    """Messages of every size through a socket whose buffer fills: False
+    while some wait (what waits is what was not taken), True once all left;
+    the peer reads exactly the messages, in order."""
+    rng = random.Random(seed)
+    a, b = _pair(sndbuf=4096)
+    try:
+        msgs = [zmtp.message([rng.randbytes(rng.choice((0, 5, 300, 1023, 1024, 20_000)))
+                              for _ in range(rng.randrange(1, 4))]) for _ in range(300)]
+        want = b"".join(b"".join(bytes(p) for p in m) for m in msgs)
+        out: deque = deque(msgs)
+        got, fulls = bytearray(), 0
+        while True:
+            done = zmtp.write_out(a.fileno(), out)
+            if done:
+                assert not out
+                break
+            fulls += 1
+            assert out
+            try:
+                got += b.recv(rng.choice((1, 5000, 1 << 20)))
+            except BlockingIOError:
+                pass
+        while len(got) < len(want):
+            got += b.recv(1 << 20)
+        assert bytes(got) == want and fulls > 0
+        assert zmtp.write_out(a.fileno(), deque()) is True
+        b.close()
+        with pytest.raises(OSError):           # the peer is gone: EPIPE (no SIGPIPE)
+            for _ in range(3):
+                zmtp.write_out(a.fileno(), deque([zmtp.message([bytes(100)])]))
+    finally:
+        a.close()
+        b.close()

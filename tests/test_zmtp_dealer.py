@@ -9,6 +9,8 @@ import zmq
 
 from duomq.common.zmtp_dealer import ZmtpDealer, split_address
 
+pytestmark = pytest.mark.usefixtures("zmtp_both_ways")   # C framing, then Python
+
 
 @pytest.fixture
 def router():

@@ -11,6 +11,8 @@ import zmq
 from duomq.broker.zmtp_router import READ_BYTES, ZmtpRouter
 from duomq.common import zmtp
 
+pytestmark = pytest.mark.usefixtures("zmtp_both_ways")   # C framing, then Python
+
 
 class Sockets:
     """A context whose sockets are closed when the test ends (a socket
