@@ -123,6 +123,11 @@ class ZmtpRouter:
             self.pump()
             if not self.ready:
                 raise zmq.Again()
+        return self.take()
+
+    def take(self) -> list[bytes]:
+        """The next request already read (``backlogged``), as [identity,
+        *frames]: the sockets are not looked at."""
         conn = self.ready.popleft()
         msg = conn.inq.popleft()
         if conn.reader.pending():              # what was read and not parsed, to the mark
