@@ -214,7 +214,7 @@ class RemotingClient:
         while True:
             ready = self._wait(conn, deadline, address, type_, timeout_s)
             if sock in ready:       # an answer that arrived wins over news of a death
-                answer = _matched(sock.recv(), rid)
+                answer = codec.matched(sock.recv(), rid, type_)
                 if answer is not None:
                     return answer
                 continue
@@ -249,7 +249,7 @@ class RemotingClient:
                 except zmq.Again:
                     pass
             if data is not None:          # an answer that arrived wins over news of a death
-                answer = _matched(data, rid)
+                answer = codec.matched(data, rid, type_)
                 if answer is not None:
                     return answer
                 continue
@@ -579,18 +579,6 @@ class RemotingClient:
             fut = self._outbox.popleft()[3]
             if not fut.done():
                 fut.set_exception(exc)
-
-
-def _matched(data: bytes, rid: int):
-    """``(status, error, message)`` if ``data`` answers request ``rid``, else None."""
-    try:
-        frame = codec.decode_frame(data)
-    except codec.FrameError:
-        return None
-    if frame.request_id != rid:
-        return None
-    message = codec.decode_response(frame) if frame.type in codec.MESSAGES else None
-    return frame.status, frame.error, message
 
 
 def _clear(fd: int) -> None:

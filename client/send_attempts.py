@@ -121,8 +121,9 @@ class SendAttempts:
         send_status = _STORED.get(status)
         if send_status is None:
             raise for_status(status, error)
-        result = SendResult(send_status, "", mq, -1)
-        if resp is not None:
+        if resp is None:
+            result = SendResult(send_status, "", mq, -1)
+        else:
             offsets = resp.physical_offsets
             result = SendResult(send_status,
                                 make_msg_id(resp.broker_group, offsets[0]) if offsets else "",

@@ -12,7 +12,10 @@
  * words. What it accepts it reads as protobuf does: the last occurrence of
  * a field wins, varints are cut to the field's width. The writers give the
  * bytes protobuf's SerializeToString gives (fields in number order, proto3
- * defaults left out, repeated int64 packed); tests/proto compare them. */
+ * defaults left out, repeated int64 packed); tests/proto compare them.
+ * read_send_answer reads a producer's answer to its SEND (the client's
+ * side, issue 41's lean client path) under the same rule: the common case
+ * only, read as protobuf reads it, None for anything else. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -203,6 +206,171 @@ done:
     return out;
 }
 
+/* a SendResponse in [p, end) as (queue_offset, [physical_offsets],
+ * broker_group, in_sync_replicas, degraded, epoch, duplicate); NULL with no
+ * exception set when it is not the common case (an unknown or mistyped
+ * field, a group that is not UTF-8, a malformed varint), with one set on a
+ * failure of memory. Repeated offsets packed or not, as protobuf reads them */
+static PyObject *send_response_fields(const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *group = (const uint8_t *)"";
+    Py_ssize_t group_n = 0;
+    int64_t queue_offset = 0, epoch = 0;
+    int32_t isr = 0;
+    int degraded = 0, duplicate = 0;
+    PyObject *offsets = PyList_New(0);
+    if (offsets == NULL)
+        return NULL;
+    while (p < end) {
+        uint64_t key, v;
+        if (varint(&p, end, &key) < 0)
+            goto not_common;
+        int wire = (int)(key & 7);
+        switch (key >> 3) {
+        case 2:
+            if (wire == 2) {              /* packed */
+                const uint8_t *s;
+                Py_ssize_t n;
+                if (delimited(&p, end, &s, &n) < 0)
+                    goto not_common;
+                const uint8_t *q = s, *qe = s + n;
+                while (q < qe) {
+                    if (varint(&q, qe, &v) < 0)
+                        goto not_common;
+                    PyObject *o = PyLong_FromLongLong((int64_t)v);
+                    if (o == NULL || PyList_Append(offsets, o) < 0) {
+                        Py_XDECREF(o);
+                        goto failed;
+                    }
+                    Py_DECREF(o);
+                }
+                break;
+            }
+            if (wire != 0 || varint(&p, end, &v) < 0)
+                goto not_common;
+            {
+                PyObject *o = PyLong_FromLongLong((int64_t)v);
+                if (o == NULL || PyList_Append(offsets, o) < 0) {
+                    Py_XDECREF(o);
+                    goto failed;
+                }
+                Py_DECREF(o);
+            }
+            break;
+        case 3:
+            if (wire != 2 || delimited(&p, end, &group, &group_n) < 0)
+                goto not_common;
+            break;
+        case 1: case 4: case 5: case 6: case 7:
+            if (wire != 0 || varint(&p, end, &v) < 0)
+                goto not_common;
+            switch (key >> 3) {
+            case 1: queue_offset = (int64_t)v; break;
+            case 4: isr = (int32_t)(uint32_t)v; break;
+            case 5: degraded = v != 0; break;
+            case 6: epoch = (int64_t)v; break;
+            default: duplicate = v != 0; break;
+            }
+            break;
+        default:
+            goto not_common;
+        }
+    }
+    PyObject *g = PyUnicode_DecodeUTF8((const char *)group, group_n, "strict");
+    if (g == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            goto failed;
+        PyErr_Clear();
+        goto not_common;
+    }
+    return Py_BuildValue("(LNNiNLN)", (long long)queue_offset, offsets, g, (int)isr,
+                         PyBool_FromLong(degraded), (long long)epoch, PyBool_FromLong(duplicate));
+not_common:
+failed:
+    Py_DECREF(offsets);
+    return NULL;
+}
+
+PyDoc_STRVAR(read_send_answer_doc,
+"read_send_answer(frame, version, request_id, send_type): (status, error,\n"
+"SendResponse's fields as send_response_fields gives them) of the answer to\n"
+"SEND request_id in this protocol version, or None for anything else (another\n"
+"request's answer, another version or type, an unknown field, text that is\n"
+"not UTF-8): the caller then reads it with protobuf.");
+
+static PyObject *py_read_send_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_send_answer(frame, version, request_id, send_type)");
+        return NULL;
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(args[0], &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    long long want_version = PyLong_AsLongLong(args[1]);
+    unsigned long long want_rid = PyLong_AsUnsignedLongLong(args[2]);
+    long long want_type = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    const uint8_t *p = b.buf, *end = p + b.len;
+    const uint8_t *payload = p, *error = (const uint8_t *)"";
+    Py_ssize_t payload_n = 0, error_n = 0;
+    uint64_t version = 0, request_id = 0;
+    int64_t type = 0, status = 0;
+    PyObject *out = NULL, *fields = NULL, *text = NULL;
+    while (p < end) {
+        uint64_t key, v;
+        if (varint(&p, end, &key) < 0)
+            goto common_case_only;
+        int wire = (int)(key & 7);
+        switch (key >> 3) {
+        case 1: case 2: case 3: case 4:
+            if (wire != 0 || varint(&p, end, &v) < 0)
+                goto common_case_only;
+            if (key >> 3 == 1) version = (uint32_t)v;
+            else if (key >> 3 == 2) request_id = v;
+            else if (key >> 3 == 3) type = (int32_t)(uint32_t)v;
+            else status = (int32_t)(uint32_t)v;
+            break;
+        case 5: case 6:
+            if (wire != 2)
+                goto common_case_only;
+            if (key >> 3 == 5 ? delimited(&p, end, &error, &error_n) < 0
+                              : delimited(&p, end, &payload, &payload_n) < 0)
+                goto common_case_only;
+            break;
+        default:
+            goto common_case_only;
+        }
+    }
+    if ((long long)version != want_version || request_id != want_rid || type != want_type)
+        goto common_case_only;
+    fields = send_response_fields(payload, payload + payload_n);
+    if (fields == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        goto common_case_only;
+    }
+    text = PyUnicode_DecodeUTF8((const char *)error, error_n, "strict");
+    if (text == NULL) {
+        Py_DECREF(fields);
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            goto done;
+        PyErr_Clear();
+        goto common_case_only;
+    }
+    out = Py_BuildValue("(LNN)", (long long)status, text, fields);
+    goto done;
+common_case_only:
+    out = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&b);
+    return out;
+}
+
 /* ------------------------------------------------------------ writing */
 
 typedef struct {
@@ -362,6 +530,8 @@ static PyMethodDef methods[] = {
     {"frame", (PyCFunction)(void (*)(void))py_frame, METH_FASTCALL, frame_doc},
     {"send_response", (PyCFunction)(void (*)(void))py_send_response, METH_FASTCALL,
      send_response_doc},
+    {"read_send_answer", (PyCFunction)(void (*)(void))py_read_send_answer, METH_FASTCALL,
+     read_send_answer_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,3 +16,6 @@ def frame(version: int, request_id: int, type: int, status: int, error: str | No
 def send_response(queue_offset: int, physical_offsets: Sequence[int], broker_group: str,
                   in_sync_replicas: int, degraded: bool, epoch: int, duplicate: bool,
                   /) -> bytes: ...
+def read_send_answer(frame: bytes | bytearray | memoryview, version: int, request_id: int,
+                     send_type: int, /) -> tuple[int, str, tuple[int, list[int], str, int,
+                                                                  bool, int, bool]] | None: ...

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 from google.protobuf.message import DecodeError
 
 from duomq.proto import PROTOCOL_VERSION, pb, wire
+from duomq.proto.wire import SendAnswer
 
 if TYPE_CHECKING:
     from duomq.proto._wire import SendView
@@ -93,6 +94,34 @@ def parse_send(data: bytes) -> tuple[int, SendView] | None:
     ``decode_request`` then read it, or say what is wrong with it."""
     c = wire.WIRE
     return None if c is None else c.parse_send(data, PROTOCOL_VERSION, pb.SEND)
+
+
+def read_send_answer(data: bytes, request_id: int) -> tuple[int, str, SendAnswer] | None:
+    """``(status, error, SendResponse's fields)`` of the answer to SEND
+    ``request_id`` in the common case, read in C (``proto/_wire.c``); None
+    for anything else, or without the C codec: ``decode_frame`` and
+    ``decode_response`` then read it."""
+    c = wire.WIRE
+    if c is None:
+        return None
+    got = c.read_send_answer(data, PROTOCOL_VERSION, request_id, pb.SEND)
+    return None if got is None else (got[0], got[1], SendAnswer.of(got[2]))
+
+
+def matched(data: bytes, request_id: int, type_: int) -> tuple[int, str, object] | None:
+    """``(status, error, message)`` if ``data`` answers request
+    ``request_id`` (of ``type_``), else None. A SEND's answer is read in C
+    in the common case (``read_send_answer``: its message a ``SendAnswer``)."""
+    if type_ == pb.SEND and (got := read_send_answer(data, request_id)) is not None:
+        return got
+    try:
+        frame = decode_frame(data)
+    except FrameError:
+        return None
+    if frame.request_id != request_id:
+        return None
+    message = decode_response(frame) if frame.type in MESSAGES else None
+    return frame.status, frame.error, message
 
 
 def decode_frame(data: bytes) -> pb.Frame:

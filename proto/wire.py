@@ -47,6 +47,13 @@ class SendAnswer:
         self.epoch = epoch
         self.duplicate = duplicate
 
+    @classmethod
+    def of(cls, fields: tuple) -> SendAnswer:
+        """A SendResponse's fields as ``_wire.read_send_answer`` reads them."""
+        answer = cls(fields[2], fields[0], fields[1], fields[5], fields[6])
+        answer.in_sync_replicas, answer.degraded = fields[3], fields[4]
+        return answer
+
     def message(self) -> pb.SendResponse:
         return pb.SendResponse(queue_offset=self.queue_offset,
                                physical_offsets=self.physical_offsets,

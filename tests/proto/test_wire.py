@@ -253,3 +253,139 @@ def test_varints_wider_than_their_field_are_cut_as_protobuf_cuts_them(version, t
     ref = reference(data)
     accepted = agrees(data)
     assert accepted == (ref is not None and ref[0] != "other" and ref[2] == PROTOCOL_VERSION)
+
+
+# ------------------------------------------------------------ a producer's answer, read in C
+BIG = [0, 1, 127, 128, 2**31, 2**63 - 1, -1, -2**63]
+
+
+def random_answer(rng: random.Random, rid: int) -> bytes:
+    resp = pb.SendResponse()
+    if rng.random() < 0.8:
+        resp.queue_offset = rng.choice(BIG)
+    resp.physical_offsets.extend(rng.choice(BIG) for _ in range(rng.choice([0, 1, 3, 300])))
+    if rng.random() < 0.8:
+        resp.broker_group = rng.choice(TEXTS)
+    if rng.random() < 0.3:
+        resp.in_sync_replicas = rng.choice(INT32)
+    resp.degraded = rng.random() < 0.3
+    if rng.random() < 0.7:
+        resp.epoch = rng.choice(BIG)
+    resp.duplicate = rng.random() < 0.2
+    frame = pb.Frame(version=PROTOCOL_VERSION, request_id=rid, type=pb.SEND,
+                     status=rng.choice([pb.OK, pb.OK, pb.SLAVE_NOT_AVAILABLE, pb.FLUSH_DISK_TIMEOUT,
+                                        pb.NOT_MASTER]),
+                     error=rng.choice(["", "", "stored, but fewer", "ü" * 30]))
+    if rng.random() < 0.9:
+        frame.payload = resp.SerializeToString()
+    return frame.SerializeToString()
+
+
+def answer_fields(msg) -> tuple:
+    return (msg.queue_offset, list(msg.physical_offsets), msg.broker_group,
+            msg.in_sync_replicas, bool(msg.degraded), msg.epoch, bool(msg.duplicate))
+
+
+def answer_agrees(data: bytes, rid: int) -> bool:
+    """What C reads of an answer, protobuf reads to the same status, text
+    and fields (and to the same request id, type and version)."""
+    got = codec.read_send_answer(data, rid)
+    if got is None:
+        return False
+    frame = codec.decode_frame(data)          # (C refused every other version)
+    assert (frame.request_id, frame.type) == (rid, pb.SEND)
+    assert (got[0], got[1]) == (frame.status, frame.error)
+    assert answer_fields(got[2]) == answer_fields(codec.decode_response(frame))
+    return True
+
+
+def test_send_answers_are_read_as_protobuf_reads_them():
+    rng = random.Random(45)
+    for _ in range(3000):
+        rid = rng.choice([0, 1, 2**64 - 1, rng.getrandbits(40)])
+        assert answer_agrees(random_answer(rng, rid), rid)
+
+
+def test_offsets_packed_or_not_and_repeated_fields_are_read_as_protobuf_reads_them():
+    unpacked = b"".join(b"\x10" + bytes([v]) for v in (5, 6, 7))           # field 2, varints
+    two = pb.SendResponse(queue_offset=1, broker_group="A").SerializeToString() + unpacked + \
+        pb.SendResponse(queue_offset=9, physical_offsets=[8]).SerializeToString()
+    data = pb.Frame(version=PROTOCOL_VERSION, request_id=3, type=pb.SEND,
+                    payload=two).SerializeToString()
+    assert answer_agrees(data, 3)
+    assert answer_fields(codec.read_send_answer(data, 3)[2]) == (9, [5, 6, 7, 8], "A", 0,
+                                                                 False, 0, False)
+
+
+def test_every_prefix_and_every_mutation_of_an_answer_is_read_as_protobuf_reads_it_or_left():
+    rng = random.Random(46)
+    accepted = left = 0
+    for _ in range(300):
+        data = random_answer(rng, 77)
+        cuts = [data[:n] for n in range(len(data))] if len(data) < 400 else \
+            [data[:rng.randrange(len(data))] for _ in range(50)]
+        flips = []
+        for _ in range(30):
+            m = bytearray(data)
+            for _ in range(rng.randint(1, 3)):
+                m[rng.randrange(len(m))] = rng.randrange(256)
+            flips.append(bytes(m))
+        for candidate in cuts + flips:
+            try:
+                ok = answer_agrees(candidate, 77)
+            except codec.FrameError:
+                ok = False
+                assert codec.read_send_answer(candidate, 77) is None
+            if ok:
+                accepted += 1
+            else:
+                left += 1
+    assert accepted > 500 and left > 1000       # both sides were exercised
+
+
+@pytest.mark.parametrize("data,why", [
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=2, type=pb.SEND).SerializeToString(),
+     "another request's answer"),
+    (pb.Frame(version=PROTOCOL_VERSION + 1, request_id=1, type=pb.SEND).SerializeToString(),
+     "another protocol version"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.PULL).SerializeToString(),
+     "another request type"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND).SerializeToString()
+     + b"\x78\x01", "an unknown frame field"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND,
+              payload=b"\x50\x01").SerializeToString(), "an unknown answer field"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND,
+              payload=b"\x1a\x02\xff\xfe").SerializeToString(), "a group that is not UTF-8"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND).SerializeToString()
+     + b"\x2a\x02\xff\xfe", "an error text that is not UTF-8"),
+    (pb.Frame(version=PROTOCOL_VERSION, request_id=1, type=pb.SEND,
+              payload=b"\x0d\x01\x02\x03\x04").SerializeToString(), "a fixed32 offset"),
+])
+def test_any_answer_but_the_common_case_is_left_to_protobuf(data, why):
+    assert codec.read_send_answer(data, 1) is None, why
+
+
+def test_without_c_answers_are_left_to_protobuf(monkeypatch):
+    data = random_answer(random.Random(1), 5)
+    assert codec.read_send_answer(data, 5) is not None
+    monkeypatch.setattr(wire, "WIRE", None)
+    assert codec.read_send_answer(data, 5) is None
+
+
+def test_matched_reads_a_send_answer_in_c_and_the_rest_with_protobuf(monkeypatch):
+    data = pb.Frame(version=PROTOCOL_VERSION, request_id=4, type=pb.SEND, status=pb.OK,
+                    payload=pb.SendResponse(queue_offset=3, physical_offsets=[10, 20],
+                                            broker_group="g", epoch=2).SerializeToString()
+                    ).SerializeToString()
+    fast = codec.matched(data, 4, pb.SEND)
+    assert isinstance(fast[2], SendAnswer)
+    assert codec.matched(data, 5, pb.SEND) is None            # another request's answer
+    assert codec.matched(b"\xff", 4, pb.SEND) is None         # not a frame
+    monkeypatch.setattr(wire, "WIRE", None)
+    slow = codec.matched(data, 4, pb.SEND)
+    assert isinstance(slow[2], pb.SendResponse)
+    assert (fast[0], fast[1], answer_fields(fast[2])) == (slow[0], slow[1],
+                                                          answer_fields(slow[2]))
+    pull = pb.Frame(version=PROTOCOL_VERSION, request_id=4, type=pb.PULL, status=pb.OK,
+                    payload=pb.PullResponse(count=1).SerializeToString()).SerializeToString()
+    assert codec.matched(pull, 4, pb.PULL)[2].count == 1
