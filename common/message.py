@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from duomq.common.errors import BadRequestError
 from duomq.common.idempotence import SEQUENCING
@@ -129,9 +130,12 @@ class PullStatus(str, enum.Enum):
         return cls(name) if name in cls.__members__ else None
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class MessageQueue:
-    """One queue of a topic, hosted by one broker group."""
+class MessageQueue(NamedTuple):
+    """One queue of a topic, hosted by one broker group. A named tuple:
+    hashed and compared in C, as the clients' maps look one up on every
+    send and pull (issue 41: the frozen dataclass's hash and equality were
+    ~3 Python calls a message), with the same hash, order and equality
+    among queues."""
 
     topic: str
     broker_group: str
