@@ -41,6 +41,7 @@ from duomq.common.names import validate_name
 from duomq.format.record import RecordError
 from duomq.master.parts import MasterParts
 from duomq.proto import pb
+from duomq.proto.wire import PullAnswer
 from duomq.slave.parts import SlaveParts
 
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
@@ -84,7 +85,7 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
                              b.state.visible_offset, None if sub.everything else sub.codes,
                              first_fits=budget is not None and budget < cfg.max_pull_bytes)
     if got.count:
-        resp = pb.PullResponse(count=got.count, records=got.records,
+        resp = PullAnswer(count=got.count, records=got.records,
                                next_offset=got.next_offset, min_offset=got.min_offset,
                                max_offset=got.max_offset)
         if advice is not None:
@@ -93,12 +94,12 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
             b.state.redirects += 1
         return pb.OK, "", _with_lag(resp, lag)
     if got.status is PullStatus.NO_MATCHED_MESSAGE:   # pulled again from next_offset
-        return got.status.wire, "", _with_lag(pb.PullResponse(
+        return got.status.wire, "", _with_lag(PullAnswer(
             next_offset=got.next_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
     if got.status is PullStatus.OFFSET_ILLEGAL:
         return got.status.wire, (f"offset {req.queue_offset} is outside "
                                  f"[{got.min_offset}, {got.max_offset}]"), \
-            _with_lag(pb.PullResponse(next_offset=got.next_offset, min_offset=got.min_offset,
+            _with_lag(PullAnswer(next_offset=got.next_offset, min_offset=got.min_offset,
                                       max_offset=got.max_offset), lag)
     wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
     if wait_ms > 0 and not held and b.pull_hold.hold(
@@ -106,7 +107,7 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
             HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000,
                      time.monotonic())):
         return None
-    return PullStatus.NO_NEW_MESSAGE.wire, "", _with_lag(pb.PullResponse(
+    return PullStatus.NO_NEW_MESSAGE.wire, "", _with_lag(PullAnswer(
         next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
 
 
@@ -142,7 +143,7 @@ def _pull_many(b: BrokerCore, r: Request, held: bool) -> Answer | None:
         status, error, one = answer
         entry.status, entry.error = status, error
         if one is not None:
-            entry.response.CopyFrom(one)
+            entry.response.CopyFrom(one.message() if isinstance(one, PullAnswer) else one)
             budget -= len(one.records)
         news = news or status != pb.NO_NEW_MESSAGE
     wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
@@ -164,7 +165,7 @@ def _replica_lag(b: BrokerCore, bound_ms: int) -> tuple[int | None, Answer | Non
     return parts.lag_refusal(bound_ms, f"{b.config.group}/{b.config.broker_id}")
 
 
-def _with_lag(resp: pb.PullResponse, lag: int | None) -> pb.PullResponse:
+def _with_lag(resp: PullAnswer, lag: int | None) -> PullAnswer:
     if lag is not None:
         resp.replica_lag_ms = lag
     return resp

@@ -533,6 +533,10 @@ class RemotingClient:
                 data = sock.recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            pulled = codec.read_pull_answer(data)     # the common answer, read in C
+            if pulled is not None and (entry := pending.pop(pulled[0], None)) is not None:
+                entry[0].set_result(pulled[1:])
+                continue
             try:
                 frame = codec.decode_frame(data)
             except codec.FrameError:

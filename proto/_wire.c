@@ -13,9 +13,10 @@
  * a field wins, varints are cut to the field's width. The writers give the
  * bytes protobuf's SerializeToString gives (fields in number order, proto3
  * defaults left out, repeated int64 packed); tests/proto compare them.
- * read_send_answer reads a producer's answer to its SEND (the client's
- * side, issue 41's lean client path) under the same rule: the common case
- * only, read as protobuf reads it, None for anything else. */
+ * read_send_answer and read_pull_answer read a client's answers to its SEND
+ * and PULL (issue 41's lean client path) under the same rule: the common
+ * case only, read as protobuf reads it, None for anything else;
+ * pull_response writes a PULL's answer as send_response a SEND's. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -371,6 +372,134 @@ done:
     return out;
 }
 
+/* a PullResponse in [p, end) as (count, records, next_offset, min_offset,
+ * max_offset, suggest_broker_id or None, advice_ttl_ms, replica_lag_ms or
+ * None): None for the two optional fields when absent, as HasField says;
+ * NULL as send_response_fields */
+static PyObject *pull_response_fields(const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *records = (const uint8_t *)"";
+    Py_ssize_t records_n = 0;
+    int32_t count = 0, suggest = 0, ttl = 0;
+    int64_t next = 0, lo = 0, hi = 0, lag = 0;
+    int has_suggest = 0, has_lag = 0;
+    while (p < end) {
+        uint64_t key, v;
+        if (varint(&p, end, &key) < 0)
+            return NULL;
+        int wire = (int)(key & 7);
+        switch (key >> 3) {
+        case 2:
+            if (wire != 2 || delimited(&p, end, &records, &records_n) < 0)
+                return NULL;
+            break;
+        case 1: case 3: case 4: case 5: case 6: case 7: case 8:
+            if (wire != 0 || varint(&p, end, &v) < 0)
+                return NULL;
+            switch (key >> 3) {
+            case 1: count = (int32_t)(uint32_t)v; break;
+            case 3: next = (int64_t)v; break;
+            case 4: lo = (int64_t)v; break;
+            case 5: hi = (int64_t)v; break;
+            case 6: suggest = (int32_t)(uint32_t)v; has_suggest = 1; break;
+            case 7: ttl = (int32_t)(uint32_t)v; break;
+            default: lag = (int64_t)v; has_lag = 1; break;
+            }
+            break;
+        default:
+            return NULL;
+        }
+    }
+    PyObject *sug = has_suggest ? PyLong_FromLong(suggest) : Py_NewRef(Py_None);
+    PyObject *lg = has_lag ? PyLong_FromLongLong(lag) : Py_NewRef(Py_None);
+    if (sug == NULL || lg == NULL) {
+        Py_XDECREF(sug);
+        Py_XDECREF(lg);
+        return NULL;
+    }
+    return Py_BuildValue("(iy#LLLNiN)", (int)count, (const char *)records, records_n,
+                         (long long)next, (long long)lo, (long long)hi, sug, (int)ttl, lg);
+}
+
+PyDoc_STRVAR(read_pull_answer_doc,
+"read_pull_answer(frame, version, pull_type): (request_id, status, error,\n"
+"PullResponse's fields as pull_response_fields gives them) of an answer to a\n"
+"PULL in this protocol version, or None for anything else (another version or\n"
+"type, an unknown field, text that is not UTF-8): the caller then reads it\n"
+"with protobuf.");
+
+static PyObject *py_read_pull_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_pull_answer(frame, version, pull_type)");
+        return NULL;
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(args[0], &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    long long want_version = PyLong_AsLongLong(args[1]);
+    long long want_type = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    const uint8_t *p = b.buf, *end = p + b.len;
+    const uint8_t *payload = p, *error = (const uint8_t *)"";
+    Py_ssize_t payload_n = 0, error_n = 0;
+    uint64_t version = 0, request_id = 0;
+    int64_t type = 0, status = 0;
+    PyObject *out = NULL, *fields = NULL, *text = NULL;
+    while (p < end) {
+        uint64_t key, v;
+        if (varint(&p, end, &key) < 0)
+            goto common_case_only;
+        int wire = (int)(key & 7);
+        switch (key >> 3) {
+        case 1: case 2: case 3: case 4:
+            if (wire != 0 || varint(&p, end, &v) < 0)
+                goto common_case_only;
+            if (key >> 3 == 1) version = (uint32_t)v;
+            else if (key >> 3 == 2) request_id = v;
+            else if (key >> 3 == 3) type = (int32_t)(uint32_t)v;
+            else status = (int32_t)(uint32_t)v;
+            break;
+        case 5: case 6:
+            if (wire != 2)
+                goto common_case_only;
+            if (key >> 3 == 5 ? delimited(&p, end, &error, &error_n) < 0
+                              : delimited(&p, end, &payload, &payload_n) < 0)
+                goto common_case_only;
+            break;
+        default:
+            goto common_case_only;
+        }
+    }
+    if ((long long)version != want_version || type != want_type)
+        goto common_case_only;
+    fields = pull_response_fields(payload, payload + payload_n);
+    if (fields == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        goto common_case_only;
+    }
+    text = PyUnicode_DecodeUTF8((const char *)error, error_n, "strict");
+    if (text == NULL) {
+        Py_DECREF(fields);
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            goto done;
+        PyErr_Clear();
+        goto common_case_only;
+    }
+    out = Py_BuildValue("(KLNN)", (unsigned long long)request_id, (long long)status, text,
+                        fields);
+    goto done;
+common_case_only:
+    out = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&b);
+    return out;
+}
+
 /* ------------------------------------------------------------ writing */
 
 typedef struct {
@@ -525,6 +654,50 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(pull_response_doc,
+"pull_response(count, records, next_offset, min_offset, max_offset,\n"
+"suggest_broker_id, advice_ttl_ms, replica_lag_ms): PullResponse's bytes as\n"
+"protobuf writes them (the optional fields: None when unset).");
+
+static PyObject *py_pull_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "pull_response(count, records, next_offset, min_offset, max_offset, "
+                        "suggest_broker_id, advice_ttl_ms, replica_lag_ms)");
+        return NULL;
+    }
+    int64_t count, next, lo, hi, ttl, suggest = 0, lag = 0;
+    if (as_i64(args[0], &count) < 0 || as_i64(args[2], &next) < 0 ||
+        as_i64(args[3], &lo) < 0 || as_i64(args[4], &hi) < 0 || as_i64(args[6], &ttl) < 0 ||
+        (args[5] != Py_None && as_i64(args[5], &suggest) < 0) ||
+        (args[7] != Py_None && as_i64(args[7], &lag) < 0))
+        return NULL;
+    Py_buffer rec;
+    if (PyObject_GetBuffer(args[1], &rec, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Out o = {NULL, 0, 0};
+    PyObject *out = NULL;
+    if (grow(&o, 48 + rec.len) < 0 ||
+        put_int(&o, 1, (uint64_t)(int64_t)(int32_t)count) < 0 ||
+        (rec.len && put_bytes(&o, 2, rec.buf, rec.len) < 0) ||
+        put_int(&o, 3, (uint64_t)next) < 0 || put_int(&o, 4, (uint64_t)lo) < 0 ||
+        put_int(&o, 5, (uint64_t)hi) < 0)
+        goto done;
+    if (args[5] != Py_None && (put_varint(&o, 6 << 3) < 0 ||
+                               put_varint(&o, (uint64_t)(int64_t)(int32_t)suggest) < 0))
+        goto done;
+    if (put_int(&o, 7, (uint64_t)(int64_t)(int32_t)ttl) < 0)
+        goto done;
+    if (args[7] != Py_None && (put_varint(&o, 8 << 3) < 0 || put_varint(&o, (uint64_t)lag) < 0))
+        goto done;
+    out = PyBytes_FromStringAndSize((const char *)o.buf, o.len);
+done:
+    PyMem_Free(o.buf);
+    PyBuffer_Release(&rec);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"parse_send", (PyCFunction)(void (*)(void))py_parse_send, METH_FASTCALL, parse_send_doc},
     {"frame", (PyCFunction)(void (*)(void))py_frame, METH_FASTCALL, frame_doc},
@@ -532,6 +705,10 @@ static PyMethodDef methods[] = {
      send_response_doc},
     {"read_send_answer", (PyCFunction)(void (*)(void))py_read_send_answer, METH_FASTCALL,
      read_send_answer_doc},
+    {"pull_response", (PyCFunction)(void (*)(void))py_pull_response, METH_FASTCALL,
+     pull_response_doc},
+    {"read_pull_answer", (PyCFunction)(void (*)(void))py_read_pull_answer, METH_FASTCALL,
+     read_pull_answer_doc},
     {NULL, NULL, 0, NULL},
 };
 

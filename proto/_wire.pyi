@@ -19,3 +19,9 @@ def send_response(queue_offset: int, physical_offsets: Sequence[int], broker_gro
 def read_send_answer(frame: bytes | bytearray | memoryview, version: int, request_id: int,
                      send_type: int, /) -> tuple[int, str, tuple[int, list[int], str, int,
                                                                   bool, int, bool]] | None: ...
+def pull_response(count: int, records: bytes | bytearray | memoryview, next_offset: int,
+                  min_offset: int, max_offset: int, suggest_broker_id: int | None,
+                  advice_ttl_ms: int, replica_lag_ms: int | None, /) -> bytes: ...
+def read_pull_answer(frame: bytes | bytearray | memoryview, version: int, pull_type: int,
+                     /) -> tuple[int, int, str, tuple[int, bytes, int, int, int, int | None, int,
+                                                       int | None]] | None: ...

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, cast
 from google.protobuf.message import DecodeError
 
 from duomq.proto import PROTOCOL_VERSION, pb, wire
-from duomq.proto.wire import SendAnswer
+from duomq.proto.wire import PullAnswer, SendAnswer
 
 if TYPE_CHECKING:
     from duomq.proto._wire import SendView
@@ -108,12 +108,26 @@ def read_send_answer(data: bytes, request_id: int) -> tuple[int, str, SendAnswer
     return None if got is None else (got[0], got[1], SendAnswer.of(got[2]))
 
 
+def read_pull_answer(data: bytes) -> tuple[int, int, str, PullAnswer] | None:
+    """``(request_id, status, error, PullResponse's fields)`` of an answer to
+    a PULL in the common case, read in C (``proto/_wire.c``); None for
+    anything else, or without the C codec: ``decode_frame`` and
+    ``decode_response`` then read it."""
+    c = wire.WIRE
+    if c is None:
+        return None
+    got = c.read_pull_answer(data, PROTOCOL_VERSION, pb.PULL)
+    return None if got is None else (got[0], got[1], got[2], PullAnswer.of(got[3]))
+
+
 def matched(data: bytes, request_id: int, type_: int) -> tuple[int, str, object] | None:
     """``(status, error, message)`` if ``data`` answers request
     ``request_id`` (of ``type_``), else None. A SEND's answer is read in C
     in the common case (``read_send_answer``: its message a ``SendAnswer``)."""
     if type_ == pb.SEND and (got := read_send_answer(data, request_id)) is not None:
         return got
+    if type_ == pb.PULL and (pulled := read_pull_answer(data)) is not None:
+        return pulled[1:] if pulled[0] == request_id else None
     try:
         frame = decode_frame(data)
     except FrameError:

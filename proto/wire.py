@@ -1,5 +1,5 @@
 """The optional C codec of ``proto/_wire.c`` (None without it), and the
-SEND handler's answer object.
+SEND and PULL answers as plain objects.
 
 ``WIRE`` is the compiled module when the package was built with a C
 compiler and ``DUOMQ_NATIVE`` is not ``0`` (as ``format/native.py``'s
@@ -68,3 +68,54 @@ class SendAnswer:
         return wire.send_response(self.queue_offset, self.physical_offsets, self.broker_group,
                                   self.in_sync_replicas, self.degraded, self.epoch,
                                   self.duplicate)
+
+
+class PullAnswer:
+    """A PullResponse as the PULL handler builds it and a client reads it in
+    C: plain attributes, the two optional fields None while unset
+    (``HasField`` says so, as protobuf's), and ``SerializeToString`` giving
+    PullResponse's bytes (C, or protobuf)."""
+
+    __slots__ = ("count", "records", "next_offset", "min_offset", "max_offset",
+                 "suggest_broker_id", "advice_ttl_ms", "replica_lag_ms")
+
+    def __init__(self, count: int = 0, records: bytes | bytearray | memoryview = b"",
+                 next_offset: int = 0, min_offset: int = 0, max_offset: int = 0):
+        self.count = count
+        self.records = records
+        self.next_offset = next_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.suggest_broker_id: int | None = None
+        self.advice_ttl_ms = 0
+        self.replica_lag_ms: int | None = None
+
+    @classmethod
+    def of(cls, fields: tuple) -> PullAnswer:
+        """A PullResponse's fields as ``_wire.read_pull_answer`` reads them."""
+        answer = cls(*fields[:5])
+        answer.suggest_broker_id, answer.advice_ttl_ms, answer.replica_lag_ms = fields[5:]
+        return answer
+
+    def HasField(self, name: str) -> bool:    # noqa: N802 (protobuf's name: callers use it)
+        if name not in ("suggest_broker_id", "replica_lag_ms"):
+            raise ValueError(f"PullResponse has no optional field {name!r}")
+        return getattr(self, name) is not None
+
+    def message(self) -> pb.PullResponse:
+        msg = pb.PullResponse(count=self.count, records=bytes(self.records),
+                              next_offset=self.next_offset, min_offset=self.min_offset,
+                              max_offset=self.max_offset, advice_ttl_ms=self.advice_ttl_ms)
+        if self.suggest_broker_id is not None:
+            msg.suggest_broker_id = self.suggest_broker_id
+        if self.replica_lag_ms is not None:
+            msg.replica_lag_ms = self.replica_lag_ms
+        return msg
+
+    def SerializeToString(self) -> bytes:    # noqa: N802 (protobuf's name: codec calls it)
+        wire = WIRE
+        if wire is None:
+            return self.message().SerializeToString()
+        return wire.pull_response(self.count, self.records, self.next_offset, self.min_offset,
+                                  self.max_offset, self.suggest_broker_id, self.advice_ttl_ms,
+                                  self.replica_lag_ms)

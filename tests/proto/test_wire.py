@@ -9,7 +9,7 @@ import random
 import pytest
 
 from duomq.proto import PROTOCOL_VERSION, codec, pb, wire
-from duomq.proto.wire import SendAnswer
+from duomq.proto.wire import PullAnswer, SendAnswer
 
 W = wire.WIRE
 
@@ -389,3 +389,102 @@ def test_matched_reads_a_send_answer_in_c_and_the_rest_with_protobuf(monkeypatch
     pull = pb.Frame(version=PROTOCOL_VERSION, request_id=4, type=pb.PULL, status=pb.OK,
                     payload=pb.PullResponse(count=1).SerializeToString()).SerializeToString()
     assert codec.matched(pull, 4, pb.PULL)[2].count == 1
+
+
+# ------------------------------------------------------------ a PULL's answer, written and read in C
+def random_pull_answer(rng: random.Random) -> PullAnswer:
+    a = PullAnswer(rng.choice(INT32), rng.randbytes(rng.choice([0, 1, 100, 5000])),
+                   rng.choice(BIG), rng.choice(BIG), rng.choice(BIG))
+    if rng.random() < 0.4:
+        a.suggest_broker_id = rng.choice(INT32)
+    if rng.random() < 0.3:
+        a.advice_ttl_ms = rng.choice(INT32)
+    if rng.random() < 0.4:
+        a.replica_lag_ms = rng.choice(BIG)
+    return a
+
+
+def pull_fields(msg) -> tuple:
+    return (msg.count, bytes(msg.records), msg.next_offset, msg.min_offset, msg.max_offset,
+            msg.suggest_broker_id if msg.HasField("suggest_broker_id") else None,
+            msg.advice_ttl_ms, msg.replica_lag_ms if msg.HasField("replica_lag_ms") else None)
+
+
+def test_pull_answers_are_written_as_protobuf_writes_them_with_and_without_c(monkeypatch):
+    rng = random.Random(9)
+    for _ in range(3000):
+        a = random_pull_answer(rng)
+        want = a.message().SerializeToString()
+        assert a.SerializeToString() == want
+        assert pull_fields(a) == pull_fields(a.message())
+        monkeypatch.setattr(wire, "WIRE", None)
+        assert a.SerializeToString() == want
+        monkeypatch.setattr(wire, "WIRE", W)
+
+
+def pull_frame(rng: random.Random, rid: int) -> bytes:
+    frame = pb.Frame(version=PROTOCOL_VERSION, request_id=rid, type=pb.PULL,
+                     status=rng.choice([pb.OK, pb.NO_NEW_MESSAGE, pb.OFFSET_ILLEGAL,
+                                        pb.REPLICA_LAGGING]),
+                     error=rng.choice(["", "", "offset 9 is outside [0, 3]", "ü" * 30]))
+    if rng.random() < 0.9:
+        frame.payload = random_pull_answer(rng).message().SerializeToString()
+    return frame.SerializeToString()
+
+
+def pull_agrees(data: bytes) -> bool:
+    got = codec.read_pull_answer(data)
+    if got is None:
+        return False
+    frame = codec.decode_frame(data)
+    assert (frame.request_id, frame.type, frame.status, frame.error) == \
+        (got[0], pb.PULL, got[1], got[2])
+    assert pull_fields(got[3]) == pull_fields(codec.decode_response(frame))
+    return True
+
+
+def test_pull_answers_are_read_as_protobuf_reads_them_every_prefix_and_mutation_too():
+    rng = random.Random(47)
+    for _ in range(2000):
+        assert pull_agrees(pull_frame(rng, rng.choice([1, 2**64 - 1, rng.getrandbits(40)])))
+    accepted = left = 0
+    for _ in range(300):
+        data = pull_frame(rng, 77)
+        cuts = [data[:n] for n in range(len(data))] if len(data) < 400 else \
+            [data[:rng.randrange(len(data))] for _ in range(50)]
+        flips = []
+        for _ in range(30):
+            m = bytearray(data)
+            for _ in range(rng.randint(1, 3)):
+                m[rng.randrange(len(m))] = rng.randrange(256)
+            flips.append(bytes(m))
+        for candidate in cuts + flips:
+            try:
+                ok = pull_agrees(candidate)
+            except codec.FrameError:
+                ok = False
+                assert codec.read_pull_answer(candidate) is None
+            accepted, left = (accepted + 1, left) if ok else (accepted, left + 1)
+    assert accepted > 500 and left > 1000
+
+
+def test_an_optional_field_set_to_zero_is_present_as_in_protobuf():
+    a = PullAnswer(1, b"r", 2, 0, 3)
+    a.suggest_broker_id, a.replica_lag_ms = 0, 0
+    data = pb.Frame(version=PROTOCOL_VERSION, request_id=3, type=pb.PULL,
+                    payload=a.SerializeToString()).SerializeToString()
+    got = codec.read_pull_answer(data)[3]
+    assert got.HasField("suggest_broker_id") and got.HasField("replica_lag_ms")
+    assert pull_agrees(data)
+    assert not PullAnswer().HasField("replica_lag_ms")
+    with pytest.raises(ValueError):
+        PullAnswer().HasField("count")
+
+
+def test_matched_reads_a_pull_answer_in_c_for_its_own_request_only():
+    data = pb.Frame(version=PROTOCOL_VERSION, request_id=6, type=pb.PULL, status=pb.OK,
+                    payload=pb.PullResponse(count=2, records=b"ab").SerializeToString()
+                    ).SerializeToString()
+    got = codec.matched(data, 6, pb.PULL)
+    assert isinstance(got[2], PullAnswer) and got[2].records == b"ab"
+    assert codec.matched(data, 7, pb.PULL) is None
