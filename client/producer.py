@@ -50,6 +50,7 @@ from duomq.common.transaction import TRANSACTION
 from duomq.format import native
 from duomq.format import record as rec
 from duomq.proto import pb
+from duomq.proto.wire import SendAsk
 
 log = logging.getLogger(__name__)
 
@@ -365,15 +366,14 @@ class Producer(ClientBase):
                  mq.broker_group)
         att.sequenced, att.sequenced_batch, att.pinned = None, None, False
 
-    def _request(self, topic, mq, msgs, encoded, limit: int) -> pb.SendRequest:
+    def _request(self, topic, mq, msgs, encoded, limit: int) -> SendAsk:
         data, scheduled = encoded      # scheduled: the broker holds the delayed ones
         if limit and len(data) + FRAME_ENVELOPE_BYTES > limit:
             raise MessageTooLargeError(
                 f"a batch of {len(msgs)} messages is {len(data)} bytes: broker group "
                 f"{mq.broker_group!r} reads requests of at most {limit} bytes "
                 f"(max_frame_bytes); send fewer at once")
-        return pb.SendRequest(topic=topic, queue_id=mq.queue_id, count=len(msgs), records=data,
-                              producer_group=self.config.group, scheduled=scheduled)
+        return SendAsk(topic, mq.queue_id, len(msgs), data, self.config.group, scheduled)
 
     def _attempts(self, msgs, timeout_ms, sharding_key, selector, queue, retries):
         timeout_s = (timeout_ms or self.config.send_timeout_ms) / 1000

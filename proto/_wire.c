@@ -16,7 +16,8 @@
  * read_send_answer and read_pull_answer read a client's answers to its SEND
  * and PULL (issue 41's lean client path) under the same rule: the common
  * case only, read as protobuf reads it, None for anything else;
- * pull_response writes a PULL's answer as send_response a SEND's. */
+ * pull_response writes a PULL's answer as send_response a SEND's, and
+ * send_request a producer's SEND. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -654,6 +655,42 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(send_request_doc,
+"send_request(topic, queue_id, count, records, producer_group, scheduled):\n"
+"SendRequest's bytes as protobuf writes them.");
+
+static PyObject *py_send_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "send_request(topic: str, queue_id: int, count: int, records: bytes, "
+                        "producer_group: str, scheduled: bool)");
+        return NULL;
+    }
+    int64_t qid, count;
+    if (as_i64(args[1], &qid) < 0 || as_i64(args[2], &count) < 0)
+        return NULL;
+    int scheduled = PyObject_IsTrue(args[5]);
+    if (scheduled < 0)
+        return NULL;
+    Py_buffer rec;
+    if (PyObject_GetBuffer(args[3], &rec, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Out o = {NULL, 0, 0};
+    PyObject *out = NULL;
+    if (grow(&o, 64 + rec.len) < 0 || put_str(&o, 1, args[0]) < 0 ||
+        put_int(&o, 2, (uint64_t)(int64_t)(int32_t)qid) < 0 ||
+        put_int(&o, 3, (uint64_t)(int64_t)(int32_t)count) < 0 ||
+        (rec.len && put_bytes(&o, 4, rec.buf, rec.len) < 0) || put_str(&o, 5, args[4]) < 0 ||
+        put_int(&o, 6, (uint64_t)scheduled) < 0)
+        goto done;
+    out = PyBytes_FromStringAndSize((const char *)o.buf, o.len);
+done:
+    PyMem_Free(o.buf);
+    PyBuffer_Release(&rec);
+    return out;
+}
+
 PyDoc_STRVAR(pull_response_doc,
 "pull_response(count, records, next_offset, min_offset, max_offset,\n"
 "suggest_broker_id, advice_ttl_ms, replica_lag_ms): PullResponse's bytes as\n"
@@ -707,6 +744,8 @@ static PyMethodDef methods[] = {
      read_send_answer_doc},
     {"pull_response", (PyCFunction)(void (*)(void))py_pull_response, METH_FASTCALL,
      pull_response_doc},
+    {"send_request", (PyCFunction)(void (*)(void))py_send_request, METH_FASTCALL,
+     send_request_doc},
     {"read_pull_answer", (PyCFunction)(void (*)(void))py_read_pull_answer, METH_FASTCALL,
      read_pull_answer_doc},
     {NULL, NULL, 0, NULL},

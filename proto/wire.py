@@ -1,5 +1,5 @@
 """The optional C codec of ``proto/_wire.c`` (None without it), and the
-SEND and PULL answers as plain objects.
+SEND request and the SEND and PULL answers as plain objects.
 
 ``WIRE`` is the compiled module when the package was built with a C
 compiler and ``DUOMQ_NATIVE`` is not ``0`` (as ``format/native.py``'s
@@ -119,3 +119,32 @@ class PullAnswer:
         return wire.pull_response(self.count, self.records, self.next_offset, self.min_offset,
                                   self.max_offset, self.suggest_broker_id, self.advice_ttl_ms,
                                   self.replica_lag_ms)
+
+
+class SendAsk:
+    """A SendRequest as a producer builds it: plain attributes (a protobuf
+    object cost a send ~4 us to build and serialize), and
+    ``SerializeToString`` giving SendRequest's bytes (C, or protobuf)."""
+
+    __slots__ = ("topic", "queue_id", "count", "records", "producer_group", "scheduled")
+
+    def __init__(self, topic: str, queue_id: int, count: int, records: bytes,
+                 producer_group: str = "", scheduled: bool = False):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.count = count
+        self.records = records
+        self.producer_group = producer_group
+        self.scheduled = scheduled
+
+    def message(self) -> pb.SendRequest:
+        return pb.SendRequest(topic=self.topic, queue_id=self.queue_id, count=self.count,
+                              records=self.records, producer_group=self.producer_group,
+                              scheduled=self.scheduled)
+
+    def SerializeToString(self) -> bytes:    # noqa: N802 (protobuf's name: codec calls it)
+        wire = WIRE
+        if wire is None:
+            return self.message().SerializeToString()
+        return wire.send_request(self.topic, self.queue_id, self.count, self.records,
+                                 self.producer_group, self.scheduled)

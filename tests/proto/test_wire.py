@@ -9,7 +9,7 @@ import random
 import pytest
 
 from duomq.proto import PROTOCOL_VERSION, codec, pb, wire
-from duomq.proto.wire import PullAnswer, SendAnswer
+from duomq.proto.wire import PullAnswer, SendAnswer, SendAsk
 
 W = wire.WIRE
 
@@ -488,3 +488,19 @@ def test_matched_reads_a_pull_answer_in_c_for_its_own_request_only():
     got = codec.matched(data, 6, pb.PULL)
     assert isinstance(got[2], PullAnswer) and got[2].records == b"ab"
     assert codec.matched(data, 7, pb.PULL) is None
+
+
+def test_send_requests_are_written_as_protobuf_writes_them_with_and_without_c(monkeypatch):
+    rng = random.Random(10)
+    for _ in range(3000):
+        want = random_request(rng)
+        ask = SendAsk(want.topic, want.queue_id, want.count, want.records, want.producer_group,
+                      want.scheduled)
+        data = want.SerializeToString()
+        assert ask.SerializeToString() == data
+        monkeypatch.setattr(wire, "WIRE", None)
+        assert ask.SerializeToString() == data
+        monkeypatch.setattr(wire, "WIRE", W)
+    frame = codec.encode_request(3, pb.SEND, SendAsk("T", 1, 2, b"rr", "g"))
+    assert fields(W.parse_send(frame, PROTOCOL_VERSION, pb.SEND)[1]) == ("T", 1, 2, b"rr", "g",
+                                                                         False)
