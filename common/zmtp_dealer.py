@@ -156,6 +156,12 @@ class ZmtpDealer:
         """Finish a connect, read and write whatever the socket is ready for."""
         if self.sock is None:
             return
+        if self.mask == _IN and self.state == OPEN:
+            # nothing waits to be written: read at once (a read that finds nothing
+            # costs what asking the epoll set would; one that finds the answer
+            # saves that question, a system call a request)
+            self._read()
+            return
         for _fd, ev in self.ep.poll(0):
             if self.state == CONNECTING:
                 self._connected()
