@@ -2,20 +2,24 @@
 value (the HA controller's orders, ``coordinator.orders``; ``Flushed`` from
 the flush service; ``ScrapeWanted`` from a metrics scrape; ``Wake``): it is
 appended to a queue (``collections.deque`` appends and pops are atomic),
-then one byte on the posting thread's own PUSH socket wakes the loop's PULL
-socket (ZeroMQ sockets are not shared between threads). The loop reads the
-wake-ups first and the queue second, so a note is never left behind: one
-posted after the read sends its wake-up after it is queued."""
+then a write to an eventfd wakes the loop, which polls it beside its ports
+(issue 41: an inproc ZeroMQ PUSH/PULL pair did, and a ZeroMQ socket in the
+loop's poll made each wait two poll(2) calls and a Python call of pyzmq's).
+The loop reads the wake-ups first and the queue second, so a note is never
+left behind: one posted after the read writes its wake-up after it is
+queued. The eventfd is closed only under the lock its writers take, so a
+late post never writes to a number the kernel has given another file."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 
 import zmq
 
-from duomq.common.zsend import readable
+_POLLIN = int(zmq.POLLIN)
 
 
 @dataclass(frozen=True)
@@ -38,13 +42,15 @@ class ScrapeWanted:
 
 
 class Inbox:
-    def __init__(self, ctx: zmq.Context, endpoint: str):
-        self.ctx = ctx
-        self.endpoint = endpoint
+    def __init__(self):
         self._notes: deque[object] = deque()
-        self._local = threading.local()
-        self._sockets: list[zmq.Socket] = []
-        self._lock = threading.Lock()
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._lock = threading.Lock()          # writers against close
+        self._closed = False
+
+    def fileno(self) -> int:
+        """What the serving loop polls."""
+        return self._fd
 
     def post(self, note: object) -> None:
         """Queue ``note`` for the serving thread and wake it (any thread)."""
@@ -59,26 +65,26 @@ class Inbox:
         self.post(Flushed(offset))
 
     def _wake(self) -> None:
-        sock = getattr(self._local, "sock", None)
-        if sock is None:
-            sock = self._local.sock = self.ctx.socket(zmq.PUSH)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(self.endpoint)
-            with self._lock:
-                self._sockets.append(sock)
-        sock.send(b"")
+        with self._lock:
+            if not self._closed:
+                os.eventfd_write(self._fd, 1)
 
-    def take(self, pull: zmq.Socket) -> list[object]:
+    def get(self, option: int) -> int:
+        """ZMQ_EVENTS as a socket answers it (a busy poll asks): POLLIN
+        while a note waits."""
+        return _POLLIN if self._notes else 0
+
+    def take(self) -> list[object]:
         """The serving thread: the wake-ups read, every note queued so far."""
-        while readable(pull):
-            try:
-                pull.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        try:
+            os.eventfd_read(self._fd)
+        except BlockingIOError:
+            pass
         notes = self._notes
         return [notes.popleft() for _ in range(len(notes))]
 
     def close(self) -> None:
         with self._lock:
-            for s in self._sockets:
-                s.close(linger=0)
+            if not self._closed:
+                self._closed = True
+                os.close(self._fd)

@@ -43,6 +43,7 @@ from duomq.common.config import BrokerConfig
 from duomq.common.credentials import broker_zk_sasl
 from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
+from duomq.common.fd_poll import FdPoller
 from duomq.common.grace import STOP_S
 from duomq.common.role import Role
 from duomq.common.service import PeriodicService, ServiceThread
@@ -110,10 +111,7 @@ class Broker(BrokerCore):
                                       config.auth_dir if config.auth else "")
         if self.security is not None:
             self.public_key = self.security.keys.public.decode()
-        self.notify_pull = self._socket(zmq.PULL)
-        endpoint = f"inproc://news-{id(self)}"
-        self.notify_pull.bind(endpoint)
-        self.inbox = Inbox(self.ctx, endpoint)
+        self.inbox = Inbox()
         self.outbox = Outbox(self.router, config.max_queued_bytes_per_client,
                              config.client_mute_ms / 1000)
         self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
@@ -268,7 +266,7 @@ class Broker(BrokerCore):
         self.store.close()
         zkutil.close(self.zk)
         self.inbox.close()
-        for sock in (self.router, self.ha_router, self.notify_pull):
+        for sock in (self.router, self.ha_router):
             sock.close(linger=0)
         if self.security is not None:
             self.security.stop()                 # the ZAP handler's sockets, before term
@@ -277,10 +275,15 @@ class Broker(BrokerCore):
 
     # ------------------------------------------------------------ serving loop
     def serve_forever(self) -> None:
-        poller = zmq.Poller()
-        router, ha_router, notify = self.router, self.ha_router, self.notify_pull
-        for sock in (router, ha_router, notify):
-            poller.register(sock, zmq.POLLIN)
+        router, ha_router, notify = self.router, self.ha_router, self.inbox
+        # both ports native: one poll(2) a wait over plain descriptors (libzmq's
+        # zmq_poll asks twice, and only a libzmq socket needs it)
+        native = isinstance(router, ZmtpRouter) and isinstance(ha_router, ZmtpRouter)
+        poller: Any = FdPoller() if native else zmq.Poller()
+        for sock in (router, ha_router):
+            poller.register(sock.fileno() if native else sock, zmq.POLLIN)
+        notify_key = notify.fileno()
+        poller.register(notify_key, zmq.POLLIN)
         st = self.state
         busy = self.busy_poll
         events: dict = {}
@@ -301,7 +304,7 @@ class Broker(BrokerCore):
                 self._visible_now = False
                 if outbox.waiting:
                     outbox.flush()
-                if notify in events:
+                if notify_key in events:
                     self._drain_notifications()
                 if ha_key in events or ha_backlogged():
                     self._drain_ha()
@@ -452,7 +455,7 @@ class Broker(BrokerCore):
 
     # ------------------------------------------------------------ news and snapshots
     def _drain_notifications(self) -> None:
-        for note in self.inbox.take(self.notify_pull):
+        for note in self.inbox.take():
             role_switch.carry_out(self, note)
 
     def slave_progress(self, confirmed: int) -> None:

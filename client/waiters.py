@@ -5,15 +5,14 @@ Future that many outstanding pulls use."""
 from __future__ import annotations
 
 import logging
-import select
 from typing import Any
 
 import zmq
 
 from duomq.common.busy_poll import BusyPoll
+from duomq.common.fd_poll import FdPoller
 
 log = logging.getLogger(__name__)
-_POLLIN = int(zmq.POLLIN)
 
 
 class Direct:
@@ -43,29 +42,6 @@ class Direct:
         self.sock.disable_monitor()
         self.monitor.close(linger=0)
         self.sock.close(linger=0)
-
-
-class FdPoller:
-    """zmq.Poller's ``register`` and ``poll`` over plain file descriptors
-    (or objects with a ``fileno``: a native connection's epoll set), with one
-    poll(2) a wait: libzmq's zmq_poll, which a native connection does not
-    need, asks twice when nothing is ready yet (a pass without a timeout
-    first) and costs a Python call of pyzmq's more. Any event (readable, an
-    error, a hang-up) is POLLIN: the owner reads and learns which."""
-
-    __slots__ = ("_poll", "_by_fd")
-
-    def __init__(self):
-        self._poll = select.poll()
-        self._by_fd: dict[int, Any] = {}
-
-    def register(self, obj: Any, events: int = zmq.POLLIN) -> None:
-        fd = obj if isinstance(obj, int) else obj.fileno()
-        self._by_fd[fd] = obj
-        self._poll.register(fd, select.POLLIN)
-
-    def poll(self, timeout_ms: int) -> list[tuple[Any, int]]:
-        return [(self._by_fd[fd], _POLLIN) for fd, _ev in self._poll.poll(timeout_ms)]
 
 
 class Answer:

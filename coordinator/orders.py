@@ -1,7 +1,7 @@
 """What the HA controller orders the broker's serving thread to do, as typed
 values (the controller decides in ``ha_cycle``; the serving loop carries the
 orders out in ``broker.role_switch``). An order travels in the broker's inbox
-(``broker.inbox``): a queue the loop drains, with a ZeroMQ socket that only
+(``broker.inbox``): a queue the loop drains, with an eventfd that only
 wakes it."""
 
 from __future__ import annotations

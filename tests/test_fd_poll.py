@@ -1,4 +1,4 @@
-"""The blocking call's wait on a native connection (client.waiters.FdPoller):
+"""The wait on native connections and ports (common.fd_poll.FdPoller):
 zmq.Poller's answers (the registered objects, POLLIN) from one poll(2), and
 a hang-up or an error counts as news to read."""
 
@@ -8,7 +8,7 @@ import time
 
 import zmq
 
-from duomq.client.waiters import FdPoller
+from duomq.common.fd_poll import FdPoller
 
 
 class Owner:
