@@ -535,7 +535,10 @@ class RemotingClient:
                 return
             pulled = codec.read_pull_answer(data)     # the common answer, read in C
             if pulled is not None and (entry := pending.pop(pulled[0], None)) is not None:
-                entry[0].set_result(pulled[1:])
+                try:
+                    entry[0].set_result(pulled[1:])
+                except Exception as exc:  # as below: it fails its request only
+                    entry[0].set_exception(exc)
                 continue
             try:
                 frame = codec.decode_frame(data)
