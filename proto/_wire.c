@@ -293,6 +293,47 @@ failed:
     return NULL;
 }
 
+/* an answer's Frame: its fields, the payload and error as slices of it */
+typedef struct {
+    uint64_t version, request_id;
+    int64_t type, status;
+    const uint8_t *error, *payload;
+    Py_ssize_t error_n, payload_n;
+} AnswerFrame;
+
+/* the Frame in [p, end) read as protobuf reads it: 0, or -1 when it is not
+ * the common case (an unknown or mistyped field, a malformed varint) */
+static int answer_frame(const uint8_t *p, const uint8_t *end, AnswerFrame *f)
+{
+    *f = (AnswerFrame){0, 0, 0, 0, (const uint8_t *)"", p, 0, 0};
+    while (p < end) {
+        uint64_t key, v;
+        if (varint(&p, end, &key) < 0)
+            return -1;
+        int wire = (int)(key & 7);
+        switch (key >> 3) {
+        case 1: case 2: case 3: case 4:
+            if (wire != 0 || varint(&p, end, &v) < 0)
+                return -1;
+            if (key >> 3 == 1) f->version = (uint32_t)v;
+            else if (key >> 3 == 2) f->request_id = v;
+            else if (key >> 3 == 3) f->type = (int32_t)(uint32_t)v;
+            else f->status = (int32_t)(uint32_t)v;
+            break;
+        case 5: case 6:
+            if (wire != 2)
+                return -1;
+            if (key >> 3 == 5 ? delimited(&p, end, &f->error, &f->error_n) < 0
+                              : delimited(&p, end, &f->payload, &f->payload_n) < 0)
+                return -1;
+            break;
+        default:
+            return -1;
+        }
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(read_send_answer_doc,
 "read_send_answer(frame, version, request_id, send_type): (status, error,\n"
 "SendResponse's fields as send_response_fields gives them) of the answer to\n"
@@ -317,46 +358,20 @@ static PyObject *py_read_send_answer(PyObject *self, PyObject *const *args, Py_s
         PyBuffer_Release(&b);
         return NULL;
     }
-    const uint8_t *p = b.buf, *end = p + b.len;
-    const uint8_t *payload = p, *error = (const uint8_t *)"";
-    Py_ssize_t payload_n = 0, error_n = 0;
-    uint64_t version = 0, request_id = 0;
-    int64_t type = 0, status = 0;
+    AnswerFrame f;
     PyObject *out = NULL, *fields = NULL, *text = NULL;
-    while (p < end) {
-        uint64_t key, v;
-        if (varint(&p, end, &key) < 0)
-            goto common_case_only;
-        int wire = (int)(key & 7);
-        switch (key >> 3) {
-        case 1: case 2: case 3: case 4:
-            if (wire != 0 || varint(&p, end, &v) < 0)
-                goto common_case_only;
-            if (key >> 3 == 1) version = (uint32_t)v;
-            else if (key >> 3 == 2) request_id = v;
-            else if (key >> 3 == 3) type = (int32_t)(uint32_t)v;
-            else status = (int32_t)(uint32_t)v;
-            break;
-        case 5: case 6:
-            if (wire != 2)
-                goto common_case_only;
-            if (key >> 3 == 5 ? delimited(&p, end, &error, &error_n) < 0
-                              : delimited(&p, end, &payload, &payload_n) < 0)
-                goto common_case_only;
-            break;
-        default:
-            goto common_case_only;
-        }
-    }
-    if ((long long)version != want_version || request_id != want_rid || type != want_type)
+    if (answer_frame(b.buf, (const uint8_t *)b.buf + b.len, &f) < 0)
         goto common_case_only;
-    fields = send_response_fields(payload, payload + payload_n);
+    if ((long long)f.version != want_version || f.request_id != want_rid ||
+        f.type != want_type)
+        goto common_case_only;
+    fields = send_response_fields(f.payload, f.payload + f.payload_n);
     if (fields == NULL) {
         if (PyErr_Occurred())
             goto done;
         goto common_case_only;
     }
-    text = PyUnicode_DecodeUTF8((const char *)error, error_n, "strict");
+    text = PyUnicode_DecodeUTF8((const char *)f.error, f.error_n, "strict");
     if (text == NULL) {
         Py_DECREF(fields);
         if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
@@ -364,7 +379,7 @@ static PyObject *py_read_send_answer(PyObject *self, PyObject *const *args, Py_s
         PyErr_Clear();
         goto common_case_only;
     }
-    out = Py_BuildValue("(LNN)", (long long)status, text, fields);
+    out = Py_BuildValue("(LNN)", (long long)f.status, text, fields);
     goto done;
 common_case_only:
     out = Py_NewRef(Py_None);
@@ -444,46 +459,19 @@ static PyObject *py_read_pull_answer(PyObject *self, PyObject *const *args, Py_s
         PyBuffer_Release(&b);
         return NULL;
     }
-    const uint8_t *p = b.buf, *end = p + b.len;
-    const uint8_t *payload = p, *error = (const uint8_t *)"";
-    Py_ssize_t payload_n = 0, error_n = 0;
-    uint64_t version = 0, request_id = 0;
-    int64_t type = 0, status = 0;
+    AnswerFrame f;
     PyObject *out = NULL, *fields = NULL, *text = NULL;
-    while (p < end) {
-        uint64_t key, v;
-        if (varint(&p, end, &key) < 0)
-            goto common_case_only;
-        int wire = (int)(key & 7);
-        switch (key >> 3) {
-        case 1: case 2: case 3: case 4:
-            if (wire != 0 || varint(&p, end, &v) < 0)
-                goto common_case_only;
-            if (key >> 3 == 1) version = (uint32_t)v;
-            else if (key >> 3 == 2) request_id = v;
-            else if (key >> 3 == 3) type = (int32_t)(uint32_t)v;
-            else status = (int32_t)(uint32_t)v;
-            break;
-        case 5: case 6:
-            if (wire != 2)
-                goto common_case_only;
-            if (key >> 3 == 5 ? delimited(&p, end, &error, &error_n) < 0
-                              : delimited(&p, end, &payload, &payload_n) < 0)
-                goto common_case_only;
-            break;
-        default:
-            goto common_case_only;
-        }
-    }
-    if ((long long)version != want_version || type != want_type)
+    if (answer_frame(b.buf, (const uint8_t *)b.buf + b.len, &f) < 0)
         goto common_case_only;
-    fields = pull_response_fields(payload, payload + payload_n);
+    if ((long long)f.version != want_version || f.type != want_type)
+        goto common_case_only;
+    fields = pull_response_fields(f.payload, f.payload + f.payload_n);
     if (fields == NULL) {
         if (PyErr_Occurred())
             goto done;
         goto common_case_only;
     }
-    text = PyUnicode_DecodeUTF8((const char *)error, error_n, "strict");
+    text = PyUnicode_DecodeUTF8((const char *)f.error, f.error_n, "strict");
     if (text == NULL) {
         Py_DECREF(fields);
         if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
@@ -491,7 +479,7 @@ static PyObject *py_read_pull_answer(PyObject *self, PyObject *const *args, Py_s
         PyErr_Clear();
         goto common_case_only;
     }
-    out = Py_BuildValue("(KLNN)", (unsigned long long)request_id, (long long)status, text,
+    out = Py_BuildValue("(KLNN)", (unsigned long long)f.request_id, (long long)f.status, text,
                         fields);
     goto done;
 common_case_only:
