@@ -34,7 +34,6 @@ from duomq.broker.inbox import Inbox, ScrapeWanted
 from duomq.broker.metrics import BrokerCollector, serve
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
 from duomq.broker.processors import HANDLERS
-from duomq.broker.requests import Request
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.snapshot import QueueSnapshot, take, take_queues
 from duomq.broker.zmtp_router import ZmtpRouter
@@ -114,7 +113,9 @@ class Broker(BrokerCore):
         self.inbox = Inbox()
         self.outbox = Outbox(self.router, config.max_queued_bytes_per_client,
                              config.client_mute_ms / 1000)
-        self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self._before_answer)
+        # when an ASYNC send's visible offsets are computed (its ack's hook)
+        self.after_sends = visibility.AfterSends(self)
+        self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self.after_sends.before_answer)
         self.busy_poll = self.metrics.busy_poll = BusyPoll(config.busy_poll_us)
         if self.security is not None:
             self.dispatcher.guard = self.guard = self.security.guard
@@ -128,9 +129,6 @@ class Broker(BrokerCore):
         self._next_tx_check = 0.0
         self._next_retention = 0.0
         self._next_scan = 0.0
-        # visibility was computed after the last request served (an ASYNC
-        # send's, before its ack): the turn's own update may be skipped
-        self._visible_now = False
         # queues written to whose entries are not all visible yet: (topic, queue) -> end
         self.pending_queues: dict[tuple[str, int], int] = {}
         self.queue_snapshot: QueueSnapshot | None = None     # the last a scrape asked for
@@ -293,7 +291,7 @@ class Broker(BrokerCore):
         backlogged, router_key = _polled(router)
         ha_backlogged, ha_key = _polled(ha_router)
         try:
-            outbox = self.outbox
+            outbox, after_sends = self.outbox, self.after_sends
             while not self._stopping:
                 if events:
                     busy.spin(router, ha_router, notify)
@@ -301,7 +299,7 @@ class Broker(BrokerCore):
                                           else self._poll_ms()))
                 if events:
                     busy.woke()
-                self._visible_now = False
+                after_sends.now = False
                 if outbox.waiting:
                     outbox.flush()
                 if notify_key in events:
@@ -312,6 +310,8 @@ class Broker(BrokerCore):
                     if st.role == Role.SLAVE:
                         visibility.update_visible(self)   # replication moved it without waking us
                     self._drain_router()
+                    if after_sends.owed:          # before the transfers: they carry it
+                        after_sends.pay()
                 if st.appended:
                     st.appended = False
                     # what was just written leaves for the slaves first, before
@@ -321,7 +321,7 @@ class Broker(BrokerCore):
                     if self.sync_flush and self.flush_service is not None:
                         self._group_commit()
                 self._pump_schedule()
-                if not self._visible_current():   # first: transfers carry the newest confirmed
+                if not after_sends.current():     # first: transfers carry the newest confirmed
                     visibility.update_visible(self)   # offset
                 self._replicate()
                 self._housekeeping()
@@ -379,7 +379,7 @@ class Broker(BrokerCore):
         m.transactions.commit_progress(self.state.visible_offset)
 
     def _drain_router(self) -> None:
-        router, dispatch = self.router, self.dispatcher.dispatch
+        router, dispatch, after_sends = self.router, self.dispatcher.dispatch, self.after_sends
         if self.security is not None:
             for _ in range(MAX_DRAIN):
                 if not readable(router):
@@ -390,7 +390,7 @@ class Broker(BrokerCore):
                     return
                 # the User-Id ZAP gave the connection: checked on every request
                 who = frames[-1].get("User-Id")
-                self._visible_now = False
+                after_sends.serving()
                 dispatch([f.bytes for f in frames], who if isinstance(who, str) else None)
             return
         if isinstance(router, ZmtpRouter):
@@ -402,7 +402,7 @@ class Broker(BrokerCore):
             for _ in range(MAX_DRAIN):
                 if not router.ready:
                     return
-                self._visible_now = False
+                after_sends.serving()
                 dispatch(router.take())
             return
         for _ in range(MAX_DRAIN):
@@ -412,33 +412,8 @@ class Broker(BrokerCore):
                 parts = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            self._visible_now = False
+            after_sends.serving()
             dispatch(parts)
-
-    def _before_answer(self, request: Request, answer) -> None:
-        """A send acked at once (no flush or replication to wait for) is
-        visible before its ack leaves: held pulls are answered first, so the
-        consumer's answer goes out ahead of the producer's ack (on a busy
-        host, waking the producer first delayed the consumer by about
-        0.2 ms at the median)."""
-        if request.type == pb.SEND and not (self.sync_flush or self.sync_replication):
-            visibility.update_visible(self)
-            # (a slave's offsets move on the replication thread: never current)
-            self._visible_now = self.state.role == Role.MASTER
-
-    def _visible_current(self) -> bool:
-        """Whether the turn's update of the visible offsets would change
-        nothing (issue 41: it cost an ASYNC send ~9 us): the last request
-        served was an ASYNC send that updated them before its ack, and
-        since then nothing was written (the schedule's pump) and no write
-        waits for an ack. What it reads besides (the flushed offset, the
-        slaves' acks) moves only under SYNC_FLUSH or SYNC replication,
-        where sends do not update them, or on news the loop reads before
-        serving requests."""
-        if not self._visible_now or self.store.appended:
-            return False
-        m = self.master()
-        return m is None or not len(m.ack_waiters)
 
     def _drain_ha(self) -> None:
         now = time.monotonic()

@@ -86,3 +86,57 @@ def test_bursts_from_many_connections_are_all_answered_and_pulls_see_every_messa
                                       for r in range(EACH))
     finally:
         ctx.destroy(linger=0)
+
+
+def recv_answer(sock, rid: int):
+    """The answer to request ``rid`` (within 10 s)."""
+    assert sock.poll(10_000), f"no answer to request {rid}"
+    frame = codec.decode_frame(sock.recv())
+    assert frame.request_id == rid
+    return frame, codec.decode_response(frame)
+
+
+@pytest.mark.parametrize("transport", ["native", "zeromq"])
+def test_a_pull_sent_after_an_ack_finds_the_message(local_cluster, transport):
+    """An ASYNC send acked with no pull held has its visibility computed
+    after the ack: a pull a client sends once it has the ack must still
+    find the message. The pull is made to arrive while the broker is still
+    serving the turn that acked it (a burst from another connection queued
+    behind the send; libzmq's port reads what arrives meanwhile in the same
+    turn), with no wait (answered at once, never held)."""
+    broker = local_cluster.add_broker("broker-a", 0, flush="ASYNC_FLUSH",
+                                      client_transport=transport)
+    local_cluster.create_topic(TOPIC, queues=1)
+    local_cluster.create_topic("Noise", queues=1)
+    ctx = zmq.Context()
+    try:
+        producer, burst, reader = (ctx.socket(zmq.DEALER) for _ in range(3))
+        for s in (producer, burst, reader):
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(broker.address)
+        noise = codec.encode_request(0, pb.SEND, pb.SendRequest(
+            topic="Noise", queue_id=0, count=1, records=rec.encode_record(
+                b"Noise", b"", b"", b"", b"n", int(time.time() * 1000))))
+        empty = 0
+        for n in range(150):
+            producer.send(send_frame(n, 0))
+            for _ in range(40):                  # served after the send, in the same turn
+                burst.send(noise)
+            frame, resp = recv_answer(producer, n)
+            assert frame.status == pb.OK, frame.error
+            assert resp.queue_offset == n
+            reader.send(codec.encode_request(n, pb.PULL, pb.PullRequest(
+                consumer_group="g", topic=TOPIC, queue_id=0, queue_offset=n, max_messages=1,
+                max_wait_ms=0)))
+            frame, resp = recv_answer(reader, n)
+            if frame.status != pb.OK:
+                empty += 1
+            else:
+                assert [m.body for m in decode_records(resp.records, "broker-a")] == \
+                    [b"0/%d" % n]
+            for _ in range(40):
+                assert burst.poll(10_000)
+                burst.recv()
+        assert empty == 0, f"{empty} of 150 pulls sent after their send's ack found nothing"
+    finally:
+        ctx.destroy(linger=0)
