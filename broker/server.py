@@ -310,8 +310,7 @@ class Broker(BrokerCore):
                     if st.role == Role.SLAVE:
                         visibility.update_visible(self)   # replication moved it without waking us
                     self._drain_router()
-                    if after_sends.owed:          # before the transfers: they carry it
-                        after_sends.pay()
+                    after_sends.settle()          # before the transfers: they carry it
                 if st.appended:
                     st.appended = False
                     # what was just written leaves for the slaves first, before

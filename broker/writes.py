@@ -55,8 +55,9 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
     if req.scheduled:
         resp, end = _put_scheduled(b, m, req)
     else:
+        # its queue entries and bookkeeping after the ack (AfterSends.serving)
         put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count,
-                                numbering)
+                                numbering, later=True)
         resp = SendAnswer(b.config.group, put.queue_offset, put.physical_offsets)
         end = put.end_offset
     b.state.appended = True

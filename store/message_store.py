@@ -56,6 +56,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
                               config.index_max_entries)
         self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
         self.fresh: Fresh | None = None   # the batch written last, for a pull of it
+        self.owed: tuple | None = None    # a write's second half (StoreWrites.finish)
         # (topic, queue, commit-log end) of each write of consume-queue entries,
         # for the serving thread to look at only those queues' held pulls
         # (written by the serving thread as master, the replication thread as slave)
@@ -179,6 +180,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         the checkpoint: a clean restart replays nothing (a snapshot taken up
         to PRODUCER_SNAPSHOT_S earlier would make it read that much of the log
         again, through the mapping, keeping those pages mapped)."""
+        self.finish()
         self.commitlog.flush()
         self.checkpoint(final=True)
         self._close_files()

@@ -48,20 +48,32 @@ class StoreWrites:
     messages_stored: int
     full_logged: float
     fresh: Fresh | None            # the batch written last (``reads.Fresh``)
+    owed: tuple | None             # a write's second half, not done yet (``finish``)
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         raise NotImplementedError       # MessageStore's
 
     def put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
-                  numbering: tuple[int, int, int] | None = None) -> PutResult:
+                  numbering: tuple[int, int, int] | None = None,
+                  later: bool = False) -> PutResult:
         """Validate, place, patch and write a producer's batch (one commit-log
         write per segment touched, one consume-queue write). Raises
         RecordError / RecordTooLargeError, or StoreFullError when the disk has
         no room for a file it needs, with nothing stored. ``numbering``: an
         idempotent batch's ``(producer id, sequence, count)`` as the SEND
-        handler read it (else a flagged first record is read here)."""
+        handler read it (else a flagged first record is read here).
+
+        ``later``: the common case (a batch that fits the open segment)
+        returns once its records are in the commit log, and what follows
+        (its queue entries, its keys, its producer's sequence, the offsets
+        published) is done by ``finish``, which the caller must call before
+        anything else reads or writes the store (the serving loop: after
+        the send's ack, before it serves the next request; issue 41). RocketMQ
+        builds its queues from the log after the ack too (its reput)."""
+        if self.owed is not None:
+            self.finish()
         try:
-            return self._put_batch(topic, queue_id, buf, count, numbering)
+            return self._put_batch(topic, queue_id, buf, count, numbering, later)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -79,9 +91,9 @@ class StoreWrites:
         return StoreFullError(exc.errno or errno.ENOSPC, text)
 
     def _put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
-                   numbering: tuple[int, int, int] | None) -> PutResult:
+                   numbering: tuple[int, int, int] | None, later: bool) -> PutResult:
         topic_b = topic.encode()
-        staged = self._put_staged(topic, topic_b, queue_id, buf, count, numbering)
+        staged = self._put_staged(topic, topic_b, queue_id, buf, count, numbering, later)
         if staged is not None:
             return staged
         crcs: list[int] = []
@@ -117,7 +129,8 @@ class StoreWrites:
                             offsets[-1] + sizes[-1], keyed, now)
 
     def _put_staged(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray,
-                    count: int, numbering: tuple[int, int, int] | None) -> PutResult | None:
+                    count: int, numbering: tuple[int, int, int] | None,
+                    later: bool) -> PutResult | None:
         """The common case in one C call (``_native.stage``: checked, sealed,
         the queue entries packed): a batch that fits the open segment. None,
         with nothing changed, for any other (no C loops, a segment to roll,
@@ -138,9 +151,28 @@ class StoreWrites:
         if last_cq is None or (qoff + count) * CQ_UNIT.size > last_cq.end:
             cq.reserve(qoff, count)            # a full disk fails here, with nothing written
         self.commitlog.append_to(seg, buf)
+        end = seg.base + seg.wrote
+        if later:
+            self.owed = (cq, entries, topic, topic_b, queue_id, buf, count, numbering, qoff,
+                         offsets, end, keyed, now)
+            return PutResult(qoff, offsets, end)
         cq.append(entries, qoff)
         return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
-                            seg.base + seg.wrote, keyed, now)
+                            end, keyed, now)
+
+    def finish(self) -> None:
+        """The second half of a ``put_batch(later=True)``: its queue entries
+        written (into space reserved before the records were written) and
+        the rest of ``_stored``."""
+        owed = self.owed
+        if owed is None:
+            return
+        self.owed = None
+        cq, entries, topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, \
+            keyed, now = owed
+        cq.append(entries, qoff)
+        self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, keyed,
+                     now)
 
     def _stored(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray, count: int,
                 numbering: tuple[int, int, int] | None, qoff: int, offsets: list[int],

@@ -27,6 +27,9 @@ TOPIC = "Orders"
 
 
 def call(core, type_, message, identity=b"client-1"):
+    """A request served as the serving loop serves it: what the sends before
+    it left for after their acks is done first (``AfterSends.serving``)."""
+    core.store.finish()
     return HANDLERS[type_](core, Request(identity, 7, type_, message))
 
 
@@ -79,6 +82,7 @@ def send(core, n=3, queue=0, **kw):
     status, error, resp = call(core, pb.SEND, pb.SendRequest(
         topic=TOPIC, queue_id=queue, count=n, records=records(n, **kw)))
     assert status == pb.OK, error
+    core.store.finish()                                        # after the ack, as the loop
     core.state.visible_offset = core.store.dispatched_offset   # ASYNC: visible at once
     return resp
 

@@ -177,3 +177,42 @@ def _acks(address: str) -> bool:
         return False
     finally:
         remoting.close()
+
+
+@pytest.mark.parametrize("transport", ["native", "zeromq"])
+def test_a_retry_read_in_the_same_turn_as_its_first_send_is_stored_once(local_cluster,
+                                                                         transport):
+    """The broker finishes a send's write (its queue entries, its
+    producer's sequence) after the ack, before it serves the next request:
+    a retry pipelined right behind the first send, read in the same turn,
+    must find the first and be answered as a duplicate. Each pair is sent
+    at once on one connection, both queued before either is answered."""
+    import zmq
+
+    from duomq.proto import codec
+    local_cluster.add_broker("broker-a", 0, flush="ASYNC_FLUSH", client_transport=transport)
+    local_cluster.create_topic("Once", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    address = local_cluster.brokers[0].address
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(address)
+        for seq in range(40):
+            req = numbered(5, seq, [b"%d" % seq, b"%d'" % seq])
+            sock.send_multipart([codec.encode_request(2 * seq, pb.SEND, req)])
+            sock.send_multipart([codec.encode_request(2 * seq + 1, pb.SEND, req)])
+            answers = []
+            for _ in range(2):
+                assert sock.poll(10_000)
+                frame = codec.decode_frame(sock.recv())
+                assert frame.status == pb.OK, frame.error
+                answers.append(codec.decode_response(frame))
+            first, again = answers
+            assert not first.duplicate and again.duplicate, seq
+            assert list(again.physical_offsets) == list(first.physical_offsets)
+    finally:
+        ctx.destroy(linger=0)
+    bodies = sorted(m.body for m in stored(zk, cl))
+    assert bodies == sorted(b for s in range(40) for b in (b"%d" % s, b"%d'" % s))
