@@ -310,7 +310,8 @@ class Broker(BrokerCore):
                     if st.role == Role.SLAVE:
                         visibility.update_visible(self)   # replication moved it without waking us
                     self._drain_router()
-                    after_sends.settle()          # before the transfers: they carry it
+                    if after_sends.owed:          # ASYNC: before the transfers, they carry
+                        after_sends.pay()         # the offsets it moved
                 if st.appended:
                     st.appended = False
                     # what was just written leaves for the slaves first, before
@@ -319,6 +320,7 @@ class Broker(BrokerCore):
                     self._replicate()
                     if self.sync_flush and self.flush_service is not None:
                         self._group_commit()
+                after_sends.settle()              # the last send's queue entries: after those
                 self._pump_schedule()
                 if not after_sends.current():     # first: transfers carry the newest confirmed
                     visibility.update_visible(self)   # offset

@@ -28,9 +28,12 @@ class AfterSends:
     half of its write (its queue entries, its producer's sequence, the
     offsets published: ``MessageStore.finish``) and, for an ASYNC send (no
     flush or replication to wait for), the visible offsets it moved. Both
-    are done before the next request is served (``serving``) and before the
-    turn goes on (``settle``), so a pull or a retry sent after the ack finds
-    the message; and before the ack leaves when a pull is held, so that
+    are done before the next request is served (``serving``), so a pull or a
+    retry sent after the ack finds the message, and before the turn goes on
+    (``settle``: after the turn's transfers to the slaves and its group
+    commit, which read only the log, so a SYNC send's records leave first;
+    an ASYNC send's offsets before them, as the transfers carry them: ``pay``);
+    and before the ack leaves when a pull is held, so that
     held pulls are answered first (the consumer's answer goes out ahead of
     the producer's ack: on a busy host, waking the producer first delayed
     the consumer by about 0.2 ms at the median)."""
