@@ -170,7 +170,16 @@ class StoreWrites:
         self.owed = None
         cq, entries, topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, \
             keyed, now = owed
-        cq.append(entries, qoff)
+        try:
+            cq.append(entries, qoff)
+        except BaseException:
+            # acked and in the log: what follows it is rebuilt from the log at
+            # the next start (recovery replays it from the last checkpoint,
+            # which never passes the dispatched offset this write left behind)
+            log.critical("the queue entries of %s/%d from offset %d, acked, could not be "
+                         "written: the broker stops; a restart rebuilds them from the commit "
+                         "log", topic, queue_id, qoff)
+            raise
         self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, keyed,
                      now)
 

@@ -159,3 +159,32 @@ def test_a_refused_batch_leaves_nothing_owed(tmp_path, later):
         assert s.owed is None and s.commitlog.max_offset == 0
     finally:
         s.close()
+
+
+def test_a_second_half_that_fails_is_rebuilt_from_the_log_at_the_next_start(tmp_path):
+    """The queue entries of an acked send that cannot be written (an I/O
+    error after the ack) raise out of ``finish``, which stops the broker;
+    closing still works, and the next start rebuilds them from the log."""
+    s = open_store(tmp_path)
+    s.put_batch("Other", 0, bytearray(rec.encode_record(b"Other", b"", b"", b"", b"o", 1)), 1)
+    data, k, numbering = batch(random.Random(5), 0, 6, 0)
+    put = s.put_batch("T", 2, bytearray(data), k, numbering, later=True)
+    cq = s.find_queue("T", 2)
+
+    def fails(*_args):
+        raise OSError(5, "Input/output error")
+
+    cq.append = fails
+    with pytest.raises(OSError):
+        s.finish()
+    assert s.owed is None
+    del cq.append
+    s.close()
+    s = open_store(tmp_path)
+    try:
+        cq = s.find_queue("T", 2)
+        assert cq is not None and cq.max_offset == k
+        assert [cq.entry(i)[0] for i in range(k)] == put.physical_offsets
+        assert s.producers.lookup(6, "T", 2, 0).phys == put.physical_offsets[0]
+    finally:
+        s.close()
