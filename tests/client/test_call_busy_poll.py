@@ -91,7 +91,10 @@ def test_slow_answers_stop_the_spin(echo):
         for _ in range(40):
             assert status(r, address) == pb.OK
         b = busy(r, address)
-        assert b.caught == 0 and b.spins <= 8 and b.spent_ns < 40 * 100_000
+        # each spin ran out its budget; the time is wall time (a spin the
+        # scheduler preempted counts the wait: 8 spins took 4.8 ms once on a
+        # loaded host), so the spins are counted, not timed
+        assert b.caught == 0 and 0 < b.spins <= 8 and b.spent_ns >= b.spins * 100_000
     finally:
         r.close()
 
