@@ -58,3 +58,56 @@ def test_a_snapshot_keeps_what_lies_below_its_offset(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ConfigError, match="damaged"):
         ProducerStates().load(str(tmp_path / "bad.json"))
+
+
+@pytest.mark.parametrize("loops", ["c", "python"])
+def test_observed_records_give_the_same_table_read_in_c_or_in_python(loops, monkeypatch):
+    """``observe_record`` (a slave's dispatch, a restart's recovery) reads a
+    batch's numbering with the C loops when it is spelled plainly, else with
+    the Python, which also names what is wrong: the same table, the same
+    complaints, either way."""
+    import random
+    import struct
+
+    from duomq.client.producer import encode_batch
+    from duomq.common.idempotence import sequence_of, sequencing
+    from duomq.common.message import Message
+    from duomq.format import native
+    from duomq.format import record as rec
+    if loops == "python":
+        monkeypatch.setattr(native, "LOOPS", None)
+    elif native.LOOPS is None:
+        pytest.skip("built without the C loops")
+    from duomq.store import producer_state
+    read_in_python = []
+
+    def python_reading(props):
+        read_in_python.append(props)
+        return sequence_of(props)
+    monkeypatch.setattr(producer_state, "sequence_of", python_reading)
+    rnd = random.Random(5)
+    t = ProducerStates()
+    want = {}
+    for i in range(300):
+        pid, seq, count = rnd.getrandbits(63), rnd.randrange(10**9), rnd.randrange(1, 9)
+        topic, qid = rnd.choice(["T", "Orders", "\u00e9t\u00e9"]), rnd.randrange(4)
+        msgs = [Message(topic, b"x" * rnd.randrange(50), keys=rnd.choice(["", "k"]),
+                        properties=rnd.choice([None, {"a": "b"}])) for _ in range(count)]
+        buf, _ = encode_batch(msgs, topic, 1, b"\x7f\x00\x00\x01\x00\x00\x00\x00", 1 << 20,
+                              sequencing(pid, seq, count))
+        buf = bytearray(buf)                 # as the broker stores it: its queue and offset
+        for name, value in (("queue_id", qid), ("queue_offset", i)):
+            struct.pack_into(">" + dict(rec.FIELDS)[name], buf, rec.OFFSET[name], value)
+        assert t.observe_record(memoryview(buf), 1000 * i) is None
+        want[(pid, topic, qid, seq)] = Batch(seq, i, count, 1000 * i)
+    for (pid, topic, qid, seq), b in want.items():
+        assert t.lookup(pid, topic, qid, seq) == b
+    assert len(read_in_python) == (0 if loops == "c" else 300)
+    plain = b"PRODUCER_ID\x01ff\x02PRODUCER_SEQ\x017\x02PRODUCER_BATCH\x012\x02"
+    for props, said in [(plain.replace(b"ff", b"zz"), "needs"),
+                        (plain.replace(b"\x012\x02", b"\x010\x02"), "out of range"),
+                        (plain.replace(b"PRODUCER_SEQ\x017\x02", b""), "needs")]:
+        bad = rec.encode_record(b"T", b"", b"", props, b"x", 1, flags=rec.FLAG_SEQUENCED)
+        assert said in t.observe_record(memoryview(bad), 7)
+    unflagged = rec.encode_record(b"T", b"", b"", plain, b"x", 1)
+    assert t.observe_record(memoryview(unflagged), 8) is None and t.lookup(255, "T", 0, 7) is None
