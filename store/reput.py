@@ -68,7 +68,7 @@ class Reput:
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         raise NotImplementedError       # MessageStore's
 
-    def _observe(self, sequenced: list[int]) -> None:
+    def _observe(self, sequenced: list[int], checked: bool = False) -> None:
         raise NotImplementedError       # MessageStore's
 
     def dispatch(self) -> int:
@@ -117,7 +117,7 @@ class Reput:
                 self._dispatch_entries(key, run)
         if d.keyed:
             self.index.add(d.keyed)
-        self._observe(d.sequenced)
+        self._observe(d.sequenced, checked=True)   # by the dispatch's scan
         # the queues first: whoever sees the new offset finds them (the serving thread)
         self.appended.extend((str(t, "utf-8"), q, d.end) for t, q in d.pending)
         self.dispatched_offset = d.end
