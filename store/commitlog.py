@@ -111,6 +111,22 @@ class CommitLog:
             return None
         return memoryview(seg.mm)[rel:rel + size]
 
+    def record_at(self, offset: int):
+        """A memoryview of the record at ``offset`` as it lies, its length
+        read from its first field (unchecked: ``StoreReads.read_record``
+        checks it), or None where no whole one is written."""
+        seg = self.mfq.find(offset)
+        if seg is None:
+            return None
+        rel, wrote = offset - seg.base, seg.wrote
+        if rel + rec.SIZE_MAGIC.size > wrote:
+            return None
+        view = memoryview(seg.mm)
+        size = rec.SIZE_MAGIC.unpack_from(view, rel)[0]
+        if size < rec.SIZE_MAGIC.size or rel + size > wrote:
+            return None
+        return view[rel:rel + size]
+
     def flush(self) -> int:
         return self.mfq.flush()
 

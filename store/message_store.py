@@ -276,15 +276,9 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         producers' sequences. ``checked``: the records were checked moments
         ago on this thread (a dispatch's scan), and are read as they lie (a
         slave's second check of each was ~5% of its CPU a message)."""
-        log_ = self.commitlog
+        read = self.commitlog.record_at if checked else self.read_record
         for phys in sequenced:
-            if checked:
-                head = log_.read(phys, rec.SIZE_MAGIC.size)
-                view = log_.read(phys, rec.SIZE_MAGIC.unpack_from(head, 0)[0]) \
-                    if head is not None else None
-            else:
-                view = self.read_record(phys)
-            wrong = self.producers.observe_record(view, phys)
+            wrong = self.producers.observe_record(read(phys), phys)
             if wrong:
                 log.warning("an idempotent batch's sequence is not readable (%s): a retry of "
                             "it may be stored again", wrong)

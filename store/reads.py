@@ -257,15 +257,12 @@ class StoreReads:
         """The stored record that starts at ``phys`` (a message id's offset),
         checked (magic, lengths, CRC); None if no record starts there or it
         ends past ``visible_end``."""
-        head = self.commitlog.read(phys, 8) if phys >= self.commitlog.min_offset else None
-        if head is None:
+        view = self.commitlog.record_at(phys) if phys >= self.commitlog.min_offset else None
+        if view is None:
             return None
-        size, magic = rec.SIZE_MAGIC.unpack_from(head, 0)
+        size, magic = rec.SIZE_MAGIC.unpack_from(view, 0)
         if magic not in (rec.RECORD_MAGIC, rec.RECORD_MAGIC_V2) or size < rec.HEADER_SIZE or \
                 (visible_end is not None and phys + size > visible_end):
-            return None
-        view = self.commitlog.read(phys, size)
-        if view is None:
             return None
         try:
             rec.check_record(view, 0, size)
