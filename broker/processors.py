@@ -43,6 +43,7 @@ from duomq.master.parts import MasterParts
 from duomq.proto import pb
 from duomq.proto.wire import PullAnswer
 from duomq.slave.parts import SlaveParts
+from duomq.store.reads import Fresh
 
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
 QUERY_MAX_NUM = 64            # ... and at most
@@ -85,14 +86,8 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
                              b.state.visible_offset, None if sub.everything else sub.codes,
                              first_fits=budget is not None and budget < cfg.max_pull_bytes)
     if got.count:
-        resp = PullAnswer(count=got.count, records=got.records,
-                               next_offset=got.next_offset, min_offset=got.min_offset,
-                               max_offset=got.max_offset)
-        if advice is not None:
-            resp.suggest_broker_id = advice
-            resp.advice_ttl_ms = cfg.read_advice_ttl_ms
-            b.state.redirects += 1
-        return pb.OK, "", _with_lag(resp, lag)
+        return _found(b, got.records, got.count, got.next_offset, got.min_offset,
+                      got.max_offset, advice, lag)
     if got.status is PullStatus.NO_MATCHED_MESSAGE:   # pulled again from next_offset
         return got.status.wire, "", _with_lag(PullAnswer(
             next_offset=got.next_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
@@ -109,6 +104,51 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
         return None
     return PullStatus.NO_NEW_MESSAGE.wire, "", _with_lag(PullAnswer(
         next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
+
+
+def _found(b: BrokerCore, records, count: int, next_offset: int, min_offset: int,
+           max_offset: int, advice: int | None, lag: int | None) -> Answer:
+    resp = PullAnswer(count=count, records=records, next_offset=next_offset,
+                      min_offset=min_offset, max_offset=max_offset)
+    if advice is not None:
+        resp.suggest_broker_id = advice
+        resp.advice_ttl_ms = b.config.read_advice_ttl_ms
+        b.state.redirects += 1
+    return pb.OK, "", _with_lag(resp, lag)
+
+
+def staged_fits(b: BrokerCore, req: pb.PullRequest, fresh: Fresh) -> bool:
+    """Whether a held PULL is answered with exactly the staged batch
+    ``fresh`` (``MessageStore.staged``) once its second half is written and
+    the offsets computed: what ``_pull`` then reads is that batch whole (the
+    same conditions as ``StoreReads.get_messages``'s answer from ``fresh``),
+    so ``pull_staged`` may answer it from those bytes first. Only on an
+    ASYNC master (``AfterSends.before_answer``), where everything written
+    is visible once dispatched."""
+    cfg = b.config
+    qoff, n = fresh.queue_offset, fresh.count
+    per = cfg.cq_entries_per_segment
+    return req.queue_offset == qoff and req.topic == fresh.topic \
+        and req.queue_id == fresh.queue_id \
+        and n <= min(req.max_messages or cfg.max_pull_messages, cfg.max_pull_messages) \
+        and len(fresh.records) <= min(req.max_bytes or cfg.max_pull_bytes, cfg.max_pull_bytes) \
+        and fresh.end == b.store.commitlog.max_offset and qoff // per == (qoff + n - 1) // per \
+        and subscription.parse(req.subscription).everything
+
+
+def pull_staged(b: BrokerCore, staged: tuple[Fresh, int]) -> Answer:
+    """The answer ``_pull`` gives a held PULL that ``staged_fits`` the staged
+    batch, once that batch's second half is written: built from its bytes,
+    its first record's offset deciding the read advice as the queue's entry
+    would (a master's: no replica lag)."""
+    fresh, phys = staged
+    parts = b.parts
+    assert isinstance(parts, MasterParts)
+    cq = b.store.find_queue(fresh.topic, fresh.queue_id)
+    assert cq is not None
+    end = fresh.queue_offset + fresh.count
+    return _found(b, fresh.records, fresh.count, end, cq.min_offset, end,
+                  parts.read_advice(phys, b.total_memory), None)
 
 
 def pull_many(b: BrokerCore, r: Request) -> Answer | None:

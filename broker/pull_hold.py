@@ -128,6 +128,23 @@ class PullRequestHoldService:
         self._released(ready)
         return ready
 
+    def take_where(self, key: tuple[str, int], wanted) -> list[HeldPull]:
+        """Remove and return the PULLs (not PULL_MANYs) held on ``key`` for
+        which ``wanted(pull)`` is true, in the order they were held."""
+        pulls = self.held.get(key)
+        if not pulls:
+            return []
+        taken: list[HeldPull] = []
+        keep: list[HeldPull] = []
+        for p in pulls:
+            (taken if p.offsets is None and wanted(p) else keep).append(p)
+        if keep:
+            self.held[key] = keep
+        else:
+            del self.held[key]
+        self._released(taken)
+        return taken
+
     def forget(self, identity: bytes) -> int:
         """Drop every pull held for ``identity`` (a client that went or was
         muted); returns how many."""

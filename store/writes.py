@@ -160,6 +160,17 @@ class StoreWrites:
         return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
                             end, keyed, now)
 
+    def staged(self) -> tuple[Fresh, int] | None:
+        """The batch a ``put_batch(later=True)`` left for ``finish`` (None when
+        none waits), as ``Fresh`` will describe it once finished, and its first
+        record's commit-log offset: what a pull of exactly it is answered with
+        before the second half is written (``processors.pull_staged``)."""
+        owed = self.owed
+        if owed is None:
+            return None
+        _cq, _entries, topic, _tb, queue_id, buf, count, _num, qoff, offsets, end, _k, _t = owed
+        return Fresh(topic, queue_id, qoff, count, buf, end), offsets[0]
+
     def finish(self) -> None:
         """The second half of a ``put_batch(later=True)``: its queue entries
         written (into space reserved before the records were written) and

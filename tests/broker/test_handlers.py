@@ -230,3 +230,68 @@ def test_an_operator_deletes_a_groups_offsets_and_changes_runtime_settings(maste
         with pytest.raises(BadRequestError, match=says):
             call(master, pb.BROKER_CONFIG, pb.BrokerConfigRequest(set=bad))
     assert master.config.max_pull_messages == 2                      # nothing half-applied
+
+
+def test_a_held_pull_answered_from_the_staged_batch_is_answered_as_after_its_second_half(
+        tmp_path, ctx, monkeypatch):
+    """An ASYNC send answers the PULLs held at its queue's end from its staged
+    batch, before the batch's second half (``visibility.answer_staged``). For
+    300 random batches and held pulls (limits at, below and above the batch,
+    filters, offsets before, at and past the queue's end, other queues,
+    batches across a consume-queue segment's edge, read advice given),
+    whenever ``staged_fits`` says so the answer is the one the PULL handler
+    gives once the second half is written and the offsets computed: the same
+    status, the same bytes, the same redirect count. And it says so for the
+    common case (half of these requests are a consumer's at the end)."""
+    import random
+
+    from duomq.broker.processors import pull_held, pull_staged, staged_fits
+    from duomq.master import parts as master_parts
+    core = make_core(tmp_path, ctx, cq_entries_per_segment=16)
+    rng = random.Random(41)
+    monkeypatch.setattr(master_parts, "ADVICE_MIN_BEHIND", 0)
+    core.parts.ha.in_sync_ids = lambda: [1]
+    fitted = 0
+    try:
+        for i in range(300):
+            queue = rng.randrange(2)
+            n = rng.choice([1, 1, 2, 3, 7, 20])
+            batch = b"".join(rec.encode_record(
+                TOPIC.encode(), rng.choice([b"TagA", b"TagB"]), b"", b"",
+                b"%d-%d-" % (i, k) + b"x" * rng.randrange(300), 1) for k in range(n))
+            end = core.store.find_queue(TOPIC, queue)
+            qoff = end.max_offset if end is not None else 0
+            req = pb.PullRequest(                # a consumer at the end, as most are
+                consumer_group="g", topic=TOPIC, queue_id=queue, queue_offset=qoff,
+                max_messages=32, subscription="*") if rng.random() < 0.5 else pb.PullRequest(
+                consumer_group="g", topic=TOPIC, queue_id=rng.choice([queue, queue, 1 - queue]),
+                queue_offset=max(0, qoff + rng.choice([0, 0, 0, -1, 1])),
+                max_messages=rng.choice([0, 0, 1, n - 1, n, 32]),
+                max_bytes=rng.choice([0, 0, len(batch) - 1, len(batch), 1 << 20]),
+                subscription=rng.choice(["", "*", "*", "TagA", "TagA || TagB"]),
+                max_replica_lag_ms=rng.choice([0, 500]))
+            core.total_memory = rng.choice([1, 1 << 40])   # advice to the slave, or none
+            status, error, _resp = HANDLERS[pb.SEND](core, Request(b"p", i, pb.SEND, pb.SendRequest(
+                topic=TOPIC, queue_id=queue, count=n, records=batch)))
+            assert status == pb.OK, error
+            staged = core.store.staged()      # None: a segment to open, written at once
+            assert staged is None or staged[0].queue_offset == qoff
+            early = None
+            if staged is not None and staged_fits(core, req, staged[0]):
+                fitted += 1
+                before = core.state.redirects
+                early = pull_staged(core, staged)
+                early_redirects = core.state.redirects - before
+            core.store.finish()
+            core.state.visible_offset = core.parts.visible(core.store.dispatched_offset, core.state)
+            assert core.store.staged() is None
+            if early is not None:
+                before = core.state.redirects
+                late = pull_held(core, Request(b"c", i, pb.PULL, req))
+                assert late is not None
+                assert (early[0], early[1], early[2].SerializeToString()) == \
+                    (late[0], late[1], late[2].SerializeToString()), (i, req)
+                assert early_redirects == core.state.redirects - before
+    finally:
+        close(core)
+    assert fitted >= 120, fitted

@@ -140,3 +140,138 @@ def test_a_pull_sent_after_an_ack_finds_the_message(local_cluster, transport):
         assert empty == 0, f"{empty} of 150 pulls sent after their send's ack found nothing"
     finally:
         ctx.destroy(linger=0)
+
+
+def held_pull(rid: int, qid: int, offset: int, wait_ms: int = 10_000, max_messages: int = 32,
+              sub: str = "*") -> bytes:
+    return codec.encode_request(rid, pb.PULL, pb.PullRequest(
+        consumer_group="g", topic=STAGED, queue_id=qid, queue_offset=offset,
+        max_messages=max_messages, max_wait_ms=wait_ms, subscription=sub))
+
+
+STAGED = "Staged"
+
+
+@pytest.mark.parametrize("transport", ["native", "zeromq"])
+def test_pulls_held_at_a_queues_end_see_every_message_once_whichever_way_answered(
+        local_cluster, transport):
+    """An ASYNC send answers a PULL held at its queue's end from its staged
+    batch, before the ack and the batch's second half; other holds (a tag
+    filter, a smaller limit, a PULL_MANY) the usual way. Readers of each
+    kind, on a master taking batches of 1 to 4 records on two queues: each
+    sees exactly what it should, once, in order. The end reader first reads
+    alone (the ack then goes before the offsets are computed), and after
+    every answer asks again at once without waiting (a pull right behind the
+    early answer: never OFFSET_ILLEGAL, never a message twice)."""
+    broker = local_cluster.add_broker("broker-a", 0, flush="ASYNC_FLUSH",
+                                      client_transport=transport)
+    local_cluster.create_topic(STAGED, queues=2)
+    local_cluster.create_topic("Noise", queues=1)
+    ctx = zmq.Context()
+
+    def dealer():
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(broker.address)
+        return s
+
+    class Reader:
+        def __init__(self, name, offsets, **kind):
+            self.name, self.sock, self.offsets, self.kind = name, dealer(), dict(offsets), kind
+            self.rid, self.seen, self.probing = 0, [], False
+            self.ask()
+
+        def ask(self, wait_ms=10_000):
+            self.rid += 1
+            if len(self.offsets) > 1:
+                self.sock.send(codec.encode_request(self.rid, pb.PULL_MANY, pb.PullManyRequest(
+                    max_wait_ms=wait_ms, pulls=[pb.PullRequest(
+                        consumer_group="g", topic=STAGED, queue_id=q, queue_offset=o,
+                        max_messages=32) for q, o in sorted(self.offsets.items())])))
+            else:
+                (q, o), = self.offsets.items()
+                self.sock.send(held_pull(self.rid, q, o, wait_ms, **self.kind))
+
+        def take(self, qid, status, resp):
+            assert status in (pb.OK, pb.NO_NEW_MESSAGE, pb.NO_MATCHED_MESSAGE), \
+                (self.name, status)
+            if status == pb.OK:
+                self.seen += [(qid, m.body) for m in decode_records(resp.records, "broker-a")]
+            self.offsets[qid] = resp.next_offset
+
+        def read(self):
+            frame = codec.decode_frame(self.sock.recv())
+            assert frame.request_id == self.rid, self.name
+            resp = codec.decode_response(frame)
+            if len(self.offsets) > 1:
+                assert frame.status == pb.OK, frame.error
+                for p, e in zip(sorted(self.offsets), resp.entries, strict=True):
+                    self.take(p, e.status, e.response)
+            else:
+                (q, _o), = self.offsets.items()
+                self.take(q, frame.status, resp)
+            if self.name == "end" and not self.probing:
+                self.probing = True          # at once, no wait: right behind its answer
+                self.ask(wait_ms=0)
+            else:
+                self.probing = False
+                self.ask()
+
+    try:
+        producer, burst = dealer(), dealer()
+        noise = codec.encode_request(0, pb.PULL, pb.PullRequest(   # writes nothing: the
+            consumer_group="g", topic="Noise", queue_id=0, queue_offset=0))  # batch stays staged
+        sent: list[tuple[int, bytes, bytes]] = []          # (queue, body, tag) in order
+        readers = [Reader("end", {0: 0})]
+        rng = __import__("random").Random(7)
+
+        def expected(r, start):
+            got = [(q, b) for q, b, tag in sent[start:]
+                   if q in r.offsets and (r.kind.get("sub", "*") == "*" or tag == b"TagA")]
+            return sorted(got, key=lambda x: x[0]) if len(r.offsets) > 1 else got
+
+        starts = {"end": 0}
+        time.sleep(0.3)                                    # its pull held
+        for i in range(240):
+            if i == 80:                                    # the other kinds join
+                q0 = sum(1 for q, _b, _t in sent if q == 0)
+                q1 = len(sent) - q0
+                readers += [Reader("tagged", {0: q0}, sub="TagA"),
+                            Reader("one", {0: q0}, max_messages=1),
+                            Reader("many", {0: q0, 1: q1})]
+                starts.update(tagged=len(sent), one=len(sent), many=len(sent))
+                time.sleep(0.3)
+            qid = 0 if i < 80 or i % 3 else 1
+            n = rng.randint(1, 4)
+            batch = []
+            for k in range(n):
+                tag = b"TagA" if rng.random() < 0.5 else b"TagB"
+                body = b"%d/%d" % (i, k)
+                batch.append(rec.encode_record(STAGED.encode(), tag, b"", b"", body, 1))
+                sent.append((qid, body, tag))
+            producer.send(codec.encode_request(i, pb.SEND, pb.SendRequest(
+                topic=STAGED, queue_id=qid, count=n, records=b"".join(batch))))
+            for _ in range(40):              # the broker busy after the send, in the same turn
+                burst.send(noise)
+            if qid == 0:                     # the end reader's answer, and at once its probe
+                assert readers[0].sock.poll(10_000)
+                readers[0].read()
+            frame, _resp = recv_answer(producer, i)
+            assert frame.status == pb.OK, frame.error
+            deadline = time.monotonic() + 10
+            for r in readers:                              # each catches up, then holds again
+                want = expected(r, starts[r.name])
+                while (sorted(r.seen, key=lambda x: x[0]) if len(r.offsets) > 1
+                       else r.seen) != want or r.probing:
+                    assert len(r.seen) <= len(want), (r.name, r.seen[len(want):])
+                    assert time.monotonic() < deadline, (r.name, len(r.seen), len(want))
+                    if r.sock.poll(100):
+                        r.read()
+            for _ in range(40):
+                assert burst.poll(10_000)
+                burst.recv()
+            time.sleep(0.002)
+        for r in readers:
+            assert len(r.seen) == len(set(r.seen)), r.name
+    finally:
+        ctx.destroy(linger=0)
