@@ -76,8 +76,7 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
     lag, refusal = _replica_lag(b, req.max_replica_lag_ms)
     if refusal is not None:
         return refusal
-    max_n = min(req.max_messages or cfg.max_pull_messages, cfg.max_pull_messages)
-    max_b = min(req.max_bytes or cfg.max_pull_bytes, cfg.max_pull_bytes)
+    max_n, max_b = pull_limits(cfg, req)
     if budget is not None:
         max_b = min(max_b, budget)
     sub = subscription.parse(req.subscription)
@@ -100,7 +99,7 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
     if wait_ms > 0 and not held and b.pull_hold.hold(
             req.topic, req.queue_id,
             HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000,
-                     time.monotonic())):
+                     time.monotonic(), fit=(req.queue_offset, max_n, max_b, sub.everything))):
         return None
     return PullStatus.NO_NEW_MESSAGE.wire, "", _with_lag(PullAnswer(
         next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
@@ -117,23 +116,27 @@ def _found(b: BrokerCore, records, count: int, next_offset: int, min_offset: int
     return pb.OK, "", _with_lag(resp, lag)
 
 
-def staged_fits(b: BrokerCore, req: pb.PullRequest, fresh: Fresh) -> bool:
-    """Whether a held PULL is answered with exactly the staged batch
-    ``fresh`` (``MessageStore.staged``) once its second half is written and
-    the offsets computed: what ``_pull`` then reads is that batch whole (the
-    same conditions as ``StoreReads.get_messages``'s answer from ``fresh``),
-    so ``pull_staged`` may answer it from those bytes first. Only on an
-    ASYNC master (``AfterSends.before_answer``), where everything written
-    is visible once dispatched."""
-    cfg = b.config
+def pull_limits(cfg, req: pb.PullRequest) -> tuple[int, int]:
+    """The most messages and bytes a PULL reads (what it asks, within the
+    broker's bounds)."""
+    return (min(req.max_messages or cfg.max_pull_messages, cfg.max_pull_messages),
+            min(req.max_bytes or cfg.max_pull_bytes, cfg.max_pull_bytes))
+
+
+def staged_fits(b: BrokerCore, fit: tuple[int, int, int, bool], fresh: Fresh) -> bool:
+    """Whether a PULL held on the staged batch's queue (``fit``: its offset,
+    limits and whether it is unfiltered, ``HeldPull.fit``) is answered with
+    exactly that batch (``MessageStore.staged``) once its second half is
+    written and the offsets computed: what ``_pull`` then reads is that
+    batch whole (the same conditions as ``StoreReads.get_messages``'s answer
+    from ``fresh``), so ``pull_staged`` may answer it from those bytes
+    first. Only on an ASYNC master (``AfterSends.before_answer``), where
+    everything written is visible once dispatched."""
+    offset, max_n, max_b, everything = fit
     qoff, n = fresh.queue_offset, fresh.count
-    per = cfg.cq_entries_per_segment
-    return req.queue_offset == qoff and req.topic == fresh.topic \
-        and req.queue_id == fresh.queue_id \
-        and n <= min(req.max_messages or cfg.max_pull_messages, cfg.max_pull_messages) \
-        and len(fresh.records) <= min(req.max_bytes or cfg.max_pull_bytes, cfg.max_pull_bytes) \
-        and fresh.end == b.store.commitlog.max_offset and qoff // per == (qoff + n - 1) // per \
-        and subscription.parse(req.subscription).everything
+    per = b.config.cq_entries_per_segment
+    return offset == qoff and everything and n <= max_n and len(fresh.records) <= max_b \
+        and fresh.end == b.store.commitlog.max_offset and qoff // per == (qoff + n - 1) // per
 
 
 def pull_staged(b: BrokerCore, staged: tuple[Fresh, int]) -> Answer:

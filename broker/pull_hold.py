@@ -20,6 +20,9 @@ class HeldPull:
     since: float = 0.0       # monotonic seconds it was held at (the hold histogram)
     # PULL_MANY: (topic, queue id) -> the offset its pull of that queue asks for
     offsets: dict[tuple[str, int], int] | None = None
+    # PULL: (offset, most messages, most bytes, unfiltered), as the handler read
+    # them (``processors.staged_fits``)
+    fit: tuple[int, int, int, bool] | None = None
 
     @property
     def type(self) -> int:
@@ -130,14 +133,14 @@ class PullRequestHoldService:
 
     def take_where(self, key: tuple[str, int], wanted) -> list[HeldPull]:
         """Remove and return the PULLs (not PULL_MANYs) held on ``key`` for
-        which ``wanted(pull)`` is true, in the order they were held."""
+        which ``wanted(pull.fit)`` is true, in the order they were held."""
         pulls = self.held.get(key)
         if not pulls:
             return []
         taken: list[HeldPull] = []
         keep: list[HeldPull] = []
         for p in pulls:
-            (taken if p.offsets is None and wanted(p) else keep).append(p)
+            (taken if p.fit is not None and wanted(p.fit) else keep).append(p)
         if keep:
             self.held[key] = keep
         else:

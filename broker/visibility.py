@@ -181,7 +181,7 @@ def answer_staged(b: Broker) -> tuple[str, int] | None:
         return None
     fresh = staged[0]
     key = (fresh.topic, fresh.queue_id)
-    pulls = b.pull_hold.take_where(key, lambda p: staged_fits(b, p.request, fresh))
+    pulls = b.pull_hold.take_where(key, lambda fit: staged_fits(b, fit, fresh))
     if pulls:
         now = time.monotonic()
         for p in pulls:

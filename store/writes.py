@@ -153,8 +153,8 @@ class StoreWrites:
         self.commitlog.append_to(seg, buf)
         end = seg.base + seg.wrote
         if later:
-            self.owed = (cq, entries, topic, topic_b, queue_id, buf, count, numbering, qoff,
-                         offsets, end, keyed, now)
+            self.owed = (cq, entries, Fresh(topic, queue_id, qoff, count, buf, end), topic_b,
+                         numbering, offsets, keyed, now)
             return PutResult(qoff, offsets, end)
         cq.append(entries, qoff)
         return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
@@ -166,10 +166,7 @@ class StoreWrites:
         record's commit-log offset: what a pull of exactly it is answered with
         before the second half is written (``processors.pull_staged``)."""
         owed = self.owed
-        if owed is None:
-            return None
-        _cq, _entries, topic, _tb, queue_id, buf, count, _num, qoff, offsets, end, _k, _t = owed
-        return Fresh(topic, queue_id, qoff, count, buf, end), offsets[0]
+        return None if owed is None else (owed[2], owed[5][0])
 
     def finish(self) -> None:
         """The second half of a ``put_batch(later=True)``: its queue entries
@@ -179,8 +176,8 @@ class StoreWrites:
         if owed is None:
             return
         self.owed = None
-        cq, entries, topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, \
-            keyed, now = owed
+        cq, entries, fresh, topic_b, numbering, offsets, keyed, now = owed
+        topic, queue_id, qoff = fresh.topic, fresh.queue_id, fresh.queue_offset
         try:
             cq.append(entries, qoff)
         except BaseException:
@@ -191,12 +188,13 @@ class StoreWrites:
                          "written: the broker stops; a restart rebuilds them from the commit "
                          "log", topic, queue_id, qoff)
             raise
-        self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, keyed,
-                     now)
+        self._stored(topic, topic_b, queue_id, fresh.records, fresh.count, numbering, qoff,
+                     offsets, fresh.end, keyed, now, fresh)
 
     def _stored(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray, count: int,
                 numbering: tuple[int, int, int] | None, qoff: int, offsets: list[int],
-                end: int, keyed: list[tuple[int, int, int]], now: int) -> PutResult:
+                end: int, keyed: list[tuple[int, int, int]], now: int,
+                fresh: Fresh | None = None) -> PutResult:
         """What follows a batch's writes: its keys indexed, an idempotent
         batch observed, the queue and offsets published."""
         if keyed:
@@ -208,7 +206,7 @@ class StoreWrites:
         elif _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:
             self.producers.observe_record(memoryview(buf), offsets[0])
         self.appended.append((topic, queue_id, end))
-        self.fresh = Fresh(topic, queue_id, qoff, count, buf, end)
+        self.fresh = fresh or Fresh(topic, queue_id, qoff, count, buf, end)
         self.dispatched_offset = end
         self.messages_stored += count
         return PutResult(qoff, offsets, end)

@@ -245,7 +245,8 @@ def test_a_held_pull_answered_from_the_staged_batch_is_answered_as_after_its_sec
     common case (half of these requests are a consumer's at the end)."""
     import random
 
-    from duomq.broker.processors import pull_held, pull_staged, staged_fits
+    from duomq.broker.processors import pull_held, pull_limits, pull_staged, staged_fits
+    from duomq.common import subscription
     from duomq.master import parts as master_parts
     core = make_core(tmp_path, ctx, cq_entries_per_segment=16)
     rng = random.Random(41)
@@ -277,7 +278,11 @@ def test_a_held_pull_answered_from_the_staged_batch_is_answered_as_after_its_sec
             staged = core.store.staged()      # None: a segment to open, written at once
             assert staged is None or staged[0].queue_offset == qoff
             early = None
-            if staged is not None and staged_fits(core, req, staged[0]):
+            # as the PULL handler holds it: on its queue, with its offset and limits read
+            fit = (req.queue_offset, *pull_limits(core.config, req),
+                   subscription.parse(req.subscription).everything)
+            if staged is not None and (req.topic, req.queue_id) == (TOPIC, queue) \
+                    and staged_fits(core, fit, staged[0]):
                 fitted += 1
                 before = core.state.redirects
                 early = pull_staged(core, staged)

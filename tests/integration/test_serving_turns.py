@@ -196,7 +196,9 @@ def test_pulls_held_at_a_queues_end_see_every_message_once_whichever_way_answere
             assert status in (pb.OK, pb.NO_NEW_MESSAGE, pb.NO_MATCHED_MESSAGE), \
                 (self.name, status)
             if status == pb.OK:
-                self.seen += [(qid, m.body) for m in decode_records(resp.records, "broker-a")]
+                got = [(qid, m.body) for m in decode_records(resp.records, "broker-a")]
+                assert len(got) == resp.count <= self.kind.get("max_messages", 32), self.name
+                self.seen += got
             self.offsets[qid] = resp.next_offset
 
         def read(self):
