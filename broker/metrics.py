@@ -30,6 +30,7 @@ from duomq import __version__
 from duomq.broker.snapshot import BrokerSnapshot, QueueSnapshot, lag_by_topic
 from duomq.common import metrics
 from duomq.common.busy_poll import BusyPoll
+from duomq.common.gc_pauses import GcWatch
 from duomq.common.metrics import Histogram, busy_poll_families, labelled
 from duomq.common.role import Role
 from duomq.format import native
@@ -63,6 +64,7 @@ class BrokerMetrics:
         self.recovery_seconds = 0.0     # the store's recovery at start
         self.busy_poll: BusyPoll | None = None   # the serving loop's (its counts)
         self.links_lost = 0             # the slave's replication link (its thread's)
+        self.gc: GcWatch | None = None  # collections' pauses (any thread), once started
 
     def link_lost(self) -> None:
         """The slave's replication link lost a connection (its thread)."""
@@ -104,6 +106,8 @@ class BrokerCollector(Collector):
         yield from _identity(cfg, s)
         yield from _traffic(m, s)
         yield from _histograms(m)
+        if m.gc is not None:
+            yield from m.gc.families()
         yield from _log(s)
         yield from _replication(cfg, m, s)
         yield from _transactions(m, s)

@@ -43,6 +43,7 @@ from duomq.common.credentials import broker_zk_sasl
 from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
 from duomq.common.fd_poll import FdPoller
+from duomq.common.gc_pauses import GcWatch
 from duomq.common.grace import STOP_S
 from duomq.common.role import Role
 from duomq.common.service import PeriodicService, ServiceThread
@@ -211,6 +212,11 @@ class Broker(BrokerCore):
                                        self.inbox.post)
         self.controller.start()
         visibility.update_visible(self)
+        # the start-up heap out of the garbage collector's walks (common/gc_pauses.py)
+        self.metrics.gc = watch = GcWatch()
+        watch.install()
+        log.info("froze %d objects of the start-up heap (the garbage collector skips them)",
+                 watch.freeze())
         log.info("broker %s/%d serving at %s (%s, %s replication, pid %d, records checked by %s); "
                  "role from ZooKeeper", cfg.group, cfg.broker_id, cfg.address, cfg.flush.value,
                  cfg.replication.value, os.getpid(), native.describe())
@@ -245,6 +251,8 @@ class Broker(BrokerCore):
 
     def _shutdown(self) -> None:
         log.info("broker stopping")
+        if self.metrics.gc is not None:
+            self.metrics.gc.uninstall()
         if self.metrics_server is not None:
             self.metrics_server.shutdown()       # no scrape reads the store past here
             self.metrics_server.server_close()
