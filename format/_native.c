@@ -513,12 +513,17 @@ done:
 }
 
 PyDoc_STRVAR(encode_doc,
-"encode(msgs, topic, born_ts_ms, host, max_record_bytes, routed, first_flags=0)\n"
-"    -> bytes or None\n\n"
+"encode(msgs, topic, born_ts_ms, host, max_record_bytes, routed, first_flags=0,\n"
+"       names=None, producer_id=0, sequence=0, count=0) -> bytes or None\n\n"
 "A producer's batch of messages of topic, encoded as client/producer.py's\n"
 "encode_batch encodes it: each record with its payload's CRC-32C, born time\n"
 "and host, the first record's flags first_flags (FLAG_SEQUENCED: an\n"
 "idempotent batch, its numbering in its properties), everything else zero.\n"
+"names (the three numbering properties' names, common/idempotence.py's\n"
+"SEQUENCING): the first record's properties end with them, the producer id\n"
+"in hex and the sequence and count in decimal, as encode_batch's numbering\n"
+"dict puts them (None when the first message names one of them itself, or\n"
+"a number is negative: the Python then decides).\n"
 "None when a message is not a case this\n"
 "loop takes (another topic, a body that is not bytes, tags or keys that are\n"
 "not str or are over 65535 bytes, properties that are not a dict of str to\n"
@@ -617,24 +622,63 @@ static PyObject *props_bytes(PyObject *d, PyObject *routed)
     return out;
 }
 
+/* The numbering properties ("name\x01value\x02" each) into buf (at least
+ * NUMBERING_MAX bytes): their length, 0 when the Python must decide (a name
+ * that is not a plain str, a number out of range), -1 with an exception. */
+#define NUMBERING_MAX 512
+static Py_ssize_t numbering_props(char *buf, PyObject *names, PyObject *pid, PyObject *seq,
+                                  PyObject *count)
+{
+    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 3)
+        return 0;
+    PyObject *nums[3] = {pid, seq, count};
+    char *w = buf;
+    for (int i = 0; i < 3; i++) {
+        Py_ssize_t n;
+        const char *name = prop_text(PyTuple_GET_ITEM(names, i), &n);
+        if (name == NULL || n == 0 || n > 100 || !PyLong_CheckExact(nums[i]))
+            return 0;
+        unsigned long long v = PyLong_AsUnsignedLongLong(nums[i]);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) {   /* negative, or too big */
+            PyErr_Clear();
+            return 0;
+        }
+        memcpy(w, name, (size_t)n);
+        w += n;
+        *w++ = PROP_SEP;
+        w += snprintf(w, 24, i == 0 ? "%llx" : "%llu", v);
+        *w++ = PAIR_SEP;
+    }
+    return w - buf;
+}
+
 static PyObject *py_encode(PyObject *self, PyObject *args)
 {
-    PyObject *msgs, *topic, *routed;
+    PyObject *msgs, *topic, *routed, *names = Py_None, *pid = NULL, *seq = NULL, *count = NULL;
     long long born, max_bytes;
     int first_flags = 0;
     Py_buffer host;
-    if (!PyArg_ParseTuple(args, "OULy*LO!|i", &msgs, &topic, &born, &host, &max_bytes,
-                          &PyFrozenSet_Type, &routed, &first_flags))
+    if (!PyArg_ParseTuple(args, "OULy*LO!|iOOOO", &msgs, &topic, &born, &host, &max_bytes,
+                          &PyFrozenSet_Type, &routed, &first_flags, &names, &pid, &seq, &count))
         return NULL;
     PyObject *fast = NULL, *out = NULL;
     plain_t *pl = NULL;
-    Py_ssize_t n = 0, tlen, total = 0;
+    Py_ssize_t n = 0, tlen, total = 0, lnum = 0;
+    char numbering[NUMBERING_MAX];
     const char *tp = PyUnicode_AsUTF8AndSize(topic, &tlen);
     if (tp == NULL)
         goto fail;
     if (host.len != 8) {
         PyErr_Format(PyExc_ValueError, "host is %zd bytes, not 8", host.len);
         goto fail;
+    }
+    if (names != Py_None) {
+        if (pid == NULL || seq == NULL || count == NULL) {
+            PyErr_SetString(PyExc_TypeError, "encode: names without the three numbers");
+            goto fail;
+        }
+        if ((lnum = numbering_props(numbering, names, pid, seq, count)) == 0)
+            goto none;
     }
     fast = PySequence_Tuple(msgs);   /* a copy: reading an attribute may run code that changes msgs */
     if (fast == NULL)
@@ -659,6 +703,21 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
         if ((v = PyObject_GetAttr(m, s_properties)) == NULL)
             goto fail;
         int any = PyObject_IsTrue(v);
+        if (any > 0 && i == 0 && lnum > 0) {   /* a name of the numbering's own: Python's merge */
+            if (!PyDict_CheckExact(v)) {
+                Py_DECREF(v);
+                goto none;
+            }
+            for (int k = 0; k < 3; k++) {
+                int has = PyDict_Contains(v, PyTuple_GET_ITEM(names, k));
+                if (has != 0) {
+                    Py_DECREF(v);
+                    if (has < 0)
+                        goto fail;
+                    goto none;
+                }
+            }
+        }
         if (any > 0)
             e->props = props_bytes(v, routed);
         Py_DECREF(v);
@@ -666,7 +725,7 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
             goto fail;
         if (e->props == Py_None)
             goto none;
-        Py_ssize_t lp = e->props != NULL ? PyBytes_GET_SIZE(e->props) : 0;
+        Py_ssize_t lp = (e->props != NULL ? PyBytes_GET_SIZE(e->props) : 0) + (i == 0 ? lnum : 0);
         if ((e->body = PyObject_GetAttr(m, s_body)) == NULL || (e->tags = PyObject_GetAttr(m, s_tags)) == NULL
             || (e->keys = PyObject_GetAttr(m, s_keys)) == NULL)
             goto fail;
@@ -687,10 +746,12 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
         plain_t *e = pl + i;
         const uint8_t *body = (const uint8_t *)PyBytes_AS_STRING(e->body);
         const uint8_t *pr = e->props != NULL ? (const uint8_t *)PyBytes_AS_STRING(e->props) : NULL;
+        Py_ssize_t ln = i == 0 ? lnum : 0;     /* the numbering, after the message's own */
         Py_ssize_t lb = PyBytes_GET_SIZE(e->body), lp = e->props != NULL ? PyBytes_GET_SIZE(e->props) : 0,
-                   size = HS + tlen + e->lg + e->lk + lp + lb;
+                   size = HS + tlen + e->lg + e->lk + lp + ln + lb;
         uint32_t c = crc32c(crc32c(crc32c(topic_crc, (const uint8_t *)e->tg, (size_t)e->lg),
                                    (const uint8_t *)e->ky, (size_t)e->lk), pr, (size_t)lp);
+        c = crc32c(c, (const uint8_t *)numbering, (size_t)ln);
         c = crc32c(c, body, (size_t)lb);
         memset(w, 0, HS);
         put32(w + OFF_TOTAL_SIZE, (uint32_t)size);
@@ -703,7 +764,7 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
         put16(w + OFF_TOPIC_LEN, (uint16_t)tlen);
         put16(w + OFF_TAGS_LEN, (uint16_t)e->lg);
         put16(w + OFF_KEYS_LEN, (uint16_t)e->lk);
-        put32(w + OFF_PROPS_LEN, (uint32_t)lp);
+        put32(w + OFF_PROPS_LEN, (uint32_t)(lp + ln));
         put32(w + OFF_BODY_LEN, (uint32_t)lb);
         w += HS;
         memcpy(w, tp, (size_t)tlen); w += tlen;
@@ -712,6 +773,9 @@ static PyObject *py_encode(PyObject *self, PyObject *args)
         if (lp)
             memcpy(w, pr, (size_t)lp);
         w += lp;
+        if (ln)
+            memcpy(w, numbering, (size_t)ln);
+        w += ln;
         memcpy(w, body, (size_t)lb); w += lb;
     }
     goto fail;                       /* not a failure: drop our references, return out */

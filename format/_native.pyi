@@ -14,7 +14,8 @@ def stage(buf: bytearray | memoryview, topic: bytes, max_record_bytes: int, coun
           /) -> tuple[list[int], bytes, list[tuple[int, int, int]]] | None: ...
 def encode(msgs: Sequence[object], topic: str, born_ts_ms: int, host: bytes,
            max_record_bytes: int, routed: frozenset[str], first_flags: int = 0,
-           /) -> bytes | None: ...
+           names: tuple[str, str, str] | None = None, producer_id: int = 0, sequence: int = 0,
+           count: int = 0, /) -> bytes | None: ...
 def decode(buf: bytes | bytearray | memoryview, broker_group: str, cls: type,
            props_of: Callable[[bytes], dict[str, str]] | None,
            host_of: Callable[[bytes], str] | None, sequencing: tuple[str, ...],

@@ -278,6 +278,71 @@ def test_encode_leaves_every_other_batch_to_python(c):
         c.encode([ok], "Orders", 1, HOST, LIMIT, set(BROKER_ROUTED))
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_encode_numbered_gives_encode_batchs_bytes_with_the_numbering_dict(c, seed, monkeypatch):
+    """An idempotent producer's batch numbered in C (the numbering written
+    after the first message's own properties, no dict, no copy of that
+    message) is what ``encode_batch`` makes with ``sequencing``'s dict:
+    the same bytes, or, for what C leaves to the Python (a delay, a
+    transaction, a message naming a numbering property itself, a record
+    over the limit), the same outcome as the Python path gives."""
+    from duomq.client.producer import encode_numbered
+    from duomq.common.errors import MessageTooLargeError
+    from duomq.common.idempotence import MAX_PRODUCER_ID, SEQUENCE, SEQUENCING, sequencing
+    from duomq.format import native
+    rnd = random.Random(seed)
+    taken = 0
+    for _ in range(40):
+        msgs = some_messages(rnd, rnd.choice([1, 1, 2, 7]))
+        if rnd.random() < 0.1:
+            msgs[0].properties = {**msgs[0].properties, SEQUENCE: "9"}     # named by the caller
+        if rnd.random() < 0.1:
+            msgs[-1] = Message("Orders", b"later", delay_level=2)
+        pid = rnd.choice([0, 1, 0xABCDEF, MAX_PRODUCER_ID, rnd.getrandbits(63)])
+        seq = rnd.choice([0, 41, 10**17, rnd.randrange(10**12)])
+        limit = rnd.choice([LIMIT, LIMIT, 700])
+        got = c.encode(msgs, "Orders", 1_700_000_000_123, HOST, limit, BROKER_ROUTED,
+                       rec.FLAG_SEQUENCED, SEQUENCING, pid, seq, len(msgs))
+        outcomes = []
+        for loops in (c, None):
+            monkeypatch.setattr(native, "LOOPS", loops)
+            try:
+                outcomes.append(encode_numbered(msgs, "Orders", 1_700_000_000_123, HOST, limit,
+                                                pid, seq))
+            except MessageTooLargeError as exc:
+                outcomes.append(type(exc))
+        monkeypatch.setattr(native, "LOOPS", None)
+        try:
+            want = encode_batch(msgs, "Orders", 1_700_000_000_123, HOST, limit,
+                                sequencing(pid, seq, len(msgs)))
+        except MessageTooLargeError as exc:
+            want = type(exc)
+        assert outcomes == [want, want]
+        if got is not None:
+            taken += 1
+            assert (got, False) == want
+            assert c.sequence(got) == (pid, seq, len(msgs))
+        elif SEQUENCE not in msgs[0].properties and not isinstance(want, type) \
+                and not want[1]:
+            # left to the Python though plain: only for what C never takes (tags past 65535, ...)
+            assert c.encode(msgs, "Orders", 1_700_000_000_123, HOST, limit, BROKER_ROUTED) is None
+    assert taken >= 10
+
+
+def test_encode_numbered_leaves_odd_numbers_and_names_to_python(c):
+    from duomq.common.idempotence import SEQUENCING
+    ok = [Message("Orders", b"x")]
+    args = ("Orders", 1, HOST, LIMIT, BROKER_ROUTED, rec.FLAG_SEQUENCED)
+    assert c.encode(ok, *args, SEQUENCING, 1, 2, 1) is not None
+    for names, pid, seq, count in [(SEQUENCING, -1, 2, 1), (SEQUENCING, 1, -2, 1),
+                                   (SEQUENCING, 1 << 64, 2, 1), (SEQUENCING, 1, 2, 1.0),
+                                   (SEQUENCING[:2], 1, 2, 1), (list(SEQUENCING), 1, 2, 1),
+                                   (("a\x01", "b", "c"), 1, 2, 1), (("", "b", "c"), 1, 2, 1)]:
+        assert c.encode(ok, *args, names, pid, seq, count) is None, (names, pid, seq)
+    with pytest.raises(TypeError, match="without the three numbers"):
+        c.encode(ok, *args, SEQUENCING)
+
+
 def test_encode_survives_a_message_that_empties_the_batch_while_read(c):
     msgs = []
 

@@ -6,6 +6,7 @@ connection's receive mark, from many connections at once, with held pulls
 answered by the sends between them, are all answered, each once, and the
 pulls see every message."""
 
+import random
 import time
 
 import pytest
@@ -142,14 +143,14 @@ def test_a_pull_sent_after_an_ack_finds_the_message(local_cluster, transport):
         ctx.destroy(linger=0)
 
 
+STAGED = "Staged"
+
+
 def held_pull(rid: int, qid: int, offset: int, wait_ms: int = 10_000, max_messages: int = 32,
               sub: str = "*") -> bytes:
     return codec.encode_request(rid, pb.PULL, pb.PullRequest(
         consumer_group="g", topic=STAGED, queue_id=qid, queue_offset=offset,
         max_messages=max_messages, max_wait_ms=wait_ms, subscription=sub))
-
-
-STAGED = "Staged"
 
 
 @pytest.mark.parametrize("transport", ["native", "zeromq"])
@@ -225,7 +226,7 @@ def test_pulls_held_at_a_queues_end_see_every_message_once_whichever_way_answere
             consumer_group="g", topic="Noise", queue_id=0, queue_offset=0))  # batch stays staged
         sent: list[tuple[int, bytes, bytes]] = []          # (queue, body, tag) in order
         readers = [Reader("end", {0: 0})]
-        rng = __import__("random").Random(7)
+        rng = random.Random(7)
 
         def expected(r, start):
             got = [(q, b) for q, b, tag in sent[start:]
