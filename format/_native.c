@@ -623,8 +623,9 @@ static PyObject *props_bytes(PyObject *d, PyObject *routed)
 }
 
 /* The numbering properties ("name\x01value\x02" each) into buf (at least
- * NUMBERING_MAX bytes): their length, 0 when the Python must decide (a name
- * that is not a plain str, a number out of range), -1 with an exception. */
+ * NUMBERING_MAX bytes): their length, or 0 when the Python must decide (a
+ * name that is not a plain str or holds a separator, a number that is not an
+ * int from 0 to 2**64-1). */
 #define NUMBERING_MAX 512
 static Py_ssize_t numbering_props(char *buf, PyObject *names, PyObject *pid, PyObject *seq,
                                   PyObject *count)
