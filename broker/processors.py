@@ -123,25 +123,31 @@ def pull_limits(cfg, req: pb.PullRequest) -> tuple[int, int]:
             min(req.max_bytes or cfg.max_pull_bytes, cfg.max_pull_bytes))
 
 
-def staged_fits(b: BrokerCore, fit: tuple[int, int, int, bool], fresh: Fresh) -> bool:
-    """Whether a PULL held on the staged batch's queue (``fit``: its offset,
-    limits and whether it is unfiltered, ``HeldPull.fit``) is answered with
-    exactly that batch (``MessageStore.staged``) once its second half is
-    written and the offsets computed: what ``_pull`` then reads is that
-    batch whole (the same conditions as ``StoreReads.get_messages``'s answer
-    from ``fresh``), so ``pull_staged`` may answer it from those bytes
-    first. Only on an ASYNC master (``AfterSends.before_answer``), where
-    everything written is visible once dispatched."""
+def staged_readable(b: BrokerCore, fresh: Fresh) -> bool:
+    """Whether a pull of the staged batch ``fresh`` (``MessageStore.staged``)
+    reads it whole once its second half is written: nothing was written
+    after it, and it lies in one consume-queue segment (where a read stops),
+    as ``StoreReads.get_messages``'s answer from ``fresh`` requires. Only on
+    an ASYNC master (``AfterSends.before_answer``), where everything written
+    is visible once dispatched."""
+    qoff, per = fresh.queue_offset, b.config.cq_entries_per_segment
+    return fresh.end == b.store.commitlog.max_offset \
+        and qoff // per == (qoff + fresh.count - 1) // per
+
+
+def staged_fits(fit: tuple[int, int, int, bool], fresh: Fresh) -> bool:
+    """Whether a PULL held on a ``staged_readable`` batch's queue (``fit``:
+    its offset, limits and whether it is unfiltered, ``HeldPull.fit``) is
+    answered with exactly that batch by ``_pull`` once the second half is
+    written, so that ``pull_staged`` may answer it from those bytes first."""
     offset, max_n, max_b, everything = fit
-    qoff, n = fresh.queue_offset, fresh.count
-    per = b.config.cq_entries_per_segment
-    return offset == qoff and everything and n <= max_n and len(fresh.records) <= max_b \
-        and fresh.end == b.store.commitlog.max_offset and qoff // per == (qoff + n - 1) // per
+    return offset == fresh.queue_offset and everything and fresh.count <= max_n \
+        and len(fresh.records) <= max_b
 
 
 def pull_staged(b: BrokerCore, staged: tuple[Fresh, int]) -> Answer:
-    """The answer ``_pull`` gives a held PULL that ``staged_fits`` the staged
-    batch, once that batch's second half is written: built from its bytes,
+    """The answer ``_pull`` gives a held PULL that ``staged_fits`` a
+    ``staged_readable`` batch, once that batch's second half is written: built from its bytes,
     its first record's offset deciding the read advice as the queue's entry
     would (a master's: no replica lag)."""
     fresh, phys = staged

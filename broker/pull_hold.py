@@ -6,6 +6,7 @@ under each of them, and taken out of all of them at once when one is ready
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from duomq.proto import pb
@@ -131,7 +132,8 @@ class PullRequestHoldService:
         self._released(ready)
         return ready
 
-    def take_where(self, key: tuple[str, int], wanted) -> list[HeldPull]:
+    def take_where(self, key: tuple[str, int],
+                   wanted: Callable[[tuple[int, int, int, bool]], bool]) -> list[HeldPull]:
         """Remove and return the PULLs (not PULL_MANYs) held on ``key`` for
         which ``wanted(pull.fit)`` is true, in the order they were held."""
         pulls = self.held.get(key)

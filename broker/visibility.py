@@ -13,7 +13,13 @@ import time
 from typing import TYPE_CHECKING
 
 from duomq.broker import share
-from duomq.broker.processors import pull_held, pull_many_held, pull_staged, staged_fits
+from duomq.broker.processors import (
+    pull_held,
+    pull_many_held,
+    pull_staged,
+    staged_fits,
+    staged_readable,
+)
 from duomq.broker.requests import Request
 from duomq.common.role import Role
 from duomq.proto import pb
@@ -181,7 +187,9 @@ def answer_staged(b: Broker) -> tuple[str, int] | None:
         return None
     fresh = staged[0]
     key = (fresh.topic, fresh.queue_id)
-    pulls = b.pull_hold.take_where(key, lambda fit: staged_fits(b, fit, fresh))
+    if not staged_readable(b, fresh):
+        return key
+    pulls = b.pull_hold.take_where(key, lambda fit: staged_fits(fit, fresh))
     if pulls:
         now = time.monotonic()
         for p in pulls:

@@ -245,7 +245,13 @@ def test_a_held_pull_answered_from_the_staged_batch_is_answered_as_after_its_sec
     common case (half of these requests are a consumer's at the end)."""
     import random
 
-    from duomq.broker.processors import pull_held, pull_limits, pull_staged, staged_fits
+    from duomq.broker.processors import (
+        pull_held,
+        pull_limits,
+        pull_staged,
+        staged_fits,
+        staged_readable,
+    )
     from duomq.common import subscription
     from duomq.master import parts as master_parts
     core = make_core(tmp_path, ctx, cq_entries_per_segment=16)
@@ -282,7 +288,7 @@ def test_a_held_pull_answered_from_the_staged_batch_is_answered_as_after_its_sec
             fit = (req.queue_offset, *pull_limits(core.config, req),
                    subscription.parse(req.subscription).everything)
             if staged is not None and (req.topic, req.queue_id) == (TOPIC, queue) \
-                    and staged_fits(core, fit, staged[0]):
+                    and staged_readable(core, staged[0]) and staged_fits(fit, staged[0]):
                 fitted += 1
                 before = core.state.redirects
                 early = pull_staged(core, staged)

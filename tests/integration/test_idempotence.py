@@ -152,19 +152,10 @@ def test_a_numbered_batch_is_stored_once_across_a_restart(local_cluster, how, en
 
 
 def test_the_new_master_knows_the_sequences_its_log_holds(local_cluster):
-    settings = {"replication": "SYNC", "flush": "SYNC_FLUSH"}
-    first = local_cluster.add_broker("broker-a", 0, **settings)
-    second = local_cluster.add_broker("broker-a", 1, **settings)
-    local_cluster.create_topic("Once", 1)
+    first, second = _acking_sync_pair(local_cluster, queues=1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    wait_for(lambda: master_id(zk, cl) == 0, 10, "broker 0 master")
-    with Producer(zk, cl) as p:                                 # the pair acks
-        wait_for(lambda: p.send(Message("Once", b"warm")).ok, 20, "the pair to ack")
     orig = send(first.address, numbered(5, 0, [b"paid"]))
-    first.kill()
-    wait_for(lambda: master_id(zk, cl) == 1, 30, "the slave to take over")
-    first.restart()                                             # the pair whole again
-    wait_for(lambda: _acks(second.address), 30, "the new master to ack")
+    _fail_over(zk, cl, first, second)
     again = send(second.address, numbered(5, 0, [b"paid"]))
     assert again.duplicate and list(again.physical_offsets) == list(orig.physical_offsets)
     # the probe is numbered too: stored once however often it was sent
@@ -180,14 +171,8 @@ def test_after_a_failover_every_batch_of_every_queue_is_known_to_the_new_master(
     master is killed and its slave took over, every batch sent again is
     answered as a duplicate with its first offsets, and the log holds
     every message once."""
-    settings = {"replication": "SYNC", "flush": "SYNC_FLUSH"}
-    first = local_cluster.add_broker("broker-a", 0, **settings)
-    second = local_cluster.add_broker("broker-a", 1, **settings)
-    local_cluster.create_topic("Once", 4)
+    first, second = _acking_sync_pair(local_cluster, queues=4)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    wait_for(lambda: master_id(zk, cl) == 0, 10, "broker 0 master")
-    with Producer(zk, cl) as p:
-        wait_for(lambda: p.send(Message("Once", b"warm")).ok, 20, "the pair to ack")
     sent = []
     for q in range(4):
         for pid in (11, 12, 13):
@@ -198,10 +183,7 @@ def test_after_a_failover_every_batch_of_every_queue_is_known_to_the_new_master(
                 req = numbered(pid, seq, bodies, q, spelled)
                 sent.append((req, send(first.address, req)))
     assert not any(resp.duplicate for _req, resp in sent)
-    first.kill()
-    wait_for(lambda: master_id(zk, cl) == 1, 30, "the slave to take over")
-    first.restart()
-    wait_for(lambda: _acks(second.address), 30, "the new master to ack")
+    _fail_over(zk, cl, first, second)
     for req, orig in sent:
         again = send(second.address, req)
         assert again.duplicate, (req.queue_id, req.count)
@@ -213,6 +195,29 @@ def test_after_a_failover_every_batch_of_every_queue_is_known_to_the_new_master(
                                          for seq, n in enumerate((1, 3, 70))
                                          for i in range(n)])
     assert bodies == want
+
+
+def _acking_sync_pair(local_cluster, queues: int):
+    """A SYNC + SYNC_FLUSH pair, broker 0 master, topic ``Once`` of
+    ``queues`` queues, acking (a message ``warm`` stored); (master, slave)."""
+    settings = {"replication": "SYNC", "flush": "SYNC_FLUSH"}
+    first = local_cluster.add_broker("broker-a", 0, **settings)
+    second = local_cluster.add_broker("broker-a", 1, **settings)
+    local_cluster.create_topic("Once", queues)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    wait_for(lambda: master_id(zk, cl) == 0, 10, "broker 0 master")
+    with Producer(zk, cl) as p:
+        wait_for(lambda: p.send(Message("Once", b"warm")).ok, 20, "the pair to ack")
+    return first, second
+
+
+def _fail_over(zk, cl, first, second) -> None:
+    """kill -9 of the master, its slave's takeover, the pair whole again
+    and acking (a numbered ``probe`` stored once)."""
+    first.kill()
+    wait_for(lambda: master_id(zk, cl) == 1, 30, "the slave to take over")
+    first.restart()
+    wait_for(lambda: _acks(second.address), 30, "the new master to ack")
 
 
 def _acks(address: str) -> bool:
