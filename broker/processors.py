@@ -80,6 +80,12 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
     if budget is not None:
         max_b = min(max_b, budget)
     sub = subscription.parse(req.subscription)
+    wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
+    holds = wait_ms > 0 and not held
+    fit = (req.queue_offset, max_n, max_b, sub.everything)
+    if holds and cq is not None and req.queue_offset == cq.max_offset \
+            and _hold(b, r, req, wait_ms, fit):
+        return None      # at the queue's end (a consumer caught up): nothing to read or advise
     advice = _advice(b, cq, req.queue_offset) if cq is not None else None
     got = store.get_messages(req.topic, req.queue_id, req.queue_offset, max_n, max_b,
                              b.state.visible_offset, None if sub.everything else sub.codes,
@@ -95,14 +101,21 @@ def _pull(b: BrokerCore, r: Request, held: bool, budget: int | None = None) -> A
                                  f"[{got.min_offset}, {got.max_offset}]"), \
             _with_lag(PullAnswer(next_offset=got.next_offset, min_offset=got.min_offset,
                                       max_offset=got.max_offset), lag)
-    wait_ms = min(req.max_wait_ms, cfg.long_polling_timeout_ms)
-    if wait_ms > 0 and not held and b.pull_hold.hold(
-            req.topic, req.queue_id,
-            HeldPull(r.identity, r.request_id, req, time.monotonic() + wait_ms / 1000,
-                     time.monotonic(), fit=(req.queue_offset, max_n, max_b, sub.everything))):
+    if holds and _hold(b, r, req, wait_ms, fit):
         return None
     return PullStatus.NO_NEW_MESSAGE.wire, "", _with_lag(PullAnswer(
         next_offset=req.queue_offset, min_offset=got.min_offset, max_offset=got.max_offset), lag)
+
+
+def _hold(b: BrokerCore, r: Request, req: pb.PullRequest, wait_ms: int,
+          fit: tuple[int, int, int, bool]) -> bool:
+    """Hold a PULL that found nothing for up to ``wait_ms`` (False: its
+    client holds too many); ``fit``: its offset, limits and whether it is
+    unfiltered, as read here (``HeldPull.fit``)."""
+    now = time.monotonic()
+    return b.pull_hold.hold(req.topic, req.queue_id,
+                            HeldPull(r.identity, r.request_id, req, now + wait_ms / 1000, now,
+                                     fit=fit))
 
 
 def _found(b: BrokerCore, records, count: int, next_offset: int, min_offset: int,

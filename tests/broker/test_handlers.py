@@ -112,6 +112,41 @@ def test_a_pull_that_may_wait_is_held_and_pull_many_reads_several_queues(master)
         [(pb.OK, 2), (pb.OK, 1), (pb.NO_NEW_MESSAGE, 0)]
 
 
+def test_a_pull_at_its_queues_end_is_held_without_a_read_and_every_other_is_read(
+        master, monkeypatch):
+    """A PULL at the end of its queue (a consumer caught up: the common long
+    poll) is held without reading the store or deciding read advice; one that
+    may not wait, one past or before the end, and one whose client holds
+    too many are answered as the read says (NO_NEW_MESSAGE with the queue's
+    bounds, OFFSET_ILLEGAL, the messages)."""
+    from duomq.broker import pull_hold
+    send(master, 3, queue=1)
+    reads = []
+    real = master.store.get_messages
+    monkeypatch.setattr(master.store, "get_messages",
+                        lambda *a, **k: reads.append(a[2]) or real(*a, **k))
+
+    def pull(offset, wait_ms=1000, identity=b"client-1"):
+        return call(master, pb.PULL, pb.PullRequest(
+            consumer_group="g", topic=TOPIC, queue_id=1, queue_offset=offset,
+            max_wait_ms=wait_ms), identity=identity)
+
+    assert pull(3) is None and reads == []
+    assert [p.fit for p in master.pull_hold.held[(TOPIC, 1)]] == \
+        [(3, master.config.max_pull_messages, 256 << 10, True)]
+    status, _, resp = pull(3, wait_ms=0)
+    assert (status, resp.next_offset, resp.min_offset, resp.max_offset) == \
+        (pb.NO_NEW_MESSAGE, 3, 0, 3) and reads == [3]
+    status, _, resp = pull(4)
+    assert (status, resp.next_offset) == (pb.OFFSET_ILLEGAL, 3)
+    status, _, resp = pull(1)
+    assert (status, resp.count, resp.next_offset) == (pb.OK, 2, 3)
+    monkeypatch.setattr(pull_hold, "MAX_HELD_PER_CLIENT", 1)
+    status, _, resp = pull(3)                  # client-1 holds one already: not held
+    assert (status, resp.next_offset, resp.max_offset) == (pb.NO_NEW_MESSAGE, 3, 3)
+    assert len(master.pull_hold.held[(TOPIC, 1)]) == 1
+
+
 def test_offsets_query_commit_and_fetch(master):
     send(master, 5)
     _, _, top = call(master, pb.QUERY_OFFSET, pb.QueryOffsetRequest(
