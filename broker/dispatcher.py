@@ -45,7 +45,8 @@ class Dispatcher:
             return None
         send = codec.parse_send(parts[1])      # the common case, read in C
         if send is not None:
-            request = Request(identity, send[0], pb.SEND, send[1], user_name(who))
+            request = Request(identity, send[0], pb.SEND, send[1],
+                              None if who is None else user_name(who))
         else:
             try:
                 request = self.decode(identity, parts[1], who)

@@ -20,7 +20,11 @@ ZERO_CHUNK = bytes(1 << 20)
 
 def pwrite_all(fd: int, data, pos: int) -> None:
     """Write all of ``data`` at ``pos`` (pwrite may write less than asked)."""
-    view = memoryview(data)
+    n = os.pwrite(fd, data, pos)
+    if n == len(data):                   # the common case: one call, no view
+        return
+    view = memoryview(data)[n:]
+    pos += n
     while view:
         n = os.pwrite(fd, view, pos)
         view = view[n:]

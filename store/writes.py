@@ -125,8 +125,10 @@ class StoreWrites:
             cq.reserve(qoff, count)            # a full disk fails here, with nothing written
         self.commitlog.write(buf, bounds, plan)
         cq.append(pack_entries(flat, count), qoff)
-        return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
-                            offsets[-1] + sizes[-1], keyed, now)
+        end = offsets[-1] + sizes[-1]
+        self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, keyed,
+                     now)
+        return PutResult(qoff, offsets, end)
 
     def _put_staged(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray,
                     count: int, numbering: tuple[int, int, int] | None,
@@ -157,8 +159,9 @@ class StoreWrites:
                          numbering, offsets, keyed, now)
             return PutResult(qoff, offsets, end)
         cq.append(entries, qoff)
-        return self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets,
-                            end, keyed, now)
+        self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, keyed,
+                     now)
+        return PutResult(qoff, offsets, end)
 
     def staged(self) -> tuple[Fresh, int] | None:
         """The batch a ``put_batch(later=True)`` left for ``finish`` (None when
@@ -194,7 +197,7 @@ class StoreWrites:
     def _stored(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray, count: int,
                 numbering: tuple[int, int, int] | None, qoff: int, offsets: list[int],
                 end: int, keyed: list[tuple[int, int, int]], now: int,
-                fresh: Fresh | None = None) -> PutResult:
+                fresh: Fresh | None = None) -> None:
         """What follows a batch's writes: its keys indexed, an idempotent
         batch observed, the queue and offsets published."""
         if keyed:
@@ -209,7 +212,6 @@ class StoreWrites:
         self.fresh = fresh or Fresh(topic, queue_id, qoff, count, buf, end)
         self.dispatched_offset = end
         self.messages_stored += count
-        return PutResult(qoff, offsets, end)
 
     def put_records(self, items: list[tuple[str, int, bytes]]) -> list[PutResult]:
         """Store records the broker writes again (delayed, due, sent back),

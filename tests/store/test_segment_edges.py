@@ -83,3 +83,32 @@ def test_a_segment_killed_before_its_preallocation_is_dropped_at_load(tmp_path):
         f.write(b"x")                                       # not empty: real damage
     with pytest.raises(ValueError, match="has size 1"):
         MappedFileQueue(str(tmp_path), 4096).load()
+
+
+def test_a_write_the_kernel_takes_in_pieces_is_written_whole(tmp_path, monkeypatch):
+    """pwrite may take fewer bytes than offered (a signal, a nearly full
+    disk): ``pwrite_all`` writes the rest after the first call, at the right
+    places, whatever size the pieces are (its first call is the common
+    case's only one)."""
+    import os as real_os
+
+    from duomq.store import segment
+    pwrite = real_os.pwrite
+    data = bytes(range(256)) * 40
+    for most in (1, 7, 4095, len(data) - 1):
+        calls = []
+
+        def short(fd, buf, pos, most=most, calls=calls):
+            calls.append(pos)
+            return pwrite(fd, bytes(buf)[:most], pos)
+
+        path = tmp_path / f"piece-{most}"
+        fd = real_os.open(path, real_os.O_RDWR | real_os.O_CREAT)
+        try:
+            monkeypatch.setattr(segment.os, "pwrite", short)
+            segment.pwrite_all(fd, data, 100)
+            monkeypatch.undo()
+            assert real_os.pread(fd, len(data) + 200, 0) == bytes(100) + data
+            assert calls[:2] == [100, 100 + most] and len(calls) == -(-len(data) // most)
+        finally:
+            real_os.close(fd)
