@@ -56,7 +56,6 @@ from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
-_EVENTS = int(zmq.EVENTS)
 LOST = zmq.EVENT_DISCONNECTED
 REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURVE key
 # CURVE: the broker could not open our hello, sealed for the broker key we
@@ -259,7 +258,7 @@ class RemotingClient:
                     f"the connection to {address} died while {pb.RequestType.Name(type_)} "
                     f"waited for its answer ({sock.why})")
             # the answer caught awake (or the connection's death: said above)
-            if not ready and conn.busy.spin_until(lambda: bool(sock.get(_EVENTS)) or sock.lost):
+            if not ready and conn.busy.spin_with(sock.spin_read):
                 ready = {sock.fileno(): zmq.POLLIN}
                 continue
             ready = self._wait(conn, deadline, address, type_, timeout_s)

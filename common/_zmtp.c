@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MORE 1
@@ -114,6 +115,32 @@ static PyObject *reader_feed(Reader *self, PyObject *data)
     Py_RETURN_NONE;
 }
 
+/* what one read into view gave (n bytes, or -1 with err): fed here; None,
+ * or why the connection ended (EOF when the peer closed it) */
+static PyObject *fed(Reader *self, Py_buffer *view, ssize_t n, int err)
+{
+    if (n < 0) {
+        PyBuffer_Release(view);
+        if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+            Py_RETURN_NONE;
+        return PyUnicode_FromFormat("[Errno %d] %s", err, strerror(err));
+    }
+    if (n == 0) {
+        PyBuffer_Release(view);
+        Py_INCREF(Eof);
+        return Eof;
+    }
+    int rc = reserve(self, n);
+    if (rc == 0) {
+        memcpy(self->buf + self->len, view->buf, n);
+        self->len += n;
+    }
+    PyBuffer_Release(view);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* fill(fd, view): one read of the non-blocking fd into view, fed here.
  * None, or why the connection ended (EOF when the peer closed it) */
 static PyObject *reader_fill(Reader *self, PyObject *const *args, Py_ssize_t nargs)
@@ -132,27 +159,47 @@ static PyObject *reader_fill(Reader *self, PyObject *const *args, Py_ssize_t nar
     Py_BEGIN_ALLOW_THREADS
     n = recv(fd, view.buf, view.len, 0);
     Py_END_ALLOW_THREADS
-    if (n < 0) {
-        int err = errno;
-        PyBuffer_Release(&view);
-        if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
-            Py_RETURN_NONE;
-        return PyUnicode_FromFormat("[Errno %d] %s", err, strerror(err));
-    }
-    if (n == 0) {
-        PyBuffer_Release(&view);
-        Py_INCREF(Eof);
-        return Eof;
-    }
-    int rc = reserve(self, n);
-    if (rc == 0) {
-        memcpy(self->buf + self->len, view.buf, n);
-        self->len += n;
-    }
-    PyBuffer_Release(&view);
-    if (rc < 0)
+    return fed(self, &view, n, n < 0 ? errno : 0);
+}
+
+/* fill_until(fd, view, until_ns): fill, read again while the fd has nothing
+ * until CLOCK_MONOTONIC (time.perf_counter_ns) reaches until_ns: a busy
+ * poll's reads in one call, with no Python between them and the GIL let
+ * go meanwhile (issue 41: a spin asked the socket from Python, a few us a
+ * look). The same answers as fill; None also when the time ran out with
+ * nothing read (pending() says which) */
+static PyObject *reader_fill_until(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "fill_until(fd, view, until_ns)");
         return NULL;
-    Py_RETURN_NONE;
+    }
+    int fd = PyLong_AsLong(args[0]);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    long long until = PyLong_AsLongLong(args[2]);
+    if (until == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    ssize_t n;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        n = recv(fd, view.buf, view.len, 0);
+        if (n >= 0)
+            break;
+        err = errno;
+        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
+            break;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((long long)now.tv_sec * 1000000000LL + now.tv_nsec >= until)
+            break;
+    }
+    Py_END_ALLOW_THREADS
+    return fed(self, &view, n, err);
 }
 
 static PyObject *reader_take(Reader *self, PyObject *arg)
@@ -316,6 +363,10 @@ static PyMethodDef reader_methods[] = {
     {"fill", (PyCFunction)(void (*)(void))reader_fill, METH_FASTCALL,
      "fill(fd, view): one read of the non-blocking fd (through view), fed here: None, "
      "or why the connection ended (EOF when the peer closed it)."},
+    {"fill_until", (PyCFunction)(void (*)(void))reader_fill_until, METH_FASTCALL,
+     "fill_until(fd, view, until_ns): fill, reading again while the fd has nothing until "
+     "time.perf_counter_ns() reaches until_ns (the GIL let go): None, or why the "
+     "connection ended."},
     {"take", (PyCFunction)reader_take, METH_O,
      "take(n): the next n raw bytes (the greeting), or None until fed."},
     {"frame", (PyCFunction)reader_frame, METH_NOARGS,

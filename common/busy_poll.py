@@ -31,7 +31,10 @@ socket's question is an ``epoll_wait`` of 0, which releases it too).
 A client's side: its answer comes back on a thread that went to sleep in
 ``poll``; waking it costs the thread's own wake-up and makes the broker's
 ``sendmsg`` wake a sleeping peer (20-50 us on each side on the 2-core
-machine). A producer sending one message at a time to a lone ASYNC_FLUSH
+machine). A blocking call on a native connection spins in one call
+(``spin_with`` and ``ZmtpDealer.spin_read``): its reader reads again and
+again in C with the GIL let go, a ``recv`` every microsecond or so instead
+of a Python round of questions every few. A producer sending one message at a time to a lone ASYNC_FLUSH
 master: 5,740-5,993 -> 8,192-8,982 sends a second with 100-200 us of spin.
 A send whose answer waits on a fsync or a slave (about a millisecond) is
 not caught by a 100 us spin, so after a few such sends the call no longer
@@ -71,27 +74,49 @@ class BusyPoll:
     def spin_until(self, news: Callable[[], bool]) -> bool:
         """``spin`` on any question: ``news()`` until it says yes (a
         message, or a connection's death) or the budget is spent."""
-        now = self.since_ns = time.perf_counter_ns()
+        now = time.perf_counter_ns()
+        end = self._begin(now)
+        if end is None:
+            return False
+        while (t := time.perf_counter_ns()) < end:
+            if news():
+                return self._end(now, t, True)
+        return self._end(now, t, False)
+
+    def spin_with(self, wait: Callable[[int], bool]) -> bool:
+        """``spin_until`` with the whole spin in one call: ``wait(end_ns)``
+        asks until it has news (True) or ``time.perf_counter_ns()`` reaches
+        ``end_ns`` (False), as ``ZmtpDealer.spin_read`` does in its reader."""
+        now = time.perf_counter_ns()
+        end = self._begin(now)
+        if end is None:
+            return False
+        caught = wait(end)
+        return self._end(now, time.perf_counter_ns(), caught)
+
+    def _begin(self, now: int) -> int | None:
+        """A spin's end (perf_counter ns), or None when this wait is not
+        spun on (no budget, or a spin does not pay and this is no probe)."""
+        self.since_ns = now
         self.spun = False
         if not self.max_ns:
-            return False
+            return None
         if self.rate < PAYS:
             self.skipped += 1
             if self.skipped < PROBE_EVERY:
-                return False
+                return None
         self.skipped = 0                 # spinning, or a probe
         self.spun = True
         self.spins += 1
-        end = now + self.max_ns
-        while (t := time.perf_counter_ns()) < end:
-            if news():
-                self.caught += 1
-                self.spent_ns += t - now
-                self._count(1.0)
-                return True
-        self.spent_ns += t - now
-        self._count(0.0)
-        return False
+        return now + self.max_ns
+
+    def _end(self, began: int, now: int, caught: bool) -> bool:
+        """A spin's outcome counted: its time, and whether it caught news."""
+        self.spent_ns += now - began
+        if caught:
+            self.caught += 1
+        self._count(1.0 if caught else 0.0)
+        return caught
 
     def woke(self) -> None:
         """``poll`` returned with news: a wait the loop did not spin on

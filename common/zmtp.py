@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from types import ModuleType
@@ -211,6 +212,25 @@ class FrameReader:
             return EOF
         self.feed(view[:n])                   # (copied: the buffer is the next read's)
         return None
+
+    def fill_until(self, fd: int, view: memoryview, until_ns: int) -> str | None:
+        """``fill``, reading again while ``fd`` has nothing until
+        ``time.perf_counter_ns()`` reaches ``until_ns`` (a busy poll's reads
+        in one call): the same answers, None also when the time ran out with
+        nothing read (``pending`` says which)."""
+        while True:
+            try:
+                n = os.readv(fd, [view])
+            except (BlockingIOError, InterruptedError):
+                if time.perf_counter_ns() >= until_ns:
+                    return None
+                continue
+            except OSError as exc:
+                return str(exc)
+            if not n:
+                return EOF
+            self.feed(view[:n])
+            return None
 
     def take(self, n: int) -> bytes | None:
         """The next ``n`` raw bytes (the greeting), or None until fed."""

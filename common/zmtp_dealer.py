@@ -97,6 +97,21 @@ class ZmtpDealer:
             self.pump()
         return _POLLIN if self.inq else 0
 
+    def spin_read(self, until_ns: int) -> bool:
+        """Whether a message arrived, or the connection was lost, before
+        ``time.perf_counter_ns()`` reaches ``until_ns``: a busy poll's
+        question (``BusyPoll.spin_with``), asked by reads one after another
+        in the reader (``fill_until``), not a Python call a look; what the
+        reads bring is parsed as ``pump`` parses it."""
+        while not (self.inq or self.lost):
+            if self.sock is not None and self.mask == _IN and self.state == OPEN:
+                self._read(until_ns)
+            else:
+                self.pump()          # a connect, a handshake, writes waiting: one look
+            if not (self.inq or self.lost) and time.perf_counter_ns() >= until_ns:
+                return False
+        return True
+
     def recv(self, flags: int = 0) -> bytes:
         if not self.inq:
             self.pump()
@@ -200,13 +215,16 @@ class ZmtpDealer:
         self.hello = zmtp.greeting(as_server=False) + zmtp.ready(b"DEALER")
         self._write()
 
-    def _read(self) -> None:
+    def _read(self, until_ns: int = 0) -> None:
+        """One read (``until_ns``: reading again while nothing comes, until
+        then: ``spin_read``)."""
         assert self.sock is not None
         view = getattr(_reading, "view", None)
         if view is None:          # one buffer per thread, read into again and again: a
             view = _reading.view = memoryview(bytearray(READ_BYTES))   # fresh 1 MiB bytes
         had = self.reader.pending()
-        why = self.reader.fill(self.sock.fileno(), view)   # per read was an mmap and a munmap
+        why = self.reader.fill_until(self.sock.fileno(), view, until_ns) if until_ns else \
+            self.reader.fill(self.sock.fileno(), view)   # per read was an mmap and a munmap
         if self.reader.pending() > had:
             self.heard_at = time.monotonic()
         if why is not None:

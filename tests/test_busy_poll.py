@@ -145,3 +145,34 @@ def test_the_loop_sleeps_until_what_is_due_and_no_longer_than_housekeeping():
     assert poll_ms(10.0, 10.020, 0.05) == 20
     assert poll_ms(10.0, 9.0, 0.05) == 0
     assert poll_ms(10.0, 11.0, 0.05) == 50
+
+
+def test_a_spin_in_one_call_counts_as_a_spin_of_questions_does():
+    """``spin_with``: the whole spin is one call that asks until its end (a
+    client's reads in C, ``ZmtpDealer.spin_read``). It gets the same end
+    and is counted the same way: caught or not, its time, the hit rate,
+    and no call at all while a spin does not pay but for the probes."""
+    ends = []
+
+    def never(end_ns):
+        ends.append(end_ns)
+        while time.perf_counter_ns() < end_ns:
+            pass
+        return False
+
+    busy = BusyPoll(3000)                           # 3 ms
+    t0 = time.perf_counter_ns()
+    assert busy.spin_with(never) is False
+    assert len(ends) == 1 and t0 + 3_000_000 <= ends[0] <= time.perf_counter_ns()
+    assert (busy.spins, busy.caught) == (1, 0) and busy.rate < 1
+    assert 3_000_000 <= busy.spent_ns <= time.perf_counter_ns() - t0
+    assert busy.spin_with(lambda end_ns: True) is True
+    assert (busy.spins, busy.caught) == (2, 1)
+    while busy.rate >= PAYS:
+        busy.spin_with(never)
+        busy.woke()
+    calls = len(ends)
+    for i in range(1, PROBE_EVERY + 1):             # off: only the probe asks
+        busy.spin_with(never)
+        assert len(ends) == calls + (i == PROBE_EVERY)
+    assert BusyPoll(0).spin_with(never) is False and len(ends) == calls + 1

@@ -249,6 +249,42 @@ def test_fill_reads_what_the_socket_has_and_says_when_the_peer_closed():
     assert "Bad file descriptor" in reader.fill(b.fileno(), view)
 
 
+def test_fill_until_reads_again_until_data_comes_or_its_time_runs_out():
+    """A spin's reads in one call: it returns as soon as bytes arrive (not
+    at its deadline), at its deadline with nothing read, and at once with
+    the end of the connection; what it read is parsed as fill's is. And
+    other threads run meanwhile (the writer below is one)."""
+    import threading
+    import time
+    a, b = _pair()
+    view = memoryview(bytearray(64))
+    try:
+        reader = zmtp.reader()
+        t0 = time.perf_counter_ns()
+        assert reader.fill_until(b.fileno(), view, t0 + 30_000_000) is None
+        waited = time.perf_counter_ns() - t0
+        assert reader.pending() == 0 and 30_000_000 <= waited < 2_000_000_000
+        data = b"".join(zmtp.message([b"late"]))
+        writer = threading.Timer(0.05, a.sendall, (data,))
+        writer.start()
+        t0 = time.perf_counter_ns()
+        assert reader.fill_until(b.fileno(), view, t0 + 20_000_000_000) is None
+        took = time.perf_counter_ns() - t0
+        writer.join()
+        assert reader.pending() == len(data) and 40_000_000 <= took < 5_000_000_000
+        got: deque = deque()
+        assert reader.messages(got, None, False, 5) is None and list(got) == [b"late"]
+        assert reader.fill_until(b.fileno(), view, 0) is None and reader.pending() == 0
+        a.close()
+        t0 = time.perf_counter_ns()
+        assert reader.fill_until(b.fileno(), view, t0 + 20_000_000_000) == zmtp.EOF
+        assert time.perf_counter_ns() - t0 < 5_000_000_000
+    finally:
+        a.close()
+        b.close()
+    assert "Bad file descriptor" in reader.fill_until(b.fileno(), view, 0)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_write_out_leaves_every_byte_in_order_through_a_full_socket(seed):
     """Messages of every size through a socket whose buffer fills: False

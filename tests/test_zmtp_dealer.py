@@ -229,3 +229,38 @@ def test_a_ping_is_answered_and_counts_as_heard(router):
         assert d.heard_at > d.pinged_at and not d.inq and d.is_open
     finally:
         d.close()
+
+
+def test_a_spin_read_ends_with_the_answer_the_death_or_its_time(router):
+    """``spin_read`` (a blocking call's busy poll, its reads in the reader):
+    True as soon as the answer is read (not at its end) and the answer is
+    there to take; False at its end with nothing come; True at once when
+    the connection dies while it reads (the broker gone); and a connection
+    not open yet is opened on the way (a send queued before its handshake
+    is written, then answered)."""
+    import threading
+    r, address = router()
+    d = ZmtpDealer(address)
+    try:
+        d.send(b"before the handshake")
+        assert d.spin_read(time.perf_counter_ns() + 300_000_000) is False   # opened, sent
+        assert r.poll(5000)
+        identity, got = r.recv_multipart()
+        assert got == b"before the handshake" and d.is_open
+        later = threading.Timer(0.05, r.send_multipart, ([identity, b"answer"],))
+        later.start()
+        t0 = time.perf_counter_ns()
+        assert d.spin_read(t0 + 20_000_000_000) is True
+        later.join()
+        assert 40_000_000 <= time.perf_counter_ns() - t0 < 5_000_000_000
+        assert d.recv() == b"answer" and not d.take_lost()
+        t0 = time.perf_counter_ns()
+        assert d.spin_read(t0 + 30_000_000) is False
+        assert time.perf_counter_ns() - t0 >= 30_000_000 and not d.inq
+        threading.Timer(0.05, r.close, (0,)).start()
+        t0 = time.perf_counter_ns()
+        assert d.spin_read(t0 + 20_000_000_000) is True
+        assert time.perf_counter_ns() - t0 < 5_000_000_000
+        assert d.take_lost() and not d.inq
+    finally:
+        d.close()
