@@ -31,14 +31,14 @@ socket's question is an ``epoll_wait`` of 0, which releases it too).
 A client's side: its answer comes back on a thread that went to sleep in
 ``poll``; waking it costs the thread's own wake-up and makes the broker's
 ``sendmsg`` wake a sleeping peer (20-50 us on each side on the 2-core
-machine). A blocking call on a native connection spins in one call
-(``spin_with`` and ``ZmtpDealer.spin_read``): its reader reads again and
-again in C with the GIL let go, a ``recv`` every microsecond or so instead
-of a Python round of questions every few. A producer sending one message at a time to a lone ASYNC_FLUSH
+machine). A producer sending one message at a time to a lone ASYNC_FLUSH
 master: 5,740-5,993 -> 8,192-8,982 sends a second with 100-200 us of spin.
 A send whose answer waits on a fsync or a slave (about a millisecond) is
 not caught by a 100 us spin, so after a few such sends the call no longer
-spins.
+spins. A blocking call on a native connection spins in one call
+(``spin_with`` and ``ZmtpDealer.spin_read``): its reader reads again and
+again in C with the GIL let go, a ``recv`` every microsecond or so instead
+of a Python round of questions every few.
 """
 
 from __future__ import annotations
