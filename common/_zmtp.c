@@ -141,44 +141,13 @@ static PyObject *fed(Reader *self, Py_buffer *view, ssize_t n, int err)
     Py_RETURN_NONE;
 }
 
-/* fill(fd, view): one read of the non-blocking fd into view, fed here.
- * None, or why the connection ended (EOF when the peer closed it) */
-static PyObject *reader_fill(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+/* a read of the non-blocking fd into view (args[0], args[1]), read again
+ * while the fd has nothing until CLOCK_MONOTONIC (time.perf_counter_ns)
+ * reaches until (0: one read), with the GIL let go; fed here */
+static PyObject *read_until(Reader *self, PyObject *const *args, long long until)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "fill(fd, view)");
-        return NULL;
-    }
     int fd = PyLong_AsLong(args[0]);
     if (fd == -1 && PyErr_Occurred())
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[1], &view, PyBUF_WRITABLE) < 0)
-        return NULL;
-    ssize_t n;
-    Py_BEGIN_ALLOW_THREADS
-    n = recv(fd, view.buf, view.len, 0);
-    Py_END_ALLOW_THREADS
-    return fed(self, &view, n, n < 0 ? errno : 0);
-}
-
-/* fill_until(fd, view, until_ns): fill, read again while the fd has nothing
- * until CLOCK_MONOTONIC (time.perf_counter_ns) reaches until_ns: a busy
- * poll's reads in one call, with no Python between them and the GIL let
- * go meanwhile (issue 41: a spin asked the socket from Python, a few us a
- * look). The same answers as fill; None also when the time ran out with
- * nothing read (pending() says which) */
-static PyObject *reader_fill_until(Reader *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "fill_until(fd, view, until_ns)");
-        return NULL;
-    }
-    int fd = PyLong_AsLong(args[0]);
-    if (fd == -1 && PyErr_Occurred())
-        return NULL;
-    long long until = PyLong_AsLongLong(args[2]);
-    if (until == -1 && PyErr_Occurred())
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[1], &view, PyBUF_WRITABLE) < 0)
@@ -200,6 +169,35 @@ static PyObject *reader_fill_until(Reader *self, PyObject *const *args, Py_ssize
     }
     Py_END_ALLOW_THREADS
     return fed(self, &view, n, err);
+}
+
+/* fill(fd, view): one read of the non-blocking fd into view, fed here.
+ * None, or why the connection ended (EOF when the peer closed it) */
+static PyObject *reader_fill(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "fill(fd, view)");
+        return NULL;
+    }
+    return read_until(self, args, 0);
+}
+
+/* fill_until(fd, view, until_ns): fill, read again while the fd has nothing
+ * until time.perf_counter_ns() reaches until_ns: a busy poll's reads in one
+ * call, with no Python between them and the GIL let go meanwhile (issue 41:
+ * a spin asked the socket from Python, a few us a look). The same answers
+ * as fill; None also when the time ran out with nothing read (pending()
+ * says which) */
+static PyObject *reader_fill_until(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "fill_until(fd, view, until_ns)");
+        return NULL;
+    }
+    long long until = PyLong_AsLongLong(args[2]);
+    if (until == -1 && PyErr_Occurred())
+        return NULL;
+    return read_until(self, args, until);
 }
 
 static PyObject *reader_take(Reader *self, PyObject *arg)

@@ -202,22 +202,13 @@ class FrameReader:
         """One read of the non-blocking ``fd`` into ``view`` (a buffer the
         caller reads into again and again), fed here: None, or why the
         connection ended (``EOF`` when the peer closed it)."""
-        try:
-            n = os.readv(fd, [view])
-        except (BlockingIOError, InterruptedError):
-            return None
-        except OSError as exc:
-            return str(exc)
-        if not n:
-            return EOF
-        self.feed(view[:n])                   # (copied: the buffer is the next read's)
-        return None
+        return self.fill_until(fd, view, 0)
 
     def fill_until(self, fd: int, view: memoryview, until_ns: int) -> str | None:
         """``fill``, reading again while ``fd`` has nothing until
         ``time.perf_counter_ns()`` reaches ``until_ns`` (a busy poll's reads
-        in one call): the same answers, None also when the time ran out with
-        nothing read (``pending`` says which)."""
+        in one call; 0: one read): the same answers, None also when the time
+        ran out with nothing read (``pending`` says which)."""
         while True:
             try:
                 n = os.readv(fd, [view])
@@ -229,7 +220,7 @@ class FrameReader:
                 return str(exc)
             if not n:
                 return EOF
-            self.feed(view[:n])
+            self.feed(view[:n])                   # (copied: the buffer is the next read's)
             return None
 
     def take(self, n: int) -> bytes | None:

@@ -223,8 +223,8 @@ class ZmtpDealer:
         if view is None:          # one buffer per thread, read into again and again: a
             view = _reading.view = memoryview(bytearray(READ_BYTES))   # fresh 1 MiB bytes
         had = self.reader.pending()
-        why = self.reader.fill_until(self.sock.fileno(), view, until_ns) if until_ns else \
-            self.reader.fill(self.sock.fileno(), view)   # per read was an mmap and a munmap
+        # (into the thread's buffer: a fresh 1 MiB bytes per read was an mmap and a munmap)
+        why = self.reader.fill_until(self.sock.fileno(), view, until_ns)
         if self.reader.pending() > had:
             self.heard_at = time.monotonic()
         if why is not None:

@@ -264,3 +264,27 @@ def test_a_spin_read_ends_with_the_answer_the_death_or_its_time(router):
         assert d.take_lost() and not d.inq
     finally:
         d.close()
+
+
+def test_a_spin_read_takes_a_large_answer_that_comes_in_pieces_between_pings(router):
+    """An answer of several MiB reaches the spin in many reads, with the
+    ROUTER's heartbeat PINGs among them: the spin goes on through the
+    pieces (a part of a frame is no answer), answers the PINGs, and ends
+    with the whole answer, once."""
+    import threading
+    r, address = router(HEARTBEAT_IVL=5, HEARTBEAT_TIMEOUT=5000)
+    d = ZmtpDealer(address)
+    try:
+        d.send(b"ask")
+        assert d.wait_open(2) and r.poll(5000)
+        identity, _ = r.recv_multipart()
+        big = bytes(range(256)) * (12 << 12)             # 12 MiB
+        later = threading.Timer(0.05, r.send_multipart, ([identity, big],))
+        later.start()
+        assert d.spin_read(time.perf_counter_ns() + 20_000_000_000) is True
+        later.join()
+        assert d.recv() == big and not d.inq and not d.take_lost()
+        assert d.spin_read(time.perf_counter_ns() + 50_000_000) is False   # PINGs are not news
+        assert d.is_open and not d.take_lost()
+    finally:
+        d.close()
