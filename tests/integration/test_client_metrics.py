@@ -64,7 +64,7 @@ def test_a_producers_metrics(local_cluster):
                  invocation_status="failure") == 1
     info = [k for k in got if k[0] == "duomq_client_info"]
     assert len(info) == 1 and ("kind", "Producer") in info[0][1]
-    # the sends' spins on their answers (busy_poll_us = 100): the first sends
+    # the sends' spins on their answers (busy_poll_us, 250 by default): the first sends
     # spin (no wait was long yet); what they caught is part of that
     spins = value(got, "duomq_client_busy_poll_spins_total")
     assert spins >= 1 and 0 <= value(got, "duomq_client_busy_poll_caught_total") <= spins
