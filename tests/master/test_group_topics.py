@@ -1,0 +1,36 @@
+"""A master makes each consumer group's retry and dead-letter topics
+(master/group_topics.py) against a real ZooKeeper: a group whose topics
+ZooKeeper refused for a while is tried again by the thread itself, not left
+for a heartbeat that a consumer heard once may never send."""
+
+import time
+
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl
+
+from duomq.coordinator.paths import ZkPaths
+from duomq.master.group_topics import GroupTopics
+from duomq.testing.harness import wait_for
+
+CLUSTER = "TestCluster"
+
+
+def test_a_group_whose_topics_were_refused_is_tried_again_without_another_heartbeat(zk):
+    paths = ZkPaths(CLUSTER)
+    zk.ensure_path(paths.topics)
+    # nobody may create a topic for now (read, and the right to open it again)
+    zk.set_acls(paths.topics, [make_acl("world", "anyone", read=True, admin=True)])
+    made = GroupTopics(zk, CLUSTER, "broker-a")
+    made.start()
+    try:
+        made.heard(["refused-once"])
+        time.sleep(1.0)                  # the first try and its first retry were refused
+        assert not zk.exists(paths.topic("%RETRY%refused-once"))
+        assert "refused-once" in made.known   # not heard again: a heartbeat does not queue it twice
+        zk.set_acls(paths.topics, OPEN_ACL_UNSAFE)
+        wait_for(lambda: zk.exists(paths.topic("%RETRY%refused-once")) and
+                 zk.exists(paths.topic("%DLQ%refused-once")), 10,
+                 "the master's thread to make the group's topics once ZooKeeper lets it")
+        made.heard(["another"])          # the thread goes on serving new groups
+        wait_for(lambda: zk.exists(paths.topic("%DLQ%another")), 10, "another group's topics")
+    finally:
+        made.shutdown()
