@@ -162,14 +162,19 @@ def test_the_default_spin_catches_an_async_pairs_answer(echo):
     sends; issue 41)."""
     address, delay, _ = echo
     delay[0] = 0.00005            # with this echo's own time: 120-170 us after the send
-    r = RemotingClient("spin", transport="native", busy_poll_us=ProducerConfig().busy_poll_us)
-    try:
-        for _ in range(50):
-            assert status(r, address) == pb.OK
-        b = busy(r, address)
-        assert b.caught >= 20, (b.spins, b.caught)    # (a slow scheduler may miss some)
-    finally:
-        r.close()
+    counts = []
+    for _attempt in range(3):     # a loaded host may delay a run's answers past any spin
+        r = RemotingClient("spin", transport="native", busy_poll_us=ProducerConfig().busy_poll_us)
+        try:
+            for _ in range(50):
+                assert status(r, address) == pb.OK
+            b = busy(r, address)
+            counts.append((b.spins, b.caught))
+        finally:
+            r.close()
+        if b.caught >= 20:
+            break
+    assert counts[-1][1] >= 20, counts    # 100 us caught 0-2 of 50 in each
 
 
 def test_the_setting_is_checked():
