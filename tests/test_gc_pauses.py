@@ -44,7 +44,9 @@ def test_a_frozen_heap_is_no_longer_walked_and_new_garbage_still_is(watch):
     for a, b in zip(kept, kept[1:], strict=False):
         a.next = b                         # long-lived, tracked objects
     frozen = watch.freeze()
-    assert frozen == gc.get_freeze_count() >= len(kept)
+    # (frozen objects another thread drops meanwhile leave the count: 5 of
+    # 154,206 once, under the full suite)
+    assert frozen >= gc.get_freeze_count() >= len(kept)
     tracked = {id(o) for o in gc.get_objects()}      # what the collections walk
     assert id(kept[0]) not in tracked and id(kept[-1]) not in tracked
     cycle = Node()
