@@ -34,3 +34,32 @@ def test_a_group_whose_topics_were_refused_is_tried_again_without_another_heartb
         wait_for(lambda: zk.exists(paths.topic("%DLQ%another")), 10, "another group's topics")
     finally:
         made.shutdown()
+
+
+def test_groups_refused_together_are_all_made_and_a_stop_does_not_wait_out_a_retry(zk):
+    """Several groups refused at once each keep their own retries (none
+    waits behind another's backoff), and a master stopping (demoted) ends
+    the thread at once with retries still due, not after them."""
+    paths = ZkPaths(CLUSTER)
+    zk.ensure_path(paths.topics)
+    zk.set_acls(paths.topics, [make_acl("world", "anyone", read=True, admin=True)])
+    made = GroupTopics(zk, CLUSTER, "broker-a")
+    made.start()
+    try:
+        made.heard(["first", "second"])
+        time.sleep(2.0)                  # three refusals each: backoffs of 2 s next
+        made.heard(["third"])            # refused as it arrives, then due after 0.5 s
+        time.sleep(0.2)
+        zk.set_acls(paths.topics, OPEN_ACL_UNSAFE)
+        wait_for(lambda: all(zk.exists(paths.topic(p + g)) for g in ("first", "second", "third")
+                             for p in ("%RETRY%", "%DLQ%")), 10,
+                 "every refused group's topics once ZooKeeper lets them be made")
+        zk.set_acls(paths.topics, [make_acl("world", "anyone", read=True, admin=True)])
+        made.heard(["late"])
+        time.sleep(0.7)                  # refused twice: its next try is a second away
+    finally:
+        t0 = time.monotonic()
+        made.shutdown()
+        zk.set_acls(paths.topics, OPEN_ACL_UNSAFE)
+    assert time.monotonic() - t0 < 0.5 and not made._thread.is_alive()
+    assert not zk.exists(paths.topic("%RETRY%late"))
