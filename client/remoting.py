@@ -177,7 +177,9 @@ class RemotingClient:
 
     def _wake(self) -> None:
         if threading.get_ident() != self._thread.ident:   # the I/O thread sees it anyway
-            os.eventfd_write(self._wake_fd, 1)            # before it polls again
+            with self._direct_lock:                       # before it polls again;
+                if not self._closed:                      # close() may have closed the fd
+                    os.eventfd_write(self._wake_fd, 1)    # (its number then reused)
 
     def call(self, address: str, type_: int, message, timeout_s: float):
         """Blocking request on the caller's own socket: (status, error, response).
@@ -322,14 +324,15 @@ class RemotingClient:
     def abort(self, address: str, why: str) -> None:
         """The broker at ``address`` no longer leads its group (the route
         says so): fail every request waiting on it now, blocking calls too."""
-        with self._direct_lock:
+        with self._direct_lock:       # (close() closes the fds under it: a route
+            if self._closed:          # change on kazoo's thread may come after)
+                return
             count = self._gone.get(address, (0, ""))[0]
             self._gone[address] = (count + 1, why)
-            waiting = list(self._waiting.get(address, ()))
-        for fd in waiting:
-            os.eventfd_write(fd, 1)
-        self._aborts.append((address, why))
-        os.eventfd_write(self._wake_fd, 1)
+            for fd in self._waiting.get(address, ()):
+                os.eventfd_write(fd, 1)
+            self._aborts.append((address, why))
+            os.eventfd_write(self._wake_fd, 1)
 
     def _direct_socket(self, address: str) -> Direct:
         socks = getattr(self._local, "socks", None)
@@ -389,13 +392,14 @@ class RemotingClient:
         conn.close()
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._direct_lock:       # no other thread writes a wake fd from now on
+            if self._closed:
+                return
+            self._closed = True
         os.eventfd_write(self._wake_fd, 1)
         self._thread.join(5)
-        os.close(self._wake_fd)
         with self._direct_lock:
+            os.close(self._wake_fd)
             for conn in self._direct:
                 conn.close()
             self._direct.clear()

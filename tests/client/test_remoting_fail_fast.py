@@ -166,3 +166,34 @@ def test_an_abort_while_no_call_waits_does_not_fail_the_next_call(answering_brok
         status, _err, _resp = remoting.call(address, pb.BROKER_STATUS,
                                             pb.BrokerStatusRequest(), 5)
         assert status == pb.OK
+
+
+def test_an_abort_or_a_request_racing_close_writes_no_closed_fd(silent_broker):
+    """A route change (kazoo's thread) or a timer's request may come while
+    the client closes: neither writes the eventfds close() has closed (an
+    EBADF, or 8 bytes into whatever file took the number since)."""
+    _router, address = silent_broker
+    errors: list[BaseException] = []
+    for round_ in range(150):
+        r = RemotingClient("close-race", transport="native" if round_ % 2 else "zeromq")
+        go = threading.Event()
+
+        def hammer(r=r, go=go):
+            try:
+                go.wait()
+                while not r._closed:
+                    r.abort(address, "moved")
+                    r.request(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 1)
+                for _ in range(50):                     # and just after
+                    r.abort(address, "moved")
+                    r.request(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 1)
+            except BaseException as e:                  # noqa: BLE001 (the test's finding)
+                errors.append(e)
+        threads = [threading.Thread(target=hammer) for _ in range(2)]
+        for t in threads:
+            t.start()
+        go.set()
+        r.close()
+        for t in threads:
+            t.join(10)
+        assert not errors, errors[:3]
