@@ -25,12 +25,16 @@ log = logging.getLogger(__name__)
 
 class Dispatcher:
     def __init__(self, core: BrokerCore, outbox: Outbox, handlers: dict[int, Handler],
-                 before_answer: Callable[[Request, Answer], None] | None = None):
+                 before_answer: Callable[[Request, Answer], bool] | None = None):
         self.core = core
         self.outbox = outbox
         self.handlers = handlers
-        self.before_answer = before_answer   # the loop's hook, run before an answer leaves
+        # the loop's hook, run before an answer leaves; True: the answer
+        # leaves at the end of the loop's turn instead (``answer_late``)
+        self.before_answer = before_answer
         self.guard: Guard | None = None      # auth = true: who may make which request
+        self.replies = 0                     # answers sent so far (a counter)
+        self.late: list[tuple[Request, Answer]] = []   # answers held to the turn's end
 
     def dispatch(self, parts: list[bytes], who: str | None = None) -> None:
         """Serve one ROUTER message (``who``: its connection's User-Id, when
@@ -64,9 +68,11 @@ class Dispatcher:
         if answer is not None:
             if answer[0] in REJECTED:
                 self.core.state.bad_requests += 1
-            elif self.before_answer is not None:
-                self.before_answer(request, answer)
-            self.answer(request, answer)
+                self.answer(request, answer)
+            elif self.before_answer is not None and self.before_answer(request, answer):
+                self.late.append((request, answer))      # leaves at the turn's end
+            else:
+                self.answer(request, answer)
         if request.type == pb.SEND and (answer is None or answer[0] in STORED):
             self.core.metrics.stored(request.message)   # acked now or when durable; counted
         return None                                     # once the answer is on its way
@@ -103,8 +109,16 @@ class Dispatcher:
                 self.core.metrics.pulled(pull, entry.status, entry.response)
         self.reply(request.identity, request.request_id, request.type, *answer)
 
+    def answer_late(self) -> None:
+        """Send the answers the hook held to the end of the loop's turn, in
+        the order they were held (the serving loop, at the turn's end)."""
+        late, self.late = self.late, []
+        for request, answer in late:
+            self.answer(request, answer)
+
     def reply(self, identity: bytes, request_id: int, type_: int, status: int, error: str,
               message) -> None:
+        self.replies += 1
         if type_ == pb.SEND:
             self.core.metrics.send_answered(status)
         self.outbox.send(identity, codec.encode_response(request_id, type_, status, error, message),

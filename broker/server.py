@@ -334,6 +334,8 @@ class Broker(BrokerCore):
                     visibility.update_visible(self)   # offset
                 self._replicate()
                 self._housekeeping()
+                if self.dispatcher.late:          # acks held to the turn's end
+                    self.dispatcher.answer_late()  # (AfterSends.before_answer)
         finally:
             self._shutdown()
 

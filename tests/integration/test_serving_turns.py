@@ -278,3 +278,60 @@ def test_pulls_held_at_a_queues_end_see_every_message_once_whichever_way_answere
             assert len(r.seen) == len(set(r.seen)), r.name
     finally:
         ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("transport", ["native", "zeromq"])
+def test_an_ack_that_woke_a_consumer_leaves_at_the_turns_end_and_others_at_once(
+        local_cluster, transport):
+    """An ASYNC send whose answer woke a consumer (a PULL held at its
+    queue's end, answered from the staged batch) is acked at the end of the
+    loop's turn (``AfterSends.before_answer``): after the pull's answer and
+    after the answers to requests served later in the same turn; a send
+    that woke no one is acked at once. On one connection, a SEND with a
+    PULL of another queue (no wait) right behind it, so both are read in
+    one turn: the held pull's answer, the other pull's, then the ack; and
+    with no pull held, the ack before the other pull's answer. Every ack
+    comes (none is stranded past its turn), each once."""
+    broker = local_cluster.add_broker("broker-a", 0, flush="ASYNC_FLUSH",
+                                      client_transport=transport)
+    local_cluster.create_topic(STAGED, queues=2)
+    ctx = zmq.Context()
+    try:
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(broker.address)
+
+        def answers(n):
+            got = []
+            for _ in range(n):
+                assert s.poll(10_000), f"answers so far: {got}"
+                frame = codec.decode_frame(s.recv())
+                got.append((frame.request_id, frame.status))
+            return got
+
+        late = at_once = 0
+        offset = 0
+        for i in range(60):
+            held = i % 2 == 0
+            rid = 1000 * i
+            if held:                       # a consumer at queue 0's end, its pull held
+                s.send(held_pull(rid + 1, 0, offset))
+                time.sleep(0.02)
+            s.send_multipart([codec.encode_request(rid + 2, pb.SEND, pb.SendRequest(
+                topic=STAGED, queue_id=0, count=1, records=rec.encode_record(
+                    STAGED.encode(), b"", b"", b"", b"%d" % i, 1)))])
+            s.send(held_pull(rid + 3, 1, 0, wait_ms=0))      # queue 1: nothing, answered now
+            order = [r - rid for r, _status in answers(3 if held else 2)]
+            offset += 1
+            if held:
+                assert sorted(order) == [1, 2, 3] and order[0] == 1, order
+                late += order == [1, 3, 2]
+            else:
+                assert sorted(order) == [2, 3], order
+                at_once += order == [2, 3]
+        # the two requests came in one read (one turn) nearly always; never
+        # may a send that woke no one wait for the turn's end
+        assert at_once == 30, at_once
+        assert late >= 20, f"the ack left before the turn's other answers in {30 - late} of 30"
+    finally:
+        ctx.destroy(linger=0)
