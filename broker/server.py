@@ -263,6 +263,7 @@ class Broker(BrokerCore):
         for s in self._services:
             s.shutdown()
         self._drain_notifications()
+        self.dispatcher.answer_late()       # (a turn that raised left them)
         visibility.release_waiters(self)
         for w, _status, _error in self.parts.stop("the broker shut down"):
             self.dispatcher.reply(w.identity, w.request_id, w.type, pb.SERVICE_NOT_AVAILABLE,

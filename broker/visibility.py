@@ -131,14 +131,18 @@ def update_visible(b: Broker) -> None:
         key = (topic, qid)
         if pending.get(key, -1) < upto:
             pending[key] = upto
+    woke = False
     if visible > st.visible_offset:
         st.visible_offset = visible
+        replies = b.dispatcher.replies
         answer_ready_pulls(b, visible)
+        woke = b.dispatcher.replies != replies
     # the sends' acks after the pulls' answers (as ASYNC's, AfterSends.before_answer):
     # a consumer's answer waited behind the producer's, ~200 us under perf
-    # at a SYNC ack (`bench/send_timeline.py` with E2E=1)
+    # at a SYNC ack (`bench/send_timeline.py` with E2E=1); and when a pull
+    # was answered, at the turn's end (as an ASYNC send's that woke one)
     if st.role == Role.MASTER:
-        release_waiters(b)
+        release_waiters(b, late=woke)
 
 
 def answer_ready_pulls(b: Broker, visible: int) -> None:
@@ -157,10 +161,11 @@ def answer_ready_pulls(b: Broker, visible: int) -> None:
         share.serve_held(b, time.monotonic(), {t for t, _q in keys})
 
 
-def release_waiters(b: Broker) -> None:
+def release_waiters(b: Broker, late: bool = False) -> None:
     """Ack the writes whose conditions now hold: under the quorum rule with
     the lease, else only what every slave of the in-sync set holds (a
-    successor may exist, and it is one of them)."""
+    successor may exist, and it is one of them). ``late``: the acks leave
+    at the end of the loop's turn (``Dispatcher.answer_late``)."""
     m = b.master()
     if m is None or not len(m.ack_waiters):
         return
@@ -174,7 +179,11 @@ def release_waiters(b: Broker) -> None:
         b.metrics.ack_wait.observe(now - w.since)
         if w.type == pb.SEND:
             b.mark_replicas(w.response)
-        b.dispatcher.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
+        if late:
+            b.dispatcher.late.append((Request(w.identity, w.request_id, w.type, None),
+                                      (pb.OK, "", w.response)))
+        else:
+            b.dispatcher.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
 
 
 def expire_waiters(b: Broker, now: float) -> None:
