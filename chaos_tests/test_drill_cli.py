@@ -3,6 +3,7 @@ report, plot, and a clear refusal when the cluster cannot host a scenario."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -194,7 +195,17 @@ def test_disk_full_master_refuses_writes_loses_nothing_and_writes_come_back(dev,
         log = f.read()
     assert any("cannot store" in line and "No space left on device" in line
                for line in log.splitlines()), log[-3000:]
-    assert log.count("Traceback") <= 3, "a full disk is logged once per service, not per write"
+    # a full disk is logged once per service and episode (a service that
+    # works again between two fills logs each), never once per write
+    failed = re.findall(r" ERROR duomq\.common\.service: (\S+) failed; trying again", log)
+    back = re.findall(r" INFO duomq\.common\.service: (\S+) works again", log)
+    assert failed, log[-3000:]
+    for name in set(failed):
+        assert failed.count(name) <= back.count(name) + 1, (name, failed, back)
+    lines = log.splitlines()
+    reported = [lines[i - 1] for i, line in enumerate(lines)      # the records a traceback
+                if line.startswith("Traceback") and i and re.match(r"\d{4}-", lines[i - 1])]
+    assert len(reported) == len(failed), reported               # follows: the services' only
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="store volumes are loop mounts: root only")

@@ -183,10 +183,13 @@ def test_a_removed_user_is_refused_within_a_second(secured, tmp_path):
     assert '"bob"' in listed and "Topic:Secret:Pub" in listed
     with Producer(zk, cl, credentials=bob) as p:
         assert p.send(Message("Secret", b"before"), queue=Q0).ok
-        t0 = time.monotonic()
         duomq("auth", "user", "remove", "bob", "--zookeeper", zk, "--cluster", cl)
+        t0 = time.monotonic()                     # the user's node is gone from ZooKeeper
         wait_for(lambda: _refused(p), 5, "bob's sends refused")
-        assert time.monotonic() - t0 < 2.5        # the CLI's own start included
+        # (from the CLI's return, not its start: a start and ZooKeeper session,
+        # ~0.4 s on a quiet machine, took most of 2.9 s under the suite's load
+        # once; the broker hears the removal through a watch)
+        assert time.monotonic() - t0 < 1.5
         held = stored(zk, cl, admin)
         for _ in range(10):                       # refused: nothing of it is stored
             assert _refused(p)
