@@ -14,13 +14,22 @@ from duomq.testing.harness import wait_for
 CLUSTER = "TestCluster"
 
 
-def test_a_group_whose_topics_were_refused_is_tried_again_without_another_heartbeat(zk):
+# nobody may create a topic (read, and the right to open the node again)
+CLOSED = [make_acl("world", "anyone", read=True, admin=True)]
+
+
+def started_while_closed(zk) -> tuple[ZkPaths, GroupTopics]:
+    """The topics node closed to creation, and a master's group-topics thread."""
     paths = ZkPaths(CLUSTER)
     zk.ensure_path(paths.topics)
-    # nobody may create a topic for now (read, and the right to open it again)
-    zk.set_acls(paths.topics, [make_acl("world", "anyone", read=True, admin=True)])
+    zk.set_acls(paths.topics, CLOSED)
     made = GroupTopics(zk, CLUSTER, "broker-a")
     made.start()
+    return paths, made
+
+
+def test_a_group_whose_topics_were_refused_is_tried_again_without_another_heartbeat(zk):
+    paths, made = started_while_closed(zk)
     try:
         made.heard(["refused-once"])
         time.sleep(1.0)                  # the first try and its first retry were refused
@@ -40,11 +49,7 @@ def test_groups_refused_together_are_all_made_and_a_stop_does_not_wait_out_a_ret
     """Several groups refused at once each keep their own retries (none
     waits behind another's backoff), and a master stopping (demoted) ends
     the thread at once with retries still due, not after them."""
-    paths = ZkPaths(CLUSTER)
-    zk.ensure_path(paths.topics)
-    zk.set_acls(paths.topics, [make_acl("world", "anyone", read=True, admin=True)])
-    made = GroupTopics(zk, CLUSTER, "broker-a")
-    made.start()
+    paths, made = started_while_closed(zk)
     try:
         made.heard(["first", "second"])
         time.sleep(2.0)                  # three refusals each: backoffs of 2 s next
@@ -54,7 +59,7 @@ def test_groups_refused_together_are_all_made_and_a_stop_does_not_wait_out_a_ret
         wait_for(lambda: all(zk.exists(paths.topic(p + g)) for g in ("first", "second", "third")
                              for p in ("%RETRY%", "%DLQ%")), 10,
                  "every refused group's topics once ZooKeeper lets them be made")
-        zk.set_acls(paths.topics, [make_acl("world", "anyone", read=True, admin=True)])
+        zk.set_acls(paths.topics, CLOSED)
         made.heard(["late"])
         time.sleep(0.7)                  # refused twice: its next try is a second away
     finally:
