@@ -24,6 +24,15 @@ from duomq.cli.common import (
 from duomq.client import PushConsumer
 from duomq.common.errors import ConfigError
 
+WAIT_HINT_S = 1.0          # nothing received this long from the end: say why it waits
+
+
+def waiting_hint(kind: str) -> str:
+    """The line a consume that starts at the end prints once while nothing
+    comes (a new group has nothing to read until a message is sent)."""
+    return (f"waiting for new messages: a new {kind} starts at the end of each queue "
+            f"(--from first reads what is stored already; Ctrl-C stops)")
+
 
 def add(sub) -> None:
     p = sub.add_parser("consume", help="consume a topic as a member of a consumer group, or "
@@ -47,8 +56,10 @@ def add(sub) -> None:
                    help="how bodies print: auto (text when it is UTF-8, else base64), text "
                         "(undecodable bytes replaced), hex or base64")
     p.add_argument("--from", dest="from_", choices=["first", "last", "timestamp"],
-                   default="last", help="where a new group starts (default last; timestamp: "
-                   "the first message stored at or after --timestamp)")
+                   default="last", help="where a new group (or share group) starts: last "
+                   "(default: only messages sent from now on), first (what is stored "
+                   "already) or timestamp (the first message stored at or after "
+                   "--timestamp); a group goes on from its committed offsets")
     p.add_argument("--timestamp", type=time_arg, metavar="TIME",
                    help="with --from timestamp: epoch ms, ISO 8601 (2026-11-22T10:00, local "
                         "unless it names a zone) or a time ago (30m, 2h, 1d)")
@@ -123,8 +134,12 @@ def run(args) -> int:
                             **({"consume_threads": 1} if args.count else {}))
     say_metrics(consumer)
     consumer.start()
+    hint = args.from_ == "last" and not args.quiet
     try:
         while not done.wait(0.1):
+            if hint and not state["n"] and time.monotonic() - t0 >= WAIT_HINT_S:
+                print(waiting_hint("group"), file=sys.stderr, flush=True)
+                hint = False
             if args.until_idle and time.monotonic() - state["last"] > args.until_idle:
                 break
     except KeyboardInterrupt:
@@ -229,6 +244,7 @@ def share(args) -> int:
                         metrics_port=args.metrics_port) as c:
         say_metrics(c)
         quiet_since = time.monotonic()
+        hint = args.from_ == "last" and not args.quiet
         try:
             while not (args.count and n >= args.count):
                 want = min(32, args.count - n) if args.count else 32
@@ -249,8 +265,12 @@ def share(args) -> int:
                     redelivered += m.delivery_count > 1
                 if got:
                     quiet_since = time.monotonic()
+                    hint = False
                 elif idle_s is not None and time.monotonic() - quiet_since >= idle_s:
                     break
+                elif hint and not n and time.monotonic() - t0 >= WAIT_HINT_S:
+                    print(waiting_hint("share group"), file=sys.stderr, flush=True)
+                    hint = False
         except KeyboardInterrupt:
             pass
     sys.stdout.flush()

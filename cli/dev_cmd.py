@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from duomq.cli.common import add_endpoint, add_json, emit, table
 from duomq.common.config import BrokerConfig, parse_settings
 from duomq.common.endpoint import default_dev_dir
@@ -43,19 +45,39 @@ def add(sub) -> None:
         q = dsub.add_parser(name, help=helptext)
         q.add_argument("broker", help="GROUP/ID, e.g. broker-a/0")
         q.add_argument("--data-dir", default=default_dev_dir())
+        if name == "kill":
+            q.add_argument("--no-wait", action="store_true",
+                           help="return once the broker is dead; by default the kill of a "
+                                "master with a live slave returns once another broker is "
+                                f"master (at most {TAKEOVER_WAIT_S:g} s)")
         add_json(q)
         q.set_defaults(func=run_one)
 
 
+TAKEOVER_WAIT_S = 30.0
+
+
 def run_one(args) -> int:
     from duomq.dev import cluster  # only the dev command loads the dev cluster
-    fn = {"kill": cluster.kill_broker, "start": cluster.start_again,
-          "drop-cache": cluster.drop_cache}[args.dev_cmd]
-    out = fn(args.data_dir, args.broker)
+    if args.dev_cmd == "kill":
+        out = cluster.kill_broker(args.data_dir, args.broker, 9,
+                                  0 if args.no_wait else TAKEOVER_WAIT_S)
+    else:
+        fn = {"start": cluster.start_again, "drop-cache": cluster.drop_cache}[args.dev_cmd]
+        out = fn(args.data_dir, args.broker)
     if args.json:
         emit(out)
-    else:
-        print(" ".join(f"{k}={v}" for k, v in out.items()))
+        return 0 if out.get("new_master", "") is not None else 1
+    if "new_master" in out:
+        took = out.pop("took_s")
+        now = out.pop("new_master")
+        print(" ".join(f"{k}={v}" for k, v in out.items() if k != "epoch"))
+        if now is None:
+            print(f"no broker of the group took over in {took:g} s", file=sys.stderr)
+            return 1
+        print(f"{now} is master at epoch {out['epoch']}, {took:g} s after the kill")
+        return 0
+    print(" ".join(f"{k}={v}" for k, v in out.items()))
     return 0
 
 

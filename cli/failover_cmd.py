@@ -55,7 +55,9 @@ def switchover(zk, cluster: str, group: str, target: int | None, timeout_s: floa
     if before is None:
         raise DuomqError(f"broker group {group!r} has no master to hand over from")
     if target is not None and target == before.broker_id:
-        raise DuomqError(f"broker {target} is already the master of {group!r}")
+        return {"group": group, "from": before.broker_id, "to": target, "epoch": before.epoch,
+                "seconds": 0.0, "already": True}
+    _check_target(zk, paths, group, before.broker_id, target)
     request = SwitchoverNode(before.broker_id, target, time.time())
     try:
         zk.create(paths.switchover(group), request.to_bytes())
@@ -78,6 +80,24 @@ def switchover(zk, cluster: str, group: str, target: int | None, timeout_s: floa
             pass
     raise DuomqError(f"switchover of {group!r} did not finish in {timeout_s:g} s (is an "
                      f"in-sync slave connected?)")
+
+
+def _check_target(zk, paths: ZkPaths, group: str, master: int, target: int | None) -> None:
+    """Refused before anything is written: a target that is not a live
+    broker of the group (its live brokers named), or a group with no live
+    slave to take over (a hand-over would wait out its whole timeout)."""
+    try:
+        live = sorted(int(c) for c in zk.get_children(paths.members(group)) if c.isdigit())
+    except NoNodeError:
+        live = []
+    slaves = [b for b in live if b != master]
+    if target is not None and target not in slaves:
+        raise DuomqError(f"broker {target} is not a live broker of {group!r}: its live "
+                         f"brokers are {', '.join(map(str, live)) or 'none'} (master "
+                         f"{master})")
+    if not slaves:
+        raise DuomqError(f"broker group {group!r} has no live slave to hand over to (its "
+                         f"master is broker {master}): nothing was changed")
 
 
 STATUS_S = 5.0           # a step-down asks the broker's role for this long at most
@@ -153,6 +173,8 @@ def run(args) -> int:
     if args.json:
         emit(out)
     else:
-        print(f"{out['group']}: broker {out['from']} handed over to broker {out['to']}, master "
+        print(f"{out['group']}: broker {out['to']} is already the master, at epoch "
+              f"{out['epoch']}: nothing to do" if out.get("already") else
+              f"{out['group']}: broker {out['from']} handed over to broker {out['to']}, master "
               f"at epoch {out['epoch']}, in {out['seconds']} s")
     return 0

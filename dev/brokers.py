@@ -70,6 +70,38 @@ def wait_registered(zookeeper: str, cluster: str, group: str, broker_id: int, pi
         zkutil.close(zk)
 
 
+def read_master(zookeeper: str, cluster: str, group: str) -> MasterNode | None:
+    zk = zkutil.connect(zookeeper)
+    try:
+        return MasterNode.from_bytes(zk.get(ZkPaths(cluster).master(group))[0])
+    except NoNodeError:
+        return None
+    finally:
+        zkutil.close(zk)
+
+
+def wait_takeover(zookeeper: str, cluster: str, group: str, before: MasterNode,
+                  timeout_s: float = 30) -> MasterNode | None:
+    """The master node once it names another broker than ``before`` (a
+    takeover, at a later epoch), or None when none took over in time."""
+    zk = zkutil.connect(zookeeper)
+    paths = ZkPaths(cluster)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                now = MasterNode.from_bytes(zk.get(paths.master(group))[0])
+            except NoNodeError:
+                now = None
+            if now is not None and now.broker_id != before.broker_id and \
+                    now.epoch > before.epoch:
+                return now
+            time.sleep(0.05)
+        return None
+    finally:
+        zkutil.close(zk)
+
+
 def wait_slaves_hold(zookeeper: str, cluster: str, topic: str, timeout_s: float = 30) -> int:
     """Wait until slave reads (``slave_preferred``: a group without a slave
     reads its master) see every message of ``topic`` that the master shows

@@ -17,7 +17,13 @@ from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 from duomq.dev import volumes
-from duomq.dev.brokers import cached_bytes, drop_page_cache, wait_registered
+from duomq.dev.brokers import (
+    cached_bytes,
+    drop_page_cache,
+    read_master,
+    wait_registered,
+    wait_takeover,
+)
 from duomq.dev.ports import free_ports
 from duomq.dev.processes import alive, send_signal, started_at, stop
 from duomq.dev.zookeeper import launch, server_mode, start_ensemble, start_server
@@ -227,17 +233,32 @@ def find_broker(state: dict, name: str) -> dict:
                       + ", ".join(f"{b['group']}/{b['id']}" for b in state["brokers"]) + ")")
 
 
-def kill_broker(data_dir: str, name: str, sig: int = 9) -> dict:
-    """kill -9 (or another signal) one dev broker: for failover drills."""
+def kill_broker(data_dir: str, name: str, sig: int = 9, wait_takeover_s: float = 0) -> dict:
+    """kill -9 (or another signal) one dev broker: for failover drills. With
+    ``wait_takeover_s``, a master killed while another broker of its group
+    lives is waited for until one of them is master (``new_master``,
+    ``epoch``, ``took_s``; ``new_master`` None when none took over)."""
     state = read_dev_state(data_dir)
     if state is None:
         raise ConfigError(f"no dev cluster in {data_dir}")
     b = find_broker(state, name)
+    others = [o for o in state["brokers"] if o["group"] == b["group"] and o["id"] != b["id"]
+              and alive(o["pid"], o.get("started"))]
+    before = read_master(state["zookeeper"], state["cluster"], b["group"]) \
+        if wait_takeover_s and others and sig == 9 else None
+    t0 = time.monotonic()
     if send_signal(b["pid"], sig, b.get("started")):
         deadline = time.monotonic() + 10
         while sig == 9 and alive(b["pid"], b.get("started")) and time.monotonic() < deadline:
             time.sleep(0.02)
-    return {"broker": f"{b['group']}/{b['id']}", "pid": b["pid"], "signal": sig}
+    out = {"broker": f"{b['group']}/{b['id']}", "pid": b["pid"], "signal": sig}
+    if before is not None and before.broker_id == b["id"]:
+        now = wait_takeover(state["zookeeper"], state["cluster"], b["group"], before,
+                            wait_takeover_s)
+        out.update(new_master=f"{b['group']}/{now.broker_id}" if now else None,
+                   epoch=now.epoch if now else before.epoch,
+                   took_s=round(time.monotonic() - t0, 2))
+    return out
 
 
 def start_again(data_dir: str, name: str) -> dict:

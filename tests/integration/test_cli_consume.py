@@ -2,6 +2,7 @@
 committed, whatever the consumer pulled beyond them."""
 
 import json
+import time
 
 import pytest
 
@@ -61,3 +62,44 @@ def test_consume_share_prints_and_acks_exactly_count(local_cluster):
     bad = run_cli("consume", "Peek", "--share", "sharers", "--group", "g", *endpoint,
                   check=False)
     assert bad.returncode == 2 and "--share does not take --group" in bad.stderr
+
+
+@pytest.mark.parametrize("how", [["--share", "newsharers"], ["--group", "newgroup"]],
+                         ids=["share", "group"])
+def test_a_consume_waiting_at_the_end_of_a_new_group_says_why(local_cluster, how):
+    """The README tour's trap: a new group starts at the end, so with
+    messages stored and none sent it prints nothing. It says why once, on
+    stderr, and takes the next messages sent."""
+    import subprocess
+    import sys
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Waits", queues=2)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        assert p.send_batch([Message("Waits", b"old%d" % i) for i in range(20)]).ok
+    endpoint = ["--zookeeper", local_cluster.zookeeper, "--cluster", local_cluster.cluster]
+    proc = subprocess.Popen([sys.executable, "-m", "duomq", "consume", "Waits", *how,
+                             "--count", "2", *endpoint], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            lines.append(proc.stderr.readline())
+            if "waiting for new messages" in lines[-1]:
+                break
+        assert "--from first reads what is stored already" in lines[-1], lines
+        kind = "share group" if how[0] == "--share" else "group"
+        assert f"a new {kind} starts at the end" in lines[-1]
+        with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+            deadline = time.monotonic() + 30      # a push consumer may still be taking its queues
+            while proc.poll() is None and time.monotonic() < deadline:
+                assert p.send(Message("Waits", b"new")).ok
+                time.sleep(0.5)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, err
+    bodies = [x.split(" ", 2)[2] for x in out.splitlines()]
+    assert bodies == ["new", "new"]
+    assert "waiting for new messages" not in err      # said once

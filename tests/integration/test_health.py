@@ -89,6 +89,42 @@ def test_step_down_hands_a_master_over_and_lets_a_slave_leave(local_cluster):
     wait_for(lambda: probe(master, "ready")[0] == 0, 20, "the old master to follow, ready")
 
 
+def test_a_failover_the_group_cannot_make_is_refused_at_once_and_writes_nothing(local_cluster):
+    """`failover --to` a broker that is not in the group names the group's
+    brokers; a group with no live slave is refused at once (it waited out
+    its 30 s); the master itself as target is nothing to do. No switchover
+    node is left and the master stays."""
+    import time
+
+    from duomq.coordinator.paths import ZkPaths
+    from duomq.testing.harness import read_node
+    local_cluster.add_broker("broker-a", 0, replication="SYNC")
+    slave = local_cluster.add_broker("broker-a", 1, replication="SYNC")
+    local_cluster.add_broker("broker-b", 0)
+    wait_for(lambda: probe(slave, "ready")[0] == 0, 20, "the slave to be ready")
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    endpoint = ["--zookeeper", zk, "--cluster", cl]
+    paths = ZkPaths(cl)
+
+    def failover(*args):
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "duomq", "failover", *args, *endpoint],
+                           capture_output=True, text=True, timeout=60)
+        return p, time.monotonic() - t0
+
+    p, took = failover("broker-a", "--to", "7")
+    assert p.returncode == 2 and took < 5, p.stderr
+    assert "broker 7 is not a live broker of 'broker-a': its live brokers are 0, 1" in p.stderr
+    p, took = failover("broker-b")
+    assert p.returncode == 2 and took < 5, p.stderr
+    assert "broker group 'broker-b' has no live slave to hand over to" in p.stderr
+    p, _ = failover("broker-a", "--to", "0")
+    assert p.returncode == 0 and "broker 0 is already the master" in p.stdout, p.stderr
+    for group in ("broker-a", "broker-b"):
+        assert read_node(zk, paths.switchover(group)) == {}
+        assert master_id(zk, cl, group) == 0
+
+
 def test_step_down_in_a_secured_brokers_pod_uses_the_brokers_own_keys(secured):
     """The preStop hook of a secured pod: no user's credentials there, only
     the broker's auth_dir; it dials the broker with the broker key and
