@@ -145,9 +145,12 @@ def _serve(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int,
 
 # ------------------------------------------------------------ answers
 def _enough_slaves(b: BrokerCore, m: MasterParts) -> None:
-    """SYNC replication with too few slaves in sync: refused before anything
-    is written (a change no slave could confirm would not survive a failover)."""
-    if m.slaves_missing():
+    """SYNC replication with too few slaves in sync while ZooKeeper still
+    lists one (an election could pick it, and a change it never saw would
+    be taken back): refused before anything is written. A master the group
+    is alone in serves: a change no slave saw can only cause a redelivery
+    later, never a loss."""
+    if m.slaves_missing() and not m.alone():
         raise ServiceNotAvailableError(
             f"fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves are in sync "
             f"to confirm a share group's change: nothing was changed")
@@ -157,7 +160,7 @@ def _durable(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int, ty
              resp, end: int) -> Answer | None:
     """The answer now, or None when it waits until ``end`` is as durable as
     a send's (``MasterParts.wait_for_ack``)."""
-    if m.wait_for_ack(end, identity, request_id, resp, type_, leased=b.leased()):
+    if m.wait_for_ack(end, identity, request_id, resp, type_, leased=b.leased(), rewrite=True):
         return None
     return pb.OK, "", resp
 

@@ -85,7 +85,7 @@ def take(b) -> BrokerSnapshot:
         return BrokerSnapshot(
             **common, in_sync_replicas=st.in_sync_replicas,
             replicated_offset=st.replicated_offset,
-            in_sync_ids=frozenset(parts.ha.in_sync_ids()),
+            in_sync_ids=frozenset(parts.ha.in_sync_ids(st.visible_offset)),
             acks_possible=not parts.sync_replication or parts.ha.slaves_available(),
             degraded=parts.degraded(st.in_sync_replicas), links=parts.links(),
             transactions_pending=len(parts.transactions.book.pending),

@@ -172,7 +172,7 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
     resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
     if m.wait_for_ack(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK,
-                      leased=b.leased()):
+                      leased=b.leased(), rewrite=True):
         return None
     return pb.OK, "", resp
 

@@ -37,11 +37,12 @@ class AckWaiters:
 
     def release(self, flushed: float, replicated: float) -> list[AckWaiter]:
         """Waiters whose record is both flushed and replicated (pass NEVER for
-        a condition that is not awaited)."""
+        a condition that is not awaited; a waiter that awaits no replication,
+        its ``repl_deadline`` NEVER, needs only the flush)."""
         out: list[AckWaiter] = []
         q = self._q
         reached = min(flushed, replicated)
-        while q and q[0].end_offset <= reached:
+        while q and q[0].end_offset <= (flushed if q[0].repl_deadline == NEVER else reached):
             out.append(q.popleft())
         return out
 

@@ -14,6 +14,7 @@ when to come back for it."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 import zmq
@@ -75,6 +76,12 @@ class HAService:
         self.linger_due: float | None = None   # a lingering transfer leaves then (monotonic s)
         self._refused: set[tuple[bytes, int]] = set()   # (link, epoch) reports logged as ignored
         self._last_round: float | None = None   # the last housekeeping (monotonic s)
+        # fault injection for tests (``DUOMQ_FAULT_HOLD_CONFIRMED``, a file's
+        # path): while that file exists, slaves are told the confirmed offset
+        # as it was when it appeared: a master that dies then leaves a slave
+        # holding records acked past what it was told consumers may read
+        self._hold_path = os.environ.get("DUOMQ_FAULT_HOLD_CONFIRMED") or None
+        self._held_confirmed: int | None = None
 
     # ------------------------------------------------------------ inbound
     def on_message(self, identity: bytes, data: bytes, now: float) -> bool:
@@ -168,6 +175,8 @@ class HAService:
         """Send what each slave lacks, up to the window. ``confirmed``: what
         consumers may see (slaves cap their readers there); ``waiting``: the
         master waits on slave reports right now (a SYNC ack, a handover)."""
+        if self._hold_path is not None:
+            confirmed = self._fault_confirmed(confirmed)
         cfg = self.config
         end = self.store.commitlog.max_offset
         self.linger_due = None
@@ -192,6 +201,17 @@ class HAService:
             if confirmed > link.confirmed_sent or \
                     now - link.last_sent >= cfg.ha_heartbeat_ms / 1000:
                 self._send(link, b"", end, now, confirmed, waiting)
+
+    def _fault_confirmed(self, confirmed: int) -> int:
+        assert self._hold_path is not None
+        if not os.path.exists(self._hold_path):
+            self._held_confirmed = None
+            return confirmed
+        if self._held_confirmed is None:
+            log.warning("fault injection: slaves are told confirmed offset %d while %s exists",
+                        confirmed, self._hold_path)
+            self._held_confirmed = confirmed
+        return self._held_confirmed
 
     def _lingers(self, link: HAConnection, now: float, end: int, waiting: bool) -> bool:
         """Whether the link's transfer waits for more (and what it would
@@ -257,11 +277,17 @@ class HAService:
                 link.state = next_state(link.state, "silence")
 
     # ------------------------------------------------------------ derived
-    def in_sync_ids(self) -> list[int]:
+    def in_sync_ids(self, visible: int = 0) -> list[int]:
+        """The slaves in sync by their links. One that ZooKeeper does not
+        list yet counts only once it holds ``visible`` (what consumers may
+        read): listed, an election could pick it (Kafka adds a follower to
+        the ISR only at the high watermark)."""
         end = self.store.commitlog.max_offset
+        listed = (self.isr or frozenset()) | self.isr_writing
         return [link.broker_id for link in self.links.values()
                 if link.state is HaState.TRANSFER
-                and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)]
+                and in_sync(link.acked_offset, end, self.config.ha_max_gap_bytes)
+                and (link.broker_id in listed or link.acked_offset >= visible)]
 
     def in_sync_acked(self, listed: bool = True) -> list[int]:
         """What each slave that counts for acks holds: in sync by its link and,

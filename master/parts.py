@@ -47,6 +47,8 @@ class MasterParts:
         share log is replayed)."""
         store.dispatch()
         self.flushed_at_start = store.commitlog.flush()
+        # all the group holds now: readable from this term's first turn
+        self.start_offset = store.commitlog.max_offset
         store.epoch_file.write(epoch)
         self.store = store
         self.config = config
@@ -111,20 +113,34 @@ class MasterParts:
         return self.ha.isr is not None and not self.config.allow_lagging_promotion
 
     def wait_for_ack(self, end_offset: int, identity: bytes, request_id: int, response,
-                     type_: int = pb.SEND, leased: bool = True) -> bool:
+                     type_: int = pb.SEND, leased: bool = True, rewrite: bool = False) -> bool:
         """Register a write (a send, a send back, an end of transaction) that
         waits for its conditions; False when none applies (ack it now).
-        Without the lease every write waits for the in-sync set."""
-        if leased and not (self.sync_flush or self.sync_replication):
+        Without the lease every write waits for the in-sync set. A
+        ``rewrite`` of acked data (a send back, a share group's change) on a
+        master the group is alone in (``alone``) waits for no slave: its
+        source is as durable as it was, a slave that never saw it can only
+        deliver a message again later."""
+        replicate = self.sync_replication and not (rewrite and self.alone())
+        if leased and not (self.sync_flush or replicate):
             return False
         now = time.monotonic()
         cfg = self.config
         self.ack_waiters.add(AckWaiter(
             end_offset,
             now + cfg.sync_flush_timeout_ms / 1000 if self.sync_flush else NEVER,
-            now + cfg.slave_timeout_ms / 1000 if self.sync_replication or not leased else NEVER,
+            now + cfg.slave_timeout_ms / 1000 if replicate or not leased else NEVER,
             identity, request_id, response, type_, now))
         return True
+
+    def alone(self) -> bool:
+        """SYNC replication and ZooKeeper lists no slave in sync, nor is
+        one being listed: no election could pick another broker, so what
+        this master stores is all the group can have (``visible``)."""
+        if not self.sync_replication or self.ha.isr is None:
+            return False
+        me = self.config.broker_id
+        return not (self.ha.isr | self.ha.isr_writing) - {me}
 
     def slaves_missing(self) -> bool:
         """SYNC replication with fewer slaves in sync than min_sync_replicas:
@@ -139,7 +155,17 @@ class MasterParts:
     def visible(self, end: int, state) -> int:
         """What consumers may read of ``end`` (the dispatched log): the flushed
         offset under SYNC_FLUSH, the offset the slaves hold under SYNC
-        replication. Sets the state's replicated offset and in-sync count."""
+        replication, and from the term's first turn everything the master
+        inherited (``start_offset``: the group's whole log once it took
+        over, acked by the old master or not). Under SYNC replication with
+        no slave to hold them, a master the group is ``alone`` in shows what
+        it stores (its delayed messages come due, its retries, transaction
+        commits, share redeliveries; sends answered SLAVE_NOT_AVAILABLE:
+        stored and readable, as RocketMQ's), unless a slave is catching up
+        to be listed: then it holds still until that slave has it all (a
+        slave joins the in-sync set only holding the visible offset,
+        ``HAService.in_sync_ids``). Sets the state's replicated offset and
+        in-sync count."""
         replicated, state.in_sync_replicas = self.ha.ack_state()
         if not state.lease_valid(time.monotonic()):     # as acks are: the in-sync set holds it
             held = self.ha.isr_held_offset()
@@ -149,8 +175,11 @@ class MasterParts:
         if self.sync_flush:
             visible = min(visible, state.flushed_offset)
         if self.sync_replication:
-            visible = min(visible, max(0, state.replicated_offset))
-        return visible
+            if replicated is not None:
+                visible = min(visible, replicated)
+            elif not self.alone() or self.ha.in_sync_ids():
+                visible = 0
+        return max(visible, self.start_offset)
 
     def read_advice(self, phys: int, total_memory: int) -> int | None:
         """The slave a pull at commit-log offset ``phys`` should go to: an

@@ -14,6 +14,7 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)   # the metrics tests' server and promtool
 command -v tmux >/dev/null 2>&1 || need+=(tmux)               # `duomq top`'s test reads its screen
+command -v iptables >/dev/null 2>&1 || need+=(iptables)       # the network-fault tests and drills
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need[*]}"

@@ -266,3 +266,27 @@ def test_a_streaming_slave_that_dials_again_is_in_sync_on_its_first_report(store
                                        payload=stranger.SerializeToString()).SerializeToString(),
                   3.0)
     assert ha.links[b"another"].state is HaState.HANDSHAKE
+
+
+def test_a_slave_is_listed_in_sync_only_holding_what_consumers_may_read(store_of, link):
+    """A master the group is alone in shows what it stores; a slave that
+    ZooKeeper would list while it lacks some of that could be elected and
+    take back what consumers read. So an unlisted slave counts as in sync
+    only once it holds the visible offset; a listed one stays while it is
+    within the gap (sync_replicas 1 of two slaves: one may trail)."""
+    store = store_of(replication="SYNC")
+    ha, link_, one = ten_records_sent(link[0], store)
+    end = store.commitlog.max_offset
+    link_.state = HaState.TRANSFER
+    link_.acked_offset = 6 * one
+    ha.isr = frozenset({0})                        # the master alone
+    assert ha.in_sync_ids() == [1]                 # a candidate, by its link
+    assert ha.in_sync_ids(visible=end) == []       # not listed before it holds it all
+    assert ha.in_sync_ids(visible=6 * one) == [1]
+    ha.isr_writing = frozenset({0, 1})             # being listed: it stays counted
+    assert ha.in_sync_ids(visible=end) == [1]
+    ha.isr, ha.isr_writing = frozenset({0, 1}), frozenset()
+    assert ha.in_sync_ids(visible=end) == [1]      # listed: judged by the gap alone
+    link_.acked_offset = end
+    ha.isr = frozenset({0})
+    assert ha.in_sync_ids(visible=end) == [1]
