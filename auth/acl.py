@@ -8,6 +8,13 @@ is a list of allowed and a list of denied permissions: a request is allowed
 when every permission it needs is matched by an allow entry and by no deny
 entry (deny wins, as in RocketMQ).
 
+The broker's own topics (``names.INTERNAL_TOPICS``: delayed messages, half
+messages, the share log) and every group's retry and dead-letter topics are
+*reserved*: no entry covers them, whatever its name (``*``, ``R*``,
+``%DLQ%*``, the name itself) and for every user (the admin's ``Topic:*:All``
+too). A group reads its own retry and dead-letter topics with its group's
+permission alone; nothing else may read or write any of them.
+
 Some needs depend on what the request touches, not only on its fields: a
 send back needs ``Sub`` on the topic of the stored message it names, a read
 of a message by its offset ``Sub`` on that message's topic, and a
@@ -25,13 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from duomq.common.errors import ConfigError
-from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
+from duomq.common.names import DLQ_PREFIX, INTERNAL_TOPICS, RETRY_PREFIX, SYSTEM_PREFIXES
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
 
 TYPES = ("Topic", "Group", "Cluster")
-# a name (retry and dead-letter topics too), a prefix ending in *, or *
+# a name, a prefix ending in *, or * (a group's retry and dead-letter topics are
+# granted with the group: Topic entries naming them are refused, ``reserved``)
 NAME_PATTERN = re.compile(r"\*|(%RETRY%|%DLQ%)?[A-Za-z0-9_-]{1,127}\*?|(%RETRY%|%DLQ%)\*")
 # the actions the broker checks, by resource type (``NEEDS`` below)
 CHECKED = {"Topic": ("Pub", "Sub"), "Group": ("Sub", "Delete"), "Cluster": ("Get", "Admin")}
@@ -66,14 +74,21 @@ class Permission:
         if not NAME_PATTERN.fullmatch(name):
             raise ConfigError(f"permission {text!r}: name {name!r} is not a name, a "
                               f"prefix ending in *, or *")
+        if type_ == "Topic" and (reserved(name) or name.startswith(SYSTEM_PREFIXES)):
+            raise ConfigError(f"permission {text!r}: {name!r} names the broker's own topics "
+                              f"or groups' retry and dead-letter topics, which no policy "
+                              f"grants (a group reads its own with Group:<group>:Sub)")
         return cls(type_, name, action)
 
     def __str__(self) -> str:
         return f"{self.type}:{self.name}:{self.action}"
 
     def covers(self, needed: Permission) -> bool:
-        """Whether this entry matches ``needed`` (a concrete permission)."""
+        """Whether this entry matches ``needed`` (a concrete permission). A
+        reserved topic is matched by no entry."""
         if self.type != needed.type or self.action not in (needed.action, "All"):
+            return False
+        if needed.type == "Topic" and reserved(needed.name):
             return False
         if self.name.endswith("*"):
             return needed.name.startswith(self.name[:-1])
@@ -88,15 +103,17 @@ class Policy:
     @classmethod
     def parse(cls, allow, deny=(), stored: bool = False) -> Policy:
         """``stored``: a policy read back from ZooKeeper, where an entry
-        naming an action earlier releases accepted but never checked is
-        dropped (it granted nothing) instead of refusing the whole user."""
+        naming an action earlier releases accepted but never checked, or a
+        reserved topic (granted by earlier releases), is dropped instead of
+        refusing the whole user."""
         def entries(texts):
             out = []
             for text in texts:
                 try:
                     out.append(Permission.parse(text))
                 except ConfigError as exc:
-                    if not (stored and "is never checked" in str(exc)):
+                    if not (stored and ("is never checked" in str(exc)
+                                        or "which no policy grants" in str(exc))):
                         raise
                     log.warning("%s: the entry is ignored", exc)
             return tuple(out)
@@ -111,6 +128,11 @@ class Policy:
 
     def to_json(self) -> dict:
         return {"allow": [str(p) for p in self.allow], "deny": [str(p) for p in self.deny]}
+
+
+def reserved(topic: str) -> bool:
+    """The broker's own topics and every retry and dead-letter topic."""
+    return topic in INTERNAL_TOPICS or topic.startswith(SYSTEM_PREFIXES)
 
 
 ADMIN = Policy.parse(["Cluster:*:All", "Topic:*:All", "Group:*:All"])
@@ -178,9 +200,11 @@ RULES: dict[int, str] = {
     pb.QUERY_BY_KEY: "Topic:T:Sub",
     pb.COMMIT_OFFSET: "as a pull, for each queue named",
     pb.FETCH_OFFSET: "as a pull, for each queue named",
-    pb.LOCK_QUEUES: "as a pull, for each queue named; its client id is its user's",
-    pb.UNLOCK_QUEUES: "as a pull, for each queue named; its client id is its user's",
-    pb.HEARTBEAT: "Group:G:Sub for each consumer group named; its client id is its user's "
+    pb.LOCK_QUEUES: "as a pull, for each queue named; a client id is its user's own (another "
+                 "user naming it locks for itself)",
+    pb.UNLOCK_QUEUES: "as a pull, for each queue named; a client id is its user's own (another "
+                   "user naming it locks for itself)",
+    pb.HEARTBEAT: "Group:G:Sub for each consumer group named; a client id is its user's own "
                   "(producer groups need nothing: a check-back goes only to users with "
                   "Topic:T:Pub on its message's topic)",
     pb.SEND_BACK: "Group:G:Sub, and Sub on the stored message's own topic (never the "

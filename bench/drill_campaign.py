@@ -4,7 +4,7 @@ after scenario against a fresh dev cluster per durability mode (a master and
 two slaves, defaults, a 3-server ZooKeeper ensemble), each report kept under
 bench/drills/, and one JSON line per (mode, scenario):
 
-  {"mode", "scenario", "rounds", "lost", "duplicated", "rto_p50_s",
+  {"mode", "scenario", "rounds", "lost", "unreadable_under_fault", "duplicated", "rto_p50_s",
    "rto_p99_s", "rto_max_s", "longest_gap_s", "split_brain_s",
    "guarantees_held", "seed"}
 
@@ -47,15 +47,17 @@ def rto(rtos):
 def line(mode: str, scenario: str, r: dict) -> dict:
     p50, p99, top = rto(r["rto_s"])
     return {"mode": mode, "scenario": scenario, "rounds": r["rounds"], "attempted": r["attempted"],
-            "lost": r["lost"], "duplicated": r["duplicated"], "rto_p50_s": p50, "rto_p99_s": p99,
+            "lost": r["lost"], "unreadable_under_fault": r.get("unreadable_under_fault"),
+            "duplicated": r["duplicated"], "rto_p50_s": p50, "rto_p99_s": p99,
             "rto_max_s": top, "longest_gap_s": r.get("longest_gap_s"),
             "split_brain_s": r["split_brain_s"], "guarantees_held": r["guarantees_held"],
             "seed": r.get("notes", {}).get("seed")}
 
 
 def table() -> str:
-    rows = ["| mode | scenario | rounds | lost | duplicated | RTO p50 / p99 / max (s) | "
-            "longest gap (s) | split brain (s) |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| mode | scenario | rounds | lost | unreadable under the fault | duplicated | "
+            "RTO p50 / p99 / max (s) | longest gap (s) | split brain (s) |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for name in sorted(os.listdir(OUT)):
         if not name.endswith(".json"):
             continue
@@ -63,7 +65,9 @@ def table() -> str:
         with open(os.path.join(OUT, name)) as f:
             d = line(mode, scenario, json.load(f))
         rows.append(f"| {'SYNC + SYNC_FLUSH' if mode == 'sync' else 'ASYNC + ASYNC_FLUSH'} | "
-                    f"{scenario} | {d['rounds']} | {d['lost']} | {d['duplicated']} | "
+                    f"{scenario} | {d['rounds']} | {d['lost']} | "
+                    f"{'-' if d['unreadable_under_fault'] is None else d['unreadable_under_fault']}"
+                    f" | {d['duplicated']} | "
                     f"{d['rto_p50_s']} / {d['rto_p99_s']} / {d['rto_max_s']} | "
                     f"{d['longest_gap_s']} | {d['split_brain_s']} |")
     return "\n".join(rows)

@@ -56,7 +56,7 @@ class BrokerCore:
         self.share_follower = ShareFollower()    # a slave's copy of the share groups' state
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
-        self.clients: dict[str, Client] = {}     # by client id
+        self.clients: dict[str, Client] = {}     # by user and client id (client_key)
         self.guard: Guard | None = None     # auth = true: who may do what
         # auth = true: makes the ZooKeeper nodes of consumer groups a client
         # names, for its clients to join (``auth.zk_keeper``; any thread)

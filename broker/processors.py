@@ -23,6 +23,7 @@ from duomq.broker.requests import (
     Answer,
     Handler,
     Request,
+    client_key,
     hosted,
     master_only,
     stored_record,
@@ -30,7 +31,6 @@ from duomq.broker.requests import (
 from duomq.broker.writes import end_transaction, list_transactions, send, send_back
 from duomq.common import subscription
 from duomq.common.errors import (
-    AuthorizationError,
     BadRequestError,
     DuomqError,
     ServiceNotAvailableError,
@@ -335,7 +335,7 @@ def lock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
     m = master_only(b)            # locks live on the master
     _check_lock_request(b, r, req)
-    got = m.queue_locks.lock(req.consumer_group, req.client_id,
+    got = m.queue_locks.lock(req.consumer_group, client_key(r.user, req.client_id),
                              [(q.topic, q.queue_id) for q in req.queues], time.monotonic())
     resp = pb.LockQueuesResponse()
     for topic, qid in got:
@@ -347,7 +347,7 @@ def unlock_queues(b: BrokerCore, r: Request) -> Answer:
     req: pb.LockQueuesRequest = r.message
     m = master_only(b)
     _check_lock_request(b, r, req)
-    m.queue_locks.unlock(req.consumer_group, req.client_id,
+    m.queue_locks.unlock(req.consumer_group, client_key(r.user, req.client_id),
                          [(q.topic, q.queue_id) for q in req.queues])
     return pb.OK, "", pb.LockQueuesResponse()
 
@@ -357,18 +357,9 @@ def _check_lock_request(b: BrokerCore, r: Request, req: pb.LockQueuesRequest) ->
     if not req.client_id:
         raise BadRequestError("a lock request names its client")
     _check_client_id(req.client_id)
-    _own_client_id(b, r, req.client_id)
     for q in req.queues:
         if not 0 <= q.queue_id < hosted(b, q.topic):
             raise BadRequestError(f"queue {q.queue_id} of topic {q.topic!r} does not exist")
-
-
-def _own_client_id(b: BrokerCore, r: Request, client_id: str) -> None:
-    """A client id another user's client holds is not this user's to use
-    (its heartbeats would take that client's check-backs, its locks)."""
-    known = b.clients.get(client_id)
-    if known is not None and known.user != r.user:
-        raise AuthorizationError(f"client id {client_id!r} is another user's client")
 
 
 def _check_client_id(client_id: str) -> None:
@@ -388,11 +379,11 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
         validate_name("producer group", g)
     for g in req.consumer_groups:
         validate_name("consumer group", g, allow_system=True)
-    known = b.clients.get(client_id)
+    key = client_key(r.user, client_id)
+    known = b.clients.get(key)
     if known is None and len(b.clients) >= MAX_CLIENTS:
         raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
-    _own_client_id(b, r, client_id)
-    b.clients[client_id] = Client(time.monotonic(), list(req.producer_groups),
+    b.clients[key] = Client(time.monotonic(), list(req.producer_groups),
                                   list(req.consumer_groups), r.identity, r.user)
     m = b.master()
     if m is not None:

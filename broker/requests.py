@@ -31,6 +31,14 @@ Answer = tuple[int, str, Any]
 Handler = Callable[[BrokerCore, Request], Answer | None]
 
 
+def client_key(user: str | None, client_id: str) -> str:
+    """A client as the broker knows it: its id within its user's (client
+    ids are readable by every member of a group, so one user naming
+    another's id gets a client of its own, not that one's heartbeats,
+    check-backs, queue locks or share deliveries)."""
+    return f"{user or ''}/{client_id}"
+
+
 # ------------------------------------------------------------ checks
 def master_only(b: BrokerCore) -> MasterParts:
     """The master's parts; NOT_MASTER (with the master's address) on a slave."""

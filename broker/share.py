@@ -14,11 +14,12 @@ messages whose invisible time ended)."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 
 from duomq.broker.core import BrokerCore
-from duomq.broker.requests import Answer, Request, hosted, master_only, writable
+from duomq.broker.requests import Answer, Request, client_key, hosted, master_only, writable
 from duomq.common import subscription
 from duomq.common.errors import BadRequestError, ServiceNotAvailableError, answer_for
 from duomq.common.names import validate_name
@@ -29,6 +30,8 @@ DEFAULT_MAX_DELIVERIES = 16         # RocketMQ's maxReconsumeTimes
 MAX_DELIVERIES = 1000
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 100, 12 * 3600 * 1000
 DEFAULT_POP_MESSAGES = 32
+MAX_CLIENT_ID = 256
+MAX_RECEIPTS = 1024                 # receipts one share ack may name
 
 
 @dataclass
@@ -37,6 +40,7 @@ class HeldPop:
     request_id: int
     request: pb.PopRequest
     deadline: float                 # monotonic s: answered empty then
+    owner: str = ""                 # who asked (``requests.client_key``)
 
 
 # ------------------------------------------------------------ handlers
@@ -53,14 +57,17 @@ def pop(b: BrokerCore, r: Request) -> Answer | None:
     if req.max_messages < 0:
         raise BadRequestError("max_messages must be >= 0")
     subscription.parse(req.subscription)       # refused now, not when held
+    if len(req.client_id) > MAX_CLIENT_ID:
+        raise BadRequestError(f"a client id is at most {MAX_CLIENT_ID} characters")
     writable(b)
-    found, answer = _serve(b, m, r.identity, r.request_id, req, queues)
+    who = client_key(r.user, req.client_id)
+    found, answer = _serve(b, m, r.identity, r.request_id, req, queues, who)
     if found:
         return answer
     wait_ms = min(req.max_wait_ms, b.config.long_polling_timeout_ms)
     if wait_ms > 0:
         b.share_holds.append(HeldPop(r.identity, r.request_id, req,
-                                     time.monotonic() + wait_ms / 1000))
+                                     time.monotonic() + wait_ms / 1000, who))
         return None
     return pb.NO_NEW_MESSAGE, "", pb.PopResponse()
 
@@ -81,11 +88,17 @@ def share_ack(b: BrokerCore, r: Request) -> Answer | None:
         raise BadRequestError(f"a release's delay {req.ms}: use 0 to {MAX_INVISIBLE_MS}")
     if not req.receipts:
         raise BadRequestError("a share ack names no receipt")
+    if len(req.receipts) > MAX_RECEIPTS:
+        raise BadRequestError(f"a share ack names {len(req.receipts)} receipts: at most "
+                              f"{MAX_RECEIPTS} a request (a client splits larger acks)")
+    if len(req.client_id) > MAX_CLIENT_ID:
+        raise BadRequestError(f"a client id is at most {MAX_CLIENT_ID} characters")
     writable(b)
     now = _now_ms()
     judged = m.share.judge(req.consumer_group, req.topic, kind,
-                           [(x.queue_id, x.queue_offset, x.delivery_count)
-                            for x in req.receipts], req.ms, now)
+                           [(x.queue_id, x.queue_offset, x.delivery_count, x.key)
+                            for x in req.receipts], req.ms, now,
+                           client_key(r.user, req.client_id))
     resp = pb.ShareAckResponse(deadline_ms=judged.until if kind == "renew" else 0)
     for why in judged.errors:
         resp.statuses.append(pb.OK if why is None else pb.RECEIPT_EXPIRED)
@@ -110,17 +123,20 @@ def _checked(b: BrokerCore, group: str, topic: str) -> int:
 
 # ------------------------------------------------------------ serving a pop
 def _serve(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int,
-           req: pb.PopRequest, queues: int) -> tuple[bool, Answer | None]:
+           req: pb.PopRequest, queues: int, who: str) -> tuple[bool, Answer | None]:
     """``(True, answer)`` when the pop finds messages (or moved some to the
     dead-letter queue): the answer, or None when it waits to be durable;
-    ``(False, None)`` when nothing is visible for the group now."""
+    ``(False, None)`` when nothing is visible for the group now. What it
+    hands out is held by ``who``, under a new random receipt key."""
     now = _now_ms()
+    key = secrets.randbits(64) | 1
     plan = m.share.plan_pop(
         req.consumer_group, req.topic, queues,
         min(req.max_messages or DEFAULT_POP_MESSAGES, b.config.max_pull_messages),
         req.invisible_ms, req.max_deliveries or DEFAULT_MAX_DELIVERIES, req.from_first,
         subscription.parse(req.subscription), b.state.visible_offset, now,
-        (lambda phys: m.read_advice(phys, b.total_memory)) if req.slave_reads else None)
+        (lambda phys: m.read_advice(phys, b.total_memory)) if req.slave_reads else None,
+        who, key)
     if not plan.ops:
         return False, None
     _enough_slaves(b, m)
@@ -129,7 +145,8 @@ def _serve(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int,
     if not plan.given and not plan.dead:
         return False, None                        # only cursors moved (filtered out)
     resp = pb.PopResponse(count=len(plan.records), records=b"".join(plan.records),
-                          deadline_ms=plan.deadline, dead_lettered=len(plan.dead))
+                          deadline_ms=plan.deadline, dead_lettered=len(plan.dead),
+                          receipt_key=key)
     resp.delivery_counts.extend(plan.counts)
     for qid, chosen in sorted(plan.remote.items()):
         if chosen:
@@ -197,8 +214,8 @@ def serve_held(b, now: float, topics: set[str] | None = None) -> None:
             continue
         queues = b.hosted_queues(h.request.topic) or 0
         try:
-            found, answer = _serve(b, m, h.identity, h.request_id, h.request, queues) \
-                if queues else (False, None)
+            found, answer = _serve(b, m, h.identity, h.request_id, h.request, queues,
+                                   h.owner) if queues else (False, None)
         except Exception as exc:  # noqa: BLE001 - answered with its status
             b.dispatcher.reply(h.identity, h.request_id, pb.POP, *answer_for(exc), None)
             continue

@@ -13,6 +13,7 @@ from duomq.broker.requests import Answer, Request, hosted, master_only, stored_r
 from duomq.common import delay as d
 from duomq.common.errors import (
     BadRequestError,
+    InvalidNameError,
     MessageTooLargeError,
 )
 from duomq.common.idempotence import sequence_of
@@ -40,6 +41,9 @@ _LENGTHS = rec.fields("topic_len", "tags_len", "keys_len", "props_len")
 def send(b: BrokerCore, r: Request) -> Answer | None:
     req: pb.SendRequest = r.message
     m = master_only(b)
+    if req.topic in INTERNAL_TOPICS or req.topic.startswith(SYSTEM_PREFIXES):
+        raise InvalidNameError(f"topic {req.topic!r} is reserved: the broker writes it itself "
+                               f"(a retry goes back with SEND_BACK)")
     queues = hosted(b, req.topic)           # the topic's name checked there
     if not 0 <= req.queue_id < queues:
         raise BadRequestError(f"queue {req.queue_id} of topic {req.topic!r} does not exist "

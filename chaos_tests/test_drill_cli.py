@@ -60,6 +60,12 @@ def test_kill_master_drill_on_a_sync_pair(dev, tmp_path):
     assert r["split_brain_s"] == 0 and r["guarantees_held"]
     assert all(t is not None and t < 20 for t in r["rto_s"]), r["rto_s"]
     assert [pr["epoch_after"] - pr["epoch_before"] for pr in r["per_round"]] == [1, 1]
+    # each round read every message acked so far back while its master was still dead
+    # (the heal restarts it): none was unreadable on the new master
+    reads = [pr["read_under_fault"] for pr in r["per_round"]]
+    assert reads[0] > 0 and reads[1] > reads[0], reads
+    assert [pr["unreadable_under_fault"] for pr in r["per_round"]] == [0, 0]
+    assert r["unreadable_under_fault"] == 0 and "acked, unreadable under a fault" in p.stdout
     assert "guarantees held" in p.stdout and "RTO p50" in p.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

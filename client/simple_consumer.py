@@ -34,6 +34,7 @@ from duomq.common.subscription import parse
 from duomq.proto import pb
 
 ANSWER_MARGIN_S = 5.0     # a held POP's request waits this much longer than the hold
+RECEIPTS_PER_ACK = 1024   # most receipts one share ack names (the broker's limit)
 
 
 @dataclass(slots=True)
@@ -43,6 +44,7 @@ class ReceivedMessage(MessageExt):
 
     delivery_count: int = 1
     invisible_until_ms: int = 0
+    receipt_key: int = 0       # the pop's random key: only this consumer's acks name it
 
     @property
     def receipt(self) -> str:
@@ -136,7 +138,8 @@ class SimpleConsumer(ClientBase):
                             invisible_ms=cfg.invisible_duration_ms, max_wait_ms=wait_ms,
                             subscription=self.subscriptions[topic],
                             max_deliveries=cfg.max_deliveries,
-                            from_first=cfg.consume_from == "first", slave_reads=cfg.slave_reads)
+                            from_first=cfg.consume_from == "first", slave_reads=cfg.slave_reads,
+                            client_id=self.client_id)
         address = self.master_address(group, topic)
         try:
             status, error, resp = self.remoting.call(address, pb.POP, req,
@@ -158,7 +161,8 @@ class SimpleConsumer(ClientBase):
         for m, count in zip(got, resp.delivery_counts, strict=True):
             if sub.matches(m.tags):
                 out.append(ReceivedMessage(**_fields(m), delivery_count=count,
-                                           invisible_until_ms=resp.deadline_ms))
+                                           invisible_until_ms=resp.deadline_ms,
+                                           receipt_key=resp.receipt_key))
         if resp.slave_reads:
             out += self._read_elsewhere(topic, group, resp, sub)
         return out
@@ -190,7 +194,8 @@ class SimpleConsumer(ClientBase):
                 if m is None:
                     continue
                 r = ReceivedMessage(**_fields(m), delivery_count=counts[offset],
-                                    invisible_until_ms=resp.deadline_ms)
+                                    invisible_until_ms=resp.deadline_ms,
+                                    receipt_key=resp.receipt_key)
                 (out if sub.matches(m.tags) else foreign).append(r)
         if foreign:
             self.ack(foreign)
@@ -259,12 +264,14 @@ class SimpleConsumer(ClientBase):
         for m in msgs:
             by_target.setdefault((m.broker_group, m.topic), []).append(m)
         expired = []
-        for (group, topic), batch in by_target.items():
+        batches = [(target, all_[i:i + RECEIPTS_PER_ACK]) for target, all_ in by_target.items()
+                   for i in range(0, len(all_), RECEIPTS_PER_ACK)]
+        for (group, topic), batch in batches:
             req = pb.ShareAckRequest(consumer_group=self.group, topic=topic, action=action,
-                                     ms=ms)
+                                     ms=ms, client_id=self.client_id)
             for m in batch:
                 req.receipts.add(queue_id=m.queue_id, queue_offset=m.queue_offset,
-                                 delivery_count=m.delivery_count)
+                                 delivery_count=m.delivery_count, key=m.receipt_key)
             address = self.master_address(group, topic)
             try:
                 status, error, resp = self.remoting.call(address, pb.SHARE_ACK, req,

@@ -10,9 +10,11 @@ Outcomes of a send (``Op.outcome``):
   ``unknown``   no answer (a timeout, a dead connection): stored or not
 
 Jepsen's total-queue figures: ``lost`` acked (ok or degraded) and never read
-back; ``unexpected`` read back but never sent; ``duplicated`` extra copies
-read back; ``recovered`` a send not acked (stored, failed, unknown) read back
-anyway.
+back, or not readable while a round's fault was still in place
+(``unreadable_under_fault``: a read that waited for the heal would not see
+an acked message the new master holds but does not show); ``unexpected`` read
+back but never sent; ``duplicated`` extra copies read back; ``recovered`` a
+send not acked (stored, failed, unknown) read back anyway.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class Report:
     failed: int = 0
     unknown: int = 0
     lost: int = 0
+    unreadable_under_fault: int = 0   # acked, not readable before a round's heal (in lost)
     unexpected: int = 0
     duplicated: int = 0
     longest_gap_s: float = 0.0        # the longest time in any round without an acked send
@@ -181,21 +184,26 @@ def order_violations(ops: list[Op], read_back: list[tuple[int, bytes]]) -> int:
 
 def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
           rounds: list[Round], *, durable: bool, ordered: bool = False,
-          idempotent: bool = True, cuts: list[Truncation] | None = None) -> Report:
+          idempotent: bool = True, cuts: list[Truncation] | None = None,
+          unreadable: set[bytes] | None = None) -> Report:
     """The report of a drill. ``durable``: the cluster promises no acked
     message is lost (SYNC replication with SYNC_FLUSH): then ``lost`` must
     be 0 and the guarantees fail otherwise. ``idempotent``: the producers
     were (the default): a body stored twice anywhere, in any queue of any
-    group, fails the guarantees too."""
+    group, fails the guarantees too. ``unreadable``: the acked bodies a read
+    under a round's fault did not find (each round's ``unreadable`` note):
+    lost, though they were read back after the heal."""
     counts = collections.Counter(body for _q, body in read_back)
     sent = {op.body: op for op in ops}
     outcomes = collections.Counter(op.outcome for op in ops)
     acked = {b for b, op in sent.items() if op.outcome in ACKED}
-    lost = sorted(acked - set(counts))
+    hidden = acked & (unreadable or set())
+    lost = sorted((acked - set(counts)) | hidden)
     r = Report(scenario=scenario, rounds=len(rounds), attempted=len(ops),
                acked=outcomes["ok"], acked_degraded=outcomes["degraded"],
                stored_not_durable=outcomes["stored"], failed=outcomes["failed"],
                unknown=outcomes["unknown"], lost=len(lost),
+               unreadable_under_fault=len(hidden),
                unexpected=len(set(counts) - set(sent)),
                duplicated=sum(n - 1 for n in counts.values() if n > 1),
                recovered=sum(1 for b, op in sent.items()
@@ -220,7 +228,9 @@ def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
             **rd.notes})
     problems = []
     if durable and r.lost:
-        problems.append(f"{r.lost} acked message(s) lost under SYNC replication + SYNC_FLUSH")
+        problems.append(f"{r.lost} acked message(s) lost under SYNC replication + SYNC_FLUSH"
+                        + (f" ({r.unreadable_under_fault} of them unreadable while a fault was "
+                           f"in place)" if r.unreadable_under_fault else ""))
     if r.unexpected:
         problems.append(f"{r.unexpected} message(s) read back that were never sent")
     if cuts is not None:

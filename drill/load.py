@@ -156,6 +156,50 @@ class Workload:
             return self.ops[-1].status if self.ops else ""
 
 
+class FaultReader:
+    """Reads the topic back while a round's fault is still in place (a
+    drill that read only after the heal never saw an acked message that the
+    new master held but did not show). Made before the first fault, with
+    the topic's queues then: a read asks ZooKeeper nothing (an outage
+    scenario pauses it, and a read waiting on it would wait for the heal).
+    Each queue is read from its master and, where the master cannot be
+    reached (clients cut from it), from a slave: a message counts as
+    readable when a consumer can read it somewhere."""
+
+    def __init__(self, zookeeper: str, cluster: str, topic: str, prefix: bytes):
+        self.topic, self.prefix = topic, prefix
+        group = f"drill-audit-{uuid.uuid4().hex[:6]}"
+        self.masters = PullConsumer(zookeeper, cluster, group=group)
+        self.slaves = PullConsumer(zookeeper, cluster, group=group, read_from="slave_preferred")
+        self.mqs = self.masters.queues(topic)
+        for c in (self.masters, self.slaves):        # their members' watches, set now
+            for g in {mq.broker_group for mq in self.mqs}:
+                c.members.of(g)
+
+    def unreadable(self, acked: set[bytes], patience_s: float) -> set[bytes]:
+        """Which of ``acked`` a new reader does not find, reading every queue
+        from its first offset again until all are found or ``patience_s``
+        (a route still moving to the new master) has passed."""
+        missing = set(acked)
+        deadline = time.monotonic() + patience_s
+        while missing:
+            for mq in self.mqs:
+                for c in (self.masters, self.slaves):
+                    try:
+                        missing -= set(_read_queue(c, mq))
+                        break
+                    except DuomqError:
+                        continue          # not reachable there: counted if it stays so
+            if not missing or time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+        return missing
+
+    def close(self) -> None:
+        self.masters.close()
+        self.slaves.close()
+
+
 def read_back(zookeeper: str, cluster: str, topic: str,
               patience_s: float = 0.0) -> list[tuple[int, bytes]]:
     """Every body stored in ``topic``, queue by queue from each group's
@@ -173,11 +217,18 @@ def read_back(zookeeper: str, cluster: str, topic: str,
 
 
 def _read_back(zookeeper: str, cluster: str, topic: str) -> list[tuple[int, bytes]]:
-    out: list[tuple[int, bytes]] = []
     with PullConsumer(zookeeper, cluster, group=f"drill-audit-{uuid.uuid4().hex[:6]}") as c:
-        for i, mq in enumerate(c.queues(topic)):
-            off = c.min_offset(mq)
-            while (r := c.pull(mq, off, 1000)).status is PullStatus.FOUND:
-                out.extend((i, m.body) for m in r.messages)
-                off = r.next_offset
+        return _read_queues(c, topic)
+
+
+def _read_queues(c: PullConsumer, topic: str) -> list[tuple[int, bytes]]:
+    return [(i, body) for i, mq in enumerate(c.queues(topic)) for body in _read_queue(c, mq)]
+
+
+def _read_queue(c: PullConsumer, mq) -> list[bytes]:
+    out: list[bytes] = []
+    off = c.min_offset(mq)
+    while (r := c.pull(mq, off, 1000)).status is PullStatus.FOUND:
+        out.extend(m.body for m in r.messages)
+        off = r.next_offset
     return out

@@ -37,7 +37,9 @@ def summary(report: Report) -> str:
         ("scenario", r.scenario), ("rounds", r.rounds), ("attempted", r.attempted),
         ("acked", r.acked), ("acked_degraded", r.acked_degraded),
         ("stored, not durable", r.stored_not_durable), ("failed", r.failed),
-        ("unknown", r.unknown), ("lost", r.lost), ("unexpected", r.unexpected),
+        ("unknown", r.unknown), ("lost", r.lost),
+        ("acked, unreadable under a fault", r.unreadable_under_fault),
+        ("unexpected", r.unexpected),
         ("duplicated", r.duplicated), ("recovered", r.recovered),
         ("longest gap without an ack (s)", r.longest_gap_s),
         ("acked, cut from a broker's log", "not read" if r.truncated_acked < 0

@@ -17,9 +17,9 @@ from duomq.common.names import DLQ_PREFIX
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.topics import TopicAdmin
 from duomq.drill import scenarios as sc
-from duomq.drill.checker import Report, Round, Truncation, check, truncations_in
+from duomq.drill.checker import ACKED, Report, Round, Truncation, check, truncations_in
 from duomq.drill.faults import DrillError, wait_until
-from duomq.drill.load import Workload, read_back
+from duomq.drill.load import FaultReader, Workload, read_back
 from duomq.drill.share_checker import check_share
 from duomq.drill.share_load import INVISIBLE_MS, ShareReaders
 
@@ -87,8 +87,10 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
                            s.consumers, f"{load.run_id}-".encode()) \
         if s.consumer == "share" else None
     load.start()
+    reader = FaultReader(zookeeper, cluster, s.topic, f"{load.run_id}-".encode())
     rounds: list[Round] = []
     timeline: list[tuple[float, str]] = []
+    unreadable: set[bytes] = set()
     t0 = time.monotonic()
 
     def tell(phase: str, **extra) -> None:
@@ -109,15 +111,16 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
             if not g:
                 raise DrillError(f"group {group} did not become whole again within "
                                  f"{s.settle_timeout_s:g} s (round {i})")
+            under = _UnderFault(load, reader, unreadable, tell)
             if driver.name == "external":
                 rounds.append(_observed_round(i, s, load, zk, cluster, group, g, t0, timeline,
-                                              tell))
+                                              tell, under))
             else:
                 scenario = sc.pick(s.scenario, rnd, usable)
                 rounds.append(_injected_round(i, scenario,
                                               readers if scenario.consumers else driver, s,
                                               load, zk, cluster, group, g, t0, timeline, tell,
-                                              _hold(scenario, s, rnd)))
+                                              _hold(scenario, s, rnd), under))
             tell("healed")
             wait_until(lambda: sc.view(zk, cluster, group).whole(expected), s.settle_timeout_s)
             # a random schedule: the next fault comes after a drawn gap
@@ -129,10 +132,11 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
         raise
     finally:
         load.stop()
+        reader.close()
         driver.close()
     try:
         return _audit(s, zookeeper, cluster, zk, driver, group, expected, durable, load, readers,
-                      rounds, timeline, t0, tell)
+                      rounds, timeline, t0, tell, unreadable)
     finally:
         if readers is not None:
             readers.stop()
@@ -141,7 +145,7 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
 def _audit(s: DrillSettings, zookeeper: str, cluster: str, zk, driver, group: str,
            expected: frozenset[int], durable: bool, load: Workload,
            readers: ShareReaders | None, rounds: list[Round], timeline: list, t0: float,
-           tell) -> DrillRun:
+           tell, unreadable: set[bytes]) -> DrillRun:
     """Once the group is whole again: read every stored message back and
     check the run (and the share group's history, with ``--consumer share``)."""
     tell("audit")
@@ -152,7 +156,7 @@ def _audit(s: DrillSettings, zookeeper: str, cluster: str, zk, driver, group: st
     ops = load.journal()
     report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered,
                    idempotent=s.producer_settings.get("idempotent", True),
-                   cuts=_truncations(driver, zk, cluster, group))
+                   cuts=_truncations(driver, zk, cluster, group), unreadable=unreadable)
     if readers is not None:
         _check_share(report, readers, zookeeper, cluster, {b for _q, b in back}, prefix,
                      s.settle_timeout_s, tell)
@@ -236,9 +240,29 @@ def _hold(scenario: sc.Scenario, s: DrillSettings, rnd: random.Random) -> float:
     return rnd.uniform(full / 3, full) if s.scenario == "random" else full
 
 
+class _UnderFault:
+    """A round's read while its fault is in place: every message acked
+    before the read began, looked for by a new reader; what it does not
+    find joins the run's ``unreadable`` (lost, to the checker)."""
+
+    PATIENCE_S = 5.0        # a reader's route moving to the new master
+
+    def __init__(self, load: Workload, reader: FaultReader, unreadable: set[bytes], tell):
+        self.load, self.reader, self.unreadable, self.tell = load, reader, unreadable, tell
+
+    def read(self) -> dict:
+        self.tell("reading under the fault")
+        t = time.monotonic()
+        acked = {op.body for op in self.load.journal() if op.outcome in ACKED}
+        missing = self.reader.unreadable(acked, self.PATIENCE_S)
+        self.unreadable |= missing
+        return {"read_under_fault": len(acked), "unreadable_under_fault": len(missing),
+                "read_under_fault_s": round(time.monotonic() - t, 3)}
+
+
 def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, load: Workload,
                     zk, cluster: str, group: str, g: sc.GroupView, t0: float, timeline: list,
-                    tell, hold_s: float) -> Round:
+                    tell, hold_s: float, under: _UnderFault) -> Round:
     """Inject the scenario's fault, wait for the election and writes, heal."""
     target = scenario.target(g)
     fault_at = time.monotonic()
@@ -260,6 +284,7 @@ def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, loa
             timeline.append((refused_at - t0, f"refused: {load.last_status()}"))
             hold_from = refused_at
     time.sleep(max(0.0, hold_from + hold_s - time.monotonic()))
+    read = under.read()
     healed = scenario.heal(driver, target)
     healed_at = time.monotonic()
     timeline.append((healed_at - t0, f"heal: {healed}"))
@@ -271,7 +296,7 @@ def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, loa
     notes = {"scenario": scenario.name, "target": target.name, "held_s": round(hold_s, 3),
              "epoch_before": g.epoch, "epoch_after": watch.epoch,
              "elected_after_s": _after(watch.elected_at, fault_at),
-             "stored_after_s": _after(watch.stored_at, fault_at)}
+             "stored_after_s": _after(watch.stored_at, fault_at), **read}
     if scenario.refuses:
         notes.update(refused_after_s=_after(refused_at, fault_at),
                      writes_back_after_heal_s=_after(acked_at, healed_at))
@@ -279,7 +304,8 @@ def _injected_round(i: int, scenario: sc.Scenario, driver, s: DrillSettings, loa
 
 
 def _observed_round(i: int, s: DrillSettings, load: Workload, zk, cluster: str, group: str,
-                    g: sc.GroupView, t0: float, timeline: list, tell) -> Round:
+                    g: sc.GroupView, t0: float, timeline: list, tell,
+                    under: _UnderFault) -> Round:
     """The external driver: wait for somebody to break the group (its master
     or a member gone, a new epoch), time it from the last ack before it was
     seen, and wait for writes and for the group to be whole again."""
@@ -295,6 +321,9 @@ def _observed_round(i: int, s: DrillSettings, load: Workload, zk, cluster: str, 
     timeline.append((fault_at - t0, f"observed: {what}"))
     tell("fault", fault=what)
     watch = _Recovery(load, zk, cluster, group, fault_at, g.epoch)
+    wait_until(lambda: watch.poll() and (watch.acked_at or watch.stored_at),
+               s.recovery_timeout_s)
+    read = under.read()            # before the group is whole again, if it is not yet
     wait_until(lambda: watch.poll() and watch.acked_at, s.recovery_timeout_s)
     everyone = frozenset(b.broker_id for b in g.brokers)
     healed = wait_until(lambda: sc.view(zk, cluster, group).whole(everyone), s.settle_timeout_s)
@@ -305,7 +334,7 @@ def _observed_round(i: int, s: DrillSettings, load: Workload, zk, cluster: str, 
         "scenario": "external", "seen_after_s": round(seen_at - fault_at, 3),
         "epoch_before": g.epoch, "epoch_after": watch.epoch,
         "elected_after_s": _after(watch.elected_at, fault_at),
-        "stored_after_s": _after(watch.stored_at, fault_at)})
+        "stored_after_s": _after(watch.stored_at, fault_at), **read})
 
 
 def _broken(v: sc.GroupView, g: sc.GroupView) -> bool:

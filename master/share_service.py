@@ -61,7 +61,8 @@ class ShareService:
     # ------------------------------------------------------------ pops
     def plan_pop(self, group: str, topic: str, queues: int, want: int, invisible_ms: int,
                  most: int, from_first: bool, sub: Subscription, visible: int,
-                 now: int, advice: Callable[[int], int | None] | None = None) -> Pop:
+                 now: int, advice: Callable[[int], int | None] | None = None,
+                 owner: str = "", receipt_key: int = 0) -> Pop:
         """The group's next messages of ``topic``: first those visible again
         (a message delivered ``most`` times goes to the dead-letter queue
         instead), then new ones from the window's end, queues in turn, at
@@ -121,7 +122,7 @@ class ShareService:
             if items or q is None or nxt != q.next:
                 out.ops.append({"op": "pop", "g": group, "t": topic, "q": qid, "s": start,
                                 "p": before, "n": nxt, "i": items, "d": out.deadline,
-                                "a": now})
+                                "a": now, "c": owner, "k": receipt_key})
             if gone:
                 out.ops.append({"op": "dead", "g": group, "t": topic, "q": qid, "o": gone})
         return out
@@ -168,15 +169,17 @@ class ShareService:
         return requeue.send_back(msg, group, (), 0, dead_letter=True)
 
     # ------------------------------------------------------------ acks
-    def judge(self, group: str, topic: str, kind: str, receipts, ms: int, now: int) -> Judged:
-        """Each receipt ``(queue id, offset, delivery count)`` that still
-        holds its message gets the change ``kind`` (ack, release after
-        ``ms``, renew for ``ms``); the others say why they do not hold."""
+    def judge(self, group: str, topic: str, kind: str, receipts, ms: int, now: int,
+              owner: str = "") -> Judged:
+        """Each receipt ``(queue id, offset, delivery count, key)`` that
+        still holds its message for ``owner`` gets the change ``kind`` (ack,
+        release after ``ms``, renew for ``ms``); the others say why they do
+        not hold."""
         errors: list[str | None] = []
         by_queue: dict[int, list[int]] = {}
-        for qid, offset, count in receipts:
+        for qid, offset, count, rkey in receipts:
             try:
-                self.book.check((group, topic, qid), offset, count, now)
+                self.book.check((group, topic, qid), offset, count, now, owner, rkey)
             except ReceiptError as exc:
                 errors.append(str(exc))
                 continue

@@ -689,7 +689,7 @@ class BrokerConfigResponse(_message.Message):
     def __init__(self, values: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[_Iterable[str]] = ..., changed: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PopRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_ms", "max_wait_ms", "subscription", "max_deliveries", "from_first", "slave_reads")
+    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_ms", "max_wait_ms", "subscription", "max_deliveries", "from_first", "slave_reads", "client_id")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -699,6 +699,7 @@ class PopRequest(_message.Message):
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     FROM_FIRST_FIELD_NUMBER: _ClassVar[int]
     SLAVE_READS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     max_messages: int
@@ -708,7 +709,8 @@ class PopRequest(_message.Message):
     max_deliveries: int
     from_first: bool
     slave_reads: bool
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., subscription: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., from_first: _Optional[bool] = ..., slave_reads: _Optional[bool] = ...) -> None: ...
+    client_id: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., subscription: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., from_first: _Optional[bool] = ..., slave_reads: _Optional[bool] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class SharedRead(_message.Message):
     __slots__ = ("queue_id", "queue_offsets", "delivery_counts")
@@ -721,7 +723,7 @@ class SharedRead(_message.Message):
     def __init__(self, queue_id: _Optional[int] = ..., queue_offsets: _Optional[_Iterable[int]] = ..., delivery_counts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PopResponse(_message.Message):
-    __slots__ = ("count", "records", "delivery_counts", "deadline_ms", "dead_lettered", "slave_reads", "read_from_broker_id")
+    __slots__ = ("count", "records", "delivery_counts", "deadline_ms", "dead_lettered", "slave_reads", "read_from_broker_id", "receipt_key")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
@@ -729,6 +731,7 @@ class PopResponse(_message.Message):
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     SLAVE_READS_FIELD_NUMBER: _ClassVar[int]
     READ_FROM_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_KEY_FIELD_NUMBER: _ClassVar[int]
     count: int
     records: bytes
     delivery_counts: _containers.RepeatedScalarFieldContainer[int]
@@ -736,31 +739,36 @@ class PopResponse(_message.Message):
     dead_lettered: int
     slave_reads: _containers.RepeatedCompositeFieldContainer[SharedRead]
     read_from_broker_id: int
-    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., delivery_counts: _Optional[_Iterable[int]] = ..., deadline_ms: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., slave_reads: _Optional[_Iterable[_Union[SharedRead, _Mapping]]] = ..., read_from_broker_id: _Optional[int] = ...) -> None: ...
+    receipt_key: int
+    def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ..., delivery_counts: _Optional[_Iterable[int]] = ..., deadline_ms: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., slave_reads: _Optional[_Iterable[_Union[SharedRead, _Mapping]]] = ..., read_from_broker_id: _Optional[int] = ..., receipt_key: _Optional[int] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ("queue_id", "queue_offset", "delivery_count")
+    __slots__ = ("queue_id", "queue_offset", "delivery_count", "key")
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     queue_id: int
     queue_offset: int
     delivery_count: int
-    def __init__(self, queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., delivery_count: _Optional[int] = ...) -> None: ...
+    key: int
+    def __init__(self, queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., delivery_count: _Optional[int] = ..., key: _Optional[int] = ...) -> None: ...
 
 class ShareAckRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "action", "receipts", "ms")
+    __slots__ = ("consumer_group", "topic", "action", "receipts", "ms", "client_id")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     RECEIPTS_FIELD_NUMBER: _ClassVar[int]
     MS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     action: ShareAction
     receipts: _containers.RepeatedCompositeFieldContainer[Receipt]
     ms: int
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., action: _Optional[_Union[ShareAction, str]] = ..., receipts: _Optional[_Iterable[_Union[Receipt, _Mapping]]] = ..., ms: _Optional[int] = ...) -> None: ...
+    client_id: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., action: _Optional[_Union[ShareAction, str]] = ..., receipts: _Optional[_Iterable[_Union[Receipt, _Mapping]]] = ..., ms: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class ShareAckResponse(_message.Message):
     __slots__ = ("statuses", "errors", "deadline_ms")

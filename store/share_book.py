@@ -18,11 +18,18 @@ master, or starts again, rebuilds the same state by replaying it
 (``ShareFollower``). The master's side is ``master.share_service``. Ops are JSON objects about one queue:
 
   pop      {"op": "pop", "g", "t", "q", "s": start, "p": next before,
-            "n": next after, "i": [[offset, count], ...], "d": deadline, "a": now}
+            "n": next after, "i": [[offset, count], ...], "d": deadline, "a": now,
+            "c": owner (user/client id), "k": receipt key}
   ack      {"op": "ack", "g", "t", "q", "o": [offset, ...]}   (also "dead")
   release  {"op": "release", ..., "o": [...], "d": visible again at}
   renew    {"op": "renew", ..., "o": [...], "d": new deadline}
   forget   {"op": "forget", "g"}                  (the group deleted)
+
+A receipt is good only in the hands that popped it: a pop records its
+owner (the user and client id that asked) and a random key its answer
+carries, and a change of a held message must name both (another member of
+the group, or a guessed ``queue/offset/count``, holds nothing). A pop of an
+earlier release recorded neither: its messages take any receipt.
 
 A pop carries the queue's window as it was, so a replay that begins after
 the queue's first ops (retention took them) still knows where the group
@@ -50,6 +57,8 @@ class Held:
     until: int          # ms: in flight until (inflight), or visible again from
     inflight: bool
     since: int = 0      # ms: its first delivery
+    owner: str = ""     # who popped this delivery: "<user>/<client id>" ("": anyone)
+    key: int = 0        # the delivery's receipt key (0: none recorded)
 
 
 @dataclass(slots=True)
@@ -139,9 +148,11 @@ class ShareBook:
         return {g: (held.get(g, 0), self.redeliveries.get(g, 0), self.dead.get(g, 0))
                 for g in held.keys() | self.redeliveries.keys() | self.dead.keys()}
 
-    def check(self, key: Key, offset: int, count: int, now_ms: int) -> Held:
-        """The held message a receipt (its delivery ``count``) still holds,
-        else ReceiptError saying why."""
+    def check(self, key: Key, offset: int, count: int, now_ms: int, owner: str = "",
+              receipt_key: int = 0) -> Held:
+        """The held message a receipt (its delivery ``count`` and
+        ``receipt_key``, presented by ``owner``) still holds, else
+        ReceiptError saying why."""
         q = self.queues.get(key)
         h = q.held.get(offset) if q is not None else None
         if h is None:
@@ -153,6 +164,9 @@ class ShareBook:
         if h.count != count:
             raise ReceiptError(f"message {offset} of queue {key[2]} is in its delivery "
                                f"{h.count}; this receipt is of delivery {count}")
+        if h.key and (receipt_key != h.key or owner != h.owner):
+            raise ReceiptError(f"message {offset} of queue {key[2]} is held by another "
+                               f"consumer: this receipt is not one it was given")
         if not h.inflight:
             raise ReceiptError(f"message {offset} of queue {key[2]} was released; it is "
                                f"delivered again")
@@ -180,13 +194,15 @@ class ShareBook:
                     q.held[offset] = Held(1, 0, False, op.get("a", 0))
                     self._may_be_due(key, 0)
             until, at = op["d"], op.get("a", 0)
+            owner, rkey = op.get("c", ""), op.get("k", 0)
             if op["i"]:
                 self._may_be_due(key, until)
             for offset, count in op["i"]:
                 if count > 1:
                     self.redeliveries[key[0]] = self.redeliveries.get(key[0], 0) + 1
                 before = q.held.get(offset)
-                q.held[offset] = Held(count, until, True, before.since if before else at)
+                q.held[offset] = Held(count, until, True, before.since if before else at,
+                                      owner, rkey)
                 q.done.discard(offset)
             nxt = op.get("n", q.next)
             for offset in range(q.next, nxt):       # skipped by the subscription

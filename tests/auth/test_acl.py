@@ -2,8 +2,18 @@
 
 import pytest
 
-from duomq.auth.acl import ADMIN, CHECKED, NEEDS, NOT_FROM_CLIENTS, Permission, Policy, needs
+from duomq.auth.acl import (
+    ADMIN,
+    CHECKED,
+    NEEDS,
+    NOT_FROM_CLIENTS,
+    Permission,
+    Policy,
+    needs,
+    topic_read,
+)
 from duomq.common.errors import ConfigError
+from duomq.common.names import INTERNAL_TOPICS
 from duomq.proto import pb
 
 
@@ -36,7 +46,7 @@ def test_matching_names_prefixes_and_all():
     assert P("Topic:*:All").covers(P("Topic:Anything:Sub"))
     assert not P("Topic:*:Sub").covers(P("Topic:Orders:Pub"))
     assert not P("Group:*:All").covers(P("Topic:Orders:Sub"))
-    assert P("Topic:%RETRY%*:Sub").covers(P("Topic:%RETRY%g:Sub"))
+    assert not P("Topic:*:All").covers(Permission("Topic", "%RETRY%g", "Sub"))  # reserved
 
 
 def test_deny_wins_and_the_lacking_permission_is_named():
@@ -64,7 +74,7 @@ def test_what_requests_need():
     assert needs(pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic="%RETRY%G", consumer_group="G"),
                  "c") == [P("Group:G:Sub")]
     assert needs(pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic="%RETRY%H", consumer_group="G"),
-                 "c") == [P("Topic:%RETRY%H:Sub"), P("Group:G:Sub")]
+                 "c") == [Permission("Topic", "%RETRY%H", "Sub"), P("Group:G:Sub")]
     commit = pb.CommitOffsetRequest(consumer_group="G", offsets=[
         pb.QueueOffset(topic="T", queue_id=0), pb.QueueOffset(topic="T", queue_id=1)])
     assert needs(pb.COMMIT_OFFSET, commit, "c") == [P("Topic:T:Sub"), P("Group:G:Sub")]
@@ -121,3 +131,73 @@ def test_every_action_the_table_needs_can_be_granted_and_every_grantable_one_is_
     }
     needed = {(p.type, p.action) for t, m in samples.items() for p in needs(t, m, "c")}
     assert needed == {(t, a) for t, actions in CHECKED.items() for a in actions}
+
+
+RESERVED = [*sorted(INTERNAL_TOPICS), "%RETRY%other", "%DLQ%other"]
+# every wildcard a hostile user could be granted, and the admin's own
+WILDCARDS = {
+    "admin": ADMIN,
+    "everything": Policy.parse(["Topic:*:All", "Group:*:All", "Cluster:*:All"]),
+    "prefixes": Policy.parse([f"Topic:{c}*:All" for c in "RSDTUVWXYZ"]
+                             + ["Group:*:All", "Cluster:*:Get"]),
+    "subs": Policy.parse(["Topic:R*:Sub", "Topic:S*:Sub", "Group:mine:Sub"]),
+}
+
+
+def naming(type_: int, topic: str) -> list:
+    """Requests of ``type_`` naming ``topic``, in group ``mine``."""
+    q = pb.QueueOffset(topic=topic, queue_id=0, offset=0)
+    pull = pb.PullRequest(consumer_group="mine", topic=topic, queue_id=0)
+    return {
+        pb.SEND: [pb.SendRequest(topic=topic)],
+        pb.PULL: [pull],
+        pb.PULL_MANY: [pb.PullManyRequest(pulls=[pull])],
+        pb.QUERY_OFFSET: [pb.QueryOffsetRequest(topic=topic),
+                          pb.QueryOffsetRequest(topic=topic, consumer_group="mine")],
+        pb.QUERY_BY_KEY: [pb.QueryByKeyRequest(topic=topic, key="k")],
+        pb.COMMIT_OFFSET: [pb.CommitOffsetRequest(consumer_group="mine", offsets=[q])],
+        pb.FETCH_OFFSET: [pb.FetchOffsetRequest(consumer_group="mine", queues=[q])],
+        pb.LOCK_QUEUES: [pb.LockQueuesRequest(consumer_group="mine", queues=[
+            pb.QueueRef(topic=topic, queue_id=0)])],
+        pb.UNLOCK_QUEUES: [pb.LockQueuesRequest(consumer_group="mine", queues=[
+            pb.QueueRef(topic=topic, queue_id=0)])],
+        pb.END_TRANSACTION: [pb.EndTransactionRequest(producer_group="p", topic=topic)],
+        pb.POP: [pb.PopRequest(consumer_group="mine", topic=topic)],
+        pb.SHARE_ACK: [pb.ShareAckRequest(consumer_group="mine", topic=topic)],
+    }.get(type_, [])
+
+
+@pytest.mark.parametrize("policy", WILDCARDS, ids=list(WILDCARDS))
+@pytest.mark.parametrize("topic", RESERVED)
+def test_no_policy_reaches_a_reserved_topic_by_any_request(policy, topic):
+    """Every request type that names a topic, and the reads of a stored
+    message (a send back, a read by offset), against the broker's own topics
+    and another group's retry and dead-letter topics: refused under every
+    wildcard policy, the admin's included."""
+    pol = WILDCARDS[policy]
+    named = 0
+    for type_ in NEEDS:
+        for m in naming(type_, topic):
+            named += 1
+            assert pol.lacking(needs(type_, m, "c")) is not None, (policy, topic, type_)
+    assert named == 13
+    assert pol.lacking(topic_read(topic, None)) is not None
+    assert pol.lacking(topic_read(topic, "mine")) is not None
+
+
+def test_a_group_reads_its_own_retry_and_dead_letter_topics_with_the_group_alone():
+    pol = Policy.parse(["Group:mine:Sub"])
+    for topic in ("%RETRY%mine", "%DLQ%mine"):
+        assert pol.lacking(needs(pb.PULL, pb.PullRequest(topic=topic, consumer_group="mine"),
+                                 "c")) is None
+        assert pol.lacking(topic_read(topic, "mine")) is None
+        assert pol.lacking(needs(pb.SEND, pb.SendRequest(topic=topic), "c")) is not None
+
+
+@pytest.mark.parametrize("text", ["Topic:SCHEDULE_TOPIC_XXXX:Sub", "Topic:%DLQ%*:Sub",
+                                  "Topic:%RETRY%billing:All", "Topic:RMQ_SYS_TRANS_HALF_TOPIC:Pub"])
+def test_a_policy_naming_a_reserved_topic_is_refused_and_a_stored_one_loses_it(text):
+    with pytest.raises(ConfigError, match="which no policy grants"):
+        P(text)
+    pol = Policy.parse([text, "Topic:Orders:Sub"], stored=True)
+    assert pol.allow == (P("Topic:Orders:Sub"),)

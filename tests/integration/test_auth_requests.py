@@ -271,18 +271,102 @@ def test_check_backs_reach_only_producers_allowed_to_publish_the_topic(secured, 
         assert payer.request(address, pb.HEARTBEAT, hb, 5).result()[0] == pb.OK
         wait_for(lambda: got["payer"], 10, "the check-back to reach the allowed producer")
         assert got["stranger"] == []
-        # a client id is its user's: the stranger cannot take the payer's over
+        # a client id is its user's own: the stranger naming the payer's first
+        # (ids are readable by every member) gets a client of its own, and the
+        # payer's heartbeats and check-backs go on
+        got["payer"].clear()
         hb = pb.HeartbeatRequest(client_id="payer-1", producer_groups=["paytx"])
-        status, error, _ = stranger.request(address, pb.HEARTBEAT, hb, 5).result()
-        assert status == pb.NOT_AUTHORIZED and "another user's client" in error
-        # nor lock or unlock queues under it, though it may lock under its own
+        assert stranger.request(address, pb.HEARTBEAT, hb, 5).result()[0] == pb.OK
+        assert payer.request(address, pb.HEARTBEAT, hb, 5).result()[0] == pb.OK
+        wait_for(lambda: got["payer"], 10, "check-backs to go on reaching the payer")
+        assert got["stranger"] == []
+        # nor does a user take another's queue locks by naming its client id
         _, reader = users.client([Permission("Topic", "Secret", "Sub"),
                                   Permission("Group", GROUP, "Sub")], address)
-        for type_ in (pb.LOCK_QUEUES, pb.UNLOCK_QUEUES):
-            for client_id, wanted in (("payer-1", pb.NOT_AUTHORIZED), ("reader-1", pb.OK)):
-                req = pb.LockQueuesRequest(consumer_group=GROUP, client_id=client_id,
-                                           queues=[pb.QueueRef(topic="Secret", queue_id=0)])
-                status, error, _ = reader.call(address, type_, req, 5)
-                assert status == wanted, (type_, client_id, status, error)
+        _, rival = users.client([Permission("Topic", "Secret", "Sub"),
+                                 Permission("Group", GROUP, "Sub")], address)
+
+        def lock(who, type_=pb.LOCK_QUEUES):
+            req = pb.LockQueuesRequest(consumer_group=GROUP, client_id="reader-1",
+                                       queues=[pb.QueueRef(topic="Secret", queue_id=0)])
+            status, error, resp = who.call(address, type_, req, 5)
+            assert status == pb.OK, error
+            return [(q.topic, q.queue_id) for q in resp.locked]
+        assert lock(reader) == [("Secret", 0)]
+        assert lock(rival) == []                          # held by the reader's client
+        lock(rival, pb.UNLOCK_QUEUES)                     # unlocks only its own
+        assert lock(reader) == [("Secret", 0)] and lock(rival) == []
     finally:
         users.close()
+
+
+def test_no_user_reads_or_writes_a_reserved_topic_whatever_its_wildcards(world):
+    """The broker's own topics as they exist once used (a pending
+    transaction's half message, a delayed message, the share log) and
+    another group's retry and dead-letter topics: pulled, popped, asked for
+    offsets, looked up by key, read by offset, sent to, by a user granted
+    `Topic:R*:Sub` (the probe's), one granted everything a policy can name,
+    and the admin: all refused, nothing changed."""
+    from duomq.client import SimpleConsumer
+    from duomq.common.names import HALF_TOPIC, OP_TOPIC, SCHEDULE_TOPIC, SHARE_LOG_TOPIC
+    from duomq.coordinator.paths import ZkPaths
+    cluster, admin_file, master, _sent, users = world
+    zk, cl = cluster.zookeeper, cluster.cluster
+    with TransactionProducer("pay", zookeeper=zk, cluster=cl, credentials=admin_file) as tp:
+        half = tp.send_in_transaction(Message("Secret", b"pending half"),
+                                      lambda m, a: TransactionState.UNKNOWN)
+        tp.send_in_transaction(Message("Secret", b"rolled back"),
+                               lambda m, a: TransactionState.ROLLBACK)
+    with Producer(zk, cl, credentials=admin_file) as p:
+        delayed = p.send(Message("Secret", b"later", delay_level=18))
+    with SimpleConsumer("sharers", "Secret", zookeeper=zk, cluster=cl, credentials=admin_file,
+                        consume_from="first") as sc:
+        sc.receive(1, wait_ms=2000)
+    admin = RemotingClient("admin", Credentials.load(admin_file))
+    hb = pb.HeartbeatRequest(client_id="admin-other", consumer_groups=["other"])
+    assert admin.call(master.address, pb.HEARTBEAT, hb, 5)[0] == pb.OK
+    paths = ZkPaths(cl)
+    wait_for(lambda: all(users.zk.exists(paths.topic(t)) for t in ("%RETRY%other", "%DLQ%other")),
+             15, "the other group's retry and dead-letter topics")
+    stored = {q.topic for q in admin.call(master.address, pb.BROKER_STATUS,
+                                          pb.BrokerStatusRequest(), 5)[2].queues}
+    assert {HALF_TOPIC, OP_TOPIC, SCHEDULE_TOPIC, SHARE_LOG_TOPIC} <= stored, stored
+    reserved = [HALF_TOPIC, OP_TOPIC, SCHEDULE_TOPIC, SHARE_LOG_TOPIC, "%RETRY%other",
+                "%DLQ%other"]
+    stored_at = {HALF_TOPIC: parse_transaction_id(half.transaction_id)[1],
+                 SCHEDULE_TOPIC: delayed.physical_offsets[0]}
+    _, probe = users.client([Permission.parse("Topic:R*:Sub"),
+                             Permission.parse("Group:*:Sub")], master.address)
+    _, everything = users.client([Permission.parse(t) for t in (
+        "Topic:*:All", "Group:*:All", "Cluster:*:All")], master.address)
+    refused = 0
+    try:
+        for who in (probe, everything, admin):
+            for topic in reserved:
+                pull = pb.PullRequest(consumer_group=GROUP, topic=topic, queue_id=0,
+                                      max_messages=32)
+                asks = [(pb.PULL, pull), (pb.PULL_MANY, pb.PullManyRequest(pulls=[pull])),
+                        (pb.QUERY_OFFSET, pb.QueryOffsetRequest(topic=topic, queue_id=0,
+                                                                query=pb.MAX_OFFSET)),
+                        (pb.QUERY_BY_KEY, pb.QueryByKeyRequest(topic=topic, key="k1")),
+                        (pb.POP, pb.PopRequest(consumer_group=GROUP, topic=topic,
+                                               max_messages=8, invisible_ms=30_000,
+                                               from_first=True)),
+                        (pb.SEND, pb.SendRequest(topic=topic, queue_id=0, count=1,
+                                                 records=rec.encode_record(
+                                                     topic.encode(), b"", b"", b"", b"x",
+                                                     int(time.time() * 1000))))]
+                if topic in stored_at:
+                    asks.append((pb.GET_MESSAGE, pb.GetMessageRequest(
+                        physical_offset=stored_at[topic])))
+                for type_, req in asks:
+                    before = state(admin, master.address)
+                    status, error, resp = who.call(master.address, type_, req, 5)
+                    assert status in (pb.NOT_AUTHORIZED, pb.INVALID_NAME), \
+                        (topic, pb.RequestType.Name(type_), status, error)
+                    assert not getattr(resp, "records", b""), (topic, type_)
+                    assert state(admin, master.address) == before, (topic, type_)
+                    refused += 1
+    finally:
+        admin.close()
+    assert refused == 3 * (6 * len(reserved) + len(stored_at))

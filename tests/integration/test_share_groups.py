@@ -245,22 +245,22 @@ def test_the_state_survives_a_broker_restart(local_cluster):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     bodies = [b"r%02d" % i for i in range(40)]
     send(zk, cl, "Jobs", bodies)
-    with consumer(zk, cl, invisible_duration_ms=60_000) as c:
-        acked = drain(c, 20)
+    with consumer(zk, cl, invisible_duration_ms=60_000) as holder:
+        acked = drain(holder, 20)
         held = []
         while len(held) < 10:
-            held += c.receive(10 - len(held), wait_ms=1000)
+            held += holder.receive(10 - len(held), wait_ms=1000)
         acked_bodies = {m.body for m in acked}
-    b.restart()
-    wait_for(lambda: master_id(zk, cl) == 0, what="broker-a master again")
-    with consumer(zk, cl, invisible_duration_ms=60_000) as c:
-        rest = drain(c, 10, timeout_s=10)
-        # the 10 still held are not handed out before their deadline
-        assert c.receive(10, wait_ms=500) == []
+        b.restart()
+        wait_for(lambda: master_id(zk, cl) == 0, what="broker-a master again")
+        with consumer(zk, cl, invisible_duration_ms=60_000) as c:
+            rest = drain(c, 10, timeout_s=10)
+            # the 10 still held are not handed out before their deadline
+            assert c.receive(10, wait_ms=500) == []
         held_bodies = {m.body for m in held}
-        # the held receipts still work after the restart
+        # the held receipts still work after the restart, in the holder's hands
         for m in held:
-            c.ack(m)
+            holder.ack(m)
     rest_bodies = {m.body for m in rest}
     assert not rest_bodies & acked_bodies, "an acked message came back after a restart"
     assert not rest_bodies & held_bodies, "an in-flight message was handed out early"
@@ -420,3 +420,53 @@ def test_group_delete_forgets_a_share_group(one_queue):
         again = drain(c, 10)
     assert sorted(m.body for m in again) == sorted(bodies)
     assert all(m.delivery_count == 1 for m in again)
+
+
+def test_a_receipt_is_good_only_for_the_consumer_that_received_it(one_queue):
+    """Another member of the group cannot ack, release or renew what one
+    member holds, nor can anyone with a receipt guessed from the queue,
+    offset and delivery count (raw SHARE_ACKs); the holder still can, and
+    nothing was changed for it meanwhile. An ack of over 1,024 receipts is
+    refused naming the limit; the client splits larger ones."""
+    import copy
+
+    from duomq.client.remoting import RemotingClient
+    from duomq.proto import pb
+    zk, cl = one_queue
+    send(zk, cl, "Jobs", [b"m%d" % i for i in range(5)])
+    with consumer(zk, cl) as alice, consumer(zk, cl) as bob:
+        held = drain(alice, 5, ack=False)
+        assert len(held) == 5
+        stolen = [copy.copy(m) for m in held]      # every field of alice's receipts
+        for change in (bob.ack, bob.nack, lambda ms: bob.change_invisible_duration(ms[0], 60_000)):
+            with pytest.raises(ReceiptExpiredError, match="held by another consumer"):
+                change(stolen)
+        address = bob.master_address("broker-a", "Jobs")
+        raw = RemotingClient("forger")
+        try:
+            for key in (0, held[0].receipt_key ^ 1, held[0].receipt_key):
+                req = pb.ShareAckRequest(consumer_group="workers", topic="Jobs",
+                                         action=pb.ACCEPT, client_id="forger")
+                req.receipts.add(queue_id=0, queue_offset=held[0].queue_offset,
+                                 delivery_count=1, key=key)
+                status, error, resp = raw.call(address, pb.SHARE_ACK, req, 5)
+                assert status == pb.OK and resp.statuses[0] == pb.RECEIPT_EXPIRED, (key, error)
+            big = pb.ShareAckRequest(consumer_group="workers", topic="Jobs",
+                                     action=pb.ACCEPT, client_id="forger")
+            for i in range(1025):
+                big.receipts.add(queue_id=0, queue_offset=i, delivery_count=1)
+            status, error, _ = raw.call(address, pb.SHARE_ACK, big, 5)
+            assert status == pb.BAD_REQUEST and "at most 1024" in error, error
+        finally:
+            raw.close()
+        assert bob.receive(5, wait_ms=300) == []          # still alice's: none came back
+        alice.ack(held)                                   # the holder's receipts hold
+        assert sorted(m.body for m in held) == [b"m%d" % i for i in range(5)]
+        with Producer(zk, cl) as p:
+            for lo in (0, 550):
+                assert p.send_batch([Message("Jobs", b"b%d" % i)
+                                     for i in range(lo, lo + 550)]).ok
+        many = drain(alice, 1100, ack=False)
+        alice.ack(many)                                   # in two requests
+        assert alice.receive(5, wait_ms=300) == [] and bob.receive(5, wait_ms=300) == []
+

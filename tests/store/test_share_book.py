@@ -172,3 +172,33 @@ def test_when_held_messages_may_be_due_is_known_without_a_scan():
     late = ShareBook()                               # a replay that began late: due at once
     late.apply(pop([[7, 1]], 5, 7, 8, 5000))
     assert late.due_by(gt, 0)
+
+
+def test_a_receipt_holds_only_in_the_hands_that_popped_it():
+    """Another consumer of the group (another client id, or another user
+    with the same client id) and a guessed receipt (the right queue, offset
+    and delivery, no key or a wrong one) hold nothing; the owner with the
+    pop's key does. A pop of an earlier release (no owner recorded) takes
+    any receipt."""
+    b = ShareBook()
+    b.apply({**pop([[5, 1], [6, 1]], 5, 5, 7, 1000), "c": "alice/c1", "k": 0xABCDEF})
+    assert b.check(K, 5, 1, 10, "alice/c1", 0xABCDEF).owner == "alice/c1"
+    for who, key in (("alice/c2", 0xABCDEF), ("bob/c1", 0xABCDEF), ("alice/c1", 0),
+                     ("alice/c1", 0xABCDEE), ("", 0)):
+        with pytest.raises(ReceiptError, match="held by another consumer"):
+            b.check(K, 5, 1, 10, who, key)
+    # what a replay rebuilds holds the same owner and key (a new master checks the same)
+    again = ShareBook()
+    again.apply(decode_op(encode_op({**pop([[5, 1]], 5, 5, 6, 1000), "c": "alice/c1",
+                                     "k": 7})))
+    with pytest.raises(ReceiptError, match="held by another consumer"):
+        again.check(K, 5, 1, 10, "mallory/c1", 7)
+    assert again.check(K, 5, 1, 10, "alice/c1", 7)
+    # a redelivery is the new popper's alone
+    b.apply({**pop([[5, 2]], 5, 7, 7, 3000), "c": "bob/c9", "k": 42})
+    with pytest.raises(ReceiptError, match="held by another consumer"):
+        b.check(K, 5, 2, 2000, "alice/c1", 0xABCDEF)
+    assert b.check(K, 5, 2, 2000, "bob/c9", 42)
+    old = ShareBook()
+    old.apply(pop([[1, 1]], 1, 1, 2, 1000))
+    assert old.check(K, 1, 1, 10, "anyone/x", 0)
