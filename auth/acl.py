@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from duomq.common.errors import ConfigError
-from duomq.common.names import DLQ_PREFIX, INTERNAL_TOPICS, RETRY_PREFIX, SYSTEM_PREFIXES
+from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_PREFIXES, reserved
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
@@ -130,11 +130,6 @@ class Policy:
         return {"allow": [str(p) for p in self.allow], "deny": [str(p) for p in self.deny]}
 
 
-def reserved(topic: str) -> bool:
-    """The broker's own topics and every retry and dead-letter topic."""
-    return topic in INTERNAL_TOPICS or topic.startswith(SYSTEM_PREFIXES)
-
-
 ADMIN = Policy.parse(["Cluster:*:All", "Topic:*:All", "Group:*:All"])
 
 
@@ -209,7 +204,8 @@ RULES: dict[int, str] = {
                   "Topic:T:Pub on its message's topic)",
     pb.SEND_BACK: "Group:G:Sub, and Sub on the stored message's own topic (never the "
                   "broker's own topics, nor another group's retry or dead-letter topic)",
-    pb.GET_MESSAGE: "Cluster:C:Get, and Topic:T:Sub on the message's topic",
+    pb.GET_MESSAGE: "Cluster:C:Get, and Topic:T:Sub on the message's topic (of the named "
+                    "group's own retry or dead-letter topic: Group:G:Sub)",
     pb.BROKER_STATUS: "Cluster:C:Get",
     pb.LIST_TRANSACTIONS: "Cluster:C:Get",
     pb.END_TRANSACTION: "a producer's: Topic:T:Pub on the half message's topic; an "

@@ -39,11 +39,21 @@ def delete_group(b: BrokerCore, r: Request) -> Answer:
     req: pb.DeleteGroupRequest = r.message
     m = master_only(b)            # offsets live on the master; slaves only copy them
     group = validate_name("consumer group", req.consumer_group)
+    now = time.time_ns() // 1_000_000
+    readers = m.share.readers(group, now)
+    said = ", ".join(readers[:3]) + (", ..." if len(readers) > 3 else "")
+    if req.check:
+        return pb.OK, "", pb.DeleteGroupResponse(share_readers=len(readers), readers=said)
+    if readers and not req.force:
+        raise BadRequestError(f"share group {group!r} has {len(readers)} reader(s) on broker "
+                              f"group {b.config.group!r} ({said}): stop them first, or force "
+                              f"it (they lose what they hold)")
     # a share group's state too (the share log says so: a new master forgets it as well)
-    shared = m.share.forget(group, time.time_ns() // 1_000_000)
+    shared = m.share.forget(group, now)
     if shared:
         b.state.appended = True
-    return pb.OK, "", pb.DeleteGroupResponse(queues=b.offsets.delete_group(group) + shared)
+    return pb.OK, "", pb.DeleteGroupResponse(queues=b.offsets.delete_group(group) + shared,
+                                             share_readers=len(readers), readers=said)
 
 
 def broker_config(b: BrokerCore, r: Request) -> Answer:

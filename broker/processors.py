@@ -37,7 +37,7 @@ from duomq.common.errors import (
     answer_for,
 )
 from duomq.common.message import PullStatus, decode_records, lookup_key
-from duomq.common.names import validate_name
+from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, validate_name
 from duomq.format.record import RecordError
 from duomq.master.parts import MasterParts
 from duomq.proto import pb
@@ -313,7 +313,9 @@ def fetch_offset(b: BrokerCore, r: Request) -> Answer:
 def get_message(b: BrokerCore, r: Request) -> Answer:
     req: pb.GetMessageRequest = r.message
     view = stored_record(b, req.physical_offset, b.state.visible_offset)
-    b.require(r.user, topic_read(decode_records(view, b.config.group)[0].topic, None))
+    topic, g = decode_records(view, b.config.group)[0].topic, req.consumer_group
+    own = g and topic in (RETRY_PREFIX + g, DLQ_PREFIX + g)   # read with the group's right
+    b.require(r.user, topic_read(topic, g if own else None))
     return pb.OK, "", pb.GetMessageResponse(record=bytes(view))
 
 
@@ -380,14 +382,19 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
     for g in req.consumer_groups:
         validate_name("consumer group", g, allow_system=True)
     key = client_key(r.user, client_id)
+    if req.leaving:                      # a client closing: no longer a reader of its groups
+        b.clients.pop(key, None)
+        m = b.master()
+        if m is not None:
+            for g in req.consumer_groups:
+                m.share.left_reader(g, key)
+        return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
+                                               broker_id=b.config.broker_id, role=b.state.role)
     known = b.clients.get(key)
     if known is None and len(b.clients) >= MAX_CLIENTS:
         raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
     b.clients[key] = Client(time.monotonic(), list(req.producer_groups),
                                   list(req.consumer_groups), r.identity, r.user)
-    m = b.master()
-    if m is not None:
-        m.heard(req.consumer_groups)     # their retry and dead-letter topics
     if b.group_nodes is not None and req.consumer_groups:
         b.group_nodes(req.consumer_groups)    # their nodes, for their members to join
     return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,

@@ -61,6 +61,7 @@ def pop(b: BrokerCore, r: Request) -> Answer | None:
         raise BadRequestError(f"a client id is at most {MAX_CLIENT_ID} characters")
     writable(b)
     who = client_key(r.user, req.client_id)
+    m.share.heard_reader(req.consumer_group, who, _now_ms())
     found, answer = _serve(b, m, r.identity, r.request_id, req, queues, who)
     if found:
         return answer
@@ -140,6 +141,8 @@ def _serve(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int,
     if not plan.ops:
         return False, None
     _enough_slaves(b, m)
+    if plan.dead:
+        m.heard(req.consumer_group)     # its dead-letter topic, from its first dead letter
     end = m.share.write(plan.ops, plan.dead, now)
     b.state.appended = True
     if not plan.given and not plan.dead:

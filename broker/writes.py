@@ -18,13 +18,7 @@ from duomq.common.errors import (
 )
 from duomq.common.idempotence import sequence_of
 from duomq.common.message import decode_records
-from duomq.common.names import (
-    DLQ_PREFIX,
-    INTERNAL_TOPICS,
-    RETRY_PREFIX,
-    SYSTEM_PREFIXES,
-    validate_name,
-)
+from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, reserved, validate_name
 from duomq.common.transaction import TransactionState
 from duomq.format import native
 from duomq.format import record as rec
@@ -41,7 +35,7 @@ _LENGTHS = rec.fields("topic_len", "tags_len", "keys_len", "props_len")
 def send(b: BrokerCore, r: Request) -> Answer | None:
     req: pb.SendRequest = r.message
     m = master_only(b)
-    if req.topic in INTERNAL_TOPICS or req.topic.startswith(SYSTEM_PREFIXES):
+    if reserved(req.topic):
         raise InvalidNameError(f"topic {req.topic!r} is reserved: the broker writes it itself "
                                f"(a retry goes back with SEND_BACK)")
     queues = hosted(b, req.topic)           # the topic's name checked there
@@ -168,6 +162,7 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     _may_send_back(b, r, msg.topic, req.consumer_group)
     topic, qid, record = m.sent_back(msg, req.consumer_group, max(req.max_reconsume_times, 0),
                                      req.delay_level, req.dead_letter)
+    m.heard(req.consumer_group)     # its retry and dead-letter topics, from its first failure
     try:
         put = b.store.put_batch(topic, qid, bytearray(record), 1)
     except rec.RecordError as exc:
@@ -186,7 +181,7 @@ def _may_send_back(b: BrokerCore, r: Request, topic: str, group: str) -> None:
     of a topic consumers read (not the broker's own, nor another group's
     retry or dead-letter topic), which its user may read in that group."""
     own = (RETRY_PREFIX + group, DLQ_PREFIX + group)
-    if topic not in own and (topic in INTERNAL_TOPICS or topic.startswith(SYSTEM_PREFIXES)):
+    if topic not in own and reserved(topic):
         raise BadRequestError(f"a send back of group {group!r} names a message of topic "
                               f"{topic!r}, which that group does not consume: nothing was copied")
     b.require(r.user, topic_read(topic, group))

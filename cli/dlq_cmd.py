@@ -36,9 +36,14 @@ def add(sub) -> None:
 
 def dead_letters(c, group: str) -> list:
     from duomq.client import PullStatus
+    from duomq.common.errors import TopicNotExistError
     from duomq.common.names import DLQ_PREFIX
     out = []
-    for mq in c.queues(DLQ_PREFIX + group):
+    try:
+        mqs = c.queues(DLQ_PREFIX + group)
+    except TopicNotExistError:           # made at the group's first dead letter
+        return []
+    for mq in mqs:
         off = c.min_offset(mq)
         while True:
             r = c.pull(mq, off, max_messages=256)
@@ -58,7 +63,7 @@ def _row(m) -> dict:
 def list_(args) -> int:
     from duomq.client import PullConsumer
     zookeeper, cluster = endpoint(args)
-    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+    with PullConsumer(zookeeper, cluster, group=args.group) as c:   # its own DLQ: its right
         letters = dead_letters(c, args.group)
     for m in letters:
         row = _row(m)
@@ -76,7 +81,7 @@ def resend(args) -> int:
     from duomq.client import Message, Producer, PullConsumer
     from duomq.common.errors import BadRequestError
     zookeeper, cluster = endpoint(args)
-    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+    with PullConsumer(zookeeper, cluster, group=args.group) as c:
         if args.all:
             letters = dead_letters(c, args.group)
         else:

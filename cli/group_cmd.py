@@ -33,6 +33,9 @@ def add(sub) -> None:
                           "offsets on every master, its nodes in ZooKeeper")
     dl.add_argument("group_name", metavar="GROUP")
     dl.add_argument("--group", help=argparse.SUPPRESS)
+    dl.add_argument("--force", action="store_true",
+                    help="also a share group that has readers (what they hold is delivered "
+                         "again, from the group's start)")
     rs = verbs.add_parser("reset", aliases=["reset-offset"],
                           help="move the group's committed offsets of a topic")
     for q in (ds, lag):
@@ -355,15 +358,28 @@ def delete(args) -> int:
                               f"({', '.join(members[:3])}{', ...' if len(members) > 3 else ''}): "
                               f"stop them first")
         paths = ZkPaths(cluster)
+        masters: dict[str, str] = {}
         for broker_group in sorted(_children(c.zk, paths.brokers)):
-            masters = [m for m in zkutil.read_members(c.zk, paths, broker_group).values()
-                       if m.is_master and m.address]
-            if not masters:
+            live = [m for m in zkutil.read_members(c.zk, paths, broker_group).values()
+                    if m.is_master and m.address]
+            if not live:
                 raise ConfigError(f"broker group {broker_group!r} has no live master: its "
                                   f"offsets of {group!r} cannot be deleted now")
+            masters[broker_group] = live[0].address
+        # every master asked first, so that a refusal changes nothing anywhere
+        for broker_group, address in masters.items():
             status, error, resp = c.remoting.call(
-                masters[0].address, pb.DELETE_GROUP, pb.DeleteGroupRequest(consumer_group=group),
+                address, pb.DELETE_GROUP, pb.DeleteGroupRequest(consumer_group=group, check=True),
                 10)
+            raise_for(status, error)
+            if resp.share_readers and not args.force:
+                raise ConfigError(f"share group {group!r} has {resp.share_readers} reader(s) "
+                                  f"on {broker_group} ({resp.readers}): stop them first, or "
+                                  f"--force (what they hold is delivered again)")
+        for broker_group, address in masters.items():
+            status, error, resp = c.remoting.call(
+                address, pb.DELETE_GROUP, pb.DeleteGroupRequest(consumer_group=group,
+                                                                force=args.force), 10)
             raise_for(status, error)
             removed[broker_group] = resp.queues
         node = f"{paths.consumer_groups}/{group}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.common.message import MessageQueue
+from duomq.common.names import reserved
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.topics import TopicAdmin, TopicConfig
 
@@ -21,6 +22,10 @@ def add(sub) -> None:
                            help="queues per broker group (default 8)")
             q.add_argument("--groups", help="comma-separated broker groups (default: all registered)")
             q.add_argument("--order", action="store_true", help="mark the topic as ordered")
+        if name == "list":
+            q.add_argument("--all", action="store_true",
+                           help="also the groups' retry and dead-letter topics and the "
+                                "broker's own")
         if name == "update":
             q.add_argument("--force", action="store_true",
                            help="shrink an ordered topic (keys move to other queues; the "
@@ -50,7 +55,7 @@ def run(args) -> int:
             emit({"deleted": args.name}) if args.json else print(f"deleted topic {args.name}")
             return 0
         elif args.topic_cmd == "list":
-            names = admin.list()
+            names = [n for n in admin.list() if args.all or not reserved(n)]
             emit({"topics": names}) if args.json else print("\n".join(names))
             return 0
         else:

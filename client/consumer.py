@@ -247,7 +247,8 @@ class PullConsumer(ClientBase):
         except ValueError as exc:
             raise BadRequestError(str(exc)) from None
         status, error, resp = self.remoting.call(self._lookup_address(group), pb.GET_MESSAGE,
-                                                 pb.GetMessageRequest(physical_offset=offset),
+                                                 pb.GetMessageRequest(physical_offset=offset,
+                                                                      consumer_group=self.group),
                                                  self.timeout_s)
         raise_for(status, error)
         return decode_records(resp.record, group)[0]

@@ -14,6 +14,7 @@ from duomq.client.offset_file import LocalOffsetStore
 from duomq.client.process_queue import ProcessQueue
 from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
+from duomq.common.names import RETRY_PREFIX
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,13 @@ class OffsetCommitter:
         else:
             committed = c.committed_many(mqs)
         out = {mq: (off, True) for mq, off in committed.items() if off >= 0}
+        # the group's retry topic from its first message, whatever consume_from
+        # says (RocketMQ's too): it is made at the group's first send back, so
+        # a member may take its queue after the first retry arrived
+        retries = [mq for mq in mqs if mq not in out and mq.topic.startswith(RETRY_PREFIX)]
+        if retries:
+            for mq, off in c.offsets(retries, pb.MIN_OFFSET, 0).items():
+                out[mq] = (off, False)
         rest = [mq for mq in mqs if mq not in out]
         if rest:
             how = c.config.consume_from

@@ -25,11 +25,9 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 
-from kazoo.exceptions import NoAuthError
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from duomq.client import queue_locker
@@ -51,7 +49,6 @@ from duomq.common.metrics import labelled
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.subscription import parse
 from duomq.coordinator.group_nodes import GroupMemberNode
-from duomq.coordinator.topics import TopicAdmin
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)
@@ -136,8 +133,6 @@ class PushConsumer(PullConsumer):
     # ------------------------------------------------------------ lifecycle
     def start(self) -> PushConsumer:
         self.queues(self.topic)  # fails early for an unknown topic
-        if self.retry_topic:
-            self._ensure_group_topics()
         self._running = True
         cfg, timer = self.config, self.timer
         self._rebalance = timer.every(cfg.rebalance_interval_ms / 1000, self._rebalance_round)
@@ -292,29 +287,6 @@ class PushConsumer(PullConsumer):
 
     def __exit__(self, *exc):
         self.shutdown()
-
-    def _ensure_group_topics(self) -> None:
-        """The group's retry and dead-letter topics, one queue on every broker
-        group of the topic (a failed message goes back to the group it came from)."""
-        admin = TopicAdmin(self.zk, self.cluster)
-        groups = sorted(admin.describe(self.topic).queues)
-        names = (RETRY_PREFIX + self.group, DLQ_PREFIX + self.group)
-        try:
-            for name in names:
-                admin.ensure_system(name, groups)
-            return
-        except NoAuthError:
-            pass
-        # a secured cluster's clients may not create topics: the masters make
-        # them as they hear this group's heartbeats
-        self.send_heartbeats()
-        deadline = time.monotonic() + GROUP_TOPICS_WAIT_S
-        while not all(self.zk.exists(self.paths.topic(n)) for n in names):
-            if time.monotonic() > deadline:
-                log.warning("the brokers have not made %s yet; retries wait for them",
-                            " and ".join(names))
-                return
-            time.sleep(0.05)
 
     # ------------------------------------------------------------ failures
     def handle_failure(self, msg: MessageExt, exc: Exception, attempts: int) -> bool:

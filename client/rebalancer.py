@@ -29,7 +29,9 @@ from duomq.client.offset_committer import OffsetCommitter
 from duomq.client.process_queue import ProcessQueue
 from duomq.client.pull_loop import PULL_RETRY_S, PullLoop
 from duomq.client.queue_locker import QueueLocker
+from duomq.common.errors import TopicNotExistError
 from duomq.common.message import MessageQueue
+from duomq.common.names import RETRY_PREFIX
 
 log = logging.getLogger(__name__)
 RELEASE_WAIT_S = 1.0        # orderly: wait for the message in hand before unlocking
@@ -88,6 +90,12 @@ class Rebalancer:
         for topic in self.topics:          # each topic split on its own, as RocketMQ does
             try:
                 queues = c.queues(topic)
+            except TopicNotExistError:
+                if topic.startswith(RETRY_PREFIX):      # made at the group's first send back:
+                    c.routes.watch(topic)               # its route wakes a rebalance
+                else:
+                    log.warning("rebalance of %s: topic %s does not exist", c.group, topic)
+                continue
             except Exception as exc:
                 log.warning("rebalance of %s: no route to %s (%s)", c.group, topic, exc)
                 continue

@@ -78,6 +78,7 @@ class SimpleConsumer(ClientBase):
         super().__init__(zookeeper, cluster, zk=zk)
         self.timeout_s = self.config.request_timeout_ms / 1000
         self._turn = 0
+        self._popped_at: set[str] = set()     # masters asked: told when this consumer closes
         # messages read, by (broker group, broker id) they were read at
         self.reads_by_broker: dict[tuple[str, int], int] = {}
 
@@ -141,6 +142,7 @@ class SimpleConsumer(ClientBase):
                             from_first=cfg.consume_from == "first", slave_reads=cfg.slave_reads,
                             client_id=self.client_id)
         address = self.master_address(group, topic)
+        self._popped_at.add(address)
         try:
             status, error, resp = self.remoting.call(address, pb.POP, req,
                                                      self.timeout_s + wait_ms / 1000
@@ -166,6 +168,26 @@ class SimpleConsumer(ClientBase):
         if resp.slave_reads:
             out += self._read_elsewhere(topic, group, resp, sub)
         return out
+
+    def close(self) -> None:
+        """Tell the masters it read from that this reader is gone (so that
+        ``duomq group delete`` need not wait for it to fall silent), then
+        close."""
+        if not self._closed:
+            bye = pb.HeartbeatRequest(client_id=self.client_id, consumer_groups=[self.group],
+                                      leaving=True)
+            told = []
+            for address in self._popped_at:
+                try:
+                    told.append(self.remoting.request(address, pb.HEARTBEAT, bye, 1))
+                except DuomqError:
+                    pass
+            for f in told:
+                try:
+                    f.result(1.5)
+                except Exception:          # noqa: BLE001 - a goodbye lost: it falls silent
+                    pass
+        super().close()
 
     # ------------------------------------------------------------ reads at a slave
     def _read_elsewhere(self, topic: str, group: str, resp, sub) -> list[ReceivedMessage]:

@@ -28,6 +28,12 @@ INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC,    # the brok
 MAX_QUEUES = 1024                            # queues of one topic on one broker group
 
 
+def reserved(topic: str) -> bool:
+    """A topic the system keeps: the broker's own, or a group's retry or
+    dead-letter topic (no policy grants them; listings show them on ask)."""
+    return topic in INTERNAL_TOPICS or topic.startswith(SYSTEM_PREFIXES)
+
+
 def validate_name(kind: str, name: str, *, allow_system: bool = False,
                   internal: bool = False) -> str:
     """Return ``name`` if it is a valid ``kind`` name, else raise InvalidNameError.

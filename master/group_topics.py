@@ -1,6 +1,9 @@
 """A master creates each consumer group's retry and dead-letter topics, a
-queue on its own broker group, when the group's members first heartbeat it
-(RocketMQ's broker does the same in its heartbeat handler). Clients need
+queue on its own broker group, when the group first needs them: its first
+message sent back, or dead-lettered by a share group (RocketMQ's broker makes
+them in its heartbeat handler, so every peek, admin command and idle
+consumer left two topics behind). Consumers start a retry topic from its
+first message, so one read after it appeared misses nothing. Clients need
 not create topics, so a secured cluster gives them no right to: a user
 could otherwise create any topic through ZooKeeper. The ZooKeeper work runs
 on a thread of its own, never on the serving loop. A group whose topics
@@ -36,8 +39,8 @@ class GroupTopics(ServiceThread):
         self.todo: queue.SimpleQueue[str | None] = queue.SimpleQueue()
 
     def heard(self, groups) -> None:
-        """Consumer groups a heartbeat named (the serving loop): those not
-        seen before are queued for the thread."""
+        """Consumer groups that need their topics (the serving loop): those
+        not seen before are queued for the thread."""
         for group in groups:
             if group in self.known or group.startswith(SYSTEM_PREFIXES):
                 continue

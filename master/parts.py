@@ -212,10 +212,13 @@ class MasterParts:
         return requeue.send_back(msg, group, self.delay_levels, max_reconsume_times,
                                  delay_level, dead_letter)
 
-    def heard(self, consumer_groups) -> None:
-        """Consumer groups a heartbeat named: their retry and dead-letter topics."""
+    def heard(self, consumer_group: str) -> None:
+        """A consumer group sent a message back or had one dead-lettered:
+        its retry and dead-letter topics are made (once). Not on a
+        heartbeat: every peek, admin command and idle consumer made two
+        topics no message ever reached."""
         if self.group_topics is not None:
-            self.group_topics.heard(consumer_groups)
+            self.group_topics.heard((consumer_group,))
 
     # ------------------------------------------------------------ status
     def links(self) -> tuple[LinkStatus, ...]:

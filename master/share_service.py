@@ -50,6 +50,9 @@ class Judged:
     until: int
 
 
+READER_TTL_MS = 30_000      # a share group's consumer counts as reading it this long after a pop
+MAX_READERS_SEEN = 1000     # consumers remembered per share group
+
 class ShareService:
     def __init__(self, store, config, book: ShareBook | None = None):
         """``book``: the state as a slave kept it (its follower's, at the
@@ -57,6 +60,27 @@ class ShareService:
         self.store = store
         self.config = config
         self.book = book if book is not None else share_book.replay(store)
+        # group -> {consumer (user/client id) -> its last pop, ms}: who reads it lately
+        self.readers_seen: dict[str, dict[str, int]] = {}
+
+    # ------------------------------------------------------------ readers
+    def heard_reader(self, group: str, who: str, now: int) -> None:
+        seen = self.readers_seen.setdefault(group, {})
+        if who not in seen and len(seen) >= MAX_READERS_SEEN:
+            seen.pop(min(seen, key=seen.__getitem__))      # the longest silent
+        seen[who] = now
+
+    def left_reader(self, group: str, who: str) -> None:
+        """A consumer of ``group`` closed (its leaving heartbeat)."""
+        seen = self.readers_seen.get(group)
+        if seen is not None:
+            seen.pop(who, None)
+
+    def readers(self, group: str, now: int) -> list[str]:
+        """The consumers of ``group`` that popped within ``READER_TTL_MS``
+        (a share group has no membership node: this is who reads it)."""
+        seen = self.readers_seen.get(group, {})
+        return sorted(w for w, at in seen.items() if now - at < READER_TTL_MS)
 
     # ------------------------------------------------------------ pops
     def plan_pop(self, group: str, topic: str, queues: int, want: int, invisible_ms: int,
@@ -207,6 +231,7 @@ class ShareService:
     def forget(self, group: str, now: int) -> int:
         """Drop a share group's state (``duomq group delete``): the queues it
         had, forgotten by an op in the share log."""
+        self.readers_seen.pop(group, None)
         queues = sum(1 for _k in self.book.of_group(group))
         if queues:
             self.write([{"op": "forget", "g": group, "t": "", "q": 0}], [], now)

@@ -313,14 +313,16 @@ class FetchOffsetResponse(_message.Message):
     def __init__(self, offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("client_id", "producer_groups", "consumer_groups")
+    __slots__ = ("client_id", "producer_groups", "consumer_groups", "leaving")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUPS_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
     client_id: str
     producer_groups: _containers.RepeatedScalarFieldContainer[str]
     consumer_groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, client_id: _Optional[str] = ..., producer_groups: _Optional[_Iterable[str]] = ..., consumer_groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    leaving: bool
+    def __init__(self, client_id: _Optional[str] = ..., producer_groups: _Optional[_Iterable[str]] = ..., consumer_groups: _Optional[_Iterable[str]] = ..., leaving: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("broker_group", "broker_id", "role")
@@ -541,10 +543,12 @@ class SendBackResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., physical_offset: _Optional[int] = ...) -> None: ...
 
 class GetMessageRequest(_message.Message):
-    __slots__ = ("physical_offset",)
+    __slots__ = ("physical_offset", "consumer_group")
     PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     physical_offset: int
-    def __init__(self, physical_offset: _Optional[int] = ...) -> None: ...
+    consumer_group: str
+    def __init__(self, physical_offset: _Optional[int] = ..., consumer_group: _Optional[str] = ...) -> None: ...
 
 class GetMessageResponse(_message.Message):
     __slots__ = ("record",)
@@ -647,16 +651,24 @@ class ListTransactionsResponse(_message.Message):
     def __init__(self, transactions: _Optional[_Iterable[_Union[PendingTransaction, _Mapping]]] = ..., pending: _Optional[int] = ...) -> None: ...
 
 class DeleteGroupRequest(_message.Message):
-    __slots__ = ("consumer_group",)
+    __slots__ = ("consumer_group", "force", "check")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    CHECK_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
-    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+    force: bool
+    check: bool
+    def __init__(self, consumer_group: _Optional[str] = ..., force: _Optional[bool] = ..., check: _Optional[bool] = ...) -> None: ...
 
 class DeleteGroupResponse(_message.Message):
-    __slots__ = ("queues",)
+    __slots__ = ("queues", "share_readers", "readers")
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    SHARE_READERS_FIELD_NUMBER: _ClassVar[int]
+    READERS_FIELD_NUMBER: _ClassVar[int]
     queues: int
-    def __init__(self, queues: _Optional[int] = ...) -> None: ...
+    share_readers: int
+    readers: str
+    def __init__(self, queues: _Optional[int] = ..., share_readers: _Optional[int] = ..., readers: _Optional[str] = ...) -> None: ...
 
 class BrokerConfigRequest(_message.Message):
     __slots__ = ("set",)

@@ -37,13 +37,31 @@ class ChildrenData(Generic[T]):
         self._closed = False
 
     def watch(self, key: str, path: str) -> None:
+        """Watch ``path``'s children. A parent that does not exist is not
+        made (a reader never writes: a typo in a group's name registered a
+        phantom group, a topic never created left its route node): it is
+        watched until it appears, and again after it is deleted."""
         with self._cond:
             if key in self._paths:
                 return
             self._paths[key] = path
             self._data.setdefault(key, {})
-        self.zk.ensure_path(path)
-        ChildrenWatch(self.zk, path, lambda children: self._on_children(key, children))
+        running = [False]             # a children watch is on the parent now
+
+        def on_parent(_data, stat) -> bool:
+            if self._closed:
+                return False
+            if stat is None:          # absent, or deleted: its children went with it
+                if running[0]:
+                    running[0] = False
+                    self._on_children(key, [])
+                return True
+            if not running[0]:
+                running[0] = True
+                ChildrenWatch(self.zk, path,
+                              lambda children: running[0] and self._on_children(key, children))
+            return True
+        DataWatch(self.zk, path, on_parent)
 
     def keys(self) -> list[str]:
         """The keys watched so far."""

@@ -353,7 +353,7 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
     assert "Secret" in duomq("topic", "list", "--zookeeper", zk, "--cluster", cl,
                              "--credentials", reader).stdout
     # ... and joins consumer groups (its nodes under groups/); the group's
-    # retry and dead-letter topics are made by the masters that hear it
+    # retry and dead-letter topics are made by the master at its first failure
     with Producer(zk, cl, credentials=admin) as p:
         assert p.send_batch([Message("Secret", b"x%d" % i) for i in range(10)], queue=Q0).ok
     got = []
@@ -366,9 +366,10 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
                      consume_from="first", max_reconsume_times=0)
     c.start()
     try:
-        assert read_node(zk, paths.topic("%RETRY%g"))["queues"] == {"broker-a": 1}
-        assert read_node(zk, paths.topic("%DLQ%g"))["queues"] == {"broker-a": 1}
         wait_for(lambda: len(got) >= 9, 30, "the reader's push consumer to read 9")
+        for name in ("%RETRY%g", "%DLQ%g"):
+            wait_for(lambda n=name: read_node(zk, paths.topic(n)).get("queues")
+                     == {"broker-a": 1}, 15, f"the master to make {name} at the first failure")
     finally:
         c.shutdown()
     with PullConsumer(zk, cl, group="g", credentials=reader) as dlq:

@@ -323,8 +323,9 @@ def test_no_user_reads_or_writes_a_reserved_topic_whatever_its_wildcards(world):
                         consume_from="first") as sc:
         sc.receive(1, wait_ms=2000)
     admin = RemotingClient("admin", Credentials.load(admin_file))
-    hb = pb.HeartbeatRequest(client_id="admin-other", consumer_groups=["other"])
-    assert admin.call(master.address, pb.HEARTBEAT, hb, 5)[0] == pb.OK
+    back = pb.SendBackRequest(consumer_group="other", physical_offset=_sent.physical_offsets[0],
+                              dead_letter=True)          # group other's first failure
+    assert admin.call(master.address, pb.SEND_BACK, back, 5)[0] == pb.OK
     paths = ZkPaths(cl)
     wait_for(lambda: all(users.zk.exists(paths.topic(t)) for t in ("%RETRY%other", "%DLQ%other")),
              15, "the other group's retry and dead-letter topics")

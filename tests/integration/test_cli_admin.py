@@ -234,3 +234,64 @@ def test_broker_settings_are_read_and_the_runtime_ones_changed(cli):
     assert p.returncode == 2 and "no live broker 'broker-zzz'" in p.stderr
     table = cli("broker", "config", "get", "broker-a").stdout
     assert "max_pull_messages" in table and "runtime" in table
+
+
+def zk_tree(zookeeper: str, root: str) -> dict[str, bytes]:
+    """Every node under ``root`` with its data, but the data of the nodes a
+    live cluster rewrites by itself (member nodes, the master's lease, the
+    in-sync set, epochs, the users)."""
+    from duomq.coordinator import zk as zkutil
+    zk = zkutil.connect(zookeeper)
+    out: dict[str, bytes] = {}
+    try:
+        todo = [root]
+        while todo:
+            path = todo.pop()
+            data, _ = zk.get(path)
+            volatile = "/members/" in path or path.endswith(("/master", "/isr")) \
+                or "/epochs" in path
+            out[path] = b"" if volatile else data
+            todo += [f"{path}/{c}" for c in zk.get_children(path)]
+    finally:
+        zkutil.close(zk)
+    return out
+
+
+def test_failed_and_dry_run_commands_write_nothing(cli, local_cluster):
+    """Every command that fails, reads or runs --dry-run leaves ZooKeeper and
+    the store as they were: a typo in a message id's broker group registered
+    a phantom group (and topics then got queues on it), a dry-run reset made
+    the group's retry topics, a send to a topic that does not exist left its
+    route node, a peek made two internal topics."""
+    from duomq.cli.status_cmd import collect
+    run = cli
+    run("group", "reset", "g0", "--topic", "Admin", "--to", "earliest")   # a group that exists
+    from duomq.coordinator.paths import ZkPaths
+    root = ZkPaths(local_cluster.cluster).cluster_root
+
+    def state():
+        st = collect(local_cluster.zookeeper, local_cluster.cluster)
+        return zk_tree(local_cluster.zookeeper, root), \
+            [(b["group"], b["id"], b.get("max")) for b in st["brokers"]]
+    before = state()
+    for args in (("message", "get", "broker-zz:0000000000000000"),
+                 ("message", "get", "broker-a:FFFFFFFFFFFF0000"),
+                 ("group", "reset", "nosuchgroup", "--topic", "Admin", "--to", "earliest",
+                  "--dry-run"),
+                 ("group", "reset", "g0", "--topic", "Admin", "--to", "latest", "--dry-run"),
+                 ("produce", "NoSuch", "x"),
+                 ("consume", "Admin", "--queue", "broker-a/0", "--count", "2"),
+                 ("consume", "NoSuch", "--queue", "broker-a/0", "--count", "1"),
+                 ("failover", "broker-a", "--to", "7"),
+                 ("topic", "describe", "NoSuch"),
+                 ("topic", "list"),
+                 ("group", "describe", "nosuchgroup"),
+                 ("dlq", "list", "--group", "nosuchgroup"),
+                 ("status",)):
+        run(*args, check=False)
+        after = state()
+        assert after[1] == before[1], args                 # nothing stored
+        new = sorted(set(after[0]) - set(before[0]))
+        gone = sorted(set(before[0]) - set(after[0]))
+        changed = sorted(p for p in before[0] if p in after[0] and before[0][p] != after[0][p])
+        assert (new, gone, changed) == ([], [], []), (args, new, gone, changed)

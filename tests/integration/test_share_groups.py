@@ -412,12 +412,22 @@ def test_group_delete_forgets_a_share_group(one_queue):
     zk, cl = one_queue
     bodies = [b"g%d" % i for i in range(10)]
     send(zk, cl, "Jobs", bodies)
+    endpoint = ("--zookeeper", zk, "--cluster", cl)
     with consumer(zk, cl) as c:
         assert len(drain(c, 5)) == 5
-    out = run_cli("group", "delete", "workers", "--zookeeper", zk, "--cluster", cl)
+        # a share group with a reader is not deleted under it, and nothing changes
+        refused = run_cli("group", "delete", "workers", *endpoint, check=False)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "share group 'workers' has 1 reader(s)" in refused.stderr
+        assert f"/{c.client_id}" in refused.stderr and "--force" in refused.stderr
+        assert sorted(m.body for m in drain(c, 5)) == sorted(bodies[5:])   # state kept
+    # its reader closed (and said so): deleted at once
+    out = run_cli("group", "delete", "workers", *endpoint)
     assert out.returncode == 0
     with consumer(zk, cl) as c:                    # starts afresh, from the first message
         again = drain(c, 10)
+        forced = run_cli("group", "delete", "workers", "--force", *endpoint)
+        assert forced.returncode == 0               # --force: under a reader too
     assert sorted(m.body for m in again) == sorted(bodies)
     assert all(m.delivery_count == 1 for m in again)
 

@@ -20,10 +20,27 @@ from duomq.common.message import MessageQueue
 from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
+from duomq.proto import pb
 from duomq.testing.harness import run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 Q0 = MessageQueue("Secret", "broker-a", 0)
+
+
+def fail_one(zk, cl, topic: str, group: str, credentials=None) -> None:
+    """A consumer of ``group`` gives a message of ``topic`` up (a send back
+    to its dead-letter queue): what makes a master create the group's retry
+    and dead-letter topics."""
+    given = {"credentials": credentials} if credentials else {}
+    with Producer(zk, cl, **given) as p:
+        assert p.send(Message(topic, b"given up")).ok
+    with PullConsumer(zk, cl, group, read_from="master", **given) as c:
+        m = next(m for q in c.queues(topic) for m in c.pull(q, 0, 1).messages)
+        req = pb.SendBackRequest(consumer_group=group, physical_offset=m.physical_offset,
+                                 dead_letter=True)
+        status, error, _ = c.remoting.call(c.master_address("broker-a", topic), pb.SEND_BACK,
+                                           req, 10)
+        assert status == pb.OK, error
 
 
 def add_user(cluster, tmp_path, name: str, *allow: str) -> str:
@@ -431,13 +448,8 @@ def test_a_group_first_seen_during_a_rotation_gets_nodes_the_new_secret_reads(se
     run_cli("auth", "rotate", "promote", "--auth-dir", str(keys), "--zookeeper", zk,
             "--cluster", cl)
     slave.restart()
-    # a pull consumer makes no topic itself: the master makes them when it hears of the group
-    reader = PullConsumer(zk, cl, "latecomer", read_from="master")
-    try:
-        queues = reader.queues("Secret")
-        assert all(reader.max_offset(q) >= 0 for q in queues)
-    finally:
-        reader.close()
+    # a consumer makes no topic itself: the master makes them at the group's first failure
+    fail_one(zk, cl, "Secret", "latecomer")
     admin = zkutil.connect(zk)
     try:
         for name in ("%RETRY%latecomer", "%DLQ%latecomer"):
@@ -496,31 +508,16 @@ def test_a_rotation_leaves_every_node_to_the_new_secret_and_none_to_the_old(secu
         return slave
 
     def step(label: str) -> None:
-        """What a cluster does meanwhile: a topic, a group, a hand-off, a member
-        (the group first: a pull consumer's one heartbeat, sent to a master
-        just handing over, would not be heard)."""
+        """What a cluster does meanwhile: a topic, a group (its first
+        failure), a hand-off, a member."""
         topic, group = f"Made{label}", f"group-{label.lower()}"
         run_cli("topic", "create", topic, "--queues", "1", *ep)
         wait_for(lambda: look(lambda c: c.exists(paths.route(topic, "broker-a"))), 30,
                  f"the brokers to route {topic}")
-        reader = PullConsumer(zk, cl, group, read_from="master", credentials=user)
-        told = [time.monotonic()]
-
-        def made_for_group(name: str) -> bool:
-            """Whether the master made ``name``; the reader says its group
-            again every 2 s meanwhile (a heartbeat sent to a master just
-            restarting or handing over is lost, and a pull consumer's next
-            is 30 s away)."""
-            if time.monotonic() - told[0] > 2:
-                reader.send_heartbeats()
-                told[0] = time.monotonic()
-            return bool(look(lambda c: c.exists(paths.topic(name))))
-        try:
-            assert all(reader.max_offset(q) >= 0 for q in reader.queues(topic))
-            for name in (f"%RETRY%{group}", f"%DLQ%{group}"):
-                wait_for(lambda n=name: made_for_group(n), 30, f"the master to make {name}")
-        finally:
-            reader.close()
+        fail_one(zk, cl, topic, group, credentials=user)
+        for name in (f"%RETRY%{group}", f"%DLQ%{group}"):
+            wait_for(lambda n=name: look(lambda c: c.exists(paths.topic(n))), 30,
+                     f"the master to make {name}")
         made.append(topic)
         run_cli("failover", "broker-a", *ep)
         members.append(consuming(cluster, user, "steady", got))
