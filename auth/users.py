@@ -15,6 +15,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL, Id, Permissions
 
 from duomq.auth.acl import Policy
+from duomq.auth.quotas import Quotas
 from duomq.common.credentials import ZK_ADMIN, ZK_CLIENT, z85_key
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
@@ -33,11 +34,12 @@ class User:
     public_key: bytes           # Z85
     policy: Policy
     zookeeper_id: str = ""      # the digest id of its ZooKeeper login ("": a user of an earlier release)
+    quotas: tuple[tuple[str, int], ...] = ()   # its own quotas (``auth.quotas``), by kind
 
     def to_node(self) -> bytes:
         policy = self.policy.to_json()
         return UserNode(self.public_key.decode(), tuple(policy["allow"]),
-                        tuple(policy["deny"]), self.zookeeper_id).to_bytes()
+                        tuple(policy["deny"]), self.zookeeper_id, self.quotas).to_bytes()
 
     @classmethod
     def from_node(cls, name: str, raw: bytes | None) -> User:
@@ -46,8 +48,13 @@ class User:
             node = UserNode.from_bytes(raw)
         except NodeError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        try:
+            Quotas().over(dict(node.quotas))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
         return cls(name, z85_key(node.public_key, "public_key", where),
-                   Policy.parse(node.allow, node.deny, stored=True), node.zookeeper_id)
+                   Policy.parse(node.allow, node.deny, stored=True), node.zookeeper_id,
+                   node.quotas)
 
 
 class UserAdmin:

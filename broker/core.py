@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from duomq import __version__
 from duomq.auth.acl import Permission
 from duomq.auth.guard import Guard
+from duomq.auth.quotas import Quotas, UsageBook
 from duomq.broker.health import BrokerHealth
 from duomq.broker.metrics import BrokerMetrics
 from duomq.broker.pull_hold import PullRequestHoldService
@@ -58,6 +59,9 @@ class BrokerCore:
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.clients: dict[str, Client] = {}     # by user and client id (client_key)
         self.guard: Guard | None = None     # auth = true: who may do what
+        self.usage = UsageBook()            # ... and what each user uses (auth.quotas)
+        self.quotas = Quotas(config.quota_groups, config.quota_share_groups,
+                             config.quota_held_pops)
         # auth = true: makes the ZooKeeper nodes of consumer groups a client
         # names, for its clients to join (``auth.zk_keeper``; any thread)
         self.group_nodes: Callable[[Iterable[str]], None] | None = None
@@ -87,6 +91,20 @@ class BrokerCore:
         pub = (Permission("Topic", topic, "Pub"),)
         return [c.connection for c in self.clients.values()
                 if group in c.producer_groups and self.lacks(c.user, pub) is None]
+
+    def admit(self, user: str | None, kind: str, name: str) -> None:
+        """Count ``name`` (a group) as used by ``user``, or QuotaExceededError
+        when its quota of ``kind`` is used up (``auth.quotas``; nothing is
+        counted without auth or for the broker's own key)."""
+        if self.guard is None or user is None:
+            return
+        self.usage.admit(user, kind, name, self.quota(user, kind), time.monotonic())
+
+    def quota(self, user: str, kind: str) -> int:
+        """``user``'s quota of ``kind``: its own, else this broker's default."""
+        known = self.guard.users.user(user) if self.guard is not None else None
+        own = dict(known.quotas) if known is not None else {}
+        return own.get(kind, getattr(self.quotas, kind))
 
     def lacks(self, user: str | None, needed) -> Permission | None:
         """The first of ``needed`` that ``user`` lacks (None: it has them

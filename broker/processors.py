@@ -292,6 +292,7 @@ def commit_offset(b: BrokerCore, r: Request) -> Answer:
                                   f"(this group hosts queues 0..{queues - 1})")
         if q.offset < 0:
             raise BadRequestError(f"offset {q.offset} for {q.topic}#{q.queue_id} is negative")
+    b.admit(r.user, "groups", group)
     if not b.offsets.has_group(group) and b.offsets.groups() >= b.config.max_consumer_groups:
         raise BadRequestError(f"broker group {b.config.group!r} already keeps offsets of "
                               f"max_consumer_groups ({b.config.max_consumer_groups}) consumer "
@@ -382,6 +383,9 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
     for g in req.consumer_groups:
         validate_name("consumer group", g, allow_system=True)
     key = client_key(r.user, client_id)
+    if not req.leaving:
+        for g in req.consumer_groups:       # the group nodes it makes count, bounded per user
+            b.admit(r.user, "groups", g)
     if req.leaving:                      # a client closing: no longer a reader of its groups
         b.clients.pop(key, None)
         m = b.master()

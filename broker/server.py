@@ -506,6 +506,7 @@ class Broker(BrokerCore):
             stale = [cid for cid, c in self.clients.items() if now - c.seen > CLIENT_EXPIRY_S]
             for cid in stale:
                 del self.clients[cid]
+            self.usage.expire(now)
 
     def _retention(self) -> None:
         cfg = self.config

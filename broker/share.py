@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from duomq.broker.core import BrokerCore
 from duomq.broker.requests import Answer, Request, client_key, hosted, master_only, writable
 from duomq.common import subscription
-from duomq.common.errors import BadRequestError, ServiceNotAvailableError, answer_for
+from duomq.common.errors import (
+    BadRequestError,
+    QuotaExceededError,
+    ServiceNotAvailableError,
+    answer_for,
+)
 from duomq.common.names import validate_name
 from duomq.master.parts import MasterParts
 from duomq.proto import pb
@@ -60,6 +65,7 @@ def pop(b: BrokerCore, r: Request) -> Answer | None:
     if len(req.client_id) > MAX_CLIENT_ID:
         raise BadRequestError(f"a client id is at most {MAX_CLIENT_ID} characters")
     writable(b)
+    b.admit(r.user, "share_groups", req.consumer_group)
     who = client_key(r.user, req.client_id)
     m.share.heard_reader(req.consumer_group, who, _now_ms())
     found, answer = _serve(b, m, r.identity, r.request_id, req, queues, who)
@@ -67,6 +73,7 @@ def pop(b: BrokerCore, r: Request) -> Answer | None:
         return answer
     wait_ms = min(req.max_wait_ms, b.config.long_polling_timeout_ms)
     if wait_ms > 0:
+        _may_hold(b, r.user)
         b.share_holds.append(HeldPop(r.identity, r.request_id, req,
                                      time.monotonic() + wait_ms / 1000, who))
         return None
@@ -113,6 +120,19 @@ def share_ack(b: BrokerCore, r: Request) -> Answer | None:
 
 
 _ACTIONS = {pb.ACCEPT: "ack", pb.RELEASE: "release", pb.RENEW: "renew"}
+
+
+def _may_hold(b: BrokerCore, user: str | None) -> None:
+    """QuotaExceededError when ``user`` has its quota of POPs held already."""
+    if b.guard is None or user is None:
+        return
+    mine = user + "/"
+    held = sum(1 for h in b.share_holds if h.owner.startswith(mine))
+    limit = b.quota(user, "held_pops")
+    if held >= limit:
+        raise QuotaExceededError(f"user {user!r} has {held} POPs held on this broker, its quota "
+                                 f"held_pops ({limit}): this one is refused (an admin raises "
+                                 f"it: duomq auth user update {user} --quota held_pops=N)")
 
 
 def _checked(b: BrokerCore, group: str, topic: str) -> int:

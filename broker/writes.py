@@ -160,6 +160,7 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     view = stored_record(b, req.physical_offset, b.store.commitlog.max_offset)
     msg = decode_records(view, b.config.group)[0]
     _may_send_back(b, r, msg.topic, req.consumer_group)
+    b.admit(r.user, "groups", req.consumer_group)      # its topics are made: bounded per user
     topic, qid, record = m.sent_back(msg, req.consumer_group, max(req.max_reconsume_times, 0),
                                      req.delay_level, req.dead_letter)
     m.heard(req.consumer_group)     # its retry and dead-letter topics, from its first failure

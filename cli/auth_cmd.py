@@ -33,6 +33,7 @@ import os
 from kazoo.exceptions import NoNodeError
 from kazoo.security import ACL, Id, Permissions
 
+from duomq.auth import quotas
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.auth.zk_keeper import AclSweeper
@@ -100,6 +101,9 @@ def add(sub) -> None:
             u.add_argument("--deny", action="append", default=[], metavar="Type:Name:Action",
                            help="a permission refused, whatever --allow says (repeat)")
             u.add_argument("--out", metavar="FILE", help="write the user's credentials here")
+            u.add_argument("--quota", action="append", default=[], metavar="KIND=N",
+                           help="the user's own quota in place of the brokers' (repeat; "
+                                "groups, share_groups, held_pops; on update, KIND= drops it)")
         if name == "update":
             u.add_argument("--rotate", action="store_true",
                            help="a new keypair (written to --out); the old key stops working")
@@ -337,13 +341,14 @@ def user(args) -> int:
         admin = UserAdmin(zk, cluster)
         if args.user_cmd == "list":
             users = admin.list()
-            rows = [{"user": u.name, "public_key": u.public_key.decode(), **u.policy.to_json()}
-                    for u in users]
+            rows = [{"user": u.name, "public_key": u.public_key.decode(), **u.policy.to_json(),
+                     "quotas": dict(u.quotas)} for u in users]
             if args.json:
                 emit({"users": rows})
             else:
-                print(table([[r["user"], " ".join(r["allow"]), " ".join(r["deny"])]
-                             for r in rows], ["user", "allow", "deny"]))
+                print(table([[r["user"], " ".join(r["allow"]), " ".join(r["deny"]),
+                              " ".join(f"{k}={v}" for k, v in r["quotas"].items()) or "-"]
+                             for r in rows], ["user", "allow", "deny", "quotas"]))
             return 0
         if args.user_cmd == "remove":
             swept = admin.remove(args.name)
@@ -357,7 +362,8 @@ def user(args) -> int:
             pair = KeyPair.new()
             login = _new_zk_login(args.name)
             creds = _credentials(args.name, pair, zk, cluster, login)
-            swept = admin.add(User(args.name, pair.public, policy, _zk_id(login)))
+            swept = admin.add(User(args.name, pair.public, policy, _zk_id(login),
+                                   tuple(sorted(quotas.parse(args.quota).items()))))
             creds.write(args.out)
             print(f"added user {args.name}; credentials in {args.out}" + _swept(swept))
             return 0
@@ -366,12 +372,20 @@ def user(args) -> int:
         if keys is not None and not args.out:
             raise ConfigError("--rotate needs --out FILE for the new credentials")
         if not args.allow and not args.deny:
-            policy = old.policy                  # only the key changes
+            policy = old.policy                  # only the key or the quotas change
         # a new key comes with a new ZooKeeper login: the old one is revoked too
         login = _new_zk_login(args.name) if keys is not None else None
         rotated = _credentials(args.name, keys, zk, cluster, login) if keys is not None else None
+        mine = dict(old.quotas)
+        for text in args.quota:                 # KIND=N sets it, KIND= drops it
+            kind, _, value = text.partition("=")
+            if value == "" and kind in quotas.KINDS:
+                mine.pop(kind, None)
+            else:
+                mine.update(quotas.parse([text]))
         swept = admin.update(User(args.name, keys.public if keys else old.public_key, policy,
-                                  _zk_id(login) if keys is not None else old.zookeeper_id))
+                                  _zk_id(login) if keys is not None else old.zookeeper_id,
+                                  tuple(sorted(mine.items()))))
         if rotated is not None:
             rotated.write(args.out)
         print(f"updated user {args.name}" + (f"; new credentials in {args.out}" if keys else "")

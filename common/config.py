@@ -192,6 +192,10 @@ class BrokerConfig:
     client_mute_ms: int = 30_000             # a muted client's requests are dropped this long,
                                              # then it is forgotten
     max_consumer_groups: int = 10_000        # groups with committed offsets on this broker
+    # --- quotas of each user (auth = true; a user's own replace them: auth.quotas)
+    quota_groups: int = 100                  # consumer groups one user's clients use here
+    quota_share_groups: int = 100            # share groups one user pops from here
+    quota_held_pops: int = 1000              # POPs of one user held at once here
     # --- share groups (SimpleConsumer: POP and SHARE_ACK)
     share_max_held: int = 10_000             # messages one share group holds on this broker
                                              # (in flight, or waiting to be delivered again)
@@ -243,6 +247,9 @@ class BrokerConfig:
             raise ConfigError(f"port: {self.port} is not a TCP port")
         if self.flush_least_pages < 0:
             raise ConfigError("flush_least_pages: must be >= 0")
+        for name in ("quota_groups", "quota_share_groups", "quota_held_pops"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.busy_poll_us <= MAX_BUSY_POLL_US:
             raise ConfigError(f"busy_poll_us: must be between 0 and {MAX_BUSY_POLL_US} (a "
                               f"short wait before sleeping), got {self.busy_poll_us}")

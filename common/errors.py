@@ -197,6 +197,15 @@ class ReceiptExpiredError(DuomqError):
     status = pb.RECEIPT_EXPIRED
 
 
+class QuotaExceededError(DuomqError):
+    """The user's quota named in the text (its consumer groups, share
+    groups, held pops) is used up on that broker: nothing was done. Not
+    retriable as it is: the user stops using some, or an admin raises it
+    (``duomq auth user update NAME --quota KIND=N``)."""
+
+    status = pb.QUOTA_EXCEEDED
+
+
 class ClientClosedError(DuomqError):
     """The client was shut down while the request was pending."""
 
@@ -206,6 +215,7 @@ _BY_STATUS: dict[int, type[DuomqError]] = {cls.status: cls for cls in (
     MessageTooLargeError, TopicNotExistError, NotMasterError, ServiceNotAvailableError,
     BrokerSystemError, OffsetIllegalError, ReplicaLagError, AuthenticationError,
     AuthorizationError, TransactionNotFoundError, TransactionEndedError, ReceiptExpiredError,
+    QuotaExceededError,
 )}
 
 

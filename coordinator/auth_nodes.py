@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from duomq.coordinator.nodes import _bool, _str, _strs, decode, encode
+from duomq.coordinator.nodes import NodeError, _bool, _str, _strs, decode, encode
 
 
 @dataclass(frozen=True)
@@ -52,18 +52,25 @@ class UserNode:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     zookeeper_id: str = ""
+    quotas: tuple[tuple[str, int], ...] = ()   # the user's own, in place of the brokers'
 
     @classmethod
     def from_bytes(cls, raw: bytes | None) -> UserNode:
         k = "user"
         d = decode(k, raw)
+        quotas = d.get("quotas", {})
+        if not isinstance(quotas, dict) or not all(
+                isinstance(n, str) and isinstance(v, int) and not isinstance(v, bool)
+                for n, v in quotas.items()):
+            raise NodeError(f"{k} node: quotas must map names to counts, got {quotas!r}")
         return cls(_str(k, d, "public_key", ""), _strs(k, d, "allow"), _strs(k, d, "deny"),
-                   _str(k, d, "zookeeper_id", ""))
+                   _str(k, d, "zookeeper_id", ""), tuple(sorted(quotas.items())))
 
     def to_bytes(self) -> bytes:
         return encode({"public_key": self.public_key, "allow": list(self.allow),
                        "deny": list(self.deny),
-                       **({"zookeeper_id": self.zookeeper_id} if self.zookeeper_id else {})})
+                       **({"zookeeper_id": self.zookeeper_id} if self.zookeeper_id else {}),
+                       **({"quotas": dict(self.quotas)} if self.quotas else {})})
 
 
 @dataclass(frozen=True)

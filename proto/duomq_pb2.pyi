@@ -57,6 +57,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSACTION_NOT_FOUND: _ClassVar[Status]
     TRANSACTION_ENDED: _ClassVar[Status]
     RECEIPT_EXPIRED: _ClassVar[Status]
+    QUOTA_EXCEEDED: _ClassVar[Status]
 
 class OffsetQuery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -122,6 +123,7 @@ NOT_AUTHORIZED: Status
 TRANSACTION_NOT_FOUND: Status
 TRANSACTION_ENDED: Status
 RECEIPT_EXPIRED: Status
+QUOTA_EXCEEDED: Status
 OFFSET_QUERY_UNSPECIFIED: OffsetQuery
 MIN_OFFSET: OffsetQuery
 MAX_OFFSET: OffsetQuery

@@ -336,7 +336,14 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
         zkutil.close(anonymous)
     reader = str(tmp_path / "reader.json")
     duomq("auth", "user", "add", "reader", "--allow", "Topic:Secret:Sub", "--allow",
-          "Group:g:Sub", "--out", reader, "--zookeeper", zk, "--cluster", cl)
+          "Group:g:Sub", "--out", reader, "--quota", "groups=7", "--zookeeper", zk,
+          "--cluster", cl)
+    listed = json.loads(duomq("auth", "user", "list", "--json", "--zookeeper", zk,
+                              "--cluster", cl).stdout)["users"]
+    assert next(u for u in listed if u["user"] == "reader")["quotas"] == {"groups": 7}
+    bad = duomq("auth", "user", "update", "reader", "--quota", "topics=3", "--zookeeper", zk,
+                "--cluster", cl, check=False)
+    assert bad.returncode == 2 and "expected KIND=N with KIND one of groups" in bad.stderr
     # a user's client reads, and may not change what brokers and admins wrote
     p = duomq("topic", "delete", "Secret", "--zookeeper", zk, "--cluster", cl,
               "--credentials", reader, check=False)

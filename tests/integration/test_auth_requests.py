@@ -39,12 +39,14 @@ class Users:
         self.clients: list[RemotingClient] = []
         self.n = 0
 
-    def client(self, allow: list[Permission], address: str) -> tuple[str, RemotingClient]:
-        """A new user with the permissions ``allow``, and a client of it
-        that the broker at ``address`` admits (it learns of users by watch)."""
+    def client(self, allow: list[Permission], address: str,
+               quotas: tuple = ()) -> tuple[str, RemotingClient]:
+        """A new user with the permissions ``allow`` (and its own
+        ``quotas``), and a client of it that the broker at ``address``
+        admits (it learns of users by watch)."""
         self.n += 1
         name, keys = f"u{self.n}", KeyPair.new()
-        self.users.add(User(name, keys.public, Policy(tuple(allow))))
+        self.users.add(User(name, keys.public, Policy(tuple(allow)), quotas=quotas))
         deadline = time.monotonic() + 10
         while True:
             c = RemotingClient(name, Credentials(name, keys, self.admin.broker_public_key))
@@ -371,3 +373,69 @@ def test_no_user_reads_or_writes_a_reserved_topic_whatever_its_wildcards(world):
     finally:
         admin.close()
     assert refused == 3 * (6 * len(reserved) + len(stored_at))
+
+
+def test_each_quota_bounds_what_one_user_makes_and_no_other(world):
+    """A user with its own quotas (groups 3, share_groups 2, held_pops 2)
+    and every group right: each new group past its quota is refused,
+    QUOTA_EXCEEDED naming the quota, by a heartbeat, a send back and an
+    offset commit alike, and makes no group node; share groups past 2 are
+    not popped from; a third held POP is refused; groups in use stay
+    usable; another user (the broker's default quotas) is not touched."""
+    from duomq.coordinator.paths import ZkPaths
+    cluster, _admin_file, master, sent, users = world
+    cl = cluster.cluster
+    rights = [Permission.parse(t) for t in ("Topic:Secret:All", "Group:*:Sub")]
+    name, c = users.client(rights, master.address,
+                           (("groups", 3), ("held_pops", 2), ("share_groups", 2)))
+    paths = ZkPaths(cl)
+
+    def nodes():
+        return set(users.zk.get_children(paths.consumer_groups)) \
+            if users.zk.exists(paths.consumer_groups) else set()
+
+    def call(type_, req):
+        return c.call(master.address, type_, req, 10)
+
+    for g in ("q1", "q2", "q3"):
+        hb = pb.HeartbeatRequest(client_id="c1", consumer_groups=[g])
+        assert call(pb.HEARTBEAT, hb)[0] == pb.OK
+    wait_for(lambda: {"q1", "q2", "q3"} <= nodes(), 10, "the group nodes of the first three")
+    before = nodes()
+    offset = pb.QueueOffset(topic="Secret", queue_id=0, offset=0)
+    for type_, req in (
+            (pb.HEARTBEAT, pb.HeartbeatRequest(client_id="c1", consumer_groups=["q4"])),
+            (pb.SEND_BACK, pb.SendBackRequest(consumer_group="q5", dead_letter=True,
+                                              physical_offset=sent.physical_offsets[0])),
+            (pb.COMMIT_OFFSET, pb.CommitOffsetRequest(consumer_group="q6", offsets=[offset]))):
+        status, error, _ = call(type_, req)
+        assert status == pb.QUOTA_EXCEEDED, (type_, status, error)
+        assert f"user {name!r} uses 3 consumer groups" in error and "quota groups (3)" in error
+    time.sleep(0.5)
+    assert nodes() == before                              # no node for q4, q5 or q6
+    assert not users.zk.exists(paths.topic("%DLQ%q5"))
+    assert call(pb.COMMIT_OFFSET, pb.CommitOffsetRequest(consumer_group="q1",
+                                                         offsets=[offset]))[0] == pb.OK
+    # share groups: two, then refused
+    for g, want in (("s1", pb.OK), ("s2", pb.OK), ("s3", pb.QUOTA_EXCEEDED)):
+        pop = pb.PopRequest(consumer_group=g, topic="Secret", max_messages=1,
+                            invisible_ms=30_000, client_id="c1")
+        status, error, _ = call(pb.POP, pop)
+        assert status in ((pb.OK, pb.NO_NEW_MESSAGE) if want == pb.OK else (want,)), \
+            (g, status, error)
+    assert "quota share_groups (2)" in error
+    # held pops: two held at once (a share group at its end waits), the third refused
+    held = [c.request(master.address, pb.POP, pb.PopRequest(
+        consumer_group="s1", topic="Secret", max_messages=1, invisible_ms=30_000,
+        max_wait_ms=5000, client_id=f"h{i}"), 10) for i in range(2)]
+    time.sleep(0.3)
+    status, error, _ = call(pb.POP, pb.PopRequest(consumer_group="s1", topic="Secret",
+                                                  max_messages=1, invisible_ms=30_000,
+                                                  max_wait_ms=5000, client_id="h2"))
+    assert status == pb.QUOTA_EXCEEDED and "quota held_pops (2)" in error, (status, error)
+    assert all(f.result(10)[0] == pb.NO_NEW_MESSAGE for f in held)
+    # another user is not touched by this one's use, and has the broker's defaults
+    _, other = users.client(rights, master.address)
+    for g in ("q4", "q5", "q6", "q7"):
+        hb = pb.HeartbeatRequest(client_id="o1", consumer_groups=[g])
+        assert other.call(master.address, pb.HEARTBEAT, hb, 10)[0] == pb.OK
