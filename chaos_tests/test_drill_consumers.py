@@ -67,7 +67,7 @@ def test_orderly_consumption_keeps_queue_order_through_a_failover(local_cluster)
                      consume_from="first", consume_mode="orderly", pull_batch_size=16,
                      request_timeout_ms=2000).start()
     try:
-        wait_for(lambda: len(c.assigned) == 3, what="queues and their locks")
+        wait_for(lambda: len(c.assigned) == 2, what="queues and their locks")
         with Producer(zk, cl, retry_times_when_send_failed=5) as p:
             for i in range(300):
                 assert p.send(Message("Ledger", b"%d" % i),

@@ -4,6 +4,8 @@ periodic work)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
 import socket
@@ -11,7 +13,16 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client.core import Metric
 
 from duomq.client.cluster.members import BrokerMembers
@@ -23,10 +34,13 @@ from duomq.common.credentials import CREDENTIALS_ENV, Credentials, resolve_crede
 from duomq.common.endpoint import resolve_endpoint
 from duomq.common.errors import (
     AuthenticationError,
+    AuthorizationError,
     ConfigError,
     NoRouteError,
     TopicNotExistError,
     UnusableRouteError,
+    ZooKeeperRefusedError,
+    ZooKeeperUnavailableError,
     for_status,
 )
 from duomq.common.metrics import serve
@@ -41,7 +55,37 @@ log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL_S = 30.0
 
 
+def _as_duomq_errors(fn):
+    """``fn`` raising duomq errors only: kazoo's (a lost connection, an
+    expired session, a refusal) become the duomq error that says so, with
+    its retriable flag (``SessionExpiredError`` had escaped
+    ``Producer.send`` at the heal of a ZooKeeper outage)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ConnectionLoss, SessionExpiredError, ConnectionClosedError,
+                OperationTimeoutError, KazooTimeoutError) as exc:
+            raise ZooKeeperUnavailableError(f"ZooKeeper did not answer ({type(exc).__name__}): "
+                                            f"try again once it is back") from exc
+        except NoAuthError as exc:
+            raise AuthorizationError("ZooKeeper refused this client's read or write (its "
+                                     "credentials may not do that)") from exc
+        except KazooException as exc:
+            raise ZooKeeperRefusedError(f"ZooKeeper refused: {type(exc).__name__} "
+                                        f"{exc}".rstrip()) from exc
+    return call
+
+
 class ClientBase:
+    """What producers and consumers share. Every public method of a client
+    (this class's and its subclasses') raises duomq errors only
+    (``_as_duomq_errors``, applied once per class)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _wrap_public(cls)
+
     def __init__(self, zookeeper: str | None, cluster: str | None, *, zk=None):
         self.zookeeper, self.cluster = resolve_endpoint(zookeeper, cluster)
         validate_name("cluster", self.cluster)
@@ -129,6 +173,13 @@ class ClientBase:
             if b.address:
                 self.remoting.request(b.address, pb.HEARTBEAT, req, 5)
 
+    def zk_connected(self) -> None:
+        """ZooKeeperUnavailableError now unless the session is connected: a
+        read while it is not would wait for the connection, without end."""
+        if not self.zk.connected:
+            raise ZooKeeperUnavailableError("ZooKeeper is not connected: try again once it is "
+                                            "back")
+
     def route(self, topic: str, wait_s: float = 3.0) -> TopicRoute:
         """The topic's live route; raises TopicNotExistError or NoRouteError."""
         route = self.routes.get(topic, wait_s=wait_s)
@@ -137,6 +188,7 @@ class ClientBase:
                 group, why = sorted(route.unreadable.items())[0]
                 raise UnusableRouteError(f"topic {topic!r} has no usable route: its route on "
                                          f"broker group {group} is unreadable ({why})")
+            self.zk_connected()
             if not self.zk.exists(self.paths.topic(topic)):
                 raise TopicNotExistError(f"topic {topic!r} does not exist in cluster "
                                          f"{self.cluster!r}")
@@ -281,3 +333,16 @@ def _refused_by_zookeeper(who: str, credentials: Credentials) -> str:
 def raise_for(status: int, error: str) -> None:
     if status != pb.OK:
         raise for_status(status, error)
+
+
+def _wrap_public(cls) -> None:
+    """Wrap the public functions ``cls`` defines itself (not dunders,
+    properties or those already wrapped by a base)."""
+    for name, value in list(vars(cls).items()):
+        if name.startswith("_") or not inspect.isfunction(value) \
+                or getattr(value, "__wrapped__", None) is not None:
+            continue                 # (staticmethods, classmethods, properties: left as they are)
+        setattr(cls, name, _as_duomq_errors(value))
+
+
+_wrap_public(ClientBase)

@@ -105,6 +105,7 @@ class PullConsumer(ClientBase):
     def queues(self, topic: str) -> list[MessageQueue]:
         """Every readable queue of the topic, from its configuration: a group
         whose master is down still has its queues (a slave serves them)."""
+        self.zk_connected()
         try:
             cfg = TopicAdmin(self.zk, self.cluster).describe(topic)
         except TopicNotExistError:

@@ -70,6 +70,18 @@ class ServiceNotAvailableError(DuomqError):
     invalid_metadata = True
 
 
+class ZooKeeperUnavailableError(ServiceNotAvailableError):
+    """ZooKeeper did not answer a client's read (a lost connection, an
+    expired session, a timeout) while the call needed it: nothing was done
+    by this call. Retriable: kazoo reconnects, and the call may be made
+    again (a client's ZooKeeper errors never reach the caller as kazoo's)."""
+
+
+class ZooKeeperRefusedError(DuomqError):
+    """ZooKeeper refused a client's read or write (its ACL, a node it
+    expected): nothing was done. Not retriable as it is."""
+
+
 class StoreFullError(ServiceNotAvailableError, OSError):
     """The broker's disk has no room for the write (ENOSPC, EDQUOT): nothing
     was stored. RocketMQ answers a full disk the same way (the store is not

@@ -102,7 +102,10 @@ class MasterParts:
         next master, whoever the election picks, then has it."""
         if not leased:
             held = self.ha.isr_held_offset()
-            return (flushed if self.sync_flush else NEVER, -1 if held is None else held)
+            held = -1 if held is None else held
+            if self.sync_replication:     # and the slaves SYNC asks for (a set of the master
+                held = min(held, replicated)   # alone holds its whole log, but no slave does)
+            return (flushed if self.sync_flush else NEVER, held)
         return (flushed if self.sync_flush else NEVER,
                 replicated if self.sync_replication else NEVER)
 
@@ -121,15 +124,16 @@ class MasterParts:
         master the group is alone in (``alone``) waits for no slave: its
         source is as durable as it was, a slave that never saw it can only
         deliver a message again later."""
-        replicate = self.sync_replication and not (rewrite and self.alone())
-        if leased and not (self.sync_flush or replicate):
+        alone = rewrite and self.alone()      # no election could pick another: none to wait for
+        replicate = not alone and (self.sync_replication or not leased)
+        if not (self.sync_flush or replicate):
             return False
         now = time.monotonic()
         cfg = self.config
         self.ack_waiters.add(AckWaiter(
             end_offset,
             now + cfg.sync_flush_timeout_ms / 1000 if self.sync_flush else NEVER,
-            now + cfg.slave_timeout_ms / 1000 if replicate or not leased else NEVER,
+            now + cfg.slave_timeout_ms / 1000 if replicate else NEVER,
             identity, request_id, response, type_, now))
         return True
 

@@ -14,6 +14,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+FIRST_READ_S = 5.0      # a new watch's first read is waited for this long (ZooKeeper away: empty)
 
 
 class ChildrenData(Generic[T]):
@@ -47,6 +48,7 @@ class ChildrenData(Generic[T]):
             self._paths[key] = path
             self._data.setdefault(key, {})
         running = [False]             # a children watch is on the parent now
+        first = threading.Event()     # the first read is done (the children's data too)
 
         def on_parent(_data, stat) -> bool:
             if self._closed:
@@ -55,13 +57,17 @@ class ChildrenData(Generic[T]):
                 if running[0]:
                     running[0] = False
                     self._on_children(key, [])
-                return True
-            if not running[0]:
+            elif not running[0]:
                 running[0] = True
                 ChildrenWatch(self.zk, path,
                               lambda children: running[0] and self._on_children(key, children))
+            first.set()
             return True
-        DataWatch(self.zk, path, on_parent)
+        # set from a thread of its own: kazoo's first read of a watch retries
+        # until ZooKeeper answers; the caller waits for it a while, not for ever
+        self.zk.handler.spawn(DataWatch, self.zk, path, on_parent)
+        if self.zk.connected:
+            first.wait(FIRST_READ_S)
 
     def keys(self) -> list[str]:
         """The keys watched so far."""

@@ -290,3 +290,25 @@ def test_a_slave_is_listed_in_sync_only_holding_what_consumers_may_read(store_of
     link_.acked_offset = end
     ha.isr = frozenset({0})
     assert ha.in_sync_ids(visible=end) == [1]
+
+
+def test_a_sync_master_alone_in_the_isr_without_its_lease_acks_no_send(store_of, link):
+    """The in-sync set lists the master alone (a slave not listed yet, or
+    dropped) and its lease lapsed (ZooKeeper slow): no election can pick
+    another broker, but SYNC replication still asks a slave for a send, so
+    none is acked (isr_held_offset's whole log had acked them alone under
+    load); a rewrite of acked data needs no slave there."""
+    from duomq.master.ack_waiters import NEVER, AckWaiters
+    from duomq.master.parts import MasterParts
+    store = store_of(replication="SYNC")
+    ha, link_, one = ten_records_sent(link[0], store)
+    ha.isr = frozenset({0})
+    m = object.__new__(MasterParts)
+    m.ha, m.config, m.sync_flush, m.sync_replication = ha, store.config, False, True
+    m.ack_waiters = AckWaiters()
+    end = store.commitlog.max_offset
+    assert ha.isr_held_offset() == end                       # nobody else could be elected
+    assert m.conditions(end, -1, leased=False) == (NEVER, -1)  # but no slave holds it
+    assert m.conditions(end, end, leased=False) == (NEVER, end)
+    assert m.wait_for_ack(end, b"p", 1, None, leased=False)   # a send waits
+    assert not m.wait_for_ack(end, b"p", 2, None, leased=False, rewrite=True)   # a rewrite not
