@@ -20,7 +20,9 @@ def add(sub) -> None:
         if name in ("create", "update"):
             q.add_argument("--queues", type=int, default=8 if name == "create" else None,
                            help="queues per broker group (default 8)")
-            q.add_argument("--groups", help="comma-separated broker groups (default: all registered)")
+            q.add_argument("--groups", help="comma-separated broker groups (create: default "
+                           "all registered; update: the topic's groups from now on, default "
+                           "unchanged)")
             q.add_argument("--order", action="store_true", help="mark the topic as ordered")
         if name == "list":
             q.add_argument("--all", action="store_true",
@@ -29,7 +31,8 @@ def add(sub) -> None:
         if name == "update":
             q.add_argument("--force", action="store_true",
                            help="shrink an ordered topic (keys move to other queues; the "
-                                "backlog of the queues dropped is stranded)")
+                                "backlog of the queues dropped is stranded), or take a broker "
+                                "group off the topic (its queues' backlog is no longer read)")
         add_endpoint(q)
         add_json(q)
         q.set_defaults(func=run)
@@ -46,9 +49,14 @@ def run(args) -> int:
         if args.topic_cmd == "create":
             cfg = admin.create(args.name, args.queues, groups, order=args.order)
         elif args.topic_cmd == "update":
+            old = admin.describe(args.name)
             if args.queues is not None and not args.force:
-                _refuse_shrinking_an_ordered_topic(admin.describe(args.name), args.queues,
-                                                   groups)
+                _refuse_shrinking_an_ordered_topic(old, args.queues, groups)
+            dropped = sorted(set(old.queues) - set(groups)) if groups else []
+            if dropped and not args.force:
+                raise ConfigError(f"--groups takes {', '.join(dropped)} off topic "
+                                  f"{args.name!r}: its queues there are no longer read or "
+                                  f"written (their backlog stays on disk); pass --force to do it")
             cfg = admin.update(args.name, args.queues, groups, order=args.order or None)
         elif args.topic_cmd == "delete":
             admin.delete(args.name)

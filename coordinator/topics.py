@@ -124,14 +124,25 @@ class TopicAdmin:
     def update(self, name: str, queues: int | dict[str, int] | None = None,
                groups: list[str] | None = None, *, order: bool | None = None,
                perm: int | None = None) -> TopicConfig:
-        """Change queue counts (per group) and flags. Shrinking a group's queue
-        count hides its higher queues from producers; their data stays readable."""
+        """Change queue counts (per group), the broker groups and flags, and
+        nothing else. ``groups`` is the topic's list of broker groups from
+        now on (a group left out loses the topic's queues; a new one gets
+        ``queues``, else the topic's largest count); ``queues`` alone
+        changes the count on the groups the topic has. Shrinking a group's
+        queue count hides its higher queues from producers; their data stays
+        readable."""
         validate_name("topic", name)
         while True:
             old, stat = self._get(name)
             new_queues = dict(old.queues)
-            if queues is not None:
-                new_queues.update(self._resolve(queues, groups))
+            if isinstance(queues, dict):
+                new_queues.update(queues)
+            elif groups is not None:
+                default = queues if queues is not None else max(old.queues.values())
+                new_queues = {g: queues if queues is not None else old.queues.get(g, default)
+                              for g in groups}
+            elif queues is not None:
+                new_queues = {g: queues for g in old.queues}
             cfg = TopicConfig(name, new_queues, old.perm if perm is None else perm,
                               old.order if order is None else order)
             _check_queues(cfg.queues)
@@ -140,6 +151,29 @@ class TopicAdmin:
                 return cfg
             except BadVersionError:
                 continue
+
+    def drop_group(self, group: str) -> list[str]:
+        """Take broker group ``group`` off every topic that has it (a topic
+        left with no group keeps it: it cannot be served by none); the
+        topics changed."""
+        changed = []
+        for name in self.list():
+            while True:
+                try:
+                    old, stat = self._get(name)
+                except TopicNotExistError:
+                    break
+                if group not in old.queues or len(old.queues) == 1:
+                    break
+                cfg = TopicConfig(name, {g: n for g, n in old.queues.items() if g != group},
+                                  old.perm, old.order)
+                try:
+                    self.zk.set(self.paths.topic(name), cfg.to_bytes(), version=stat.version)
+                    changed.append(name)
+                    break
+                except BadVersionError:
+                    continue
+        return changed
 
     def delete(self, name: str) -> None:
         validate_name("topic", name)

@@ -295,3 +295,53 @@ def test_failed_and_dry_run_commands_write_nothing(cli, local_cluster):
         gone = sorted(set(before[0]) - set(after[0]))
         changed = sorted(p for p in before[0] if p in after[0] and before[0][p] != after[0][p])
         assert (new, gone, changed) == ([], [], []), (args, new, gone, changed)
+
+
+def test_topic_groups_are_set_as_told_and_a_group_with_no_broker_is_removed(cli, local_cluster):
+    """`topic update --groups` sets the topic's list (a group taken off needs
+    --force), `--queues` alone changes only the groups it has (it had
+    spread the topic over every registered group); `cluster remove-group`
+    forgets a group with no broker (a phantom, or a retired one) and takes
+    it off every topic, refusing a live group and a topic that lives on it
+    alone."""
+    from duomq.coordinator import zk as zkutil
+    from duomq.coordinator.paths import ZkPaths
+    run = cli
+    b = local_cluster.add_broker("broker-b", 0)
+
+    def queues(topic):
+        return as_json(run("topic", "describe", topic, "--json"))[0]["queues"]
+
+    run("topic", "create", "Spread", "--queues", "2", "--groups", "broker-a")
+    run("topic", "update", "Spread", "--queues", "3")
+    assert queues("Spread") == {"broker-a": 3}                  # not spread to broker-b
+    run("topic", "update", "Spread", "--groups", "broker-a,broker-b")
+    assert queues("Spread") == {"broker-a": 3, "broker-b": 3}
+    refused = run("topic", "update", "Spread", "--groups", "broker-b", check=False)
+    assert refused.returncode == 2 and "takes broker-a off topic 'Spread'" in refused.stderr
+    assert queues("Spread") == {"broker-a": 3, "broker-b": 3}
+    run("topic", "create", "OnlyB", "--queues", "1", "--groups", "broker-b")
+    live = run("cluster", "remove-group", "broker-b", check=False)
+    assert live.returncode == 2 and "has registered broker(s) 0" in live.stderr
+    b.stop()
+    alone = run("cluster", "remove-group", "broker-b", check=False)
+    assert alone.returncode == 2 and "topic(s) OnlyB live on 'broker-b' alone" in alone.stderr
+    run("topic", "delete", "OnlyB")
+    dry = run("cluster", "remove-group", "broker-b", "--dry-run")
+    assert "would remove broker group broker-b (its queues on Spread)" in dry.stdout
+    assert queues("Spread") == {"broker-a": 3, "broker-b": 3}
+    run("cluster", "remove-group", "broker-b")
+    assert queues("Spread") == {"broker-a": 3}
+    zk = zkutil.connect(local_cluster.zookeeper)
+    try:
+        assert not zk.exists(ZkPaths(local_cluster.cluster).broker_group("broker-b"))
+        # a phantom group (as a typo in a message id once registered one) goes too
+        zk.ensure_path(ZkPaths(local_cluster.cluster).members("broker-zz"))
+        run("topic", "update", "Spread", "--groups", "broker-a,broker-zz")
+        run("cluster", "remove-group", "broker-zz")
+        assert not zk.exists(ZkPaths(local_cluster.cluster).broker_group("broker-zz"))
+    finally:
+        zkutil.close(zk)
+    assert queues("Spread") == {"broker-a": 3}
+    unknown = run("cluster", "remove-group", "broker-q", check=False)
+    assert unknown.returncode == 2 and "no broker group 'broker-q'" in unknown.stderr
