@@ -38,7 +38,8 @@ def _minimal(name: str) -> list[str]:
             "dlq": ["dlq", "list", "--group", "g"],
             "group": ["group", "lag", "--group", "g"],
             "drill": ["drill", "run", "--scenario", "kill-master"],
-            "auth": ["auth", "user", "list"], "tx": ["tx", "list"]}.get(name, [name])
+            "auth": ["auth", "user", "list"], "tx": ["tx", "list"],
+            "cluster": ["cluster", "remove-group", "broker-z"]}.get(name, [name])
 
 
 def test_bodies_may_follow_options_and_strays_are_still_refused(capsys):
