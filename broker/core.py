@@ -178,7 +178,7 @@ class BrokerCore:
             role=st.role, following=following, lease_valid=st.lease_valid(now),
             acks_without_lease=isinstance(parts, MasterParts) and parts.acks_without_lease(),
             draining=st.draining, epoch=st.epoch, lag_bytes=self.replication_lag(),
-            master_silent_s=silent)
+            master_silent_s=silent, cannot_write=self.store.cannot_write)
 
     def member_info(self) -> MemberNode:
         """This broker's member node, from the last published snapshot (read
@@ -194,7 +194,7 @@ class BrokerCore:
             public_key=self.public_key,     # clients and slaves pick the key to expect by it
             metrics=f"http://{cfg.advertised_host or cfg.listen_host}:{cfg.metrics_port}/metrics"
             if cfg.metrics_port > 0 else "",
-            recovery=s.recovery, listen_host=cfg.listen_host,
+            recovery=s.recovery, listen_host=cfg.listen_host, cannot_write=s.cannot_write,
             external_address=cfg.external_address)
         if s.following:
             node = replace(node, master_max_offset=s.master_max_offset, lag_bytes=s.lag_bytes,

@@ -24,11 +24,16 @@ class BrokerHealth:
     epoch: int
     lag_bytes: int             # a slave: its master's end minus its own
     master_silent_s: float     # a slave: since its master was last heard; -1: never
+    cannot_write: str = ""     # its store refuses writes (a full disk): why
 
 
 def readiness(h: BrokerHealth, ha_max_gap_bytes: int, ha_housekeeping_s: float) -> tuple[bool, str]:
     """(ready, why): a master that may take writes; a slave that follows a
-    master it heard from lately and is within ``ha_max_gap_bytes`` of it."""
+    master it heard from lately and is within ``ha_max_gap_bytes`` of it;
+    neither while its store cannot write (a full disk)."""
+    if h.cannot_write:
+        role = "master" if h.role == Role.MASTER else "slave"
+        return False, f"{role} at epoch {h.epoch} whose store cannot write: {h.cannot_write}"
     if h.role == Role.MASTER:
         if h.draining:
             return False, f"master at epoch {h.epoch}, handing over to a slave"

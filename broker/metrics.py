@@ -204,6 +204,9 @@ def _log(s: BrokerSnapshot) -> Iterator[Metric]:
                             value=s.segments)
     yield GaugeMetricFamily("duomq_confirmed_offset", "What consumers may read up to",
                             value=s.confirmed_offset)
+    yield GaugeMetricFamily("duomq_store_writable", "1 while the store takes writes, 0 "
+                            "while its last write failed (a full disk)",
+                            value=0 if s.cannot_write else 1)
 
 
 def _replication(cfg, m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:

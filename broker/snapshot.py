@@ -40,6 +40,7 @@ class BrokerSnapshot:
     messages_stored: int = 0
     promotable: bool = True
     recovery: str = ""                 # a recovery that cut damaged data: what it found
+    cannot_write: str = ""             # the store's last write failed (a full disk): why
     # a master
     in_sync_replicas: int = 0
     in_sync_ids: frozenset[int] | None = None   # what the links find in sync (None: a slave)
@@ -80,7 +81,8 @@ def take(b) -> BrokerSnapshot:
         bad_requests=st.bad_requests, client_connections=_connections(getattr(b, "router", None)),
         replication_connections=_connections(getattr(b, "ha_router", None)),
         promotable=b.config.promotable and not b.refetching(),
-        recovery=str(report) if report is not None and report.damaged else "")
+        recovery=str(report) if report is not None and report.damaged else "",
+        cannot_write=store.cannot_write)
     if isinstance(parts, MasterParts):
         return BrokerSnapshot(
             **common, in_sync_replicas=st.in_sync_replicas,

@@ -214,6 +214,56 @@ def test_disk_full_master_refuses_writes_loses_nothing_and_writes_come_back(dev,
     assert len(reported) == len(failed), reported               # follows: the services' only
 
 
+def test_a_broker_that_cannot_write_says_so_while_it_cannot(dev):
+    """A master's store volume filled: while it stays full its member node,
+    `duomq status`, its readiness probe and its /metrics say it cannot write
+    (ZooKeeper's view called such a group healthy), and once the disk has
+    room again the first write clears all four."""
+    import urllib.request
+
+    from duomq.client import Producer
+    from duomq.drill.faults import Broker, LocalDriver
+    env = dev(*SYNC_PAIR, "--store-size", "64M", segment=1 << 20)
+    st = json.loads(duomq("dev", "status", "--json", env=env).stdout)
+    m = next(b for b in st["brokers"] if b["role"] == "MASTER")
+    driver = LocalDriver(env["DUOMQ_DEV_DIR"], st["zookeeper"], "writable")
+    duomq("topic", "create", "Full", "--queues", "1", env=env)
+    zk, cl = st["zookeeper"], st["cluster"]
+
+    def said() -> tuple[str, bool, str, float]:
+        status = json.loads(duomq("status", "--json", env=env).stdout)
+        row = next(b for b in status["brokers"] if b["role"] == "MASTER")
+        ready = duomq("health", "--ready", "--address", m["address"], "--json", env=env)
+        text = urllib.request.urlopen(m["metrics"], timeout=5).read().decode()
+        gauge = float(re.search(r"^duomq_store_writable (\S+)$", text, re.M).group(1))
+        return row.get("cannot_write", ""), ready.returncode == 0, ready.stdout, gauge
+    try:
+        driver.fill_disk(Broker(m["group"], m["id"], "MASTER", m["pid"], m["address"], ""))
+        with Producer(zk, cl, send_timeout_ms=10_000, retry_times_when_send_failed=0) as p:
+            wait_for(lambda: not _sends(p), 60, "a write refused for want of room")
+            wait_for(lambda: said()[0], 10, "the member node to say it cannot write")
+            cannot, ready, why, gauge = said()
+            assert "No space left on device" in cannot, cannot
+            assert not ready and "whose store cannot write" in why, why
+            assert gauge == 0.0
+            driver.free_disk()
+            wait_for(lambda: _sends(p), 30, "writes to come back")
+            wait_for(lambda: said()[0] == "", 10, "the member node to say it writes again")
+            cannot, ready, why, gauge = said()
+            assert ready and gauge == 1.0, why
+    finally:
+        driver.free_disk()
+
+
+def _sends(p) -> bool:
+    from duomq.client import Message
+    from duomq.common.errors import DuomqError
+    try:
+        return p.send(Message("Full", b"x" * 4096)).ok
+    except DuomqError:
+        return False
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="store volumes are loop mounts: root only")
 def test_disk_full_master_needs_a_volume_of_its_own(dev):
     env = dev(*SYNC_PAIR)

@@ -57,7 +57,7 @@ def collect(zookeeper: str, cluster: str) -> dict:
                 if exposed_without_auth(info.auth, info.listen_host):
                     entry["insecure"] = EXPOSED.format(where=f"{info.listen_host} "
                                                              f"({info.address})")
-                for problem in ("replication_halted", "recovery"):   # what needs a person
+                for problem in ("replication_halted", "recovery", "cannot_write"):   # a person's
                     if getattr(info, problem):
                         entry[problem] = getattr(info, problem)
                 try:
@@ -126,7 +126,7 @@ def run(args) -> int:
             print(f"{b['group']}/{b['id']}: DEGRADED: {b['in_sync_replicas']} slave(s) in sync of "
                   f"sync_replicas {b['sync_replicas']}; acking under min_sync_replicas "
                   f"{b['min_sync_replicas']} (in-sync set {b['isr']})")
-        for problem in ("insecure", "replication_halted", "recovery"):
+        for problem in ("insecure", "replication_halted", "recovery", "cannot_write"):
             if b.get(problem):
                 print(f"{b['group']}/{b['id']}: {problem.replace('_', ' ')}: {b[problem]}")
     if st["consumer_lag"]:

@@ -175,6 +175,7 @@ class MemberNode:
     lag_bytes: int = -1             # a slave: bytes it lacks (-1: n/a)
     lag_ms: int = -1                # a slave: ms behind (-1: n/a, or not caught up yet)
     replication_halted: str = ""    # a slave whose replication stopped for good: why
+    cannot_write: str = ""          # its store refuses writes now (a full disk): why, since when
     listen_host: str = ""           # the interface its client port binds ("": unknown)
     external_address: str = ""      # the client port as clients outside its network dial it
 

@@ -47,6 +47,7 @@ class StoreWrites:
     dispatched_offset: int
     messages_stored: int
     full_logged: float
+    cannot_write: str              # why the last write failed ("": it did not): a full disk
     fresh: Fresh | None            # the batch written last (``reads.Fresh``)
     owed: tuple | None             # a write's second half, not done yet (``finish``)
 
@@ -73,11 +74,14 @@ class StoreWrites:
         if self.owed is not None:
             self.finish()
         try:
-            return self._put_batch(topic, queue_id, buf, count, numbering, later)
+            put = self._put_batch(topic, queue_id, buf, count, numbering, later)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise self._full(exc) from None
+        if self.cannot_write:
+            self.cannot_write = ""
+        return put
 
     def _full(self, exc: OSError) -> StoreFullError:
         """The error for a write a full disk refused, logged at most once a minute."""
@@ -88,6 +92,8 @@ class StoreWrites:
         if now - self.full_logged >= 60.0:
             self.full_logged = now
             log.warning("%s (logged once a minute while the disk stays full)", text)
+        self.cannot_write = f"{exc.strerror or 'no space left on the device'} (since " \
+            f"{time.strftime('%H:%M:%S')})" if not self.cannot_write else self.cannot_write
         return StoreFullError(exc.errno or errno.ENOSPC, text)
 
     def _put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
@@ -233,12 +239,19 @@ class StoreWrites:
         mfq = self.commitlog.mfq
         view = memoryview(data)
         pos = offset
-        while view:
-            seg = mfq.ensure(pos)
-            rel = pos - seg.base
-            n = min(len(view), seg.size - rel)
-            seg.write(view[:n], rel)
-            seg.wrote = rel + n
-            view = view[n:]
-            pos += n
+        try:
+            while view:
+                seg = mfq.ensure(pos)
+                rel = pos - seg.base
+                n = min(len(view), seg.size - rel)
+                seg.write(view[:n], rel)
+                seg.wrote = rel + n
+                view = view[n:]
+                pos += n
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise self._full(exc) from None
+            raise
+        if self.cannot_write:
+            self.cannot_write = ""
         return pos
