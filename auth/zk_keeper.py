@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
+from kazoo.security import ACL
 
 from duomq.auth import zk_acls
 from duomq.auth.acl import Policy
@@ -46,7 +47,7 @@ from duomq.common.service import ServiceThread
 from duomq.coordinator.auth_nodes import AdminsNode
 from duomq.coordinator.group_nodes import GroupAccessNode
 from duomq.coordinator.nodes import NodeError
-from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.paths import ROOT, ZkPaths
 
 log = logging.getLogger(__name__)
 BATCH = 256                 # nodes read at once (asynchronous calls in flight)
@@ -150,6 +151,7 @@ class AclSweeper:
                     if group is not None:
                         groups.append(group)
         self._group_access(groups, users, done)
+        self._close_root(done)
         if orphans:
             self._delete_orphans(orphans, done)
         if done.open_nodes and not lock_open:
@@ -222,6 +224,25 @@ class AclSweeper:
         parts = path[len(self.paths.consumer_groups):].strip("/").split("/")
         return (path.startswith(self.paths.consumer_groups + "/") and len(parts) == 3
                 and parts[1] in zk_acls.CONTAINERS)
+
+    def _close_root(self, done: Sweep) -> None:
+        """The root every cluster lives under (``/duomq``): made open by
+        whoever came first, anyone could change its data or its ACL. Left
+        open to reading and to making a cluster's node (other clusters of
+        the ensemble make theirs); the rest is the admins'."""
+        try:
+            acl, stat = self.zk.get_acls(ROOT)
+        except (NoNodeError, NoAuthError):
+            return
+        closed = [ACL(zk_acls.READ | zk_acls.CREATE, zk_acls.WORLD)] + \
+            [ACL(zk_acls.ALL, zk_acls.digest(a)) for a in self.admins]
+        if any(e.id == zk_acls.WORLD and e.perms & ~(zk_acls.READ | zk_acls.CREATE)
+               for e in acl):
+            try:
+                if self._set(ROOT, closed, stat.aversion):
+                    done.locked.append(ROOT)
+            except NoAuthError:
+                pass                        # another cluster's admins closed it: theirs
 
     def _set(self, path: str, acl, aversion: int) -> bool:
         try:

@@ -13,6 +13,7 @@ labels; there are no series per client id, and per queue only when asked.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections import defaultdict
@@ -30,12 +31,15 @@ from duomq import __version__
 from duomq.broker.snapshot import BrokerSnapshot, QueueSnapshot, lag_by_topic
 from duomq.common import metrics
 from duomq.common.busy_poll import BusyPoll
+from duomq.common.credentials import METRICS_TOKEN, load_metrics_token
 from duomq.common.gc_pauses import GcWatch
 from duomq.common.metrics import Histogram, busy_poll_families, labelled
 from duomq.common.role import Role
 from duomq.format import native
 from duomq.proto import pb
 from duomq.store.residency import TAIL_BYTES
+
+log = logging.getLogger(__name__)
 
 _STATUS = {**{v: k for k, v in pb.Status.items()}, pb.OK: "SEND_OK"}
 STORED = frozenset({pb.OK, pb.FLUSH_DISK_TIMEOUT, pb.FLUSH_SLAVE_TIMEOUT,
@@ -316,6 +320,24 @@ def consumer_lag(q: QueueSnapshot, per_queue: bool = False) -> Iterator[Metric]:
                         in q.lag.items()})
 
 
-def serve(collector: BrokerCollector, host: str, port: int) -> tuple[object, int]:
-    """Start ``/metrics`` on ``host:port`` (0: a free port)."""
-    return metrics.serve(collector, host, port)
+def serve(collector: BrokerCollector, host: str, port: int,
+          token: str | None = None) -> tuple[object, int]:
+    """Start ``/metrics`` on ``host:port`` (0: a free port), behind ``token``."""
+    return metrics.serve(collector, host, port, token=token)
+
+
+def metrics_endpoint(cfg) -> tuple[str, str | None]:
+    """Where ``/metrics`` listens and the token a scrape must carry. With
+    auth, every scrape carries ``auth_dir/metrics.token`` (its series name
+    every topic and group); an auth_dir without one (made before this
+    release) serves on loopback alone, and says so."""
+    host = cfg.metrics_host or cfg.listen_host
+    if not cfg.auth:
+        return host, None
+    token = load_metrics_token(cfg.auth_dir)
+    if token is None:
+        log.warning("auth = true but %s has no %s: /metrics is served on 127.0.0.1 alone "
+                    "(duomq auth metrics-token --auth-dir %s writes one; give Prometheus "
+                    "the same)", cfg.auth_dir, METRICS_TOKEN, cfg.auth_dir)
+        return "127.0.0.1", None
+    return host, token

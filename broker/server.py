@@ -31,7 +31,7 @@ from duomq.broker import role_switch, share, visibility
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import Dispatcher
 from duomq.broker.inbox import Inbox, ScrapeWanted
-from duomq.broker.metrics import BrokerCollector, serve
+from duomq.broker.metrics import BrokerCollector, metrics_endpoint, serve
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
 from duomq.broker.processors import HANDLERS
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
@@ -179,12 +179,13 @@ class Broker(BrokerCore):
         if cfg.metrics_port >= 0:        # scraped on prometheus_client's own thread
             collector = BrokerCollector(cfg, self.metrics, lambda: self.snapshot,
                                         self.queues_for_scrape)
-            self.metrics_server, metrics_port = serve(collector, cfg.listen_host,
-                                                      cfg.metrics_port)
+            host, token = metrics_endpoint(cfg)
+            self.metrics_server, metrics_port = serve(collector, host, cfg.metrics_port, token)
             if metrics_port != cfg.metrics_port:
                 self.config = cfg = cfg.replace(metrics_port=metrics_port)
                 collector.config = cfg
-            log.info("metrics on http://%s:%d/metrics", cfg.listen_host, metrics_port)
+            log.info("metrics on http://%s:%d/metrics%s", host, metrics_port,
+                     " (a bearer token: auth_dir/metrics.token)" if token else "")
         self.flush_service = make_flush_service(self.store, cfg, self.inbox.flushed,
                                                 self.metrics.fsync.observe)
         self.zk = zkutil.connect(cfg.zookeeper, session_timeout_ms=cfg.zk_session_timeout_ms,

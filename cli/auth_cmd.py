@@ -119,6 +119,12 @@ def add(sub) -> None:
                         "retire: the old one accepted no more")
     q.add_argument("--auth-dir", required=True, metavar="DIR")
     q.set_defaults(func=broker_key)
+    q = asub.add_parser("metrics-token", help="the bearer token a scrape of a secured "
+                                              "broker's /metrics carries: written to "
+                                              "auth_dir/metrics.token when missing (a cluster "
+                                              "made before it); restart the brokers")
+    q.add_argument("--auth-dir", required=True, metavar="DIR")
+    q.set_defaults(func=metrics_token)
     q = asub.add_parser("trust", help="make a credentials file (--credentials) trust the "
                                       "broker keys the cluster accepts now")
     add_endpoint(q)
@@ -221,6 +227,17 @@ STEPS = {"new": "restart the brokers one at a time (each then accepts the next k
                     "still accepts the old one); then `retire`",
          "retire": "restart the brokers one at a time (the old key is then refused); then "
                    "`duomq auth trust` the credentials again to forget the old key"}
+
+
+def metrics_token(args) -> int:
+    from duomq.common.credentials import write_metrics_token
+    if not os.path.isdir(args.auth_dir):
+        raise ConfigError(f"--auth-dir {args.auth_dir}: no such directory")
+    path, wrote = write_metrics_token(args.auth_dir)
+    print(f"{'wrote' if wrote else 'kept'} {path}: give Prometheus the same token "
+          f"(authorization: {{type: Bearer, credentials_file: ...}}) and restart the brokers "
+          f"for a new one to take effect")
+    return 0
 
 
 def broker_key(args) -> int:

@@ -137,6 +137,8 @@ class BrokerConfig:
     ha_port: int = 10912                     # the master's replication port; 0 picks a free one
     metrics_port: int = 5557                 # Prometheus /metrics (RocketMQ 5's exporter port);
                                              # 0 picks a free one, -1 serves none
+    metrics_host: str = ""                   # the interface /metrics binds ("": listen_host);
+                                             # with auth, scrapes carry auth_dir/metrics.token
     metrics_per_queue: bool = False          # also series per queue (queue_id label): each
                                              # queue's end and each group's lag on it
     auth: bool = False                       # CURVE on both ports; only registered users' keys

@@ -279,6 +279,35 @@ def rotate_zk_secret_files(directory: str, step: str) -> tuple[str, str]:
     raise ValueError(f"unknown rotation step {step!r}")
 
 
+METRICS_TOKEN = "metrics.token"     # in auth_dir: the bearer token a scrape of /metrics carries
+
+
+def write_metrics_token(directory: str) -> tuple[str, bool]:
+    """``directory/metrics.token``, written (random, 0600) when missing:
+    (its path, whether it was written now)."""
+    path = os.path.join(directory, METRICS_TOKEN)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path, False
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(32) + "\n")
+    return path, True
+
+
+def load_metrics_token(directory: str) -> str | None:
+    """The bearer token of ``/metrics`` (None: ``auth_dir`` has none)."""
+    try:
+        with open(os.path.join(directory, METRICS_TOKEN)) as f:
+            token = f.read().strip()
+    except FileNotFoundError:
+        return None
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"{os.path.join(directory, METRICS_TOKEN)}: not a token (one line "
+                          f"of printable characters)")
+    return token
+
+
 def load_zk_secret_file(path: str) -> str:
     with open(path) as f:
         secret = f.read().strip()
@@ -435,6 +464,7 @@ def init_cluster_keys(directory: str, admin: str = "admin", sasl_user: str | Non
         write_tls(directory, zookeeper_hosts)
     pair = KeyPair.new()
     write_admin_key(directory, admin, pair.public)
+    write_metrics_token(directory)
     secret = secrets.token_urlsafe(32)
     fd = os.open(os.path.join(directory, ZK_SECRET), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -9,9 +9,14 @@ owns; a scrape builds the families from copies. No lock and no
 from __future__ import annotations
 
 import bisect
+import hmac
+import socket
+import socketserver
+import threading
 from collections.abc import Iterable
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app, start_http_server
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
@@ -82,16 +87,55 @@ def busy_poll_families(prefix: str, who: str, waits_for: str, one: str, spins: i
                               value=seconds)
 
 
-def serve(collector: Collector, host: str, port: int, setting: str = "metrics_port"
-          ) -> tuple[object, int]:
+def serve(collector: Collector, host: str, port: int, setting: str = "metrics_port",
+          token: str | None = None) -> tuple[object, int]:
     """Start ``/metrics`` serving ``collector`` on ``host:port`` (0: a free
-    port), on prometheus_client's own daemon thread. Returns (server, port);
-    a port that cannot be bound is a ConfigError naming ``setting``."""
+    port), on a daemon thread. With ``token``, a scrape must carry it
+    (``Authorization: Bearer <token>``, Prometheus's ``authorization``);
+    any other request is answered 401 and names nothing. Returns (server,
+    port); a port that cannot be bound is a ConfigError naming ``setting``."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
+        if token is None:
+            server, _thread = start_http_server(port, addr=host, registry=registry)
+        else:
+            server = _serve_app(_bearer(make_wsgi_app(registry), token), host, port)
     except OSError as exc:
         raise ConfigError(f"{setting} {port}: cannot listen on {host}: "
                           f"{exc.strerror or exc}") from None
     return server, server.server_port
+
+
+def _bearer(app, token: str):
+    """``app`` behind a bearer token, compared in constant time."""
+    want = f"Bearer {token}".encode()
+
+    def guarded(environ, start_response):
+        given = environ.get("HTTP_AUTHORIZATION", "").encode()
+        if hmac.compare_digest(given, want):
+            return app(environ, start_response)
+        start_response("401 Unauthorized", [("Content-Type", "text/plain"),
+                                            ("WWW-Authenticate", 'Bearer realm="duomq"')])
+        return [b"a bearer token is needed (the cluster's metrics.token)\n"]
+    return guarded
+
+
+class _Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args) -> None:      # scrapes are not news
+        pass
+
+
+def _serve_app(app, host: str, port: int):
+    server_cls = _Server
+    if ":" in host:                                # an IPv6 address
+        class _Server6(_Server):
+            address_family = socket.AF_INET6
+        server_cls = _Server6
+    httpd = make_server(host, port, app, server_cls, handler_class=_Quiet)
+    threading.Thread(target=httpd.serve_forever, name="duomq-metrics", daemon=True).start()
+    return httpd

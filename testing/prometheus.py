@@ -22,7 +22,10 @@ RULES = pathlib.Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / 
 
 class PrometheusServer:
     def __init__(self, targets: list[str], interval_s: float = 1.0,
-                 rule_files: list[pathlib.Path] | None = None):
+                 rule_files: list[pathlib.Path] | None = None,
+                 token_file: str | None = None):
+        """``token_file``: scrapes carry it as a bearer token (a secured
+        broker's ``auth_dir/metrics.token``)."""
         self.dir = tempfile.mkdtemp(prefix="duomq-prometheus-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -31,7 +34,9 @@ class PrometheusServer:
                              "evaluation_interval": f"{interval_s:g}s"},
                   "rule_files": rules,
                   "scrape_configs": [{"job_name": "duomq", "static_configs": [
-                      {"targets": targets}]}]}
+                      {"targets": targets}],
+                      **({"authorization": {"type": "Bearer", "credentials_file": token_file}}
+                         if token_file else {})}]}
         self.config_path = os.path.join(self.dir, "prometheus.yml")
         with open(self.config_path, "w") as f:
             json.dump(config, f)          # JSON is YAML

@@ -100,7 +100,8 @@ def test_a_broker_key_rotation_step_by_step(tmp_path):
     assert load_broker_keys(d).public == new_public
     assert load_broker_trust(d) == (new_public, old.public)
     assert sorted(os.listdir(d)) == ["admin-user.key", "admin.json", "broker-previous.key",
-                                     "broker.key", "broker.key_secret", "zookeeper.secret"]
+                                     "broker.key", "broker.key_secret", "metrics.token",
+                                     "zookeeper.secret"]
     with pytest.raises(ConfigError, match="retire the previous rotation"):
         rotate_broker_keys(d, "new")
 

@@ -129,7 +129,7 @@ def test_a_stranger_is_refused_at_once_by_the_brokers_and_zookeeper(cluster):
     for pod in cluster.brokers:
         rc, keys = pod.exec(["ls", "/var/run/secrets/duomq"], 10)
         assert keys.split() == ["admin-user.key", "broker.key", "broker.key_secret",
-                                "zookeeper-ca.pem", "zookeeper-server.pem",
+                                "metrics.token", "zookeeper-ca.pem", "zookeeper-server.pem",
                                 "zookeeper.secret"], keys
     for pod in cluster.zk:                       # only the ensemble's key, certificate and CA
         rc, keys = pod.exec(["ls", "/var/run/secrets/zookeeper-tls"], 10)

@@ -306,7 +306,7 @@ USER_SECRETS = set(re.findall(r"create secret generic ([a-z0-9-]+)", AUTH_STEPS)
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_reference_resolves(overlay):
     docs = render(f"overlays/{overlay}")
-    assert USER_SECRETS == {"duomq-credentials", "duomq-spark-credentials"}
+    assert USER_SECRETS == {"duomq-credentials", "duomq-spark-credentials", "duomq-metrics"}
     for doc, _, spec in workloads(docs):
         for kind, holder, key in pod_references(spec):
             if kind == "Secret" and holder[key] in USER_SECRETS:

@@ -33,6 +33,9 @@ RULES = ROOT / "deploy" / "prometheus"
 PROMETHEUS = ("monitoring", {"app.kubernetes.io/name": "prometheus"},
               {"kubernetes.io/metadata.name": "monitoring"})
 STRANGER = ("monitoring", {"app": "grafana"}, {"kubernetes.io/metadata.name": "monitoring"})
+# a pod of another namespace that labels itself prometheus (anyone may label a pod)
+IMPOSTOR = ("tenant-a", {"app.kubernetes.io/name": "prometheus"},
+            {"kubernetes.io/metadata.name": "tenant-a"})
 RELEASE = """namespace: duomq
 patches:
   - target: {group: monitoring.coreos.com}
@@ -71,6 +74,7 @@ def test_brokers_expose_metrics_to_prometheus_and_only_to_it(overlay):
         target = (doc["metadata"]["namespace"], meta["labels"], spec)
         assert ingress_allowed(docs, target, 5557, PROMETHEUS)
         assert not ingress_allowed(docs, target, 5557, STRANGER)
+        assert not ingress_allowed(docs, target, 5557, IMPOSTOR)
         assert not ingress_allowed(docs, target, 10912, PROMETHEUS)   # nothing else
 
 
@@ -93,6 +97,7 @@ def test_zookeeper_serves_its_own_metrics_to_prometheus_and_only_to_it(overlay):
     target = (zk_doc["metadata"]["namespace"], meta["labels"], spec)
     assert ingress_allowed(docs, target, port, PROMETHEUS)
     assert not ingress_allowed(docs, target, port, STRANGER)
+    assert not ingress_allowed(docs, target, port, IMPOSTOR)
     assert not ingress_allowed(docs, target, 2888, PROMETHEUS)
 
 
@@ -158,3 +163,17 @@ def test_a_stale_prometheusrule_is_caught(tmp_path):
     p = subprocess.run([sys.executable, "scripts/prometheusrule.py", "--check"], cwd=tree,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "not up to date" in p.stderr
+
+
+def test_a_secured_clusters_podmonitor_carries_the_token_and_nothing_else(tmp_path):
+    """components/podmonitor-secured: the brokers' PodMonitor scrapes with
+    the metrics token from a Secret of its own (Prometheus never reads the
+    brokers' keys); ZooKeeper's is left as it is."""
+    docs = list(yaml.safe_load_all(prod_with(tmp_path, "podmonitor", "podmonitor-secured")))
+    monitors = {m["metadata"]["name"]: m for m in of_kind(docs, "PodMonitor")}
+    (brokers,) = monitors["duomq-brokers"]["spec"]["podMetricsEndpoints"]
+    assert brokers["authorization"] == {"type": "Bearer", "credentials": {
+        "name": "duomq-metrics", "key": "metrics.token"}}
+    (zk,) = monitors["duomq-zookeeper"]["spec"]["podMetricsEndpoints"]
+    assert "authorization" not in zk
+    assert "duomq-credentials" not in yaml.safe_dump(monitors)

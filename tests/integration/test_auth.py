@@ -332,6 +332,20 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
             anonymous.create(paths.topic("Forged"), b"{}")
         with pytest.raises(NoAuthError):
             anonymous.set(paths.master("broker-a"), b"{}")
+        # the root every cluster lives under: readable, and another cluster may make
+        # its node there, but nobody else changes its data or its ACL
+        from kazoo.security import OPEN_ACL_UNSAFE
+
+        from duomq.coordinator.paths import ROOT
+        wait_for(lambda: not any(e.perms & ~(1 | 4) for e in anonymous.get_acls(ROOT)[0]
+                                 if e.id.scheme == "world"), 15, "the root closed by a sweep")
+        for change in (lambda: anonymous.set(ROOT, b"mine"),
+                       lambda: anonymous.set_acls(ROOT, OPEN_ACL_UNSAFE)):
+            with pytest.raises(NoAuthError):
+                change()
+        anonymous.create(f"{ROOT}/another-cluster")
+        with pytest.raises(NoAuthError):                  # nor deletes what is under it
+            anonymous.delete(f"{ROOT}/another-cluster")
     finally:
         zkutil.close(anonymous)
     reader = str(tmp_path / "reader.json")
@@ -478,3 +492,35 @@ def test_a_starting_broker_holds_a_users_handshake_until_it_has_read_the_users(s
     master.wait_registered()
     log = pathlib.Path(master.log_path).read_bytes()[mark:].decode()
     assert "waits until the users are read" in log and "refused a connection" not in log
+
+
+def test_a_secured_brokers_metrics_need_the_clusters_token(secured, prometheus):
+    """With auth, /metrics (whose series name every topic and group) answers
+    401 to a scrape without auth_dir/metrics.token or with another, and its
+    series to one with it; a real Prometheus given the token scrapes both
+    brokers, one without it scrapes none."""
+    import urllib.error
+    import urllib.request
+    cluster, keys, _admin, master, slave = secured
+    token = (keys / "metrics.token").read_text().strip()
+    assert oct((keys / "metrics.token").stat().st_mode & 0o777) == "0o600"
+    url = f"http://127.0.0.1:{master.metrics_port}/metrics"
+    for given in (None, "Bearer wrong", f"Basic {token}", f"Bearer {token}x"):
+        req = urllib.request.Request(url, headers={"Authorization": given} if given else {})
+        with pytest.raises(urllib.error.HTTPError) as got:
+            urllib.request.urlopen(req, timeout=5)
+        assert got.value.code == 401
+        assert b"duomq_" not in got.value.read()
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 200 and b"duomq_broker_info" in r.read()
+    targets = [f"127.0.0.1:{b.metrics_port}" for b in (master, slave)]
+    allowed = prometheus(targets, token_file=str(keys / "metrics.token"))
+    refused = prometheus(targets)
+    wait_for(lambda: allowed.targets_up() == 2, 30, "the brokers scraped with the token")
+
+    def turned_away():
+        active = refused.api("targets")["activeTargets"]
+        return len(active) == 2 and all(t["health"] == "down" and "401" in t["lastError"]
+                                        for t in active)
+    wait_for(turned_away, 30, "the scrapes without the token answered 401")
