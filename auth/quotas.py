@@ -14,6 +14,7 @@ KIND=N``, kept in its user node) replace them. Per user, on each broker:
                 ZooKeeper and retry and dead-letter topics
   share_groups  share groups it pops from (each keeps state in the share log)
   held_pops     its POPs held at once, waiting for messages
+  open_transactions  its transactions' half messages not ended yet
 
 A name a user stops using for ``USE_TTL_S`` no longer counts. The broker's
 own key and an unsecured broker count nothing.
@@ -27,7 +28,7 @@ from duomq.common.errors import ConfigError, QuotaExceededError
 
 USE_TTL_S = 120.0            # a group a user has not used this long stops counting
 KINDS = {"groups": "consumer groups", "share_groups": "share groups",
-         "held_pops": "POPs held at once"}
+         "held_pops": "POPs held at once", "open_transactions": "transactions open"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Quotas:
     groups: int = 100
     share_groups: int = 100
     held_pops: int = 1000
+    open_transactions: int = 10_000
 
     def __post_init__(self):
         for f in fields(self):

@@ -15,10 +15,11 @@ from duomq.common.errors import (
     BadRequestError,
     InvalidNameError,
     MessageTooLargeError,
+    QuotaExceededError,
 )
 from duomq.common.idempotence import sequence_of
 from duomq.common.message import decode_records
-from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, reserved, validate_name
+from duomq.common.names import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, reserved, validate_name
 from duomq.common.transaction import TransactionState
 from duomq.format import native
 from duomq.format import record as rec
@@ -51,7 +52,7 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
         if retried:
             return answer
     if req.scheduled:
-        resp, end = _put_scheduled(b, m, req)
+        resp, end = _put_scheduled(b, m, req, r.user)
     else:
         # its queue entries and bookkeeping after the ack (AfterSends.serving)
         put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count,
@@ -126,17 +127,28 @@ def _stored_before(b: BrokerCore, m: MasterParts, r: Request, req: pb.SendReques
     return True, (pb.OK, "", resp)
 
 
-def _put_scheduled(b: BrokerCore, m: MasterParts,
-                   req: pb.SendRequest) -> tuple[SendAnswer, int]:
+def _put_scheduled(b: BrokerCore, m: MasterParts, req: pb.SendRequest,
+                   user: str | None = None) -> tuple[SendAnswer, int]:
     """A batch with delayed messages: each goes to its level's queue of the
     schedule topic (or, when not delayed, to its queue), one write per run
-    of records bound for one queue. Everything is validated before anything
-    is stored."""
+    of records bound for one queue; a transaction's half message to the
+    half topic, within its user's quota of open transactions. Everything is
+    validated before anything is stored."""
     cfg = b.config
     buf = bytearray(req.records)
     rec.scan_batch(buf, req.topic.encode(), cfg.max_message_bytes, req.count)
     now = int(time.time() * 1000)
-    placed = m.placements(decode_records(buf, cfg.group), req.queue_id, now)
+    placed = m.placements(decode_records(buf, cfg.group), req.queue_id, now, user)
+    halves = sum(1 for topic, _q, _r in placed if topic == HALF_TOPIC)
+    if halves and b.guard is not None and user is not None:
+        m.transactions.catch_up()                  # the halves sent just before counted
+        open_ = m.transactions.book.by_user.get(user, 0)
+        limit = b.quota(user, "open_transactions")
+        if open_ + halves > limit:
+            raise QuotaExceededError(
+                f"user {user!r} has {open_} transactions open on this broker, its quota "
+                f"open_transactions ({limit}): this one is refused (end some, or an admin "
+                f"raises it: duomq auth user update {user} --quota open_transactions=N)")
     for _topic, _qid, record in placed:
         if len(record) > cfg.max_message_bytes:
             raise rec.RecordTooLargeError(

@@ -22,6 +22,7 @@ from duomq.format.record import make_msg_id, parse_msg_id
 TRANSACTION = "TRAN_MSG"                # "true": a half message
 PRODUCER_GROUP = "PGROUP"               # the producer group that checks it back
 CHECK_TIMES = "TRANSACTION_CHECK_TIMES"  # check-backs so far
+USER = "TRAN_USER"                     # on a half message: the user that sent it (the broker's)
 HALF_ID = "TRAN_HALF_ID"                # on a committed message: the transaction's id
 
 

@@ -203,11 +203,12 @@ class MasterParts:
         return min(slaves) if go else None
 
     # ------------------------------------------------------------ delayed and requeued
-    def placements(self, msgs: list[MessageExt], queue_id: int, now_ms: int) -> list[tuple]:
+    def placements(self, msgs: list[MessageExt], queue_id: int, now_ms: int,
+                   user: str | None = None) -> list[tuple]:
         """Where each of a batch's messages is stored: a delayed one in its
         level's queue of the schedule topic, a transaction's half message in
-        the half topic, the others in their queue."""
-        return [requeue.schedule(m, queue_id, self.delay_levels, now_ms) for m in msgs]
+        the half topic (marked with ``user``), the others in their queue."""
+        return [requeue.schedule(m, queue_id, self.delay_levels, now_ms, user) for m in msgs]
 
     def sent_back(self, msg: MessageExt, group: str, max_reconsume_times: int,
                   delay_level: int, dead_letter: bool) -> tuple:

@@ -45,12 +45,13 @@ def asked_level(props: dict[str, str], levels: tuple[int, ...], now_ms: int) -> 
     return 0
 
 
-def schedule(msg: MessageExt, queue_id: int, levels: tuple[int, ...], now_ms: int) -> Requeued:
+def schedule(msg: MessageExt, queue_id: int, levels: tuple[int, ...], now_ms: int,
+             user: str | None = None) -> Requeued:
     """A producer's message to ``msg.topic``/``queue_id``: a transaction's
-    half message to the half topic; held in the schedule topic when it asks
-    for a delay; else as it is."""
+    half message to the half topic (``user``: who sent it); held in the
+    schedule topic when it asks for a delay; else as it is."""
     if msg.properties.get(tx.TRANSACTION) == "true":
-        return half(msg, queue_id)
+        return half(msg, queue_id, user)
     level = asked_level(msg.properties, levels, now_ms)
     if level == 0:
         props = {k: v for k, v in msg.properties.items() if k not in d.SCHEDULING}
@@ -104,13 +105,17 @@ def send_back(msg: MessageExt, group: str, levels: tuple[int, ...], max_reconsum
     return _scheduled(msg, props, RETRY_PREFIX + group, 0, level)
 
 
-def half(msg: MessageExt, queue_id: int) -> Requeued:
+def half(msg: MessageExt, queue_id: int, user: str | None = None) -> Requeued:
     """A transaction's half message: in the half topic, its real topic and
-    queue (and any delay, applied at commit) in its properties."""
+    queue (and any delay, applied at commit) in its properties, and the user
+    that sent it (the broker's word: a client's own is dropped)."""
     if not msg.properties.get(tx.PRODUCER_GROUP):
         raise BadRequestError(f"a transactional message needs its producer group "
                               f"({tx.PRODUCER_GROUP}): the broker checks it back there")
-    props = {**msg.properties, d.REAL_TOPIC: msg.topic, d.REAL_QID: str(queue_id)}
+    props = {k: v for k, v in msg.properties.items() if k != tx.USER}
+    props.update({d.REAL_TOPIC: msg.topic, d.REAL_QID: str(queue_id)})
+    if user:
+        props[tx.USER] = user
     return HALF_TOPIC, 0, _record(msg, HALF_TOPIC, props)
 
 
@@ -121,7 +126,7 @@ def committed(msg: MessageExt, levels: tuple[int, ...], now_ms: int) -> Requeued
     props = msg.properties
     real_topic, real_qid = _real_queue(msg, "half message")
     clean = {k: v for k, v in props.items()
-             if k not in (tx.TRANSACTION, tx.CHECK_TIMES, d.REAL_TOPIC, d.REAL_QID)}
+             if k not in (tx.TRANSACTION, tx.CHECK_TIMES, tx.USER, d.REAL_TOPIC, d.REAL_QID)}
     clean[tx.HALF_ID] = msg.msg_id
     return schedule(dataclasses.replace(msg, topic=real_topic, properties=clean), real_qid,
                     levels, now_ms)

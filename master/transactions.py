@@ -93,7 +93,8 @@ class TransactionService:
     def _half(self, queue_offset: int, phys: int, view) -> None:
         (msg,) = decode_records(view, self.broker_group)
         self.book.add_half(Half(phys, queue_offset, msg.store_timestamp_ms,
-                                msg.properties.get(tx.PRODUCER_GROUP, "")))
+                                msg.properties.get(tx.PRODUCER_GROUP, ""),
+                                user=msg.properties.get(tx.USER, "")))
 
     def _op(self, queue_offset: int, phys: int, view) -> None:
         try:

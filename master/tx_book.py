@@ -59,11 +59,13 @@ class Half:
     producer_group: str
     checks: int = 0           # check-backs so far
     last_check_ms: int = 0
+    user: str = ""            # the user that sent it (a secured broker's), for its quota
 
 
 class TransactionBook:
     def __init__(self, half_start: int, op_start: int):
         self.pending: dict[int, Half] = {}       # by offset, in half-queue order
+        self.by_user: dict[str, int] = {}        # user -> its transactions pending
         self.ended: OrderedDict[int, TransactionState] = OrderedDict()
         self.half_next = half_start              # next half-queue offset to read
         self.op_next = op_start                  # next op-queue offset to read
@@ -79,6 +81,8 @@ class TransactionBook:
         if half.offset in self.ended:
             return
         self.pending[half.offset] = half
+        if half.user:
+            self.by_user[half.user] = self.by_user.get(half.user, 0) + 1
         for event in self._early.pop(half.offset, ()):
             self._apply(event, half.offset)
 
@@ -100,8 +104,17 @@ class TransactionBook:
                 half.checks += 1
             return
         if half is not None:
-            del self.pending[half_offset]
+            self._drop(half_offset)
         self._end(half_offset, ENDED_BY[event])
+
+    def _drop(self, half_offset: int) -> None:
+        half = self.pending.pop(half_offset, None)
+        if half is not None and half.user:
+            left = self.by_user.get(half.user, 0) - 1
+            if left > 0:
+                self.by_user[half.user] = left
+            else:
+                self.by_user.pop(half.user, None)
 
     def _end(self, half_offset: int, state: TransactionState) -> None:
         self.ended[half_offset] = state
@@ -122,7 +135,7 @@ class TransactionBook:
     def ended_now(self, half_offset: int, state: TransactionState) -> None:
         """The broker wrote the end of ``half_offset``: the book knows it
         at once (its op record is read again later, and changes nothing)."""
-        self.pending.pop(half_offset, None)
+        self._drop(half_offset)
         self._end(half_offset, state)
 
     def due(self, now_ms: int, timeout_ms: int, interval_ms: int, limit: int) -> list[Half]:

@@ -434,6 +434,27 @@ def test_each_quota_bounds_what_one_user_makes_and_no_other(world):
                                                   max_wait_ms=5000, client_id="h2"))
     assert status == pb.QUOTA_EXCEEDED and "quota held_pops (2)" in error, (status, error)
     assert all(f.result(10)[0] == pb.NO_NEW_MESSAGE for f in held)
+    # open transactions: two half messages left open, the third refused until one ends
+    _, t = users.client(rights, master.address, (("open_transactions", 2),))
+    props = rec.encode_properties({"TRAN_MSG": "true", "PGROUP": "pg",
+                                   "TRAN_USER": "someone-else"})      # forged: dropped
+
+    def half(body: bytes):
+        req = pb.SendRequest(topic="Secret", queue_id=0, count=1, producer_group="pg",
+                             scheduled=True, records=rec.encode_record(
+                                 b"Secret", b"", b"", props, body, int(time.time() * 1000)))
+        return t.call(master.address, pb.SEND, req, 10)
+    offsets = []
+    for i in range(2):
+        status, error, resp = half(b"h%d" % i)
+        assert status == pb.OK, error
+        offsets.append(resp.physical_offsets[0])
+    status, error, _ = half(b"h2")
+    assert status == pb.QUOTA_EXCEEDED and "quota open_transactions (2)" in error, error
+    end = pb.EndTransactionRequest(producer_group="pg", half_offset=offsets[0],
+                                   action=pb.ROLLBACK, topic="Secret")
+    assert t.call(master.address, pb.END_TRANSACTION, end, 10)[0] == pb.OK
+    assert half(b"h3")[0] == pb.OK
     # another user is not touched by this one's use, and has the broker's defaults
     _, other = users.client(rights, master.address)
     for g in ("q4", "q5", "q6", "q7"):
