@@ -150,7 +150,9 @@ def _serve(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int,
     ``(False, None)`` when nothing is visible for the group now. What it
     hands out is held by ``who``, under a new random receipt key."""
     now = _now_ms()
-    key = secrets.randbits(64) | 1
+    # a client of an earlier release sends no client id and no key back: its
+    # receipts are its user's alone
+    key = secrets.randbits(64) | 1 if req.client_id else 0
     plan = m.share.plan_pop(
         req.consumer_group, req.topic, queues,
         min(req.max_messages or DEFAULT_POP_MESSAGES, b.config.max_pull_messages),

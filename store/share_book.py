@@ -28,8 +28,10 @@ master, or starts again, rebuilds the same state by replaying it
 A receipt is good only in the hands that popped it: a pop records its
 owner (the user and client id that asked) and a random key its answer
 carries, and a change of a held message must name both (another member of
-the group, or a guessed ``queue/offset/count``, holds nothing). A pop of an
-earlier release recorded neither: its messages take any receipt.
+the group, or a guessed ``queue/offset/count``, holds nothing). A pop by a
+client of an earlier release (no client id) gets no key: its messages are
+its user's. A pop written by an earlier release recorded neither: its
+messages take any receipt.
 
 A pop carries the queue's window as it was, so a replay that begins after
 the queue's first ops (retention took them) still knows where the group
@@ -164,7 +166,7 @@ class ShareBook:
         if h.count != count:
             raise ReceiptError(f"message {offset} of queue {key[2]} is in its delivery "
                                f"{h.count}; this receipt is of delivery {count}")
-        if h.key and (receipt_key != h.key or owner != h.owner):
+        if (h.owner and owner != h.owner) or (h.key and receipt_key != h.key):
             raise ReceiptError(f"message {offset} of queue {key[2]} is held by another "
                                f"consumer: this receipt is not one it was given")
         if not h.inflight:

@@ -441,6 +441,7 @@ def test_a_receipt_is_good_only_for_the_consumer_that_received_it(one_queue):
     import copy
 
     from duomq.client.remoting import RemotingClient
+    from duomq.common.message import decode_records
     from duomq.proto import pb
     zk, cl = one_queue
     send(zk, cl, "Jobs", [b"m%d" % i for i in range(5)])
@@ -467,6 +468,18 @@ def test_a_receipt_is_good_only_for_the_consumer_that_received_it(one_queue):
                 big.receipts.add(queue_id=0, queue_offset=i, delivery_count=1)
             status, error, _ = raw.call(address, pb.SHARE_ACK, big, 5)
             assert status == pb.BAD_REQUEST and "at most 1024" in error, error
+            # a client of an earlier release (no client id, no key): its pops are its own
+            send(zk, cl, "Jobs", [b"legacy"])
+            status, _, popped = raw.call(address, pb.POP, pb.PopRequest(
+                consumer_group="workers", topic="Jobs", max_messages=1, invisible_ms=30_000), 5)
+            assert status == pb.OK and popped.receipt_key == 0 and popped.count == 1
+            m = decode_records(popped.records, "broker-a")[0]
+            for client_id, want in (("someone", pb.RECEIPT_EXPIRED), ("", pb.OK)):
+                ack = pb.ShareAckRequest(consumer_group="workers", topic="Jobs",
+                                         action=pb.ACCEPT, client_id=client_id)
+                ack.receipts.add(queue_id=0, queue_offset=m.queue_offset, delivery_count=1)
+                status, error, resp = raw.call(address, pb.SHARE_ACK, ack, 5)
+                assert status == pb.OK and resp.statuses[0] == want, (client_id, error)
         finally:
             raw.close()
         assert bob.receive(5, wait_ms=300) == []          # still alice's: none came back

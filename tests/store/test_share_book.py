@@ -202,3 +202,9 @@ def test_a_receipt_holds_only_in_the_hands_that_popped_it():
     old = ShareBook()
     old.apply(pop([[1, 1]], 1, 1, 2, 1000))
     assert old.check(K, 1, 1, 10, "anyone/x", 0)
+    # a client of an earlier release (no client id, no key): its user's alone
+    legacy = ShareBook()
+    legacy.apply({**pop([[2, 1]], 2, 2, 3, 1000), "c": "alice/", "k": 0})
+    assert legacy.check(K, 2, 1, 10, "alice/", 0)
+    with pytest.raises(ReceiptError, match="held by another consumer"):
+        legacy.check(K, 2, 1, 10, "mallory/", 0)
