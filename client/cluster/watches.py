@@ -15,6 +15,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 FIRST_READ_S = 5.0      # a new watch's first read is waited for this long (ZooKeeper away: empty)
+_reading = threading.local()    # .on: this thread is making a first read (its listeners run in it)
 
 
 class ChildrenData(Generic[T]):
@@ -34,6 +35,7 @@ class ChildrenData(Generic[T]):
         self._paths: dict[str, str] = {}
         self._nodes: set[tuple[str, str]] = set()
         self._versions: dict[str, int] = {}       # key -> changes seen
+        self._first: dict[str, threading.Event] = {}   # key -> its first read is done
         self._cond = threading.Condition()
         self._closed = False
 
@@ -43,16 +45,35 @@ class ChildrenData(Generic[T]):
         phantom group, a topic never created left its route node): it is
         watched until it appears, and again after it is deleted."""
         with self._cond:
-            if key in self._paths:
-                return
-            self._paths[key] = path
-            self._data.setdefault(key, {})
+            first = self._first.get(key)
+            if first is None:         # the first read is done (the children's data too)
+                first = self._first[key] = threading.Event()
+                self._paths[key] = path
+                self._data.setdefault(key, {})
+                started = False
+            else:
+                started = True
+        if started:
+            # another thread set this watch: its first read is waited for here
+            # too (a caller that found the key watched read an empty view
+            # while the first read was under way: "no live broker")
+            # -- but not from inside a first read: a listener the read itself
+            # runs (a route change asking for the route) would wait on itself
+            if self.zk.connected and not first.is_set() and not getattr(_reading, "on", False):
+                first.wait(FIRST_READ_S)
+            return
         running = [False]             # a children watch is on the parent now
-        first = threading.Event()     # the first read is done (the children's data too)
 
         def on_parent(_data, stat) -> bool:
             if self._closed:
                 return False
+            was, _reading.on = getattr(_reading, "on", False), True
+            try:
+                return read(stat)
+            finally:
+                _reading.on = was
+
+        def read(stat) -> bool:
             if stat is None:          # absent, or deleted: its children went with it
                 if running[0]:
                     running[0] = False

@@ -29,6 +29,40 @@ def test_refresh_reads_the_children_now(zk):
     nodes.close()
 
 
+def test_a_second_watcher_of_a_key_waits_for_the_first_read_under_way(zk):
+    """Two threads ask for the same group's members at once (CI: the CLI's
+    consume found the group watched by another thread and read it empty,
+    "no live broker"). The first read is held 0.5 s between reading the
+    parent's children and their data, so the second caller arrives while it
+    is under way: it waits for that read instead of returning an empty view.
+    A listener that the first read runs and that asks for the same key (a
+    route change reading the route) does not wait on itself."""
+    import threading
+    import time
+    zk.ensure_path("/second")
+    zk.create("/second/b", b'{"x": 1}')
+    asked_inside = []
+
+    class Held(ChildrenData):
+        def _on_children(self, key, children):
+            time.sleep(0.5)
+            return super()._on_children(key, children)
+
+    def listener(key):
+        t0 = time.monotonic()
+        nodes.watch(key, "/second")            # from inside the first read
+        asked_inside.append(time.monotonic() - t0)
+    nodes = Held(zk, json.loads, listener)
+    first = threading.Thread(target=nodes.watch, args=("k", "/second"))
+    first.start()
+    time.sleep(0.1)                    # the first read is held now
+    nodes.watch("k", "/second")
+    assert nodes.get("k") == {"b": {"x": 1}}
+    first.join()
+    assert asked_inside and max(asked_inside) < 1.0, asked_inside
+    nodes.close()
+
+
 def test_after_failure_refreshes_only_when_the_view_is_stale(zk_hosts):
     with PullConsumer(zk_hosts, "TestCluster", group="g") as c:
         calls = []
