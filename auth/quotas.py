@@ -15,6 +15,8 @@ KIND=N``, kept in its user node) replace them. Per user, on each broker:
   share_groups  share groups it pops from (each keeps state in the share log)
   held_pops     its POPs held at once, waiting for messages
   open_transactions  its transactions' half messages not ended yet
+  clients       client ids its heartbeats name (the broker tracks 100,000 in
+                all: one user filling the table shut every other user out)
 
 A name a user stops using for ``USE_TTL_S`` no longer counts. The broker's
 own key and an unsecured broker count nothing.
@@ -28,7 +30,8 @@ from duomq.common.errors import ConfigError, QuotaExceededError
 
 USE_TTL_S = 120.0            # a group a user has not used this long stops counting
 KINDS = {"groups": "consumer groups", "share_groups": "share groups",
-         "held_pops": "POPs held at once", "open_transactions": "transactions open"}
+         "held_pops": "POPs held at once", "open_transactions": "transactions open",
+         "clients": "client ids heard"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Quotas:
     share_groups: int = 100
     held_pops: int = 1000
     open_transactions: int = 10_000
+    clients: int = 1000
 
     def __post_init__(self):
         for f in fields(self):

@@ -61,7 +61,8 @@ class BrokerCore:
         self.guard: Guard | None = None     # auth = true: who may do what
         self.usage = UsageBook()            # ... and what each user uses (auth.quotas)
         self.quotas = Quotas(config.quota_groups, config.quota_share_groups,
-                             config.quota_held_pops, config.quota_open_transactions)
+                             config.quota_held_pops, config.quota_open_transactions,
+                             config.quota_clients)
         # auth = true: makes the ZooKeeper nodes of consumer groups a client
         # names, for its clients to join (``auth.zk_keeper``; any thread)
         self.group_nodes: Callable[[Iterable[str]], None] | None = None

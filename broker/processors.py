@@ -384,6 +384,7 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
         validate_name("consumer group", g, allow_system=True)
     key = client_key(r.user, client_id)
     if not req.leaving:
+        b.admit(r.user, "clients", client_id)   # the broker's client table, bounded per user
         for g in req.consumer_groups:       # the group nodes it makes count, bounded per user
             b.admit(r.user, "groups", g)
     if req.leaving:                      # a client closing: no longer a reader of its groups

@@ -103,8 +103,8 @@ def add(sub) -> None:
             u.add_argument("--out", metavar="FILE", help="write the user's credentials here")
             u.add_argument("--quota", action="append", default=[], metavar="KIND=N",
                            help="the user's own quota in place of the brokers' (repeat; "
-                                "groups, share_groups, held_pops, open_transactions; on update, "
-                                "KIND= drops it)")
+                                "groups, share_groups, held_pops, open_transactions, clients; "
+                                "on update, KIND= drops it)")
         if name == "update":
             u.add_argument("--rotate", action="store_true",
                            help="a new keypair (written to --out); the old key stops working")

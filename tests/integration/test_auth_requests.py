@@ -455,6 +455,13 @@ def test_each_quota_bounds_what_one_user_makes_and_no_other(world):
                                    action=pb.ROLLBACK, topic="Secret")
     assert t.call(master.address, pb.END_TRANSACTION, end, 10)[0] == pb.OK
     assert half(b"h3")[0] == pb.OK
+    # client ids: one user cannot fill the broker's client table for the others
+    _, cl_user = users.client(rights, master.address, (("clients", 2),))
+    for cid, want in (("k1", pb.OK), ("k2", pb.OK), ("k1", pb.OK), ("k3", pb.QUOTA_EXCEEDED)):
+        status, error, _ = cl_user.call(master.address, pb.HEARTBEAT,
+                                        pb.HeartbeatRequest(client_id=cid), 10)
+        assert status == want, (cid, status, error)
+    assert "quota clients (2)" in error
     # another user is not touched by this one's use, and has the broker's defaults
     _, other = users.client(rights, master.address)
     for g in ("q4", "q5", "q6", "q7"):
