@@ -49,7 +49,7 @@ def roles(out: str) -> dict[str, str]:
 
 
 def message_lines(out: str) -> list[str]:
-    return [x for x in out.splitlines() if re.match(r"broker-a:[0-9A-F]{16} broker-a/\d+@\d+ ", x)]
+    return [x for x in out.splitlines() if re.match(r"broker-a:[0-9A-F]{24} broker-a/\d+@\d+ ", x)]
 
 
 kills = []
@@ -124,7 +124,7 @@ def test_the_readme_tour_runs_as_written(tmp_path):
                                capture_output=True, timeout=180, cwd=tmp_path)
             assert p.returncode == 0, f"{command} -> {p.returncode}\n{p.stdout}\n{p.stderr}"
             for line in shown:           # ids as the README shows them: any of that shape
-                pattern = re.sub("[0-9A-F]{16}", "[0-9A-F]{16}", re.escape(line))
+                pattern = re.sub("[0-9A-F]{24}", "[0-9A-F]{24}", re.escape(line))
                 assert re.search(pattern, p.stdout), f"{command}: {line!r} not in\n{p.stdout}"
             check(command, p)
     finally:
