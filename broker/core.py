@@ -142,6 +142,12 @@ class BrokerCore:
     def leased(self) -> bool:
         return self.state.lease_valid(time.monotonic())
 
+    def epoch_history(self) -> tuple[tuple[int, int], ...]:
+        """The group's epochs and their start offsets, as the HA controller
+        last read them from ZooKeeper (``()``: not read, or no controller)."""
+        controller = getattr(self, "controller", None)
+        return controller.epoch_history if controller is not None else ()
+
     def not_writable_reason(self) -> str:
         st = self.state
         if st.role != Role.MASTER:

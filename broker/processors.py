@@ -33,11 +33,14 @@ from duomq.common import subscription
 from duomq.common.errors import (
     BadRequestError,
     DuomqError,
+    MessageCutError,
     ServiceNotAvailableError,
     answer_for,
 )
-from duomq.common.message import PullStatus, decode_records, lookup_key
+from duomq.common.message import PullStatus, decode_records, lookup_key, make_msg_id
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, validate_name
+from duomq.coordinator.election import cut_from
+from duomq.format import record as rec
 from duomq.format.record import RecordError
 from duomq.master.parts import MasterParts
 from duomq.proto import pb
@@ -313,11 +316,41 @@ def fetch_offset(b: BrokerCore, r: Request) -> Answer:
 
 def get_message(b: BrokerCore, r: Request) -> Answer:
     req: pb.GetMessageRequest = r.message
-    view = stored_record(b, req.physical_offset, b.state.visible_offset)
-    topic, g = decode_records(view, b.config.group)[0].topic, req.consumer_group
+    named = req.epoch if req.HasField("epoch") else None
+    try:
+        view = stored_record(b, req.physical_offset, b.state.visible_offset)
+    except BadRequestError:
+        if named is not None:
+            _cut(b, req.physical_offset, named, None)       # MessageCutError if it was
+        raise
+    msg = decode_records(view, b.config.group)[0]
+    topic, g = msg.topic, req.consumer_group
     own = g and topic in (RETRY_PREFIX + g, DLQ_PREFIX + g)   # read with the group's right
     b.require(r.user, topic_read(topic, g if own else None))
+    if named is not None and msg.epoch != named & rec.EPOCH_MASK:
+        _cut(b, req.physical_offset, named, msg)
+        raise BadRequestError(f"{make_msg_id(b.config.group, req.physical_offset, named)} "
+                              f"names no message: offset {req.physical_offset} holds "
+                              f"{msg.msg_id}")
     return pb.OK, "", pb.GetMessageResponse(record=bytes(view))
+
+
+def _cut(b: BrokerCore, offset: int, epoch: int, found) -> None:
+    """MessageCutError when the group's epoch history says what the master
+    of ``epoch`` wrote at ``offset`` was cut (a later epoch starts at or
+    below it); ``found``: the message the offset holds now, if one starts there."""
+    history = [(e & rec.EPOCH_MASK, start) for e, start in b.epoch_history()]
+    cut = cut_from(epoch, history)
+    if cut is None or offset < cut:
+        return
+    later = min(e for e, start in history if e > epoch and start == cut)
+    now = f"holds {found.msg_id}, which the master of epoch {found.epoch} stored" \
+        if found is not None else "holds no message that starts there"
+    raise MessageCutError(
+        f"the message {make_msg_id(b.config.group, offset, epoch)} is no longer stored: the "
+        f"master of epoch {epoch} acked it past what its successor held (ASYNC replication, "
+        f"or a lagging promotion), and the group's log was cut at offset {cut} when epoch "
+        f"{later} began; offset {offset} {now}")
 
 
 def query_by_key(b: BrokerCore, r: Request) -> Answer:

@@ -10,8 +10,9 @@ from duomq.common.errors import ConfigError
 def add(sub) -> None:
     p = sub.add_parser("message", help="look up stored messages")
     verbs = p.add_subparsers(dest="verb", required=True)
-    g = verbs.add_parser("get", help="a message by id (broker group:commit-log offset, as "
-                         "send and consume print it)")
+    g = verbs.add_parser("get", help="a message by id (broker group:epoch and commit-log "
+                         "offset, as send and consume print it); MESSAGE_CUT when a failover "
+                         "cut it")
     g.add_argument("ids", nargs="+", metavar="ID")
     f = verbs.add_parser("find", help="messages of a topic by key, newest first")
     f.add_argument("--topic", required=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.errors import BadRequestError
+from duomq.common.message import make_msg_id
 from duomq.common.transaction import parse_transaction_id
 from duomq.proto import pb
 
@@ -82,7 +83,7 @@ def resolve(args) -> int:
            "warning": error if status != pb.OK else ""}
     if args.commit and not resp.already:
         out.update(topic=resp.topic, queue=resp.queue_id,
-                   msg_id=f"{group}:{resp.physical_offset:016X}")
+                   msg_id=make_msg_id(group, resp.physical_offset, resp.epoch))
     if args.json:
         emit(out)
     else:

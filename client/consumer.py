@@ -25,7 +25,7 @@ from duomq.common.message import (
     PullStatus,
     decode_records,
     lookup_key,
-    parse_msg_id,
+    parse_msg_id_epoch,
 )
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX
 from duomq.common.role import Role
@@ -241,16 +241,19 @@ class PullConsumer(ClientBase):
             return result
 
     def get_message(self, msg_id: str) -> MessageExt:
-        """A stored message by its id (broker group + commit-log offset), from
-        the group's master, else from any live member."""
+        """A stored message by its id (broker group, epoch, commit-log
+        offset), from the group's master, else from any live member.
+        MessageCutError when the offset holds another epoch's message: the
+        one the id named was cut at a failover."""
         try:
-            group, offset = parse_msg_id(msg_id)
+            group, offset, epoch = parse_msg_id_epoch(msg_id)
         except ValueError as exc:
             raise BadRequestError(str(exc)) from None
+        req = pb.GetMessageRequest(physical_offset=offset, consumer_group=self.group)
+        if epoch is not None:          # the broker checks the record is of that epoch
+            req.epoch = epoch
         status, error, resp = self.remoting.call(self._lookup_address(group), pb.GET_MESSAGE,
-                                                 pb.GetMessageRequest(physical_offset=offset,
-                                                                      consumer_group=self.group),
-                                                 self.timeout_s)
+                                                 req, self.timeout_s)
         raise_for(status, error)
         return decode_records(resp.record, group)[0]
 

@@ -56,7 +56,8 @@ class SendResult:
     def msg_ids(self) -> list[str]:
         """Every message id of the batch (formatted on demand: most callers
         never read them, and formatting 256 ids costs as much as a send)."""
-        return [make_msg_id(self.broker_group, p) for p in self.physical_offsets]
+        group, epoch = self.broker_group, self.epoch
+        return [make_msg_id(group, p, epoch) for p in self.physical_offsets]
 
 
 
@@ -126,7 +127,8 @@ class SendAttempts:
         else:
             offsets = resp.physical_offsets
             result = SendResult(send_status,
-                                make_msg_id(resp.broker_group, offsets[0]) if offsets else "",
+                                make_msg_id(resp.broker_group, offsets[0], resp.epoch)
+                                if offsets else "",
                                 mq, resp.queue_offset, offsets, resp.broker_group,
                                 resp.in_sync_replicas, resp.degraded, resp.epoch,
                                 resp.duplicate)

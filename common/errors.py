@@ -218,6 +218,15 @@ class QuotaExceededError(DuomqError):
     status = pb.QUOTA_EXCEEDED
 
 
+class MessageCutError(DuomqError):
+    """A message id whose message is no longer stored: the master that
+    acked it (under ASYNC replication, or a lagging promotion) was replaced
+    by one that did not hold it, and the offset now holds a message that
+    master stored. The text names both epochs. Not retriable."""
+
+    status = pb.MESSAGE_CUT
+
+
 class ClientClosedError(DuomqError):
     """The client was shut down while the request was pending."""
 
@@ -227,7 +236,7 @@ _BY_STATUS: dict[int, type[DuomqError]] = {cls.status: cls for cls in (
     MessageTooLargeError, TopicNotExistError, NotMasterError, ServiceNotAvailableError,
     BrokerSystemError, OffsetIllegalError, ReplicaLagError, AuthenticationError,
     AuthorizationError, TransactionNotFoundError, TransactionEndedError, ReceiptExpiredError,
-    QuotaExceededError,
+    QuotaExceededError, MessageCutError,
 )}
 
 

@@ -11,11 +11,11 @@ from duomq.common.errors import BadRequestError
 from duomq.common.idempotence import SEQUENCING
 from duomq.format import native
 from duomq.format import record as rec
-from duomq.format.record import make_msg_id, parse_msg_id
+from duomq.format.record import make_msg_id, parse_msg_id, parse_msg_id_epoch, record_epoch
 from duomq.proto import pb
 
 __all__ = ["Message", "MessageExt", "MessageQueue", "PullStatus", "decode_records", "lookup_key",
-           "make_msg_id", "parse_msg_id"]
+           "make_msg_id", "parse_msg_id", "parse_msg_id_epoch"]
 
 
 @dataclass(init=False, slots=True)
@@ -86,9 +86,17 @@ class MessageExt:
     broker_group: str = ""
 
     @property
+    def epoch(self) -> int:
+        """The epoch of the master that stored it (0: stored before epochs were stamped)."""
+        return record_epoch(self.flags)
+
+    @property
     def msg_id(self) -> str:
-        """Broker group + commit-log offset: valid on every member of the group."""
-        return make_msg_id(self.broker_group, self.physical_offset)
+        """Broker group, the storing master's epoch and the commit-log offset:
+        valid on every member of the group, and never another message's (a
+        record cut at a failover and the next master's at its offset differ
+        in the epoch)."""
+        return make_msg_id(self.broker_group, self.physical_offset, record_epoch(self.flags))
 
     @property
     def reconsume_times(self) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 
-from duomq.format.record import make_msg_id, parse_msg_id
+from duomq.format.record import make_msg_id, offset_id, parse_msg_id
 
 TRANSACTION = "TRAN_MSG"                # "true": a half message
 PRODUCER_GROUP = "PGROUP"               # the producer group that checks it back
@@ -35,9 +35,13 @@ class TransactionState(enum.Enum):
     UNKNOWN = "UNKNOWN"
 
 
-def transaction_id(broker_group: str, half_offset: int) -> str:
-    """The transaction's id: its half message's id."""
-    return make_msg_id(broker_group, half_offset)
+def transaction_id(broker_group: str, half_offset: int, epoch: int | None = None) -> str:
+    """The transaction's id: its half message's id (``epoch``: of the master
+    that stored the half; None, where it is not at hand: the id's earlier
+    form, the group and the offset alone, which names the same transaction)."""
+    if epoch is None:
+        return offset_id(broker_group, half_offset)
+    return make_msg_id(broker_group, half_offset, epoch)
 
 
 def parse_transaction_id(text: str) -> tuple[str, int]:
@@ -47,4 +51,4 @@ def parse_transaction_id(text: str) -> tuple[str, int]:
         return parse_msg_id(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a transaction id (a half message's id, "
-                         f"<broker group>:<16 hex digits>)") from None
+                         f"<broker group>:<24 hex digits>)") from None

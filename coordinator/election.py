@@ -15,6 +15,7 @@ new master, anything after may differ (``truncation_point``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -82,4 +83,13 @@ def truncation_point(local_epoch: int, local_max: int, history: list[tuple[int, 
     ``history`` [(epoch, start_offset)], or its own end if none is later."""
     later = [start for epoch, start in sorted(history) if epoch > local_epoch]
     return min(local_max, later[0]) if later else local_max
+
+
+def cut_from(epoch: int, history: Iterable[tuple[int, int]]) -> int | None:
+    """From which offset the group's log no longer holds what the master of
+    ``epoch`` wrote: the lowest start offset of a later epoch in ``history``
+    [(epoch, start_offset)] (a later master may start below an earlier
+    one's start, promoted lagging), None when no epoch came after it."""
+    later = [start for e, start in history if e > epoch]
+    return min(later) if later else None
 

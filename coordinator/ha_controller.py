@@ -69,6 +69,7 @@ class HaController:
                  post: Callable[[Order], None]):
         self.zk = zk
         self.config = config
+        self.epoch_history: tuple[tuple[int, int], ...] = ()   # (epoch, start offset), as read
         self.registry = registry
         self.paths = ZkPaths(config.cluster)
         self.serving = serving             # the serving thread's last snapshot
@@ -283,10 +284,13 @@ class HaController:
         master, key = self._read_master()
         expired = master is not None and self.memory.role != Role.MASTER and \
             self.silence.expired(key, time.monotonic())     # a master renews its own
+        epochs = self._read_epochs()
+        # for lookups by message id (the serving thread reads it: one tuple swapped)
+        self.epoch_history = tuple((e.epoch, e.start_offset) for e in epochs)
         return hc.GroupView(
             silent=frozenset(silent), master=master, master_expired=expired,
             master_version=key[1] if key is not None else None, members=tuple(members), isr=isr,
-            epochs=self._read_epochs(),
+            epochs=epochs,
             switchover=self._read(p.switchover(g), SwitchoverNode.from_bytes, "ignored"),
             **own)
 

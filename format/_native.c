@@ -93,6 +93,14 @@ static inline void put64(uint8_t *p, uint64_t v)
 }
 
 /* The payload's length as the header states it (-1: not total_size). */
+/* the epoch of the master that stores a record: flags bytes 0..2 (record.py's EPOCH_AT) */
+static inline void put_epoch(uint8_t *r, uint32_t epoch)
+{
+    r[OFF_FLAGS] = (uint8_t)(epoch >> 16);
+    r[OFF_FLAGS + 1] = (uint8_t)(epoch >> 8);
+    r[OFF_FLAGS + 2] = (uint8_t)epoch;
+}
+
 static inline int64_t stated(const uint8_t *r, int64_t size)
 {
     int64_t want = (int64_t)HS + be16(r + OFF_TOPIC_LEN) + be16(r + OFF_TAGS_LEN) + be16(r + OFF_KEYS_LEN) + be32(r + OFF_PROPS_LEN) + be32(r + OFF_BODY_LEN);
@@ -227,10 +235,10 @@ fail:
 }
 
 PyDoc_STRVAR(seal_doc,
-"seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms)\n\n"
+"seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms, epoch)\n\n"
 "Patch and seal, in place, the records of buf at bounds[:len(offsets)]\n"
 "(each carrying its payload CRC): queue id, queue offsets from first_qoff,\n"
-"physical offsets, store time, then crc = CRC-32C of the header from PATCH_OFFSET\n"
+"physical offsets, store time, the epoch (flags bytes 0..2), then crc = CRC-32C of the header from PATCH_OFFSET\n"
 "continued from the payload's CRC.");
 
 static PyObject *py_seal(PyObject *self, PyObject *args)
@@ -238,9 +246,12 @@ static PyObject *py_seal(PyObject *self, PyObject *args)
     Py_buffer b;
     PyObject *bounds_o, *offsets_o;
     int queue_id;
+    unsigned int epoch;
     long long first_qoff, store_ts;
-    if (!PyArg_ParseTuple(args, "w*OiLOL", &b, &bounds_o, &queue_id, &first_qoff, &offsets_o, &store_ts))
+    if (!PyArg_ParseTuple(args, "w*OiLOLI", &b, &bounds_o, &queue_id, &first_qoff, &offsets_o,
+                          &store_ts, &epoch))
         return NULL;
+    epoch &= 0x7FFFFFu;
     PyObject *out = NULL;
     int64_t *at = NULL;
     Py_ssize_t n = PyObject_Length(offsets_o);
@@ -267,6 +278,7 @@ static PyObject *py_seal(PyObject *self, PyObject *args)
         put64(r + OFF_QUEUE_OFFSET, (uint64_t)(first_qoff + i));
         put64(r + OFF_PHYSICAL_OFFSET, (uint64_t)phys[i]);
         put64(r + OFF_STORE_TS_MS, (uint64_t)store_ts);
+        put_epoch(r, epoch);
         put32(r + OFF_CRC, crc32c(be32(r + OFF_CRC), r + PATCH_OFFSET, HS - PATCH_OFFSET));
     }
     out = Py_NewRef(Py_None);
@@ -288,12 +300,13 @@ static uint32_t crc32_ieee(const uint8_t *p, size_t n)
 }
 
 PyDoc_STRVAR(stage_doc,
-"stage(buf, topic, max_record_bytes, count, queue_id, first_qoff, phys, store_ts_ms)\n"
+"stage(buf, topic, max_record_bytes, count, queue_id, first_qoff, phys, store_ts_ms, epoch)\n"
 "    -> (offsets, entries, keyed) or None\n\n"
 "A producer's batch made ready to write at commit-log offset phys, as\n"
 "store/writes.py's scan, seal and entry packing make it: every record checked\n"
 "as scan checks it, and its texts (tags, keys, properties) valid UTF-8; then,\n"
-"in place, sealed as seal seals it (queue offsets from first_qoff). offsets:\n"
+"in place, sealed as seal seals it (queue offsets from first_qoff, the epoch\n"
+"stamped). offsets:\n"
 "each record's commit-log offset; entries: their consume-queue entries\n"
 "(offset, size, the tags' zlib.crc32 or 0: 20 bytes each, big-endian); keyed:\n"
 "(index, keys start, keys length) of the records with keys. None, with buf\n"
@@ -305,9 +318,11 @@ static PyObject *py_stage(PyObject *self, PyObject *args)
     long long max_bytes, first_qoff, phys, store_ts;
     Py_ssize_t count;
     int queue_id;
-    if (!PyArg_ParseTuple(args, "w*y*LniLLL", &b, &t, &max_bytes, &count, &queue_id, &first_qoff,
-                          &phys, &store_ts))
+    unsigned int epoch;
+    if (!PyArg_ParseTuple(args, "w*y*LniLLLI", &b, &t, &max_bytes, &count, &queue_id, &first_qoff,
+                          &phys, &store_ts, &epoch))
         return NULL;
+    epoch &= 0x7FFFFFu;
     PyObject *offsets = NULL, *entries = NULL, *keyed = NULL, *out = NULL;
     int64_t *at = NULL;
     uint32_t *hash = NULL;
@@ -376,6 +391,7 @@ static PyObject *py_stage(PyObject *self, PyObject *args)
         put64(r + OFF_QUEUE_OFFSET, (uint64_t)(first_qoff + i));
         put64(r + OFF_PHYSICAL_OFFSET, (uint64_t)off);
         put64(r + OFF_STORE_TS_MS, (uint64_t)store_ts);
+        put_epoch(r, epoch);
         put32(r + OFF_CRC, crc32c(be32(r + OFF_CRC), r + PATCH_OFFSET, HS - PATCH_OFFSET));
         put64(e, (uint64_t)off);
         put32(e + 8, (uint32_t)size);

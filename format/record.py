@@ -59,6 +59,14 @@ RECORD_MAGIC_V1 = 0xD0E0_0001 - (1 << 32)   # format 1: CRC-32 bodies, no longer
 BLANK_MAGIC = 0xD0E0_0B1A - (1 << 32)
 FLAG_SEQUENCED = 0x1        # flags bit 0: the record opens an idempotent producer's batch
                             # and carries its sequence (common/idempotence.py)
+# flags bits 8..30: the epoch of the master that stored the record (its
+# bytes 56..58, written by the broker, sealed with the rest; 0 in a record
+# stored before epochs were stamped). A message id carries it, so an id never
+# names two messages: a record cut at a failover and the one the next
+# master wrote at the same offset differ in it.
+EPOCH_MASK = 0x7FFFFF
+EPOCH_SHIFT = 8
+EPOCH_AT, EPOCH_BYTES = 56, 3
 
 # The header, field by field: every struct, offset and numpy dtype below is
 # derived from this table.
@@ -255,17 +263,50 @@ def check_record(buf: Buffer, pos: int, limit: int) -> int:
     return int(size)
 
 
-def make_msg_id(broker_group: str, physical_offset: int) -> str:
-    """A message id: the broker group and the record's commit-log offset as 16
-    hex digits, valid on every member of the group (RocketMQ's offset id)."""
-    return f"{broker_group}:{physical_offset:016X}"
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def epoch_stamp(epoch: int) -> bytes:
+    """The bytes 56..58 a master of ``epoch`` writes into each record it stores."""
+    return (epoch & EPOCH_MASK).to_bytes(EPOCH_BYTES, "big")
+
+
+def record_epoch(flags: int) -> int:
+    """The epoch a record's flags carry (0: stored before epochs were stamped)."""
+    return (flags >> EPOCH_SHIFT) & EPOCH_MASK
+
+
+def make_msg_id(broker_group: str, physical_offset: int, epoch: int = 0) -> str:
+    """A message id: the broker group, then 24 hex digits, the epoch of the
+    master that stored the record (8) and its commit-log offset (16). Valid
+    on every member of the group (RocketMQ's offset id, with the epoch: the
+    same offset holds another message after a failover cut the first)."""
+    return f"{broker_group}:{epoch & EPOCH_MASK:08X}{physical_offset:016X}"
+
+
+def parse_msg_id_epoch(msg_id: str) -> tuple[str, int, int | None]:
+    """``(broker group, commit-log offset, epoch)`` of a message id; the
+    epoch is None in an id of the earlier form (16 hex digits, no epoch).
+    ValueError when ``msg_id`` is not a message id."""
+    group, sep, digits = msg_id.rpartition(":")
+    if not sep or not group or len(digits) not in (16, 24) or not _HEX_DIGITS.issuperset(digits):
+        raise ValueError(f"not a duomq message id: {msg_id!r} (<broker group>:<24 hex digits>)")
+    value = int(digits, 16)
+    if len(digits) == 16:
+        return group, value, None
+    return group, value & ((1 << 64) - 1), value >> 64
 
 
 def parse_msg_id(msg_id: str) -> tuple[str, int]:
-    group, sep, hex_offset = msg_id.rpartition(":")
-    if not sep or len(hex_offset) != 16:
-        raise ValueError(f"not a duomq message id: {msg_id!r}")
-    return group, int(hex_offset, 16)
+    """``(broker group, commit-log offset)`` of a message id (either form)."""
+    group, offset, _epoch = parse_msg_id_epoch(msg_id)
+    return group, offset
+
+
+def offset_id(broker_group: str, physical_offset: int) -> str:
+    """The group and a commit-log offset as 16 hex digits: a transaction's id
+    (its half message's place) and the earlier form of a message id."""
+    return f"{broker_group}:{physical_offset:016X}"
 
 
 _TAGS_AT = fields("topic_len", "tags_len")

@@ -38,7 +38,8 @@ _QOFF = 4 + rec.OFFSET["queue_offset"] - rec.SEALED_FROM   # columns within a ro
 _PHYS = 4 + rec.OFFSET["physical_offset"] - rec.SEALED_FROM
 _QID = 4 + rec.OFFSET["queue_id"] - rec.SEALED_FROM
 _STORE_TS = 4 + rec.OFFSET["store_ts_ms"] - rec.SEALED_FROM
-_WRITTEN = _STORE_TS + 8                          # bytes 8..48 are what the broker writes
+_EPOCH = 4 + rec.EPOCH_AT - rec.SEALED_FROM
+_WRITTEN = _EPOCH + rec.EPOCH_BYTES              # bytes 8..59 hold all the broker writes
 U8 = np.uint8
 
 
@@ -81,16 +82,17 @@ def seals(rows: Any) -> Any:
 
 
 def patch_and_seal(buf: bytearray, bounds: Sequence[int], queue_id: int, first_qoff: int,
-                   offsets: Sequence[int], store_ts_ms: int) -> None:
-    """What ``record.PATCH`` and ``record.seal`` do record by record, for a
-    whole producer batch in ``buf``: records at ``bounds[:-1]`` (as
-    ``scan_batch`` returns them, each carrying its payload CRC) get queue id,
-    queue offsets from ``first_qoff``, physical ``offsets`` and the store time,
-    then their stored crc. The born time stays as the producer set it. The C
-    loops do it record by record when there are some (``format/native.py``)."""
+                   offsets: Sequence[int], store_ts_ms: int, epoch: int = 0) -> None:
+    """What ``record.PATCH``, the epoch stamp and ``record.seal`` do record
+    by record, for a whole producer batch in ``buf``: records at
+    ``bounds[:-1]`` (as ``scan_batch`` returns them, each carrying its
+    payload CRC) get queue id, queue offsets from ``first_qoff``, physical
+    ``offsets``, the store time and ``epoch``, then their stored crc. The
+    born time stays as the producer set it. The C loops do it record by
+    record when there are some (``format/native.py``)."""
     loops = native.LOOPS
     if loops is not None:
-        loops.seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms)
+        loops.seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms, epoch)
         return
     n = len(bounds) - 1
     at = np.array(bounds[:-1], np.int64)
@@ -106,5 +108,6 @@ def patch_and_seal(buf: bytearray, bounds: Sequence[int], queue_id: int, first_q
     rows[:, _PHYS:_PHYS + 8] = phys.astype(">i8").view(U8).reshape(n, 8)
     rows[:, _STORE_TS:_STORE_TS + 8] = np.frombuffer(store_ts_ms.to_bytes(8, "big", signed=True),
                                                      U8)
+    rows[:, _EPOCH:_EPOCH + rec.EPOCH_BYTES] = np.frombuffer(rec.epoch_stamp(epoch), U8)
     rows[:, :4] = seals(rows).astype(">u4").view(U8).reshape(n, 4)
     windows(buf, _WRITTEN)[at] = rows[:, :_WRITTEN]

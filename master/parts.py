@@ -46,6 +46,7 @@ class MasterParts:
         ``share``: the share groups' state as the slave kept it (None: the
         share log is replayed)."""
         store.dispatch()
+        store.epoch = epoch          # stamped into every record this term writes (message ids)
         self.flushed_at_start = store.commitlog.flush()
         # all the group holds now: readable from this term's first turn
         self.start_offset = store.commitlog.max_offset

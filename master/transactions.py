@@ -189,7 +189,8 @@ class TransactionService:
             view = self.store.read_record(half.offset)
             if view is None:
                 continue
-            topic = decode_records(view, self.broker_group)[0].properties.get(d.REAL_TOPIC, "")
+            stored = decode_records(view, self.broker_group)[0]
+            name, topic = stored.msg_id, stored.properties.get(d.REAL_TOPIC, "")
             live = sorted((c for c in producers(half.producer_group, topic)
                            if sent.get(c, 0) < CHECKS_PER_PRODUCER and c not in gone),
                           key=lambda c: sent.get(c, 0))
@@ -221,7 +222,8 @@ class TransactionService:
                 continue
             view = self.store.read_record(half.offset)
             msg = decode_records(view, self.broker_group)[0] if view is not None else None
-            out.append({"transaction_id": tx.transaction_id(self.broker_group, half.offset),
+            out.append({"transaction_id": msg.msg_id if msg else
+                        tx.transaction_id(self.broker_group, half.offset),
                         "producer_group": half.producer_group,
                         "topic": msg.properties.get(d.REAL_TOPIC, "") if msg else "",
                         "keys": msg.keys if msg else "", "age_ms": now_ms - half.stored_ms,

@@ -58,6 +58,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSACTION_ENDED: _ClassVar[Status]
     RECEIPT_EXPIRED: _ClassVar[Status]
     QUOTA_EXCEEDED: _ClassVar[Status]
+    MESSAGE_CUT: _ClassVar[Status]
 
 class OffsetQuery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -124,6 +125,7 @@ TRANSACTION_NOT_FOUND: Status
 TRANSACTION_ENDED: Status
 RECEIPT_EXPIRED: Status
 QUOTA_EXCEEDED: Status
+MESSAGE_CUT: Status
 OFFSET_QUERY_UNSPECIFIED: OffsetQuery
 MIN_OFFSET: OffsetQuery
 MAX_OFFSET: OffsetQuery
@@ -545,12 +547,14 @@ class SendBackResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., physical_offset: _Optional[int] = ...) -> None: ...
 
 class GetMessageRequest(_message.Message):
-    __slots__ = ("physical_offset", "consumer_group")
+    __slots__ = ("physical_offset", "consumer_group", "epoch")
     PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     physical_offset: int
     consumer_group: str
-    def __init__(self, physical_offset: _Optional[int] = ..., consumer_group: _Optional[str] = ...) -> None: ...
+    epoch: int
+    def __init__(self, physical_offset: _Optional[int] = ..., consumer_group: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class GetMessageResponse(_message.Message):
     __slots__ = ("record",)

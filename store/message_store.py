@@ -46,6 +46,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         self.config = config
         self.full_logged = -60.0      # monotonic: when a full disk was last logged
         self.cannot_write = ""        # why the last write failed (a full disk); "": it did not
+        self.epoch = 0                # the master's epoch, stamped into each record (MasterParts)
         root = config.data_dir
         os.makedirs(root, exist_ok=True)
         self.commitlog = CommitLog(os.path.join(root, "commitlog"), config.segment_size_bytes)

@@ -50,6 +50,7 @@ class StoreWrites:
     cannot_write: str              # why the last write failed ("": it did not): a full disk
     fresh: Fresh | None            # the batch written last (``reads.Fresh``)
     owed: tuple | None             # a write's second half, not done yet (``finish``)
+    epoch: int                     # stamped into every record written (the master's epoch)
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         raise NotImplementedError       # MessageStore's
@@ -114,14 +115,16 @@ class StoreWrites:
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
         if bulk:
-            seal.patch_and_seal(buf, bounds, queue_id, qoff, offsets, now)
+            seal.patch_and_seal(buf, bounds, queue_id, qoff, offsets, now, self.epoch)
         else:
             patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET
             crc_of, set_crc, ca = crc32c, rec.CRC.pack_into, rec.CRC_OFFSET
             mv, hs = memoryview(buf), rec.HEADER_SIZE
+            stamp, ea = rec.epoch_stamp(self.epoch), rec.EPOCH_AT
             for qo, start, phys, born, c in zip(itertools.count(qoff), bounds, offsets, borns,
                                                 crcs):
                 patch(buf, start + at, queue_id, qo, phys, born, now)
+                buf[start + ea:start + ea + 3] = stamp
                 # seal: the stored crc covers the patched header, continued from the payload's
                 set_crc(buf, start + ca, crc_of(mv[start + at:start + hs], c))
         flat = [0] * (3 * count)   # [phys, size, tag hash] per entry, interleaved in C
@@ -151,7 +154,7 @@ class StoreWrites:
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
         staged = loops.stage(buf, topic_b, self.config.max_message_bytes, count, queue_id, qoff,
-                             seg.base + seg.wrote, now)
+                             seg.base + seg.wrote, now, self.epoch)
         if staged is None:
             return None
         offsets, entries, keyed = staged

@@ -103,7 +103,7 @@ def test_a_half_message_waits_in_the_half_topic_and_commits_as_sent():
     topic, qid, real = decode(requeue.committed(half, LEVELS, 0))
     assert (topic, qid) == (d.SCHEDULE_TOPIC, 0)                     # its delay, at commit
     assert real.properties == {"PGROUP": "pg", "DELAY": "1", "x": "1", "REAL_TOPIC": "T",
-                               "REAL_QID": "3", "TRAN_HALF_ID": "broker-a:0000000000000309"}
+                               "REAL_QID": "3", "TRAN_HALF_ID": "broker-a:000000000000000000000309"}
     plain = stored(props={"TRAN_MSG": "true", "PGROUP": "pg"})
     _, _, half = decode(requeue.schedule(plain, 1, LEVELS, 0))
     assert decode(requeue.committed(half, LEVELS, 0))[:2] == ("T", 1)

@@ -89,14 +89,18 @@ def _constant(text: str, n: int) -> pa.Array:
                                                   pa.py_buffer(b * n)])
 
 
-def _msg_ids(group: str, physical: np.ndarray) -> pa.Array:
-    """``record.make_msg_id`` vectorised: ``<group>:<physical offset as 16
-    hex digits>`` (a test holds the two to the same text)."""
+def _msg_ids(group: str, physical: np.ndarray, flags: np.ndarray) -> pa.Array:
+    """``record.make_msg_id`` vectorised: ``<group>:<epoch as 8 hex digits>
+    <physical offset as 16>``, the epoch from each record's flags (a test
+    holds the two to the same text)."""
     prefix = np.frombuffer(f"{group}:".encode(), np.uint8)
-    n, width = len(physical), len(prefix) + 16
+    n, at = len(physical), len(prefix)
+    width = at + 24
     out = np.empty((n, width), np.uint8)
-    out[:, :len(prefix)] = prefix
-    out[:, len(prefix):] = _HEX[(physical.astype(np.uint64)[:, None] >> _NIBBLE_SHIFTS) & 0xF]
+    out[:, :at] = prefix
+    epochs = (flags.astype(np.int64) >> rec.EPOCH_SHIFT) & rec.EPOCH_MASK
+    out[:, at:at + 8] = _HEX[(epochs.astype(np.uint64)[:, None] >> _NIBBLE_SHIFTS[8:]) & 0xF]
+    out[:, at + 8:] = _HEX[(physical.astype(np.uint64)[:, None] >> _NIBBLE_SHIFTS) & 0xF]
     offsets = np.arange(n + 1, dtype=np.int32) * width
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
                                                   pa.py_buffer(out)])
@@ -149,7 +153,7 @@ def records_to_batch(buf: bytes, topic: str, group: str, queue_id: int) -> pa.Re
         _constant(topic, n), _constant(group, n),
         pa.array(np.full(n, queue_id, np.int32)),
         pa.array(h["queue_offset"].astype("<i8")),
-        _msg_ids(group, h["physical_offset"]),
+        _msg_ids(group, h["physical_offset"], h["flags"]),
         _strings(window, data, keys_at, lk), _strings(window, data, tags_at, lg),
         _properties(buf, props_at, lp),
         _views(window, data, body_at, lb, pa.binary_view(), pa.binary()),

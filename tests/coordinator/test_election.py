@@ -2,6 +2,7 @@ from duomq.coordinator.election import (
     Member,
     Snapshot,
     choose_master,
+    cut_from,
     truncation_point,
 )
 
@@ -68,3 +69,15 @@ def test_silence_counts_only_while_zookeeper_answers():
     assert s.unchanged_for(0.5, 2.5) == 2.0
     s.failed(3.0)                                     # ZooKeeper slow: counted from here
     assert s.unchanged_for(0.5, 4.0) == 1.0
+
+
+def test_cut_from_is_where_a_later_epoch_took_over_the_log():
+    """What the master of an epoch wrote is cut from the lowest start of a
+    later epoch (a lagging promotion may start below an earlier start);
+    nothing is cut of the newest epoch."""
+    history = [(1, 0), (2, 100), (3, 80), (4, 300)]
+    assert cut_from(1, history) == 80
+    assert cut_from(2, history) == 80       # epoch 3 began below epoch 2's start
+    assert cut_from(3, history) == 300
+    assert cut_from(4, history) is None
+    assert cut_from(9, []) is None

@@ -142,7 +142,7 @@ def sealed(c, n, seed=0):
     rnd = random.Random(seed)
     buf = batch(messages(rnd, n))
     bounds = rec.scan_batch(bytearray(buf), b"Orders", LIMIT, n)[0]
-    c.seal(buf, bounds, 3, 77, [1000 + b for b in bounds[:-1]], 1_800_000_000_000)
+    c.seal(buf, bounds, 3, 77, [1000 + b for b in bounds[:-1]], 1_800_000_000_000, 12)
     return buf, bounds
 
 
@@ -150,8 +150,8 @@ def test_seal_matches_record_seal_and_check_record(c):
     buf, bounds = sealed(c, 50)
     for i, at in enumerate(bounds[:-1]):
         h = rec.Header._make(rec.HEADER.unpack_from(buf, at))
-        assert (h.queue_id, h.queue_offset, h.physical_offset, h.store_ts_ms) == \
-               (3, 77 + i, 1000 + at, 1_800_000_000_000)
+        assert (h.queue_id, h.queue_offset, h.physical_offset, h.store_ts_ms,
+                rec.record_epoch(h.flags)) == (3, 77 + i, 1000 + at, 1_800_000_000_000, 12)
         assert rec.check_record(buf, at, len(buf)) == bounds[i + 1] - at   # raises if not sealed
     assert c.first_unsealed(buf, bounds[:-1]) == -1
 
@@ -159,11 +159,11 @@ def test_seal_matches_record_seal_and_check_record(c):
 def test_seal_refuses_a_record_outside_the_buffer_and_a_read_only_one(c):
     buf, bounds = sealed(c, 3)
     with pytest.raises(ValueError, match="not inside the buffer"):
-        c.seal(buf, [0, len(buf) - 10], 0, 0, [0, 1], 0)
+        c.seal(buf, [0, len(buf) - 10], 0, 0, [0, 1], 0, 0)
     with pytest.raises(ValueError, match="values"):
-        c.seal(buf, [0], 0, 0, [0, 1], 0)
+        c.seal(buf, [0], 0, 0, [0, 1], 0, 0)
     with pytest.raises(TypeError):
-        c.seal(bytes(buf), bounds, 0, 0, [0, 1, 2], 0)
+        c.seal(bytes(buf), bounds, 0, 0, [0, 1, 2], 0, 0)
 
 
 @pytest.mark.parametrize("where", ["size", "crc", "queue_id", "queue_offset", "physical_offset",
@@ -207,7 +207,7 @@ def test_scan_and_first_unsealed_on_mutated_batches_agree_with_python_and_never_
             want = None
         got = c.scan(bytes(buf), b"T", limit, count)
         staged_buf = bytearray(buf)
-        staged = c.stage(staged_buf, b"T", limit, count, 1, 0, 64, 1) if count > 0 else None
+        staged = c.stage(staged_buf, b"T", limit, count, 1, 0, 64, 1, 3) if count > 0 else None
         if want is None:     # (texts made invalid UTF-8 here also fail their record's CRC)
             assert got is None
             assert staged is None and staged_buf == buf        # refused, and left as it was
@@ -375,10 +375,10 @@ def test_stage_makes_what_scan_seal_and_the_entries_make(c, seed):
     crcs = []
     bounds, _borns, hashes, keyed = rec.scan_batch(bytearray(buf), b"Orders", LIMIT, n, crcs)
     offsets = [4096 + b for b in bounds[:-1]]
-    seal_mod.patch_and_seal(want_buf, bounds, 5, 1234, offsets, 1_800_000_000_000)
+    seal_mod.patch_and_seal(want_buf, bounds, 5, 1234, offsets, 1_800_000_000_000, seed + 1)
     sizes = [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
     flat = [x for i in range(n) for x in (offsets[i], sizes[i], hashes[i])]
-    got = c.stage(buf, b"Orders", LIMIT, n, 5, 1234, 4096, 1_800_000_000_000)
+    got = c.stage(buf, b"Orders", LIMIT, n, 5, 1234, 4096, 1_800_000_000_000, seed + 1)
     assert got is not None
     g_offsets, g_entries, g_keyed = got
     assert g_offsets == offsets and g_entries == pack_entries(flat, n)
@@ -394,7 +394,7 @@ def test_stage_makes_what_scan_seal_and_the_entries_make(c, seed):
 def test_stage_refuses_what_scan_refuses_and_leaves_the_batch_as_it_was(c, kind, seed):
     buf, topic, limit, count = damaged(random.Random(seed), kind)
     before = bytes(buf)
-    assert c.stage(buf, topic, limit, count, 0, 0, 0, 1) is None
+    assert c.stage(buf, topic, limit, count, 0, 0, 0, 1, 1) is None
     assert bytes(buf) == before
 
 
@@ -409,7 +409,7 @@ def test_stage_refuses_texts_that_are_not_utf8_as_the_python_path_does(c):
         with pytest.raises(rec.RecordError):
             rec.scan_batch(bytearray(r), b"Orders", LIMIT, 1)
         before = bytes(r)
-        assert c.stage(r, b"Orders", LIMIT, 1, 0, 0, 0, 1) is None
+        assert c.stage(r, b"Orders", LIMIT, 1, 0, 0, 0, 1, 1) is None
         assert bytes(r) == before
 
 

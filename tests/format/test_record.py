@@ -26,7 +26,7 @@ def test_layout_and_roundtrip():
     assert (m.topic, m.body, m.tags, m.keys, m.properties) == ("T", b"hello", "TagA", "k1 k2", {"a": "1"})
     assert m.born_timestamp_ms == 1234 and m.born_host == "10.1.2.3:99"
     assert m.key_list == ["k1", "k2"]
-    assert m.msg_id == "broker-a:0000000000000000"
+    assert m.msg_id == "broker-a:000000000000000000000000" and m.epoch == 0
 
 
 def test_each_message_keeps_its_own_born_host():
@@ -221,7 +221,31 @@ def test_partial_structs_read_the_named_fields():
 
 
 def test_message_ids_round_trip():
-    assert rec.make_msg_id("broker-a", 0xABC) == "broker-a:0000000000000ABC"
-    assert rec.parse_msg_id("broker-a:0000000000000ABC") == ("broker-a", 0xABC)
-    with pytest.raises(ValueError):
-        rec.parse_msg_id("broker-a:12")
+    """An id is the group, the storing master's epoch (8 hex digits) and the
+    commit-log offset (16); one of the earlier form (16 digits, no epoch)
+    still parses, with no epoch."""
+    assert rec.make_msg_id("broker-a", 0xABC, 7) == "broker-a:000000070000000000000ABC"
+    assert rec.make_msg_id("broker-a", 0xABC) == "broker-a:000000000000000000000ABC"
+    assert rec.parse_msg_id_epoch("broker-a:000000070000000000000ABC") == ("broker-a", 0xABC, 7)
+    assert rec.parse_msg_id("broker-a:000000070000000000000ABC") == ("broker-a", 0xABC)
+    assert rec.parse_msg_id_epoch("broker-a:0000000000000ABC") == ("broker-a", 0xABC, None)
+    assert rec.parse_msg_id_epoch(rec.make_msg_id("g:x", 2**63 - 1, rec.EPOCH_MASK)) == \
+        ("g:x", 2**63 - 1, rec.EPOCH_MASK)
+    for bad in ("broker-a:12", ":0000000000000ABC", "broker-a0000000000000ABC",
+                "broker-a:+000000000000ABC", "broker-a: 000000000000ABC",
+                "broker-a:00000007000000000000_ABC", "broker-a:0000000700000000000000ABC"):
+        with pytest.raises(ValueError):
+            rec.parse_msg_id_epoch(bad)
+
+
+def test_a_record_carries_the_epoch_of_the_master_that_sealed_it():
+    """Bytes 56..58 (flags bits 8..30) are the broker's: the producer's own
+    bits there are overwritten, its bit 0 (an idempotent batch) kept."""
+    buf = bytearray(rec.encode_record(b"T", b"", b"", b"", b"x", 1,
+                                      flags=0x7F000000 | rec.FLAG_SEQUENCED))
+    buf[rec.EPOCH_AT:rec.EPOCH_AT + rec.EPOCH_BYTES] = rec.epoch_stamp(0x123456)
+    rec.seal(buf, 0)
+    assert rec.check_record(buf, 0, len(buf)) == len(buf)
+    flags = rec.Header._make(rec.HEADER.unpack_from(buf, 0)).flags
+    assert rec.record_epoch(flags) == 0x123456 and flags & rec.FLAG_SEQUENCED
+    assert rec.epoch_stamp(rec.EPOCH_MASK + 5) == rec.epoch_stamp(4)    # 23 bits

@@ -18,10 +18,11 @@ HOST = b"\x7f\0\0\x01\0\0\x27\x10"
 pytestmark = pytest.mark.usefixtures("hot_loops")
 
 
-def one_by_one(buf, bounds, crcs, borns, queue_id, qoff, offsets, now):
+def one_by_one(buf, bounds, crcs, borns, queue_id, qoff, offsets, now, epoch=0):
     for i, (start, c) in enumerate(zip(bounds, crcs, strict=True)):
         rec.PATCH.pack_into(buf, start + rec.PATCH_OFFSET, queue_id, qoff + i, offsets[i],
                             borns[i], now)
+        buf[start + rec.EPOCH_AT:start + rec.EPOCH_AT + rec.EPOCH_BYTES] = rec.epoch_stamp(epoch)
         rec.seal(buf, start)
         assert rec.CRC.unpack_from(buf, start + rec.CRC_OFFSET)[0] == crc32c(
             bytes(buf[start + rec.SEALED_FROM:start + rec.HEADER_SIZE]), c)
@@ -44,9 +45,12 @@ def test_same_bytes_as_record_by_record(n):
     # offsets as if the batch crossed into a new segment half way
     offsets = [(1 << 40) + b if i < n // 2 else (1 << 41) + b for i, b in enumerate(bounds[:-1])]
     expect = bytearray(buf)
-    one_by_one(expect, bounds[:-1], crcs, borns, 1023, 10**15, offsets, 1_800_000_000_123)
-    seal.patch_and_seal(buf, bounds, 1023, 10**15, offsets, 1_800_000_000_123)
+    one_by_one(expect, bounds[:-1], crcs, borns, 1023, 10**15, offsets, 1_800_000_000_123,
+               n * 7919)
+    seal.patch_and_seal(buf, bounds, 1023, 10**15, offsets, 1_800_000_000_123, n * 7919)
     assert buf == expect
+    assert {rec.record_epoch(rec.Header._make(rec.HEADER.unpack_from(buf, at)).flags)
+            for at in bounds[:-1]} == {n * 7919}
     for start, end in itertools.pairwise(bounds):
         assert rec.check_record(buf, start, end) == end - start
         assert rec.CRC.unpack_from(buf, start + rec.CRC_OFFSET)[0] == rec.stored_crc(
