@@ -5,8 +5,8 @@ two slaves, defaults, a 3-server ZooKeeper ensemble), each report kept under
 bench/drills/, and one JSON line per (mode, scenario):
 
   {"mode", "scenario", "rounds", "lost", "unreadable_under_fault", "duplicated", "rto_p50_s",
-   "rto_p99_s", "rto_max_s", "longest_gap_s", "split_brain_s",
-   "guarantees_held", "seed"}
+   "rto_p99_s", "rto_max_s", "longest_gap_s", "split_brain_s", "id_conflicts",
+   "foreign_errors", "guarantees_held", "seed"}
 
 CAMPAIGN="kill-master:50 pause-master:20 ..." and MODES="sync async" choose
 what runs (default: the issue's campaign); --table prints the README table
@@ -50,7 +50,8 @@ def line(mode: str, scenario: str, r: dict) -> dict:
             "lost": r["lost"], "unreadable_under_fault": r.get("unreadable_under_fault"),
             "duplicated": r["duplicated"], "rto_p50_s": p50, "rto_p99_s": p99,
             "rto_max_s": top, "longest_gap_s": r.get("longest_gap_s"),
-            "split_brain_s": r["split_brain_s"], "guarantees_held": r["guarantees_held"],
+            "split_brain_s": r["split_brain_s"], "id_conflicts": r.get("id_conflicts"),
+            "foreign_errors": r.get("foreign_errors"), "guarantees_held": r["guarantees_held"],
             "seed": r.get("notes", {}).get("seed")}
 
 

@@ -14,7 +14,11 @@ back, or not readable while a round's fault was still in place
 (``unreadable_under_fault``: a read that waited for the heal would not see
 an acked message the new master holds but does not show); ``unexpected`` read
 back but never sent; ``duplicated`` extra copies read back; ``recovered`` a
-send not acked (stored, failed, unknown) read back anyway.
+send not acked (stored, failed, unknown) read back anyway. And of the
+client API: ``id_conflicts`` message ids that named two messages (two acked
+sends given one id, or an acked send's id read back on another body);
+``foreign_errors`` sends that raised an exception that is not a duomq error
+(by name).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Op:
     epoch: int = 0           # its master's epoch (0: not known)
     queue: int = -1
     offset: int = -1         # the commit-log offset it was stored at (-1: not known)
+    msg_id: str = ""         # the id the send's answer gave ("": none)
+    foreign: bool = False    # it raised an exception that is not a duomq error
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ class Report:
     truncated_acked: int = -1         # acked sends a broker cut from its log (-1: logs not read)
     recovered: int = 0
     order_violations: int = 0
+    id_conflicts: int = 0             # message ids that named two messages
+    foreign_errors: dict = field(default_factory=dict)   # non-duomq exceptions, by name
     rto_s: list = field(default_factory=list)
     split_brain_s: float = 0.0
     per_round: list = field(default_factory=list)
@@ -182,10 +190,27 @@ def order_violations(ops: list[Op], read_back: list[tuple[int, bytes]]) -> int:
     return bad
 
 
+def id_conflicts(ops: Iterable[Op], read_ids: dict[str, bytes] | None) -> int:
+    """Message ids that named two messages: an id two acked sends were
+    given for different bodies, or an acked send's id that the read-back
+    (``read_ids``: id -> body read) found on another body."""
+    given: dict[str, bytes] = {}
+    bad: set[str] = set()
+    for op in ops:
+        if op.outcome not in ACKED or not op.msg_id:
+            continue
+        if given.setdefault(op.msg_id, op.body) != op.body:
+            bad.add(op.msg_id)
+        elif read_ids is not None and read_ids.get(op.msg_id, op.body) != op.body:
+            bad.add(op.msg_id)
+    return len(bad)
+
+
 def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
           rounds: list[Round], *, durable: bool, ordered: bool = False,
           idempotent: bool = True, cuts: list[Truncation] | None = None,
-          unreadable: set[bytes] | None = None) -> Report:
+          unreadable: set[bytes] | None = None,
+          read_ids: dict[str, bytes] | None = None) -> Report:
     """The report of a drill. ``durable``: the cluster promises no acked
     message is lost (SYNC replication with SYNC_FLUSH): then ``lost`` must
     be 0 and the guarantees fail otherwise. ``idempotent``: the producers
@@ -209,7 +234,8 @@ def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
                recovered=sum(1 for b, op in sent.items()
                              if op.outcome in ("failed", "unknown") and b in counts),
                order_violations=order_violations(ops, read_back) if ordered else 0,
-               split_brain_s=split_brain(ops),
+               split_brain_s=split_brain(ops), id_conflicts=id_conflicts(ops, read_ids),
+               foreign_errors=dict(collections.Counter(op.status for op in ops if op.foreign)),
                lost_bodies=[b.decode(errors="replace") for b in lost[:10]])
     ends = [rd.fault_at for rd in rounds[1:]] + [None]
     last = max((op.ended for op in ops), default=0.0)
@@ -245,6 +271,11 @@ def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
         problems.append(f"two masters of one group acked writes for {r.split_brain_s} s")
     if r.order_violations:
         problems.append(f"{r.order_violations} message(s) read back out of order")
+    if r.id_conflicts:
+        problems.append(f"{r.id_conflicts} message id(s) named two messages")
+    if r.foreign_errors:
+        problems.append(f"sends raised exceptions that are not duomq errors: "
+                        f"{sorted(r.foreign_errors.items())}")
     if any(t is None for t in r.rto_s):
         problems.append("a round ended with no acked write after its fault")
     r.guarantees_held = not problems

@@ -86,16 +86,18 @@ class Workload:
             while not self.stopping.is_set():
                 body = (prefix + f"{seq:09d}").encode()
                 started = time.monotonic()
-                group, epoch, queue, offset = "", 0, -1, -1
+                group, epoch, queue, offset, msg_id, foreign = "", 0, -1, -1, "", False
                 try:
                     r = p.send(Message(self.topic, body), sharding_key=key)
                     outcome, status = outcome_of_result(r), r.status.value
                     group, epoch, queue = r.broker_group, r.epoch, r.queue.queue_id
                     offset = r.physical_offsets[0] if r.physical_offsets else -1
+                    msg_id = r.msg_id
                 except Exception as exc:
                     outcome, status = outcome_of_error(exc), type(exc).__name__
+                    foreign = not isinstance(exc, DuomqError)
                 op = Op(body, worker, seq, started, time.monotonic(), outcome, status, group,
-                        epoch, queue, offset)
+                        epoch, queue, offset, msg_id, foreign)
                 with self.lock:
                     self.ops.append(op)
                 if outcome not in ACKED:
@@ -200,35 +202,43 @@ class FaultReader:
         self.slaves.close()
 
 
-def read_back(zookeeper: str, cluster: str, topic: str,
-              patience_s: float = 0.0) -> list[tuple[int, bytes]]:
+def read_back(zookeeper: str, cluster: str, topic: str, patience_s: float = 0.0,
+              ids: dict[str, bytes] | None = None) -> list[tuple[int, bytes]]:
     """Every body stored in ``topic``, queue by queue from each group's
-    master: ``(queue index, body)`` in each queue's order. A read that
-    fails retriably (ZooKeeper or a master briefly unreachable after a
-    fault) starts again for up to ``patience_s``."""
+    master: ``(queue index, body)`` in each queue's order; ``ids``: filled
+    with each message's id and body. A read that fails retriably (ZooKeeper
+    or a master briefly unreachable after a fault) starts again for up to
+    ``patience_s``."""
     deadline = time.monotonic() + patience_s
     while True:
         try:
-            return _read_back(zookeeper, cluster, topic)
+            if ids is not None:
+                ids.clear()
+            return _read_back(zookeeper, cluster, topic, ids)
         except DuomqError as exc:
             if not exc.retriable or time.monotonic() >= deadline:
                 raise
             time.sleep(1.0)
 
 
-def _read_back(zookeeper: str, cluster: str, topic: str) -> list[tuple[int, bytes]]:
+def _read_back(zookeeper: str, cluster: str, topic: str,
+               ids: dict[str, bytes] | None = None) -> list[tuple[int, bytes]]:
     with PullConsumer(zookeeper, cluster, group=f"drill-audit-{uuid.uuid4().hex[:6]}") as c:
-        return _read_queues(c, topic)
+        return _read_queues(c, topic, ids)
 
 
-def _read_queues(c: PullConsumer, topic: str) -> list[tuple[int, bytes]]:
-    return [(i, body) for i, mq in enumerate(c.queues(topic)) for body in _read_queue(c, mq)]
+def _read_queues(c: PullConsumer, topic: str,
+                 ids: dict[str, bytes] | None = None) -> list[tuple[int, bytes]]:
+    return [(i, body) for i, mq in enumerate(c.queues(topic))
+            for body in _read_queue(c, mq, ids)]
 
 
-def _read_queue(c: PullConsumer, mq) -> list[bytes]:
+def _read_queue(c: PullConsumer, mq, ids: dict[str, bytes] | None = None) -> list[bytes]:
     out: list[bytes] = []
     off = c.min_offset(mq)
     while (r := c.pull(mq, off, 1000)).status is PullStatus.FOUND:
         out.extend(m.body for m in r.messages)
+        if ids is not None:
+            ids.update((m.msg_id, m.body) for m in r.messages)
         off = r.next_offset
     return out

@@ -45,6 +45,9 @@ def summary(report: Report) -> str:
         ("acked, cut from a broker's log", "not read" if r.truncated_acked < 0
          else r.truncated_acked),
         ("order violations", r.order_violations),
+        ("message ids naming two messages", r.id_conflicts),
+        ("non-duomq exceptions", ", ".join(f"{k} {v}" for k, v in sorted(
+            r.foreign_errors.items())) or 0),
         ("RTO p50 / p99 / max (s)", f"{rto['p50']} / {rto['p99']} / {rto['max']}"),
         ("split brain (s)", r.split_brain_s), ("verdict", r.verdict),
     ]

@@ -151,12 +151,14 @@ def _audit(s: DrillSettings, zookeeper: str, cluster: str, zk, driver, group: st
     tell("audit")
     wait_until(lambda: sc.view(zk, cluster, group).whole(expected), s.settle_timeout_s)
     prefix = f"{load.run_id}-".encode()            # the topic may hold earlier runs
-    back = [(q, b) for q, b in read_back(zookeeper, cluster, s.topic, s.settle_timeout_s)
+    ids: dict[str, bytes] = {}
+    back = [(q, b) for q, b in read_back(zookeeper, cluster, s.topic, s.settle_timeout_s, ids)
             if b.startswith(prefix)]
     ops = load.journal()
     report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered,
                    idempotent=s.producer_settings.get("idempotent", True),
-                   cuts=_truncations(driver, zk, cluster, group), unreadable=unreadable)
+                   cuts=_truncations(driver, zk, cluster, group), unreadable=unreadable,
+                   read_ids=ids)
     if readers is not None:
         _check_share(report, readers, zookeeper, cluster, {b for _q, b in back}, prefix,
                      s.settle_timeout_s, tell)

@@ -209,9 +209,11 @@ def prod_docs(root: pathlib.Path) -> list[dict]:
 def secured_docs(root: pathlib.Path, net: Network | None = None
                  ) -> tuple[list[dict], pathlib.Path]:
     """The prod overlay (secured: ``components/auth``) and the
-    ``duomq-credentials`` Secret as the documented steps make it (``duomq
-    auth init --out keys --zookeeper-tls ...``, the admin's file moved out,
-    ``kubectl create secret generic --from-file=keys/``), and the admin's
+    ``duomq-zookeeper-tls`` and ``duomq-credentials`` Secrets as the
+    documented steps make them (``duomq auth init --out keys --zookeeper-tls
+    ...``, the admin's file moved out, the ensemble's key moved to a
+    directory of its own with the CA, ``kubectl create secret generic
+    --from-file=`` of each), and the admin's
     credentials file. With ``net``, the ZooKeeper pods' addresses on it are
     reserved and named in the ensemble's certificate as well, as a user
     adds the names clients outside the cluster use: a drill on the host
@@ -225,6 +227,11 @@ def secured_docs(root: pathlib.Path, net: Network | None = None
             init += ["--zookeeper-host", net.reserve(f"zk-{i}")]
     run_cli(*init)
     shutil.move(keys / "admin.json", admin)
+    tls = root / "zookeeper-tls"                 # the ensemble's key: its pods' Secret alone
+    tls.mkdir()
+    shutil.move(keys / "zookeeper-server.pem", tls / "zookeeper-server.pem")
+    shutil.copy(keys / "zookeeper-ca.pem", tls / "zookeeper-ca.pem")
+    docs.append(secret("duomq-zookeeper-tls", docs, tls))
     docs.append(secret("duomq-credentials", docs, keys))
     return docs, admin
 

@@ -3,7 +3,7 @@ image` builds: a three-server ZooKeeper ensemble and the broker pair
 broker-a, each started as its StatefulSet's pod would be (image, arguments,
 the environment the kubelet builds, the ConfigMap's duomq.toml, uid 10001,
 a read-only root, the data claim as a volume, the pod's DNS names, on a
-podman network), with `components/auth` and the `duomq-credentials` Secret
+podman network), with `components/auth` and the `duomq-credentials` and `duomq-zookeeper-tls` Secrets
 made as deploy/k8s/README.md says (`duomq auth init`, then `kubectl create
 secret generic --from-file`, the real kubectl, client side). The
 manifests' own startup, readiness and liveness probes and preStop hook run
@@ -128,9 +128,9 @@ def user_credentials(cluster, name: str, *allow: str) -> pathlib.Path:
 def test_a_stranger_is_refused_at_once_by_the_brokers_and_zookeeper(cluster):
     for pod in cluster.brokers:
         rc, keys = pod.exec(["ls", "/var/run/secrets/duomq"], 10)
+        # their own keys and the CA: never the ensemble's private key
         assert keys.split() == ["admin-user.key", "broker.key", "broker.key_secret",
-                                "metrics.token", "zookeeper-ca.pem", "zookeeper-server.pem",
-                                "zookeeper.secret"], keys
+                                "metrics.token", "zookeeper-ca.pem", "zookeeper.secret"], keys
     for pod in cluster.zk:                       # only the ensemble's key, certificate and CA
         rc, keys = pod.exec(["ls", "/var/run/secrets/zookeeper-tls"], 10)
         assert keys.split() == ["ca.pem", "server.pem"], keys

@@ -259,7 +259,7 @@ def test_the_zookeeper_ensemble_is_odd_and_consistent(overlay):
             assert extra[f"{store}.location"] == f"{mount}/ca.pem"
         volume = next(v for v in zk["spec"]["template"]["spec"]["volumes"]
                       if v["name"] == "zookeeper-tls")["secret"]
-        assert volume["secretName"] == "duomq-credentials" and \
+        assert volume["secretName"] == "duomq-zookeeper-tls" and \
             {i["key"] for i in volume["items"]} == {"zookeeper-server.pem", "zookeeper-ca.pem"}
         assert [p["containerPort"] for p in c["ports"]] == [2182, 2888, 3888, 7000]   # 7000: metrics
     else:
@@ -306,7 +306,8 @@ USER_SECRETS = set(re.findall(r"create secret generic ([a-z0-9-]+)", AUTH_STEPS)
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_reference_resolves(overlay):
     docs = render(f"overlays/{overlay}")
-    assert USER_SECRETS == {"duomq-credentials", "duomq-spark-credentials", "duomq-metrics"}
+    assert USER_SECRETS == {"duomq-credentials", "duomq-zookeeper-tls", "duomq-spark-credentials",
+                            "duomq-metrics"}
     for doc, _, spec in workloads(docs):
         for kind, holder, key in pod_references(spec):
             if kind == "Secret" and holder[key] in USER_SECRETS:

@@ -125,3 +125,35 @@ def test_an_acked_message_unreadable_while_the_fault_held_is_lost_though_read_ba
     assert async_.lost == 1 and async_.guarantees_held
     clean = check("kill-master", ops, back, [Round(0, "kill", 1.5)], durable=True, unreadable=set())
     assert clean.lost == 0 and clean.guarantees_held
+
+
+def test_an_id_that_names_two_messages_fails_the_run_durable_or_not():
+    """An ASYNC loss is allowed; an id naming two messages never is: two
+    acked sends given one id, or an acked send's id read back on another
+    body (the earlier ids, the offset alone, did after a cut). An id read
+    back on its own body, or a send without an answer, is no conflict."""
+    def sent(body, msg_id, outcome="ok", t=0):
+        return Op(body, 0, 0, t, t + 0.01, outcome, "", "broker-a", 1, 0, 10, msg_id)
+    ops = [sent(b"lost", "broker-a:1:10", t=0), sent(b"next", "broker-a:2:10", t=2),
+           sent(b"x", "", "unknown", t=3)]
+    back = [(0, b"next")]
+    rounds = [Round(0, "kill", 1.0)]
+    ok = check("kill-master", ops, back, rounds, durable=False,
+               read_ids={"broker-a:2:10": b"next"})
+    assert ok.id_conflicts == 0 and ok.guarantees_held and ok.lost == 1
+    reused = check("kill-master", ops, back, rounds, durable=False,
+                   read_ids={"broker-a:1:10": b"next", "broker-a:2:10": b"next"})
+    assert reused.id_conflicts == 1 and not reused.guarantees_held
+    assert "named two messages" in reused.verdict
+    twice = [*ops, sent(b"other", "broker-a:2:10", t=4)]
+    assert check("kill-master", twice, [*back, (0, b"other")], rounds,
+                 durable=False).id_conflicts == 1
+
+
+def test_an_exception_that_is_not_a_duomq_error_fails_the_run():
+    ops = [op(b"a", "ok", 0), op(b"b", "ok", 2),
+           Op(b"c", 0, 2, 3, 3.1, "unknown", "SessionExpiredError", foreign=True),
+           Op(b"d", 0, 3, 4, 4.1, "unknown", "RequestTimeoutError")]
+    r = check("zk-outage", ops, [(0, b"a"), (0, b"b")], [Round(0, "outage", 1.0)], durable=True)
+    assert r.foreign_errors == {"SessionExpiredError": 1}
+    assert not r.guarantees_held and "SessionExpiredError" in r.verdict
