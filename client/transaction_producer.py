@@ -73,17 +73,21 @@ class TransactionSendResult:
 class TransactionProducer(Producer):
     def __init__(self, group: str, checker: Checker | None = None, zookeeper: str | None = None,
                  cluster: str | None = None, **producer_settings):
-        super().__init__(zookeeper, cluster, group=group, **producer_settings)
         self.checker = checker
         # check-backs, answered one at a time off the I/O thread; more than
-        # MAX_QUEUED_CHECKS waiting are dropped (the broker asks again later)
+        # MAX_QUEUED_CHECKS waiting are dropped (the broker asks again later).
+        # Made first: a Producer that refuses its settings closes itself, and
+        # this close runs then (an AttributeError hid the ConfigError)
         self._checks = ThreadPoolExecutor(1, thread_name_prefix="duomq-tx-check")
         self._queued = threading.Semaphore(MAX_QUEUED_CHECKS)
         self.checks_answered = 0
+        super().__init__(zookeeper, cluster, group=group, **producer_settings)
         self.remoting.on_push = self._on_push
 
     def close(self) -> None:
-        self.remoting.on_push = None
+        remoting = getattr(self, "remoting", None)
+        if remoting is not None:
+            remoting.on_push = None
         self._checks.shutdown(wait=False, cancel_futures=True)
         super().close()
 

@@ -19,6 +19,7 @@ from duomq.client import (
 )
 from duomq.common.errors import (
     BadRequestError,
+    ConfigError,
     TransactionEndedError,
     TransactionNotFoundError,
 )
@@ -279,3 +280,13 @@ def test_the_new_master_resumes_the_check_backs(local_cluster):
         wait_for(lambda: [b for b, _ in bodies(zk, cl)] == [b"pending"], 30,
                  "the new master to check it back and commit it")
     assert asked == [r.transaction_id]
+
+
+def test_a_transaction_producer_with_settings_the_group_refuses_says_so(local_cluster):
+    """A send timeout shorter than the group's flush and slave waits is a
+    ConfigError at construction, for a TransactionProducer as for a
+    Producer (its own close ran before its parts were made: AttributeError)."""
+    local_cluster.add_broker("broker-a", 0, flush="SYNC_FLUSH", replication="SYNC")
+    with pytest.raises(ConfigError, match="must exceed the flush and slave timeouts"):
+        TransactionProducer("txg", zookeeper=local_cluster.zookeeper,
+                            cluster=local_cluster.cluster, send_timeout_ms=1000)
