@@ -9,8 +9,10 @@ bench/drills/, and one JSON line per (mode, scenario):
    "foreign_errors", "guarantees_held", "seed"}
 
 CAMPAIGN="kill-master:50 pause-master:20 ..." and MODES="sync async" choose
-what runs (default: the issue's campaign); --table prints the README table
-from the reports already in bench/drills/.
+what runs (default: the issue's campaign); NAME+mixed runs a scenario under
+the mixed load (delayed and transactional producers beside the plain ones,
+``duomq drill run --load mixed``); --table prints the README table from the
+reports already in bench/drills/.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "drills")
-DEFAULT = ("kill-master:50 pause-master:20 partition-master-zookeeper:20 "
+DEFAULT = ("kill-master:50 kill-master+mixed:20 pause-master:20 partition-master-zookeeper:20 "
            "partition-master-slave:20 kill-zookeeper:10 zookeeper-outage:10 random:20")
 SEED = {"sync": 39, "async": 3939}      # the random schedules, replayable
 MODES = {"sync": ["--flush", "sync", "--replication", "sync"],
@@ -89,8 +91,12 @@ def main() -> int:
             for scenario, rounds in plan:
                 report = os.path.join(OUT, f"{scenario}-{mode}.json")
                 seed = ["--seed", str(SEED[mode])] if scenario == "random" else []
-                p = duomq("drill", "run", "--scenario", scenario, "--rounds", rounds,
-                          "--report", report, *seed, env=env, check=False)
+                # NAME+mixed: the scenario under the mixed load (delayed and
+                # transactional producers beside the plain ones)
+                name, _, load = scenario.partition("+")
+                loads = ["--load", load] if load else []
+                p = duomq("drill", "run", "--scenario", name, "--rounds", rounds,
+                          "--report", report, *seed, *loads, env=env, check=False)
                 if not os.path.exists(report):
                     print(json.dumps({"mode": mode, "scenario": scenario, "error":
                                       p.stderr.strip().splitlines()[-1:]}), flush=True)

@@ -118,7 +118,9 @@ def _stored_before(b: BrokerCore, m: MasterParts, r: Request, req: pb.SendReques
             end = entries[-1][0] + entries[-1][1]
             # the ids are the first store's: of the epoch that stored it
             first = stored_record(b, entries[0][0], b.store.commitlog.max_offset)
-            resp.epoch = rec.record_epoch(_FLAGS.unpack_from(first, 0)[0])
+            stored = rec.record_epoch(_FLAGS.unpack_from(first, 0)[0])
+            if stored != b.state.epoch & rec.EPOCH_MASK:
+                resp.stored_epoch = stored
     b.metrics.duplicates_refused += 1
     if m.slaves_missing():
         return True, (pb.SLAVE_NOT_AVAILABLE, (

@@ -53,11 +53,21 @@ def dev(tmp_path, zk_hosts):
 
 
 def test_kill_master_drill_on_a_sync_pair(dev, tmp_path):
+    """Under the mixed load: delayed and transactional producers beside the
+    plain ones, each kind acked and read back, no id naming two messages, no
+    exception that is not a duomq error."""
     env = dev("--slaves", "1", "--flush", "sync", "--replication", "sync")
     report, plot = tmp_path / "drill.json", tmp_path / "drill.png"
-    p, r = drill_run(env, report, "kill-master", 2, "--plot", str(plot))
+    p, r = drill_run(env, report, "kill-master", 2, "--plot", str(plot), "--load", "mixed")
     assert r["rounds"] == 2 and r["lost"] == 0 and r["unexpected"] == 0
     assert r["split_brain_s"] == 0 and r["guarantees_held"]
+    assert r["id_conflicts"] == 0 and r["foreign_errors"] == {}
+    assert r["duplicated"] == r["duplicated_rewrites"]
+    kinds = r["notes"]["acked_by_kind"]
+    assert set(kinds) == {"plain", "delayed", "transactional"} and min(kinds.values()) > 0
+    back = r["notes"]["read_back_by_kind"]
+    assert all(back[k] >= n for k, n in kinds.items()), r["notes"]
+    assert "message ids naming two messages  0" in p.stdout
     assert all(t is not None and t < 20 for t in r["rto_s"]), r["rto_s"]
     assert [pr["epoch_after"] - pr["epoch_before"] for pr in r["per_round"]] == [1, 1]
     # each round read every message acked so far back while its master was still dead

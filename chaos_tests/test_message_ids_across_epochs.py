@@ -86,3 +86,33 @@ def test_an_id_the_failover_cut_says_so_and_never_answers_the_next_message(local
 def local_cluster_roles(zk, cl) -> dict[int, str]:
     from duomq.cli.status_cmd import collect
     return {b["id"]: b.get("role") for b in collect(zk, cl)["brokers"] if b["group"] == "broker-a"}
+
+
+def test_a_retry_answered_by_the_next_master_gives_the_first_stores_id(local_cluster):
+    """An idempotent send stored by the master of one epoch and retried on
+    the next (its answer lost: here a second producer with the same producer
+    id sends the same batch) is answered from the producer state: nothing
+    stored again, the ids those of the first store (its epoch), the answer's
+    epoch the answering master's (a drill's split-brain check reads it)."""
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    sync = dict(flush="SYNC_FLUSH", replication="SYNC", zk_session_timeout_ms=4000)
+    old = local_cluster.add_broker("broker-a", 0, **sync)
+    local_cluster.add_broker("broker-a", 1, **sync)
+    local_cluster.create_topic("Again", queues=1)
+    with PullConsumer(zk, cl, group="where") as c:
+        (mq,) = c.queues("Again")
+    with Producer(zk, cl, producer_id=4242) as p:
+        wait_for(lambda: p.send(Message("Again", b"warm"), queue=mq).ok, what="SYNC acks")
+    with Producer(zk, cl, producer_id=777) as first:
+        stored = first.send(Message("Again", b"once"), queue=mq)
+    assert stored.ok and not stored.duplicate
+    old.kill()
+    wait_for(lambda: master_id(zk, cl) == 1, timeout_s=30, what="the slave to take over")
+    with Producer(zk, cl, producer_id=777, send_timeout_ms=15000) as again:
+        retried = again.send(Message("Again", b"once"), queue=mq)
+    assert retried.duplicate and retried.epoch > stored.epoch
+    assert retried.stored_epoch == stored.epoch and retried.msg_id == stored.msg_id
+    assert retried.msg_ids == stored.msg_ids
+    with PullConsumer(zk, cl, group="audit") as c:
+        assert [m.body for m in c.pull(mq, 0, 10).messages].count(b"once") == 1
+        assert c.get_message(retried.msg_id).body == b"once"

@@ -46,6 +46,10 @@ def add(sub) -> None:
                         "kills one)")
     r.add_argument("--ordered", action="store_true",
                    help="each producer keeps one queue; check per-queue order")
+    r.add_argument("--load", choices=["plain", "mixed"], default="plain",
+                   help="mixed: beside --producers plain ones, a producer of delayed messages "
+                        "(level 1) and a transactional one (each committed), all checked "
+                        "alike (a timer once due; one delivered twice is counted, not failed)")
     r.add_argument("--seed", type=int, default=None,
                    help="the random schedule's seed (default: drawn and printed, to replay "
                         "a failing run)")
@@ -91,7 +95,8 @@ def run(args) -> int:
     settings = DrillSettings(args.scenario, args.rounds, group=args.group, topic=args.topic,
                              producers=args.producers, consumers=args.consumers,
                              consumer=args.consumer,
-                             ordered=args.ordered, seed=seed, duration_s=args.duration,
+                             ordered=args.ordered, load=args.load, seed=seed,
+                             duration_s=args.duration,
                              recovery_timeout_s=args.recovery_timeout,
                              fault_timeout_s=args.fault_timeout)
     import signal

@@ -44,9 +44,11 @@ class SendResult:
     in_sync_replicas: int = 0                 # the master's slaves in sync when it acked
     degraded: bool = False                    # SYNC acked with fewer than sync_replicas
                                               # slaves (the group's min_sync_replicas)
-    epoch: int = 0                            # the group's master epoch that stored it
+    epoch: int = 0                            # the epoch of the group's master that answered
     duplicate: bool = False                   # a retry of a batch stored before: not stored
                                               # again (offsets: the first store's, if known)
+    stored_epoch: int = 0                     # a duplicate's first store's epoch, when it was
+                                              # another master's (0: ``epoch`` stored it)
 
     @property
     def ok(self) -> bool:
@@ -56,7 +58,7 @@ class SendResult:
     def msg_ids(self) -> list[str]:
         """Every message id of the batch (formatted on demand: most callers
         never read them, and formatting 256 ids costs as much as a send)."""
-        group, epoch = self.broker_group, self.epoch
+        group, epoch = self.broker_group, self.stored_epoch or self.epoch
         return [make_msg_id(group, p, epoch) for p in self.physical_offsets]
 
 
@@ -126,12 +128,13 @@ class SendAttempts:
             result = SendResult(send_status, "", mq, -1)
         else:
             offsets = resp.physical_offsets
+            stored = resp.stored_epoch
             result = SendResult(send_status,
-                                make_msg_id(resp.broker_group, offsets[0], resp.epoch)
+                                make_msg_id(resp.broker_group, offsets[0], stored or resp.epoch)
                                 if offsets else "",
                                 mq, resp.queue_offset, offsets, resp.broker_group,
                                 resp.in_sync_replicas, resp.degraded, resp.epoch,
-                                resp.duplicate)
+                                resp.duplicate, stored)
         if (send_status is not SendStatus.SEND_OK and not self.pinned
                 and self.config.retry_another_broker_when_not_store_ok and self._take_retry(mq)):
             self.stored = result

@@ -105,7 +105,8 @@ class TransactionProducer(Producer):
         half.properties = {**msg.properties, tx.TRANSACTION: "true",
                            tx.PRODUCER_GROUP: self.config.group}
         result = self.send(half, sharding_key=sharding_key, queue=queue, timeout_ms=timeout_ms)
-        tid = tx.transaction_id(result.broker_group, result.physical_offsets[0], result.epoch) \
+        tid = tx.transaction_id(result.broker_group, result.physical_offsets[0],
+                                result.stored_epoch or result.epoch) \
             if result.physical_offsets else None
         if result.status is not SendStatus.SEND_OK:
             # stored without the durability asked for (or not at all): no

@@ -76,6 +76,15 @@ class LocalDriver:
         self._zk_paused = False
         self._fills: list[str] = []
         self._resets: list[Resetter] = []
+        # where each broker's log stood when the drill began: its audit reads
+        # what was written since (a dev cluster brought up again in the same
+        # directory appends to the logs of its earlier runs, whose cuts are
+        # not this drill's)
+        self._log_from: dict[str, int] = {}
+        for b in self.state.get("brokers", []):
+            if b.get("log"):
+                with contextlib.suppress(OSError):
+                    self._log_from[b["log"]] = os.path.getsize(b["log"])
 
     # ------------------------------------------------------------ processes
     def kill(self, b: Broker) -> str:
@@ -128,6 +137,9 @@ class LocalDriver:
         for b in (read_dev_state(self.data_dir) or {}).get("brokers", []):
             if b.get("group") == group and b.get("log"):
                 with contextlib.suppress(OSError), open(b["log"], errors="replace") as f:
+                    start = self._log_from.get(b["log"], 0)
+                    if os.path.getsize(b["log"]) >= start:   # else a new file: all of it
+                        f.seek(start)
                     out.append((f"{group}/{b['id']}", f.read()))
         return out
 

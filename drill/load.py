@@ -9,7 +9,16 @@ import threading
 import time
 import uuid
 
-from duomq.client import Message, Producer, PullConsumer, PullStatus, PushConsumer, SendStatus
+from duomq.client import (
+    Message,
+    Producer,
+    PullConsumer,
+    PullStatus,
+    PushConsumer,
+    SendStatus,
+    TransactionProducer,
+    TransactionState,
+)
 from duomq.common.errors import DuomqError, RequestTimeoutError
 from duomq.drill.checker import ACKED, Op
 
@@ -34,14 +43,23 @@ def outcome_of_error(exc: BaseException) -> str:
     return "unknown"
 
 
+DELAY_LEVEL = 1            # the mixed load's timers: the first level (1 s by default)
+DELAY_S = 1.0
+
+
 class Workload:
     """``producers`` threads, each with its own Producer, sending one message
     at a time (bodies ``<run>-<worker>-<seq>``); with ``ordered`` each worker
     keeps one queue (a sharding key), so per-queue order can be checked.
-    ``consumers`` PushConsumer members of one group read along."""
+    ``consumers`` PushConsumer members of one group read along. ``mixed``:
+    beside them, one thread sending delayed messages (delay level 1) and one
+    sending transactional ones (each committed by its local transaction),
+    journaled alike (an acked timer is due ``DELAY_S`` after its ack; a
+    transaction is acked when its half was and its commit answered)."""
 
     def __init__(self, zookeeper: str, cluster: str, topic: str, *, producers: int = 2,
-                 consumers: int = 1, ordered: bool = False, **producer_settings):
+                 consumers: int = 1, ordered: bool = False, mixed: bool = False,
+                 **producer_settings):
         self.zookeeper, self.cluster, self.topic = zookeeper, cluster, topic
         self.run_id = uuid.uuid4().hex[:8]
         self.ordered = ordered
@@ -50,8 +68,10 @@ class Workload:
         self.delivered = 0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.threads = [threading.Thread(target=self._work, args=(w,), daemon=True,
-                                         name=f"drill-producer-{w}") for w in range(producers)]
+        kinds = ["plain"] * producers + (["delayed", "transactional"] if mixed else [])
+        self.threads = [threading.Thread(target=self._work, args=(w, kind), daemon=True,
+                                         name=f"drill-producer-{w}")
+                        for w, kind in enumerate(kinds)]
         self.n_consumers = consumers
         self.consumers: list[PushConsumer] = []
 
@@ -77,27 +97,46 @@ class Workload:
         with self.lock:
             self.delivered += 1
 
-    def _work(self, worker: int) -> None:
+    def _work(self, worker: int, kind: str = "plain") -> None:
         prefix = f"{self.run_id}-{worker}-"
         key = f"drill-{worker}" if self.ordered else None
-        with Producer(self.zookeeper, self.cluster, group=f"drill-{self.run_id}",
-                      **self.settings) as p:
+        transactional = kind == "transactional"
+        if transactional:        # a check-back (its end lost): it committed
+            client: Producer = TransactionProducer(
+                f"drill-{self.run_id}-tx", lambda _m: TransactionState.COMMIT,
+                self.zookeeper, self.cluster, **self.settings)
+        else:
+            client = Producer(self.zookeeper, self.cluster, group=f"drill-{self.run_id}",
+                              **self.settings)
+        with client as p:
             seq = 0
             while not self.stopping.is_set():
                 body = (prefix + f"{seq:09d}").encode()
                 started = time.monotonic()
                 group, epoch, queue, offset, msg_id, foreign = "", 0, -1, -1, "", False
                 try:
-                    r = p.send(Message(self.topic, body), sharding_key=key)
-                    outcome, status = outcome_of_result(r), r.status.value
+                    msg = Message(self.topic, body, delay_level=DELAY_LEVEL
+                                  if kind == "delayed" else 0)
+                    if isinstance(p, TransactionProducer):
+                        t = p.send_in_transaction(msg, _commit, sharding_key=key)
+                        r = t.send_result
+                        outcome, status = outcome_of_result(r), r.status.value
+                        if outcome in ACKED and (t.error or t.local_state
+                                                 is not TransactionState.COMMIT):
+                            outcome, status = "unknown", f"end not confirmed: {t.error}"
+                    else:
+                        r = p.send(msg, sharding_key=key)
+                        outcome, status = outcome_of_result(r), r.status.value
                     group, epoch, queue = r.broker_group, r.epoch, r.queue.queue_id
                     offset = r.physical_offsets[0] if r.physical_offsets else -1
-                    msg_id = r.msg_id
+                    msg_id = r.msg_id if kind == "plain" else ""   # a timer's, a half's: moved
                 except Exception as exc:
                     outcome, status = outcome_of_error(exc), type(exc).__name__
                     foreign = not isinstance(exc, DuomqError)
-                op = Op(body, worker, seq, started, time.monotonic(), outcome, status, group,
-                        epoch, queue, offset, msg_id, foreign)
+                ended = time.monotonic()
+                op = Op(body, worker, seq, started, ended, outcome, status, group,
+                        epoch, queue, offset, msg_id, foreign, kind,
+                        ended + DELAY_S if kind == "delayed" else 0.0)
                 with self.lock:
                     self.ops.append(op)
                 if outcome not in ACKED:
@@ -156,6 +195,10 @@ class Workload:
     def last_status(self) -> str:
         with self.lock:
             return self.ops[-1].status if self.ops else ""
+
+
+def _commit(_msg, _arg) -> TransactionState:
+    return TransactionState.COMMIT
 
 
 class FaultReader:

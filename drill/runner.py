@@ -38,6 +38,7 @@ class DrillSettings:
     consumer: str = "group"          # group: PushConsumers of a consumer group read along;
                                      # share: SimpleConsumer processes of a share group
     ordered: bool = False
+    load: str = "plain"              # mixed: delayed and transactional producers beside
     warmup_s: float = 2.0
     recovery_timeout_s: float = 60.0
     settle_timeout_s: float = 60.0
@@ -82,7 +83,7 @@ def _run(s: DrillSettings, zookeeper: str, cluster: str, driver, zk, progress) -
     _ensure_topic(zk, cluster, s.topic, s.queues)
     load = Workload(zookeeper, cluster, s.topic, producers=s.producers,
                     consumers=s.consumers if s.consumer == "group" else 0,
-                    ordered=s.ordered, **s.producer_settings)
+                    ordered=s.ordered, mixed=s.load == "mixed", **s.producer_settings)
     readers = ShareReaders(zookeeper, cluster, s.topic, f"drill-share-{load.run_id}",
                            s.consumers, f"{load.run_id}-".encode()) \
         if s.consumer == "share" else None
@@ -151,10 +152,13 @@ def _audit(s: DrillSettings, zookeeper: str, cluster: str, zk, driver, group: st
     tell("audit")
     wait_until(lambda: sc.view(zk, cluster, group).whole(expected), s.settle_timeout_s)
     prefix = f"{load.run_id}-".encode()            # the topic may hold earlier runs
+    ops = load.journal()
+    due = max((op.due for op in ops if op.outcome in ACKED), default=0.0)
+    if due > time.monotonic():                 # the last timers: read once they are due
+        time.sleep(due - time.monotonic() + _UnderFault.DUE_MARGIN_S)
     ids: dict[str, bytes] = {}
     back = [(q, b) for q, b in read_back(zookeeper, cluster, s.topic, s.settle_timeout_s, ids)
             if b.startswith(prefix)]
-    ops = load.journal()
     report = check(s.scenario, ops, back, rounds, durable=durable, ordered=s.ordered,
                    idempotent=s.producer_settings.get("idempotent", True),
                    cuts=_truncations(driver, zk, cluster, group), unreadable=unreadable,
@@ -248,6 +252,7 @@ class _UnderFault:
     find joins the run's ``unreadable`` (lost, to the checker)."""
 
     PATIENCE_S = 5.0        # a reader's route moving to the new master
+    DUE_MARGIN_S = 2.0      # a timer due this long before the read must be there
 
     def __init__(self, load: Workload, reader: FaultReader, unreadable: set[bytes], tell):
         self.load, self.reader, self.unreadable, self.tell = load, reader, unreadable, tell
@@ -255,7 +260,9 @@ class _UnderFault:
     def read(self) -> dict:
         self.tell("reading under the fault")
         t = time.monotonic()
-        acked = {op.body for op in self.load.journal() if op.outcome in ACKED}
+        # a timer counts once it has been due a while (the lone master moves it)
+        acked = {op.body for op in self.load.journal() if op.outcome in ACKED
+                 and op.due <= t - self.DUE_MARGIN_S}
         missing = self.reader.unreadable(acked, self.PATIENCE_S)
         self.unreadable |= missing
         return {"read_under_fault": len(acked), "unreadable_under_fault": len(missing),

@@ -74,8 +74,13 @@ def _real_queue(msg: MessageExt, what: str) -> tuple[str, int]:
 
 def due(msg: MessageExt, levels: tuple[int, ...], now_ms: int) -> Requeued:
     """A scheduled message that came due: to its next level if it has a
-    delivery time still ahead, else to its topic."""
-    props = msg.properties
+    delivery time still ahead, else to its topic. It carries the id of its
+    first stored copy (``ORIGIN_MESSAGE_ID``, the id its producer was given):
+    a timer moved again by the next master after a failover (the schedule's
+    progress reaches a slave after the message it moved) is a duplicate its
+    consumer recognises by it."""
+    props = dict(msg.properties)
+    props.setdefault(d.ORIGIN_MESSAGE_ID, msg.msg_id)
     real_topic, real_qid = _real_queue(msg, "scheduled message")
     if d.DELIVER_AT in props:
         try:

@@ -171,7 +171,7 @@ class SendRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., producer_group: _Optional[str] = ..., scheduled: _Optional[bool] = ...) -> None: ...
 
 class SendResponse(_message.Message):
-    __slots__ = ("queue_offset", "physical_offsets", "broker_group", "in_sync_replicas", "degraded", "epoch", "duplicate")
+    __slots__ = ("queue_offset", "physical_offsets", "broker_group", "in_sync_replicas", "degraded", "epoch", "duplicate", "stored_epoch")
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     PHYSICAL_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +179,7 @@ class SendResponse(_message.Message):
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    STORED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     queue_offset: int
     physical_offsets: _containers.RepeatedScalarFieldContainer[int]
     broker_group: str
@@ -186,7 +187,8 @@ class SendResponse(_message.Message):
     degraded: bool
     epoch: int
     duplicate: bool
-    def __init__(self, queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., broker_group: _Optional[str] = ..., in_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., epoch: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+    stored_epoch: int
+    def __init__(self, queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., broker_group: _Optional[str] = ..., in_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., epoch: _Optional[int] = ..., duplicate: _Optional[bool] = ..., stored_epoch: _Optional[int] = ...) -> None: ...
 
 class PullRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "max_wait_ms", "subscription", "max_replica_lag_ms")

@@ -34,7 +34,7 @@ class SendAnswer:
     ``SerializeToString`` giving SendResponse's bytes (C, or protobuf)."""
 
     __slots__ = ("queue_offset", "physical_offsets", "broker_group", "in_sync_replicas",
-                 "degraded", "epoch", "duplicate")
+                 "degraded", "epoch", "duplicate", "stored_epoch")
 
     def __init__(self, broker_group: str, queue_offset: int = 0,
                  physical_offsets: list[int] | None = None, epoch: int = 0,
@@ -46,6 +46,7 @@ class SendAnswer:
         self.degraded = False
         self.epoch = epoch
         self.duplicate = duplicate
+        self.stored_epoch = 0        # a duplicate's first store's, when another epoch's
 
     @classmethod
     def of(cls, fields: tuple) -> SendAnswer:
@@ -59,11 +60,12 @@ class SendAnswer:
                                physical_offsets=self.physical_offsets,
                                broker_group=self.broker_group,
                                in_sync_replicas=self.in_sync_replicas, degraded=self.degraded,
-                               epoch=self.epoch, duplicate=self.duplicate)
+                               epoch=self.epoch, duplicate=self.duplicate,
+                               stored_epoch=self.stored_epoch)
 
     def SerializeToString(self) -> bytes:    # noqa: N802 (protobuf's name: codec calls it)
         wire = WIRE
-        if wire is None:
+        if wire is None or self.stored_epoch:       # the C writer's fields are the first 7
             return self.message().SerializeToString()
         return wire.send_response(self.queue_offset, self.physical_offsets, self.broker_group,
                                   self.in_sync_replicas, self.degraded, self.epoch,

@@ -56,8 +56,12 @@ def test_a_message_asking_for_a_delay_goes_to_its_level_queue_and_back():
     topic, qid, m = decode(requeue.schedule(stored(props={"DELAY": "3", "x": "1"}), 2, LEVELS, 0))
     assert (topic, qid) == (d.SCHEDULE_TOPIC, 2)
     assert m.properties == {"DELAY": "3", "x": "1", "REAL_TOPIC": "T", "REAL_QID": "2"}
+    m.physical_offset, m.broker_group, m.flags = 0x40, "broker-a", 3 << rec.EPOCH_SHIFT
     topic, qid, back = decode(requeue.due(m, LEVELS, 10_000))
-    assert (topic, qid) == ("T", 2) and back.properties == {"x": "1"}
+    # the id of its first stored copy (what its producer was given): a timer
+    # moved twice across a failover is recognised by it
+    assert (topic, qid) == ("T", 2) and back.properties == {
+        "x": "1", "ORIGIN_MESSAGE_ID": "broker-a:000000030000000000000040"}
     assert (back.body, back.tags, back.keys, back.born_timestamp_ms, back.born_host) == \
         (b"b", "tag", "k1 k2", 123, "10.0.0.1:99")
 
@@ -66,9 +70,13 @@ def test_a_delivery_time_rides_the_levels():
     m = stored(props={"DELIVER_AT": str(65_000)})
     topic, qid, s = decode(requeue.schedule(m, 0, LEVELS, 0))
     assert (topic, qid) == (d.SCHEDULE_TOPIC, 4)                      # 1m
+    s.broker_group, s.physical_offset = "broker-a", 7
     topic, qid, s2 = decode(requeue.due(s, LEVELS, 60_000))
     assert (topic, qid) == (d.SCHEDULE_TOPIC, 1)                      # 5s left: 5s
-    assert decode(requeue.due(s2, LEVELS, 65_000))[:2] == ("T", 0)    # due
+    s2.broker_group, s2.physical_offset = "broker-a", 9
+    topic, _qid, last = decode(requeue.due(s2, LEVELS, 65_000))
+    assert topic == "T" and last.properties["ORIGIN_MESSAGE_ID"] == \
+        "broker-a:000000000000000000000007"                             # the first hop's, kept
     assert decode(requeue.schedule(stored(props={"DELIVER_AT": "5"}), 1, LEVELS, 10))[:2] == ("T", 1)
 
 

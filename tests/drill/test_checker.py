@@ -157,3 +157,20 @@ def test_an_exception_that_is_not_a_duomq_error_fails_the_run():
     r = check("zk-outage", ops, [(0, b"a"), (0, b"b")], [Round(0, "outage", 1.0)], durable=True)
     assert r.foreign_errors == {"SessionExpiredError": 1}
     assert not r.guarantees_held and "SessionExpiredError" in r.verdict
+
+
+def test_a_timer_or_a_commit_written_twice_is_counted_not_failed():
+    """A delayed message moved again, or a transaction committed again, by
+    the next master (the record of the first not replicated yet) is a
+    duplicate its consumer recognises: counted in duplicated_rewrites; a
+    plain one fails the run."""
+    def sent(body, kind):
+        return Op(body, 0, 0, 2, 2.01, "ok", "", "broker-a", 1, kind=kind)
+    ops = [sent(b"t", "delayed"), sent(b"x", "transactional"), sent(b"p", "plain")]
+    rounds = [Round(0, "kill", 1.0)]
+    timer = check("kill-master", ops, [(0, b"t"), (0, b"t"), (0, b"x"), (1, b"x"), (0, b"p")],
+                  rounds, durable=True)
+    assert (timer.duplicated, timer.duplicated_rewrites) == (2, 2) and timer.guarantees_held
+    plain = check("kill-master", ops, [(0, b"t"), (0, b"x"), (0, b"p"), (1, b"p")], rounds,
+                  durable=True)
+    assert plain.duplicated == 1 and not plain.guarantees_held
