@@ -4,7 +4,8 @@ after scenario against a fresh dev cluster per durability mode (a master and
 two slaves, defaults, a 3-server ZooKeeper ensemble), each report kept under
 bench/drills/, and one JSON line per (mode, scenario):
 
-  {"mode", "scenario", "rounds", "lost", "unreadable_under_fault", "duplicated", "rto_p50_s",
+  {"mode", "scenario", "rounds", "lost", "unreadable_under_fault", "duplicated",
+   "duplicated_rewrites", "rto_p50_s",
    "rto_p99_s", "rto_max_s", "longest_gap_s", "split_brain_s", "id_conflicts",
    "foreign_errors", "guarantees_held", "seed"}
 
@@ -50,7 +51,8 @@ def line(mode: str, scenario: str, r: dict) -> dict:
     p50, p99, top = rto(r["rto_s"])
     return {"mode": mode, "scenario": scenario, "rounds": r["rounds"], "attempted": r["attempted"],
             "lost": r["lost"], "unreadable_under_fault": r.get("unreadable_under_fault"),
-            "duplicated": r["duplicated"], "rto_p50_s": p50, "rto_p99_s": p99,
+            "duplicated": r["duplicated"], "duplicated_rewrites": r.get("duplicated_rewrites"),
+            "rto_p50_s": p50, "rto_p99_s": p99,
             "rto_max_s": top, "longest_gap_s": r.get("longest_gap_s"),
             "split_brain_s": r["split_brain_s"], "id_conflicts": r.get("id_conflicts"),
             "foreign_errors": r.get("foreign_errors"), "guarantees_held": r["guarantees_held"],
