@@ -216,7 +216,8 @@ def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
     if state is None:
         raise BadRequestError("an end of a transaction is COMMIT or ROLLBACK")
     ended = m.transactions.end(req.half_offset, state, req.producer_group, req.topic,
-                               int(time.time() * 1000), b.store.commitlog.max_offset)
+                               int(time.time() * 1000), b.store.commitlog.max_offset,
+                               req.half_epoch if req.HasField("half_epoch") else None)
     resp = pb.EndTransactionResponse(already=ended.already, epoch=b.state.epoch)
     if ended.message is not None:
         resp.topic, resp.queue_id, resp.physical_offset = ended.message

@@ -8,7 +8,7 @@ from __future__ import annotations
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.errors import BadRequestError
 from duomq.common.message import make_msg_id
-from duomq.common.transaction import parse_transaction_id
+from duomq.common.transaction import parse_transaction_id_epoch
 from duomq.proto import pb
 
 
@@ -64,18 +64,26 @@ def list_(args) -> int:
     return 0
 
 
+def _end_request(offset: int, action: pb.TransactionAction, epoch: int | None
+                 ) -> pb.EndTransactionRequest:
+    req = pb.EndTransactionRequest(half_offset=offset, action=action)
+    if epoch is not None:                # the broker checks the half is of that epoch
+        req.half_epoch = epoch
+    return req
+
+
 def resolve(args) -> int:
     from duomq.client.base import raise_for
     from duomq.client.transaction_producer import UNCONFIRMED
     try:
-        group, offset = parse_transaction_id(args.id)
+        group, offset, epoch = parse_transaction_id_epoch(args.id)
     except ValueError as exc:
         raise BadRequestError(str(exc)) from None
     action = pb.COMMIT if args.commit else pb.ROLLBACK
     with _client(args) as c:
         status, error, resp = c.remoting.call(
             c.master_address(group), pb.END_TRANSACTION,
-            pb.EndTransactionRequest(half_offset=offset, action=action), 30)
+            _end_request(offset, action, epoch), 30)
         if status not in (pb.OK, pb.SLAVE_NOT_AVAILABLE, *UNCONFIRMED):   # ended, if not yet
             raise_for(status, error)                                    # durable as a send
     done = "committed" if args.commit else "rolled back"

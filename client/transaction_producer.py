@@ -141,9 +141,11 @@ class TransactionProducer(Producer):
         its broker group's master, retried there (a new master after a
         failover) until ``timeout_ms``; TransactionEndedError when it ended
         the other way."""
-        group, offset = tx.parse_transaction_id(transaction_id)
+        group, offset, epoch = tx.parse_transaction_id_epoch(transaction_id)
         req = pb.EndTransactionRequest(producer_group=self.config.group, half_offset=offset,
                                        action=_ACTION[state], from_check=from_check, topic=topic)
+        if epoch is not None:            # the broker checks the half is of that epoch
+            req.half_epoch = epoch
         deadline = time.monotonic() + (timeout_ms or self.config.send_timeout_ms) / 1000
         while True:
             try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 
-from duomq.format.record import make_msg_id, offset_id, parse_msg_id
+from duomq.format.record import make_msg_id, offset_id, parse_msg_id, parse_msg_id_epoch
 
 TRANSACTION = "TRAN_MSG"                # "true": a half message
 PRODUCER_GROUP = "PGROUP"               # the producer group that checks it back
@@ -42,6 +42,15 @@ def transaction_id(broker_group: str, half_offset: int, epoch: int | None = None
     if epoch is None:
         return offset_id(broker_group, half_offset)
     return make_msg_id(broker_group, half_offset, epoch)
+
+
+def parse_transaction_id_epoch(text: str) -> tuple[str, int, int | None]:
+    """``(broker group, the half message's offset, its epoch or None)``."""
+    try:
+        return parse_msg_id_epoch(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a transaction id (a half message's id, "
+                         f"<broker group>:<24 hex digits>)") from None
 
 
 def parse_transaction_id(text: str) -> tuple[str, int]:

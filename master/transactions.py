@@ -117,9 +117,11 @@ class TransactionService:
         return msgs[0]
 
     def end(self, half_offset: int, state: TransactionState, producer_group: str, topic: str,
-            now_ms: int, visible_end: int) -> Ended:
+            now_ms: int, visible_end: int, half_epoch: int | None = None) -> Ended:
         """Commit or roll back the transaction of ``half_offset``; a repeated
-        end changes nothing, a contradicting one is refused."""
+        end changes nothing, a contradicting one is refused. ``half_epoch``:
+        the epoch its id names; a half stored by another epoch's master is
+        another transaction (a failover cut the one named): not found."""
         if state is TransactionState.UNKNOWN:
             raise BadRequestError("a transaction ends with COMMIT or ROLLBACK")
         name = tx.transaction_id(self.broker_group, half_offset)
@@ -131,6 +133,11 @@ class TransactionService:
             if outcome is not Outcome.ALREADY and outcome is not Outcome.CONFLICT:
                 raise
             msg = None                           # ended, and its half since deleted
+        if msg is not None and half_epoch is not None and msg.epoch != half_epoch & rec.EPOCH_MASK:
+            raise TransactionNotFoundError(
+                f"no transaction {tx.transaction_id(self.broker_group, half_offset, half_epoch)}"
+                f": offset {half_offset} holds the half message {msg.msg_id}, stored by the "
+                f"master of epoch {msg.epoch} (a failover cut the one named): nothing ended")
         if msg is not None and producer_group and (
                 msg.properties.get(tx.PRODUCER_GROUP) != producer_group
                 or msg.properties.get(d.REAL_TOPIC) != topic):

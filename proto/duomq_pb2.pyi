@@ -587,18 +587,20 @@ class QueryByKeyResponse(_message.Message):
     def __init__(self, count: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class EndTransactionRequest(_message.Message):
-    __slots__ = ("producer_group", "half_offset", "action", "from_check", "topic")
+    __slots__ = ("producer_group", "half_offset", "action", "from_check", "topic", "half_epoch")
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     HALF_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     FROM_CHECK_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    HALF_EPOCH_FIELD_NUMBER: _ClassVar[int]
     producer_group: str
     half_offset: int
     action: TransactionAction
     from_check: bool
     topic: str
-    def __init__(self, producer_group: _Optional[str] = ..., half_offset: _Optional[int] = ..., action: _Optional[_Union[TransactionAction, str]] = ..., from_check: _Optional[bool] = ..., topic: _Optional[str] = ...) -> None: ...
+    half_epoch: int
+    def __init__(self, producer_group: _Optional[str] = ..., half_offset: _Optional[int] = ..., action: _Optional[_Union[TransactionAction, str]] = ..., from_check: _Optional[bool] = ..., topic: _Optional[str] = ..., half_epoch: _Optional[int] = ...) -> None: ...
 
 class EndTransactionResponse(_message.Message):
     __slots__ = ("already", "topic", "queue_id", "physical_offset", "epoch")

@@ -290,3 +290,32 @@ def test_a_transaction_producer_with_settings_the_group_refuses_says_so(local_cl
     with pytest.raises(ConfigError, match="must exceed the flush and slave timeouts"):
         TransactionProducer("txg", zookeeper=local_cluster.zookeeper,
                             cluster=local_cluster.cluster, send_timeout_ms=1000)
+
+
+def test_an_end_naming_another_epochs_half_ends_nothing(local_cluster):
+    """A transaction id carries its half message's epoch: an end whose id
+    names another epoch than the half at that offset (a failover cut the
+    one named and another half took its place) is not found and ends
+    nothing; the id as given, or its earlier form (no epoch), ends it."""
+    local_cluster.add_broker("broker-a", 0)
+    local_cluster.create_topic("Orders", 1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    with TransactionProducer("orders", zookeeper=zk, cluster=cl) as p:
+        pending = p.send_in_transaction(Message("Orders", b"later"),
+                                        lambda m, a: TransactionState.UNKNOWN)
+        other = p.send_in_transaction(Message("Orders", b"too"),
+                                      lambda m, a: TransactionState.UNKNOWN)
+        tid = pending.transaction_id
+        group, digits = tid.rsplit(":", 1)
+        assert int(digits[:8], 16) == pending.send_result.epoch >= 1
+        forged = f"{group}:{int(digits[:8], 16) + 1:08X}{digits[8:]}"
+        with pytest.raises(TransactionNotFoundError, match="a failover cut the one named"):
+            p.end_transaction(forged, "Orders", TransactionState.COMMIT)
+        assert bodies(zk, cl) == []                               # nothing ended
+        assert not p.end_transaction(tid, "Orders", TransactionState.COMMIT).already
+        # the earlier form: the other one ended by it, the first seen as ended
+        assert not p.end_transaction(f"{group}:{other.transaction_id[-16:]}", "Orders",
+                                     TransactionState.COMMIT).already
+        assert p.end_transaction(f"{group}:{digits[8:]}", "Orders",
+                                 TransactionState.COMMIT).already
+    assert sorted(b for b, _ in bodies(zk, cl)) == [b"later", b"too"]
