@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 
-from duomq.format.record import make_msg_id, offset_id, parse_msg_id, parse_msg_id_epoch
+from duomq.format.record import make_msg_id, offset_id, parse_msg_id_epoch
 
 TRANSACTION = "TRAN_MSG"                # "true": a half message
 PRODUCER_GROUP = "PGROUP"               # the producer group that checks it back
@@ -56,8 +56,5 @@ def parse_transaction_id_epoch(text: str) -> tuple[str, int, int | None]:
 def parse_transaction_id(text: str) -> tuple[str, int]:
     """``(broker group, the half message's commit-log offset)``; ValueError
     when ``text`` is not a transaction id."""
-    try:
-        return parse_msg_id(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a transaction id (a half message's id, "
-                         f"<broker group>:<24 hex digits>)") from None
+    group, offset, _epoch = parse_transaction_id_epoch(text)
+    return group, offset

@@ -79,10 +79,12 @@ def choose_master(s: Snapshot) -> Decision:
 
 def truncation_point(local_epoch: int, local_max: int, history: list[tuple[int, int]]) -> int:
     """Where a broker whose log was last written in ``local_epoch`` must cut it
-    before following: the start offset of the first later epoch in
-    ``history`` [(epoch, start_offset)], or its own end if none is later."""
-    later = [start for epoch, start in sorted(history) if epoch > local_epoch]
-    return min(local_max, later[0]) if later else local_max
+    before following: where the group's log stopped holding what that
+    epoch wrote (``cut_from``: the lowest start of a later epoch, which a
+    lagging promotion may put below the next epoch's), or its own end if
+    no epoch is later."""
+    cut = cut_from(local_epoch, history)
+    return local_max if cut is None else min(local_max, cut)
 
 
 def cut_from(epoch: int, history: Iterable[tuple[int, int]]) -> int | None:

@@ -44,6 +44,11 @@ def test_truncation_point():
     assert truncation_point(2, 4000, history) == 4000   # behind the epoch-3 start: keep all
     assert truncation_point(2, 7000, history) == 5000
     assert truncation_point(3, 7000, history) == 7000   # current epoch: nothing to cut
+    # a lagging promotion started epoch 3 below epoch 2's start: an epoch-1
+    # broker keeps nothing past it (bytes 900..1000 are epoch 3's now)
+    lagging = [(1, 0), (2, 1000), (3, 900)]
+    assert truncation_point(1, 1500, lagging) == 900
+    assert truncation_point(2, 1500, lagging) == 900
 
 
 
