@@ -99,9 +99,9 @@ class BrokerProcess:
         self.broker_id = broker_id
         self.data_dir = data_dir
         spare = free_ports(3)        # distinct: the broker refuses two settings on one port
-        self.port = settings.pop("port", None) or spare[0]
-        self.ha_port = settings.pop("ha_port", None) or spare[1]
-        self.metrics_port = settings.pop("metrics_port", None) or spare[2]
+        given = [settings.pop(k, None) for k in ("port", "ha_port", "metrics_port")]
+        self.port, self.ha_port, self.metrics_port = (g or p for g, p in zip(given, spare))
+        self._picked = not any(given)    # every port ours: another pick if one is taken
         self.settings = settings
         self.env = env or {}          # extra environment (fault injection)
         self.proc: subprocess.Popen | None = None
@@ -123,13 +123,32 @@ class BrokerProcess:
         return args
 
     def start(self, wait: bool = True, timeout_s: float = 30) -> BrokerProcess:
+        for attempt in range(3):
+            mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+            self._spawn()
+            if not wait:
+                return self
+            try:
+                self.wait_registered(timeout_s)
+                return self
+            except RuntimeError:
+                # a port picked free was bound by another process before this
+                # broker bound it: once more on other ports, when they are ours
+                if not (self._picked and attempt < 2 and self._port_taken(mark)):
+                    raise
+                self.port, self.ha_port, self.metrics_port = free_ports(3)
+        return self
+
+    def _port_taken(self, since: int) -> bool:
+        with open(self.log_path, "rb") as f:
+            f.seek(since)
+            return b"cannot listen" in f.read() and not self.alive()
+
+    def _spawn(self) -> None:
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv(), stdout=logf, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
         logf.close()
-        if wait:
-            self.wait_registered(timeout_s)
-        return self
 
     def wait_registered(self, timeout_s: float = 30) -> None:
         if self.proc is None:

@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from duomq.coordinator import zk as zkutil
+from duomq.dev import ports
 from duomq.dev.zookeeper import launch
 from duomq.drill.netfilter import Netfilter
 from duomq.testing.harness import LocalCluster, run_cli
@@ -29,6 +30,12 @@ def pytest_configure(config):
     os.environ.setdefault("DUOMQ_SEGMENT_SIZE_BYTES", str(TEST_SEGMENT_BYTES))
     # a key-index file reserves 4 bytes per slot: 2 MB here instead of 20 MB
     os.environ.setdefault("DUOMQ_INDEX_SLOT_COUNT", str(TEST_INDEX_SLOTS))
+    # each pytest-xdist worker (and what it starts) picks server ports from
+    # its own slice: two workers' brokers never start on one port
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit():
+        os.environ.setdefault(ports.SLICE_ENV, f"{worker[2:]}/{count}")
 
 
 # Fixtures whose tests run on one pytest-xdist worker, in the order
