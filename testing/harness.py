@@ -100,7 +100,7 @@ class BrokerProcess:
         self.data_dir = data_dir
         spare = free_ports(3)        # distinct: the broker refuses two settings on one port
         given = [settings.pop(k, None) for k in ("port", "ha_port", "metrics_port")]
-        self.port, self.ha_port, self.metrics_port = (g or p for g, p in zip(given, spare))
+        self.port, self.ha_port, self.metrics_port = (g or p for g, p in zip(given, spare, strict=True))
         self._picked = not any(given)    # every port ours: another pick if one is taken
         self.settings = settings
         self.env = env or {}          # extra environment (fault injection)

@@ -3,6 +3,7 @@ range, which outgoing connections take their local ports from (a port
 picked there was taken by another worker's connection before the broker
 bound it: "Address already in use")."""
 
+import itertools
 import os
 import socket
 
@@ -41,7 +42,7 @@ def test_a_connection_never_takes_a_picked_port():
 def test_slices_are_disjoint_and_cover_the_span():
     span = (10_000, 32_767)
     parts = [port_slice(span, f"{i}/3") for i in range(3)]
-    assert parts[0][0] == span[0] and all(a[1] + 1 == b[0] for a, b in zip(parts, parts[1:]))
+    assert parts[0][0] == span[0] and all(a[1] + 1 == b[0] for a, b in itertools.pairwise(parts))
     assert span[1] - parts[-1][1] < 3                  # at most the remainder left over
     for bad in ("", "x", "3/3", "-1/2", "1/0", "0/1000"):
         assert port_slice(span, bad) == span, bad
