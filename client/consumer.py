@@ -7,12 +7,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from duomq.client.base import ClientBase, raise_for
-from duomq.client.cluster.members import Members, read_target
+from duomq.client.cluster.members import Members, read_candidates, read_target
 from duomq.client.metrics import error_name
 from duomq.common.client_config import ConsumerConfig
 from duomq.common.errors import (
     BadRequestError,
     BrokerSystemError,
+    BrokerUnreachableError,
     NoRouteError,
     ReplicaLagError,
     RequestTimeoutError,
@@ -252,8 +253,7 @@ class PullConsumer(ClientBase):
         req = pb.GetMessageRequest(physical_offset=offset, consumer_group=self.group)
         if epoch is not None:          # the broker checks the record is of that epoch
             req.epoch = epoch
-        status, error, resp = self.remoting.call(self._lookup_address(group), pb.GET_MESSAGE,
-                                                 req, self.timeout_s)
+        status, error, resp = self._lookup(group, pb.GET_MESSAGE, req)
         raise_for(status, error)
         return decode_records(resp.record, group)[0]
 
@@ -270,22 +270,30 @@ class PullConsumer(ClientBase):
                                    end_timestamp_ms=end_ms, max_num=max_num)
         found: list[MessageExt] = []
         for group in sorted({mq.broker_group for mq in self.queues(topic)}):
-            status, error, resp = self.remoting.call(self._lookup_address(group),
-                                                     pb.QUERY_BY_KEY, req, self.timeout_s)
+            status, error, resp = self._lookup(group, pb.QUERY_BY_KEY, req)
             raise_for(status, error)
             found += decode_records(resp.records, group)
         found.sort(key=lambda m: m.store_timestamp_ms, reverse=True)
         return found[:max_num]
 
-    def _lookup_address(self, group: str) -> str:
-        """Where a lookup goes: the group's master, else any live member."""
-        try:
-            return self.master_address(group)
-        except NoRouteError:
-            target = read_target(self.members.of(group), "slave_preferred", None)
-            if target is None:
+    def _lookup(self, group: str, request_type: int, req) -> tuple:
+        """A lookup's answer from the group's master, else from each live
+        member in turn: one that cannot be reached is passed over (a killed
+        master's node outlives it until its session expires, and its slave
+        holds all it acked)."""
+        candidates = [m.address for m in read_candidates(self.members.of(group), "master")]
+        if not candidates:
+            try:
+                candidates = [self.master_address(group)]       # a route, without members
+            except NoRouteError:
                 raise NoRouteError(f"no live broker of group {group!r}") from None
-            return target.address
+        for i, address in enumerate(candidates):
+            try:
+                return self.remoting.call(address, request_type, req, self.timeout_s)
+            except BrokerUnreachableError:
+                if i == len(candidates) - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def _query(self, mq: MessageQueue, query: pb.OffsetQuery, timestamp_ms: int = 0) -> int:
         """An offset of ``mq`` from the member reads go to; a slave beyond
