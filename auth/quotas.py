@@ -17,8 +17,11 @@ KIND=N``, kept in its user node) replace them. Per user, on each broker:
   open_transactions  its transactions' half messages not ended yet
   clients       client ids its heartbeats name (the broker tracks 100,000 in
                 all: one user filling the table shut every other user out)
+  connections   its connections that sent a request (each one's answers,
+                held pulls and POPs are kept apart by the broker)
 
-A name a user stops using for ``USE_TTL_S`` no longer counts. The broker's
+A name a user stops using for ``USE_TTL_S`` no longer counts (a connection
+closed counts until then). The broker's
 own key and an unsecured broker count nothing.
 """
 
@@ -31,7 +34,7 @@ from duomq.common.errors import ConfigError, QuotaExceededError
 USE_TTL_S = 120.0            # a group a user has not used this long stops counting
 KINDS = {"groups": "consumer groups", "share_groups": "share groups",
          "held_pops": "POPs held at once", "open_transactions": "transactions open",
-         "clients": "client ids heard"}
+         "clients": "client ids heard", "connections": "connections"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Quotas:
     held_pops: int = 1000
     open_transactions: int = 10_000
     clients: int = 1000
+    connections: int = 1000
 
     def __post_init__(self):
         for f in fields(self):
@@ -89,9 +93,10 @@ class UsageBook:
             for n in [n for n, at in used.items() if now - at > USE_TTL_S]:
                 del used[n]
             if len(used) >= limit:
+                what = "a new one" if kind == "connections" else repr(name)
                 raise QuotaExceededError(
                     f"user {user!r} uses {len(used)} {KINDS[kind]} on this broker, its quota "
-                    f"{kind} ({limit}): {name!r} is refused (stop using some, or an admin "
+                    f"{kind} ({limit}): {what} is refused (stop using some, or an admin "
                     f"raises it: duomq auth user update {user} --quota {kind}=N)")
         used[name] = now
 

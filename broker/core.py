@@ -62,7 +62,7 @@ class BrokerCore:
         self.usage = UsageBook()            # ... and what each user uses (auth.quotas)
         self.quotas = Quotas(config.quota_groups, config.quota_share_groups,
                              config.quota_held_pops, config.quota_open_transactions,
-                             config.quota_clients)
+                             config.quota_clients, config.quota_connections)
         # auth = true: makes the ZooKeeper nodes of consumer groups a client
         # names, for its clients to join (``auth.zk_keeper``; any thread)
         self.group_nodes: Callable[[Iterable[str]], None] | None = None
@@ -94,7 +94,7 @@ class BrokerCore:
                 if group in c.producer_groups and self.lacks(c.user, pub) is None]
 
     def admit(self, user: str | None, kind: str, name: str) -> None:
-        """Count ``name`` (a group) as used by ``user``, or QuotaExceededError
+        """Count ``name`` (a group, a client id, a connection) as used by ``user``, or QuotaExceededError
         when its quota of ``kind`` is used up (``auth.quotas``; nothing is
         counted without auth or for the broker's own key)."""
         if self.guard is None or user is None:

@@ -16,7 +16,7 @@ from duomq.broker.core import BrokerCore
 from duomq.broker.metrics import STORED
 from duomq.broker.outbox import Outbox
 from duomq.broker.requests import Answer, Handler, Request
-from duomq.common.errors import REJECTED, DuomqError, answer_for
+from duomq.common.errors import REJECTED, DuomqError, QuotaExceededError, answer_for
 from duomq.format.record import RecordError
 from duomq.proto import codec, pb
 
@@ -60,7 +60,8 @@ class Dispatcher:
                 return None
         guard = self.guard
         if guard is not None:
-            refused = guard.check(who, request)
+            # the connection counted first: a refused request is served too
+            refused = self._admit(request) or guard.check(who, request)
             if refused is not None:
                 self.reply(identity, request.request_id, request.type, *refused, None)
                 return None
@@ -76,6 +77,15 @@ class Dispatcher:
         if request.type == pb.SEND and (answer is None or answer[0] in STORED):
             self.core.metrics.stored(request.message)   # acked now or when durable; counted
         return None                                     # once the answer is on its way
+
+    def _admit(self, request: Request) -> tuple[int, str] | None:
+        """The user's connection counted (``auth.quotas``: connections), or
+        the refusal when its quota of them is used up."""
+        try:
+            self.core.admit(request.user, "connections", request.identity.hex())
+        except QuotaExceededError as exc:
+            return answer_for(exc)
+        return None
 
     def decode(self, identity: bytes, data: bytes, who: str | None) -> Request:
         """A request read with protobuf; raises FrameError."""

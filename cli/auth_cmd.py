@@ -103,7 +103,8 @@ def add(sub) -> None:
             u.add_argument("--out", metavar="FILE", help="write the user's credentials here")
             u.add_argument("--quota", action="append", default=[], metavar="KIND=N",
                            help="the user's own quota in place of the brokers' (repeat; "
-                                "groups, share_groups, held_pops, open_transactions, clients; "
+                                "groups, share_groups, held_pops, open_transactions, clients, "
+                                "connections; "
                                 "on update, KIND= drops it)")
         if name == "update":
             u.add_argument("--rotate", action="store_true",

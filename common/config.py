@@ -200,6 +200,7 @@ class BrokerConfig:
     quota_held_pops: int = 1000              # POPs of one user held at once here
     quota_open_transactions: int = 10_000    # transactions of one user open at once here
     quota_clients: int = 1000                # client ids one user's heartbeats name here
+    quota_connections: int = 1000            # connections of one user that sent a request here
     # --- share groups (SimpleConsumer: POP and SHARE_ACK)
     share_max_held: int = 10_000             # messages one share group holds on this broker
                                              # (in flight, or waiting to be delivered again)
@@ -252,7 +253,7 @@ class BrokerConfig:
         if self.flush_least_pages < 0:
             raise ConfigError("flush_least_pages: must be >= 0")
         for name in ("quota_groups", "quota_share_groups", "quota_held_pops",
-                     "quota_open_transactions", "quota_clients"):
+                     "quota_open_transactions", "quota_clients", "quota_connections"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.busy_poll_us <= MAX_BUSY_POLL_US:

@@ -36,6 +36,20 @@ def test_a_users_own_quotas_replace_the_defaults_and_bad_ones_are_named():
         with pytest.raises(ConfigError, match=error):
             parse([text])
     with pytest.raises(ConfigError, match="not a quota"):
-        Quotas().over({"connections": 3})
+        Quotas().over({"topics": 3})
     with pytest.raises(ConfigError, match="is not a count"):
         Quotas(groups=-1)
+
+
+def test_a_connection_past_the_quota_is_refused_without_naming_its_routing_id():
+    book = UsageBook()
+    for identity in ("00a1", "00a2"):
+        book.admit("u", "connections", identity, 2, 0.0)
+    book.admit("u", "connections", "00a1", 2, 1.0)               # in use: free
+    with pytest.raises(QuotaExceededError) as refused:
+        book.admit("u", "connections", "00a3", 2, 2.0)
+    text = str(refused.value)
+    assert "uses 2 connections" in text and "quota connections (2)" in text
+    assert "a new one is refused" in text and "00a3" not in text
+    assert Quotas().connections == 1000
+    book.admit("u", "connections", "00a3", 2, 2.0 + USE_TTL_S + 1)   # the others closed

@@ -37,6 +37,7 @@ class Users:
         self.zk = zkutil.connect(zk)
         self.users = UserAdmin(self.zk, cl)
         self.clients: list[RemotingClient] = []
+        self.keys: dict[str, KeyPair] = {}
         self.n = 0
 
     def client(self, allow: list[Permission], address: str,
@@ -46,6 +47,7 @@ class Users:
         admits (it learns of users by watch)."""
         self.n += 1
         name, keys = f"u{self.n}", KeyPair.new()
+        self.keys[name] = keys
         self.users.add(User(name, keys.public, Policy(tuple(allow)), quotas=quotas))
         deadline = time.monotonic() + 10
         while True:
@@ -60,6 +62,13 @@ class Users:
                 time.sleep(0.05)
         self.clients.append(c)
         return name, c
+
+    def again(self, name: str) -> RemotingClient:
+        """Another client (its own connection) of the user ``name``."""
+        c = RemotingClient(name, Credentials(name, self.keys[name],
+                                             self.admin.broker_public_key))
+        self.clients.append(c)
+        return c
 
     def close(self):
         for c in self.clients:
@@ -462,6 +471,17 @@ def test_each_quota_bounds_what_one_user_makes_and_no_other(world):
                                         pb.HeartbeatRequest(client_id=cid), 10)
         assert status == want, (cid, status, error)
     assert "quota clients (2)" in error
+    # connections: a user's third connection is refused, its first two go on
+    cn_name, first = users.client(rights, master.address, (("connections", 2),))
+    second, third = users.again(cn_name), users.again(cn_name)
+
+    def beat(c, cid: str) -> tuple:
+        return c.call(master.address, pb.HEARTBEAT, pb.HeartbeatRequest(client_id=cid), 10)
+    assert beat(second, "n2")[0] == pb.OK          # the first counted at its first request
+    status, error, _ = beat(third, "n3")
+    assert status == pb.QUOTA_EXCEEDED and "quota connections (2)" in error, (status, error)
+    assert "a new one is refused" in error
+    assert beat(first, "n1")[0] == pb.OK and beat(second, "n2")[0] == pb.OK
     # another user is not touched by this one's use, and has the broker's defaults
     _, other = users.client(rights, master.address)
     for g in ("q4", "q5", "q6", "q7"):
