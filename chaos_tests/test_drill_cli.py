@@ -284,12 +284,15 @@ def test_disk_full_master_needs_a_volume_of_its_own(dev):
 def test_share_group_drills_kill_a_reader_and_the_master(dev, tmp_path):
     """`--consumer share`: three SimpleConsumer processes of a share group read
     along; kill-consumer kills the one holding the most, kill-master kills a
-    SYNC pair's master. Every stored message is acked exactly once (or
-    dead-lettered), none is delivered after its ack."""
+    SYNC pair's master under the mixed load (timers come due and
+    transactions commit on the lone master, read by the share group). Every
+    stored message is acked exactly once (or dead-lettered), none is
+    delivered after its ack."""
     env = dev("--slaves", "1", "--flush", "sync", "--replication", "sync")
     for scenario in ("kill-consumer", "kill-master"):
+        mixed = ("--load", "mixed") if scenario == "kill-master" else ()
         p, r = drill_run(env, tmp_path / f"{scenario}.json", scenario, 2, "--consumer", "share",
-                         "--consumers", "3")
+                         "--consumers", "3", *mixed)
         share = r["notes"]["share"]
         assert r["guarantees_held"] and r["lost"] == 0, r["verdict"]
         assert share["drained"] and share["unaccounted"] == 0, share
@@ -297,6 +300,13 @@ def test_share_group_drills_kill_a_reader_and_the_master(dev, tmp_path):
         assert share["acked"] + share["acks_unknown"] + share["dead_lettered"] >= \
             r["notes"]["read_back"] > 0, share
         assert "share group:" in p.stdout
+        if mixed:
+            kinds = r["notes"]["acked_by_kind"]
+            assert set(kinds) == {"plain", "delayed", "transactional"}, kinds
+            assert min(kinds.values()) > 0 and r["unreadable_under_fault"] == 0, r["notes"]
+            assert r["id_conflicts"] == 0 and r["foreign_errors"] == {}
+            # a body acked under two ids was stored twice: a re-write the audit saw too
+            assert share["copies_acked"] <= r["duplicated_rewrites"] == r["duplicated"], share
         if scenario == "kill-consumer":
             assert share["readers_killed"] == 2, share
             # what the killed readers held, every one delivered again

@@ -60,7 +60,9 @@ def summary(report: Report) -> str:
         lines.append(f"share group: {share['delivered']} delivered, {share['acked']} acked, "
                      f"{share['redeliveries']} redelivered, {share['dead_lettered']} "
                      f"dead-lettered, {share['acks_refused']} late acks refused, "
-                     f"{share['acks_unknown']} acks unanswered; acked twice "
+                     f"{share['acks_unknown']} acks unanswered, "
+                     f"{share.get('copies_acked', 0)} bodies stored twice (re-writes) acked "
+                     f"once each; acked twice "
                      f"{share['acked_twice']}, delivered after an ack "
                      f"{share['delivered_after_ack']}, unaccounted {share['unaccounted']} "
                      f"({share['readers']} readers, {share['readers_killed']} killed)")

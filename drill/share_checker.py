@@ -1,6 +1,12 @@
 """The drill's checker for share groups (pure): every stored message acked
 exactly once by some reader, or in the group's dead-letter queue; none
-delivered again after an ack of it succeeded; redeliveries counted."""
+delivered again after an ack of it succeeded; redeliveries counted.
+
+A stored message is its body and its message id: a body stored twice (a
+timer moved again or a transaction committed again by the next master,
+each copy recognisable by its ORIGIN_MESSAGE_ID or TRAN_HALF_ID) is two
+messages, each acked once (``copies_acked`` counts the bodies); one id
+acked twice is the violation."""
 
 from __future__ import annotations
 
@@ -13,14 +19,19 @@ class Event(NamedTuple):
     body: bytes
     delivery: int    # the delivery count
     reader: int
+    msg_id: str = ""  # the stored record's id ("": not known)
+
+
+def _key(e: Event) -> tuple[bytes, str]:
+    return e.body, e.msg_id
 
 
 def unanswered(events: list[Event]) -> set[bytes]:
     """Bodies whose ack went out without an outcome: no answer (``u``),
     or the reader killed between sending it and printing the answer."""
-    sent = {(e.body, e.delivery, e.reader) for e in events if e.kind == "i"}
-    told = {(e.body, e.delivery, e.reader) for e in events if e.kind in ("a", "r")}
-    return {b for b, _n, _r in sent - told} | {e.body for e in events if e.kind == "u"}
+    sent = {(e.body, e.msg_id, e.delivery, e.reader) for e in events if e.kind == "i"}
+    told = {(e.body, e.msg_id, e.delivery, e.reader) for e in events if e.kind in ("a", "r")}
+    return {b for b, _m, _n, _r in sent - told} | {e.body for e in events if e.kind == "u"}
 
 
 def accounted(events: list[Event]) -> set[bytes]:
@@ -33,21 +44,23 @@ def check_share(events: list[Event], stored: set[bytes], dead: set[bytes]) -> tu
     and every queue. An ack whose outcome is unknown may have been taken:
     its message counts as accounted for, and a later delivery of it is no
     violation (it may not have been)."""
-    acks = collections.Counter(e.body for e in events if e.kind == "a")
-    acked_at: dict[bytes, int] = {}          # the delivery its first successful ack was of
+    acks = collections.Counter(_key(e) for e in events if e.kind == "a")
+    acked_at: dict[tuple, int] = {}          # the delivery its first successful ack was of
     for e in events:
         if e.kind == "a":
-            acked_at[e.body] = min(acked_at.get(e.body, e.delivery), e.delivery)
-    unknown = unanswered(events) - set(acks)
+            acked_at[_key(e)] = min(acked_at.get(_key(e), e.delivery), e.delivery)
+    acked_bodies = {b for b, _m in acks}
+    unknown = unanswered(events) - acked_bodies
     delivered = [e for e in events if e.kind == "d"]
-    top: dict[bytes, int] = collections.defaultdict(int)
+    top: dict[tuple, int] = collections.defaultdict(int)
     for e in delivered:
-        top[e.body] = max(top[e.body], e.delivery)
-    after_ack = sorted(b for b, n in acked_at.items() if top[b] > n)
-    twice = sorted(b for b, n in acks.items() if n > 1)
-    accounted = set(acks) | unknown | dead
+        top[_key(e)] = max(top[_key(e)], e.delivery)
+    after_ack = sorted(b for (b, _m), n in acked_at.items() if top[(b, _m)] > n)
+    twice = sorted(b for (b, _m), n in acks.items() if n > 1)
+    copies = collections.Counter(b for b, _m in acks)
+    accounted = acked_bodies | unknown | dead
     missing = sorted(stored - accounted)
-    acked_and_dead = sorted(set(acks) & dead)
+    acked_and_dead = sorted(acked_bodies & dead)
     figures = {
         "delivered": len(delivered),
         "acked": sum(acks.values()),
@@ -56,6 +69,7 @@ def check_share(events: list[Event], stored: set[bytes], dead: set[bytes]) -> tu
         "acks_unknown": len(unknown),
         "dead_lettered": len(dead & stored),
         "acked_twice": len(twice),
+        "copies_acked": sum(1 for n in copies.values() if n > 1),
         "delivered_after_ack": len(after_ack),
         "unaccounted": len(missing),
         "acked_and_dead_lettered": len(acked_and_dead),

@@ -50,7 +50,8 @@ class ShareReaders:
             except ValueError:
                 continue                   # a line cut by the kill
             with self.lock:
-                self.events.append(Event(e["k"], e["b"].encode(), e["n"], index))
+                self.events.append(Event(e["k"], e["b"].encode(), e["n"], index,
+                                         e.get("m", "")))
 
     # ------------------------------------------------------------ faults
     def kill_one(self) -> str:

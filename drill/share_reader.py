@@ -3,8 +3,8 @@ ZOOKEEPER CLUSTER TOPIC GROUP INVISIBLE_MS``): a SimpleConsumer receiving
 and acking until killed, one JSON line per event on stdout, flushed as it
 happens so that a kill -9 loses none it printed:
 
-  {"k": "d", "b": body, "n": delivery count}   received
-  {"k": "i", "b": ..., "n": ...}               about to ack (killed before its outcome
+  {"k": "d", "b": body, "n": delivery count, "m": message id}   received
+  {"k": "i", "b": ..., "n": ..., "m": ...}     about to ack (killed before its outcome
                                                printed: the ack may have been taken)
   {"k": "a", "b": ..., "n": ...}               acked (the broker said so)
   {"k": "r", "b": ..., "n": ...}               ack refused (RECEIPT_EXPIRED)
@@ -30,7 +30,8 @@ def main(argv: list[str]) -> int:
     out = sys.stdout
 
     def say(kind: str, m) -> None:
-        out.write(json.dumps({"k": kind, "b": m.body.decode(), "n": m.delivery_count}) + "\n")
+        out.write(json.dumps({"k": kind, "b": m.body.decode(), "n": m.delivery_count,
+                              "m": m.msg_id}) + "\n")
         out.flush()
 
     parent = os.getppid()

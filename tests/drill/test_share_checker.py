@@ -4,8 +4,8 @@ history with redeliveries, refused and unanswered acks that must pass."""
 from duomq.drill.share_checker import Event, check_share
 
 
-def ev(kind, body, n, reader=0):
-    return Event(kind, body, n, reader)
+def ev(kind, body, n, reader=0, msg_id=""):
+    return Event(kind, body, n, reader, msg_id)
 
 
 CLEAN = [ev("d", b"a", 1), ev("a", b"a", 1),
@@ -39,3 +39,17 @@ def test_every_violation_is_found():
     _, problems = check_share([ev("d", b"x", 1), ev("a", b"x", 1), ev("d", b"x", 2)],
                               {b"x"}, set())
     assert problems == ["1 message(s) delivered again after an ack succeeded"]
+
+
+def test_a_body_stored_twice_is_two_messages_each_acked_once():
+    """A timer moved again (or a transaction committed again) by the next
+    master: two records of one body, two ids; one id acked twice is still
+    found."""
+    copies = [ev("d", b"t", 1, 0, "a:1"), ev("a", b"t", 1, 0, "a:1"),
+              ev("d", b"t", 1, 1, "a:2"), ev("a", b"t", 1, 1, "a:2")]
+    figures, problems = check_share(copies, {b"t"}, set())
+    assert problems == [] and figures["copies_acked"] == 1 and figures["acked_twice"] == 0
+    again = copies + [ev("d", b"t", 2, 2, "a:2"), ev("a", b"t", 2, 2, "a:2")]
+    figures, problems = check_share(again, {b"t"}, set())
+    assert figures["acked_twice"] == 1 and figures["delivered_after_ack"] == 1
+    assert "1 message(s) acked twice by the share group" in problems
