@@ -510,13 +510,18 @@ class Broker(BrokerCore):
             self.usage.expire(now)
 
     def _retention(self) -> None:
+        """Delete expired segments, on the store's writer (this thread, or a
+        slave's replication thread: ``parts.on_writer``)."""
         cfg = self.config
         floor = self.min_consumed_physical() if cfg.retention_wait_for_consumers else None
-        try:
-            self.metrics.retention_deleted += self.store.delete_expired(cfg.file_reserved_hours,
-                                                                        floor)
-        except OSError:
-            log.exception("retention failed")
+        store, metrics = self.store, self.metrics
+
+        def delete() -> None:
+            try:
+                metrics.retention_deleted += store.delete_expired(cfg.file_reserved_hours, floor)
+            except OSError:
+                log.exception("retention failed")
+        self.parts.on_writer(delete)
 
     def min_consumed_physical(self) -> int | None:
         """Lowest commit-log offset some consumer group still needs."""

@@ -36,6 +36,12 @@ __all__ = ["LinkStatus", "MasterParts"]
 class MasterParts:
     role = Role.MASTER
 
+    @staticmethod
+    def on_writer(job) -> None:
+        """Do ``job``, a write of the store: a master's writer is the serving
+        thread, which calls this (``SlaveParts.on_writer``)."""
+        job()
+
     def __init__(self, store, config: BrokerConfig, epoch: int, offsets,
                  ha_socket: zmq.Socket, counters, zk=None, share: ShareBook | None = None):
         """Own the log at ``epoch``: consume queues complete, the log

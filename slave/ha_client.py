@@ -1,5 +1,8 @@
 """The slave side of replication: a thread with its own DEALER socket to the
-master's HA port (without auth its own ZMTP socket, ``common.zmtp_dealer``,
+master's HA port, and while it runs the store's one writer (``store/one_writer``:
+the serving thread hands it the store when it starts it and takes it back
+when it has stopped; every other write of a slave's store, retention's, is
+posted to it, ``post``) (without auth its own ZMTP socket, ``common.zmtp_dealer``,
 read and written by this thread: no ZeroMQ I/O thread between a transfer
 and its ack; with auth libzmq's, for CURVE). It reports its max offset, applies each chunk at its log's
 end (byte-identical), checks its records, fsyncs under SYNC_FLUSH, and
@@ -28,6 +31,7 @@ this thread, so it keeps the broker's priority."""
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import threading
@@ -117,6 +121,10 @@ class HAClient(ServiceThread):
         # the last transfer applied and acked, its rest not done yet (``_finish``)
         self._checked = None          # its records, checked: their entries to write
         self._told = None             # its message: offsets, the confirmed offset
+        # the store's writer before and after this thread (who starts it)
+        self._handback = threading.get_ident()
+        self._jobs: collections.deque[Callable[[], None]] = collections.deque()
+        self.ended = False            # the thread has stopped and handed the store back
 
     def lag_ms(self, now: float | None = None) -> int:
         """How far this slave is behind its master, in ms: 0 while the last
@@ -140,19 +148,44 @@ class HAClient(ServiceThread):
             return self.store.commitlog.mfq.flushed_offset()
         return self.store.commitlog.max_offset
 
+    # ------------------------------------------------------------ the store's writer
+    def post(self, job: Callable[[], None]) -> None:
+        """Have this thread, the store's writer while it runs, do ``job``
+        (a write of the store another thread wants: retention's), between
+        two transfers or within 100 ms when idle."""
+        self._jobs.append(job)
+        self.wakeup()
+
+    def _run_jobs(self) -> None:
+        while self._jobs:
+            job = self._jobs.popleft()
+            try:
+                job()
+            except Exception:
+                log.exception("a write posted to the replication thread failed")
+
     # ------------------------------------------------------------ loop
     def run(self) -> None:
-        if self.config.replication is ReplicationMode.ASYNC:   # under SYNC, acks wait on us
-            lower_priority(self.config.ha_apply_idle, self.config.ha_apply_nice)
-        self.ctx = zmq.Context(1)     # after that: its I/O thread inherits the priority
+        self.store.adopt()            # the store's one writer until this thread ends
         try:
-            self._run()
+            if self.config.replication is ReplicationMode.ASYNC:   # under SYNC, acks wait on us
+                lower_priority(self.config.ha_apply_idle, self.config.ha_apply_nice)
+            self.ctx = zmq.Context(1)     # after that: its I/O thread inherits the priority
+            try:
+                self._run()
+            finally:
+                self.ctx.term()
         finally:
-            self.ctx.term()
+            try:
+                self._run_jobs()
+            finally:
+                self.store.owner = self._handback      # the store back to who started us
+                self.ended = True
 
     def _run(self) -> None:
         backoff = 0.1
         while not self.stopped:
+            self._run_jobs()
             address = self.master_ha_address()
             if not address:
                 self.wait_for_running(0.2)
@@ -220,6 +253,8 @@ class HAClient(ServiceThread):
             poller = zmq.Poller()          # one for the link (Socket.poll makes one per call)
             poller.register(sock, zmq.POLLIN)
             while not self.stopped:
+                if self._jobs:
+                    self._run_jobs()
                 if self.master_ha_address() != address:
                     log.info("master moved: leaving %s", address)
                     return

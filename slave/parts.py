@@ -55,12 +55,22 @@ class SlaveParts:
         return cls(client, epoch)
 
     def stop(self, why: str = "") -> list:
-        """Stop following (``why``: for the log); a slave owes no answers."""
+        """Stop following (``why``: for the log); a slave owes no answers.
+        The replication thread, once stopped, has handed the store back."""
         if self._client is not None:
             log.info("stopped replicating from the master of epoch %d%s", self.epoch,
                      f": {why}" if why else "")
             self._client.shutdown()
         return []
+
+    def on_writer(self, job: Callable[[], None]) -> None:
+        """Do ``job``, a write of the store, on its writer: the replication
+        thread while it runs (``HAClient.post``), else the calling (serving)
+        thread."""
+        if self._client is not None and not self._client.ended:
+            self._client.post(job)
+        else:
+            job()
 
     # ------------------------------------------------------------ the link
     @property

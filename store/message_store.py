@@ -3,9 +3,11 @@ This module holds its lifecycle (start and recovery, close, the
 checkpoint, truncation, retention); the write path is ``writes``, the read
 path ``reads``, consume-queue dispatch ``reput``.
 
-Only the broker's serving thread calls ``put_batch`` and the read methods;
-the flush services call ``commitlog.flush`` and ``checkpoint``. The store
-does no networking and knows nothing of roles.
+One thread writes the store (``one_writer``: the serving thread, or a
+slave's replication thread while it runs; a write from another thread is
+refused); the serving thread calls the read methods; the flush services
+call ``commitlog.flush`` and ``checkpoint``. The store does no networking
+and knows nothing of roles.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         self.owed: tuple | None = None    # a write's second half (StoreWrites.finish)
         # (topic, queue, commit-log end) of each write of consume-queue entries,
         # for the serving thread to look at only those queues' held pulls
-        # (written by the serving thread as master, the replication thread as slave)
+        # (written by the store's writer: the serving thread, or a slave's
+        # replication thread)
         self.appended: collections.deque[tuple[str, int, int]] = collections.deque()
         self.recovery: RecoveryReport | None = None
         self._cq_lock = threading.Lock()   # queues dict: serving thread vs. checkpoint
@@ -80,6 +83,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         self._snapshot_offset = -1             # the offset the last snapshot was taken at
 
     def start(self) -> RecoveryReport:
+        self.adopt()           # this thread is the store's one writer (``one_writer``)
         try:
             return self._start()
         except BaseException:       # nothing written: close what was opened, as it is
@@ -211,6 +215,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         master): commit log, consume queues, checkpoint. Returns the bytes and
         records removed. Only while nothing else writes or reads the store
         (but the checkpoint thread, which it waits for)."""
+        self._writer("a cut of the log")
         with self._checkpoint_lock:
             return self._truncate_to(offset)
 
@@ -289,6 +294,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
                        now_s: float | None = None) -> int:
         """Delete expired commit-log segments and consume-queue entries below
         them (holding the queues against the checkpoint thread)."""
+        self._writer("retention")
         mfq = self.commitlog.mfq
         with self._cq_lock:
             n = deletable_prefix(list(mfq.segments), time.time() if now_s is None else now_s,

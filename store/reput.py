@@ -15,6 +15,7 @@ from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError
 from duomq.common.names import validate_queue
 from duomq.format import record as rec
+from duomq.store.one_writer import OneWriter
 from duomq.format.crc import crc32c
 from duomq.store import bulk_dispatch
 from duomq.store.commitlog import CommitLog
@@ -53,7 +54,7 @@ def _queue_name(topic: bytes, queue_id: int) -> str:
     return name
 
 
-class Reput:
+class Reput(OneWriter):
     # the store's parts (set by ``MessageStore.__init__``)
     config: BrokerConfig
     commitlog: CommitLog
@@ -109,6 +110,7 @@ class Reput:
         """``dispatch``'s second half: the checked records' entries written,
         their keys indexed, idempotent batches observed, and
         ``dispatched_offset`` moved. Returns how many records that was."""
+        self._writer("consume-queue entries")
         if d.start != self.dispatched_offset:
             raise ValueError(f"a dispatch checked from {d.start} cannot be written at "
                              f"{self.dispatched_offset}")

@@ -1,8 +1,9 @@
 """The master's write path of the store: a producer's batch checked, placed,
 sealed and written (``put_batch``), records the broker writes again
 (``put_records``), and a slave's byte-identical append of the master's log
-(``append_raw``). Part of ``MessageStore``; the serving thread calls it as
-master, the replication thread as slave."""
+(``append_raw``). Part of ``MessageStore``; the store's one writer calls it
+(``one_writer``: the serving thread as master, the replication thread as
+slave)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from duomq.format.crc import crc32c
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.key_index import KeyIndex
+from duomq.store.one_writer import OneWriter
 from duomq.store.producer_state import Batch, ProducerStates
 from duomq.store.reads import Fresh
 
@@ -36,7 +38,7 @@ class PutResult:
     end_offset: int                # commit-log offset just past the batch
 
 
-class StoreWrites:
+class StoreWrites(OneWriter):
     # the store's parts (set by ``MessageStore.__init__``)
     config: BrokerConfig
     commitlog: CommitLog
@@ -72,6 +74,7 @@ class StoreWrites:
         anything else reads or writes the store (the serving loop: after
         the send's ack, before it serves the next request; issue 41). RocketMQ
         builds its queues from the log after the ack too (its reput)."""
+        self._writer("a write")
         if self.owed is not None:
             self.finish()
         try:
@@ -235,6 +238,7 @@ class StoreWrites:
     def append_raw(self, offset: int, data) -> int:
         """A slave's write: the master's bytes at the same offset (byte-identical
         logs). ``offset`` must be this log's end. Returns the new end."""
+        self._writer("a replicated chunk")
         end = self.commitlog.max_offset
         if offset != end:
             raise ValueError(f"replicated chunk at {offset} but the log ends at {end}")

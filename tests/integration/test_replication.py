@@ -178,6 +178,35 @@ def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, sm
     assert all(v == ("other", 0) for v in prio.values() if v != lowered)
 
 
+@pytest.mark.parametrize("replication", ["ASYNC", "SYNC"])
+def test_a_slaves_store_has_one_writer_while_retention_deletes_under_traffic(
+        local_cluster, small_store, remoting, replication):
+    """Issue 68: no thread but one writes a store. On a slave it is the
+    replication thread while it runs: it appends and dispatches, and the
+    serving thread posts it retention's deletes (it deleted them itself
+    before, on the same store the replication thread was writing). The
+    store refuses a write from any other thread (``store/one_writer.py``),
+    so a write left on the serving thread would fail here, loudly."""
+    expiring = dict(small_store, file_reserved_hours=0.0001, retention_check_interval_ms=200,
+                    retention_wait_for_consumers=False)
+    master = local_cluster.add_broker("broker-a", 0, replication=replication, **expiring)
+    slave = local_cluster.add_broker("broker-a", 1, replication=replication, **expiring)
+    local_cluster.create_topic("One", queues=2)
+    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        wait_for(lambda: p.send(Message("One", b"x")).ok, what="an acked send")
+        for i in range(40):
+            assert p.send_batch([Message("One", b"%03d-%03d" % (i, k) * 300)
+                                 for k in range(50)]).ok
+    end = status(remoting, master).max_physical_offset
+    wait_for(lambda: status(remoting, slave).max_physical_offset == end, what="the slave")
+    wait_for(lambda: status(remoting, slave).min_physical_offset > 0, 20,
+             what="retention to delete a segment on the slave")
+    tail = slave.log_tail(3000)
+    assert "only the thread that started the store" not in tail
+    assert "retention failed" not in tail and "failed" not in tail.lower(), tail[-2000:]
+    assert slave.alive()
+
+
 def test_an_async_transfer_lingers_then_leaves_with_no_more_traffic(local_cluster, small_store,
                                                                     remoting):
     """ha_linger_ms in real brokers: a lone ASYNC send's bytes reach the

@@ -108,7 +108,7 @@ def test_a_cut_waits_for_the_checkpoint_being_written_and_is_not_undone_by_it(tm
     ckpt = threading.Thread(target=s.checkpoint, name="checkpoint")
     ckpt.start()
     assert inside.wait(5)
-    cutter = threading.Thread(target=lambda: (s.truncate_to(cut), done.set()))
+    cutter = threading.Thread(target=lambda: (s.adopt(), s.truncate_to(cut), done.set()))
     cutter.start()
     assert not done.wait(0.3), "the cut did not wait for the checkpoint being written"
     release.set()
