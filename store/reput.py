@@ -15,12 +15,12 @@ from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError
 from duomq.common.names import validate_queue
 from duomq.format import record as rec
-from duomq.store.one_writer import OneWriter
 from duomq.format.crc import crc32c
 from duomq.store import bulk_dispatch
 from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import ConsumeQueue, pack_entries
 from duomq.store.key_index import KeyIndex
+from duomq.store.one_writer import OneWriter
 from duomq.store.producer_state import ProducerStates
 
 log = logging.getLogger(__name__)
