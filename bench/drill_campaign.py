@@ -92,6 +92,8 @@ def main() -> int:
         try:
             for scenario, rounds in plan:
                 report = os.path.join(OUT, f"{scenario}-{mode}.json")
+                if os.path.exists(report):     # an earlier run's report is not this run's
+                    os.remove(report)
                 seed = ["--seed", str(SEED[mode])] if scenario == "random" else []
                 # NAME+mixed: the scenario under the mixed load (delayed and
                 # transactional producers beside the plain ones)
@@ -101,7 +103,7 @@ def main() -> int:
                           "--report", report, *seed, *loads, env=env, check=False)
                 if not os.path.exists(report):
                     print(json.dumps({"mode": mode, "scenario": scenario, "error":
-                                      p.stderr.strip().splitlines()[-1:]}), flush=True)
+                                      p.stderr.strip().splitlines()[-5:]}), flush=True)
                     continue
                 with open(report) as f:
                     print(json.dumps(line(mode, scenario, json.load(f))), flush=True)
