@@ -35,8 +35,9 @@ from concurrent.futures import Future
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
+from duomq.client import liveness
+from duomq.client.monitor_events import MISMATCH, WATCHED, KeyMismatch, _lost
 from duomq.client.waiters import Answer, Direct
 from duomq.common.busy_poll import BusyPoll
 from duomq.common.config_fields import TRANSPORTS
@@ -56,37 +57,7 @@ from duomq.proto import codec, pb
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
-LOST = zmq.EVENT_DISCONNECTED
-REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH    # the broker's ZAP refused our CURVE key
-# CURVE: the broker could not open our hello, sealed for the broker key we
-# expected; it serves another one (a broker key rotation under way)
-MISMATCH = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-WATCHED = LOST | REFUSED
 PUSHES = frozenset({pb.CHECK_TRANSACTION_STATE})   # what a broker sends unasked
-
-
-class KeyMismatch(BrokerUnreachableError):
-    """The CURVE handshake failed: the socket expected another broker key."""
-
-
-def _lost(monitor: zmq.Socket) -> bool:
-    """Read a socket monitor's pending events: did a connection die? Raises
-    AuthenticationError when the broker refused this client's key, and
-    KeyMismatch when the broker does not hold the key the socket expects."""
-    lost = refused = mismatch = False
-    while monitor.poll(0):
-        event = recv_monitor_message(monitor)["event"]
-        lost |= event == LOST
-        refused |= event == REFUSED
-        mismatch |= event == MISMATCH
-    if refused:
-        raise AuthenticationError("the broker refused these credentials: the key is no "
-                                  "registered user's (removed, or replaced by a new key)",
-                                  at_handshake=True)
-    if mismatch:
-        raise KeyMismatch("the CURVE handshake failed: the broker serves a key other than "
-                           "the one expected of it (a broker key rotation under way?)")
-    return lost
 
 
 class RemotingClient:
@@ -237,6 +208,7 @@ class RemotingClient:
         rid = next(self._ids)
         if not sock.wait_open(min(timeout_s, CONNECT_TIMEOUT_S)):
             sock.take_lost()
+            self._drop_direct_socket(address)   # the next call dials afresh (liveness)
             raise NotConnectedError(f"no connection to {address}: {sock.why}")
         sock.send(codec.encode_request(rid, type_, message))
         deadline = time.monotonic() + timeout_s
@@ -484,6 +456,7 @@ class RemotingClient:
                 if now >= next_expiry:
                     next_expiry = now + 0.05
                     self._expire(now)
+                    self._redial_stuck(now)
         finally:
             self._fail_all(ClientClosedError("client closed"))
             for s in self._sockets.values():
@@ -494,6 +467,13 @@ class RemotingClient:
                 s.close(linger=0)
             for m in self._monitors:
                 m.close(linger=0)
+
+    def _redial_stuck(self, now: float) -> None:
+        """Close a connection still being opened after ``CONNECT_TIMEOUT_S``
+        (``liveness``: the next request dials again)."""
+        for sock in liveness.not_opening(list(self._native.values()), now, CONNECT_TIMEOUT_S):
+            sock.reset(f"no connection in {CONNECT_TIMEOUT_S:g} s")
+            self._drain_native(sock)
 
     def _close_socket(self, address: str, monitor: zmq.Socket) -> None:
         sock = self._sockets.pop(address)
@@ -575,10 +555,15 @@ class RemotingClient:
 
     def _expire(self, now: float) -> None:
         late = [rid for rid, (_, deadline, _, _) in self._pending.items() if deadline <= now]
+        used = []
         for rid in late:
             fut, _, type_, address = self._pending.pop(rid)
             fut.set_exception(RequestTimeoutError(
                 f"no answer from {address} to {pb.RequestType.Name(type_)} in time"))
+            used.append(self._sockets.get(address))
+        for sock in liveness.silent(used, now, CONNECT_TIMEOUT_S):   # (client/liveness.py)
+            sock.reset(f"silent for {now - sock.heard_at:.1f} s while a request timed out")
+            self._drain_native(sock)
 
     def _fail_all(self, exc) -> None:
         for fut, *_ in self._pending.values():
