@@ -124,6 +124,7 @@ class HAClient(ServiceThread):
         # the store's writer before and after this thread (who starts it)
         self._handback = threading.get_ident()
         self._jobs: collections.deque[Callable[[], None]] = collections.deque()
+        self._posting = threading.Lock()     # a post against the thread's end
         self.ended = False            # the thread has stopped and handed the store back
 
     def lag_ms(self, now: float | None = None) -> int:
@@ -149,12 +150,18 @@ class HAClient(ServiceThread):
         return self.store.commitlog.max_offset
 
     # ------------------------------------------------------------ the store's writer
-    def post(self, job: Callable[[], None]) -> None:
+    def post(self, job: Callable[[], None]) -> bool:
         """Have this thread, the store's writer while it runs, do ``job``
         (a write of the store another thread wants: retention's), between
-        two transfers or within 100 ms when idle."""
-        self._jobs.append(job)
+        two transfers or within 100 ms when idle. False once the thread has
+        ended: it handed the store back, and the caller does ``job`` itself
+        (a job posted while it ends is done before it hands the store back)."""
+        with self._posting:
+            if self.ended:
+                return False
+            self._jobs.append(job)
         self.wakeup()
+        return True
 
     def _run_jobs(self) -> None:
         while self._jobs:
@@ -176,11 +183,12 @@ class HAClient(ServiceThread):
             finally:
                 self.ctx.term()
         finally:
-            try:
-                self._run_jobs()
-            finally:
-                self.store.owner = self._handback      # the store back to who started us
-                self.ended = True
+            with self._posting:       # what was posted until now is done by this thread
+                try:
+                    self._run_jobs()
+                finally:
+                    self.store.hand_over(self._handback)    # back to who started us
+                    self.ended = True
 
     def _run(self) -> None:
         backoff = 0.1

@@ -67,9 +67,7 @@ class SlaveParts:
         """Do ``job``, a write of the store, on its writer: the replication
         thread while it runs (``HAClient.post``), else the calling (serving)
         thread."""
-        if self._client is not None and not self._client.ended:
-            self._client.post(job)
-        else:
+        if self._client is None or not self._client.post(job):
             job()
 
     # ------------------------------------------------------------ the link

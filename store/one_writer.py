@@ -2,8 +2,9 @@
 writes consume-queue entries, cuts the log or deletes what retention
 expired. It is the thread that started the store (the broker's serving
 thread), except while a slave's replication thread runs: that thread takes
-the store when it starts (``adopt``) and gives it back when it ends, and
-the serving thread posts it the writes it wants meanwhile (retention's).
+the store when it starts (``adopt``) and gives it back when it ends
+(``hand_over``), and the serving thread posts it the writes it wants
+meanwhile (retention's).
 The flush and checkpoint services only make durable what the writer wrote.
 A write from any other thread is a bug, and refused before it changes
 anything (``NotTheWriter``), not left to race: until issue 68 a slave's
@@ -26,6 +27,13 @@ class OneWriter:
         """The calling thread writes this store from now on (``start`` calls
         it; a test that hands a store to a thread of its own, too)."""
         self.owner = threading.get_ident()
+
+    def hand_over(self, ident: int) -> None:
+        """The thread ``ident`` writes this store from now on: the writer
+        gives it back to the thread it took it from (a slave's replication
+        thread when it ends). Only the writer may."""
+        self._writer("a hand-over")
+        self.owner = ident
 
     def _writer(self, what: str) -> None:
         owner = self.owner

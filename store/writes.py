@@ -190,6 +190,7 @@ class StoreWrites(OneWriter):
         owed = self.owed
         if owed is None:
             return
+        self._writer("a send's queue entries")
         self.owed = None
         cq, entries, fresh, topic_b, numbering, offsets, keyed, now = owed
         topic, queue_id, qoff = fresh.topic, fresh.queue_id, fresh.queue_offset

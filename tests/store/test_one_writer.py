@@ -1,9 +1,11 @@
 """A store has one writer (issue 68): the thread that started it. A write
 from any other thread (a producer's batch, a replicated chunk, consume-queue
-entries, a cut, retention) is refused before it changes anything, so that a
-second writer is a loud bug, not a race. Real parts: a store on disk."""
+entries, a deferred send's entries, a cut, retention, a hand-over) is refused
+before it changes anything, so that a second writer is a loud bug, not a
+race. Real parts: a store on disk."""
 
 import threading
+import time
 
 import pytest
 
@@ -71,6 +73,24 @@ def test_a_write_from_another_thread_is_refused_and_changes_nothing(store, what)
     assert store.find_queue("T", 0).max_offset == queue + 1
 
 
+def test_a_deferred_sends_second_half_is_written_by_the_writer_only(store):
+    """``put_batch(later=True)`` leaves its queue entries owed; ``finish``
+    from another thread is refused and leaves them owed, and the writer's
+    own finish writes them (a finish with nothing owed writes nothing, so
+    any thread may call it)."""
+    queue = store.find_queue("T", 0).max_offset
+    store.put_batch("T", 0, bytearray(rec.encode_record(b"T", b"", b"", b"", b"late", 1)), 1,
+                    later=True)
+    assert store.owed is not None
+    exc = on_another_thread(store.finish)
+    assert isinstance(exc, NotTheWriter), exc
+    assert str(exc).startswith("a send's queue entries from thread 'intruder'")
+    assert store.owed is not None and store.find_queue("T", 0).max_offset == queue
+    store.finish()
+    assert store.owed is None and store.find_queue("T", 0).max_offset == queue + 1
+    assert on_another_thread(store.finish) is None
+
+
 def test_a_thread_that_adopts_the_store_is_its_writer_from_then_on(store):
     def handed_over():
         store.adopt()
@@ -80,3 +100,65 @@ def test_a_thread_that_adopts_the_store_is_its_writer_from_then_on(store):
     with pytest.raises(NotTheWriter):          # and the thread that started it no longer is
         WRITES["a write"](store)
     store.adopt()
+
+
+def test_only_the_writer_hands_the_store_over(store):
+    mine = threading.get_ident()
+    exc = on_another_thread(lambda: store.hand_over(threading.get_ident()))
+    assert isinstance(exc, NotTheWriter) and str(exc).startswith("a hand-over from thread")
+    assert store.owner == mine
+    got = []
+
+    def take_and_give_back():
+        store.adopt()
+        WRITES["a write"](store)
+        store.hand_over(mine)
+        got.append(on_another_thread(lambda: None))
+    assert on_another_thread(take_and_give_back) is None
+    assert store.owner == mine and store.find_queue("T", 0).max_offset == 2
+    store.put_batch("T", 0, bytearray(rec.encode_record(b"T", b"", b"", b"", b"again", 1)), 1)
+
+
+def test_no_write_posted_to_a_replication_thread_is_lost_while_it_ends(store, monkeypatch):
+    """Force the interleaving: the serving thread posts a write
+    (``SlaveParts.on_writer``) when the replication thread has done its
+    last posted jobs and is about to hand the store back. The post waits
+    for the hand-over and the serving thread does the write itself, on the
+    store it then owns; a write posted before is done by the replication
+    thread as its writer. Nothing posted is dropped (it was, when the
+    thread's end was checked before posting)."""
+    from duomq.slave.ha_client import HAClient
+    from duomq.slave.parts import SlaveParts
+
+    client = HAClient(store, store.config, lambda: None, lambda _c: None, epoch=1)
+    parts = SlaveParts(client, 1)
+    ran = []
+    handing_over = threading.Event()
+    real_hand_over = store.hand_over
+
+    def slow_hand_over(ident):       # the window between the last drain and the hand-over
+        handing_over.set()
+        time.sleep(0.3)
+        ran.append("handed over")
+        real_hand_over(ident)
+    monkeypatch.setattr(store, "hand_over", slow_hand_over)
+
+    def job(name):
+        def write():
+            ran.append((name, threading.current_thread().name,
+                        store.owner == threading.get_ident()))
+            WRITES["a write"](store)
+        return write
+    assert client.post(job("before"))
+    client._stopped.set()            # the thread ends at once: "before" is its last drain's
+    t = threading.Thread(target=client.run, name="replication")
+    t.start()
+    assert handing_over.wait(10)
+    parts.on_writer(job("during"))   # this (the serving) thread, in the window
+    t.join(10)
+    assert ran == [("before", "replication", True), "handed over",
+                   ("during", threading.current_thread().name, True)], ran
+    assert client.ended and not client.post(job("after"))   # the caller does it itself
+    parts.on_writer(job("after"))
+    assert ran[-1] == ("after", threading.current_thread().name, True)
+    assert store.find_queue("T", 0).max_offset == 4
