@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from duomq.common.errors import InvalidNameError
@@ -42,6 +43,7 @@ class BrokerRegistry:
         self._lock = threading.RLock()
         self._closed = False
         self._lost = False
+        self._route_watched: set[str] = set()   # topics whose route node has a watch
 
     # ------------------------------------------------------------ register
     def register(self) -> None:
@@ -221,22 +223,94 @@ class BrokerRegistry:
         return True
 
     def _publish_route(self, cfg: TopicConfig, queues: int) -> None:
+        """Write this master's route of ``cfg`` (its ``routes_epoch``) and
+        watch it. A route node another session holds is replaced only when
+        it names an older epoch, or this broker at ours (left by a dead
+        session of ours): a node of a later master is never touched. A
+        master cut off ZooKeeper past its session, back on a new one, is
+        deposed but does not know it yet: its topic watches fire again at
+        once, and replacing the successor's route with its own, which the
+        step-down then deleted or its death took along, left the group with
+        no route until the next election (issue 68: a drill's producers
+        acked nothing for 68 s)."""
+        epoch = self.routes_epoch
+        if epoch is None or self._lost:
+            return
         path = self.paths.route(cfg.name, self.config.group)
         own = self.config
-        data = RouteNode(own.group, own.address, queues, cfg.perm, self.routes_epoch or 0,
+        data = RouteNode(own.group, own.address, queues, cfg.perm, epoch,
                          own.broker_id, own.max_ack_wait_ms, own.max_frame_bytes,
                          self.acks_now).to_bytes()
-        try:
-            self.zk.create(path, data, ephemeral=True, makepath=True)
-        except NodeExistsError:
-            stat = self.zk.exists(path)
-            if stat is not None and stat.ephemeralOwner != self.zk.client_id[0]:
-                # left by a dead session of ours: it would vanish when that
-                # session expires, taking the live route with it
-                self.zk.delete(path)
+        for _ in range(3):             # (a node that goes between two calls: again)
+            try:
                 self.zk.create(path, data, ephemeral=True, makepath=True)
-            else:
-                self.zk.set(path, data)
+                break
+            except NodeExistsError:
+                pass
+            try:
+                raw, stat = self.zk.get(path)
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    self.zk.set(path, data, version=stat.version)
+                    break
+                if not self._replaceable(path, raw, epoch):
+                    return
+                self.zk.delete(path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                continue
+        self._watch_route(cfg.name, path)
+
+    def _replaceable(self, path: str, raw: bytes, epoch: int) -> bool:
+        """Whether a route node another session holds may be replaced by this
+        master of ``epoch``: it names an older epoch, or this broker."""
+        try:
+            node = RouteNode.from_bytes(raw)
+        except NodeError:
+            return True                # unreadable: any master repairs it
+        if node.epoch < epoch or (node.epoch == epoch and node.broker_id == self.config.broker_id):
+            return True
+        log.info("%s names broker %d at epoch %d and this broker led epoch %d: left to "
+                 "it (this broker is being deposed)", path, node.broker_id, node.epoch, epoch)
+        return False
+
+    def _ours(self, path: str) -> bool:
+        """The route node at ``path`` is this session's, at this master's epoch."""
+        try:
+            raw, stat = self.zk.get(path)
+            node = RouteNode.from_bytes(raw)
+        except (NoNodeError, NodeError):
+            return False
+        return stat.ephemeralOwner == self.zk.client_id[0] and node.epoch == self.routes_epoch
+
+    def _watch_route(self, name: str, path: str) -> None:
+        """Publish the route of ``name`` again if its node goes or changes
+        while this broker is master (one watch at a time per topic)."""
+        if name in self._route_watched:
+            return
+        self._route_watched.add(name)
+
+        def fired(event) -> None:
+            self._route_watched.discard(name)
+            if event.type == EventType.NONE or self._closed or self._lost \
+                    or self.routes_epoch is None:     # (NONE: the session ended)
+                return
+            try:
+                with self._lock:
+                    cfg = self.topic_configs.get(name)
+                    n = cfg.queues.get(self.config.group, 0) if cfg is not None else 0
+                    if cfg is None or not n or self.routes_epoch is None:
+                        return
+                    if event.type != EventType.DELETED and self._ours(path):
+                        self._watch_route(name, path)   # our own write: watched again
+                    else:
+                        self._publish_route(cfg, n)
+            except Exception:    # the next topic change publishes it
+                log.warning("route of %s not published again", name, exc_info=True)
+
+        try:
+            self.zk.exists(path, watch=fired)
+        except Exception:
+            self._route_watched.discard(name)
+            raise
 
     def _remove_route(self, name: str) -> None:
         """Delete this broker's route of ``name``: only a node its own
@@ -254,6 +328,11 @@ class BrokerRegistry:
         """Re-create our nodes after a session loss (writes are fenced by the
         HA controller's lease, not here)."""
         if state == KazooState.LOST:
+            # the master node went with the session: this broker is master no
+            # more (its controller steps down), so nothing may publish its
+            # routes again, not the topic watches that fire on the new session
+            self.routes_epoch = None
+            self._route_watched.clear()          # the session's watches went with it
             self._lost = True
             if self._closed:         # this broker's own stop closed it
                 log.info("ZooKeeper session closed")
