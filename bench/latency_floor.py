@@ -29,8 +29,8 @@
                duomq's e2e_latency over libzmq, with no storing, no decoding,
                no hand-off to a consume thread
   zmtp_relay_e2e the same with duomq's own ZMTP sockets at every hop (the
-               relay on broker.zmtp_router, the clients on
-               common.zmtp_dealer): the floor of duomq's e2e_latency now
+               relay on transport.router, the clients on
+               transport.dealer): the floor of duomq's e2e_latency now
 
 Each echo and send figure: round trips per second and the p50/p99 in
 microseconds; each relay figure: the p50/p99 of RELAY_SECS (5; quick: 2)
@@ -366,9 +366,9 @@ def zmq_relay_server(port_q) -> None:
 
 
 def zmtp_relay_server(port_q) -> None:
-    """The relay on duomq's own client port (broker.zmtp_router): the
+    """The relay on duomq's own client port (transport.router): the
     serving thread reads and writes the sockets itself."""
-    from duomq.broker.zmtp_router import ZmtpRouter
+    from duomq.transport.router import ZmtpRouter
     router = ZmtpRouter(64, 16)
     port_q.put(router.bind("127.0.0.1", 0))
     relay(router, router.backlogged)
@@ -430,10 +430,10 @@ def zmq_relay() -> dict:
 
 
 class NativeClient:
-    """duomq's client socket (common.zmtp_dealer) with a blocking receive."""
+    """duomq's client socket (transport.dealer) with a blocking receive."""
 
     def __init__(self, port: int):
-        from duomq.common.zmtp_dealer import ZmtpDealer
+        from duomq.transport.dealer import ZmtpDealer
         self.d = ZmtpDealer(f"tcp://127.0.0.1:{port}")
         if not self.d.wait_open(5):
             raise RuntimeError(self.d.why)

@@ -30,7 +30,6 @@ from prometheus_client.registry import Collector
 from duomq import __version__
 from duomq.broker.snapshot import BrokerSnapshot, QueueSnapshot, lag_by_topic
 from duomq.common import metrics
-from duomq.common.busy_poll import BusyPoll
 from duomq.common.credentials import METRICS_TOKEN, load_metrics_token
 from duomq.common.gc_pauses import GcWatch
 from duomq.common.metrics import Histogram, busy_poll_families, labelled
@@ -38,6 +37,7 @@ from duomq.common.role import Role
 from duomq.format import native
 from duomq.proto import pb
 from duomq.store.residency import TAIL_BYTES
+from duomq.transport.busy_poll import BusyPoll
 
 log = logging.getLogger(__name__)
 

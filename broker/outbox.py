@@ -19,7 +19,7 @@ from collections import deque
 
 import zmq
 
-from duomq.common.zsend import send_now
+from duomq.transport.zsend import send_now
 
 log = logging.getLogger(__name__)
 

@@ -36,24 +36,24 @@ from duomq.broker.outbox import PIPE_MESSAGES, Outbox
 from duomq.broker.processors import HANDLERS
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.snapshot import QueueSnapshot, take, take_queues
-from duomq.broker.zmtp_router import ZmtpRouter
-from duomq.common.busy_poll import BusyPoll
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import broker_zk_sasl
 from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
-from duomq.common.fd_poll import FdPoller
 from duomq.common.gc_pauses import GcWatch
 from duomq.common.grace import STOP_S
 from duomq.common.role import Role
 from duomq.common.service import PeriodicService, ServiceThread
-from duomq.common.zsend import readable
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush import make_flush_service
 from duomq.format import native
 from duomq.proto import pb
+from duomq.transport.busy_poll import BusyPoll
+from duomq.transport.fd_poll import FdPoller
+from duomq.transport.router import ZmtpRouter
+from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
 MAX_DRAIN = 512              # client messages handled before looking at other news

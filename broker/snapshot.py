@@ -15,12 +15,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from duomq.broker.zmtp_router import ZmtpRouter
 from duomq.common.role import Role
 from duomq.format import record as rec
 from duomq.master.parts import LinkStatus, MasterParts
 from duomq.slave.parts import SlaveParts
 from duomq.store.residency import tail_residency
+from duomq.transport.router import ZmtpRouter
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class BrokerSnapshot:
     # counted by the serving thread
     redirects: int = 0                 # pulls answered with advice to read elsewhere
     bad_requests: int = 0
-    # the client port when it is the broker's own (broker.zmtp_router; libzmq's
+    # the client port when it is the broker's own (transport.router; libzmq's
     # ROUTER counts none: None): (open now, accepted, closed for breaking ZMTP)
     client_connections: tuple[int, int, int] | None = None
     replication_connections: tuple[int, int, int] | None = None   # the same of the ha_port

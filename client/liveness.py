@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from duomq.common.zmtp_dealer import CLOSED, ZmtpDealer
+from duomq.transport.dealer import CLOSED, ZmtpDealer
 
 
 def not_opening(socks: Iterable[ZmtpDealer], now: float, connect_s: float) -> list[ZmtpDealer]:

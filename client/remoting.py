@@ -4,7 +4,7 @@ through a queue plus an eventfd wake-up and get a ``concurrent.futures.Future``
 resolved with ``(status, error, response_message)``. Blocking calls
 (``call``) skip the I/O thread and use a socket of the calling thread.
 
-The DEALERs are the client's own ZMTP sockets (``common.zmtp_dealer``:
+The DEALERs are the client's own ZMTP sockets (``transport.dealer``:
 read and written by the thread that owns them, no libzmq I/O thread in
 between) unless the client has credentials, whose CURVE is libzmq's
 (``transport``: auto, native, zeromq; auto reads ``$DUOMQ_TRANSPORT``).
@@ -39,7 +39,6 @@ import zmq
 from duomq.client import liveness
 from duomq.client.monitor_events import MISMATCH, WATCHED, KeyMismatch, _lost
 from duomq.client.waiters import Answer, Direct
-from duomq.common.busy_poll import BusyPoll
 from duomq.common.config_fields import TRANSPORTS
 from duomq.common.credentials import Credentials
 from duomq.common.errors import (
@@ -51,9 +50,10 @@ from duomq.common.errors import (
     NotConnectedError,
     RequestTimeoutError,
 )
-from duomq.common.zmtp_dealer import ZmtpDealer
-from duomq.common.zsend import readable
 from duomq.proto import codec, pb
+from duomq.transport.busy_poll import BusyPoll
+from duomq.transport.dealer import ZmtpDealer
+from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
@@ -75,10 +75,10 @@ class RemotingClient:
             if transport not in TRANSPORTS:
                 raise ConfigError(f"$DUOMQ_TRANSPORT {transport!r}: one of "
                                   f"{', '.join(TRANSPORTS)}")
-        # the client's own ZMTP sockets (common.zmtp_dealer), or libzmq's DEALERs
+        # the client's own ZMTP sockets (transport.dealer), or libzmq's DEALERs
         self.native = credentials is None and transport in ("native", "auto")
         # a blocking call on a native socket spins this long on its answer
-        # before it sleeps (common.busy_poll; adaptive, per calling thread)
+        # before it sleeps (transport.busy_poll; adaptive, per calling thread)
         self.busy_poll_us = busy_poll_us
         self._native: dict[int, ZmtpDealer] = {}    # the I/O thread's, by the fd polled
         # the broker key an address serves with, as its member node says (b"":

@@ -9,8 +9,8 @@ from typing import Any
 
 import zmq
 
-from duomq.common.busy_poll import BusyPoll
-from duomq.common.fd_poll import FdPoller
+from duomq.transport.busy_poll import BusyPoll
+from duomq.transport.fd_poll import FdPoller
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from duomq.common.errors import ConfigError
 
-TRANSPORTS = ("auto", "native", "zeromq")   # client ports and client sockets (common.zmtp)
+TRANSPORTS = ("auto", "native", "zeromq")   # client ports and client sockets (transport.zmtp)
 
 
 def _check_client_transport(transport: str, field: str = "transport") -> None:

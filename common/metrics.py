@@ -76,7 +76,7 @@ def labelled(family, name: str, text: str, labels: list[str], values: dict):
 
 def busy_poll_families(prefix: str, who: str, waits_for: str, one: str, spins: int,
                        caught: int, seconds: float):
-    """The three counters of a busy poll (``common.busy_poll``): the
+    """The three counters of a busy poll (``transport.busy_poll``): the
     broker's serving loop (``duomq_busy_poll_*``) and a client's blocking
     calls (``duomq_client_busy_poll_*``)."""
     yield CounterMetricFamily(f"{prefix}_spins", f"Times {who} asked for {waits_for} before "

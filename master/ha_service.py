@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import zmq
 
-from duomq.common.zsend import send_now
 from duomq.proto import codec, pb
 from duomq.replication.protocol import HaState, ack_point, in_sync, next_state, required_acks
+from duomq.transport.zsend import send_now
 
 log = logging.getLogger(__name__)
 MAX_LINKS = 8             # replication links one master keeps (a group has a few slaves)

@@ -2,7 +2,7 @@
 master's HA port, and while it runs the store's one writer (``store/one_writer``:
 the serving thread hands it the store when it starts it and takes it back
 when it has stopped; every other write of a slave's store, retention's, is
-posted to it, ``post``) (without auth its own ZMTP socket, ``common.zmtp_dealer``,
+posted to it, ``post``) (without auth its own ZMTP socket, ``transport.dealer``,
 read and written by this thread: no ZeroMQ I/O thread between a transfer
 and its ack; with auth libzmq's, for CURVE). It reports its max offset, applies each chunk at its log's
 end (byte-identical), checks its records, fsyncs under SYNC_FLUSH, and
@@ -44,10 +44,10 @@ import zmq
 from duomq.common.config import FlushDiskType, ReplicationMode
 from duomq.common.credentials import KeyPair
 from duomq.common.service import ServiceThread
-from duomq.common.zmtp_dealer import CLOSED, ZmtpDealer
-from duomq.common.zsend import readable
 from duomq.format.record import RecordError
 from duomq.proto import codec, pb
+from duomq.transport.dealer import CLOSED, ZmtpDealer
+from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 5.0

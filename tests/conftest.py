@@ -4,19 +4,19 @@ import os
 
 import pytest
 
-from duomq.common import zmtp
 from duomq.testing.pytest_plugin import *  # noqa: F401,F403
+from duomq.transport import zmtp
 
 
 @pytest.fixture(params=["c", "python"])
 def zmtp_both_ways(request):
-    """ZMTP frames read and written in C (common/_zmtp.c), then by the
+    """ZMTP frames read and written in C (transport/_zmtp.c), then by the
     Python reference (``zmtp.use``). A build without the C twin fails the C
     half, unless DUOMQ_NATIVE=0 says to go without (then it is skipped)."""
     if request.param == "c" and zmtp.NATIVE is None:
         if os.environ.get("DUOMQ_NATIVE") == "0":
             pytest.skip("DUOMQ_NATIVE=0: no C framing")
-        pytest.fail("duomq.common._zmtp is not built: `pip install -e .` needs a C compiler")
+        pytest.fail("duomq.transport._zmtp is not built: `pip install -e .` needs a C compiler")
     zmtp.use(request.param == "c")
     yield request.param
     zmtp.use(True)

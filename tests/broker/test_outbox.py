@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from duomq.broker.outbox import PIPE_MESSAGES, Outbox
-from duomq.broker.zmtp_router import ZmtpRouter
+from duomq.transport.router import ZmtpRouter
 
 
 def _recv(router, timeout_s: float = 2.0) -> list[bytes]:
@@ -25,7 +25,7 @@ def _recv(router, timeout_s: float = 2.0) -> list[bytes]:
 @pytest.fixture(params=["zeromq", "native"])
 def pair(request):
     """A ROUTER as the broker's client port is (libzmq's, or the serving
-    thread's own: broker.zmtp_router) and a DEALER that reads slowly."""
+    thread's own: transport.router) and a DEALER that reads slowly."""
     ctx = zmq.Context()
     if request.param == "native":
         router = ZmtpRouter(64, PIPE_MESSAGES)

@@ -1,4 +1,4 @@
-"""A blocking call's busy poll (client/remoting.py, common/busy_poll.py):
+"""A blocking call's busy poll (client/remoting.py, transport/busy_poll.py):
 on a native socket it spins on its answer before it sleeps while answers
 come that fast, and stops spinning (no CPU spent) once they do not: a
 SYNC send's answer, a millisecond away, is never worth a spin."""
@@ -117,7 +117,7 @@ def test_a_connection_that_dies_mid_spin_fails_at_once():
     as unreachable within the spin, not at its timeout."""
     import socket
 
-    from duomq.common import zmtp
+    from duomq.transport import zmtp
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()

@@ -25,7 +25,7 @@ def silent_broker():
 
 @pytest.fixture(params=["native", "zeromq"])
 def remoting(request):
-    """Both kinds of client socket: its own ZMTP (common.zmtp_dealer), libzmq's."""
+    """Both kinds of client socket: its own ZMTP (transport.dealer), libzmq's."""
     r = RemotingClient("fail-fast-test", transport=request.param, busy_poll_us=100)
     yield r
     r.close()

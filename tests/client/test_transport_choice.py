@@ -11,8 +11,8 @@ import zmq
 from duomq.client.remoting import RemotingClient
 from duomq.common.credentials import Credentials, KeyPair
 from duomq.common.errors import ConfigError
-from duomq.common.zmtp_dealer import ZmtpDealer
 from duomq.proto import codec, pb
+from duomq.transport.dealer import ZmtpDealer
 
 
 def creds() -> Credentials:

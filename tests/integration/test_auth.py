@@ -21,7 +21,6 @@ from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.remoting import RemotingClient
-from duomq.common import zmtp
 from duomq.common.credentials import Credentials, KeyPair, digest_id, user_zk_login
 from duomq.common.errors import AuthenticationError, AuthorizationError, ConfigError
 from duomq.common.message import MessageQueue
@@ -32,6 +31,7 @@ from duomq.coordinator.topics import TopicAdmin
 from duomq.drill.netfilter import zookeeper_ports
 from duomq.proto import codec, pb
 from duomq.testing.harness import read_node, run_cli, wait_for, wait_slaves_hold
+from duomq.transport import zmtp
 
 pytestmark = pytest.mark.integration
 Q0 = MessageQueue("Secret", "broker-a", 0)

@@ -9,12 +9,12 @@ import zmq
 
 from duomq.auth.acl import Policy
 from duomq.auth.users import User, UserAdmin
-from duomq.common import zmtp
 from duomq.common.credentials import Credentials, KeyPair, init_cluster_keys
 from duomq.common.message import decode_records
 from duomq.coordinator import zk as zkutil
 from duomq.format import record as rec
 from duomq.proto import codec, pb
+from duomq.transport import zmtp
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ import time
 import pytest
 import zmq
 
-from duomq.common import zmtp
 from duomq.common.message import decode_records
 from duomq.format import record as rec
 from duomq.proto import codec, pb
+from duomq.transport import zmtp
 
 pytestmark = pytest.mark.integration
 
@@ -283,7 +283,7 @@ def test_pulls_held_at_a_queues_end_see_every_message_once_whichever_way_answere
 
 
 class RawDealer:
-    """A DEALER spoken over a plain TCP socket (``common.zmtp``), so that
+    """A DEALER spoken over a plain TCP socket (``transport.zmtp``), so that
     several requests leave in one ``sendall`` and reach the broker in one
     read: served in one turn of its loop."""
 

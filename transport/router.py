@@ -1,5 +1,5 @@
 """The client port (and the replication port) served by the serving
-thread itself: a ROUTER speaking ZMTP 3.1 (``common.zmtp``) over its own
+thread itself: a ROUTER speaking ZMTP 3.1 (``transport.zmtp``) over its own
 non-blocking sockets, with no ZeroMQ I/O thread between the wire and the
 thread that handles a request (``client_transport``, ``ha_transport``).
 ZeroMQ's DEALERs connect to it unchanged.
@@ -36,7 +36,7 @@ from collections import deque
 
 import zmq
 
-from duomq.common import zmtp
+from duomq.transport import zmtp
 
 log = logging.getLogger(__name__)
 

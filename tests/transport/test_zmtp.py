@@ -1,8 +1,8 @@
-"""ZMTP 3.1 framing (common.zmtp): what is written reads back at every
+"""ZMTP 3.1 framing (transport.zmtp): what is written reads back at every
 split of the stream, and what breaks the protocol is refused before it is
-buffered. Every case runs twice: with the C twin (common/_zmtp.c) and with
+buffered. Every case runs twice: with the C twin (transport/_zmtp.c) and with
 the Python reference. Interplay with libzmq itself:
-tests/broker/test_zmtp_router.py."""
+tests/transport/test_router.py."""
 
 import random
 import socket
@@ -10,7 +10,7 @@ from collections import deque
 
 import pytest
 
-from duomq.common import zmtp
+from duomq.transport import zmtp
 
 pytestmark = pytest.mark.usefixtures("zmtp_both_ways")
 

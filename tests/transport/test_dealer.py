@@ -1,4 +1,4 @@
-"""The client's own ZMTP socket (common.zmtp_dealer) against real libzmq
+"""The client's own ZMTP socket (transport.dealer) against real libzmq
 ROUTERs: it talks, keeps a heartbeating ROUTER's connection up, and says
 when a connection dies or cannot open, without blocking its thread."""
 
@@ -7,7 +7,7 @@ import time
 import pytest
 import zmq
 
-from duomq.common.zmtp_dealer import ZmtpDealer, split_address
+from duomq.transport.dealer import ZmtpDealer, split_address
 
 pytestmark = pytest.mark.usefixtures("zmtp_both_ways")   # C framing, then Python
 

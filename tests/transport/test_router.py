@@ -1,4 +1,4 @@
-"""The native client port (broker.zmtp_router) against real libzmq peers:
+"""The native client port (transport.router) against real libzmq peers:
 DEALERs and REQs talk to it as to libzmq's ROUTER, and what breaks the
 protocol closes that connection only (the port goes on serving)."""
 
@@ -8,8 +8,8 @@ import time
 import pytest
 import zmq
 
-from duomq.broker.zmtp_router import READ_BYTES, ZmtpRouter
-from duomq.common import zmtp
+from duomq.transport import zmtp
+from duomq.transport.router import READ_BYTES, ZmtpRouter
 
 pytestmark = pytest.mark.usefixtures("zmtp_both_ways")   # C framing, then Python
 

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from duomq.common.zsend import readable
+from duomq.transport.zsend import readable
 
 PAYS = 0.5      # the share of recent waits a spin must catch for the loop to spin
 WEIGHT = 8      # the hit rate is an average over about this many waits

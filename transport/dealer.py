@@ -1,5 +1,5 @@
 """A connection to one broker without ZeroMQ's I/O thread: a DEALER
-speaking ZMTP 3.1 (``common.zmtp``, NULL mechanism) over a plain
+speaking ZMTP 3.1 (``transport.zmtp``, NULL mechanism) over a plain
 non-blocking socket that the thread using it reads and writes itself: a
 client's (``transport = "native"``; with credentials the client uses libzmq
 and CURVE) and a slave's replication link (``ha_transport``, ``whole``
@@ -33,7 +33,7 @@ from typing import Any
 
 import zmq
 
-from duomq.common import zmtp
+from duomq.transport import zmtp
 
 READ_BYTES = 1024 * 1024
 _reading = threading.local()  # each thread's read buffer, shared by its connections

@@ -297,11 +297,11 @@ class FrameReader:
 
 
 def _load() -> ModuleType | None:
-    """The C twin (``common/_zmtp.c``), unless DUOMQ_NATIVE=0 or not built."""
+    """The C twin (``transport/_zmtp.c``), unless DUOMQ_NATIVE=0 or not built."""
     if os.environ.get("DUOMQ_NATIVE", "1") == "0":
         return None
     try:
-        from duomq.common import _zmtp
+        from duomq.transport import _zmtp
     except ImportError:
         return None
     _zmtp.init(ZmtpError, EOF)

@@ -1,4 +1,4 @@
-"""The wait on native connections and ports (common.fd_poll.FdPoller):
+"""The wait on native connections and ports (transport.fd_poll.FdPoller):
 zmq.Poller's answers (the registered objects, POLLIN) from one poll(2), and
 a hang-up or an error counts as news to read."""
 
@@ -8,7 +8,7 @@ import time
 
 import zmq
 
-from duomq.common.fd_poll import FdPoller
+from duomq.transport.fd_poll import FdPoller
 
 
 class Owner:

@@ -3,7 +3,7 @@
  * crossed ~25 Python calls of framing, buffering and queueing; a thread
  * that slept pays each of them several times over on this machine).
  *
- * Optional, like format/_native.c: common/zmtp.py loads it, and its own
+ * Optional, like format/_native.c: transport/zmtp.py loads it, and its own
  * FrameReader, message and write_out stay the reference and the fallback
  * (DUOMQ_NATIVE=0); tests/test_zmtp.py runs every case both ways and
  * compares. The same rules as the reference: a frame's flag byte with a
@@ -29,8 +29,8 @@
 #define COMPACT_AT 65536         /* taken bytes kept before the rest moves down */
 #define SHRINK_ABOVE (256 * 1024) /* an emptied buffer larger than this is freed */
 
-static PyObject *ZmtpError;      /* common.zmtp.ZmtpError, given by init() */
-static PyObject *Eof;            /* common.zmtp.EOF */
+static PyObject *ZmtpError;      /* transport.zmtp.ZmtpError, given by init() */
+static PyObject *Eof;            /* transport.zmtp.EOF */
 static PyObject *s_popleft, *s_append;
 
 /* ------------------------------------------------------------ Reader */
@@ -617,7 +617,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_zmtp",
-    "ZMTP 3.1 frames read and written in C (common/zmtp.py is the reference).", -1, methods,
+    "ZMTP 3.1 frames read and written in C (transport/zmtp.py is the reference).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__zmtp(void)

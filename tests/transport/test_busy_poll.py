@@ -10,7 +10,7 @@ import time
 import pytest
 import zmq
 
-from duomq.common.busy_poll import PAYS, PROBE_EVERY, WEIGHT, BusyPoll
+from duomq.transport.busy_poll import PAYS, PROBE_EVERY, WEIGHT, BusyPoll
 
 LONG_US = 30_000_000          # 30 s: only a message ends such a spin
 
