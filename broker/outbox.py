@@ -19,7 +19,7 @@ from collections import deque
 
 import zmq
 
-from duomq.transport.zsend import send_now
+from duomq.transport.zsend import Sent, send_now
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ PIPE_MESSAGES = 16          # the client ROUTER's SNDHWM: answers ZeroMQ queues 
 
 
 class Outbox:
-    def __init__(self, socket: zmq.Socket, limit_bytes: int, mute_s: float):
+    def __init__(self, socket: Sent, limit_bytes: int, mute_s: float):
         self.socket = socket
         self.limit_bytes = limit_bytes
         self.mute_s = mute_s

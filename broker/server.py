@@ -22,7 +22,6 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -52,7 +51,7 @@ from duomq.format import native
 from duomq.proto import pb
 from duomq.transport.busy_poll import BusyPoll
 from duomq.transport.fd_poll import FdPoller
-from duomq.transport.router import ZmtpRouter
+from duomq.transport.ports import Port, PortError, listening
 from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
@@ -89,23 +88,19 @@ class Broker(BrokerCore):
         # ZeroMQ queues by the high-water marks (in messages), answers a client
         # does not read by the outbox (in bytes), log bytes in flight to a slave
         # by ha_window_bytes
-        self.router: Any
-        if config.native_client_port:                # the serving thread's own sockets
-            self.router = ZmtpRouter(CLIENT_RCVHWM, PIPE_MESSAGES, config.max_frame_bytes)
-        else:
-            self.router = self._socket(zmq.ROUTER, rcvhwm=CLIENT_RCVHWM, sndhwm=PIPE_MESSAGES,
-                                       max_frame=config.max_frame_bytes)
-            self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a full pipe raises: the outbox
-        self.ha_router: Any
-        if config.native_ha_port:           # the log leaves from the serving thread itself
-            self.ha_router = ZmtpRouter(HA_HWM, HA_HWM, HA_MAX_FRAME_BYTES, peer="slave")
-        else:
-            self.ha_router = self._socket(zmq.ROUTER, rcvhwm=HA_HWM, sndhwm=HA_HWM,
-                                          max_frame=HA_MAX_FRAME_BYTES)
-            self.ha_router.setsockopt(zmq.ROUTER_MANDATORY, 1)   # never drop log bytes silently
-        # auth = true: CURVE on both ports, ZAP, the users (broker/security.py)
-        self.security = BrokerSecurity(config, self.ctx, self.router, self.ha_router) \
-            if config.auth else None
+        self.router: Port = listening(self.ctx, config.native_client_port, CLIENT_RCVHWM,
+                                      PIPE_MESSAGES, config.max_frame_bytes,
+                                      authenticated=config.auth)
+        # the log leaves from the serving thread itself when native
+        self.ha_router: Port = listening(self.ctx, config.native_ha_port, HA_HWM, HA_HWM,
+                                         HA_MAX_FRAME_BYTES, peer="slave")
+        # auth = true: CURVE on both ports (libzmq's: the config refuses native
+        # ports with auth), ZAP, the users (broker/security.py)
+        self.security: BrokerSecurity | None = None
+        if config.auth:
+            client, ha = self.router.libzmq, self.ha_router.libzmq
+            assert client is not None and ha is not None
+            self.security = BrokerSecurity(config, self.ctx, client, ha)
         # a SASL login to the ensemble, where it asks for one
         self.zk_sasl = broker_zk_sasl(config.zookeeper_sasl_file,
                                       config.auth_dir if config.auth else "")
@@ -136,30 +131,12 @@ class Broker(BrokerCore):
         self._told_controller: tuple | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def _socket(self, kind, rcvhwm: int = 100_000, sndhwm: int = 100_000,
-                max_frame: int = -1) -> zmq.Socket:
-        sock = self.ctx.socket(kind)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVHWM, rcvhwm)
-        sock.setsockopt(zmq.SNDHWM, sndhwm)
-        sock.setsockopt(zmq.MAXMSGSIZE, max_frame)
-        return sock
-
-    def _bind(self, sock, port: int, setting: str) -> int:
+    def _bind(self, port: Port, number: int, setting: str) -> int:
         host = self.config.listen_host
-        if isinstance(sock, ZmtpRouter):
-            try:
-                return sock.bind("0.0.0.0" if host == "*" else host, port)
-            except OSError as exc:
-                raise ConfigError(f"{setting} {port}: cannot listen on {host}: "
-                                  f"{exc.strerror or exc}") from None
         try:
-            if port == 0:
-                return sock.bind_to_random_port(f"tcp://{host}")
-            sock.bind(f"tcp://{host}:{port}")
-        except zmq.ZMQError as exc:
-            raise ConfigError(f"{setting} {port}: cannot listen on {host}: {exc}") from None
-        return port
+            return port.bind(host, number)
+        except PortError as exc:
+            raise ConfigError(f"{setting} {number}: cannot listen on {host}: {exc}") from None
 
     def start(self) -> None:
         cfg = self.config
@@ -286,20 +263,18 @@ class Broker(BrokerCore):
         router, ha_router, notify = self.router, self.ha_router, self.inbox
         # both ports native: one poll(2) a wait over plain descriptors (libzmq's
         # zmq_poll asks twice, and only a libzmq socket needs it)
-        native = isinstance(router, ZmtpRouter) and isinstance(ha_router, ZmtpRouter)
-        poller: Any = FdPoller() if native else zmq.Poller()
-        for sock in (router, ha_router):
-            poller.register(sock.fileno() if native else sock, zmq.POLLIN)
+        poller: Any = FdPoller() if router.native and ha_router.native else zmq.Poller()
+        # what poll reports for each port, and messages it read that the loop
+        # has not taken yet (a native port's)
+        router_key, ha_key = router.poll_key(), ha_router.poll_key()
+        for key in (router_key, ha_key):
+            poller.register(key, zmq.POLLIN)
         notify_key = notify.fileno()
         poller.register(notify_key, zmq.POLLIN)
+        backlogged, ha_backlogged = router.backlogged, ha_router.backlogged
         st = self.state
         busy = self.busy_poll
         events: dict = {}
-        # a native port (the client port, the replication port): polled as its
-        # fd (what poll reports), and messages it read that the loop has not
-        # taken yet
-        backlogged, router_key = _polled(router)
-        ha_backlogged, ha_key = _polled(ha_router)
         try:
             outbox, after_sends = self.outbox, self.after_sends
             while not self._stopping:
@@ -392,41 +367,10 @@ class Broker(BrokerCore):
         m.transactions.commit_progress(self.state.visible_offset)
 
     def _drain_router(self) -> None:
-        router, dispatch, after_sends = self.router, self.dispatcher.dispatch, self.after_sends
-        if self.security is not None:
-            for _ in range(MAX_DRAIN):
-                if not readable(router):
-                    return
-                try:
-                    frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    return
-                # the User-Id ZAP gave the connection: checked on every request
-                who = frames[-1].get("User-Id")
-                after_sends.serving()
-                dispatch([f.bytes for f in frames], who if isinstance(who, str) else None)
-            return
-        if isinstance(router, ZmtpRouter):
-            # one look at the sockets a turn: what arrives meanwhile is the next
-            # turn's (its poll sees it), not a second epoll_wait each turn
-            # finding nothing (issue 41: ~5 us and a system call a send)
-            if not router.ready:
-                router.pump()
-            for _ in range(MAX_DRAIN):
-                if not router.ready:
-                    return
-                after_sends.serving()
-                dispatch(router.take())
-            return
-        for _ in range(MAX_DRAIN):
-            if not readable(router):     # asked first: no zmq.Again to raise (zsend.readable)
-                return
-            try:
-                parts = router.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            after_sends.serving()
-            dispatch(parts)
+        dispatch, serving = self.dispatcher.dispatch, self.after_sends.serving
+        for frames, who in self.router.requests(MAX_DRAIN):
+            serving()
+            dispatch(frames, who)
 
     def _drain_ha(self) -> None:
         now = time.monotonic()
@@ -531,13 +475,6 @@ class Broker(BrokerCore):
             if phys is not None and (floor is None or phys < floor):
                 floor = phys
         return floor
-
-
-def _polled(sock) -> tuple[Callable[[], bool], Any]:
-    """A port's (messages read and not yet taken, what poll reports for it)."""
-    if isinstance(sock, ZmtpRouter):
-        return sock.backlogged, sock.fileno()
-    return (lambda: False), sock
 
 
 def raise_open_files_limit() -> int:

@@ -20,7 +20,6 @@ from duomq.format import record as rec
 from duomq.master.parts import LinkStatus, MasterParts
 from duomq.slave.parts import SlaveParts
 from duomq.store.residency import tail_residency
-from duomq.transport.router import ZmtpRouter
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,8 @@ class BrokerSnapshot:
     # counted by the serving thread
     redirects: int = 0                 # pulls answered with advice to read elsewhere
     bad_requests: int = 0
-    # the client port when it is the broker's own (transport.router; libzmq's
-    # ROUTER counts none: None): (open now, accepted, closed for breaking ZMTP)
+    # the client port when it is the broker's own (``Port.connections``;
+    # libzmq's ROUTER counts none: None): (open now, accepted, closed for breaking ZMTP)
     client_connections: tuple[int, int, int] | None = None
     replication_connections: tuple[int, int, int] | None = None   # the same of the ha_port
 
@@ -78,8 +77,8 @@ def take(b) -> BrokerSnapshot:
         max_offset=log.max_offset, flushed_offset=st.flushed_offset,
         confirmed_offset=st.visible_offset, segments=len(log.mfq.segments),
         messages_stored=store.messages_stored, redirects=st.redirects,
-        bad_requests=st.bad_requests, client_connections=_connections(getattr(b, "router", None)),
-        replication_connections=_connections(getattr(b, "ha_router", None)),
+        bad_requests=st.bad_requests, client_connections=_connections(b, "router"),
+        replication_connections=_connections(b, "ha_router"),
         promotable=b.config.promotable and not b.refetching(),
         recovery=str(report) if report is not None and report.damaged else "",
         cannot_write=store.cannot_write)
@@ -99,10 +98,9 @@ def take(b) -> BrokerSnapshot:
         replication_halted=parts.halted)
 
 
-def _connections(router) -> tuple[int, int, int] | None:
-    if not isinstance(router, ZmtpRouter):
-        return None
-    return len(router.conns), router.opened, router.refused
+def _connections(b, port: str) -> tuple[int, int, int] | None:
+    p = getattr(b, port, None)            # (a core without ports: none)
+    return p.connections() if p is not None else None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import zmq
 
 from duomq.proto import codec, pb
 from duomq.replication.protocol import HaState, ack_point, in_sync, next_state, required_acks
-from duomq.transport.zsend import send_now
+from duomq.transport.zsend import Sent, send_now
 
 log = logging.getLogger(__name__)
 MAX_LINKS = 8             # replication links one master keeps (a group has a few slaves)
@@ -58,7 +58,7 @@ class HAConnection:
 class HAService:
     """The links of a master of ``epoch`` to its slaves."""
 
-    def __init__(self, store, config, socket: zmq.Socket, epoch: int, offsets):
+    def __init__(self, store, config, socket: Sent, epoch: int, offsets):
         self.store = store
         self.offsets = offsets              # ConsumerOffsetManager: changes go to slaves
         self.config = config

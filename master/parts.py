@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import time
 
-import zmq
-
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.delay import parse_levels
 from duomq.common.message import MessageExt
@@ -29,6 +27,7 @@ from duomq.proto import pb
 from duomq.replication.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave
 from duomq.store.residency import window_residency
 from duomq.store.share_book import ShareBook
+from duomq.transport.zsend import Sent
 
 __all__ = ["LinkStatus", "MasterParts"]
 
@@ -43,7 +42,7 @@ class MasterParts:
         job()
 
     def __init__(self, store, config: BrokerConfig, epoch: int, offsets,
-                 ha_socket: zmq.Socket, counters, zk=None, share: ShareBook | None = None):
+                 ha_socket: Sent, counters, zk=None, share: ShareBook | None = None):
         """Own the log at ``epoch``: consume queues complete, the log
         fsynced, the epoch on disk; delayed messages and transactions resume
         from the progress the old master replicated; the replication links

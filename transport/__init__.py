@@ -5,8 +5,10 @@ libzmq when CURVE is on (auth is libzmq's).
 
 - ``zmtp``: ZMTP framing (greeting, READY, frames), with its C twin
   ``_zmtp.c`` chosen once at import (``DUOMQ_NATIVE=0``: the Python reference).
-- ``router``: the broker's own ROUTER (the client port and the replication
-  port without auth), its ``fileno`` an epoll set over its connections.
+- ``ports``: a port the broker's serving thread owns (the client port, the
+  replication port) as one interface, ``Port``, over its two kinds, chosen
+  once when it is made: ``NativePort`` (``router``: the thread's own ROUTER,
+  its ``fileno`` an epoll set over its connections) and ``LibzmqPort``.
 - ``dealer``: a client's and a slave's own DEALER.
 - ``zsend``: sending on a libzmq ROUTER_MANDATORY socket with a small
   high-water mark, and asking whether a message waits (both ports answer it).
