@@ -15,7 +15,8 @@ cannot be applied (a damaged record, or one naming a queue the store refuses)
 is cut from the log and the link stops for good (``halted`` says why, in the
 member node): fetching it again would only bring the same bytes.
 
-A native link watches itself as libzmq's heartbeats did (``_redial``).
+A native link watches itself as libzmq's heartbeats do (``Dealer.keep_alive``; ``_redial``
+reports again once it closed).
 
 The thread has a ZeroMQ context of its own, whose I/O thread a libzmq link
 starts. Under ASYNC replication it first lowers its own priority, which
@@ -46,7 +47,8 @@ from duomq.common.credentials import KeyPair
 from duomq.common.service import ServiceThread
 from duomq.format.record import RecordError
 from duomq.proto import codec, pb
-from duomq.transport.dealer import CLOSED, ZmtpDealer
+from duomq.transport.dealer import ZmtpDealer
+from duomq.transport.links import Dealer, LibzmqDealer
 from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
@@ -215,7 +217,7 @@ class HAClient(ServiceThread):
                 self.wait_for_running(backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
 
-    def _dial(self, address: str):
+    def _dial(self, address: str) -> Dealer:
         """The link's socket: its own ZMTP (``ha_transport``, no auth), or
         libzmq's DEALER."""
         if self.curve is None and self.config.native_ha_port:
@@ -245,12 +247,12 @@ class HAClient(ServiceThread):
                 sock.close(linger=0)
                 raise
         sock.connect(address)
-        return sock
+        return LibzmqDealer(sock, address)
 
     def _follow(self, address: str) -> None:
         cfg = self.config
         sock = self._dial(address)
-        native = isinstance(sock, ZmtpDealer)
+        beat = cfg.ha_heartbeat_ms / 1000
         self._told_opens = 0
         log.info("replicating from %s (local end %d)", address, self.store.commitlog.max_offset)
         try:
@@ -259,7 +261,7 @@ class HAClient(ServiceThread):
             self.last_heard = time.monotonic()
             report_at = None   # a delayed report is due then (chunks nothing waits on)
             poller = zmq.Poller()          # one for the link (Socket.poll makes one per call)
-            poller.register(sock, zmq.POLLIN)
+            poller.register(sock.poll_key(), zmq.POLLIN)
             while not self.stopped:
                 if self._jobs:
                     self._run_jobs()
@@ -292,7 +294,7 @@ class HAClient(ServiceThread):
                                 now - self.last_heard)
                     self.on_lost()
                     return
-                if native and self._redial(sock, now):
+                if sock.keep_alive(now, beat) and self._redial(sock, now):
                     last_report, report_at = now, None
                 elif (report_at is not None and now >= report_at) or \
                         now - last_report >= cfg.ha_heartbeat_ms / 1000:
@@ -304,26 +306,11 @@ class HAClient(ServiceThread):
             finally:
                 sock.close(linger=0)
 
-    def _redial(self, sock: ZmtpDealer, now: float) -> bool:
-        """The native link's own liveness, as libzmq's heartbeats and
-        connect timeout were (this broker's ``ha_heartbeat_ms``, whatever
-        the master's): a PING when the connection has carried nothing for
-        half a heartbeat (the master's port answers PONG), and a connection
-        that carried nothing for two, or that is not open half a heartbeat
-        after its dial, is closed and dialled again with a report (at most
-        every RECONNECT_S once one failed). True when it dialled."""
-        beat = self.config.ha_heartbeat_ms / 1000
-        if sock.is_open:
-            quiet = now - max(sock.heard_at, sock.dialled_at)
-            if quiet <= 2 * beat:
-                if quiet > beat / 2 and now - sock.pinged_at >= beat / 2:
-                    sock.ping()
-                return False
-            sock.reset(f"silent for {quiet:.1f} s")
-        elif sock.state != CLOSED:
-            if now - sock.dialled_at <= beat / 2:
-                return False
-            sock.reset(f"not open {beat / 2:g} s after the dial")
+    def _redial(self, sock: Dealer, now: float) -> bool:
+        """A link its own liveness closed (``Dealer.keep_alive``, this
+        broker's ``ha_heartbeat_ms`` whatever the master's, as libzmq's
+        heartbeats and connect timeout do for its DEALER): dialled again with
+        a report, at most every RECONNECT_S once one failed. True when it dialled."""
         if sock.take_lost():              # said once per connection that opened, not per dial
             level = logging.INFO if sock.opens != self._told_opens else logging.DEBUG
             if sock.opens != self._told_opens:

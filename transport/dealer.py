@@ -54,6 +54,10 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class ZmtpDealer:
+    """A DEALER connection of the calling thread's own (``links.Dealer``)."""
+
+    native = True
+
     def __init__(self, address: str, whole: bool = False):
         self.address = address
         self.whole = whole                     # keep every frame of a message (recv_multipart)
@@ -75,6 +79,9 @@ class ZmtpDealer:
 
     # ---------------------------------------------------------------- DEALER surface
     def fileno(self) -> int:
+        return self.ep.fileno()
+
+    def poll_key(self) -> int:
         return self.ep.fileno()
 
     def send(self, data: bytes, flags: int = 0) -> None:
@@ -141,6 +148,26 @@ class ZmtpDealer:
         """Close the connection now (a silent or slow one); what was queued
         goes with it and the next send dials again."""
         self._close(why)
+
+    def keep_alive(self, now: float, beat_s: float) -> bool:
+        """What libzmq's HEARTBEAT_IVL (half a beat), HEARTBEAT_TIMEOUT (two
+        beats) and CONNECT_TIMEOUT (half a beat) do for its DEALER: a PING
+        when the connection has carried nothing for half a beat (a ROUTER
+        answers PONG), closed when it carried nothing for two or is not open
+        half a beat after its dial. True when it is closed: the next send
+        dials again (``take_lost`` says whether one died)."""
+        if self.state == OPEN:
+            quiet = now - max(self.heard_at, self.dialled_at)
+            if quiet <= 2 * beat_s:
+                if quiet > beat_s / 2 and now - self.pinged_at >= beat_s / 2:
+                    self.ping()
+                return False
+            self._close(f"silent for {quiet:.1f} s")
+        elif self.state != CLOSED:
+            if now - self.dialled_at <= beat_s / 2:
+                return False
+            self._close(f"not open {beat_s / 2:g} s after the dial")
+        return True
 
     def take_lost(self) -> bool:
         """Whether a connection died (or failed to open) since last asked."""
