@@ -14,17 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from duomq.transport.dealer import CLOSED, ZmtpDealer
+from duomq.transport.links import Dealer
 
 
-def not_opening(socks: Iterable[ZmtpDealer], now: float, connect_s: float) -> list[ZmtpDealer]:
-    """Connections still being opened ``connect_s`` after their dial."""
-    return [s for s in socks
-            if s.state != CLOSED and not s.is_open and now - s.dialled_at > connect_s]
+def not_opening(socks: Iterable[Dealer], now: float, connect_s: float) -> list[Dealer]:
+    """Connections still being opened ``connect_s`` after their dial (a
+    libzmq one never is: its connect timeout is libzmq's)."""
+    return [s for s in socks if s.opening_for(now) > connect_s]
 
 
-def silent(socks: Iterable, now: float, connect_s: float) -> list[ZmtpDealer]:
-    """Of the sockets a timed-out request used, the open native ones that
-    heard nothing for ``connect_s``."""
-    return [s for s in set(socks)
-            if isinstance(s, ZmtpDealer) and s.is_open and now - s.heard_at > connect_s]
+def silent(socks: Iterable[Dealer | None], now: float, connect_s: float) -> list[Dealer]:
+    """Of the sockets a timed-out request used, the open ones that heard
+    nothing for ``connect_s`` (a libzmq one never says)."""
+    return [s for s in set(socks) if s is not None and s.silent_for(now) > connect_s]

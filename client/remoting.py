@@ -53,6 +53,7 @@ from duomq.common.errors import (
 from duomq.proto import codec, pb
 from duomq.transport.busy_poll import BusyPoll
 from duomq.transport.dealer import ZmtpDealer
+from duomq.transport.links import Dealer, LibzmqDealer
 from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class RemotingClient:
         # a blocking call on a native socket spins this long on its answer
         # before it sleeps (transport.busy_poll; adaptive, per calling thread)
         self.busy_poll_us = busy_poll_us
-        self._native: dict[int, ZmtpDealer] = {}    # the I/O thread's, by the fd polled
+        self._keys: dict[Any, Dealer] = {}   # the I/O thread's sockets, by what poll reports
         # the broker key an address serves with, as its member node says (b"":
         # unknown); among the keys the credentials trust, that one is tried first
         self.server_key = server_key
@@ -94,8 +95,8 @@ class RemotingClient:
         self._outbox: deque = deque()
         self._soon: deque = deque()         # functions to run on the I/O thread
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._sockets: dict[str, Any] = {}         # libzmq DEALERs or ZmtpDealers
-        self._by_socket: dict[Any, str] = {}
+        self._sockets: dict[str, Dealer] = {}      # ZmtpDealers, or libzmq's (LibzmqDealer)
+        self._by_socket: dict[Dealer, str] = {}
         self._pending: dict[int, tuple[Future, float, int, str]] = {}
         self._closed = False
         # a broker's push on a connection (request id 0: a check-back), handed
@@ -110,7 +111,6 @@ class RemotingClient:
         self._gone: dict[str, tuple[int, str]] = {}
         self._waiting: dict[str, set[int]] = {}
         self._aborts: deque = deque()             # (address, why) for the I/O thread
-        self._monitors: dict[zmq.Socket, str] = {}
         self._wakes: list[int] = []               # every calling thread's wake-up eventfd
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -380,31 +380,30 @@ class RemotingClient:
             self._wakes.clear()
 
     # ------------------------------------------------------------ I/O thread
-    def _socket(self, address: str) -> Any:
+    def _socket(self, address: str) -> Dealer:
         sock = self._sockets.get(address)
-        if sock is None and self.native:
-            native = ZmtpDealer(self.dial(address))
-            self._sockets[address] = native
-            self._by_socket[native] = address
-            self._native[native.fileno()] = native
-            self._poller.register(native.fileno(), zmq.POLLIN)
-            return native
-        elif sock is None:
-            sock = self.ctx.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.SNDHWM, 100_000)
-            sock.setsockopt(zmq.RCVHWM, 100_000)
-            sock.setsockopt(zmq.RECONNECT_IVL, 100)
-            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            self._secure(sock, address)
-            monitor = sock.get_monitor_socket(self._watched)
-            sock.connect(self.dial(address))
+        if sock is None:
+            sock = ZmtpDealer(self.dial(address)) if self.native else self._libzmq(address)
             self._sockets[address] = sock
             self._by_socket[sock] = address
-            self._monitors[monitor] = address
-            self._poller.register(sock, zmq.POLLIN)
-            self._poller.register(monitor, zmq.POLLIN)
+            for key in sock.poll_keys():
+                self._keys[key] = sock
+                self._poller.register(key, zmq.POLLIN)
         return sock
+
+    def _libzmq(self, address: str) -> LibzmqDealer:
+        """libzmq's DEALER to ``address`` (CURVE with credentials), with a
+        monitor for its connection's death and a refused handshake."""
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, 100_000)
+        sock.setsockopt(zmq.RCVHWM, 100_000)
+        sock.setsockopt(zmq.RECONNECT_IVL, 100)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+        self._secure(sock, address)
+        monitor = sock.get_monitor_socket(self._watched)
+        sock.connect(self.dial(address))
+        return LibzmqDealer(sock, address, monitor, _lost)
 
     def _run(self) -> None:
         self._poller = zmq.Poller()
@@ -415,32 +414,14 @@ class RemotingClient:
                 # a request made on this thread after the outbox was sent (an
                 # expiry's callback) wrote no wake-up: do not sleep on it
                 events = self._poller.poll(0 if self._outbox or self._soon else 100)
-                for sock, _ in events:
-                    if sock == self._wake_fd:
+                for key, _ in events:
+                    if key == self._wake_fd:
                         try:
                             os.eventfd_read(self._wake_fd)
                         except BlockingIOError:
                             pass
-                    elif sock in self._monitors:
-                        address = self._monitors[sock]
-                        try:
-                            lost: Exception | None = BrokerUnreachableError(
-                                f"the connection to {address} died while the request waited "
-                                f"for its answer") if _lost(sock) else None
-                        except AuthenticationError as exc:
-                            lost = exc
-                        except KeyMismatch as exc:
-                            lost = exc
-                            self._misses[address] = self._misses.get(address, 0) + 1
-                        if lost is not None:
-                            self._drain(self._sockets[address])  # answers that did arrive
-                            self._fail_address(address, lost)
-                            if isinstance(lost, KeyMismatch):   # the next expects another key
-                                self._close_socket(address, sock)
-                    elif sock in self._native:
-                        self._drain_native(self._native[sock])
-                    elif sock in self._by_socket:      # (not closed a moment ago)
-                        self._drain(sock)
+                    elif (sock := self._keys.get(key)) is not None:   # (not closed a moment ago)
+                        self._serve(sock)
                 while self._aborts:
                     address, why = self._aborts.popleft()
                     self._fail_address(address, BrokerGoneError(
@@ -460,28 +441,21 @@ class RemotingClient:
         finally:
             self._fail_all(ClientClosedError("client closed"))
             for s in self._sockets.values():
-                if isinstance(s, ZmtpDealer):
-                    s.close()
-                    continue
-                s.disable_monitor()
                 s.close(linger=0)
-            for m in self._monitors:
-                m.close(linger=0)
 
     def _redial_stuck(self, now: float) -> None:
         """Close a connection still being opened after ``CONNECT_TIMEOUT_S``
         (``liveness``: the next request dials again)."""
-        for sock in liveness.not_opening(list(self._native.values()), now, CONNECT_TIMEOUT_S):
+        for sock in liveness.not_opening(list(self._sockets.values()), now, CONNECT_TIMEOUT_S):
             sock.reset(f"no connection in {CONNECT_TIMEOUT_S:g} s")
-            self._drain_native(sock)
+            self._serve(sock)
 
-    def _close_socket(self, address: str, monitor: zmq.Socket) -> None:
+    def _close_socket(self, address: str) -> None:
         sock = self._sockets.pop(address)
-        del self._by_socket[sock], self._monitors[monitor]
-        self._poller.unregister(sock)
-        self._poller.unregister(monitor)
-        sock.disable_monitor()
-        monitor.close(linger=0)
+        del self._by_socket[sock]
+        for key in sock.poll_keys():
+            del self._keys[key]
+            self._poller.unregister(key)
         sock.close(linger=0)
 
     def _send_outbox(self) -> None:
@@ -497,17 +471,28 @@ class RemotingClient:
             except zmq.ZMQError as exc:
                 self._pending.pop(rid, None)
                 fut.set_exception(RequestTimeoutError(f"cannot send to {address}: {exc}"))
-            if isinstance(sock, ZmtpDealer) and sock.lost:   # could not even connect
-                self._drain_native(sock)
+            if sock.lost:                 # could not even connect
+                self._serve(sock)
 
-    def _drain_native(self, sock: ZmtpDealer) -> None:
-        """Answers a native connection has, then its death if it died."""
+    def _serve(self, sock: Dealer) -> None:
+        """Answers a connection has, then its death if it died (or, libzmq's
+        under CURVE, the broker refused the handshake: the next socket to it
+        expects another broker key after a mismatch)."""
         self._drain(sock)
-        if sock.take_lost():
-            address = self._by_socket[sock]
-            self._fail_address(address, BrokerUnreachableError(
+        address = self._by_socket[sock]
+        try:
+            lost: Exception | None = BrokerUnreachableError(
                 f"the connection to {address} died while the request waited for its "
-                f"answer ({sock.why})"))
+                f"answer" + (f" ({sock.why})" if sock.why else "")) if sock.take_lost() else None
+        except AuthenticationError as exc:
+            lost = exc
+        except KeyMismatch as exc:
+            lost = exc
+            self._misses[address] = self._misses.get(address, 0) + 1
+        if lost is not None:
+            self._fail_address(address, lost)
+            if isinstance(lost, KeyMismatch):
+                self._close_socket(address)
 
     def _drain(self, sock) -> None:
         pending = self._pending
@@ -562,8 +547,8 @@ class RemotingClient:
                 f"no answer from {address} to {pb.RequestType.Name(type_)} in time"))
             used.append(self._sockets.get(address))
         for sock in liveness.silent(used, now, CONNECT_TIMEOUT_S):   # (client/liveness.py)
-            sock.reset(f"silent for {now - sock.heard_at:.1f} s while a request timed out")
-            self._drain_native(sock)
+            sock.reset(f"silent for {sock.silent_for(now):.1f} s while a request timed out")
+            self._serve(sock)
 
     def _fail_all(self, exc) -> None:
         for fut, *_ in self._pending.values():

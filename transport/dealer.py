@@ -169,6 +169,17 @@ class ZmtpDealer:
             self._close(f"not open {beat_s / 2:g} s after the dial")
         return True
 
+    def poll_keys(self) -> tuple[int]:
+        return (self.ep.fileno(),)
+
+    def opening_for(self, now: float) -> float:
+        """How long a connect has been under way without opening (0: none is)."""
+        return now - self.dialled_at if self.state not in (CLOSED, OPEN) else 0.0
+
+    def silent_for(self, now: float) -> float:
+        """How long an open connection has heard nothing (0: not open)."""
+        return now - self.heard_at if self.state == OPEN else 0.0
+
     def take_lost(self) -> bool:
         """Whether a connection died (or failed to open) since last asked."""
         lost, self.lost = self.lost, False

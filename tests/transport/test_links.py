@@ -1,0 +1,64 @@
+"""Both kinds of DEALER behind one interface (transport/links.py) against a
+real libzmq ROUTER: a request and its answer, then the peer's death told by
+``take_lost`` (the native dealer sees the EOF itself, libzmq's through its
+socket monitor), with nothing asked of the caller about which it holds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import zmq
+
+from duomq.client.monitor_events import WATCHED, _lost
+from duomq.transport.dealer import ZmtpDealer
+from duomq.transport.links import Dealer, LibzmqDealer
+from duomq.transport.zsend import readable
+
+
+def make(ctx, native: bool, address: str) -> Dealer:
+    if native:
+        return ZmtpDealer(address)
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    monitor = sock.get_monitor_socket(WATCHED)
+    sock.connect(address)
+    return LibzmqDealer(sock, address, monitor, _lost)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "libzmq"])
+def test_a_dealer_talks_then_tells_its_peers_death_once(native):
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    d = make(ctx, native, f"tcp://127.0.0.1:{port}")
+    try:
+        assert d.native is native and len(d.poll_keys()) == (1 if native else 2)
+        d.send(b"ping")
+        deadline = time.monotonic() + 5
+        while not router.poll(10) and time.monotonic() < deadline:
+            readable(d)                         # a native dealer connects and writes here
+        identity, body = router.recv_multipart()
+        assert body == b"ping"
+        router.send_multipart([identity, b"pong"])
+        deadline = time.monotonic() + 5
+        while not readable(d) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert d.recv() == b"pong"
+        now = time.monotonic()
+        assert d.opening_for(now) == 0.0 and not d.keep_alive(now, 1.0)
+        assert not d.take_lost()
+        router.close(linger=0)                  # the peer dies
+        deadline = time.monotonic() + 5
+        told = False
+        while not told and time.monotonic() < deadline:
+            readable(d)                         # a native dealer reads its EOF here
+            told = d.take_lost()
+            time.sleep(0.01)
+        assert told, "the peer's death was not told"
+        assert not d.take_lost()                # once
+    finally:
+        d.close(linger=0)
+        router.close(linger=0)
+        ctx.term()
