@@ -65,11 +65,16 @@ def test_delayed_messages_survive_a_broker_restart(local_cluster, small_store):
             p.send(Message("Durable", b"d%02d" % i,
                            deliver_at_ms=int((t0 + 1.5 + i * 0.2) * 1000)))
         p.send(Message("Durable", b"early", delay_level=1))
-    # `early` is delivered at 0.2 s, the rest wait in the 1 s and 2 s levels
-    # until 1.05 s. Delays are at least once across a crash, as RocketMQ's: a
-    # kill within offset_persist_interval_ms of a delivery (or of a message
-    # moving down a level) repeats it. This kill falls where none is in flight.
-    time.sleep(0.6)
+    sent = time.time()
+    # `early` is delivered 0.2 s after its send, the rest move down from the
+    # 1 s and 2 s levels 1.05 s after theirs. Delays are at least once across
+    # a crash, as RocketMQ's: a kill within offset_persist_interval_ms of a
+    # delivery (or of a move down a level) repeats it. This kill falls between
+    # the two, where none is in flight, unless the sends took so long (a
+    # loaded machine) that no such window is left
+    quiet_from, quiet_until = sent + 0.35, t0 + 0.95
+    quiet = quiet_from < quiet_until
+    time.sleep(max(0.0, ((quiet_from + quiet_until) / 2 if quiet else quiet_from) - time.time()))
     broker.kill()                           # kill -9: offsets as last persisted
     broker.start()
     arrivals = Arrivals()
@@ -83,4 +88,7 @@ def test_delayed_messages_survive_a_broker_restart(local_cluster, small_store):
     for i in range(20):
         got, _ = arrivals.at[b"d%02d" % i]
         assert got >= t0 + 1.5 + i * 0.2 - 0.05
-    assert c.consumed_count == 21, "nothing delivered twice"
+    if quiet:
+        assert c.consumed_count == 21, "nothing delivered twice"
+    else:     # no window without a delivery in flight: at least once is all that holds
+        assert c.consumed_count >= 21, f"the sends took {sent - t0:.2f} s"
