@@ -254,7 +254,13 @@ class BrokerRegistry:
                     break
                 if not self._replaceable(path, raw, epoch):
                     return
-                self.zk.delete(path, version=stat.version)
+                # at once: between a delete and a create the old master's
+                # route watch could write its own back
+                tx = self.zk.transaction()
+                tx.delete(path, version=stat.version)
+                tx.create(path, data, ephemeral=True)
+                if not any(isinstance(r, Exception) for r in tx.commit()):
+                    break
             except (NoNodeError, BadVersionError):
                 continue
         self._watch_route(cfg.name, path)
@@ -297,7 +303,9 @@ class BrokerRegistry:
                 with self._lock:
                     cfg = self.topic_configs.get(name)
                     n = cfg.queues.get(self.config.group, 0) if cfg is not None else 0
-                    if cfg is None or not n or self.routes_epoch is None:
+                    m = self.master     # a repair: only while the master node names us
+                    if cfg is None or not n or self.routes_epoch is None or m is None or \
+                            (m.broker_id, m.epoch) != (self.config.broker_id, self.routes_epoch):
                         return
                     if event.type != EventType.DELETED and self._ours(path):
                         self._watch_route(name, path)   # our own write: watched again
