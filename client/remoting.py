@@ -58,6 +58,7 @@ from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0      # longest a blocking call waits for a connection to its broker
+_NOBLOCK = zmq.NOBLOCK
 PUSHES = frozenset({pb.CHECK_TRANSACTION_STATE})   # what a broker sends unasked
 
 
@@ -161,64 +162,26 @@ class RemotingClient:
         if self._closed:
             raise ClientClosedError("client is closed")
         conn = self._direct_socket(address)
-        if conn.monitor is None:
-            return self._call_native(conn, address, type_, message, timeout_s)
         sock = conn.sock
-        if readable(conn.monitor):        # news: a drop while idle (the send reconnects)
-            self._lost_direct(conn, address)
         gone = self._gone.get(address, (0, ""))[0]
         rid = next(self._ids)
-        sndtimeo = max(1, int(min(timeout_s, CONNECT_TIMEOUT_S) * 1000))
-        if sndtimeo != conn.sndtimeo:
-            sock.setsockopt(zmq.SNDTIMEO, sndtimeo)
-            conn.sndtimeo = sndtimeo
+        data: Any = codec.encode_request(rid, type_, message)
         try:
-            sock.send(codec.encode_request(rid, type_, message))
-        except zmq.Again:
-            try:
-                _lost(conn.monitor)         # the handshake refused: say so, not "unreachable"
-            except (AuthenticationError, KeyMismatch) as exc:
-                self._dropped(address, exc)
-                raise
-            raise NotConnectedError(f"no connection to {address}") from None
-        deadline = time.monotonic() + timeout_s
-        wake = self._local.wake       # in _waiting[address] while the connection lives
-        while True:
-            ready = self._wait(conn, deadline, address, type_, timeout_s)
-            if sock in ready:       # an answer that arrived wins over news of a death
-                answer = codec.matched(sock.recv(), rid, type_)
-                if answer is not None:
-                    return answer
-                continue
-            if wake in ready:
-                self._check_gone(wake, address, gone, type_)
-            if conn.monitor in ready and self._lost_direct(conn, address):
-                self._drop_direct_socket(address)
-                raise BrokerUnreachableError(
-                    f"the connection to {address} died while {pb.RequestType.Name(type_)} "
-                    f"waited for its answer")
-
-    def _call_native(self, conn: Direct, address: str, type_: int, message,
-                     timeout_s: float):
-        """``call`` on the calling thread's own ZMTP socket: no I/O thread."""
-        sock: ZmtpDealer = conn.sock
-        sock.pump()                       # a drop while idle is read now (EOF) and the
-        sock.take_lost()                  # send reconnects: NotConnectedError, not sent
-        gone = self._gone.get(address, (0, ""))[0]
-        rid = next(self._ids)
-        if not sock.wait_open(min(timeout_s, CONNECT_TIMEOUT_S)):
-            sock.take_lost()
+            sent = sock.send_when_open(data, min(timeout_s, CONNECT_TIMEOUT_S))
+        except (AuthenticationError, KeyMismatch) as exc:   # a refused handshake: say so,
+            self._dropped(address, exc)                      # not "unreachable"
+            raise
+        if not sent:
             self._drop_direct_socket(address)   # the next call dials afresh (liveness)
             raise NotConnectedError(f"no connection to {address}: {sock.why}")
-        sock.send(codec.encode_request(rid, type_, message))
         deadline = time.monotonic() + timeout_s
-        wake = self._local.wake
-        ready: dict = {}
+        wake = self._local.wake       # in _waiting[address] while the connection lives
+        ready: Any = ()
         while True:
             data = None
             if sock.inq or ready:         # (no look before the first wait: too soon)
                 try:
-                    data = sock.recv()
+                    data = sock.recv(_NOBLOCK)
                 except zmq.Again:
                     pass
             if data is not None:          # an answer that arrived wins over news of a death
@@ -226,14 +189,19 @@ class RemotingClient:
                 if answer is not None:
                     return answer
                 continue
-            if sock.take_lost():
+            try:
+                lost = sock.take_lost()
+            except (AuthenticationError, KeyMismatch) as exc:   # (libzmq's monitor says)
+                self._dropped(address, exc)
+                raise
+            if lost:
                 self._drop_direct_socket(address)
                 raise BrokerUnreachableError(
                     f"the connection to {address} died while {pb.RequestType.Name(type_)} "
-                    f"waited for its answer ({sock.why})")
+                    f"waited for its answer ({sock.why or 'closed by its peer'})")
             # the answer caught awake (or the connection's death: said above)
             if not ready and conn.busy.spin_with(sock.spin_read):
-                ready = {sock.fileno(): zmq.POLLIN}
+                ready = (sock,)
                 continue
             ready = self._wait(conn, deadline, address, type_, timeout_s)
             conn.busy.woke()
@@ -260,14 +228,6 @@ class RemotingClient:
             self._drop_direct_socket(address)
             raise BrokerGoneError(f"{pb.RequestType.Name(type_)} to {address} "
                                   f"abandoned: {why}")
-
-    def _lost_direct(self, conn: Direct, address: str) -> bool:
-        assert conn.monitor is not None          # (libzmq's sockets only)
-        try:
-            return _lost(conn.monitor)
-        except (AuthenticationError, KeyMismatch) as exc:
-            self._dropped(address, exc)
-            raise
 
     def _dropped(self, address: str, exc: Exception) -> None:
         """The calling thread's socket to ``address`` failed its handshake."""
@@ -314,24 +274,10 @@ class RemotingClient:
             with self._direct_lock:
                 self._wakes.append(self._local.wake)
         conn = socks.get(address)
-        if conn is None and self.native:
-            conn = socks[address] = Direct(ZmtpDealer(self.dial(address)), None,
-                                            self._local.wake, BusyPoll(self.busy_poll_us))
-            with self._direct_lock:
-                self._direct.append(conn)
-                self._waiting.setdefault(address, set()).add(self._local.wake)
-        elif conn is None:
-            sock = self.ctx.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            # queue only to a live connection: a send to a dead broker fails
-            # within CONNECT_TIMEOUT_S instead of waiting for its answer's timeout
-            sock.setsockopt(zmq.IMMEDIATE, 1)
-            sock.setsockopt(zmq.RECONNECT_IVL, 100)
-            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            self._secure(sock, address)
-            monitor = sock.get_monitor_socket(self._watched)
-            sock.connect(self.dial(address))
-            conn = socks[address] = Direct(sock, monitor, self._local.wake)
+        if conn is None:
+            busy = BusyPoll(self.busy_poll_us if self.native else 0)
+            conn = socks[address] = Direct(self._dealer(address, blocking=True),
+                                           self._local.wake, busy)
             with self._direct_lock:
                 self._direct.append(conn)
                 # abort() wakes this thread from now on: a wake-up while no
@@ -383,7 +329,7 @@ class RemotingClient:
     def _socket(self, address: str) -> Dealer:
         sock = self._sockets.get(address)
         if sock is None:
-            sock = ZmtpDealer(self.dial(address)) if self.native else self._libzmq(address)
+            sock = self._dealer(address)
             self._sockets[address] = sock
             self._by_socket[sock] = address
             for key in sock.poll_keys():
@@ -391,13 +337,22 @@ class RemotingClient:
                 self._poller.register(key, zmq.POLLIN)
         return sock
 
-    def _libzmq(self, address: str) -> LibzmqDealer:
-        """libzmq's DEALER to ``address`` (CURVE with credentials), with a
-        monitor for its connection's death and a refused handshake."""
+    def _dealer(self, address: str, blocking: bool = False) -> Dealer:
+        """A new connection to ``address``, of the kind this client speaks:
+        its own ZMTP, or libzmq's DEALER (CURVE, with credentials) with a
+        monitor for its connection's death and a refused handshake. A
+        blocking call's (``blocking``) queues only to a live connection, so
+        that a send to a dead broker fails within CONNECT_TIMEOUT_S instead
+        of waiting for its answer's timeout; the I/O thread's queues deep."""
+        if self.native:
+            return ZmtpDealer(self.dial(address))
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.SNDHWM, 100_000)
-        sock.setsockopt(zmq.RCVHWM, 100_000)
+        if blocking:
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+        else:
+            sock.setsockopt(zmq.SNDHWM, 100_000)
+            sock.setsockopt(zmq.RCVHWM, 100_000)
         sock.setsockopt(zmq.RECONNECT_IVL, 100)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
         self._secure(sock, address)
@@ -498,7 +453,7 @@ class RemotingClient:
         pending = self._pending
         while readable(sock):        # asked first: no zmq.Again to raise (zsend.readable)
             try:
-                data = sock.recv(zmq.NOBLOCK)
+                data = sock.recv(_NOBLOCK)
             except zmq.Again:
                 return
             pulled = codec.read_pull_answer(data)     # the common answer, read in C

@@ -10,37 +10,29 @@ from typing import Any
 import zmq
 
 from duomq.transport.busy_poll import BusyPoll
-from duomq.transport.fd_poll import FdPoller
+from duomq.transport.links import Dealer
 
 log = logging.getLogger(__name__)
 
 
 class Direct:
-    """A calling thread's connection to one broker: the DEALER, its monitor
-    and a poller over both plus the thread's wake-up eventfd (registered
-    with ``abort`` for as long as the connection lives, not per call), the
-    send timeout last set on the DEALER, and the busy poll of a call's wait
-    for its answer (native sockets)."""
+    """A calling thread's connection to one broker: its dealer (either kind,
+    ``transport.links.Dealer``), a poller over every key the dealer's news
+    comes on plus the thread's wake-up eventfd (registered with ``abort``
+    for as long as the connection lives, not per call), and the busy poll
+    of a call's wait for its answer."""
 
-    __slots__ = ("sock", "monitor", "poller", "sndtimeo", "busy")
+    __slots__ = ("sock", "poller", "busy")
 
-    def __init__(self, sock: Any, monitor: zmq.Socket | None, wake_fd: int,
-                 busy: BusyPoll | None = None):
-        self.sock, self.monitor = sock, monitor     # native (ZmtpDealer): no monitor
-        self.sndtimeo = -1
+    def __init__(self, sock: Dealer, wake_fd: int, busy: BusyPoll | None = None):
+        self.sock = sock
         self.busy = busy or BusyPoll(0)
-        self.poller: Any = zmq.Poller() if monitor is not None else FdPoller()
-        self.poller.register(sock, zmq.POLLIN)
-        if monitor is not None:
-            self.poller.register(monitor, zmq.POLLIN)
+        self.poller: Any = sock.poller()
+        for key in sock.poll_keys():
+            self.poller.register(key, zmq.POLLIN)
         self.poller.register(wake_fd, zmq.POLLIN)
 
     def close(self) -> None:
-        if self.monitor is None:
-            self.sock.close()
-            return
-        self.sock.disable_monitor()
-        self.monitor.close(linger=0)
         self.sock.close(linger=0)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import zmq
 
 from duomq.transport import zmtp
+from duomq.transport.fd_poll import FdPoller
 
 READ_BYTES = 1024 * 1024
 _reading = threading.local()  # each thread's read buffer, shared by its connections
@@ -83,6 +84,9 @@ class ZmtpDealer:
 
     def poll_key(self) -> int:
         return self.ep.fileno()
+
+    def poller(self) -> FdPoller:
+        return FdPoller()              # its key is a plain descriptor: one poll(2) a wait
 
     def send(self, data: bytes, flags: int = 0) -> None:
         """Queue one single-frame message; written now when the connection
@@ -199,6 +203,19 @@ class ZmtpDealer:
             self.ep.poll(left)
             self.pump()
         return self.state == OPEN
+
+    def send_when_open(self, data: bytes, timeout_s: float) -> bool:
+        """Send ``data`` once the connection is open, dialling if it is
+        closed and waiting at most ``timeout_s`` for the handshake: False
+        when it failed or took longer (``why`` says which). A drop while
+        idle is read first and forgotten: this send reconnects."""
+        self.pump()
+        self.take_lost()
+        if not self.wait_open(timeout_s):
+            self.take_lost()
+            return False
+        self.send(data)
+        return True
 
     def close(self, linger: int | None = None) -> None:
         self._close("closed")

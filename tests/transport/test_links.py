@@ -62,3 +62,61 @@ def test_a_dealer_talks_then_tells_its_peers_death_once(native):
         d.close(linger=0)
         router.close(linger=0)
         ctx.term()
+
+
+def blocking(ctx, native: bool, address: str) -> Dealer:
+    """A dealer as a blocking call makes it (libzmq's queues only to a live
+    connection)."""
+    if native:
+        return ZmtpDealer(address)
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.IMMEDIATE, 1)
+    monitor = sock.get_monitor_socket(WATCHED)
+    sock.connect(address)
+    return LibzmqDealer(sock, address, monitor, _lost)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "libzmq"])
+def test_a_blocking_send_waits_for_a_connection_and_its_answer_through_its_own_poller(native):
+    """What ``RemotingClient.call`` asks of either kind: ``send_when_open``
+    refuses within its timeout where nobody listens (``why`` says so) and
+    sends once a ROUTER does; the answer wakes the dealer's own ``poller``
+    over its ``poll_keys`` and ``spin_read`` sees it waiting."""
+    ctx = zmq.Context()
+    probe = ctx.socket(zmq.ROUTER)
+    port = probe.bind_to_random_port("tcp://127.0.0.1")
+    probe.close(linger=0)                        # a port nobody listens on
+    address = f"tcp://127.0.0.1:{port}"
+    d = blocking(ctx, native, address)
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    try:
+        t0 = time.monotonic()
+        assert not d.send_when_open(b"lost", 0.3)
+        assert time.monotonic() - t0 < 2.0 and d.why
+        d.take_lost()
+        router.bind(address)
+        deadline = time.monotonic() + 5
+        while not d.send_when_open(b"ping", 0.3):
+            assert time.monotonic() < deadline, d.why
+            d.take_lost()
+        deadline = time.monotonic() + 5
+        while not router.poll(10) and time.monotonic() < deadline:
+            readable(d)                          # a native dealer writes what it queued here
+        identity, body = router.recv_multipart()
+        assert body == b"ping"
+        router.send_multipart([identity, b"pong"])
+        poller = d.poller()
+        for key in d.poll_keys():
+            poller.register(key, zmq.POLLIN)
+        assert poller.poll(5000), "the answer woke nothing"
+        deadline = time.monotonic() + 5          # (libzmq's monitor may have woken it first)
+        while not d.spin_read(time.perf_counter_ns() + 10_000_000):
+            assert time.monotonic() < deadline, "spin_read never saw the answer"
+            poller.poll(100)
+        assert d.recv(zmq.NOBLOCK) == b"pong"
+    finally:
+        d.close(linger=0)
+        router.close(linger=0)
+        ctx.term()
