@@ -50,8 +50,7 @@ from duomq.flush import make_flush_service
 from duomq.format import native
 from duomq.proto import pb
 from duomq.transport.busy_poll import BusyPoll
-from duomq.transport.fd_poll import FdPoller
-from duomq.transport.ports import Port, PortError, listening
+from duomq.transport.ports import Port, PortError, listening, poller_for
 from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
@@ -261,9 +260,7 @@ class Broker(BrokerCore):
     # ------------------------------------------------------------ serving loop
     def serve_forever(self) -> None:
         router, ha_router, notify = self.router, self.ha_router, self.inbox
-        # both ports native: one poll(2) a wait over plain descriptors (libzmq's
-        # zmq_poll asks twice, and only a libzmq socket needs it)
-        poller: Any = FdPoller() if router.native and ha_router.native else zmq.Poller()
+        poller = poller_for(router, ha_router)
         # what poll reports for each port, and messages it read that the loop
         # has not taken yet (a native port's)
         router_key, ha_key = router.poll_key(), ha_router.poll_key()

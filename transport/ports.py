@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import zmq
 
+from duomq.transport.fd_poll import FdPoller
 from duomq.transport.router import ZmtpRouter
 from duomq.transport.zsend import readable
 
@@ -140,3 +141,11 @@ def listening(ctx: zmq.Context, native: bool, rcvhwm: int, sndhwm: int, max_fram
     if native:
         return NativePort(rcvhwm, sndhwm, max_frame, peer)
     return LibzmqPort(ctx, rcvhwm, sndhwm, max_frame, authenticated)
+
+
+def poller_for(*ports: Port) -> Any:
+    """A poller that can watch every one of ``ports`` (and plain descriptors
+    beside them): when all are native, one poll(2) a wait over plain
+    descriptors (libzmq's zmq_poll asks twice, and only a libzmq socket
+    needs it); otherwise zmq.Poller."""
+    return FdPoller() if all(p.native for p in ports) else zmq.Poller()
