@@ -44,7 +44,7 @@ def status(remoting, address):
 def fill(zk, cluster, topic, nbytes, size=1024):
     body = b"x" * size
     per_batch = 256 * (size + 80)
-    with Producer(zk, cluster) as p:
+    with Producer(zookeeper=zk, cluster=cluster) as p:
         for _ in range(max(1, nbytes // per_batch)):
             p.send_batch([Message(topic, body)] * 256)
 

@@ -36,7 +36,7 @@ def one(zk: str, base: str, i: int, idempotent: bool) -> dict:
     try:
         cluster.create_topic("Idem", 4)
         batch = [Message("Idem", b"x" * 100)] * BATCH
-        with Producer(zk, cluster.cluster, idempotent=idempotent) as p:
+        with Producer(zookeeper=zk, cluster=cluster.cluster, idempotent=idempotent) as p:
             for _ in range(20):                    # warm up
                 p.send_batch(batch)
             t0 = time.perf_counter()

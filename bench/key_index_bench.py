@@ -35,7 +35,7 @@ def produce(zk: str, cluster: str, keyed: bool) -> float:
 def lookups(zk: str, cluster: str) -> list[float]:
     rng = random.Random(7)
     out = []
-    with PullConsumer(zk, cluster, group="bench-lookups") as c:
+    with PullConsumer("bench-lookups", zookeeper=zk, cluster=cluster) as c:
         c.queues("Orders")
         for _ in range(LOOKUPS):
             i = rng.randrange(N)

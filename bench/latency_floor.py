@@ -232,7 +232,7 @@ def send_seconds(metrics_url: str) -> tuple[float, float]:
 def duomq_send(busy_poll_us: int = 100, transport: str = "auto") -> dict:
     with one_broker("LatencyFloor", "Floor", 4, flush="ASYNC_FLUSH", busy_poll_us=busy_poll_us,
                     client_transport=transport) as (zk, cluster):
-        with Producer(zk, cluster, transport=transport) as p:
+        with Producer(zookeeper=zk, cluster=cluster, transport=transport) as p:
             for _ in range(200):                       # routes, sockets, page cache warm
                 p.send(Message("Floor", BODY))
             url = _metrics_url(zk, cluster)

@@ -94,7 +94,8 @@ def drain(zk: str, cluster: str, topic: str, n: int, round_: int) -> float:
                 state["last"] = time.perf_counter()
                 done.set()
 
-    c = PushConsumer(f"drain-{topic}-{round_}", topic, on_message, zookeeper=zk, cluster=cluster,
+    c = PushConsumer(f"drain-{topic}-{round_}", topic=topic, on_message=on_message, zookeeper=zk,
+                     cluster=cluster,
                      consume_from="first", **CONSUMER)
     c.start()
     finished = done.wait(300)
@@ -127,7 +128,7 @@ def main() -> None:
         # the drains first: 10,000 queues just written keep the flush busy for seconds.
         # Each round drains both backlogs with a new group (alternating which goes
         # first); the medians are reported, the host being noisy
-        with Producer(zk, cluster) as p:
+        with Producer(zookeeper=zk, cluster=cluster) as p:
             sizes = {"DrainFew": backlog(p, "DrainFew", FEW, DRAIN_N),
                      "DrainMany": backlog(p, "DrainMany", DRAIN_QUEUES, DRAIN_N)}
         rates: dict[str, list[float]] = {"DrainFew": [], "DrainMany": []}
@@ -142,7 +143,7 @@ def main() -> None:
                         "few_rounds": [round(x) for x in rates["DrainFew"]]}
         few_q = [MessageQueue("Few", "broker-a", q) for q in range(FEW)]
         many_q = [MessageQueue(t, "broker-a", q) for q in range(PER_TOPIC) for t in many]
-        with Producer(zk, cluster) as p:
+        with Producer(zookeeper=zk, cluster=cluster) as p:
             produce(p, few_q, len(few_q) * BATCH)                 # routes and files made
             first = produce(p, many_q, len(many_q) * BATCH)
             rates = {}
@@ -150,7 +151,7 @@ def main() -> None:
                 rates[name] = N / produce(p, qs, N)
             # the same with a consumer's pulls held on DRAIN_QUEUES drained queues:
             # a send must not look at every held pull
-            holder = PushConsumer("holder", "DrainMany", lambda _m: None, zookeeper=zk,
+            holder = PushConsumer("holder", topic="DrainMany", on_message=lambda _m: None, zookeeper=zk,
                                   cluster=cluster, consume_from="last").start()
             deadline = time.monotonic() + 60
             while len(holder.held()) < DRAIN_QUEUES and time.monotonic() < deadline:

@@ -33,7 +33,7 @@ def one_broker(name: str, topic: str, queues: int, **settings):
 def send_all(zk: str, cluster: str, messages, batch: int = 512) -> float:
     """Send ``messages`` in stop-and-wait batches; returns the seconds taken."""
     t0 = time.monotonic()
-    with Producer(zk, cluster) as p:
+    with Producer(zookeeper=zk, cluster=cluster) as p:
         for lo in range(0, len(messages), batch):
             p.send_batch(messages[lo:lo + batch])
     return time.monotonic() - t0

@@ -43,12 +43,12 @@ def drain(zk: str, cluster: str, mode: str) -> dict:
                 done.set()
 
     group = f"bench-{mode}"
-    c = PushConsumer(group, "Backlog", on_message, zookeeper=zk, cluster=cluster,
+    c = PushConsumer(group, topic="Backlog", on_message=on_message, zookeeper=zk, cluster=cluster,
                      consume_from="first", consume_mode=mode, **METRICS)
     c.start()
     finished = done.wait(300)
     c.shutdown()
-    with PullConsumer(zk, cluster, group=group) as pc:
+    with PullConsumer(group, zookeeper=zk, cluster=cluster) as pc:
         committed = sum(pc.committed(q) for q in pc.queues("Backlog"))
     seconds = state["last"] - state["first"] if finished else float("nan")
     return {"messages": state["n"], "seconds": round(seconds, 3),

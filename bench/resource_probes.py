@@ -45,7 +45,7 @@ class Latency(threading.Thread):
         self.errors = 0
 
     def run(self) -> None:
-        with Producer(self.zk, self.cluster, send_timeout_ms=10_000) as p:
+        with Producer(zookeeper=self.zk, cluster=self.cluster, send_timeout_ms=10_000) as p:
             body = b"x" * 1024
             while not self.stop.is_set():
                 t0 = time.monotonic()
@@ -196,7 +196,7 @@ def run(name: str) -> dict:
         broker = cluster.add_broker("broker-a", 0, **SETTINGS)
         cluster.create_topic("Backlog", 1)
         cluster.create_topic("Other", 1)
-        with Producer(zk.connect, cluster.cluster) as p:
+        with Producer(zookeeper=zk.connect, cluster=cluster.cluster) as p:
             body = b"b" * 1024
             for _ in range(backlog // 500):
                 p.send_batch([Message("Backlog", body) for _ in range(500)])

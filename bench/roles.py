@@ -46,7 +46,7 @@ def produce(a):
     pad = b"x" * (a.size - HDR.size)
     mono = time.monotonic_ns
     acks, errors, sent, statuses = [], 0, 0, {}
-    with Producer(a.zookeeper, a.cluster, group="bench", **PRODUCER) as p:
+    with Producer("bench", zookeeper=a.zookeeper, cluster=a.cluster, **PRODUCER) as p:
         p.send(Message(a.topic, HDR.pack(0, mono()) + pad))  # routes warm
         t0 = time.perf_counter()
         deadline = t0 + a.max_s
@@ -77,7 +77,7 @@ def latprod(a):
     mono = time.monotonic_ns
     total = int(a.rate * a.secs)
     sent = errors = 0
-    with Producer(a.zookeeper, a.cluster, group="bench-lat", **PRODUCER) as p:
+    with Producer("bench-lat", zookeeper=a.zookeeper, cluster=a.cluster, **PRODUCER) as p:
         t0 = time.perf_counter()
         while sent < total and time.perf_counter() < t0 + a.secs + 30:
             now = time.perf_counter()
@@ -116,7 +116,7 @@ def consume(a):
         if st["n"] >= a.expect:
             done.set()
 
-    c = PushConsumer(a.group, a.topic, on_message, zookeeper=a.zookeeper, cluster=a.cluster,
+    c = PushConsumer(a.group, topic=a.topic, on_message=on_message, zookeeper=a.zookeeper, cluster=a.cluster,
                      consume_from=a.consume_from, pull_batch_size=a.pull_batch,
                      read_from=a.read_from, consume_threads=a.consume_threads)
     c.start()

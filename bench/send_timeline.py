@@ -49,7 +49,7 @@ LINE = re.compile(r"^\s*(.+?)\s+(\d+) \[\d+\]\s+([\d.]+):\s+syscalls:sys_exit_(\
 PRODUCER = """
 import sys, time
 from duomq.client import Message, Producer
-p = Producer(sys.argv[1], sys.argv[2])
+p = Producer(zookeeper=sys.argv[1], cluster=sys.argv[2])
 for _ in range(300):
     p.send(Message("T", b"x" * 100))
 print("ready", flush=True)
@@ -69,8 +69,8 @@ CONSUMER = """
 import sys, threading
 from duomq.client import PushConsumer
 got = threading.Event()
-c = PushConsumer("timeline", "T", lambda m: None, zookeeper=sys.argv[1], cluster=sys.argv[2],
-                 consume_from="last", consume_threads=0)
+c = PushConsumer("timeline", topic="T", on_message=lambda m: None, zookeeper=sys.argv[1],
+                 cluster=sys.argv[2], consume_from="last", consume_threads=0)
 c.start()
 print("ready", flush=True)
 sys.stdin.readline()

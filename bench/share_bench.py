@@ -38,7 +38,7 @@ def consume_for(zk: str, cluster: str, topic: str, group: str, consumers: int, s
     acked = [0] * consumers
     redelivered = [0] * consumers
     stop = threading.Event()
-    clients = [SimpleConsumer(group, topic, zookeeper=zk, cluster=cluster,
+    clients = [SimpleConsumer(group, subscriptions=topic, zookeeper=zk, cluster=cluster,
                               consume_from="first") for _ in range(consumers)]
 
     def run(i: int) -> None:
@@ -73,7 +73,7 @@ def drain_share(zk: str, cluster: str, topic: str, n: int, consumers: int = 4) -
     """Seconds 4 SimpleConsumers take to ack ``n`` messages."""
     done = [0]
     lock = threading.Lock()
-    clients = [SimpleConsumer("drainers", topic, zookeeper=zk, cluster=cluster,
+    clients = [SimpleConsumer("drainers", subscriptions=topic, zookeeper=zk, cluster=cluster,
                               consume_from="first") for _ in range(consumers)]
 
     def run(c: SimpleConsumer) -> None:
@@ -107,7 +107,7 @@ def drain_push(zk: str, cluster: str, topic: str, n: int) -> float:
             if got[0] >= n:
                 done.set()
 
-    c = PushConsumer("pushers", topic, on_message, zookeeper=zk, cluster=cluster,
+    c = PushConsumer("pushers", topic=topic, on_message=on_message, zookeeper=zk, cluster=cluster,
                      consume_from="first")
     t0 = time.monotonic()
     c.start()

@@ -99,7 +99,7 @@ def run(layout: str) -> int:
         result(child(["produce", *ep, "--topic", "Backlog", "--n", N - 1, "--batch", 256,
                       "--size", 100, "--max-s", 300]))
         total = wait_slaves_hold(zk.connect, c.cluster, "Backlog", 60)
-        master = PullConsumer(zk.connect, c.cluster, "probe", read_from="master")
+        master = PullConsumer("probe", zookeeper=zk.connect, cluster=c.cluster, read_from="master")
         probes.append(master)
         live = [MessageQueue("Live", "broker-a", q) for q in range(QUEUES)]
 

@@ -25,7 +25,7 @@ BODY = b"x" * 100
 
 
 def drain(zk: str, cluster: str, subscription: str) -> dict:
-    with PullConsumer(zk, cluster, group=f"bench-{subscription.strip('*') or 'all'}") as c:
+    with PullConsumer(f"bench-{subscription.strip('*') or 'all'}", zookeeper=zk, cluster=cluster) as c:
         t0 = time.monotonic()
         got = pulls = body_bytes = 0
         for q in c.queues("Backlog"):

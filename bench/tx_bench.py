@@ -64,7 +64,7 @@ def run(producer, transactional: bool, threads: int) -> float:
 def main() -> int:
     rounds = []
     with one_broker("TxBench", "Tx", 4, flush="ASYNC_FLUSH") as (zk, cluster):
-        with Producer(zk, cluster) as plain, \
+        with Producer(zookeeper=zk, cluster=cluster) as plain, \
                 TransactionProducer("tx-bench", zookeeper=zk, cluster=cluster) as tx:
             run(plain, False, 1)                       # warm up both
             run(tx, True, 1)

@@ -54,7 +54,7 @@ def group_of(g: int) -> str:
 
 def worker(zk: str, cluster: str, groups: list[int], ready, stop) -> None:
     """Start one member of each of ``groups``; hold them until ``stop``."""
-    members = [PushConsumer(group_of(g), topic_of(g), lambda _m: None, zookeeper=zk,
+    members = [PushConsumer(group_of(g), topic=topic_of(g), on_message=lambda _m: None, zookeeper=zk,
                             cluster=cluster, **SMALL).start() for g in groups]
     ready.set()
     stop.wait()
@@ -105,7 +105,7 @@ def changes(zk: str, cluster: str, owners: Owners, groups: list[int]) -> dict:
     for g in groups:
         group, topic = group_of(g), topic_of(g)
         t0 = time.perf_counter()
-        c = PushConsumer(group, topic, lambda _m: None, zookeeper=zk, cluster=cluster,
+        c = PushConsumer(group, topic=topic, on_message=lambda _m: None, zookeeper=zk, cluster=cluster,
                          **SMALL).start()
         owners.wait(group, topic)
         join.append(time.perf_counter() - t0)

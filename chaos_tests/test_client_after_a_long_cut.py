@@ -28,7 +28,7 @@ def test_sends_are_acked_soon_after_a_long_cut_of_the_masters_port_heals(local_c
     local_cluster.create_topic("Cut", queues=1)
     acked: list[float] = []
     stop = threading.Event()
-    with Producer(local_cluster.zookeeper, local_cluster.cluster,
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster,
                   send_timeout_ms=1500) as p:
         wait_for(lambda: p.send(Message("Cut", b"warm")).ok, 20, "a first ack")
 

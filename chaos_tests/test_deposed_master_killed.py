@@ -53,7 +53,7 @@ def test_a_deposed_master_killed_after_it_rejoined_leaves_the_route_to_its_succe
     old = local_cluster.add_broker("broker-a", 0, **PAIR)
     new = local_cluster.add_broker("broker-a", 1, **PAIR)
     local_cluster.create_topic("Deposed", queues=2)
-    with Producer(zk, cl, send_timeout_ms=3000) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000) as p:
         wait_for(lambda: isr_members(zk, cl) == {0, 1}, what="the slave in the ISR")
         wait_for(lambda: p.send(Message("Deposed", b"probe")).ok, what="SYNC acks")
         netfilter.isolate(old.pid, zookeeper_ports(zk), "old-master")

@@ -249,7 +249,7 @@ def test_a_broker_that_cannot_write_says_so_while_it_cannot(dev):
         return row.get("cannot_write", ""), ready.returncode == 0, ready.stdout, gauge
     try:
         driver.fill_disk(Broker(m["group"], m["id"], "MASTER", m["pid"], m["address"], ""))
-        with Producer(zk, cl, send_timeout_ms=10_000, retry_times_when_send_failed=0) as p:
+        with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=10_000, retry_times_when_send_failed=0) as p:
             wait_for(lambda: not _sends(p), 60, "a write refused for want of room")
             wait_for(lambda: said()[0], 10, "the member node to say it cannot write")
             cannot, ready, why, gauge = said()

@@ -31,7 +31,7 @@ def test_delayed_messages_are_delivered_by_the_new_master(local_cluster):
     old = pair(local_cluster, "Timers", 2)
     t0 = time.time()
     due = {b"t%02d" % i: t0 + 1.5 + i * 0.2 for i in range(30)}
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for body, at in due.items():
             r = p.send(Message("Timers", body, deliver_at_ms=int(at * 1000)))
             assert r.status is SendStatus.SEND_OK         # SYNC: the slave holds it
@@ -45,7 +45,7 @@ def test_delayed_messages_are_delivered_by_the_new_master(local_cluster):
         with lock:
             arrivals[m.body].append(time.time())
 
-    with PushConsumer("timers", "Timers", on_message, zookeeper=zk, cluster=cl,
+    with PushConsumer("timers", topic="Timers", on_message=on_message, zookeeper=zk, cluster=cl,
                       consume_from="first").start():
         wait_for(lambda: len(arrivals) == 30, timeout_s=40, what="all 30 timers")
     for body, at in due.items():
@@ -63,12 +63,12 @@ def test_orderly_consumption_keeps_queue_order_through_a_failover(local_cluster)
         with lock:
             order[m.queue_id].append(int(m.body))
 
-    c = PushConsumer("ledger", "Ledger", on_message, zookeeper=zk, cluster=cl,
+    c = PushConsumer("ledger", topic="Ledger", on_message=on_message, zookeeper=zk, cluster=cl,
                      consume_from="first", consume_mode="orderly", pull_batch_size=16,
                      request_timeout_ms=2000).start()
     try:
         wait_for(lambda: len(c.assigned) == 2, what="queues and their locks")
-        with Producer(zk, cl, retry_times_when_send_failed=5) as p:
+        with Producer(zookeeper=zk, cluster=cl, retry_times_when_send_failed=5) as p:
             for i in range(300):
                 assert p.send(Message("Ledger", b"%d" % i),
                               sharding_key=str(i % 2)).status is SendStatus.SEND_OK

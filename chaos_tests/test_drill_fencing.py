@@ -33,7 +33,7 @@ def test_sigstopped_master_acks_nothing_after_the_takeover(local_cluster, replic
     old = local_cluster.add_broker("broker-a", 0, **settings)
     local_cluster.add_broker("broker-a", 1, **settings)
     local_cluster.create_topic("Fence", queues=1)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         assert p.send(Message("Fence", b"before")).ok
     # only an in-sync slave may take over: stop the master once the slave is one
     wait_for(lambda: 1 in isr_members(zk, cl), what="the slave to be in sync")
@@ -80,7 +80,7 @@ def test_async_lagging_promotion_truncates_the_old_masters_tail(local_cluster):
     old = local_cluster.add_broker("broker-a", 0, **settings)
     slave = local_cluster.add_broker("broker-a", 1, **settings)
     local_cluster.create_topic("Lag", queues=1)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for i in range(10):
             assert p.send_batch([Message("Lag", b"shared %d-%d" % (i, k)) for k in range(50)]).ok
         time.sleep(0.5)                                   # replicated

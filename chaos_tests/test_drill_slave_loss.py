@@ -40,9 +40,9 @@ def test_sync_replication_never_acks_without_the_slave(local_cluster, small_stor
     slave = local_cluster.add_broker("broker-a", 1, **settings)
     local_cluster.create_topic("Safe", queues=1)
     mq = MessageQueue("Safe", "broker-a", 0)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=4000,
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster, send_timeout_ms=4000,
                   retry_times_when_send_failed=0) as p, \
-            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+            PullConsumer("g", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         wait_for(lambda: len(status(remoting, master).replicas) == 1, what="the slave link")
         wait_for(lambda: p.send(Message("Safe", b"probe")).ok, what="SYNC acks")
         ok = [p.send(Message("Safe", b"ok %d" % i)) for i in range(20)]

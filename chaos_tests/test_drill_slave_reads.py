@@ -47,7 +47,7 @@ def cold_backlog(local_cluster):
     body = b"x" * 1000
 
     def produce(batches, start):
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             for i in range(start, start + batches):
                 p.send_batch([Message("Backlog", b"%06d" % (i * 256 + k) + body)
                               for k in range(256)])
@@ -65,7 +65,7 @@ def test_cold_backlog_goes_to_the_slave_and_comes_back(local_cluster):
     zk, cl = cold_backlog(local_cluster)
     mq = MessageQueue("Backlog", "broker-a", 0)
     sources = []
-    with PullConsumer(zk, cl, group="catch-up") as c:
+    with PullConsumer("catch-up", zookeeper=zk, cluster=cl) as c:
         off, seen = 0, 0
         while (r := c.pull(mq, off, 256)).status is PullStatus.FOUND:
             assert int(r.messages[0].body[:6]) == seen      # in order, nothing skipped
@@ -92,7 +92,7 @@ def test_a_share_groups_cold_backlog_is_read_at_the_slave(local_cluster):
     from duomq.client import SimpleConsumer
     zk, cl = cold_backlog(local_cluster)
     seen, sources = 0, []
-    with SimpleConsumer("sharers", "Backlog", zookeeper=zk, cluster=cl, consume_from="first",
+    with SimpleConsumer("sharers", subscriptions="Backlog", zookeeper=zk, cluster=cl, consume_from="first",
                         invisible_duration_ms=60_000) as c:
         while seen < 120 * 256:
             msgs = c.receive(256, wait_ms=2000)
@@ -117,7 +117,7 @@ def test_master_dead_no_promotion_consumers_drain_the_slave(local_cluster):
     master = local_cluster.add_broker("broker-a", 0, **BASE)
     local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)   # a read replica
     local_cluster.create_topic("Drain", queues=2)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for i in range(20):
             p.send_batch([Message("Drain", b"m%05d" % (i * 100 + k)) for k in range(100)])
     time.sleep(1.0)
@@ -128,7 +128,7 @@ def test_master_dead_no_promotion_consumers_drain_the_slave(local_cluster):
             got.add(m.body)
 
     master.kill()                                           # no slave may take over
-    consumer = PushConsumer("drainers", "Drain", on_message, zookeeper=zk, cluster=cl,
+    consumer = PushConsumer("drainers", topic="Drain", on_message=on_message, zookeeper=zk, cluster=cl,
                             consume_from="first").start()
     try:
         wait_for(lambda: len(got) == 2000, timeout_s=40, what="the slave to be drained")
@@ -142,10 +142,10 @@ def test_pinned_slave_reads_commit_to_the_master(local_cluster):
     local_cluster.add_broker("broker-a", 0, **BASE)
     local_cluster.add_broker("broker-a", 1, **BASE)
     local_cluster.create_topic("Pinned", queues=2)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         p.send_batch([Message("Pinned", b"p%d" % i) for i in range(100)])
     seen = []
-    consumer = PushConsumer("pinned", "Pinned", lambda m: seen.append(m.body), zookeeper=zk,
+    consumer = PushConsumer("pinned", topic="Pinned", on_message=lambda m: seen.append(m.body), zookeeper=zk,
                             cluster=cl, consume_from="first", read_from="slave",
                             offset_commit_interval_ms=200).start()
     try:
@@ -153,5 +153,5 @@ def test_pinned_slave_reads_commit_to_the_master(local_cluster):
         assert set(k[1] for k in consumer.reads_by_broker) == {1}
     finally:
         consumer.shutdown()
-    with PullConsumer(zk, cl, group="pinned") as c:
+    with PullConsumer("pinned", zookeeper=zk, cluster=cl) as c:
         assert sum(c.committed(MessageQueue("Pinned", "broker-a", q)) for q in (0, 1)) == 100

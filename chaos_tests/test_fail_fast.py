@@ -26,7 +26,7 @@ class BlockingSender:
         self.ok_at: list[float] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
-        self.producer = Producer(zk, cluster)
+        self.producer = Producer(zookeeper=zk, cluster=cluster)
         self.topic = topic
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()

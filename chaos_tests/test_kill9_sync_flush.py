@@ -25,7 +25,7 @@ def test_kill9_under_sync_flush_loses_no_acked_message(local_cluster, small_stor
 
     def produce(worker):
         nonlocal degraded
-        with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=2000,
+        with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster, send_timeout_ms=2000,
                       retry_times_when_send_failed=0) as p:
             i = 0
             while not stop.is_set():
@@ -57,7 +57,7 @@ def test_kill9_under_sync_flush_loses_no_acked_message(local_cluster, small_stor
     assert errors, "the kill should have failed some in-flight sends"
     broker.start()
     found = set()
-    with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="audit") as c:
+    with PullConsumer("audit", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         for mq in c.queues("Durable"):
             off = 0
             while (r := c.pull(mq, off, 1000)).status is PullStatus.FOUND:

@@ -38,7 +38,7 @@ def test_every_acked_message_is_found_by_id_and_key_on_the_slave_while_the_maste
     master = local_cluster.add_broker("broker-a", 0, **PAIR)
     replica = local_cluster.add_broker("broker-a", 1, promotable="false", **PAIR)
     local_cluster.create_topic("Looked", queues=2)
-    with Producer(zk, cl, send_timeout_ms=3000) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000) as p:
         wait_for(lambda: isr_members(zk, cl) == {0, 1}, what="the slave in the ISR")
         wait_for(lambda: p.send(Message("Looked", b"probe")).ok, what="SYNC acks")
         acked = [p.send(Message("Looked", b"order %d" % i, keys=f"order-{i}"))
@@ -51,7 +51,7 @@ def test_every_acked_message_is_found_by_id_and_key_on_the_slave_while_the_maste
              what="the replica told of the last ack")
     master.kill()
     killed = time.monotonic()
-    with PullConsumer(zk, cl, group="lookups", request_timeout_ms=2000) as c:
+    with PullConsumer("lookups", zookeeper=zk, cluster=cl, request_timeout_ms=2000) as c:
         # the dead master's node is still there: its session has not expired
         assert master_id(zk, cl) == 0
         first = acked[0]

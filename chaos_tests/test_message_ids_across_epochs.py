@@ -36,9 +36,9 @@ def test_an_id_the_failover_cut_says_so_and_never_answers_the_next_message(local
     old = local_cluster.add_broker("broker-a", 0, **PAIR)
     local_cluster.add_broker("broker-a", 1, **PAIR)
     local_cluster.create_topic("Ids", queues=1)
-    with Producer(zk, cl, send_timeout_ms=3000) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000) as p:
         kept = [p.send(Message("Ids", b"kept %d" % i)) for i in range(5)]
-        with PullConsumer(zk, cl, group="probe", read_from="slave") as c:
+        with PullConsumer("probe", zookeeper=zk, cluster=cl, read_from="slave") as c:
             (mq,) = c.queues("Ids")
             wait_for(lambda: len(c.pull(mq, 0, 10).messages) == 5, what="the slave to hold them")
         netfilter.cut_port(old.ha_port)    # from now on the slave receives nothing
@@ -47,7 +47,7 @@ def test_an_id_the_failover_cut_says_so_and_never_answers_the_next_message(local
     old.kill()
     wait_for(lambda: master_id(zk, cl) == 1, timeout_s=30, what="the slave to take over")
     netfilter.heal()
-    with Producer(zk, cl, send_timeout_ms=15000) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=15000) as p:
         after = [p.send(Message("Ids", b"next %d" % i)) for i in range(3)]
     assert all(r.status is SendStatus.SEND_OK for r in after), after
     _, first_next, epoch_next = parse_msg_id_epoch(after[0].msg_id)
@@ -58,7 +58,7 @@ def test_an_id_the_failover_cut_says_so_and_never_answers_the_next_message(local
     assert cut_offsets & {o for r in after for o in r.physical_offsets}, (cut, after)
 
     def check(where: str) -> None:
-        with PullConsumer(zk, cl, group=f"audit-{where}") as c:
+        with PullConsumer(f"audit-{where}", zookeeper=zk, cluster=cl) as c:
             for r in cut:
                 with pytest.raises(MessageCutError, match=f"epoch {epoch_cut}.*cut"):
                     c.get_message(r.msg_id)
@@ -99,20 +99,20 @@ def test_a_retry_answered_by_the_next_master_gives_the_first_stores_id(local_clu
     old = local_cluster.add_broker("broker-a", 0, **sync)
     local_cluster.add_broker("broker-a", 1, **sync)
     local_cluster.create_topic("Again", queues=1)
-    with PullConsumer(zk, cl, group="where") as c:
+    with PullConsumer("where", zookeeper=zk, cluster=cl) as c:
         (mq,) = c.queues("Again")
-    with Producer(zk, cl, producer_id=4242) as p:
+    with Producer(zookeeper=zk, cluster=cl, producer_id=4242) as p:
         wait_for(lambda: p.send(Message("Again", b"warm"), queue=mq).ok, what="SYNC acks")
-    with Producer(zk, cl, producer_id=777) as first:
+    with Producer(zookeeper=zk, cluster=cl, producer_id=777) as first:
         stored = first.send(Message("Again", b"once"), queue=mq)
     assert stored.ok and not stored.duplicate
     old.kill()
     wait_for(lambda: master_id(zk, cl) == 1, timeout_s=30, what="the slave to take over")
-    with Producer(zk, cl, producer_id=777, send_timeout_ms=15000) as again:
+    with Producer(zookeeper=zk, cluster=cl, producer_id=777, send_timeout_ms=15000) as again:
         retried = again.send(Message("Again", b"once"), queue=mq)
     assert retried.duplicate and retried.epoch > stored.epoch
     assert retried.stored_epoch == stored.epoch and retried.msg_id == stored.msg_id
     assert retried.msg_ids == stored.msg_ids
-    with PullConsumer(zk, cl, group="audit") as c:
+    with PullConsumer("audit", zookeeper=zk, cluster=cl) as c:
         assert [m.body for m in c.pull(mq, 0, 10).messages].count(b"once") == 1
         assert c.get_message(retried.msg_id).body == b"once"

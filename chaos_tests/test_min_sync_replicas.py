@@ -32,7 +32,7 @@ def status(address):
 
 
 def bodies(zk, cl, topic):
-    with PullConsumer(zk, cl, group="audit") as c:
+    with PullConsumer("audit", zookeeper=zk, cluster=cl) as c:
         out = []
         for mq in c.queues(topic):
             out.extend(m.body for m in c.pull(mq, 0, 1000).messages)
@@ -44,7 +44,7 @@ def test_pair_with_min_zero_acks_alone_after_the_master_is_killed(local_cluster)
     old = local_cluster.add_broker("broker-a", 0, min_sync_replicas=0, **SYNC)
     new = local_cluster.add_broker("broker-a", 1, min_sync_replicas=0, **SYNC)
     local_cluster.create_topic("Pair", queues=1)
-    with Producer(zk, cl, send_timeout_ms=3000) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000) as p:
         wait_for(lambda: isr_members(zk, cl) == {0, 1}, what="the slave in the ISR")
         # min 0 acks alone until the master sees the slave listed: then fully
         wait_for(lambda: (r := p.send(Message("Pair", b"probe"))).ok and not r.degraded,
@@ -78,8 +78,8 @@ def test_two_slaves_one_killed_degrades_to_min_then_recovers(local_cluster):
     victim = local_cluster.add_broker("broker-a", 2, **settings)
     local_cluster.create_topic("Three", queues=1)
     mq = MessageQueue("Three", "broker-a", 0)
-    with Producer(zk, cl, send_timeout_ms=3000, retry_times_when_send_failed=0) as p, \
-            PullConsumer(zk, cl, group="g") as c:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000, retry_times_when_send_failed=0) as p, \
+            PullConsumer("g", zookeeper=zk, cluster=cl) as c:
         wait_for(lambda: isr_members(zk, cl) == {0, 1, 2}, what="both slaves in the ISR")
         wait_for(lambda: (r := p.send(Message("Three", b"probe"))).ok and not r.degraded,
                  what="full SYNC acks")
@@ -119,7 +119,7 @@ def test_producers_route_around_a_group_that_cannot_ack(local_cluster):
     victim = local_cluster.add_broker("broker-a", 1, **SYNC)
     local_cluster.add_broker("broker-b", 1, **SYNC)
     local_cluster.create_topic("Both", queues=2)
-    with Producer(zk, cl, send_timeout_ms=3000, retry_times_when_send_failed=0) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000, retry_times_when_send_failed=0) as p:
         wait_for(lambda: {p.send(Message("Both", b"probe")).broker_group for _ in range(8)}
                  == {"broker-a", "broker-b"}, what="both groups acking")
         victim.kill()

@@ -49,7 +49,7 @@ def read_all(zk, cl, topic, group="audit") -> dict[bytes, int]:
     """Every message of ``topic`` a new group reads from the first offset:
     body -> times read."""
     out: dict[bytes, int] = {}
-    with PullConsumer(zk, cl, group=group) as c:
+    with PullConsumer(group, zookeeper=zk, cluster=cl) as c:
         for mq in c.queues(topic):
             off = 0
             while (r := c.pull(mq, off, 256)).messages:
@@ -81,7 +81,7 @@ def test_acked_records_a_slave_was_never_told_of_are_readable_once_it_serves(loc
                                    **PAIR)
     new = local_cluster.add_broker("broker-a", 1, **PAIR)
     local_cluster.create_topic("Acks", queues=2)
-    with Producer(zk, cl, send_timeout_ms=3000) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000) as p:
         wait_for(lambda: isr_members(zk, cl) == {0, 1}, what="the slave in the ISR")
         wait_for(lambda: p.send(Message("Acks", b"probe")).ok, what="SYNC acks")
         before = [p.send(Message("Acks", b"before %d" % i)) for i in range(20)]
@@ -110,7 +110,7 @@ def test_a_lone_master_delivers_what_it_rewrites_and_shows_what_it_stores(local_
     second = local_cluster.add_broker("broker-a", 1, **PAIR)
     for topic in ("Plain", "Timers", "Tx", "Retried", "Shared"):
         local_cluster.create_topic(topic, queues=2)
-    p = Producer(zk, cl, send_timeout_ms=3000)
+    p = Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000)
     try:
         wait_for(lambda: isr_members(zk, cl) == {0, 1}, what="the slave in the ISR")
         wait_for(lambda: p.send(Message("Plain", b"probe")).ok, what="SYNC acks")
@@ -145,7 +145,7 @@ def test_a_lone_master_delivers_what_it_rewrites_and_shows_what_it_stores(local_
     finally:
         p.close()
     # a share group receives and acks on it
-    with SimpleConsumer("sharers", "Shared", zookeeper=zk, cluster=cl,
+    with SimpleConsumer("sharers", subscriptions="Shared", zookeeper=zk, cluster=cl,
                         consume_from="first") as sc:
         seen: set[bytes] = set()
         deadline = time.monotonic() + 20
@@ -162,7 +162,7 @@ def test_a_lone_master_delivers_what_it_rewrites_and_shows_what_it_stores(local_
         if len(deliveries) == 1:
             raise RuntimeError("failed on purpose: retried")
 
-    c = PushConsumer("retriers", "Retried", fail_once, zookeeper=zk, cluster=cl,
+    c = PushConsumer("retriers", topic="Retried", on_message=fail_once, zookeeper=zk, cluster=cl,
                      consume_from="first").start()
     try:
         wait_for(lambda: len(deliveries) >= 2, 30, "the retry to come back")
@@ -175,7 +175,7 @@ def test_a_lone_master_delivers_what_it_rewrites_and_shows_what_it_stores(local_
     # the lone master showed, SYNC acks come back, and the lone master's records
     # survive a second failover to it
     old.start()
-    with Producer(zk, cl, send_timeout_ms=3000) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=3000) as p:
         wait_for(lambda: p.send(Message("Plain", b"acked again")).status is SendStatus.SEND_OK,
                  30, "SYNC acks again")
     assert isr_members(zk, cl) == {0, 1}

@@ -30,7 +30,7 @@ class Steady:
         self.thread.start()
 
     def _run(self, zk, cl, topic):
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             while not self.stop.is_set():
                 p.send_batch([Message(topic, b"%d" % (self.n + k)) for k in range(10)])
                 self.n += 10
@@ -58,7 +58,7 @@ def test_slave_preferred_reads_the_master_while_its_slave_is_dead_and_comes_back
         with lock:
             seen.add(m.body)
 
-    c = PushConsumer("pinned", "Pinned", on_message, zookeeper=zk, cluster=cl,
+    c = PushConsumer("pinned", topic="Pinned", on_message=on_message, zookeeper=zk, cluster=cl,
                      consume_from="first", read_from="slave_preferred",
                      long_polling_timeout_ms=1000).start()
     load = Steady(zk, cl, "Pinned")
@@ -88,14 +88,14 @@ def test_read_from_slave_never_reads_the_master(local_cluster):
     slave = local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
     local_cluster.create_topic("Pinned", queues=1)
     mq = MessageQueue("Pinned", "broker-a", 0)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         p.send_batch([Message("Pinned", b"m%d" % i) for i in range(10)])
     slave.stop()                                          # leaves the group at once
-    with PullConsumer(zk, cl, group="g", read_from="slave") as c:
+    with PullConsumer("g", zookeeper=zk, cluster=cl, read_from="slave") as c:
         wait_for(lambda: 1 not in c.members.of("broker-a"), what="the slave's member node gone")
         with pytest.raises(NoRouteError, match="no live slave of group 'broker-a'"):
             c.pull(mq, 0)
-    with PullConsumer(zk, cl, group="g", read_from="slave_preferred") as c:
+    with PullConsumer("g", zookeeper=zk, cluster=cl, read_from="slave_preferred") as c:
         assert len(c.pull(mq, 0).messages) == 10
         assert reads(c) == {0: 1}                          # the master served it
 
@@ -106,20 +106,20 @@ def test_a_bound_on_staleness_turns_a_lagging_slave_away(local_cluster, netfilte
     local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
     local_cluster.create_topic("Fresh", queues=1)
     mq = MessageQueue("Fresh", "broker-a", 0)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         p.send_batch([Message("Fresh", b"a%d" % i) for i in range(10)])
     bounded = dict(group="g", max_replica_lag_ms=800)
-    with PullConsumer(zk, cl, read_from="slave", **bounded) as c:
+    with PullConsumer(zookeeper=zk, cluster=cl, read_from="slave", **bounded) as c:
         wait_for(lambda: c.pull(mq, 0).status is PullStatus.FOUND, what="the slave caught up")
         r = c.pull(mq, 0)
         assert r.replica_lag_ms == 0 and len(r.messages) == 10
 
     netfilter.cut_port(master.ha_port)                           # replication stops; clients go on
     try:
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             p.send_batch([Message("Fresh", b"b%d" % i) for i in range(10)])
         time.sleep(3.0)                                   # > ha_heartbeat_ms + grace + bound
-        with PullConsumer(zk, cl, read_from="slave", **bounded) as c:
+        with PullConsumer(zookeeper=zk, cluster=cl, read_from="slave", **bounded) as c:
             t0 = time.monotonic()
             with pytest.raises(ReplicaLagError, match=r"slave broker-a/1 is \d+ ms behind its "
                                                       r"master \(the reader's max_replica_lag_ms "
@@ -128,17 +128,17 @@ def test_a_bound_on_staleness_turns_a_lagging_slave_away(local_cluster, netfilte
             assert time.monotonic() - t0 >= 0.9             # it waited out its poll timeout
             assert err.value.lag_ms > 800
             assert reads(c) == {1: reads(c)[1]}             # never the master
-        with PullConsumer(zk, cl, read_from="slave_preferred", **bounded) as c:
+        with PullConsumer(zookeeper=zk, cluster=cl, read_from="slave_preferred", **bounded) as c:
             r = c.pull(mq, 0, max_messages=100)
             assert len(r.messages) == 20 and r.replica_lag_ms is None   # the master's answer
             assert reads(c).get(0) == 1
             assert c.replica_lag_ms[("broker-a", 1)] > 800
-        with PullConsumer(zk, cl, group="g", read_from="slave") as c:   # no bound: served
+        with PullConsumer("g", zookeeper=zk, cluster=cl, read_from="slave") as c:   # no bound: served
             r = c.pull(mq, 0, max_messages=100)
             assert len(r.messages) == 10 and r.replica_lag_ms > 800
     finally:
         netfilter.heal()
-    with PullConsumer(zk, cl, read_from="slave", **bounded) as c:
+    with PullConsumer(zookeeper=zk, cluster=cl, read_from="slave", **bounded) as c:
         def fresh():
             try:
                 return len(c.pull(mq, 0, max_messages=100).messages) == 20
@@ -189,7 +189,7 @@ def test_spark_max_replica_lag_turns_a_cut_off_slave_away(spark, local_cluster, 
     master = local_cluster.add_broker("broker-a", 0, **BASE)
     local_cluster.add_broker("broker-a", 1, promotable="false", **BASE)
     local_cluster.create_topic("Clicks", queues=1)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         p.send_batch([Message("Clicks", b"a%d" % i) for i in range(50)])
 
     def read(read_from):
@@ -200,7 +200,7 @@ def test_spark_max_replica_lag_turns_a_cut_off_slave_away(spark, local_cluster, 
     wait_for(lambda: read("slave").count() == 50, what="the slave serving within the bound")
     netfilter.cut_port(master.ha_port)
     try:
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             p.send_batch([Message("Clicks", b"b%d" % i) for i in range(50)])
         time.sleep(3.0)
         assert read("slave_preferred").count() == 100            # the master's answer

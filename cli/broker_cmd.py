@@ -98,7 +98,7 @@ def config_cmd(args) -> int:
             raise ConfigError(f"{item!r} is not FIELD=VALUE")
         changes[key] = value
     out: dict[str, dict[str, Any]] = {}
-    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+    with PullConsumer("duomq-admin", zookeeper=zookeeper, cluster=cluster) as c:
         members = zkutil.read_members(c.zk, ZkPaths(cluster), group)
         if only:
             members = {k: m for k, m in members.items() if str(k) == only}

@@ -123,7 +123,7 @@ def run(args) -> int:
                 done.set()
 
     t0 = time.monotonic()
-    consumer = PushConsumer(args.group, args.topic, on_message, zookeeper=zookeeper,
+    consumer = PushConsumer(args.group, topic=args.topic, on_message=on_message, zookeeper=zookeeper,
                             cluster=cluster, consume_from=args.from_, read_from=args.read_from,
                             subscription=args.tags, consume_timestamp_ms=args.timestamp or 0,
                             consume_mode="orderly" if args.orderly else "concurrently",
@@ -191,7 +191,7 @@ def peek(args) -> int:
     zookeeper, cluster = endpoint(args)
     t0 = time.monotonic()
     n, idle_s = 0, args.until_idle or 1.0
-    with PullConsumer(zookeeper, cluster, group="duomq-peek", read_from=args.read_from,
+    with PullConsumer("duomq-peek", zookeeper=zookeeper, cluster=cluster, read_from=args.read_from,
                       max_replica_lag_ms=args.max_replica_lag_ms) as c:
         mq = resolve_queue(c, args.topic, args.queue, writable=False)
         offset = c.min_offset(mq) if args.offset is None else args.offset
@@ -237,7 +237,7 @@ def share(args) -> int:
     zookeeper, cluster = endpoint(args)
     t0 = time.monotonic()
     n, redelivered, idle_s = 0, 0, args.until_idle
-    with SimpleConsumer(args.share, {args.topic: args.tags}, zookeeper=zookeeper,
+    with SimpleConsumer(args.share, subscriptions={args.topic: args.tags}, zookeeper=zookeeper,
                         cluster=cluster, consume_from=args.from_,
                         invisible_duration_ms=args.invisible_ms,
                         max_deliveries=args.max_deliveries,

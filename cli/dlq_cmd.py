@@ -63,7 +63,7 @@ def _row(m) -> dict:
 def list_(args) -> int:
     from duomq.client import PullConsumer
     zookeeper, cluster = endpoint(args)
-    with PullConsumer(zookeeper, cluster, group=args.group) as c:   # its own DLQ: its right
+    with PullConsumer(args.group, zookeeper=zookeeper, cluster=cluster) as c:   # its own DLQ: its right
         letters = dead_letters(c, args.group)
     for m in letters:
         row = _row(m)
@@ -81,7 +81,7 @@ def resend(args) -> int:
     from duomq.client import Message, Producer, PullConsumer
     from duomq.common.errors import BadRequestError
     zookeeper, cluster = endpoint(args)
-    with PullConsumer(zookeeper, cluster, group=args.group) as c:
+    with PullConsumer(args.group, zookeeper=zookeeper, cluster=cluster) as c:
         if args.all:
             letters = dead_letters(c, args.group)
         else:
@@ -89,7 +89,7 @@ def resend(args) -> int:
     for m in letters:
         if not m.topic.startswith("%DLQ%") or d.RETRY_TOPIC not in m.properties:
             raise BadRequestError(f"{m.msg_id} is not a dead letter (topic {m.topic})")
-    with Producer(zookeeper, cluster) as p:
+    with Producer(zookeeper=zookeeper, cluster=cluster) as p:
         for m in letters:
             props = {k: v for k, v in m.properties.items() if k not in SYSTEM_PROPERTIES}
             r = p.send(Message(m.properties[d.RETRY_TOPIC], m.body, tags=m.tags, keys=m.keys,

@@ -158,7 +158,7 @@ def describe(args) -> int:
     from duomq.coordinator.paths import ZkPaths
     zookeeper, cluster = endpoint(args)
     group = _group(args)
-    with PullConsumer(zookeeper, cluster, group=group) as c:
+    with PullConsumer(group, zookeeper=zookeeper, cluster=cluster) as c:
         paths = ZkPaths(cluster)
         members: dict[str, dict] = {}
         for client_id in sorted(_children(c.zk, paths.group_members(group))):
@@ -231,7 +231,7 @@ def lag_(args) -> int:
     zookeeper, cluster = endpoint(args)
     group = _group(args)
     topics = [args.topic] if args.topic else group_topics(zookeeper, cluster, group)
-    with PullConsumer(zookeeper, cluster, group=group) as c:
+    with PullConsumer(group, zookeeper=zookeeper, cluster=cluster) as c:
         rows = lag_rows(c, topics)
         members = list_members(c.zk, cluster, group)
     total = sum(r["lag"] or 0 for r in rows)
@@ -300,7 +300,7 @@ def reset(args) -> int:
     zookeeper, cluster = endpoint(args)
     group = _group(args)
     how, value = parse_to(args)
-    with PullConsumer(zookeeper, cluster, group=group) as c:
+    with PullConsumer(group, zookeeper=zookeeper, cluster=cluster) as c:
         mqs = c.queues(args.topic)
         if args.queue:
             mqs = [mq for mq in mqs if f"{mq.broker_group}/{mq.queue_id}" == args.queue]
@@ -351,7 +351,7 @@ def delete(args) -> int:
     zookeeper, cluster = endpoint(args)
     group = _group(args)
     removed: dict[str, int] = {}
-    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+    with PullConsumer("duomq-admin", zookeeper=zookeeper, cluster=cluster) as c:
         members = list_members(c.zk, cluster, group)
         if members:
             raise ConfigError(f"consumer group {group!r} has {len(members)} live member(s) "

@@ -43,7 +43,7 @@ def _show(args, messages) -> None:
 def get(args) -> int:
     from duomq.client import PullConsumer
     zookeeper, cluster = endpoint(args)
-    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+    with PullConsumer("duomq-admin", zookeeper=zookeeper, cluster=cluster) as c:
         _show(args, [c.get_message(msg_id) for msg_id in args.ids])
     return 0
 
@@ -55,7 +55,7 @@ def find(args) -> int:
     if args.max_num < 1:
         raise ConfigError(f"--max must be at least 1, got {args.max_num}")
     zookeeper, cluster = endpoint(args)
-    with PullConsumer(zookeeper, cluster, group="duomq-admin") as c:
+    with PullConsumer("duomq-admin", zookeeper=zookeeper, cluster=cluster) as c:
         found = c.query_by_key(args.topic, args.key, args.begin, args.end, args.max_num)
     _show(args, found)
     if not args.json:

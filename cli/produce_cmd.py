@@ -175,7 +175,8 @@ def run(args) -> int:
     properties = dict(args.property)
     deliver_in = args.delay
     interrupted = False
-    with Producer(zookeeper, cluster, group=args.group, metrics_port=args.metrics_port) as producer:
+    with Producer(args.group, zookeeper=zookeeper, cluster=cluster,
+                  metrics_port=args.metrics_port) as producer:
         say_metrics(producer)
         queue = resolve_queue(producer, args.topic, args.queue) if args.queue else None
         batch: list[Message] = []

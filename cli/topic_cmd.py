@@ -110,7 +110,7 @@ def _describe(cfg: TopicConfig, zookeeper: str, cluster: str, zk, as_json: bool)
     from duomq.client import PullConsumer
     rows: list[dict] = []
     problems: dict[str, str] = {}
-    with PullConsumer(zookeeper, cluster, group="duomq-admin", zk=zk) as c:
+    with PullConsumer("duomq-admin", zookeeper=zookeeper, cluster=cluster, zk=zk) as c:
         for group, n in sorted(cfg.queues.items()):
             try:
                 master = c.master_address(group, cfg.name)

@@ -34,7 +34,7 @@ def add(sub) -> None:
 def _client(args):
     from duomq.client import PullConsumer
     zookeeper, cluster = endpoint(args)
-    return PullConsumer(zookeeper, cluster, group="duomq-admin")
+    return PullConsumer("duomq-admin", zookeeper=zookeeper, cluster=cluster)
 
 
 def list_(args) -> int:

@@ -1,7 +1,10 @@
 """Clients: ``Producer``, ``TransactionProducer``, ``PullConsumer``,
-``PushConsumer`` and ``SimpleConsumer`` (share groups).
+``PushConsumer`` and ``SimpleConsumer`` (share groups), each taking its
+group first and everything else by keyword (``client.shape``), and the
+errors a caller handles (``TopicNotExistError``, ``RequestTimeoutError``,
+... all of ``duomq.common.errors``, under ``DuomqError``).
 
-    from duomq.client import Producer, Message
+    from duomq.client import Message, Producer, TopicNotExistError
     with Producer(zookeeper="127.0.0.1:2181", cluster="DefaultCluster") as p:
         result = p.send(Message("Orders", b"hello"))
 
@@ -24,6 +27,16 @@ _HOME = {
     "SimpleConsumerConfig": "duomq.common.client_config",
     "Message": "duomq.common.message", "MessageExt": "duomq.common.message",
     "MessageQueue": "duomq.common.message",
+    **{name: "duomq.common.errors" for name in (
+        "DuomqError", "ConfigError", "InvalidNameError", "BadRequestError",
+        "UnsupportedVersionError", "UnknownRequestTypeError", "MessageTooLargeError",
+        "TopicNotExistError", "NotMasterError", "ServiceNotAvailableError",
+        "ZooKeeperUnavailableError", "ZooKeeperRefusedError", "StoreFullError",
+        "BrokerSystemError", "OffsetIllegalError", "RequestTimeoutError",
+        "BrokerUnreachableError", "NotConnectedError", "BrokerGoneError", "NoRouteError",
+        "UnusableRouteError", "ReplicaLagError", "AuthenticationError", "AuthorizationError",
+        "TransactionNotFoundError", "TransactionEndedError", "ReceiptExpiredError",
+        "QuotaExceededError", "MessageCutError", "ClientClosedError")},
 }
 
 __all__ = list(_HOME)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from duomq.client.base import ClientBase, raise_for
 from duomq.client.cluster.members import Members, read_candidates, read_target
 from duomq.client.metrics import error_name
+from duomq.client.shape import check_shape
 from duomq.common.client_config import ConsumerConfig
 from duomq.common.errors import (
     BadRequestError,
@@ -82,9 +84,10 @@ def by_broker_group(mqs) -> dict[str, list[MessageQueue]]:
 
 
 class PullConsumer(ClientBase):
-    def __init__(self, zookeeper: str | None = None, cluster: str | None = None,
-                 group: str = "DEFAULT_CONSUMER", *, config: ConsumerConfig | None = None,
+    def __init__(self, group: str = "DEFAULT_CONSUMER", *old: Any, zookeeper: str | None = None,
+                 cluster: str | None = None, config: ConsumerConfig | None = None,
                  zk=None, **overrides):
+        check_shape(type(self).__name__, group, old)
         self.config = config or ConsumerConfig(group=group, **overrides)
         super().__init__(zookeeper, cluster, zk=zk)
         self.timeout_s = self.config.request_timeout_ms / 1000

@@ -23,12 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from duomq.client.backoff import RefusalBackoff
 from duomq.client.base import ClientBase
 from duomq.client.metrics import FAILURE, SUCCESS, error_name
 from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
 from duomq.client.send_attempts import SendAttempts, SendResult, SendStatus  # noqa: F401  (re-exported)
+from duomq.client.shape import check_shape
 from duomq.common.client_config import ProducerConfig
 from duomq.common.config import FRAME_ENVELOPE_BYTES
 from duomq.common.delay import SCHEDULING
@@ -181,9 +183,10 @@ def _local_host() -> bytes:
 
 
 class Producer(ClientBase):
-    def __init__(self, zookeeper: str | None = None, cluster: str | None = None,
-                 group: str = "DEFAULT_PRODUCER", *, config: ProducerConfig | None = None,
+    def __init__(self, group: str = "DEFAULT_PRODUCER", *old: Any, zookeeper: str | None = None,
+                 cluster: str | None = None, config: ProducerConfig | None = None,
                  zk=None, **overrides):
+        check_shape(type(self).__name__, group, old)
         cfg = config or ProducerConfig(group=group, **overrides)
         self.config = cfg
         self._callbacks = ThreadPoolExecutor(1, thread_name_prefix="duomq-send-callback")

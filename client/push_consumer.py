@@ -27,6 +27,7 @@ import socket
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -43,6 +44,7 @@ from duomq.client.offset_file import LocalOffsetStore, default_path
 from duomq.client.process_queue import ProcessQueue
 from duomq.client.pull_loop import PullLoop
 from duomq.client.rebalancer import Rebalancer
+from duomq.client.shape import check_shape
 from duomq.common.client_config import ConsumerConfig
 from duomq.common.message import MessageExt, MessageQueue
 from duomq.common.metrics import labelled
@@ -58,11 +60,16 @@ HANDBACK_MARGIN_S = 5.0     # shutting down: time for the last commits past hand
 
 
 class PushConsumer(PullConsumer):
-    def __init__(self, group: str, topic: str, on_message: Callable[[MessageExt], object], *,
-                 subscription: str = "*", allocate: Strategy | None = None,
-                 zookeeper: str | None = None, cluster: str | None = None,
-                 config: ConsumerConfig | None = None, zk=None, **overrides):
-        super().__init__(zookeeper, cluster, group, config=config, zk=zk, **overrides)
+    def __init__(self, group: str, *old: Any, topic: str | None = None,
+                 on_message: Callable[[MessageExt], object] | None = None,
+                 subscription: str = "*",
+                 allocate: Strategy | None = None, zookeeper: str | None = None,
+                 cluster: str | None = None, config: ConsumerConfig | None = None, zk=None,
+                 **overrides):
+        check_shape("PushConsumer", group, old, topic=topic, on_message=on_message)
+        assert topic is not None and on_message is not None
+        super().__init__(group, zookeeper=zookeeper, cluster=cluster, config=config, zk=zk,
+                         **overrides)
         cfg = self.config
         self.topic = topic
         self.subscription = parse(subscription)    # `*` or `TagA || TagB`

@@ -7,7 +7,7 @@ anyone), ``change_invisible_duration`` keeps it longer. A message neither
 acked nor renewed in time is delivered again, with its ``delivery_count``
 one higher; after ``max_deliveries`` it goes to ``%DLQ%<group>``.
 
-    with SimpleConsumer("workers", "Orders", zookeeper=..., cluster=...) as c:
+    with SimpleConsumer("workers", subscriptions="Orders", zookeeper=..., cluster=...) as c:
         for msg in c.receive(16, wait_ms=5000):
             handle(msg)
             c.ack(msg)
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from duomq.client.base import ClientBase, raise_for
+from duomq.client.shape import check_shape
 from duomq.common.client_config import SimpleConsumerConfig
 from duomq.common.errors import (
     BadRequestError,
@@ -70,9 +71,12 @@ def subscriptions_of(given) -> dict[str, str]:
 
 
 class SimpleConsumer(ClientBase):
-    def __init__(self, group: str, subscriptions: str | Iterable[str] | dict[str, str],
-                 zookeeper: str | None = None, cluster: str | None = None, *,
+    def __init__(self, group: str, *old: Any,
+                 subscriptions: str | Iterable[str] | dict[str, str] | None = None,
+                 zookeeper: str | None = None, cluster: str | None = None,
                  config: SimpleConsumerConfig | None = None, zk=None, **overrides):
+        check_shape("SimpleConsumer", group, old, subscriptions=subscriptions)
+        assert subscriptions is not None
         self.config = config or SimpleConsumerConfig(group=group, **overrides)
         self.subscriptions = subscriptions_of(subscriptions)
         super().__init__(zookeeper, cluster, zk=zk)

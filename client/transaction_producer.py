@@ -35,8 +35,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from duomq.client.producer import Producer, SendResult, SendStatus
+from duomq.client.shape import check_shape
 from duomq.common import transaction as tx
 from duomq.common.delay import REAL_QID, REAL_TOPIC
 from duomq.common.errors import DuomqError, ServiceNotAvailableError, for_status
@@ -71,8 +73,10 @@ class TransactionSendResult:
 
 
 class TransactionProducer(Producer):
-    def __init__(self, group: str, checker: Checker | None = None, zookeeper: str | None = None,
-                 cluster: str | None = None, **producer_settings):
+    def __init__(self, group: str, *old: Any, checker: Checker | None = None,
+                 zookeeper: str | None = None, cluster: str | None = None,
+                 **producer_settings):
+        check_shape("TransactionProducer", group, old)
         self.checker = checker
         # check-backs, answered one at a time off the I/O thread; more than
         # MAX_QUEUED_CHECKS waiting are dropped (the broker asks again later).
@@ -81,7 +85,7 @@ class TransactionProducer(Producer):
         self._checks = ThreadPoolExecutor(1, thread_name_prefix="duomq-tx-check")
         self._queued = threading.Semaphore(MAX_QUEUED_CHECKS)
         self.checks_answered = 0
-        super().__init__(zookeeper, cluster, group=group, **producer_settings)
+        super().__init__(group, zookeeper=zookeeper, cluster=cluster, **producer_settings)
         self.remoting.on_push = self._on_push
 
     def close(self) -> None:

@@ -108,8 +108,9 @@ def wait_slaves_hold(zookeeper: str, cluster: str, topic: str, timeout_s: float 
     (a slave serves only what it holds and was told is confirmed); returns
     the topic's message count."""
     from duomq.client import PullConsumer
-    on_master = PullConsumer(zookeeper, cluster, "probe", read_from="master")
-    on_slave = PullConsumer(zookeeper, cluster, "probe", read_from="slave_preferred")
+    on_master = PullConsumer("probe", zookeeper=zookeeper, cluster=cluster, read_from="master")
+    on_slave = PullConsumer("probe", zookeeper=zookeeper, cluster=cluster,
+                            read_from="slave_preferred")
     try:
         queues = on_master.queues(topic)
 

@@ -78,7 +78,7 @@ class Workload:
     # ------------------------------------------------------------ lifecycle
     def start(self) -> Workload:
         for _ in range(self.n_consumers):
-            c = PushConsumer(f"drill-{self.run_id}", self.topic, self._consumed,
+            c = PushConsumer(f"drill-{self.run_id}", topic=self.topic, on_message=self._consumed,
                              zookeeper=self.zookeeper, cluster=self.cluster, consume_from="first")
             c.start()
             self.consumers.append(c)
@@ -103,10 +103,10 @@ class Workload:
         transactional = kind == "transactional"
         if transactional:        # a check-back (its end lost): it committed
             client: Producer = TransactionProducer(
-                f"drill-{self.run_id}-tx", lambda _m: TransactionState.COMMIT,
-                self.zookeeper, self.cluster, **self.settings)
+                f"drill-{self.run_id}-tx", checker=lambda _m: TransactionState.COMMIT,
+                zookeeper=self.zookeeper, cluster=self.cluster, **self.settings)
         else:
-            client = Producer(self.zookeeper, self.cluster, group=f"drill-{self.run_id}",
+            client = Producer(f"drill-{self.run_id}", zookeeper=self.zookeeper, cluster=self.cluster,
                               **self.settings)
         with client as p:
             seq = 0
@@ -214,8 +214,8 @@ class FaultReader:
     def __init__(self, zookeeper: str, cluster: str, topic: str, prefix: bytes):
         self.topic, self.prefix = topic, prefix
         group = f"drill-audit-{uuid.uuid4().hex[:6]}"
-        self.masters = PullConsumer(zookeeper, cluster, group=group)
-        self.slaves = PullConsumer(zookeeper, cluster, group=group, read_from="slave_preferred")
+        self.masters = PullConsumer(group, zookeeper=zookeeper, cluster=cluster)
+        self.slaves = PullConsumer(group, zookeeper=zookeeper, cluster=cluster, read_from="slave_preferred")
         self.mqs = self.masters.queues(topic)
         for c in (self.masters, self.slaves):        # their members' watches, set now
             for g in {mq.broker_group for mq in self.mqs}:
@@ -266,7 +266,7 @@ def read_back(zookeeper: str, cluster: str, topic: str, patience_s: float = 0.0,
 
 def _read_back(zookeeper: str, cluster: str, topic: str,
                ids: dict[str, bytes] | None = None) -> list[tuple[int, bytes]]:
-    with PullConsumer(zookeeper, cluster, group=f"drill-audit-{uuid.uuid4().hex[:6]}") as c:
+    with PullConsumer(f"drill-audit-{uuid.uuid4().hex[:6]}", zookeeper=zookeeper, cluster=cluster) as c:
         return _read_queues(c, topic, ids)
 
 

@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
         out.flush()
 
     parent = os.getppid()
-    with SimpleConsumer(group, topic, zookeeper=zookeeper, cluster=cluster,
+    with SimpleConsumer(group, subscriptions=topic, zookeeper=zookeeper, cluster=cluster,
                         consume_from="first", invisible_duration_ms=int(invisible_ms)) as c:
         while os.getppid() == parent:      # the drill gone: stop, never read on unwatched
             try:

@@ -92,7 +92,8 @@ WORK_S = 0.001              # each message's handler time
 
 def _member(zk: str, cluster: str, group: str, topic: str, rec: Deliveries, name: str,
             work_s: float = WORK_S, **settings) -> PushConsumer:
-    return PushConsumer(group, topic, rec.handler(name, work_s), zookeeper=zk, cluster=cluster,
+    return PushConsumer(group, topic=topic, on_message=rec.handler(name, work_s), zookeeper=zk,
+                        cluster=cluster,
                         consume_from="first", **settings).start()
 
 
@@ -174,7 +175,7 @@ def kill(zk: str, cluster: str, topic: str, n: int, group: str = "handoff-kill",
             g, q, o = line.split()
             dead.append((g, int(q), int(o)))
         rec.add("killed", dead)
-        with PullConsumer(zk, cluster, group=group) as pc:
+        with PullConsumer(group, zookeeper=zk, cluster=cluster) as pc:
             committed = {(q.broker_group, q.queue_id): pc.committed(q) for q in pc.queues(topic)}
         uncommitted = {d for d in dead if d[2] >= committed.get(d[:2], -1)}
         _finish(rec, n, 120)
@@ -204,7 +205,8 @@ def _member_process(zk: str, cluster: str, group: str, topic: str, work_s: float
             out.write(f"{m.broker_group} {m.queue_id} {m.queue_offset}\n")
             out.flush()
 
-    PushConsumer(group, topic, on_message, zookeeper=zk, cluster=cluster, consume_from="first",
+    PushConsumer(group, topic=topic, on_message=on_message, zookeeper=zk, cluster=cluster,
+                 consume_from="first",
                  **settings).start()
     threading.Event().wait()
 

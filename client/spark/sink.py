@@ -167,7 +167,7 @@ class _SinkWriter:
         Key = tuple[str, MessageQueue | None]
         pending: dict[Key, list[Message]] = {}
         batches: dict[str, int] = {}        # topic -> batches sent to queues of our choice
-        with Producer(o.zookeeper, o.cluster, group="duomq-spark-sink",
+        with Producer("duomq-spark-sink", zookeeper=o.zookeeper, cluster=o.cluster,
                       credentials=o.credentials or "", idempotent=True,
                       producer_id=producer_id(write, partition)) as producer:
             queues: dict[str, list[MessageQueue]] = {}

@@ -54,8 +54,8 @@ class _Planner:
 
     def __init__(self, opts: SourceOptions):
         self.opts = opts
-        self.client = PullConsumer(opts.zookeeper, opts.cluster,
-                                   opts.consumer_group or DEFAULT_GROUP, read_from=opts.read_from,
+        self.client = PullConsumer(opts.consumer_group or DEFAULT_GROUP, zookeeper=opts.zookeeper,
+                                   cluster=opts.cluster, read_from=opts.read_from,
                                    max_replica_lag_ms=opts.max_replica_lag_ms,
                                    credentials=opts.credentials or "")
 

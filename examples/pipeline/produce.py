@@ -17,7 +17,7 @@ from .events import MINUTE_MS, Event, generate
 
 def send(zookeeper: str, cluster: str, topic: str, events: list[Event], batch: int = 256) -> dict:
     t0 = time.perf_counter()
-    with Producer(zookeeper, cluster) as producer:
+    with Producer(zookeeper=zookeeper, cluster=cluster) as producer:
         for i in range(0, len(events), batch):
             msgs = [Message(topic, e.encode(), tags=e.type, keys=e.user)
                     for e in events[i:i + batch]]

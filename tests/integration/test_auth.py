@@ -41,17 +41,17 @@ duomq = run_cli
 
 
 def stored(zk, cl, admin) -> int:
-    with PullConsumer(zk, cl, group="auditor", credentials=admin) as c:
+    with PullConsumer("auditor", zookeeper=zk, cluster=cl, credentials=admin) as c:
         return sum(c.max_offset(mq) for mq in c.queues("Secret"))
 
 
 def test_the_admin_produces_and_the_slave_serves_it(secured):
     cluster, keys, admin, *_ = secured
     zk, cl = cluster.zookeeper, cluster.cluster
-    with Producer(zk, cl, credentials=admin) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin) as p:
         assert p.send_batch([Message("Secret", b"m%d" % i) for i in range(50)], queue=Q0).ok
     wait_slaves_hold(zk, cl, "Secret")
-    with PullConsumer(zk, cl, group="g", credentials=admin, read_from="slave") as c:
+    with PullConsumer("g", zookeeper=zk, cluster=cl, credentials=admin, read_from="slave") as c:
         got = c.pull(Q0, 0, 100).messages
     assert [m.body for m in got] == [b"m%d" % i for i in range(50)]
     assert oct(os.stat(admin).st_mode & 0o777) == "0o600"
@@ -65,11 +65,11 @@ def test_a_secured_cluster_keeps_libzmq_and_curve_on_both_sides(secured, monkeyp
     cluster, _keys, admin, master, _ = secured
     zk, cl = cluster.zookeeper, cluster.cluster
     monkeypatch.setenv("DUOMQ_TRANSPORT", "native")
-    with Producer(zk, cl, credentials=admin) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin) as p:
         assert not p.remoting.native
         assert p.send(Message("Secret", b"over CURVE"), queue=Q0).ok
     with pytest.raises(ConfigError, match="secured"):
-        Producer(zk, cl, credentials=admin, transport="native")
+        Producer(zookeeper=zk, cluster=cl, credentials=admin, transport="native")
     host, port = master.address.removeprefix("tcp://").rsplit(":", 1)
     raw = socket.create_connection((host, int(port)))
     try:                  # a NULL greeting to the client port: libzmq's CURVE ROUTER hangs up
@@ -91,16 +91,16 @@ def test_anonymous_and_unknown_keys_fail_at_once(secured, monkeypatch):
     monkeypatch.delenv("DUOMQ_CREDENTIALS")
     t0 = time.monotonic()
     with pytest.raises(AuthenticationError, match="credentials are needed"):
-        Producer(zk, cl)
+        Producer(zookeeper=zk, cluster=cl)
     with pytest.raises(AuthenticationError, match="credentials are needed"):
-        PullConsumer(zk, cl, group="g")
+        PullConsumer("g", zookeeper=zk, cluster=cl)
     # an unregistered key, with a ZooKeeper login of its own
     stranger = Credentials("mallory", KeyPair.new(),
                            Credentials.load(admin).broker_public_key, user_zk_login("mallory"))
     path = str(keys / "mallory.json")
     stranger.write(path)
     with pytest.raises(AuthenticationError, match="no such user"):
-        Producer(zk, cl, credentials=path)
+        Producer(zookeeper=zk, cluster=cl, credentials=path)
     assert time.monotonic() - t0 < 5
     # the CLI: the same words, exit 2
     p = duomq("produce", "Secret", "x", "--zookeeper", zk, "--cluster", cl, check=False)
@@ -148,7 +148,7 @@ def _report(offset: int) -> bytes:
 def test_the_replication_port_gives_nothing_to_plaintext_or_client_keys(secured):
     cluster, keys, admin, master, _ = secured
     zk, cl = cluster.zookeeper, cluster.cluster
-    with Producer(zk, cl, credentials=admin) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin) as p:
         assert p.send_batch([Message("Secret", b"x" * 100)] * 100, queue=Q0).ok
     creds = Credentials.load(admin)
     ctx = zmq.Context()
@@ -168,7 +168,7 @@ def test_the_replication_port_gives_nothing_to_plaintext_or_client_keys(secured)
     finally:
         ctx.destroy(linger=0)
     # the broker goes on serving: the slave still follows, clients still send
-    with Producer(zk, cl, credentials=admin) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin) as p:
         assert p.send(Message("Secret", b"after"), queue=Q0).ok
     wait_slaves_hold(zk, cl, "Secret")
 
@@ -181,7 +181,7 @@ def test_a_removed_user_is_refused_within_a_second(secured, tmp_path):
           "--zookeeper", zk, "--cluster", cl)
     listed = duomq("auth", "user", "list", "--json", "--zookeeper", zk, "--cluster", cl).stdout
     assert '"bob"' in listed and "Topic:Secret:Pub" in listed
-    with Producer(zk, cl, credentials=bob) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=bob) as p:
         assert p.send(Message("Secret", b"before"), queue=Q0).ok
         duomq("auth", "user", "remove", "bob", "--zookeeper", zk, "--cluster", cl)
         t0 = time.monotonic()                     # the user's node is gone from ZooKeeper
@@ -195,7 +195,7 @@ def test_a_removed_user_is_refused_within_a_second(secured, tmp_path):
             assert _refused(p)
     assert stored(zk, cl, admin) == held
     with pytest.raises(AuthenticationError, match="no such user"):
-        Producer(zk, cl, credentials=bob)
+        Producer(zookeeper=zk, cluster=cl, credentials=bob)
 
 
 def test_a_rotated_key_replaces_the_old_one(secured, tmp_path):
@@ -210,15 +210,15 @@ def test_a_rotated_key_replaces_the_old_one(secured, tmp_path):
         Credentials("carol", pair, Credentials.load(admin).broker_public_key, login).write(old)
     finally:
         zkutil.close(conn)
-    with Producer(zk, cl, credentials=old) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=old) as p:
         assert p.send(Message("Secret", b"1"), queue=Q0).ok
         duomq("auth", "user", "update", "carol", "--rotate", "--out", new, "--zookeeper", zk,
               "--cluster", cl)
         wait_for(lambda: _refused(p), 5, "the old key refused")
-    with Producer(zk, cl, credentials=new) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=new) as p:
         assert p.send(Message("Secret", b"2"), queue=Q0).ok
     with pytest.raises(AuthenticationError, match="rotated"):
-        Producer(zk, cl, credentials=old)
+        Producer(zookeeper=zk, cluster=cl, credentials=old)
 
 
 def _refused(p) -> bool:
@@ -234,23 +234,23 @@ def test_a_reader_limited_to_one_topic_and_group_reads_that_and_nothing_else(sec
     cluster, keys, admin, *_ = secured
     zk, cl = cluster.zookeeper, cluster.cluster
     cluster.create_topic("Other", 1)
-    with Producer(zk, cl, credentials=admin) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin) as p:
         assert p.send_batch([Message("Secret", b"s%d" % i) for i in range(20)], queue=Q0).ok
         assert p.send(Message("Other", b"o")).ok
     reader = str(tmp_path / "reader.json")
     duomq("auth", "user", "add", "reader", "--allow", "Topic:Secret:Sub", "--allow",
           "Group:billing:Sub", "--out", reader, "--zookeeper", zk, "--cluster", cl)
     before = stored(zk, cl, admin)
-    with PullConsumer(zk, cl, group="billing", credentials=reader) as c:
+    with PullConsumer("billing", zookeeper=zk, cluster=cl, credentials=reader) as c:
         assert len(c.pull(Q0, 0, 100).messages) == 20
         c.commit({Q0: 20})
         assert c.committed(Q0) == 20
         with pytest.raises(AuthorizationError, match="lacks the permission Topic:Other:Sub"):
             c.pull(MessageQueue("Other", "broker-a", 0), 0)
-    with PullConsumer(zk, cl, group="audit", credentials=reader) as c:
+    with PullConsumer("audit", zookeeper=zk, cluster=cl, credentials=reader) as c:
         with pytest.raises(AuthorizationError, match="lacks the permission Group:audit:Sub"):
             c.pull(Q0, 0)
-    with Producer(zk, cl, credentials=reader) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=reader) as p:
         t0 = time.monotonic()
         with pytest.raises(AuthorizationError, match="lacks the permission Topic:Secret:Pub"):
             p.send(Message("Secret", b"forged"), queue=Q0)
@@ -375,7 +375,7 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
                              "--credentials", reader).stdout
     # ... and joins consumer groups (its nodes under groups/); the group's
     # retry and dead-letter topics are made by the master at its first failure
-    with Producer(zk, cl, credentials=admin) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin) as p:
         assert p.send_batch([Message("Secret", b"x%d" % i) for i in range(10)], queue=Q0).ok
     got = []
 
@@ -383,7 +383,7 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
         if msg.body == b"x3":               # given up at once: to %DLQ%g
             raise RuntimeError("not this one")
         got.append(msg.body)
-    c = PushConsumer("g", "Secret", handle, zookeeper=zk, cluster=cl, credentials=reader,
+    c = PushConsumer("g", topic="Secret", on_message=handle, zookeeper=zk, cluster=cl, credentials=reader,
                      consume_from="first", max_reconsume_times=0)
     c.start()
     try:
@@ -393,7 +393,7 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
                      == {"broker-a": 1}, 15, f"the master to make {name} at the first failure")
     finally:
         c.shutdown()
-    with PullConsumer(zk, cl, group="g", credentials=reader) as dlq:
+    with PullConsumer("g", zookeeper=zk, cluster=cl, credentials=reader) as dlq:
         (mq,) = dlq.queues("%DLQ%g")
         wait_for(lambda: [m.body for m in dlq.pull(mq, 0, 10).messages] == [b"x3"], 10,
                  "the given-up message in the group's dead-letter queue")
@@ -402,7 +402,7 @@ def test_zookeeper_nodes_are_written_by_brokers_and_admins_only(secured, tmp_pat
     bare_path = str(tmp_path / "bare.json")
     Credentials(bare.user, bare.keys, bare.broker_public_key).write(bare_path)
     with pytest.raises(AuthenticationError, match="refused by ZooKeeper"):
-        PullConsumer(zk, cl, group="g", credentials=bare_path)
+        PullConsumer("g", zookeeper=zk, cluster=cl, credentials=bare_path)
 
 
 def test_a_key_the_brokers_zap_refuses_fails_at_once_not_at_a_timeout(secured):
@@ -434,11 +434,11 @@ def test_credentials_in_the_environment_leave_a_plain_clusters_nodes_open(secure
         plain.add_broker("broker-a", 0)
         duomq("topic", "create", "Open", "--queues", "2", "--zookeeper", zk, "--cluster", "Plain")
         got = []
-        c = PushConsumer("g", "Open", got.append, zookeeper=zk, cluster="Plain",
+        c = PushConsumer("g", topic="Open", on_message=got.append, zookeeper=zk, cluster="Plain",
                          consume_from="first")
         c.start()
         try:
-            with Producer(zk, "Plain") as p:
+            with Producer(zookeeper=zk, cluster="Plain") as p:
                 assert p.send_batch([Message("Open", b"x")] * 5,
                                     queue=MessageQueue("Open", "broker-a", 0)).ok
             wait_for(lambda: len(got) >= 5, 30, "the plain cluster's consumer to read 5")

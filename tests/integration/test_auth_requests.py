@@ -81,7 +81,7 @@ def world(secured):
     cluster, _keys, admin, master, _slave = secured
     zk, cl = cluster.zookeeper, cluster.cluster
     wait_for(lambda: master_id(zk, cl) == 0, 15, "broker 0 as master")
-    with Producer(zk, cl, credentials=admin) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin) as p:
         sent = p.send(Message("Secret", b"stored", keys="k1"),
                       queue=MessageQueue("Secret", "broker-a", 0))
         assert sent.ok
@@ -224,7 +224,7 @@ def test_a_send_back_copies_only_what_its_user_may_read(world):
     cluster, admin_file, master, sent, users = world
     zk, cl = cluster.zookeeper, cluster.cluster
     cluster.create_topic("Payroll", 1)
-    with Producer(zk, cl, credentials=admin_file) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin_file) as p:
         pay = p.send(Message("Payroll", b"salaries"))
     with TransactionProducer("pay", zookeeper=zk, cluster=cl, credentials=admin_file) as tp:
         half = tp.send_in_transaction(Message("Payroll", b"half"),
@@ -328,9 +328,9 @@ def test_no_user_reads_or_writes_a_reserved_topic_whatever_its_wildcards(world):
                                       lambda m, a: TransactionState.UNKNOWN)
         tp.send_in_transaction(Message("Secret", b"rolled back"),
                                lambda m, a: TransactionState.ROLLBACK)
-    with Producer(zk, cl, credentials=admin_file) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin_file) as p:
         delayed = p.send(Message("Secret", b"later", delay_level=18))
-    with SimpleConsumer("sharers", "Secret", zookeeper=zk, cluster=cl, credentials=admin_file,
+    with SimpleConsumer("sharers", subscriptions="Secret", zookeeper=zk, cluster=cl, credentials=admin_file,
                         consume_from="first") as sc:
         sc.receive(1, wait_ms=2000)
     admin = RemotingClient("admin", Credentials.load(admin_file))

@@ -93,7 +93,7 @@ def test_garbage_gets_an_error_and_nothing_is_stored(raw, parts, expected):
 
 
 def test_producer_surfaces_broker_errors(broker, local_cluster):
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         with pytest.raises(MessageTooLargeError):   # broker limit below the client's
             p.send(Message("Safe", b"x" * 6000))
         with pytest.raises(TopicNotExistError):
@@ -107,7 +107,7 @@ def test_internal_topics_cannot_be_created_or_sent_to(broker, local_cluster):
     from duomq.common.errors import InvalidNameError as Invalid
     with pytest.raises(Invalid, match="reserved for the broker's own use"):
         local_cluster.create_topic("SCHEDULE_TOPIC_XXXX", queues=18)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         with pytest.raises(Invalid, match="reserved for the broker's own use"):
             p.send(Message("SCHEDULE_TOPIC_XXXX", b"x", properties={"REAL_TOPIC": "/abs/path",
                                                                     "REAL_QID": "0"}))

@@ -29,7 +29,8 @@ def paths(local_cluster):
 
 
 def sends_ok(local_cluster, topic="Good", n=20):
-    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=5000) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster,
+                  send_timeout_ms=5000) as p:
         return all(p.send(Message(topic, b"m%d" % i)).ok for i in range(n))
 
 
@@ -135,7 +136,7 @@ def test_a_route_claiming_millions_of_queues_fails_a_producer_at_once(local_clus
     zk.create(paths.route("Huge", "broker-a"),
               b'{"group": "broker-a", "queues": 30000000, "address": "tcp://127.0.0.1:1", '
               b'"perm": 6}', makepath=True)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         t0 = time.monotonic()
         with pytest.raises(NoRouteError, match="unreadable.*queue"):
             p.send(Message("Huge", b"x"))

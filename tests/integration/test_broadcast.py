@@ -28,14 +28,14 @@ def test_every_member_gets_every_message_and_resumes_from_its_file(local_cluster
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
 
     def member(name, recorder):
-        return PushConsumer("caches", "Config", recorder, zookeeper=zk, cluster=cl,
+        return PushConsumer("caches", topic="Config", on_message=recorder, zookeeper=zk, cluster=cl,
                             message_model="broadcasting", consume_from="first",
                             offset_store_dir=str(tmp_path / "offsets"), instance_name=name,
                             offset_commit_interval_ms=200).start()
 
     r1, r2 = Recorder(), Recorder()
     m1, m2 = member("host-1", r1), member("host-2", r2)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         p.send_batch([Message("Config", b"v%d" % i) for i in range(100)])
         wait_for(lambda: len(r1) == 100 and len(r2) == 100, what="both members to get all 100")
         assert sorted(r1) == sorted(r2) == sorted(b"v%d" % i for i in range(100))

@@ -29,7 +29,7 @@ class Sender(threading.Thread):
 
     def __init__(self, zk: str, cl: str, credentials: str):
         super().__init__(daemon=True)
-        self.producer = Producer(zk, cl, credentials=credentials)
+        self.producer = Producer(zookeeper=zk, cluster=cl, credentials=credentials)
         self.acked: list[bytes] = []
         self.failed: dict[str, int] = {}
         self.stopping = threading.Event()
@@ -60,7 +60,7 @@ def test_a_broker_key_rotation_with_rolling_restarts_loses_nothing(secured, tmp_
     old_keys = load_broker_keys(str(keys))
     old_only = str(tmp_path / "old-only.json")
     shutil.copy(admin, old_only)
-    with Producer(zk, cl, credentials=admin) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=admin) as p:
         assert p.send_batch([Message("Secret", b"before")] * 20,
                             queue=MessageQueue("Secret", "broker-a", 0)).ok
 
@@ -105,7 +105,7 @@ def test_a_broker_key_rotation_with_rolling_restarts_loses_nothing(secured, tmp_
         assert published()["broker_public_key"] == new_public.decode()
         # a client that trusts only the old key is told so at once
         with pytest.raises(AuthenticationError, match="duomq auth trust"):
-            Producer(zk, cl, credentials=old_only)
+            Producer(zookeeper=zk, cluster=cl, credentials=old_only)
 
         # 3. retire the old key
         run_cli("auth", "broker-key", "retire", "--auth-dir", str(keys))
@@ -120,7 +120,7 @@ def test_a_broker_key_rotation_with_rolling_restarts_loses_nothing(secured, tmp_
 
     # nothing acked was lost
     got: set[bytes] = set()
-    with PullConsumer(zk, cl, group="audit", credentials=admin) as c:
+    with PullConsumer("audit", zookeeper=zk, cluster=cl, credentials=admin) as c:
         for mq in c.queues("Secret"):
             offset = 0
             while True:

@@ -29,7 +29,7 @@ def test_plan_reset_stays_within_the_queue():
 def cli(local_cluster):
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Admin", queues=2)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         for q in range(2):
             r = p.send_batch([Message("Admin", b"m%d-%d" % (q, i)) for i in range(50)],
                              queue=p.route("Admin").queues()[q])
@@ -193,7 +193,7 @@ def slave_offsets(local_cluster, group: str) -> dict:
     from duomq.proto import pb
     from duomq.testing.harness import member_node
     address = member_node(local_cluster.zookeeper, local_cluster.cluster, "broker-a", 1).address
-    with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="t") as c:
+    with PullConsumer("t", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         _s, _e, st = c.remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)
     return {(o.topic, o.queue_id): o.offset for o in st.group_offsets if o.consumer_group == group}
 
@@ -212,7 +212,7 @@ def test_a_group_is_deleted_on_the_master_and_its_slave(local_cluster, cli):
     p = cli("group", "delete", "old", check=False)
     assert p.returncode == 2 and "no consumer group 'old'" in p.stderr
     from duomq.client import PushConsumer
-    live = PushConsumer("live", "Admin", lambda m: None, zookeeper=local_cluster.zookeeper,
+    live = PushConsumer("live", topic="Admin", on_message=lambda m: None, zookeeper=local_cluster.zookeeper,
                         cluster=local_cluster.cluster).start()
     try:
         p = cli("group", "delete", "live", check=False)

@@ -24,7 +24,7 @@ def committed(local_cluster, group: str) -> int:
 def test_consume_count_prints_and_commits_exactly_that_many(local_cluster, mode):
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Peek", queues=4)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         for lo in range(0, 1000, 100):
             assert p.send_batch([Message("Peek", b"m%04d" % i) for i in range(lo, lo + 100)]).ok
     endpoint = ["--zookeeper", local_cluster.zookeeper, "--cluster", local_cluster.cluster]
@@ -44,7 +44,7 @@ def test_consume_share_prints_and_acks_exactly_count(local_cluster):
     exactly the messages printed were acked, none twice, none skipped."""
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Peek", queues=4)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         assert p.send_batch([Message("Peek", b"s%03d" % i) for i in range(100)]).ok
     endpoint = ["--zookeeper", local_cluster.zookeeper, "--cluster", local_cluster.cluster]
     seen = []
@@ -74,7 +74,7 @@ def test_a_consume_waiting_at_the_end_of_a_new_group_says_why(local_cluster, how
     import sys
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Waits", queues=2)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         assert p.send_batch([Message("Waits", b"old%d" % i) for i in range(20)]).ok
     endpoint = ["--zookeeper", local_cluster.zookeeper, "--cluster", local_cluster.cluster]
     proc = subprocess.Popen([sys.executable, "-m", "duomq", "consume", "Waits", *how,
@@ -90,7 +90,7 @@ def test_a_consume_waiting_at_the_end_of_a_new_group_says_why(local_cluster, how
         assert "--from first reads what is stored already" in lines[-1], lines
         kind = "share group" if how[0] == "--share" else "group"
         assert f"a new {kind} starts at the end" in lines[-1]
-        with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+        with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
             deadline = time.monotonic() + 30      # a push consumer may still be taking its queues
             while proc.poll() is None and time.monotonic() < deadline:
                 assert p.send(Message("Waits", b"new")).ok

@@ -26,8 +26,8 @@ def test_zookeeper_gone_or_expired_is_a_duomq_error(tmp_path):
     try:
         c.add_broker("broker-a", 0)
         c.create_topic("Known", 1)
-        p = Producer(zk.connect, "Errors", send_timeout_ms=2000)
-        reader = PullConsumer(zk.connect, "Errors", group="g")
+        p = Producer(zookeeper=zk.connect, cluster="Errors", send_timeout_ms=2000)
+        reader = PullConsumer("g", zookeeper=zk.connect, cluster="Errors")
         assert p.send(Message("Known", b"x")).ok
         # a session that expired under a call (as kazoo raises it at an outage's heal)
         real = p.zk.exists

@@ -38,7 +38,7 @@ def test_a_producers_metrics(local_cluster):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Metered", queues=2)
-    with Producer(zk, cl, metrics_port=0, metrics_host="127.0.0.1") as p:
+    with Producer(zookeeper=zk, cluster=cl, metrics_port=0, metrics_host="127.0.0.1") as p:
         assert p.metrics_url.startswith("http://127.0.0.1:")
         for _ in range(20):
             assert p.send(Message("Metered", b"x" * 100)).ok
@@ -76,19 +76,19 @@ def test_a_producers_metrics(local_cluster):
 def test_a_port_in_use_is_refused_clearly(local_cluster):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     local_cluster.add_broker("broker-a", 0)
-    with Producer(zk, cl, metrics_port=0, metrics_host="127.0.0.1") as p:
+    with Producer(zookeeper=zk, cluster=cl, metrics_port=0, metrics_host="127.0.0.1") as p:
         port = int(p.metrics_url.rsplit(":", 1)[1].split("/")[0])
         with pytest.raises(ConfigError, match=f"metrics_port {port}: cannot listen"):
-            Producer(zk, cl, metrics_port=port, metrics_host="127.0.0.1")
+            Producer(zookeeper=zk, cluster=cl, metrics_port=port, metrics_host="127.0.0.1")
     with pytest.raises(ConfigError, match="metrics_port: 70000"):
-        Producer(zk, cl, metrics_port=70000)
+        Producer(zookeeper=zk, cluster=cl, metrics_port=70000)
 
 
 def test_a_push_consumers_metrics_and_a_real_prometheus(local_cluster, prometheus):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     local_cluster.add_broker("broker-a", 0, **SHORT_DELAYS)
     local_cluster.create_topic("Metered", queues=2)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for i in range(10):
             assert p.send_batch([Message("Metered", b"m%d" % (i * 20 + j), tags="bad" if j == 0
                                          else "") for j in range(20)]).ok
@@ -101,7 +101,7 @@ def test_a_push_consumers_metrics_and_a_real_prometheus(local_cluster, prometheu
         gate.wait(10)
         done.append(msg)
 
-    c = PushConsumer("meter-group", "Metered", handle, zookeeper=zk, cluster=cl,
+    c = PushConsumer("meter-group", topic="Metered", on_message=handle, zookeeper=zk, cluster=cl,
                      consume_from="first", consume_threads=2, metrics_port=0,
                      metrics_host="127.0.0.1")
     c.start()
@@ -147,7 +147,7 @@ def test_duomq_consume_serves_metrics_while_it_runs(local_cluster):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Metered", queues=2)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         assert p.send_batch([Message("Metered", b"x")] * 50).ok
     proc = subprocess.Popen(
         [sys.executable, "-m", "duomq", "consume", "Metered", "--group", "cli-group",

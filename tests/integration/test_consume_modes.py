@@ -16,13 +16,13 @@ pytestmark = pytest.mark.integration
 
 
 def produce(zk, cl, topic, n, batch=100):
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for lo in range(0, n, batch):
             p.send_batch([Message(topic, b"%06d" % i) for i in range(lo, min(n, lo + batch))])
 
 
 def committed(zk, cl, group, topic):
-    with PullConsumer(zk, cl, group=group) as c:
+    with PullConsumer(group, zookeeper=zk, cluster=cl) as c:
         return {q.queue_id: c.committed(q) for q in c.queues(topic)}
 
 
@@ -41,7 +41,8 @@ def test_a_stuck_message_holds_the_committed_offset_and_the_window(local_cluster
         with lock:
             done.add(m.queue_offset)
 
-    c = PushConsumer("stuck", "Stuck", on_message, zookeeper=zk, cluster=cl, consume_from="first",
+    c = PushConsumer("stuck", topic="Stuck", on_message=on_message, zookeeper=zk, cluster=cl,
+                     consume_from="first",
                      pull_batch_size=32, consume_concurrently_max_span=300, consume_threads=4,
                      offset_commit_interval_ms=100).start()
     try:
@@ -77,7 +78,7 @@ def test_concurrent_consumption_uses_the_pool(local_cluster, small_store):
             seen.append(m.body)
 
     t0 = time.monotonic()
-    with_pool = PushConsumer("pool", "Slow", on_message, zookeeper=zk, cluster=cl,
+    with_pool = PushConsumer("pool", topic="Slow", on_message=on_message, zookeeper=zk, cluster=cl,
                              consume_from="first", consume_threads=8).start()
     try:
         wait_for(lambda: len(seen) == 400, what="all 400")
@@ -109,7 +110,7 @@ def test_without_consume_threads_the_handler_runs_on_the_io_thread(local_cluster
                 raise RuntimeError("once")
             seen.append(m.body)
 
-    c = PushConsumer("inline", "Inline", on_message, zookeeper=zk, cluster=cl,
+    c = PushConsumer("inline", topic="Inline", on_message=on_message, zookeeper=zk, cluster=cl,
                      consume_from="first", consume_threads=0).start()
     try:
         wait_for(lambda: len(seen) == 400, what="all 400, the failed one again")
@@ -169,13 +170,13 @@ def test_orderly_keeps_queue_order_through_a_rebalance(local_cluster, small_stor
     opts = dict(zookeeper=zk, cluster=cl, consume_from="first", consume_mode="orderly",
                 offset_commit_interval_ms=200, pull_batch_size=16, pull_threshold_for_queue=20,
                 consume_threads=threads)
-    c1 = PushConsumer("ordered", "Ordered", check.handler("c1"), **opts).start()
+    c1 = PushConsumer("ordered", topic="Ordered", on_message=check.handler("c1"), **opts).start()
     c2 = None
     try:
         wait_for(lambda: len(c1.held()) == 4, what="c1 to hold all 4 queues")
         produce(zk, cl, "Ordered", 1200, batch=40)
         wait_for(lambda: sum(map(len, check.order.values())) >= 200, what="c1 under way")
-        c2 = PushConsumer("ordered", "Ordered", check.handler("c2"), **opts).start()
+        c2 = PushConsumer("ordered", topic="Ordered", on_message=check.handler("c2"), **opts).start()
         wait_for(lambda: len(c1.held()) == 2 and len(c2.held()) == 2, what="a 2/2 split")
         wait_for(lambda: sum(len(set(check.offsets(k))) for k in list(check.order)) == 1200,
                  what="all 1200")
@@ -201,7 +202,7 @@ def test_orderly_retries_a_failed_message_in_place_after_a_pause(local_cluster, 
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     produce(zk, cl, "Retry", 100)
     check = OrderCheck(fail={10: 2})
-    c = PushConsumer("inplace", "Retry", check.handler("c"), zookeeper=zk, cluster=cl,
+    c = PushConsumer("inplace", topic="Retry", on_message=check.handler("c"), zookeeper=zk, cluster=cl,
                      consume_from="first", consume_mode="orderly",
                      suspend_current_queue_ms=300, consume_threads=threads).start()
     try:
@@ -233,7 +234,7 @@ def test_a_shutdown_while_the_io_thread_runs_a_handler_finishes_it_and_commits_i
             entered.set()
             release.wait(30)
 
-    c = PushConsumer("inline-stop", "InlineStop", blocking, zookeeper=zk, cluster=cl,
+    c = PushConsumer("inline-stop", topic="InlineStop", on_message=blocking, zookeeper=zk, cluster=cl,
                      consume_from="first", consume_threads=0, pull_batch_size=16).start()
     assert entered.wait(30)
     stopper = threading.Thread(target=c.shutdown)
@@ -245,7 +246,7 @@ def test_a_shutdown_while_the_io_thread_runs_a_handler_finishes_it_and_commits_i
     assert not stopper.is_alive()
     assert b"%06d" % 10 in first and first == sorted(set(first))
     second: list[bytes] = []
-    c2 = PushConsumer("inline-stop", "InlineStop", lambda m: second.append(m.body),
+    c2 = PushConsumer("inline-stop", topic="InlineStop", on_message=lambda m: second.append(m.body),
                       zookeeper=zk, cluster=cl,
                       consume_from="first", consume_threads=0).start()
     try:

@@ -29,10 +29,10 @@ def test_delays_by_level_and_by_delivery_time(local_cluster, small_store):
     local_cluster.create_topic("Later", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     arrivals = Arrivals()
-    c = PushConsumer("later", "Later", arrivals, zookeeper=zk, cluster=cl).start()
+    c = PushConsumer("later", topic="Later", on_message=arrivals, zookeeper=zk, cluster=cl).start()
     try:
         wait_for(lambda: len(c.assigned) == 2, what="queues assigned (no retry topic yet)")
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             t0 = time.time()
             wanted = {b"now": t0, b"level-2": t0 + 0.4, b"level-5": t0 + 2.0,
                       b"past": t0, b"at-1.3": t0 + 1.3, b"at-3.7": t0 + 3.7}
@@ -60,7 +60,7 @@ def test_delayed_messages_survive_a_broker_restart(local_cluster, small_store):
     local_cluster.create_topic("Durable", queues=1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     t0 = time.time()
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for i in range(20):   # due while the broker is down, and after it is back
             p.send(Message("Durable", b"d%02d" % i,
                            deliver_at_ms=int((t0 + 1.5 + i * 0.2) * 1000)))
@@ -78,7 +78,7 @@ def test_delayed_messages_survive_a_broker_restart(local_cluster, small_store):
     broker.kill()                           # kill -9: offsets as last persisted
     broker.start()
     arrivals = Arrivals()
-    c = PushConsumer("durable", "Durable", arrivals, zookeeper=zk, cluster=cl,
+    c = PushConsumer("durable", topic="Durable", on_message=arrivals, zookeeper=zk, cluster=cl,
                      consume_from="first").start()
     try:
         wait_for(lambda: len(arrivals.at) == 21, what="all 21 after the restart")

@@ -34,14 +34,14 @@ def outside(local_cluster):
 def test_an_external_client_dials_the_external_address(outside):
     c, b = outside
     # an inside client dials the advertised address: nothing there
-    with Producer(c.zookeeper, c.cluster, send_timeout_ms=2000,
+    with Producer(zookeeper=c.zookeeper, cluster=c.cluster, send_timeout_ms=2000,
                   retry_times_when_send_failed=0) as inside:
         with pytest.raises(DuomqError):
             inside.send(Message("Ext", b"never"))
-    with Producer(c.zookeeper, c.cluster, external=True) as p:
+    with Producer(zookeeper=c.zookeeper, cluster=c.cluster, external=True) as p:
         sent = [p.send(Message("Ext", f"m{i}".encode())) for i in range(20)]
     assert {r.status.name for r in sent} == {"SEND_OK"}
-    with PullConsumer(c.zookeeper, c.cluster, group="ext", external=True) as consumer:
+    with PullConsumer("ext", zookeeper=c.zookeeper, cluster=c.cluster, external=True) as consumer:
         (mq,) = consumer.queues("Ext")
         r = consumer.pull(mq, 0, 100)
     assert r.status is PullStatus.FOUND
@@ -65,6 +65,6 @@ def test_a_broker_without_an_external_address_is_dialled_as_it_is_and_said(local
                                                                            caplog):
     local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Plain", 1)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster, external=True) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster, external=True) as p:
         assert p.send(Message("Plain", b"x")).status.name == "SEND_OK"
     assert any("registers no external address" in r.getMessage() for r in caplog.records)

@@ -16,8 +16,9 @@ def test_slow_fsync_answers_flush_disk_timeout_and_keeps_the_message(local_clust
                              env={"DUOMQ_FAULT_FLUSH_DELAY_MS": "1000"}, **small_store)
     local_cluster.create_topic("Slow", queues=1)
     mq = MessageQueue("Slow", "broker-a", 0)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=3000) as p, \
-            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster,
+                  send_timeout_ms=3000) as p, \
+            PullConsumer("g", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         t0 = time.monotonic()
         r = p.send(Message("Slow", b"stored, not yet durable"))
         waited = time.monotonic() - t0
@@ -35,8 +36,9 @@ def test_retention_waits_for_consumer_groups(local_cluster):
                              file_reserved_hours=0.0001, retention_check_interval_ms=100)
     local_cluster.create_topic("Aging", queues=1)
     mq = MessageQueue("Aging", "broker-a", 0)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
-            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="slow-reader") as c:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p, \
+            PullConsumer("slow-reader", zookeeper=local_cluster.zookeeper,
+                         cluster=local_cluster.cluster) as c:
         c.commit({mq: 0})                                  # a group that has read nothing
         for _ in range(10):
             p.send_batch([Message("Aging", b"x" * 300)] * 100)

@@ -41,7 +41,7 @@ def test_lag_and_a_reset_by_time_moves_live_and_later_members(local_cluster, sma
     local_cluster.add_broker("broker-a", **small_store)
     local_cluster.create_topic("Events", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for i in range(100):
             p.send(Message("Events", b"old-%d" % i))
         time.sleep(1.1)
@@ -55,7 +55,7 @@ def test_lag_and_a_reset_by_time_moves_live_and_later_members(local_cluster, sma
     assert sum(q["max_offset"] for q in lag["queues"]) == 150
 
     seen = Seen()
-    c = PushConsumer("g", "Events", seen, zookeeper=zk, cluster=cl, consume_from="first",
+    c = PushConsumer("g", topic="Events", on_message=seen, zookeeper=zk, cluster=cl, consume_from="first",
                      offset_commit_interval_ms=200).start()
     try:
         wait_for(lambda: len(seen.bodies) == 150, what="the backlog consumed")
@@ -89,7 +89,7 @@ def test_lag_and_a_reset_by_time_moves_live_and_later_members(local_cluster, sma
     duomq(local_cluster, "group", "reset-offset", "--group", "g", "--topic", "Events",
           "--timestamp", "0", "--json")
     later = Seen()
-    c2 = PushConsumer("g", "Events", later, zookeeper=zk, cluster=cl).start()
+    c2 = PushConsumer("g", topic="Events", on_message=later, zookeeper=zk, cluster=cl).start()
     try:
         wait_for(lambda: len(later.bodies) == 150, what="everything again from the start")
         time.sleep(0.5)

@@ -22,7 +22,7 @@ def backlog(local_cluster):
     local_cluster.add_broker("broker-a")
     local_cluster.create_topic("Events", queues=8)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for _ in range(N // 500):
             p.send_batch([Message("Events", b"x" * 100)] * 500)
     return zk, cl
@@ -61,7 +61,7 @@ def test_owner_nodes_name_the_holder_and_go_with_it(local_cluster):
     local_cluster.add_broker("broker-a")
     local_cluster.create_topic("Events", queues=4)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    c = PushConsumer("owners", "Events", lambda m: None, zookeeper=zk, cluster=cl).start()
+    c = PushConsumer("owners", topic="Events", on_message=lambda m: None, zookeeper=zk, cluster=cl).start()
     client = zkutil.connect(zk)
     root = ZkPaths(cl).group_owners("owners")
     try:

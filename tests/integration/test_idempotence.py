@@ -51,7 +51,7 @@ def send(address: str, req: pb.SendRequest) -> pb.SendResponse:
 
 def stored(zk, cl, topic="Once") -> list:
     out = []
-    with PullConsumer(zk, cl, group="audit") as c:
+    with PullConsumer("audit", zookeeper=zk, cluster=cl) as c:
         for mq in c.queues(topic):
             off = 0
             while (r := c.pull(mq, off, 100)).messages:
@@ -64,7 +64,7 @@ def test_a_send_whose_answer_was_lost_is_stored_once(local_cluster):
     master = local_cluster.add_broker("broker-a", 0)
     local_cluster.create_topic("Once", 2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl, send_timeout_ms=15_000, retry_times_when_send_failed=5) as p:
+    with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=15_000, retry_times_when_send_failed=5) as p:
         assert p.send(Message("Once", b"warm")).ok        # this thread's connection is up
         # the master stops reading: the request waits in its socket, the
         # attempt times out (its grace is 2 s) and is retried there; then
@@ -96,7 +96,7 @@ def test_a_retry_keeps_its_queue_while_the_group_looks_empty(local_cluster):
     admin = KazooClient(hosts=zk)
     admin.start(10)
     try:
-        with Producer(zk, cl, send_timeout_ms=15_000, retry_times_when_send_failed=5) as p:
+        with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=15_000, retry_times_when_send_failed=5) as p:
             assert p.send(Message("Once", b"warm")).ok
             route = admin.get(paths.route("Once", "broker-a"))[0]
             member = admin.get(paths.member("broker-a", 0))[0]
@@ -208,7 +208,7 @@ def _acking_sync_pair(local_cluster, queues: int):
     local_cluster.create_topic("Once", queues)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     wait_for(lambda: master_id(zk, cl) == 0, 10, "broker 0 master")
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         wait_for(lambda: p.send(Message("Once", b"warm")).ok, 20, "the pair to ack")
     return first, second
 

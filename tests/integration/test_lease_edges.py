@@ -45,7 +45,7 @@ def settled(local_cluster, topic: str):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     wait_for(lambda: (master_info(zk, cl) or None) is not None, 15, "a master")
     assert master_info(zk, cl).broker_id == 0
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         wait_for(lambda: p.send(Message(topic, b"warm")).ok, 20, "the pair to ack")
     wait_for(lambda: isr_members(zk, cl) == {0, 1}, 15, "the slave in sync")
     return zk, cl
@@ -57,7 +57,7 @@ def record(topic: str, body: bytes) -> bytes:
 
 def stored_bodies(zk, cl, topic: str) -> set[bytes]:
     found = set()
-    with PullConsumer(zk, cl, group=f"audit-{uuid.uuid4().hex[:6]}") as c:
+    with PullConsumer(f"audit-{uuid.uuid4().hex[:6]}", zookeeper=zk, cluster=cl) as c:
         for mq in c.queues(topic):
             off = 0
             while (r := c.pull(mq, off, 1000)).status is PullStatus.FOUND:
@@ -83,7 +83,7 @@ def test_a_renewal_applied_whose_answer_was_lost_keeps_the_master(local_cluster,
     assert master_info(zk, cl).epoch == before.epoch, "a lost answer cost a failover"
     assert master_info(zk, cl).broker_id == before.broker_id
     assert "not renewed" not in master.log_tail(400)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         assert p.send(Message("Renew", b"after")).ok
 
 
@@ -172,7 +172,7 @@ def test_an_in_sync_set_written_but_unconfirmed_counts_for_acks(local_cluster, n
 def test_a_send_back_and_an_end_of_transaction_wait_for_the_in_sync_set(local_cluster, netfilter):
     master, slave, zk, cl = pair(local_cluster, "Back", **ASYNC)
     before = master_info(zk, cl)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         sent = p.send(Message("Back", b"to send back"))
     with TransactionProducer("edges", zookeeper=zk, cluster=cl) as tp:
         half = tp.send_in_transaction(Message("Back", b"half"), lambda m, a: TransactionState.UNKNOWN)

@@ -21,8 +21,8 @@ def test_held_pull_wakes_when_a_message_arrives(local_cluster, small_store, flus
                              client_transport=transport, **small_store)
     local_cluster.create_topic("Waits", queues=1)
     mq = MessageQueue("Waits", "broker-a", 0)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
-            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p, \
+            PullConsumer("g", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         result = {}
 
         def pull():
@@ -47,7 +47,7 @@ def test_held_pull_times_out_with_no_new_message(local_cluster, small_store):
     local_cluster.add_broker("broker-a", long_polling_timeout_ms=600, **small_store)
     local_cluster.create_topic("Quiet", queues=1)
     mq = MessageQueue("Quiet", "broker-a", 0)
-    with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+    with PullConsumer("g", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         t0 = time.monotonic()
         r = c.pull(mq, 0, max_wait_ms=5000)   # capped by the broker's 600 ms
         waited = time.monotonic() - t0
@@ -75,8 +75,8 @@ def test_held_pull_on_a_slave_wakes_when_the_message_is_replicated(local_cluster
     local_cluster.add_broker("broker-a", 1, housekeeping_interval_ms=3000, **quiet)
     local_cluster.create_topic("SlaveWaits", queues=1)
     mq = MessageQueue("SlaveWaits", "broker-a", 0)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
-            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g",
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p, \
+            PullConsumer("g", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster,
                          read_from="slave") as c:
         assert p.send(Message("SlaveWaits", b"first")).ok   # the link is up and carrying
         wait_for(lambda: c.pull(mq, 0).status is PullStatus.FOUND, what="the first message")
@@ -111,8 +111,8 @@ def test_a_held_pull_on_a_sync_master_waits_for_the_slave_not_for_the_store(loca
     slave = local_cluster.add_broker("broker-a", 1, replication="SYNC", **small_store)
     local_cluster.create_topic("Confirmed", queues=1)
     mq = MessageQueue("Confirmed", "broker-a", 0)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
-            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g") as c:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p, \
+            PullConsumer("g", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         assert p.send(Message("Confirmed", b"first")).ok
         result = {}
         t = threading.Thread(target=lambda: result.update(r=c.pull(mq, 1, max_wait_ms=2500)))

@@ -26,7 +26,7 @@ def trio(local_cluster):
     local_cluster.create_topic("Lease", queues=4)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     wait_for(lambda: (master_info(zk, cl) or None) is not None, 15, "a master")
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         wait_for(lambda: p.send(Message("Lease", b"warm")).ok, 20, "the group to ack")
     return brokers, zk, cl
 
@@ -137,7 +137,7 @@ def test_a_silent_slave_holding_acked_writes_the_live_one_lacks_is_waited_for(lo
     a, b = [x for x in brokers if x is not master]
     wait_for(lambda: isr_members(zk, cl) == {0, 1, 2}, 15, "both slaves in sync")
     b.kill()
-    with Producer(zk, cl, retry_times_when_send_failed=0) as p:
+    with Producer(zookeeper=zk, cluster=cl, retry_times_when_send_failed=0) as p:
         acked = [m.body for m in (Message("Lease", b"a-alone-%03d" % i) for i in range(40))
                  if p.send(m).ok]
     assert len(acked) == 40
@@ -161,7 +161,7 @@ def test_a_silent_slave_holding_acked_writes_the_live_one_lacks_is_waited_for(lo
         a.resume()
     wait_for(lambda: (master_info(zk, cl) or before).broker_id == a.broker_id, 15,
              "the slave holding every acked write to take over")
-    with PullConsumer(zk, cl, group="audit") as c:
+    with PullConsumer("audit", zookeeper=zk, cluster=cl) as c:
         found = set()
         for mq in c.queues("Lease"):
             off = 0

@@ -46,11 +46,11 @@ def test_a_masters_metrics_count_what_was_done(local_cluster):
     local_cluster.create_topic("Metered", queues=2)
     url = member_node(zk, cl, "broker-a", 0).metrics
     assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for _ in range(30):
             assert p.send_batch([Message("Metered", b"x" * 100)] * 10).status.value == "SEND_OK"
     q0, q1 = (MessageQueue("Metered", "broker-a", q) for q in (0, 1))
-    with PullConsumer(zk, cl, group="meter-reader", read_from="master") as c:
+    with PullConsumer("meter-reader", zookeeper=zk, cluster=cl, read_from="master") as c:
         got = sum(len(c.pull(mq, 0, 1000).messages) for mq in (q0, q1))
         ends = {mq: c.max_offset(mq) for mq in (q0, q1)}
         c.commit({q0: ends[q0] - 40, q1: ends[q1]})      # 40 messages not yet consumed
@@ -147,11 +147,11 @@ def test_a_real_prometheus_sees_traffic_lag_and_a_lost_slave(local_cluster, prom
     local_cluster.create_topic("Scraped", queues=2)
     prom = prometheus([f"127.0.0.1:{b.metrics_port}" for b in (master, slave)])
     wait_for(lambda: prom.targets_up() == 2, what="both brokers scraped")
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for _ in range(25):
             p.send_batch([Message("Scraped", b"y" * 64)] * 20)       # 500 messages
     q0, q1 = (MessageQueue("Scraped", "broker-a", q) for q in (0, 1))
-    with PullConsumer(zk, cl, group="scraper", read_from="master") as c:
+    with PullConsumer("scraper", zookeeper=zk, cluster=cl, read_from="master") as c:
         ends = {mq: c.max_offset(mq) for mq in (q0, q1)}
         assert len(c.pull(q0, 0, 100).messages) == 100
         c.commit({q0: ends[q0], q1: ends[q1] - 70})                  # 70 left to consume
@@ -186,12 +186,12 @@ def test_per_queue_series_only_when_asked(local_cluster):
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     local_cluster.add_broker("broker-a", 0, metrics_per_queue=True)
     local_cluster.create_topic("Metered", queues=3)
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for qid, n in ((0, 5), (1, 7), (2, 11)):
             assert p.send_batch([Message("Metered", b"x")] * n,
                                 queue=MessageQueue("Metered", "broker-a", qid)).ok
     q1 = MessageQueue("Metered", "broker-a", 1)
-    with PullConsumer(zk, cl, group="per-queue") as c:
+    with PullConsumer("per-queue", zookeeper=zk, cluster=cl) as c:
         c.commit({q1: 3})
     url = member_node(zk, cl, "broker-a", 0).metrics
     text = scrape(url)

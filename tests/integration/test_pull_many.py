@@ -24,7 +24,7 @@ def test_each_queue_is_answered_as_its_own_pull(local_cluster, small_store):
     local_cluster.add_broker("broker-a", **small_store)
     local_cluster.create_topic("Many", queues=3)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p, PullConsumer(zk, cl, group="g") as c:
+    with Producer(zookeeper=zk, cluster=cl) as p, PullConsumer("g", zookeeper=zk, cluster=cl) as c:
         _fill(p, "Many", 0, 5)
         _fill(p, "Many", 2, 40)
         address = c.master_address("broker-a")
@@ -49,7 +49,7 @@ def test_held_as_a_whole_until_any_queue_has_news(local_cluster, small_store):
     local_cluster.add_broker("broker-a", **small_store)
     local_cluster.create_topic("Quiet", queues=4)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p, PullConsumer(zk, cl, group="g") as c:
+    with Producer(zookeeper=zk, cluster=cl) as p, PullConsumer("g", zookeeper=zk, cluster=cl) as c:
         address = c.master_address("broker-a")
         req = pb.PullManyRequest(pulls=[_pull("Quiet", q) for q in range(4)],
                                  max_wait_ms=10_000)
@@ -76,7 +76,7 @@ def test_one_answer_carries_at_most_max_pull_bytes(local_cluster, small_store):
                                             "max_queued_bytes_per_client": 64 * 1024})
     local_cluster.create_topic("Big", queues=4)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p, PullConsumer(zk, cl, group="g") as c:
+    with Producer(zookeeper=zk, cluster=cl) as p, PullConsumer("g", zookeeper=zk, cluster=cl) as c:
         for q in range(4):
             _fill(p, "Big", q, 20, b"x" * 1000)       # 20 kB a queue
         address = c.master_address("broker-a")

@@ -36,7 +36,7 @@ def test_messages_by_key_on_master_and_slave_and_through_a_failover(local_cluste
     local_cluster.create_topic("Orders", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     sent = {}
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for i in range(40):
             r = p.send(Message("Orders", f"m{i}", keys=[f"order-{i % 10}", f"batch-{i // 10}"]))
             sent[i] = r.msg_id
@@ -47,7 +47,7 @@ def test_messages_by_key_on_master_and_slave_and_through_a_failover(local_cluste
     groups = {sent[i].split(":")[0] for i in range(40)}
     assert groups == {"broker-a", "broker-b"}, "the sends went to both groups"
 
-    on_master = PullConsumer(zk, cl, "q", read_from="master")
+    on_master = PullConsumer("q", zookeeper=zk, cluster=cl, read_from="master")
     found = on_master.query_by_key("Orders", "order-3")
     assert [m.body for m in found] == [b"m33", b"m23", b"m13", b"m3"]      # newest first
     assert [m.msg_id for m in found] == [sent[33], sent[23], sent[13], sent[3]]

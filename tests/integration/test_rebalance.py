@@ -30,14 +30,16 @@ def test_group_rebalances_when_a_consumer_joins_and_leaves(local_cluster, small_
     local_cluster.create_topic("Events", queues=4)        # 8 queues over two groups
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     r1, r2 = Recorder(), Recorder()
-    c1 = PushConsumer("billing", "Events", r1, zookeeper=zk, cluster=cl, consume_from="first",
+    c1 = PushConsumer("billing", topic="Events", on_message=r1, zookeeper=zk, cluster=cl,
+                      consume_from="first",
                       offset_commit_interval_ms=200).start()
     wait_for(lambda: len(c1.held()) == 8, what="c1 to hold all 8 queues")
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for i in range(20):
             p.send_batch([Message("Events", b"a%03d-%d" % (i, k)) for k in range(10)])
         wait_for(lambda: len(r1.seen) >= 200, what="c1 to consume the first 200")
-        c2 = PushConsumer("billing", "Events", r2, zookeeper=zk, cluster=cl, consume_from="first",
+        c2 = PushConsumer("billing", topic="Events", on_message=r2, zookeeper=zk, cluster=cl,
+                          consume_from="first",
                           offset_commit_interval_ms=200).start()
         wait_for(lambda: len(c1.held()) == 4 and len(c2.held()) == 4, what="a 4/4 split")
         assert set(c1.held()).isdisjoint(c2.held())
@@ -68,7 +70,7 @@ def test_members_split_queues_by_the_strategy_they_name(local_cluster):
     def pull_nothing(msg):
         pass
 
-    members = [PushConsumer("circle", "Events", pull_nothing, zookeeper=zk, cluster=cl,
+    members = [PushConsumer("circle", topic="Events", on_message=pull_nothing, zookeeper=zk, cluster=cl,
                             allocate_strategy="circle", rebalance_interval_ms=500).start()
                for _ in range(2)]
     try:
@@ -88,7 +90,7 @@ def test_members_split_queues_by_the_strategy_they_name(local_cluster):
         first.append(me)
         return [q for q in queues if q.broker_group == "broker-b"]
 
-    c = PushConsumer("mine", "Events", pull_nothing, zookeeper=zk, cluster=cl,
+    c = PushConsumer("mine", topic="Events", on_message=pull_nothing, zookeeper=zk, cluster=cl,
                      allocate=only_b).start()
     try:
         wait_for(lambda: len(c.held()) == 4, what="the user strategy's 4 queues")
@@ -101,7 +103,7 @@ def test_flow_control_bounds_the_bytes_held_per_queue(local_cluster):
     local_cluster.add_broker("broker-a")
     local_cluster.create_topic("Big", queues=1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for _ in range(8):
             p.send_batch([Message("Big", b"x" * (64 << 10)) for _ in range(8)])   # 4 MiB
     peak, seen = [0], []
@@ -112,7 +114,7 @@ def test_flow_control_bounds_the_bytes_held_per_queue(local_cluster):
         seen.append(msg)
         time.sleep(0.01)
 
-    c = PushConsumer("slow", "Big", slow, zookeeper=zk, cluster=cl, consume_from="first",
+    c = PushConsumer("slow", topic="Big", on_message=slow, zookeeper=zk, cluster=cl, consume_from="first",
                      pull_batch_size=4, pull_threshold_size_for_queue_mib=1).start()
     try:
         wait_for(lambda: len(seen) == 64, what="all 64 messages")

@@ -38,7 +38,7 @@ def damage_record(broker, index: int) -> int:
 
 
 def send(local_cluster, n: int) -> None:
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         for lo in range(0, n, 100):
             assert p.send_batch([Message("T", b"m%05d" % i) for i in range(lo, lo + 100)]).ok
 

@@ -31,7 +31,8 @@ def test_a_draining_master_is_retried_at_the_backoff_and_takes_writes_after_a_wi
     admin.start(10)
     sends = []
     try:
-        with Producer(zk, cl, send_timeout_ms=20_000, retry_times_when_send_failed=1000) as p:
+        with Producer(zookeeper=zk, cluster=cl, send_timeout_ms=20_000,
+                      retry_times_when_send_failed=1000) as p:
             assert p.send(Message("Held", b"warm")).ok
             call = p.remoting.call
 

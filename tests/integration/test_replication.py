@@ -51,7 +51,7 @@ def test_async_slave_holds_a_byte_identical_log_and_serves_reads(local_cluster, 
     master = local_cluster.add_broker("broker-a", 0, ha_transport=master_end, **small_store)
     slave = local_cluster.add_broker("broker-a", 1, ha_transport=slave_end, **small_store)
     local_cluster.create_topic("Copied", queues=2)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         for i in range(60):
             assert p.send_batch([Message("Copied", b"m%03d-%03d" % (i, k) * 40, tags="t")
                                  for k in range(100)]).ok
@@ -89,7 +89,7 @@ def test_a_slave_that_stops_reading_holds_up_no_send_and_catches_up(local_cluste
     master = local_cluster.add_broker("broker-a", 0, ha_transport="native", **small_store)
     slave = local_cluster.add_broker("broker-a", 1, ha_transport="native", **small_store)
     local_cluster.create_topic("Stalled", queues=2)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         assert p.send(Message("Stalled", b"warm")).ok
         wait_for(lambda: status(remoting, slave).max_physical_offset ==
                  status(remoting, master).max_physical_offset, what="the slave")
@@ -119,8 +119,8 @@ def test_slave_copies_consumer_offsets_from_the_master(local_cluster, small_stor
     slave = local_cluster.add_broker("broker-a", 1, offset_persist_interval_ms=200, **small_store)
     local_cluster.create_topic("Offsets", queues=1)
     mq = MessageQueue("Offsets", "broker-a", 0)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p, \
-            PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="copied") as c:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p, \
+            PullConsumer("copied", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         p.send_batch([Message("Offsets", b"x")] * 10)
         c.commit({mq: 7})
         wait_for(lambda: any(o.consumer_group == "copied" and o.offset == 7
@@ -163,7 +163,7 @@ def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, sm
     slave = local_cluster.add_broker("broker-a", 1, replication=replication, **small_store,
                                      **settings)
     local_cluster.create_topic("Nice", queues=1)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         # SYNC: acked once the slave is in sync and ZooKeeper's in-sync set lists it
         wait_for(lambda: p.send(Message("Nice", b"x")).ok, what="an acked send")
     if lowered:
@@ -192,7 +192,7 @@ def test_a_slaves_store_has_one_writer_while_retention_deletes_under_traffic(
     master = local_cluster.add_broker("broker-a", 0, replication=replication, **expiring)
     slave = local_cluster.add_broker("broker-a", 1, replication=replication, **expiring)
     local_cluster.create_topic("One", queues=2)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         wait_for(lambda: p.send(Message("One", b"x")).ok, what="an acked send")
         for i in range(40):
             assert p.send_batch([Message("One", b"%03d-%03d" % (i, k) * 300)
@@ -215,7 +215,7 @@ def test_an_async_transfer_lingers_then_leaves_with_no_more_traffic(local_cluste
     master = local_cluster.add_broker("broker-a", 0, ha_linger_ms=100, **small_store)
     slave = local_cluster.add_broker("broker-a", 1, ha_linger_ms=100, **small_store)
     local_cluster.create_topic("Linger", queues=1)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         assert p.send(Message("Linger", b"warm")).ok
         warm_end = status(remoting, master).max_physical_offset
         wait_for(lambda: status(remoting, slave).max_physical_offset == warm_end,

@@ -27,7 +27,7 @@ def test_a_cut_replication_link_resumes_soon_after_the_heal(local_cluster, netfi
     slave = local_cluster.add_broker("broker-a", 1, ha_transport=ha_transport, **SYNC)
     local_cluster.create_topic("Link", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         wait_for(lambda: p.send(Message("Link", b"warm")).ok, 20, "the pair to ack")
     wait_for(lambda: isr_members(zk, cl) == {0, 1}, 15, "the slave in sync")
     load = Workload(zk, cl, "Link", producers=2, consumers=0).start()
@@ -58,7 +58,7 @@ def test_a_native_link_lives_on_its_own_pings_whatever_the_masters_heartbeat(loc
     slave = local_cluster.add_broker("broker-a", 1, ha_heartbeat_ms=200, **SYNC)
     local_cluster.create_topic("Idle", queues=1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         wait_for(lambda: p.send(Message("Idle", b"warm")).ok, 20, "the pair to ack")
         time.sleep(3.0)
         assert p.send(Message("Idle", b"after the idle spell")).ok
@@ -89,7 +89,7 @@ def test_a_master_stalled_past_two_heartbeats_answers_every_send_and_loses_none(
     slave = local_cluster.add_broker("broker-a", 1, **beat)
     local_cluster.create_topic("Stall", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         warm = []                  # a send before the slave is in sync is stored too
         wait_for(lambda: warm.append(p.send(Message("Stall", b"warm")).status.name)
                  or warm[-1] == "SEND_OK", 20, "the pair to ack")

@@ -85,7 +85,8 @@ def log_of(broker) -> str:
 
 
 def serves(local_cluster, topic="Other") -> bool:
-    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=5000) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster,
+                  send_timeout_ms=5000) as p:
         return p.send(Message(topic, b"still here")).ok
 
 
@@ -99,7 +100,7 @@ def broker(local_cluster):
 
 
 def test_a_client_that_never_reads_its_pull_answers_is_muted(local_cluster, broker, ctx):
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         for _ in range(10):
             p.send_batch([Message("Backlog", b"b" * 1024) for _ in range(500)])
     s = dealer(ctx, broker.address)
@@ -137,7 +138,7 @@ def test_a_producer_batch_over_the_brokers_frame_limit_is_refused_before_sending
     local_cluster.add_broker("broker-a", 0, max_message_bytes=64 << 10,
                              max_frame_bytes=(64 << 10) * 4, max_pull_bytes=1 << 20)
     local_cluster.create_topic("Other", queues=1)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         with pytest.raises(MessageTooLargeError, match=r"reads requests of at most 262144 "
                                                        r"bytes \(max_frame_bytes\)"):
             p.send_batch([Message("Other", b"x" * 60_000) for _ in range(8)])
@@ -183,7 +184,7 @@ def test_offset_commits_only_for_hosted_queues_and_a_bounded_number_of_groups(
 
 def test_replication_peers_that_claim_everything_and_never_read_get_one_window(
         local_cluster, broker, ctx):
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         for _ in range(100):                                   # 50 MiB of log
             p.send_batch([Message("Backlog", b"b" * 1024) for _ in range(500)])
     peers = [dealer(ctx, f"tcp://127.0.0.1:{broker.ha_port}") for _ in range(3)]

@@ -22,7 +22,7 @@ def read_queue(zk, cl, mq, group="reader"):
     """The queue's messages; none while its topic is not made yet (a
     group's dead-letter topic is made at its first dead letter)."""
     from duomq.common.errors import TopicNotExistError
-    with PullConsumer(zk, cl, group=group) as c:
+    with PullConsumer(group, zookeeper=zk, cluster=cl) as c:
         out, off = [], 0
         while True:
             try:
@@ -56,12 +56,12 @@ def test_a_message_that_always_fails_reaches_the_dlq_after_16_retries(local_clus
     local_cluster.create_topic("Jobs", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     handler = Attempts({b"doomed": None, b"twice": 2})
-    c = PushConsumer("workers", "Jobs", handler, zookeeper=zk, cluster=cl, consume_mode=mode,
+    c = PushConsumer("workers", topic="Jobs", on_message=handler, zookeeper=zk, cluster=cl, consume_mode=mode,
                      suspend_current_queue_ms=20).start()
     try:
         # the main queues; the retry topic is made at the first send back, then taken
         wait_for(lambda: len(c.assigned) == 2, what="the main queues assigned")
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             doomed = p.send(Message("Jobs", b"doomed", tags="T", keys="k1"))
             p.send(Message("Jobs", b"twice"))
             p.send(Message("Jobs", b"fine"))
@@ -101,16 +101,16 @@ def test_a_retry_survives_the_consumer_and_goes_to_the_next_member(local_cluster
     local_cluster.create_topic("Hand", queues=1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     first = Attempts({b"m": None})
-    c1 = PushConsumer("hand", "Hand", first, zookeeper=zk, cluster=cl).start()
+    c1 = PushConsumer("hand", topic="Hand", on_message=first, zookeeper=zk, cluster=cl).start()
     try:
         wait_for(lambda: len(c1.assigned) == 1, what="c1's queue (no retry topic yet)")
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             p.send(Message("Hand", b"m"))
         wait_for(lambda: c1.sent_back[0] >= 1, what="a send back")
     finally:
         c1.shutdown()
     second = Attempts()
-    with PushConsumer("hand", "Hand", second, zookeeper=zk, cluster=cl).start():
+    with PushConsumer("hand", topic="Hand", on_message=second, zookeeper=zk, cluster=cl).start():
         wait_for(lambda: second.seen[b"m"], what="the retry at the next member")
     assert second.seen[b"m"][0][1] >= 1, "it came as a retry"
 
@@ -132,11 +132,11 @@ def test_an_operator_lists_reads_and_resends_dead_letters(local_cluster, small_s
         return [json.loads(line) for line in p.stdout.splitlines()]
 
     broken = Attempts({b"bad": None})
-    c = PushConsumer("billing", "Orders", broken, zookeeper=zk, cluster=cl,
+    c = PushConsumer("billing", topic="Orders", on_message=broken, zookeeper=zk, cluster=cl,
                      max_reconsume_times=0).start()          # no retry: straight to the DLQ
     try:
         wait_for(lambda: len(c.assigned) == 1, what="the queue assigned")
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             sent = p.send(Message("Orders", b"bad", tags="Paid", properties={"trace": "t1"}))
             p.send(Message("Orders", b"good"))
         wait_for(lambda: c.sent_back[1] == 1, what="the dead letter")
@@ -151,7 +151,7 @@ def test_an_operator_lists_reads_and_resends_dead_letters(local_cluster, small_s
     [resent] = duomq("dlq", "resend", "--group", "billing", "--id", row["msg_id"])
     assert resent["status"] == "SEND_OK" and resent["topic"] == "Orders"
     fixed = Attempts()
-    with PushConsumer("billing", "Orders", fixed, zookeeper=zk, cluster=cl).start():
+    with PushConsumer("billing", topic="Orders", on_message=fixed, zookeeper=zk, cluster=cl).start():
         wait_for(lambda: fixed.seen[b"bad"], what="the resent message")
     assert list(fixed.seen) == [b"bad"], "only the resent message: the rest was consumed"
     bad = subprocess.run([sys.executable, "-m", "duomq", "message", "get", "broker-a:nonsense"],

@@ -64,7 +64,7 @@ def test_a_second_watcher_of_a_key_waits_for_the_first_read_under_way(zk):
 
 
 def test_after_failure_refreshes_only_when_the_view_is_stale(zk_hosts):
-    with PullConsumer(zk_hosts, "TestCluster", group="g") as c:
+    with PullConsumer("g", zookeeper=zk_hosts, cluster="TestCluster") as c:
         calls = []
         c.routes.refresh = lambda topic: calls.append(("route", topic))
         c.members.refresh = lambda group: calls.append(("members", group))

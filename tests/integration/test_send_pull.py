@@ -26,8 +26,8 @@ def one_broker(local_cluster, small_store):
 
 
 def clients(c, **kw):
-    return (Producer(c.zookeeper, c.cluster, **kw),
-            PullConsumer(c.zookeeper, c.cluster, group="readers"))
+    return (Producer(zookeeper=c.zookeeper, cluster=c.cluster, **kw),
+            PullConsumer("readers", zookeeper=c.zookeeper, cluster=c.cluster))
 
 
 def drain(consumer, mq, start=0):
@@ -161,15 +161,15 @@ def test_client_side_refusals(one_broker):
         with pytest.raises(TopicNotExistError):
             p.send(Message("NoSuchTopic", b"x"))
     with pytest.raises(ConfigError, match="send_timeout_ms"):
-        Producer(one_broker.zookeeper, one_broker.cluster, send_timeout_ms=0)
+        Producer(zookeeper=one_broker.zookeeper, cluster=one_broker.cluster, send_timeout_ms=0)
 
 
 def test_producer_timeout_below_broker_flush_timeout_is_refused(local_cluster, small_store):
     local_cluster.add_broker("broker-a", flush="SYNC_FLUSH", sync_flush_timeout_ms=5000,
                              **small_store)
     with pytest.raises(ConfigError, match="send_timeout_ms.*broker-a"):
-        Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=4000)
-    Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=6000).close()
+        Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster, send_timeout_ms=4000)
+    Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster, send_timeout_ms=6000).close()
 
 
 def test_clients_heartbeat_to_brokers(one_broker):
@@ -198,7 +198,8 @@ def test_a_dead_group_costs_one_failed_attempt_not_one_per_send(local_cluster, s
     a = local_cluster.add_broker("broker-a", **small_store)
     local_cluster.add_broker("broker-b", **small_store)
     local_cluster.create_topic("Spread", queues=2)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster, send_timeout_ms=8000) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster,
+                  send_timeout_ms=8000) as p:
         assert {p.send(Message("Spread", b"warm")).queue.broker_group for _ in range(4)} == \
             {"broker-a", "broker-b"}
         a.kill()                    # its route lingers in ZooKeeper until the session expires

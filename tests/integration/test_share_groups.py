@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 
 def send(zk, cl, topic, bodies):
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for body in bodies:
             p.send(Message(topic, body))
 
@@ -36,7 +36,7 @@ def drain(c, want, timeout_s=20, ack=True):
 
 
 def read_all(zk, cl, topic, group="auditor"):
-    with PullConsumer(zk, cl, group=group) as c:
+    with PullConsumer(group, zookeeper=zk, cluster=cl) as c:
         out = []
         for mq in c.queues(topic):
             off = 0
@@ -58,7 +58,7 @@ def one_queue(local_cluster):
 
 def consumer(zk, cl, **kw):
     kw.setdefault("consume_from", "first")
-    return SimpleConsumer("workers", "Jobs", zookeeper=zk, cluster=cl, **kw)
+    return SimpleConsumer("workers", subscriptions="Jobs", zookeeper=zk, cluster=cl, **kw)
 
 
 def test_three_consumers_share_one_queue_and_every_message_is_acked_once(one_queue):
@@ -185,7 +185,7 @@ def metrics(broker) -> dict[str, float]:
 def test_a_new_group_starts_at_the_end_unless_told_first(one_queue):
     zk, cl = one_queue
     send(zk, cl, "Jobs", [b"old"])
-    with SimpleConsumer("latecomers", "Jobs", zookeeper=zk, cluster=cl) as c:
+    with SimpleConsumer("latecomers", subscriptions="Jobs", zookeeper=zk, cluster=cl) as c:
         assert c.receive(4, wait_ms=200) == []
         send(zk, cl, "Jobs", [b"new"])
         assert [m.body for m in c.receive(4, wait_ms=3000)] == [b"new"]
@@ -205,10 +205,10 @@ def test_long_polling_answers_when_a_message_arrives(one_queue):
 
 def test_tags_filter_and_skipped_messages_are_never_held(one_queue):
     zk, cl = one_queue
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         for i in range(20):
             p.send(Message("Jobs", b"%d" % i, tags="keep" if i % 2 else "drop"))
-    with SimpleConsumer("picky", {"Jobs": "keep"}, zookeeper=zk, cluster=cl,
+    with SimpleConsumer("picky", subscriptions={"Jobs": "keep"}, zookeeper=zk, cluster=cl,
                         consume_from="first") as c:
         got = drain(c, 10)
         assert sorted(int(m.body) for m in got) == list(range(1, 20, 2))
@@ -228,13 +228,13 @@ def test_share_groups_and_cluster_groups_read_the_same_topic_independently(one_q
 def test_bad_requests_are_refused_with_a_clear_error(one_queue):
     zk, cl = one_queue
     with pytest.raises(Exception, match="invisible_duration_ms"):
-        SimpleConsumer("w", "Jobs", zookeeper=zk, cluster=cl, invisible_duration_ms=10)
+        SimpleConsumer("w", subscriptions="Jobs", zookeeper=zk, cluster=cl, invisible_duration_ms=10)
     with pytest.raises(Exception, match="max_deliveries"):
-        SimpleConsumer("w", "Jobs", zookeeper=zk, cluster=cl, max_deliveries=0)
+        SimpleConsumer("w", subscriptions="Jobs", zookeeper=zk, cluster=cl, max_deliveries=0)
     with consumer(zk, cl) as c:
         with pytest.raises(BadRequestError, match="received"):
             c.ack(object())
-    with SimpleConsumer("w", "NoSuchTopic", zookeeper=zk, cluster=cl) as c:
+    with SimpleConsumer("w", subscriptions="NoSuchTopic", zookeeper=zk, cluster=cl) as c:
         with pytest.raises(Exception, match="NoSuchTopic"):
             c.receive(1)
 
@@ -270,7 +270,7 @@ def test_the_state_survives_a_broker_restart(local_cluster):
 HOLDER = """
 import sys, time
 from duomq.client import SimpleConsumer
-c = SimpleConsumer("workers", "Jobs", zookeeper=sys.argv[1], cluster=sys.argv[2],
+c = SimpleConsumer("workers", subscriptions="Jobs", zookeeper=sys.argv[1], cluster=sys.argv[2],
                    consume_from="first", invisible_duration_ms=int(sys.argv[3]))
 held = []
 while len(held) < 100:
@@ -485,7 +485,7 @@ def test_a_receipt_is_good_only_for_the_consumer_that_received_it(one_queue):
         assert bob.receive(5, wait_ms=300) == []          # still alice's: none came back
         alice.ack(held)                                   # the holder's receipts hold
         assert sorted(m.body for m in held) == [b"m%d" % i for i in range(5)]
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             for lo in (0, 550):
                 assert p.send_batch([Message("Jobs", b"b%d" % i)
                                      for i in range(lo, lo + 550)]).ok

@@ -34,18 +34,19 @@ def test_tags_retries_broadcast_and_lookups_on_slave_reads(local_cluster, small_
     local_cluster.add_broker("broker-a", 1, **sync)
     local_cluster.create_topic("Shop", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         p.send_batch([Message("Shop", b"m%03d" % i, tags="paid" if i % 2 == 0 else "new",
                               keys=f"order-{i}") for i in range(200)])
         p.send(Message("Shop", b"bad", tags="paid", keys="order-bad"))
     wait_slaves_hold(zk, cl, "Shop")
 
     paid = Record(fail_times=2)
-    c = PushConsumer("billing", "Shop", paid, subscription="paid", zookeeper=zk, cluster=cl,
+    c = PushConsumer("billing", topic="Shop", on_message=paid, subscription="paid", zookeeper=zk, cluster=cl,
                      consume_from="first", read_from="slave",
                      offset_commit_interval_ms=200).start()
     everyone = Record()
-    b = PushConsumer("audit", "Shop", everyone, zookeeper=zk, cluster=cl, consume_from="first",
+    b = PushConsumer("audit", topic="Shop", on_message=everyone, zookeeper=zk, cluster=cl,
+                     consume_from="first",
                      read_from="slave", message_model="broadcasting",
                      offset_store_dir=str(tmp_path / "offsets")).start()
     try:

@@ -67,7 +67,7 @@ def test_a_hand_over_that_cannot_finish_ends_within_its_budget(pair):
     c.create_topic("T", 1)
     slave.suspend()                     # hung, and lacking what the master takes next:
     try:                                # no one to hand over to
-        with Producer(c.zookeeper, c.cluster, send_timeout_ms=5000,
+        with Producer(zookeeper=c.zookeeper, cluster=c.cluster, send_timeout_ms=5000,
                       retry_times_when_send_failed=0) as producer:
             producer.send(Message("T", b"stored on the master alone"))
         p, took = step_down(master)
@@ -120,7 +120,7 @@ def test_a_hand_over_never_goes_to_a_hung_slave(pair):
     the slave answers again the hand-over goes through."""
     _zk, c, master, slave = pair
     c.create_topic("T", 1)
-    with Producer(c.zookeeper, c.cluster, send_timeout_ms=5000) as producer:
+    with Producer(zookeeper=c.zookeeper, cluster=c.cluster, send_timeout_ms=5000) as producer:
         assert producer.send(Message("T", b"held by both")).status.name == "SEND_OK"
     wait_for(lambda: ready(slave), 30, "the slave to be in sync")
     slave.suspend()
@@ -129,7 +129,7 @@ def test_a_hand_over_never_goes_to_a_hung_slave(pair):
         assert p.returncode != 0 and "did not finish in" in p.stderr, p.stdout + p.stderr
         assert took <= BUDGET_S + SLACK_S, took
         assert master_id(c.zookeeper, c.cluster) == 0
-        with Producer(c.zookeeper, c.cluster, send_timeout_ms=5000,
+        with Producer(zookeeper=c.zookeeper, cluster=c.cluster, send_timeout_ms=5000,
                       retry_times_when_send_failed=0) as producer:
             status = producer.send(Message("T", b"the master goes on")).status.name
         assert status in ("SEND_OK", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"), status

@@ -15,7 +15,7 @@ TAGS = ["Click", "Order", "Refund", ""]
 
 
 def produce(c, n=400):
-    with Producer(c.zookeeper, c.cluster) as p:
+    with Producer(zookeeper=c.zookeeper, cluster=c.cluster) as p:
         p.send_batch([Message("Shop", b"m%d" % i, tags=TAGS[i % 4]) for i in range(n)])
 
 
@@ -39,7 +39,7 @@ def test_pulls_from_master_and_slave_carry_only_the_subscribed_tags(local_cluste
     produce(local_cluster)
     wait_slaves_hold(local_cluster.zookeeper, local_cluster.cluster, "Shop")
     for read_from in ("master", "slave"):
-        with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="g",
+        with PullConsumer("g", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster,
                           read_from=read_from) as c:
             got = drain(c, "Order || Refund")
             assert sorted(m.body for m in got) == sorted(
@@ -55,7 +55,7 @@ def test_a_push_consumer_sees_its_tags_and_commits_past_the_rest(local_cluster):
     local_cluster.create_topic("Shop", queues=2)
     produce(local_cluster)
     seen = []
-    with PushConsumer("refunds", "Shop", seen.append, subscription="Refund",
+    with PushConsumer("refunds", topic="Shop", on_message=seen.append, subscription="Refund",
                       zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster,
                       consume_from="first").start() as pc:
         wait_for(lambda: len(seen) == 100, 20, "100 refunds")
@@ -64,7 +64,7 @@ def test_a_push_consumer_sees_its_tags_and_commits_past_the_rest(local_cluster):
         committed = {pq.mq: pq.committed for pq in pc.assigned.values() if pq.mq.topic == pc.topic}
     assert {m.tags for m in seen} == {"Refund"} and len(seen) == 100
     # every queue is committed to its end, past the messages filtered out
-    with PullConsumer(local_cluster.zookeeper, local_cluster.cluster, group="x") as c:
+    with PullConsumer("x", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as c:
         assert committed == {q: c.max_offset(q) for q in c.queues("Shop")}
 
 

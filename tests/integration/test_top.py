@@ -71,7 +71,7 @@ def test_top_shows_roles_traffic_lag_and_a_failover(local_cluster):
     stop = threading.Event()
 
     def load():
-        with Producer(zk, cl) as p:
+        with Producer(zookeeper=zk, cluster=cl) as p:
             while not stop.is_set():
                 try:
                     p.send_batch([Message("Orders", b"o" * 100)] * 20)
@@ -83,7 +83,7 @@ def test_top_shows_roles_traffic_lag_and_a_failover(local_cluster):
     sender = threading.Thread(target=load, daemon=True)
     sender.start()
     time.sleep(1)
-    with PullConsumer(zk, cl, group="billing") as c:
+    with PullConsumer("billing", zookeeper=zk, cluster=cl) as c:
         c.commit({MessageQueue("Orders", "broker-a", 0): 0})
     tmux = Tmux("top")
     env = ["env", f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}", "COLUMNS=180"]

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 def bodies(zk, cl, topic="Orders", group="audit"):
     """Every body stored in ``topic`` (its queues on broker-a), with properties."""
     out = []
-    with PullConsumer(zk, cl, group=group) as c:
+    with PullConsumer(group, zookeeper=zk, cluster=cl) as c:
         for mq in c.queues(topic):
             off = 0
             while (r := c.pull(mq, off, 100)).messages:
@@ -128,7 +128,7 @@ def test_a_commit_after_the_master_died_lands_once_on_the_new_master(local_clust
     wait_for(lambda: bodies(zk, cl), 30, "the committed message, confirmed by the pair")
     assert [b for b, _ in bodies(zk, cl)] == [b"survives"]
     # nothing reached the queues but the commit
-    with PullConsumer(zk, cl, group="audit2") as c:
+    with PullConsumer("audit2", zookeeper=zk, cluster=cl) as c:
         assert sum(c.max_offset(MessageQueue("Orders", "broker-a", q)) for q in (0, 1)) == 1
 
 
@@ -249,7 +249,7 @@ def test_an_ordered_topics_queue_holds_a_keys_messages_in_commit_order(local_clu
         for body in (b"created", b"shipped", b"paid"):    # ended in this order
             p.end_transaction(sent[body].transaction_id, "Ordered", TransactionState.COMMIT)
     (mq,) = queues
-    with PullConsumer(zk, cl, group="audit") as c:
+    with PullConsumer("audit", zookeeper=zk, cluster=cl) as c:
         got = [m.body for m in c.pull(mq, 0, 10).messages]
     assert got == [b"created", b"shipped", b"paid"]
 

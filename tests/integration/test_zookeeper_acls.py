@@ -32,9 +32,9 @@ def fail_one(zk, cl, topic: str, group: str, credentials=None) -> None:
     to its dead-letter queue): what makes a master create the group's retry
     and dead-letter topics."""
     given = {"credentials": credentials} if credentials else {}
-    with Producer(zk, cl, **given) as p:
+    with Producer(zookeeper=zk, cluster=cl, **given) as p:
         assert p.send(Message(topic, b"given up")).ok
-    with PullConsumer(zk, cl, group, read_from="master", **given) as c:
+    with PullConsumer(group, zookeeper=zk, cluster=cl, read_from="master", **given) as c:
         m = next(m for q in c.queues(topic) for m in c.pull(q, 0, 1).messages)
         req = pb.SendBackRequest(consumer_group=group, physical_offset=m.physical_offset,
                                  dead_letter=True)
@@ -91,7 +91,7 @@ def every_node(cluster) -> list[str]:
 
 
 def consuming(cluster, creds: str, group: str, got: list) -> PushConsumer:
-    c = PushConsumer(group, "Secret", got.append, zookeeper=cluster.zookeeper,
+    c = PushConsumer(group, topic="Secret", on_message=got.append, zookeeper=cluster.zookeeper,
                      cluster=cluster.cluster, consume_from="first", credentials=creds)
     return c.start()
 
@@ -99,7 +99,7 @@ def consuming(cluster, creds: str, group: str, got: list) -> PushConsumer:
 def test_a_user_changes_nothing_outside_its_own_groups_and_no_acl_anywhere(secured, tmp_path):
     cluster, _keys, admin, *_ = secured
     paths = ZkPaths(cluster.cluster)
-    with Producer(cluster.zookeeper, cluster.cluster, credentials=admin) as p:
+    with Producer(zookeeper=cluster.zookeeper, cluster=cluster.cluster, credentials=admin) as p:
         assert p.send_batch([Message("Secret", b"m%d" % i) for i in range(20)], queue=Q0).ok
     reader = add_user(cluster, tmp_path, "reader", "Topic:Secret:Sub", "Group:billing:Sub")
     auditor = add_user(cluster, tmp_path, "auditor", "Topic:Secret:Sub", "Group:audit:Sub")
@@ -290,7 +290,7 @@ def test_the_zookeeper_secret_rotates_without_downtime(secured, tmp_path):
             all(m.lag_bytes == 0 for m in members if m.role == Role.SLAVE)
 
     def sends() -> bool:
-        with Producer(zk, cl, credentials=user) as p:
+        with Producer(zookeeper=zk, cluster=cl, credentials=user) as p:
             return p.send(Message("Secret", b"r"), queue=Q0).ok
 
     run_cli("auth", "rotate", "new", "--auth-dir", str(keys), "--zookeeper", zk, "--cluster", cl)
@@ -406,7 +406,7 @@ def test_a_member_whose_user_is_removed_leaves_no_message_unconsumed(secured, tm
     a = consuming(cluster, stayer, "pair", kept)
     b = consuming(cluster, leaver, "pair", left)
     sent = []
-    with Producer(cluster.zookeeper, cluster.cluster, credentials=admin) as p:
+    with Producer(zookeeper=cluster.zookeeper, cluster=cluster.cluster, credentials=admin) as p:
         def produce(first: int, n: int) -> None:
             for i in range(first, first + n, 10):
                 bodies = [b"n%d" % j for j in range(i, i + 10)]
@@ -549,7 +549,7 @@ def test_a_rotation_leaves_every_node_to_the_new_secret_and_none_to_the_old(secu
     for b in (b0, b1):
         b.restart()
     wait_for(in_sync, 30, "both brokers back, in sync")
-    with Producer(zk, cl, credentials=user) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=user) as p:
         assert all(p.send(Message(t, b"after"), queue=MessageQueue(t, "broker-a", 0)).ok
                    for t in made)
 

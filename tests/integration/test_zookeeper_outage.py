@@ -45,7 +45,7 @@ def test_writes_go_on_through_a_zookeeper_outage_and_nobody_fails_over(local_clu
     local_cluster.create_topic("Outage", queues=4)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
     wait_for(lambda: master_info(zk, cl) is not None, 15, "a master")
-    with Producer(zk, cl) as p:
+    with Producer(zookeeper=zk, cluster=cl) as p:
         wait_for(lambda: p.send(Message("Outage", b"warm")).ok, 20, "the group to ack")
     wait_for(lambda: len(_isr(zk, cl)) == 3, 20, "both slaves in the in-sync set")
     before = master_info(zk, cl)

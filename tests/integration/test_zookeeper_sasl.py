@@ -52,7 +52,7 @@ def test_a_secured_cluster_on_an_ensemble_that_requires_sasl(sasl_keys, tmp_path
         cluster.add_broker("broker-a", 0, auth=True, auth_dir=str(keys))
         cluster.add_broker("broker-a", 1, auth=True, auth_dir=str(keys))
         cluster.create_topic("Orders", 2)
-        with Producer(zk, cluster.cluster, credentials=admin) as p:
+        with Producer(zookeeper=zk, cluster=cluster.cluster, credentials=admin) as p:
             assert p.send(Message("Orders", b"one")).ok
         endpoint = ["--zookeeper", zk, "--cluster", cluster.cluster]
         app = str(tmp_path / "app.json")
@@ -60,7 +60,7 @@ def test_a_secured_cluster_on_an_ensemble_that_requires_sasl(sasl_keys, tmp_path
                 "Group:g:Sub", "--out", app, *endpoint)
         assert "sasl" in json.loads((tmp_path / "app.json").read_text())["zookeeper"]
         got = []
-        with PullConsumer(zk, cluster.cluster, group="g", credentials=app) as c:
+        with PullConsumer("g", zookeeper=zk, cluster=cluster.cluster, credentials=app) as c:
             for mq in c.queues("Orders"):
                 got += [m.body for m in c.pull(mq, 0, 10).messages]
         assert got == [b"one"]
@@ -69,7 +69,7 @@ def test_a_secured_cluster_on_an_ensemble_that_requires_sasl(sasl_keys, tmp_path
         monkeypatch.delenv("DUOMQ_CREDENTIALS")
         said = refused(lambda: zkutil.connect(zk))
         assert "requires a SASL login" in said
-        said = refused(lambda: Producer(zk, cluster.cluster))
+        said = refused(lambda: Producer(zookeeper=zk, cluster=cluster.cluster))
         assert "requires a SASL login" in said
         p = run_cli("topic", "list", *endpoint, check=False)
         assert p.returncode == 2 and "requires a SASL login" in p.stderr, p.stderr
@@ -98,7 +98,7 @@ def test_a_plain_broker_logs_in_with_its_sasl_file(sasl_keys, tmp_path, monkeypa
         monkeypatch.setenv("DUOMQ_ZOOKEEPER_SASL_FILE", login)     # the tools' and clients'
         cluster.add_broker("broker-a", 0, zookeeper_sasl_file=login)
         cluster.create_topic("Plain", 1)
-        with Producer(server.connect, "Plain") as prod:
+        with Producer(zookeeper=server.connect, cluster="Plain") as prod:
             assert prod.send(Message("Plain", b"x")).ok
         # a bad login file is a clear startup error
         bad = tmp_path / "bad.sasl"

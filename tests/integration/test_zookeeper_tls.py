@@ -58,6 +58,6 @@ def test_a_secured_dev_clusters_zookeeper_speaks_only_tls(tmp_path):
         bare = tmp_path / "bare.json"
         bare.write_text(json.dumps(doc))
         with pytest.raises(ServiceNotAvailableError, match="speaks only TLS"):
-            Producer(zk, up["cluster"], credentials=str(bare))
+            Producer(zookeeper=zk, cluster=up["cluster"], credentials=str(bare))
     finally:
         run_cli("dev", "down", env=env)

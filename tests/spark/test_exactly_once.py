@@ -56,7 +56,7 @@ def test_a_streaming_batch_run_again_after_a_restart_is_stored_once(spark, pair,
     after a crash between writing and committing it): the sink sends the
     same batches under the same identity, and nothing is stored twice."""
     pair.create_topic("Src", 2)
-    with Producer(pair.zookeeper, pair.cluster) as p:
+    with Producer(zookeeper=pair.zookeeper, cluster=pair.cluster) as p:
         for i in range(0, 600, 100):
             assert p.send_batch([Message("Src", b"s%04d" % j) for j in range(i, i + 100)]).ok
     ck = tmp_path / "ck"

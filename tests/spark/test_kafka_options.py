@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def send(cluster, topic, n, queue=None, tag=b"m", batch=100):
-    with Producer(cluster.zookeeper, cluster.cluster) as p:
+    with Producer(zookeeper=cluster.zookeeper, cluster=cluster.cluster) as p:
         mq = MessageQueue(topic, "broker-a", queue) if queue is not None else None
         for lo in range(0, n, batch):
             r = p.send_batch([Message(topic, tag + b"%06d" % i) for i in range(lo, min(n, lo + batch))],

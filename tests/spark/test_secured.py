@@ -43,7 +43,7 @@ def secured(local_cluster, tmp_path, monkeypatch):
 def test_read_and_write_with_credentials(spark, secured):
     cluster, users = secured
     zk, cl = cluster.zookeeper, cluster.cluster
-    with Producer(zk, cl, credentials=users["admin"]) as p:
+    with Producer(zookeeper=zk, cluster=cl, credentials=users["admin"]) as p:
         assert p.send_batch([Message("Clicks", b"c%03d" % i) for i in range(100)]).ok
 
     def reader(**extra):
@@ -59,7 +59,7 @@ def test_read_and_write_with_credentials(spark, secured):
     df = spark.createDataFrame([(b"w%02d" % i,) for i in range(30)], "body binary")
     df.write.format("duomq").option("zookeeper", zk).option("cluster", cl) \
         .option("topic", "Clicks").option("credentials", users["writer"]).mode("append").save()
-    with PullConsumer(zk, cl, group="audit", credentials=users["admin"]) as c:
+    with PullConsumer("audit", zookeeper=zk, cluster=cl, credentials=users["admin"]) as c:
         total = sum(c.max_offset(MessageQueue("Clicks", "broker-a", q)) for q in (0, 1))
     assert total == 130
     with pytest.raises(Exception, match="lacks the permission Topic:Clicks:Pub"):

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 def produce(zk, cluster, topic, n, tag_every=0, start=0):
     sent = []
-    with Producer(zk, cluster) as p:
+    with Producer(zookeeper=zk, cluster=cluster) as p:
         for i in range(start, start + n, 100):
             msgs = [Message(topic, b"m%06d" % j, tags="even" if tag_every and j % 2 == 0 else "",
                             keys=f"k{j}") for j in range(i, min(i + 100, start + n))]
@@ -121,7 +121,7 @@ def test_streaming_available_now_restarted_midway_writes_every_message_once(spar
     assert len(got) == len(sent) == 1600
     assert sorted(got) == sorted(m.body for m in sent)
     # consumerGroup: the query's progress is committed for lag reporting
-    c = PullConsumer(pair.zookeeper, pair.cluster, "spark-clicks")
+    c = PullConsumer("spark-clicks", zookeeper=pair.zookeeper, cluster=pair.cluster)
     try:
         committed = [c.committed(MessageQueue("Clicks", "broker-a", q)) for q in (0, 1)]
     finally:
@@ -136,7 +136,7 @@ def test_sink_writes_rows_a_consumer_reads(spark, pair):
                                      "properties map<string,string>").repartition(3)
     df.write.format("duomq").option("zookeeper", pair.zookeeper) \
         .option("cluster", pair.cluster).option("topic", "Clicks").mode("append").save()
-    c = PullConsumer(pair.zookeeper, pair.cluster, "sink-check")
+    c = PullConsumer("sink-check", zookeeper=pair.zookeeper, cluster=pair.cluster)
     try:
         got = []
         for q in (0, 1):
@@ -162,7 +162,7 @@ def test_sink_rows_name_their_topic_and_queue(spark, pair):
     df = spark.createDataFrame(rows, "topic string, queue int, `group` string, body binary")
     df.write.format("duomq").option("zookeeper", pair.zookeeper) \
         .option("cluster", pair.cluster).mode("append").save()
-    with PullConsumer(pair.zookeeper, pair.cluster, "sink-queues") as c:
+    with PullConsumer("sink-queues", zookeeper=pair.zookeeper, cluster=pair.cluster) as c:
         def bodies(topic, q):
             return [m.body for m in c.pull(MessageQueue(topic, "broker-a", q), 0, 100).messages]
         assert b"c1" in bodies("Clicks", 1) and b"c1" not in bodies("Clicks", 0)
@@ -189,10 +189,10 @@ def test_fail_on_data_loss(spark, local_cluster):
                 "retention_wait_for_consumers": "false"}
     local_cluster.add_broker("broker-a", 0, **settings)
     local_cluster.create_topic("Clicks", 1)
-    with Producer(local_cluster.zookeeper, local_cluster.cluster) as p:
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
         for _i in range(0, 3000, 100):
             p.send_batch([Message("Clicks", b"x" * 200) for _ in range(100)])
-    c = PullConsumer(local_cluster.zookeeper, local_cluster.cluster, "probe")
+    c = PullConsumer("probe", zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster)
     mq = MessageQueue("Clicks", "broker-a", 0)
     try:
         wait_for(lambda: c.min_offset(mq) > 0, 20, "retention to delete the first segments")
