@@ -7,9 +7,12 @@ ahead of what the slave acknowledged. The slave writes the bytes at the same
 offsets, so the logs are byte-identical. PUB/SUB is never used: it drops at
 the high-water mark.
 
-This package holds what both roles share, pure: ``protocol`` (the link state
-table, the confirmed offset, the SYNC ack rule) and ``read_advice`` (when a
-master sends a reader to a slave and a slave sends it back). The master side
-is ``duomq.master.ha_service``, run by the broker's serving thread; the slave
-side is ``duomq.slave.ha_client``, a thread of its own.
+Both ends live here, as RocketMQ's ``store/ha`` holds them: ``ha_service``
+(the master's end: its links to its slaves, run by the broker's serving
+thread, held by ``master.parts.MasterParts`` for a term) and ``ha_client``
+(the slave's end, a thread of its own, held by ``slave.parts.SlaveParts``);
+what both share, pure: ``protocol`` (the link state table, the confirmed
+offset, the SYNC ack rule) and ``read_advice`` (when a master sends a
+reader to a slave and a slave sends it back). The two ends meet only in
+``protocol`` and on the wire (an import-linter contract says so).
 """

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from duomq.common.role import Role
 from duomq.proto import pb
+from duomq.replication.ha_client import HAClient, LinkCurve
 from duomq.replication.read_advice import slave_says_go_back
-from duomq.slave.ha_client import HAClient, LinkCurve
 
 __all__ = ["LinkCurve", "SlaveParts", "truncate"]
 log = logging.getLogger(__name__)

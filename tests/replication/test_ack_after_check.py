@@ -18,7 +18,7 @@ import zmq
 from duomq.common.config import BrokerConfig
 from duomq.format import record as rec
 from duomq.proto import codec, pb
-from duomq.slave.ha_client import HAClient
+from duomq.replication.ha_client import HAClient
 from duomq.store import MessageStore
 from duomq.testing.harness import wait_for
 

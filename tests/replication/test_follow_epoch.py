@@ -22,9 +22,9 @@ from duomq.coordinator.nodes import MasterNode, MemberNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.registry import BrokerRegistry
 from duomq.format import record as rec
-from duomq.master.ha_service import HAService
 from duomq.proto import codec, pb
-from duomq.slave.ha_client import HAClient
+from duomq.replication.ha_client import HAClient
+from duomq.replication.ha_service import HAService
 from duomq.slave.parts import truncate
 from duomq.store import MessageStore
 

@@ -16,7 +16,7 @@ from duomq.common.names import MAX_QUEUES, validate_name, validate_queue
 from duomq.format import record as rec
 from duomq.master.schedule import ScheduleService
 from duomq.proto import pb
-from duomq.slave.ha_client import HAClient, ReplicationHalted
+from duomq.replication.ha_client import HAClient, ReplicationHalted
 from duomq.store import MessageStore
 from duomq.store.consumer_offsets import ConsumerOffsetManager
 

@@ -127,7 +127,7 @@ def test_no_write_posted_to_a_replication_thread_is_lost_while_it_ends(store, mo
     store it then owns; a write posted before is done by the replication
     thread as its writer. Nothing posted is dropped (it was, when the
     thread's end was checked before posting)."""
-    from duomq.slave.ha_client import HAClient
+    from duomq.replication.ha_client import HAClient
     from duomq.slave.parts import SlaveParts
 
     client = HAClient(store, store.config, lambda: None, lambda _c: None, epoch=1)

@@ -6,8 +6,8 @@ import zmq
 
 from duomq.common.config import BrokerConfig
 from duomq.format import record as rec
-from duomq.master.ha_service import HAService
 from duomq.proto import codec, pb
+from duomq.replication.ha_service import HAService
 from duomq.replication.protocol import HaState
 from duomq.store import MessageStore
 
@@ -171,7 +171,7 @@ def test_a_transfer_nothing_waits_on_lingers_then_carries_the_sends_after_it(sto
     transfer once the first has waited ha_linger_ms, with the newest
     confirmed offset; at once when a send waits on the slave or
     LINGER_BYTES are unsent."""
-    from duomq.master.ha_service import LINGER_BYTES
+    from duomq.replication.ha_service import LINGER_BYTES
     connect, dealer = link
     store = store_of(ha_linger_ms=20)
     ha = connect(store, 0)
