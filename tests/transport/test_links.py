@@ -16,11 +16,15 @@ from duomq.transport.links import Dealer, LibzmqDealer
 from duomq.transport.zsend import readable
 
 
-def make(ctx, native: bool, address: str) -> Dealer:
+def make(ctx, native: bool, address: str, immediate: bool = False) -> Dealer:
+    """Either kind of dealer; libzmq's queues only to a live connection with
+    ``immediate``, as a blocking call's does."""
     if native:
         return ZmtpDealer(address)
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
+    if immediate:
+        sock.setsockopt(zmq.IMMEDIATE, 1)
     monitor = sock.get_monitor_socket(WATCHED)
     sock.connect(address)
     return LibzmqDealer(sock, address, monitor, _lost)
@@ -64,19 +68,6 @@ def test_a_dealer_talks_then_tells_its_peers_death_once(native):
         ctx.term()
 
 
-def blocking(ctx, native: bool, address: str) -> Dealer:
-    """A dealer as a blocking call makes it (libzmq's queues only to a live
-    connection)."""
-    if native:
-        return ZmtpDealer(address)
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.IMMEDIATE, 1)
-    monitor = sock.get_monitor_socket(WATCHED)
-    sock.connect(address)
-    return LibzmqDealer(sock, address, monitor, _lost)
-
-
 @pytest.mark.parametrize("native", [True, False], ids=["native", "libzmq"])
 def test_a_blocking_send_waits_for_a_connection_and_its_answer_through_its_own_poller(native):
     """What ``RemotingClient.call`` asks of either kind: ``send_when_open``
@@ -88,7 +79,7 @@ def test_a_blocking_send_waits_for_a_connection_and_its_answer_through_its_own_p
     port = probe.bind_to_random_port("tcp://127.0.0.1")
     probe.close(linger=0)                        # a port nobody listens on
     address = f"tcp://127.0.0.1:{port}"
-    d = blocking(ctx, native, address)
+    d = make(ctx, native, address, immediate=True)
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     try:
