@@ -1,3 +1,3 @@
-"""Fixtures: see duomq.testing.pytest_plugin."""
-
-from duomq.testing.pytest_plugin import *  # noqa: F401,F403
+"""The fixtures chaos tests use are duomq.testing.pytest_plugin's, which
+pyproject's addopts loads once for both test folders (one ZooKeeper and one
+SparkSession per worker, not one per folder)."""

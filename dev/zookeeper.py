@@ -68,10 +68,16 @@ class ZooKeeperHandle:
     def stop(self) -> None:
         if self._container is not None:
             self._container.stop()
+        elif self._proc is not None:       # this process's child: no doubt whose pid it is
+            if self._proc.poll() is None:
+                self._proc.terminate()
+                try:
+                    self._proc.wait(processes.STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait(processes.STOP_TIMEOUT_S)
         elif self.pid:
             processes.stop(self.pid, self.started)
-            if self._proc is not None:
-                self._proc.wait(10)
         if self._owns_dir and self.data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -1,10 +1,10 @@
-"""Fixtures: see duomq.testing.pytest_plugin."""
+"""Fixtures of tests/ alone; those both folders share are
+duomq.testing.pytest_plugin's (pyproject's addopts loads it once)."""
 
 import os
 
 import pytest
 
-from duomq.testing.pytest_plugin import *  # noqa: F401,F403
 from duomq.transport import zmtp
 
 
