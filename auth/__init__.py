@@ -3,6 +3,7 @@ ZooKeeper, ZAP for the brokers' CURVE sockets, and the check of each
 request.
 
   ``acl``     pure: permissions, policies, what a request needs
+  ``user``    pure: a user as its node holds it (key, policy, quotas)
   ``users``   the users in ZooKeeper: an admin's writes, a broker's live view
   ``zap``     who may connect to a broker's client and replication ports
   ``guard``   who sent a request, and whether they may

@@ -8,53 +8,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL, Id, Permissions
 
-from duomq.auth.acl import Policy
-from duomq.auth.quotas import Quotas
-from duomq.common.credentials import ZK_ADMIN, ZK_CLIENT, z85_key
+from duomq.auth.user import RESERVED, User
+from duomq.auth.zk_keeper import AclSweeper
+from duomq.common.credentials import ZK_ADMIN
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
-from duomq.coordinator.auth_nodes import UserNode
-from duomq.coordinator.nodes import NodeError
 from duomq.coordinator.paths import ZkPaths
 
 log = logging.getLogger(__name__)
-# names ZAP gives the broker key and no key; ZooKeeper principals
-RESERVED = frozenset({"broker", "anonymous", ZK_ADMIN, ZK_CLIENT})
-
-
-@dataclass(frozen=True)
-class User:
-    name: str
-    public_key: bytes           # Z85
-    policy: Policy
-    zookeeper_id: str = ""      # the digest id of its ZooKeeper login ("": a user of an earlier release)
-    quotas: tuple[tuple[str, int], ...] = ()   # its own quotas (``auth.quotas``), by kind
-
-    def to_node(self) -> bytes:
-        policy = self.policy.to_json()
-        return UserNode(self.public_key.decode(), tuple(policy["allow"]),
-                        tuple(policy["deny"]), self.zookeeper_id, self.quotas).to_bytes()
-
-    @classmethod
-    def from_node(cls, name: str, raw: bytes | None) -> User:
-        where = f"user {name!r} in ZooKeeper"
-        try:
-            node = UserNode.from_bytes(raw)
-        except NodeError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-        try:
-            Quotas().over(dict(node.quotas))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-        return cls(name, z85_key(node.public_key, "public_key", where),
-                   Policy.parse(node.allow, node.deny, stored=True), node.zookeeper_id,
-                   node.quotas)
 
 
 class UserAdmin:
@@ -70,7 +36,6 @@ class UserAdmin:
         self.sweeper = None
         login = next((c for s, c in zk.auth_data if s == "digest"), "")
         if login.startswith(ZK_ADMIN + ":"):
-            from duomq.auth.zk_keeper import AclSweeper  # it reads users with this module
             access = {"digest": login}
             self.sweeper = AclSweeper.for_access(zk, cluster, access)
 

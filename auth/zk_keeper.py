@@ -40,7 +40,7 @@ from kazoo.security import ACL
 
 from duomq.auth import zk_acls
 from duomq.auth.acl import Policy
-from duomq.auth.users import User
+from duomq.auth.user import User
 from duomq.common.credentials import admin_ids, retired_ids
 from duomq.common.errors import ConfigError
 from duomq.common.service import ServiceThread

@@ -5,7 +5,8 @@ answers waiting on it (``visibility``), the state only that thread writes
 (``state``), the snapshot it publishes for other threads (``snapshot``), the
 inbox they post to (``inbox``), what handlers work on (``core``), the one seam
 where a request is decoded, authorized, handled, timed and answered
-(``dispatcher``), the handlers (``processors``, ``writes``) and the services
+(``dispatcher``) and its answer book, through which every answer leaves
+(``answers``), the handlers (``processors``, ``writes``) and the services
 both roles use (``pull_hold``, ``health``, ``metrics``). A role's own duties
 are reached only through its parts (``duomq.master.parts``,
 ``duomq.slave.parts``); the role is decided by ``coordinator.ha_controller``.

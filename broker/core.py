@@ -15,6 +15,7 @@ from duomq import __version__
 from duomq.auth.acl import Permission
 from duomq.auth.guard import Guard
 from duomq.auth.quotas import Quotas, UsageBook
+from duomq.broker.answers import AnswerBook
 from duomq.broker.health import BrokerHealth
 from duomq.broker.metrics import BrokerMetrics
 from duomq.broker.pull_hold import PullRequestHoldService
@@ -67,6 +68,12 @@ class BrokerCore:
         # names, for its clients to join (``auth.zk_keeper``; any thread)
         self.group_nodes: Callable[[Iterable[str]], None] | None = None
         self.metrics = BrokerMetrics()
+        # when each answer leaves, and what a send left for after its ack
+        # (the dispatcher's; ``broker.answers``)
+        self.answers = AnswerBook(self.metrics)
+        # queues written to whose entries are not all visible yet: (topic,
+        # queue) -> end (``visibility``)
+        self.pending_queues: dict[tuple[str, int], int] = {}
         self.total_memory = usable_memory()      # the machine's, or a pod's limit
         # what only the current role has: swapped on every role change
         # (``role_switch``); a slave following nobody until the election says

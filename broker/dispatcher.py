@@ -3,7 +3,8 @@ answered here (Kafka's ``KafkaApis``), so a concern that applies to every
 request (metrics, authorization) is added in one place and the handlers stay
 unaware of it. A request that cannot be decoded, or whose handler raises,
 is answered with the status its error carries (``errors.answer_for``); the
-broker goes on serving."""
+broker goes on serving. Answers leave through the dispatcher's answer book
+(``answers``), which the code that answers held requests uses too."""
 
 from __future__ import annotations
 
@@ -25,27 +26,29 @@ log = logging.getLogger(__name__)
 
 class Dispatcher:
     def __init__(self, core: BrokerCore, outbox: Outbox, handlers: dict[int, Handler],
-                 before_answer: Callable[[Request, Answer], bool] | None = None):
+                 before_answer: Callable[[Request, Answer], bool] | None = None,
+                 guard: Guard | None = None):
         self.core = core
         self.outbox = outbox
+        self.answers = core.answers
         self.handlers = handlers
-        # the loop's hook, run before an answer leaves; True: the answer
-        # leaves at the end of the loop's turn instead (``answer_late``)
+        # the loop's hook, run before a handler's answer leaves; True: the
+        # answer leaves at the end of the loop's turn instead
         self.before_answer = before_answer
-        self.guard: Guard | None = None      # auth = true: who may make which request
-        self.replies = 0                     # answers sent so far (a counter)
-        self.late: list[tuple[Request, Answer]] = []   # answers held to the turn's end
+        self.guard = guard                   # auth = true: who may make which request
 
     def dispatch(self, parts: list[bytes], who: str | None = None) -> None:
         """Serve one ROUTER message (``who``: its connection's User-Id, when
         the broker is secured)."""
         identity = parts[0]
+        answers = self.answers
+        answers.serving()                       # what the requests before it left, first
         if not self.outbox.accepts(identity):   # muted: it does not read its answers
             return None
         if len(parts) != 2:
             self.core.state.bad_requests += 1
-            self.reply(identity, 0, 0, pb.BAD_REQUEST,
-                       f"expected one frame per request, got {len(parts) - 1}", None)
+            answers.reply(identity, 0, 0, pb.BAD_REQUEST,
+                          f"expected one frame per request, got {len(parts) - 1}", None)
             return None
         send = codec.parse_send(parts[1])      # the common case, read in C
         if send is not None:
@@ -56,24 +59,24 @@ class Dispatcher:
                 request = self.decode(identity, parts[1], who)
             except codec.FrameError as exc:
                 self.core.state.bad_requests += 1
-                self.reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)
+                answers.reply(identity, exc.request_id, exc.type, exc.status, str(exc), None)
                 return None
         guard = self.guard
         if guard is not None:
             # the connection counted first: a refused request is served too
             refused = self._admit(request) or guard.check(who, request)
             if refused is not None:
-                self.reply(identity, request.request_id, request.type, *refused, None)
+                answers.reply(identity, request.request_id, request.type, *refused, None)
                 return None
-        answer = self.call(self.handlers[request.type], request)
+        answer = handle(self.core, self.handlers[request.type], request)
         if answer is not None:
             if answer[0] in REJECTED:
                 self.core.state.bad_requests += 1
-                self.answer(request, answer)
+                answers.answer(request, answer)
             elif self.before_answer is not None and self.before_answer(request, answer):
-                self.late.append((request, answer))      # leaves at the turn's end
+                answers.at_turn_end(request, answer)
             else:
-                self.answer(request, answer)
+                answers.answer(request, answer)
         if request.type == pb.SEND and (answer is None or answer[0] in STORED):
             self.core.metrics.stored(request.message)   # acked now or when durable; counted
         return None                                     # once the answer is on its way
@@ -97,39 +100,18 @@ class Dispatcher:
         return Request(identity, frame.request_id, frame.type, codec.decode_request(frame),
                        user_name(who))
 
-    def call(self, handler: Handler, request: Request) -> Answer | None:
-        """A handler's answer, or the status of what it raised."""
-        t0 = time.perf_counter()
-        try:
-            return handler(self.core, request)
-        except (DuomqError, RecordError) as exc:
-            return (*answer_for(exc), None)
-        except Exception as exc:  # a bug must not take the broker down
-            log.exception("request %d (type %d) failed", request.request_id, request.type)
-            return (*answer_for(exc), None)
-        finally:
-            # requests handled and time spent, by type: the metrics' histogram
-            self.core.metrics.requests[request.type].observe(time.perf_counter() - t0)
 
-    def answer(self, request: Request, answer: Answer) -> None:
-        if request.type == pb.PULL:
-            self.core.metrics.pulled(request.message, answer[0], answer[2])
-        elif request.type == pb.PULL_MANY and answer[2] is not None:
-            for pull, entry in zip(request.message.pulls, answer[2].entries, strict=True):
-                self.core.metrics.pulled(pull, entry.status, entry.response)
-        self.reply(request.identity, request.request_id, request.type, *answer)
-
-    def answer_late(self) -> None:
-        """Send the answers the hook held to the end of the loop's turn, in
-        the order they were held (the serving loop, at the turn's end)."""
-        late, self.late = self.late, []
-        for request, answer in late:
-            self.answer(request, answer)
-
-    def reply(self, identity: bytes, request_id: int, type_: int, status: int, error: str,
-              message) -> None:
-        self.replies += 1
-        if type_ == pb.SEND:
-            self.core.metrics.send_answered(status)
-        self.outbox.send(identity, codec.encode_response(request_id, type_, status, error, message),
-                         time.monotonic())
+def handle(core: BrokerCore, handler: Handler, request: Request) -> Answer | None:
+    """A handler's answer, or the status of what it raised (a request, or a
+    held one answered now)."""
+    t0 = time.perf_counter()
+    try:
+        return handler(core, request)
+    except (DuomqError, RecordError) as exc:
+        return (*answer_for(exc), None)
+    except Exception as exc:  # a bug must not take the broker down
+        log.exception("request %d (type %d) failed", request.request_id, request.type)
+        return (*answer_for(exc), None)
+    finally:
+        # requests handled and time spent, by type: the metrics' histogram
+        core.metrics.requests[request.type].observe(time.perf_counter() - t0)

@@ -140,11 +140,11 @@ def pull_limits(cfg, req: pb.PullRequest) -> tuple[int, int]:
 
 
 def staged_readable(b: BrokerCore, fresh: Fresh) -> bool:
-    """Whether a pull of the staged batch ``fresh`` (``MessageStore.staged``)
+    """Whether a pull of the staged batch ``fresh`` (``AnswerBook.staged``)
     reads it whole once its second half is written: nothing was written
     after it, and it lies in one consume-queue segment (where a read stops),
     as ``StoreReads.get_messages``'s answer from ``fresh`` requires. Only on
-    an ASYNC master (``AfterSends.before_answer``), where everything written
+    an ASYNC master (``visibility.before_answer``), where everything written
     is visible once dispatched."""
     qoff, per = fresh.queue_offset, b.config.cq_entries_per_segment
     return fresh.end == b.store.commitlog.max_offset \

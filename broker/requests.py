@@ -1,13 +1,14 @@
-"""What every request handler shares: the decoded ``Request``, the
-``Answer`` a handler returns, and the checks most handlers start with
-(``processors.py`` and ``writes.py`` hold the handlers)."""
+"""What every request handler shares: the decoded ``Request`` and the
+``Answer`` a handler returns (``request``), a handler's type, and the checks
+most handlers start with (``processors.py`` and ``writes.py`` hold the
+handlers)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from duomq.broker.core import BrokerCore
+from duomq.broker.request import Answer, Request
 from duomq.common.errors import (
     BadRequestError,
     NotMasterError,
@@ -18,16 +19,10 @@ from duomq.common.names import validate_name
 from duomq.common.role import Role
 from duomq.master.parts import MasterParts
 
-
-class Request(NamedTuple):
-    identity: bytes           # the client's ROUTER identity
-    request_id: int
-    type: int
-    message: Any              # the decoded protobuf request
-    user: str | None = None   # the authenticated user (None: no auth, or the broker key)
+__all__ = ["Answer", "Handler", "Request", "client_key", "hosted", "master_only",
+           "stored_record", "writable"]
 
 
-Answer = tuple[int, str, Any]
 Handler = Callable[[BrokerCore, Request], Answer | None]
 
 

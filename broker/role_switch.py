@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from duomq.broker.answers import AnswerBook
+from duomq.broker.core import Parts
 from duomq.broker.inbox import Flushed, ScrapeWanted, Wake
+from duomq.broker.metrics import BrokerMetrics
+from duomq.broker.security import BrokerSecurity
+from duomq.broker.state import BrokerState
+from duomq.common.config import BrokerConfig
 from duomq.common.role import Role
 from duomq.coordinator.orders import (
     Demote,
@@ -24,14 +30,50 @@ from duomq.coordinator.orders import (
 )
 from duomq.master.parts import MasterParts
 from duomq.slave.parts import LinkCurve, SlaveParts, truncate
-
-if TYPE_CHECKING:
-    from duomq.broker.server import Broker
+from duomq.store import MessageStore
+from duomq.store.consumer_offsets import ConsumerOffsetManager
+from duomq.store.share_book import ShareFollower
+from duomq.transport.zsend import Sent
 
 log = logging.getLogger(__name__)
 
 
-def carry_out(b: Broker, note: object) -> None:
+class Seat(Protocol):
+    """What a role change works on (``server.Broker`` is one): the core's
+    state, store and parts, the answer book, and what the process holds
+    beside them: its replication port, ZooKeeper session, security, and
+    the snapshots it publishes."""
+    config: BrokerConfig
+    state: BrokerState
+    store: MessageStore
+    parts: Parts
+    offsets: ConsumerOffsetManager
+    metrics: BrokerMetrics
+    share_follower: ShareFollower
+    answers: AnswerBook
+
+    @property
+    def registry(self) -> Any: ...          # coordinator.registry.BrokerRegistry, once started
+
+    @property
+    def ha_router(self) -> Sent: ...
+
+    @property
+    def zk(self) -> Any: ...
+
+    @property
+    def security(self) -> BrokerSecurity | None: ...
+
+    def master(self) -> MasterParts | None: ...
+
+    def publish(self) -> None: ...
+
+    def publish_queues(self, wanted: ScrapeWanted) -> None: ...
+
+    def slave_progress(self, confirmed: int) -> None: ...
+
+
+def carry_out(b: Seat, note: object) -> None:
     """One note of the inbox."""
     st = b.state
     match note:
@@ -74,7 +116,7 @@ def carry_out(b: Broker, note: object) -> None:
             log.error("unknown note for the serving thread: %r", note)
 
 
-def promote(b: Broker, epoch: int, isr: frozenset[int] | None) -> None:
+def promote(b: Seat, epoch: int, isr: frozenset[int] | None) -> None:
     """Become master at ``epoch`` (the controller holds the master node and
     published the in-sync set ``isr``)."""
     b.parts.stop("promoted")
@@ -92,7 +134,7 @@ def promote(b: Broker, epoch: int, isr: frozenset[int] | None) -> None:
              b.store.commitlog.max_offset)
 
 
-def demote(b: Broker, why: str) -> None:
+def demote(b: Seat, why: str) -> None:
     """Stop acking writes now; follow whoever is master next (a ``Follow`` order)."""
     st = b.state
     if st.role != Role.MASTER:
@@ -102,12 +144,12 @@ def demote(b: Broker, why: str) -> None:
     b.share_follower.reset()              # the master's book may hold what a cut takes
     b.parts = SlaveParts()                # following nobody until a Follow order
     for w, status, error in owed:
-        b.dispatcher.reply(w.identity, w.request_id, w.type, status, error, w.response)
+        b.answers.reply(w.identity, w.request_id, w.type, status, error, w.response)
     b.publish()
     log.warning("serving as SLAVE: %s", why)
 
 
-def follow(b: Broker, epoch: int, cut: int) -> None:
+def follow(b: Seat, epoch: int, cut: int) -> None:
     """Follow the master of ``epoch``: truncate what the group does not share, then replicate."""
     st = b.state
     if st.role == Role.MASTER:
@@ -129,7 +171,7 @@ def follow(b: Broker, epoch: int, cut: int) -> None:
     b.publish()
 
 
-def drain_for_handover(b: Broker) -> None:
+def drain_for_handover(b: Seat) -> None:
     """Planned switchover: refuse new writes; hand over once a slave holds
     all. A master that handed over is a slave stepping down: its snapshot
     says it is drained, and the controller releases the master node."""

@@ -16,7 +16,8 @@ from kazoo.security import OPEN_ACL_UNSAFE
 from duomq.auth.acl import ADMIN
 from duomq.auth.domains import CLIENT_DOMAIN, HA_DOMAIN
 from duomq.auth.guard import Guard
-from duomq.auth.users import User, UserAdmin, UserRegistry
+from duomq.auth.user import User
+from duomq.auth.users import UserAdmin, UserRegistry
 from duomq.auth.zk_keeper import AclKeeper, AclSweeper
 from duomq.common.config import BrokerConfig
 from duomq.common.credentials import (

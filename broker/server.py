@@ -15,6 +15,7 @@ which the controller, the member-info writer and metrics scrapes read.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -108,12 +109,14 @@ class Broker(BrokerCore):
         self.inbox = Inbox()
         self.outbox = Outbox(self.router, config.max_queued_bytes_per_client,
                              config.client_mute_ms / 1000)
-        # when an ASYNC send's visible offsets are computed (its ack's hook)
-        self.after_sends = visibility.AfterSends(self)
-        self.dispatcher = Dispatcher(self, self.outbox, HANDLERS, self.after_sends.before_answer)
-        self.busy_poll = self.metrics.busy_poll = BusyPoll(config.busy_poll_us)
+        self.answers.bind(self.outbox, functools.partial(visibility.recompute, self))
         if self.security is not None:
-            self.dispatcher.guard = self.guard = self.security.guard
+            self.guard = self.security.guard
+        # when an ASYNC send's visible offsets are computed (its ack's hook)
+        self.dispatcher = Dispatcher(self, self.outbox, HANDLERS,
+                                     functools.partial(visibility.before_answer, self),
+                                     guard=self.guard)
+        self.busy_poll = self.metrics.busy_poll = BusyPoll(config.busy_poll_us)
         self.zk = None
         self.metrics_server: Any = None     # prometheus_client's WSGI server
         self.controller: HaController | None = None
@@ -124,8 +127,6 @@ class Broker(BrokerCore):
         self._next_tx_check = 0.0
         self._next_retention = 0.0
         self._next_scan = 0.0
-        # queues written to whose entries are not all visible yet: (topic, queue) -> end
-        self.pending_queues: dict[tuple[str, int], int] = {}
         self.queue_snapshot: QueueSnapshot | None = None     # the last a scrape asked for
         self._told_controller: tuple | None = None
 
@@ -240,12 +241,12 @@ class Broker(BrokerCore):
         for s in self._services:
             s.shutdown()
         self._drain_notifications()
-        self.dispatcher.answer_late()       # (a turn that raised left them)
+        self.answers.end_turn()             # (a turn that raised left them)
         visibility.release_waiters(self)
         for w, _status, _error in self.parts.stop("the broker shut down"):
-            self.dispatcher.reply(w.identity, w.request_id, w.type, pb.SERVICE_NOT_AVAILABLE,
-                                  "broker shut down before the send was durable; it is stored",
-                                  None)
+            self.answers.reply(w.identity, w.request_id, w.type, pb.SERVICE_NOT_AVAILABLE,
+                               "broker shut down before the send was durable; it is stored",
+                               None)
         self.offsets.persist(force=True)
         self.store.close()
         zkutil.close(self.zk)
@@ -273,7 +274,7 @@ class Broker(BrokerCore):
         busy = self.busy_poll
         events: dict = {}
         try:
-            outbox, after_sends = self.outbox, self.after_sends
+            outbox, answers = self.outbox, self.answers
             while not self._stopping:
                 if events:
                     busy.spin(router, ha_router, notify)
@@ -281,7 +282,7 @@ class Broker(BrokerCore):
                                           else self._poll_ms()))
                 if events:
                     busy.woke()
-                after_sends.now = False
+                answers.turn_begins()
                 if outbox.waiting:
                     outbox.flush()
                 if notify_key in events:
@@ -292,8 +293,8 @@ class Broker(BrokerCore):
                     if st.role == Role.SLAVE:
                         visibility.update_visible(self)   # replication moved it without waking us
                     self._drain_router()
-                    if after_sends.owed:          # ASYNC: before the transfers, they carry
-                        after_sends.pay()         # the offsets it moved
+                    if answers.offsets_owed:      # ASYNC: before the transfers, they carry
+                        answers.pay()             # the offsets it moved
                 if st.appended:
                     st.appended = False
                     # what was just written leaves for the slaves first, before
@@ -302,14 +303,12 @@ class Broker(BrokerCore):
                     self._replicate()
                     if self.sync_flush and self.flush_service is not None:
                         self._group_commit()
-                after_sends.settle()              # the last send's queue entries: after those
+                answers.settle()                  # the last send's queue entries: after those
                 self._pump_schedule()
-                if not after_sends.current():     # first: transfers carry the newest confirmed
-                    visibility.update_visible(self)   # offset
-                self._replicate()
+                visibility.update_unless_current(self)   # first: transfers carry the newest
+                self._replicate()                        # confirmed offset
                 self._housekeeping()
-                if self.dispatcher.late:          # acks held to the turn's end
-                    self.dispatcher.answer_late()  # (AfterSends.before_answer)
+                answers.end_turn()                # acks held to the turn's end
         finally:
             self._shutdown()
 
@@ -364,9 +363,8 @@ class Broker(BrokerCore):
         m.transactions.commit_progress(self.state.visible_offset)
 
     def _drain_router(self) -> None:
-        dispatch, serving = self.dispatcher.dispatch, self.after_sends.serving
+        dispatch = self.dispatcher.dispatch
         for frames, who in self.router.requests(MAX_DRAIN):
-            serving()
             dispatch(frames, who)
 
     def _drain_ha(self) -> None:

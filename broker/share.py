@@ -224,16 +224,16 @@ def serve_held(b, now: float, topics: set[str] | None = None) -> None:
     now_ms = _now_ms()
     for h in holds:
         if m is None or not b.writable():
-            b.dispatcher.reply(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
-                               pb.PopResponse())
+            b.answers.reply_held(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
+                                   pb.PopResponse())
             continue
         key = (h.request.consumer_group, h.request.topic)
         wanted = h.request.topic in topics if topics is not None else \
             m.share.book.due_by(key, now_ms)
         if not wanted or key in dry:
             if topics is None and now >= h.deadline:
-                b.dispatcher.reply(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
-                                   pb.PopResponse())
+                b.answers.reply_held(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
+                                       pb.PopResponse())
             else:
                 keep.append(h)
             continue
@@ -242,16 +242,16 @@ def serve_held(b, now: float, topics: set[str] | None = None) -> None:
             found, answer = _serve(b, m, h.identity, h.request_id, h.request, queues,
                                    h.owner) if queues else (False, None)
         except Exception as exc:  # noqa: BLE001 - answered with its status
-            b.dispatcher.reply(h.identity, h.request_id, pb.POP, *answer_for(exc), None)
+            b.answers.reply_held(h.identity, h.request_id, pb.POP, *answer_for(exc), None)
             continue
         if found:
             if answer is not None:
-                b.dispatcher.reply(h.identity, h.request_id, pb.POP, *answer)
+                b.answers.reply_held(h.identity, h.request_id, pb.POP, *answer)
             continue
         dry.add(key)
         if topics is None and now >= h.deadline:
-            b.dispatcher.reply(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
-                               pb.PopResponse())
+            b.answers.reply_held(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
+                                   pb.PopResponse())
         else:
             keep.append(h)
     if topics is None and m is not None:

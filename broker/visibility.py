@@ -10,9 +10,10 @@ sends waiting for it are acked and the pulls held for it answered."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from duomq.broker import share
+from duomq.broker.core import BrokerCore
+from duomq.broker.dispatcher import handle
 from duomq.broker.processors import (
     pull_held,
     pull_many_held,
@@ -24,23 +25,25 @@ from duomq.broker.requests import Request
 from duomq.common.role import Role
 from duomq.proto import pb
 
-if TYPE_CHECKING:
-    from duomq.broker.server import Broker
 
+def before_answer(b: BrokerCore, request: Request, answer) -> bool:
+    """The dispatcher's hook, before a handler's answer leaves; True when
+    the answer is to leave at the end of the loop's turn
+    (``AnswerBook.at_turn_end``): an ASYNC send whose answer woke a consumer.
 
-class AfterSends:
-    """What a send leaves for after its ack, in the serving loop's turn
+    What a send leaves for after its ack, in the serving loop's turn
     (issue 41: ~35 us of a one-outstanding send's round trip): the second
     half of its write (its queue entries, its producer's sequence, the
-    offsets published: ``MessageStore.finish``) and, for an ASYNC send (no
-    flush or replication to wait for), the visible offsets it moved. Both
-    are done before the next request is served (``serving``), so a pull or a
-    retry sent after the ack finds the message, and before the turn goes on
-    (``settle``: after the turn's transfers to the slaves and its group
-    commit, which read only the log, so a SYNC send's records leave first;
-    an ASYNC send's offsets before them, as the transfers carry them: ``pay``);
-    and before the ack leaves when a pull is held, so that
-    held pulls are answered first (the consumer's answer goes out ahead of
+    offsets published: the store's ``SecondHalf``) and, for an ASYNC send
+    (no flush or replication to wait for), the visible offsets it moved,
+    both owed in the answer book. Both are paid before the next request is
+    served (``AnswerBook.serving``), so a pull or a retry sent after the ack
+    finds the message, and before the turn goes on (``AnswerBook.settle``:
+    after the turn's transfers to the slaves and its group commit, which
+    read only the log, so a SYNC send's records leave first; an ASYNC
+    send's offsets before them, as the transfers carry them:
+    ``AnswerBook.pay``); and before the ack leaves when a pull is held, so
+    that held pulls are answered first (the consumer's answer goes out ahead of
     the producer's ack: on a busy host, waking the producer first delayed
     the consumer by about 0.2 ms at the median). A PULL held at the end of
     the queue written is answered from the staged batch itself, ahead of
@@ -48,7 +51,7 @@ class AfterSends:
     unless other pulls or share holds wait on that queue.
 
     A send that woke a consumer so is acked at the end of the loop's turn,
-    after the rest of the turn's work (``Dispatcher.answer_late``). A
+    after the rest of the turn's work (``AnswerBook.end_turn``). A
     socket's wake-up tells the kernel the writer will sleep soon (a "sync"
     wake-up), so while the consumer just woken ran on the other CPU, the
     producer woken by its ack was put on the serving thread's CPU and ran
@@ -59,69 +62,44 @@ class AfterSends:
     consumer tailing its queue pays the turn's tail on each ack (1,882-1,939
     sends a second against 2,007-2,104); a send whose answer woke no one is
     acked at once, as before."""
-
-    def __init__(self, b: Broker):
-        self.b = b
-        # the offsets were computed after the last request served (an ASYNC
-        # send's): the turn's own update may be skipped (``current``)
-        self.now = False
-        # an ASYNC send was acked and its offsets are not computed yet
-        self.owed = False
-
-    def before_answer(self, request: Request, answer) -> bool:
-        """The dispatcher's hook, before an answer leaves; True when the
-        answer is to leave at the end of the loop's turn (``answer_late``):
-        an ASYNC send whose answer woke a consumer."""
-        b = self.b
-        if request.type == pb.SEND and not (b.sync_flush or b.sync_replication):
-            if b.pull_hold.held or b.share_holds:
-                replies = b.dispatcher.replies
-                key = answer_staged(b)
-                if b.share_holds or key is None or key in b.pull_hold.held:
-                    self.pay()       # other holds on that queue: before the ack, as ever
-                else:
-                    self.owed = True
-                return b.dispatcher.replies != replies
-            self.owed = True
+    if request.type != pb.SEND or b.sync_flush or b.sync_replication:
         return False
+    book = b.answers
+    if b.pull_hold.held or b.share_holds:
+        woken = book.woken
+        key = answer_staged(b)
+        if b.share_holds or key is None or key in b.pull_hold.held:
+            book.pay()       # other holds on that queue: before the ack, as ever
+        else:
+            book.owe_offsets()
+        return book.woken != woken
+    book.owe_offsets()
+    return False
 
-    def serving(self) -> None:
-        """A request is about to be served."""
-        self.settle()
-        self.now = False
 
-    def settle(self) -> None:
-        """Do what the sends served so far left for after their acks."""
-        if self.b.store.owed is not None:
-            self.b.store.finish()
-        if self.owed:
-            self.pay()
+def recompute(b: BrokerCore) -> bool:
+    """``AnswerBook.pay``'s update; True when it stays current until the
+    next write (a slave's offsets move on the replication thread: never)."""
+    update_visible(b)
+    return b.state.role == Role.MASTER
 
-    def pay(self) -> None:
-        """Compute the offsets an ASYNC send moved (answering the pulls they
-        release)."""
-        self.owed = False
-        self.b.store.finish()
-        update_visible(self.b)
-        # (a slave's offsets move on the replication thread: never current)
-        self.now = self.b.state.role == Role.MASTER
 
-    def current(self) -> bool:
-        """Whether the turn's update of the visible offsets would change
-        nothing (issue 41: it cost an ASYNC send ~9 us): the last request
-        served was an ASYNC send whose offsets were computed, and since then
-        nothing was written (the schedule's pump) and no write waits for an
-        ack. What it reads besides (the flushed offset, the slaves' acks)
-        moves only under SYNC_FLUSH or SYNC replication, where sends do not
-        update them, or on news the loop reads before serving requests."""
-        b = self.b
-        if not self.now or b.store.appended:
-            return False
+def update_unless_current(b: BrokerCore) -> None:
+    """The turn's update of the visible offsets, skipped when it would change
+    nothing (issue 41: it cost an ASYNC send ~9 us): the last request served
+    was an ASYNC send whose offsets were computed (``AnswerBook.current``),
+    and since then nothing was written (the schedule's pump) and no write
+    waits for an ack. What it reads besides (the flushed offset, the slaves'
+    acks) moves only under SYNC_FLUSH or SYNC replication, where sends do
+    not update them, or on news the loop reads before serving requests."""
+    if b.answers.current() and not b.store.appended:
         m = b.master()
-        return m is None or not len(m.ack_waiters)
+        if m is None or not len(m.ack_waiters):
+            return
+    update_visible(b)
 
 
-def update_visible(b: Broker) -> None:
+def update_visible(b: BrokerCore) -> None:
     """Recompute the replicated and visible offsets; answer what they allow."""
     st = b.state
     visible = b.parts.visible(b.store.dispatched_offset, st)
@@ -134,10 +112,10 @@ def update_visible(b: Broker) -> None:
     woke = False
     if visible > st.visible_offset:
         st.visible_offset = visible
-        replies = b.dispatcher.replies
+        woken = b.answers.woken
         answer_ready_pulls(b, visible)
-        woke = b.dispatcher.replies != replies
-    # the sends' acks after the pulls' answers (as ASYNC's, AfterSends.before_answer):
+        woke = b.answers.woken != woken
+    # the sends' acks after the pulls' answers (as ASYNC's, before_answer):
     # a consumer's answer waited behind the producer's, ~200 us under perf
     # at a SYNC ack (`bench/send_timeline.py` with E2E=1); and when a pull
     # was answered, at the turn's end (as an ASYNC send's that woke one)
@@ -145,7 +123,7 @@ def update_visible(b: Broker) -> None:
         release_waiters(b, late=woke)
 
 
-def answer_ready_pulls(b: Broker, visible: int) -> None:
+def answer_ready_pulls(b: BrokerCore, visible: int) -> None:
     """Answer the held pulls of the queues written to whose entries became
     visible: only those queues are looked at, so a send costs the same with
     10 held pulls or 10,000. A queue stays pending until all it was written
@@ -161,11 +139,11 @@ def answer_ready_pulls(b: Broker, visible: int) -> None:
         share.serve_held(b, time.monotonic(), {t for t, _q in keys})
 
 
-def release_waiters(b: Broker, late: bool = False) -> None:
+def release_waiters(b: BrokerCore, late: bool = False) -> None:
     """Ack the writes whose conditions now hold: under the quorum rule with
     the lease, else only what every slave of the in-sync set holds (a
     successor may exist, and it is one of them). ``late``: the acks leave
-    at the end of the loop's turn (``Dispatcher.answer_late``)."""
+    at the end of the loop's turn (``AnswerBook.end_turn``)."""
     m = b.master()
     if m is None or not len(m.ack_waiters):
         return
@@ -180,13 +158,13 @@ def release_waiters(b: Broker, late: bool = False) -> None:
         if w.type == pb.SEND:
             b.mark_replicas(w.response)
         if late:
-            b.dispatcher.late.append((Request(w.identity, w.request_id, w.type, None),
-                                      (pb.OK, "", w.response)))
+            b.answers.at_turn_end(Request(w.identity, w.request_id, w.type, None),
+                                  (pb.OK, "", w.response))
         else:
-            b.dispatcher.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
+            b.answers.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
 
 
-def expire_waiters(b: Broker, now: float) -> None:
+def expire_waiters(b: BrokerCore, now: float) -> None:
     """Answer the writes past a deadline with their condition unmet."""
     m = b.master()
     if m is None:
@@ -200,17 +178,17 @@ def expire_waiters(b: Broker, now: float) -> None:
             else (f"not held by the slaves in sync (sync_replicas {cfg.sync_replicas}, "
                   f"min_sync_replicas {cfg.min_sync_replicas}) within slave_timeout_ms "
                   f"({cfg.slave_timeout_ms} ms)")
-        b.dispatcher.reply(w.identity, w.request_id, w.type, status,
-                           what + "; the message is stored", w.response)
+        b.answers.reply(w.identity, w.request_id, w.type, status,
+                        what + "; the message is stored", w.response)
 
 
-def answer_staged(b: Broker) -> tuple[str, int] | None:
-    """An ASYNC send's staged batch (``MessageStore.staged``): the PULLs held
+def answer_staged(b: BrokerCore) -> tuple[str, int] | None:
+    """An ASYNC send's staged batch (``AnswerBook.staged``): the PULLs held
     at its queue's end that it answers whole (``processors.staged_fits``)
     are answered from its bytes now, ahead of its second half, its offsets
     and its ack (issue 41: ~55 us of an ASYNC pair's e2e). Returns the queue
     (None: no batch is staged)."""
-    staged = b.store.staged()
+    staged = b.answers.staged()
     if staged is None:
         return None
     fresh = staged[0]
@@ -223,23 +201,23 @@ def answer_staged(b: Broker) -> tuple[str, int] | None:
         for p in pulls:
             b.metrics.pull_hold.observe(now - p.since)
             request = Request(p.identity, p.request_id, pb.PULL, p.request)
-            answer = b.dispatcher.call(lambda core, _r: pull_staged(core, staged), request)
+            answer = handle(b, lambda core, _r: pull_staged(core, staged), request)
             if answer is not None:
-                b.dispatcher.answer(request, answer)
+                b.answers.answer_held(request, answer)
     return key
 
 
-def visible_max(b: Broker, topic: str, queue_id: int) -> int:
+def visible_max(b: BrokerCore, topic: str, queue_id: int) -> int:
     cq = b.store.find_queue(topic, queue_id)
     return b.store.visible_max_offset(cq, b.state.visible_offset) if cq else 0
 
 
-def answer_pulls(b: Broker, pulls) -> None:
+def answer_pulls(b: BrokerCore, pulls) -> None:
     """Answer held pulls now (their data arrived, or their wait ended)."""
     now = time.monotonic()
     for p in pulls:
         b.metrics.pull_hold.observe(now - p.since)
         request = Request(p.identity, p.request_id, p.type, p.request)
-        answer = b.dispatcher.call(pull_held if p.type == pb.PULL else pull_many_held, request)
+        answer = handle(b, pull_held if p.type == pb.PULL else pull_many_held, request)
         if answer is not None:
-            b.dispatcher.answer(request, answer)
+            b.answers.answer_held(request, answer)

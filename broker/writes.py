@@ -54,9 +54,10 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
     if req.scheduled:
         resp, end = _put_scheduled(b, m, req, r.user)
     else:
-        # its queue entries and bookkeeping after the ack (AfterSends.serving)
+        # its queue entries and bookkeeping after the ack (the answer book's)
         put = b.store.put_batch(req.topic, req.queue_id, bytearray(req.records), req.count,
                                 numbering, later=True)
+        b.answers.owe(put.rest)
         resp = SendAnswer(b.config.group, put.queue_offset, put.physical_offsets)
         end = put.end_offset
     b.state.appended = True

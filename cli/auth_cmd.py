@@ -35,7 +35,8 @@ from kazoo.security import ACL, Id, Permissions
 
 from duomq.auth import quotas
 from duomq.auth.acl import Policy
-from duomq.auth.users import User, UserAdmin
+from duomq.auth.user import User
+from duomq.auth.users import UserAdmin
 from duomq.auth.zk_keeper import AclSweeper
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.common.credentials import (

@@ -33,7 +33,7 @@ from duomq.store.reads import FILTER_SCAN_ENTRIES, Fresh, GetResult, StoreReads
 from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.reput import Reput
 from duomq.store.retention import deletable_prefix
-from duomq.store.writes import PutResult, StoreWrites
+from duomq.store.writes import PutResult, SecondHalf, StoreWrites
 
 __all__ = ["FILTER_SCAN_ENTRIES", "GetResult", "MessageStore", "PutResult"]
 
@@ -60,7 +60,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
                               config.index_max_entries)
         self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
         self.fresh: Fresh | None = None   # the batch written last, for a pull of it
-        self.owed: tuple | None = None    # a write's second half (StoreWrites.finish)
+        self._unfinished: SecondHalf | None = None   # a write's second half (its finish)
         # (topic, queue, commit-log end) of each write of consume-queue entries,
         # for the serving thread to look at only those queues' held pulls
         # (written by the store's writer: the serving thread, or a slave's
@@ -186,7 +186,8 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         the checkpoint: a clean restart replays nothing (a snapshot taken up
         to PRODUCER_SNAPSHOT_S earlier would make it read that much of the log
         again, through the mapping, keeping those pages mapped)."""
-        self.finish()
+        if self._unfinished is not None:
+            self._unfinished.finish()
         self.commitlog.flush()
         self.checkpoint(final=True)
         self._close_files()

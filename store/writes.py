@@ -31,11 +31,42 @@ log = logging.getLogger(__name__)
 _FLAGS = rec.fields("flags")
 
 
+@dataclass(slots=True, eq=False)
+class SecondHalf:
+    """What a ``put_batch(later=True)`` left for after the send's ack: its
+    queue entries, its keys, its producer's sequence and the offsets
+    published (``StoreWrites._stored``). ``fresh`` is the batch as ``Fresh``
+    will describe it once finished and ``first_offset`` its first record's
+    commit-log offset: what a pull of exactly it is answered with before
+    (``processors.pull_staged``). ``finish`` writes it, once, on the store's
+    writer; the serving loop's answer book (``broker.answers``) calls it
+    before the next request is served, and the store's next write first."""
+    store: StoreWrites
+    cq: ConsumeQueue
+    entries: bytes
+    fresh: Fresh
+    topic_b: bytes
+    numbering: tuple[int, int, int] | None
+    offsets: list[int]
+    keyed: list[tuple[int, int, int]]
+    now: int
+    done: bool = False
+
+    @property
+    def first_offset(self) -> int:
+        return self.offsets[0]
+
+    def finish(self) -> None:
+        if not self.done:
+            self.store._finish(self)
+
+
 @dataclass(slots=True)
 class PutResult:
     queue_offset: int              # queue offset of the first record
     physical_offsets: list[int]    # commit-log offset of each record
     end_offset: int                # commit-log offset just past the batch
+    rest: SecondHalf | None = None  # put_batch(later=True): what is left to write
 
 
 class StoreWrites(OneWriter):
@@ -51,7 +82,7 @@ class StoreWrites(OneWriter):
     full_logged: float
     cannot_write: str              # why the last write failed ("": it did not): a full disk
     fresh: Fresh | None            # the batch written last (``reads.Fresh``)
-    owed: tuple | None             # a write's second half, not done yet (``finish``)
+    _unfinished: SecondHalf | None  # a second half not written yet: the next write finishes it
     epoch: int                     # stamped into every record written (the master's epoch)
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -70,13 +101,14 @@ class StoreWrites(OneWriter):
         ``later``: the common case (a batch that fits the open segment)
         returns once its records are in the commit log, and what follows
         (its queue entries, its keys, its producer's sequence, the offsets
-        published) is done by ``finish``, which the caller must call before
-        anything else reads or writes the store (the serving loop: after
-        the send's ack, before it serves the next request; issue 41). RocketMQ
+        published) is the result's ``rest`` (``SecondHalf``), whose
+        ``finish`` the caller must call before anything else reads the
+        store (the serving loop: after the send's ack, before it serves the
+        next request; issue 41); the next write finishes it first. RocketMQ
         builds its queues from the log after the ack too (its reput)."""
         self._writer("a write")
-        if self.owed is not None:
-            self.finish()
+        if self._unfinished is not None:
+            self._unfinished.finish()
         try:
             put = self._put_batch(topic, queue_id, buf, count, numbering, later)
         except OSError as exc:
@@ -167,35 +199,27 @@ class StoreWrites(OneWriter):
         self.commitlog.append_to(seg, buf)
         end = seg.base + seg.wrote
         if later:
-            self.owed = (cq, entries, Fresh(topic, queue_id, qoff, count, buf, end), topic_b,
-                         numbering, offsets, keyed, now)
-            return PutResult(qoff, offsets, end)
+            rest = self._unfinished = SecondHalf(
+                self, cq, entries, Fresh(topic, queue_id, qoff, count, buf, end), topic_b,
+                numbering, offsets, keyed, now)
+            return PutResult(qoff, offsets, end, rest)
         cq.append(entries, qoff)
         self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, keyed,
                      now)
         return PutResult(qoff, offsets, end)
 
-    def staged(self) -> tuple[Fresh, int] | None:
-        """The batch a ``put_batch(later=True)`` left for ``finish`` (None when
-        none waits), as ``Fresh`` will describe it once finished, and its first
-        record's commit-log offset: what a pull of exactly it is answered with
-        before the second half is written (``processors.pull_staged``)."""
-        owed = self.owed
-        return None if owed is None else (owed[2], owed[5][0])
-
-    def finish(self) -> None:
-        """The second half of a ``put_batch(later=True)``: its queue entries
-        written (into space reserved before the records were written) and
-        the rest of ``_stored``."""
-        owed = self.owed
-        if owed is None:
-            return
+    def _finish(self, rest: SecondHalf) -> None:
+        """``SecondHalf.finish``: its queue entries written (into space
+        reserved before the records were written) and the rest of
+        ``_stored``."""
         self._writer("a send's queue entries")
-        self.owed = None
-        cq, entries, fresh, topic_b, numbering, offsets, keyed, now = owed
+        rest.done = True
+        if self._unfinished is rest:
+            self._unfinished = None
+        fresh = rest.fresh
         topic, queue_id, qoff = fresh.topic, fresh.queue_id, fresh.queue_offset
         try:
-            cq.append(entries, qoff)
+            rest.cq.append(rest.entries, qoff)
         except BaseException:
             # acked and in the log: what follows it is rebuilt from the log at
             # the next start (recovery replays it from the last checkpoint,
@@ -204,8 +228,8 @@ class StoreWrites(OneWriter):
                          "written: the broker stops; a restart rebuilds them from the commit "
                          "log", topic, queue_id, qoff)
             raise
-        self._stored(topic, topic_b, queue_id, fresh.records, fresh.count, numbering, qoff,
-                     offsets, fresh.end, keyed, now, fresh)
+        self._stored(topic, rest.topic_b, queue_id, fresh.records, fresh.count, rest.numbering,
+                     qoff, rest.offsets, fresh.end, rest.keyed, rest.now, fresh)
 
     def _stored(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray, count: int,
                 numbering: tuple[int, int, int] | None, qoff: int, offsets: list[int],

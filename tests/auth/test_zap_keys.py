@@ -6,7 +6,8 @@ import threading
 import time
 
 from duomq.auth.acl import ADMIN
-from duomq.auth.users import User, UserRegistry
+from duomq.auth.user import User
+from duomq.auth.users import UserRegistry
 from duomq.auth.zap import _Keys
 from duomq.common.credentials import KeyPair
 

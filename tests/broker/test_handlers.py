@@ -28,8 +28,8 @@ TOPIC = "Orders"
 
 def call(core, type_, message, identity=b"client-1"):
     """A request served as the serving loop serves it: what the sends before
-    it left for after their acks is done first (``AfterSends.serving``)."""
-    core.store.finish()
+    it left for after their acks is done first (``AnswerBook.serving``)."""
+    core.answers.settle()
     return HANDLERS[type_](core, Request(identity, 7, type_, message))
 
 
@@ -82,7 +82,7 @@ def send(core, n=3, queue=0, **kw):
     status, error, resp = call(core, pb.SEND, pb.SendRequest(
         topic=TOPIC, queue_id=queue, count=n, records=records(n, **kw)))
     assert status == pb.OK, error
-    core.store.finish()                                        # after the ack, as the loop
+    core.answers.settle()                                      # after the ack, as the loop
     core.state.visible_offset = core.store.dispatched_offset   # ASYNC: visible at once
     return resp
 
@@ -316,7 +316,7 @@ def test_a_held_pull_answered_from_the_staged_batch_is_answered_as_after_its_sec
             status, error, _resp = HANDLERS[pb.SEND](core, Request(b"p", i, pb.SEND, pb.SendRequest(
                 topic=TOPIC, queue_id=queue, count=n, records=batch)))
             assert status == pb.OK, error
-            staged = core.store.staged()      # None: a segment to open, written at once
+            staged = core.answers.staged()      # None: a segment to open, written at once
             assert staged is None or staged[0].queue_offset == qoff
             early = None
             # as the PULL handler holds it: on its queue, with its offset and limits read
@@ -328,9 +328,9 @@ def test_a_held_pull_answered_from_the_staged_batch_is_answered_as_after_its_sec
                 before = core.state.redirects
                 early = pull_staged(core, staged)
                 early_redirects = core.state.redirects - before
-            core.store.finish()
+            core.answers.settle()
             core.state.visible_offset = core.parts.visible(core.store.dispatched_offset, core.state)
-            assert core.store.staged() is None
+            assert core.answers.staged() is None
             if early is not None:
                 before = core.state.redirects
                 late = pull_held(core, Request(b"c", i, pb.PULL, req))

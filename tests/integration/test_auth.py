@@ -18,7 +18,8 @@ import zmq
 from kazoo.exceptions import NoAuthError
 
 from duomq.auth.acl import Policy
-from duomq.auth.users import User, UserAdmin
+from duomq.auth.user import User
+from duomq.auth.users import UserAdmin
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.remoting import RemotingClient
 from duomq.common.credentials import Credentials, KeyPair, digest_id, user_zk_login

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from duomq.auth.acl import NEEDS, Permission, Policy, needs, topic_read
-from duomq.auth.users import User, UserAdmin
+from duomq.auth.user import User
+from duomq.auth.users import UserAdmin
 from duomq.client import Message, Producer, TransactionProducer
 from duomq.client.remoting import RemotingClient
 from duomq.common.credentials import Credentials, KeyPair

@@ -8,7 +8,8 @@ import pytest
 import zmq
 
 from duomq.auth.acl import Policy
-from duomq.auth.users import User, UserAdmin
+from duomq.auth.user import User
+from duomq.auth.users import UserAdmin
 from duomq.common.credentials import Credentials, KeyPair, init_cluster_keys
 from duomq.common.message import decode_records
 from duomq.coordinator import zk as zkutil

@@ -321,7 +321,7 @@ def test_an_ack_that_woke_a_consumer_leaves_at_the_turns_end_and_others_at_once(
         local_cluster, transport):
     """An ASYNC send whose answer woke a consumer (a PULL held at its
     queue's end, answered from the staged batch) is acked at the end of the
-    loop's turn (``AfterSends.before_answer``): after the pull's answer and
+    loop's turn (``visibility.before_answer``): after the pull's answer and
     after the answers to requests served later in the same turn; a send
     that woke no one is acked at once. On one connection, a SEND and a PULL
     of another queue (no wait) written together, so both are read in one

@@ -74,21 +74,36 @@ def test_a_write_from_another_thread_is_refused_and_changes_nothing(store, what)
 
 
 def test_a_deferred_sends_second_half_is_written_by_the_writer_only(store):
-    """``put_batch(later=True)`` leaves its queue entries owed; ``finish``
-    from another thread is refused and leaves them owed, and the writer's
-    own finish writes them (a finish with nothing owed writes nothing, so
-    any thread may call it)."""
+    """``put_batch(later=True)`` leaves its queue entries owed (the
+    result's ``rest``); its ``finish`` from another thread is refused and
+    leaves them owed, and the writer's own finish writes them, once (a
+    finish of what is written writes nothing, so any thread may call it)."""
     queue = store.find_queue("T", 0).max_offset
-    store.put_batch("T", 0, bytearray(rec.encode_record(b"T", b"", b"", b"", b"late", 1)), 1,
-                    later=True)
-    assert store.owed is not None
-    exc = on_another_thread(store.finish)
+    rest = store.put_batch("T", 0, bytearray(rec.encode_record(b"T", b"", b"", b"", b"late", 1)),
+                           1, later=True).rest
+    assert rest is not None and not rest.done
+    exc = on_another_thread(rest.finish)
     assert isinstance(exc, NotTheWriter), exc
     assert str(exc).startswith("a send's queue entries from thread 'intruder'")
-    assert store.owed is not None and store.find_queue("T", 0).max_offset == queue
-    store.finish()
-    assert store.owed is None and store.find_queue("T", 0).max_offset == queue + 1
-    assert on_another_thread(store.finish) is None
+    assert not rest.done and store.find_queue("T", 0).max_offset == queue
+    rest.finish()
+    assert rest.done and store.find_queue("T", 0).max_offset == queue + 1
+    rest.finish()
+    assert store.find_queue("T", 0).max_offset == queue + 1
+    assert on_another_thread(rest.finish) is None
+
+
+def test_the_next_write_finishes_a_second_half_left_owed(store):
+    """A write after a ``put_batch(later=True)`` whose rest nobody finished
+    writes that rest first: the queue's offsets stay in order."""
+    queue = store.find_queue("T", 0).max_offset
+    first = store.put_batch("T", 0, bytearray(rec.encode_record(b"T", b"", b"", b"", b"a", 1)),
+                            1, later=True)
+    second = store.put_batch("T", 0, bytearray(rec.encode_record(b"T", b"", b"", b"", b"b", 1)),
+                             1)
+    assert first.rest is not None and first.rest.done
+    assert (first.queue_offset, second.queue_offset) == (queue, queue + 1)
+    assert store.find_queue("T", 0).max_offset == queue + 2
 
 
 def test_a_thread_that_adopts_the_store_is_its_writer_from_then_on(store):
