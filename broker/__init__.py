@@ -9,5 +9,7 @@ where a request is decoded, authorized, handled, timed and answered
 (``answers``), the handlers (``processors``, ``writes``) and the services
 both roles use (``pull_hold``, ``health``, ``metrics``). A role's own duties
 are reached only through its parts (``duomq.master.parts``,
-``duomq.slave.parts``); the role is decided by ``coordinator.ha_controller``.
+``duomq.slave.parts``), by the calls both answer (``role_parts``), and
+only ``role_switch`` makes them; the role is decided by
+``coordinator.ha_controller``.
 """

@@ -20,7 +20,6 @@ from duomq.broker.requests import Answer, Request, master_only
 from duomq.common.config import BrokerConfig, parse_settings
 from duomq.common.errors import BadRequestError, ConfigError
 from duomq.common.names import validate_name
-from duomq.master.parts import MasterParts
 from duomq.proto import pb
 
 RUNTIME = frozenset({
@@ -86,6 +85,4 @@ def broker_config(b: BrokerCore, r: Request) -> Answer:
 def apply(b: BrokerCore, config: BrokerConfig) -> None:
     """The new config, wherever a runtime setting is read."""
     b.config = config
-    parts = b.parts
-    if isinstance(parts, MasterParts):
-        parts.config = config
+    b.parts.apply(config)

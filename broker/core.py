@@ -15,10 +15,12 @@ from duomq import __version__
 from duomq.auth.acl import Permission
 from duomq.auth.guard import Guard
 from duomq.auth.quotas import Quotas, UsageBook
+from duomq.broker import role_switch
 from duomq.broker.answers import AnswerBook
 from duomq.broker.health import BrokerHealth
 from duomq.broker.metrics import BrokerMetrics
 from duomq.broker.pull_hold import PullRequestHoldService
+from duomq.broker.role_parts import RoleParts
 from duomq.broker.snapshot import BrokerSnapshot
 from duomq.broker.state import BrokerState
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
@@ -28,13 +30,9 @@ from duomq.common.role import Role
 from duomq.coordinator.nodes import MemberNode
 from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush.services import FlushService
-from duomq.master.parts import MasterParts
-from duomq.slave.parts import SlaveParts
 from duomq.store import MessageStore
 from duomq.store.consumer_offsets import ConsumerOffsetManager
 from duomq.store.share_book import ShareFollower
-
-Parts = MasterParts | SlaveParts
 
 
 @dataclass
@@ -77,7 +75,7 @@ class BrokerCore:
         self.total_memory = usable_memory()      # the machine's, or a pod's limit
         # what only the current role has: swapped on every role change
         # (``role_switch``); a slave following nobody until the election says
-        self.parts: Parts = SlaveParts()
+        self.parts: RoleParts = role_switch.following_nobody()
         # what other threads read of this broker (``snapshot``): published by
         # the serving thread, replaced whole
         self.snapshot = BrokerSnapshot()
@@ -135,19 +133,14 @@ class BrokerCore:
         m = self.registry.master if self.registry else None
         return m.broker_id if m else None
 
+    @property
+    def role(self) -> Role:
+        return self.parts.role
+
     def writable(self) -> bool:
         """A master that takes writes: not handing over, and holding its lease
-        or able to ack without it (``MasterParts.acks_without_lease``)."""
-        st = self.state
-        if st.role != Role.MASTER or st.draining:
-            return False
-        if st.lease_valid(time.monotonic()):
-            return True
-        m = self.master()
-        return m is not None and m.acks_without_lease()
-
-    def leased(self) -> bool:
-        return self.state.lease_valid(time.monotonic())
+        or able to ack without it (``MasterParts.writable``)."""
+        return self.parts.writable(time.monotonic())
 
     def epoch_history(self) -> tuple[tuple[int, int], ...]:
         """The group's epochs and their start offsets, as the HA controller
@@ -156,25 +149,13 @@ class BrokerCore:
         return controller.epoch_history if controller is not None else ()
 
     def not_writable_reason(self) -> str:
-        st = self.state
-        if st.role != Role.MASTER:
-            return f"broker {self.config.group}/{self.config.broker_id} is a slave; the " \
-                   f"master is at {self.master_address() or 'unknown'}"
-        if st.draining:
-            return "the master is handing over to a slave (planned switchover)"
-        return ("the master's ZooKeeper lease has lapsed and allow_lagging_promotion is on (or "
-                "no in-sync set is published): not accepting writes")
-
-    def master(self) -> MasterParts | None:
-        """The master's parts, while this broker is master."""
-        parts = self.parts
-        return parts if isinstance(parts, MasterParts) else None
+        cfg = self.config
+        return self.parts.why_not_writable(f"broker {cfg.group}/{cfg.broker_id}",
+                                           self.master_address())
 
     def replication_lag(self) -> int:
         """A slave: bytes its master holds that it does not (as last heard)."""
-        parts = self.parts
-        return parts.lag_bytes(self.store.commitlog.max_offset) \
-            if isinstance(parts, SlaveParts) else 0
+        return self.parts.lag_bytes(self.store.commitlog.max_offset)
 
     def refetching(self) -> bool:
         """Recovery cut damaged data that valid data followed: until this
@@ -186,13 +167,11 @@ class BrokerCore:
 
     def health(self) -> BrokerHealth:
         parts, st, now = self.parts, self.state, time.monotonic()
-        following, silent = (parts.following, parts.master_silent_s(now)) \
-            if isinstance(parts, SlaveParts) else (False, -1.0)
         return BrokerHealth(
-            role=st.role, following=following, lease_valid=st.lease_valid(now),
-            acks_without_lease=isinstance(parts, MasterParts) and parts.acks_without_lease(),
-            draining=st.draining, epoch=st.epoch, lag_bytes=self.replication_lag(),
-            master_silent_s=silent, cannot_write=self.store.cannot_write)
+            role=parts.role, following=parts.following, lease_valid=parts.lease_valid(now),
+            acks_without_lease=parts.acks_without_lease(), draining=parts.draining,
+            epoch=st.epoch, lag_bytes=self.replication_lag(),
+            master_silent_s=parts.master_silent_s(now), cannot_write=self.store.cannot_write)
 
     def member_info(self) -> MemberNode:
         """This broker's member node, from the last published snapshot (read
@@ -214,13 +193,3 @@ class BrokerCore:
             node = replace(node, master_max_offset=s.master_max_offset, lag_bytes=s.lag_bytes,
                            lag_ms=s.lag_ms, replication_halted=s.replication_halted)
         return node
-
-    def degraded(self) -> bool:
-        """A SYNC master acking with fewer slaves than sync_replicas."""
-        m = self.master()
-        return m is not None and m.degraded(self.state.in_sync_replicas)
-
-    def mark_replicas(self, resp) -> None:
-        """Say on a send's answer how many slaves were in sync when it was acked."""
-        resp.in_sync_replicas = self.state.in_sync_replicas
-        resp.degraded = self.degraded()

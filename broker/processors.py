@@ -42,10 +42,8 @@ from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, validate_name
 from duomq.coordinator.election import cut_from
 from duomq.format import record as rec
 from duomq.format.record import RecordError
-from duomq.master.parts import MasterParts
 from duomq.proto import pb
 from duomq.proto.wire import PullAnswer
-from duomq.slave.parts import SlaveParts
 from duomq.store.reads import Fresh
 
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)
@@ -167,13 +165,11 @@ def pull_staged(b: BrokerCore, staged: tuple[Fresh, int]) -> Answer:
     its first record's offset deciding the read advice as the queue's entry
     would (a master's: no replica lag)."""
     fresh, phys = staged
-    parts = b.parts
-    assert isinstance(parts, MasterParts)
     cq = b.store.find_queue(fresh.topic, fresh.queue_id)
     assert cq is not None
     end = fresh.queue_offset + fresh.count
     return _found(b, fresh.records, fresh.count, end, cq.min_offset, end,
-                  parts.read_advice(phys, b.total_memory), None)
+                  b.parts.read_advice(phys, b.total_memory, None), None)
 
 
 def pull_many(b: BrokerCore, r: Request) -> Answer | None:
@@ -224,10 +220,7 @@ def _pull_many(b: BrokerCore, r: Request, held: bool) -> Answer | None:
 def _replica_lag(b: BrokerCore, bound_ms: int) -> tuple[int | None, Answer | None]:
     """A slave's lag behind its master (None on a master), and the answer
     REPLICA_LAGGING, naming the lag, when the pull's bound is exceeded."""
-    parts = b.parts
-    if not isinstance(parts, SlaveParts):
-        return None, None
-    return parts.lag_refusal(bound_ms, f"{b.config.group}/{b.config.broker_id}")
+    return b.parts.lag_refusal(bound_ms, f"{b.config.group}/{b.config.broker_id}")
 
 
 def _with_lag(resp: PullAnswer, lag: int | None) -> PullAnswer:
@@ -240,14 +233,10 @@ def _advice(b: BrokerCore, cq, queue_offset: int) -> int | None:
     """Read advice for a pull at ``queue_offset`` (decided before the read,
     which would warm the pages it probes): a cold or deep backlog goes to an
     in-sync slave; a slave sends a reader that caught up back to the master."""
-    cfg = b.config
     entry = cq.entry(queue_offset)
     if entry is None:
         return None
-    parts = b.parts
-    if isinstance(parts, MasterParts):
-        return parts.read_advice(entry[0], b.total_memory)
-    return parts.read_advice(entry[0], b.total_memory, cfg.slave_read_back_ratio, b.master_id())
+    return b.parts.read_advice(entry[0], b.total_memory, b.master_id())
 
 
 # ------------------------------------------------------------ offsets
@@ -422,12 +411,10 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
             b.admit(r.user, "groups", g)
     if req.leaving:                      # a client closing: no longer a reader of its groups
         b.clients.pop(key, None)
-        m = b.master()
-        if m is not None:
-            for g in req.consumer_groups:
-                m.share.left_reader(g, key)
+        for g in req.consumer_groups:
+            b.parts.left_reader(g, key)
         return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
-                                               broker_id=b.config.broker_id, role=b.state.role)
+                                               broker_id=b.config.broker_id, role=b.role)
     known = b.clients.get(key)
     if known is None and len(b.clients) >= MAX_CLIENTS:
         raise ServiceNotAvailableError(f"this broker already tracks {MAX_CLIENTS} clients")
@@ -436,29 +423,25 @@ def heartbeat(b: BrokerCore, r: Request) -> Answer:
     if b.group_nodes is not None and req.consumer_groups:
         b.group_nodes(req.consumer_groups)    # their nodes, for their members to join
     return pb.OK, "", pb.HeartbeatResponse(broker_group=b.config.group,
-                                           broker_id=b.config.broker_id, role=b.state.role)
+                                           broker_id=b.config.broker_id, role=b.role)
 
 
 def broker_status(b: BrokerCore, r: Request) -> Answer:
     store, st, cfg = b.store, b.state, b.config
     resp = pb.BrokerStatusResponse(
-        broker_group=cfg.group, broker_id=cfg.broker_id, role=st.role,
+        broker_group=cfg.group, broker_id=cfg.broker_id, role=b.role,
         flush=cfg.flush.value, min_physical_offset=store.commitlog.min_offset,
         max_physical_offset=store.commitlog.max_offset, flushed_offset=st.flushed_offset,
         confirmed_offset=st.visible_offset, bad_requests=st.bad_requests,
         messages_stored=store.messages_stored, clients=len(b.clients), epoch=st.epoch,
-        master_address=b.master_address() or "", replicated_offset=st.replicated_offset,
+        master_address=b.master_address() or "",
         flushes=b.flush_service.syncs if b.flush_service else 0, read_redirects=st.redirects)
     health = b.health()
     resp.ready, resp.ready_reason = readiness(health, cfg.ha_max_gap_bytes,
                                               cfg.ha_housekeeping_ms / 1000)
     resp.master_silent_s = health.master_silent_s
     resp.sync_replicas, resp.min_sync_replicas = cfg.sync_replicas, cfg.min_sync_replicas or 0
-    parts = b.parts
-    if isinstance(parts, MasterParts):
-        parts.describe(resp, st.in_sync_replicas)
-    else:
-        parts.describe(resp)
+    b.parts.describe(resp)
     resp.transaction_checks = b.metrics.transaction_checks
     resp.transactions_discarded = b.metrics.transactions_discarded
     for (topic, qid), cq in sorted(store.queues.items()):

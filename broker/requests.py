@@ -11,12 +11,10 @@ from duomq.broker.core import BrokerCore
 from duomq.broker.request import Answer, Request
 from duomq.common.errors import (
     BadRequestError,
-    NotMasterError,
     ServiceNotAvailableError,
     TopicNotExistError,
 )
 from duomq.common.names import validate_name
-from duomq.common.role import Role
 from duomq.master.parts import MasterParts
 
 __all__ = ["Answer", "Handler", "Request", "client_key", "hosted", "master_only",
@@ -37,10 +35,7 @@ def client_key(user: str | None, client_id: str) -> str:
 # ------------------------------------------------------------ checks
 def master_only(b: BrokerCore) -> MasterParts:
     """The master's parts; NOT_MASTER (with the master's address) on a slave."""
-    m = b.master()
-    if m is None or b.state.role != Role.MASTER:
-        raise NotMasterError(b.not_writable_reason())
-    return m
+    return b.parts.master_duties(b.not_writable_reason)
 
 
 def writable(b: BrokerCore) -> None:

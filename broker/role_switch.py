@@ -11,13 +11,12 @@ import time
 from typing import Any, Protocol
 
 from duomq.broker.answers import AnswerBook
-from duomq.broker.core import Parts
 from duomq.broker.inbox import Flushed, ScrapeWanted, Wake
 from duomq.broker.metrics import BrokerMetrics
+from duomq.broker.role_parts import RoleParts
 from duomq.broker.security import BrokerSecurity
 from duomq.broker.state import BrokerState
 from duomq.common.config import BrokerConfig
-from duomq.common.role import Role
 from duomq.coordinator.orders import (
     Demote,
     Drain,
@@ -46,7 +45,7 @@ class Seat(Protocol):
     config: BrokerConfig
     state: BrokerState
     store: MessageStore
-    parts: Parts
+    parts: RoleParts
     offsets: ConsumerOffsetManager
     metrics: BrokerMetrics
     share_follower: ShareFollower
@@ -64,13 +63,21 @@ class Seat(Protocol):
     @property
     def security(self) -> BrokerSecurity | None: ...
 
-    def master(self) -> MasterParts | None: ...
-
     def publish(self) -> None: ...
 
     def publish_queues(self, wanted: ScrapeWanted) -> None: ...
 
     def slave_progress(self, confirmed: int) -> None: ...
+
+
+def following_nobody() -> SlaveParts:
+    """A broker's parts until its group's election says whom it follows."""
+    return SlaveParts()
+
+
+def _master(b: Seat) -> MasterParts | None:
+    parts = b.parts
+    return parts if isinstance(parts, MasterParts) else None
 
 
 def carry_out(b: Seat, note: object) -> None:
@@ -80,31 +87,34 @@ def carry_out(b: Seat, note: object) -> None:
         case Flushed(offset):
             st.flushed_offset = max(st.flushed_offset, offset)
         case Lease(until):
-            st.lease_until = until
-        case Promote(epoch, isr):
-            promote(b, epoch, isr)
+            m = _master(b)
+            if m is not None:       # a slave acks nothing: a lease for a term that ended
+                m.lease_until = until
+        case Promote(epoch, isr, lease_until):
+            promote(b, epoch, isr, lease_until)
         case Follow(epoch, cut):
             follow(b, epoch, cut)
         case Halt():
             if isinstance(b.parts, SlaveParts) and b.parts.following:
                 b.parts.stop("about to claim the group: the log stops here")
-                b.parts = SlaveParts()
+                b.parts = following_nobody()
                 b.publish()
         case Demote(why):
             demote(b, why)
         case Drain(on=True):
             drain_for_handover(b)
         case Drain(on=False):
-            if b.state.draining and not b.state.stepping_down:
+            m = _master(b)
+            if m is not None and m.draining and not st.stepping_down:
                 log.info("switchover withdrawn: taking writes again")
-                b.state.draining = False
+                m.draining = False
                 b.publish()
         case IsrWriting(members):
-            m = b.master()
+            m = _master(b)
             if m is not None:
                 m.ha.isr_writing |= members
         case IsrPublished(members):
-            m = b.master()
+            m = _master(b)
             if m is not None:
                 m.ha.isr = members
                 m.ha.isr_writing = frozenset()
@@ -116,18 +126,17 @@ def carry_out(b: Seat, note: object) -> None:
             log.error("unknown note for the serving thread: %r", note)
 
 
-def promote(b: Seat, epoch: int, isr: frozenset[int] | None) -> None:
-    """Become master at ``epoch`` (the controller holds the master node and
-    published the in-sync set ``isr``)."""
+def promote(b: Seat, epoch: int, isr: frozenset[int] | None, lease_until: float = 0.0) -> None:
+    """Become master at ``epoch`` (the controller holds the master node,
+    published the in-sync set ``isr`` and granted the lease ``lease_until``)."""
     b.parts.stop("promoted")
     m = MasterParts(b.store, b.config, epoch, b.offsets, b.ha_router, b.metrics, b.zk,
-                    b.share_follower.hand_over(b.store))
+                    b.share_follower.hand_over(b.store), lease_until)
     m.ha.isr = isr
     b.parts = m
     st = b.state
     st.flushed_offset = m.flushed_at_start
-    st.epoch, st.role, st.draining, st.stepping_down = epoch, Role.MASTER, False, False
-    st.replicated_offset = -1
+    st.epoch, st.stepping_down = epoch, False
     b.metrics.promotions += 1
     b.publish()
     log.info("serving as MASTER of %s at epoch %d from offset %d", b.config.group, epoch,
@@ -136,13 +145,12 @@ def promote(b: Seat, epoch: int, isr: frozenset[int] | None) -> None:
 
 def demote(b: Seat, why: str) -> None:
     """Stop acking writes now; follow whoever is master next (a ``Follow`` order)."""
-    st = b.state
-    if st.role != Role.MASTER:
+    m = _master(b)
+    if m is None:
         return
-    st.role, st.draining = Role.SLAVE, False
-    owed = b.parts.stop(why)
+    owed = m.stop(why)
     b.share_follower.reset()              # the master's book may hold what a cut takes
-    b.parts = SlaveParts()                # following nobody until a Follow order
+    b.parts = following_nobody()          # until a Follow order
     for w, status, error in owed:
         b.answers.reply(w.identity, w.request_id, w.type, status, error, w.response)
     b.publish()
@@ -152,7 +160,7 @@ def demote(b: Seat, why: str) -> None:
 def follow(b: Seat, epoch: int, cut: int) -> None:
     """Follow the master of ``epoch``: truncate what the group does not share, then replicate."""
     st = b.state
-    if st.role == Role.MASTER:
+    if _master(b) is not None:
         demote(b, f"broker of epoch {epoch} is master")
     b.parts.stop(f"following the master of epoch {epoch}")
     if truncate(b.store, epoch, cut):
@@ -175,15 +183,11 @@ def drain_for_handover(b: Seat) -> None:
     """Planned switchover: refuse new writes; hand over once a slave holds
     all. A master that handed over is a slave stepping down: its snapshot
     says it is drained, and the controller releases the master node."""
-    st = b.state
-    m = b.master()
-    if st.role != Role.MASTER or m is None:
+    m = _master(b)
+    if m is None:
         return
-    if not st.draining:
+    if m.drain(time.monotonic(), b.state.visible_offset):
         log.info("switchover requested: draining writes")
-        st.draining = True
-        st.drain_started = time.monotonic()
-        m.ask_reports(st.drain_started, st.visible_offset)
-    if m.ready_to_hand_over(st.drain_started):
-        st.stepping_down = True
+    if m.ready_to_hand_over():
+        b.state.stepping_down = True
         demote(b, "handed over by a planned switchover")

@@ -42,7 +42,6 @@ from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
 from duomq.common.gc_pauses import GcWatch
 from duomq.common.grace import STOP_S
-from duomq.common.role import Role
 from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
@@ -56,8 +55,6 @@ from duomq.transport.zsend import readable
 
 log = logging.getLogger(__name__)
 MAX_DRAIN = 512              # client messages handled before looking at other news
-SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
-TX_CHECK_ROUND_S = 1.0      # how often pending transactions are looked at for check-backs
 CLIENT_EXPIRY_S = 120        # a client not heard from this long is forgotten
 MEMBER_INFO_INTERVAL_S = 1.0  # refresh of this broker's member node
 SCRAPE_WAIT_S = 2.0          # a scrape waits this long for the per-queue snapshot
@@ -123,8 +120,6 @@ class Broker(BrokerCore):
         self._stopping = False
         self._watchdog: threading.Timer | None = None
         self._services: list[ServiceThread] = []
-        self._next_schedule = 0.0
-        self._next_tx_check = 0.0
         self._next_retention = 0.0
         self._next_scan = 0.0
         self.queue_snapshot: QueueSnapshot | None = None     # the last a scrape asked for
@@ -237,7 +232,7 @@ class Broker(BrokerCore):
         if self.controller is not None:
             self.controller.stop()
         if self.registry is not None:
-            self.registry.close(master=self.state.role == Role.MASTER)
+            self.registry.close(master=self.parts.leads)
         for s in self._services:
             s.shutdown()
         self._drain_notifications()
@@ -290,7 +285,7 @@ class Broker(BrokerCore):
                 if ha_key in events or ha_backlogged():
                     self._drain_ha()
                 if router_key in events or backlogged():
-                    if st.role == Role.SLAVE:
+                    if not self.parts.offsets_move_here:
                         visibility.update_visible(self)   # replication moved it without waking us
                     self._drain_router()
                     if answers.offsets_owed:      # ASYNC: before the transfers, they carry
@@ -318,9 +313,8 @@ class Broker(BrokerCore):
         housekeeping."""
         if self.outbox.waiting:
             return 1
-        m = self.master()
-        due = m.ha.linger_due if m is not None else None
-        return poll_ms(time.monotonic(), due, self.config.housekeeping_interval_ms / 1000)
+        return poll_ms(time.monotonic(), self.parts.linger_due(),
+                       self.config.housekeeping_interval_ms / 1000)
 
     def _group_commit(self) -> None:
         """SYNC_FLUSH: with no other request waiting, this thread's own
@@ -338,29 +332,15 @@ class Broker(BrokerCore):
     def _replicate(self) -> None:
         """A master sends its slaves what they lack, and the confirmed offset
         when it moved."""
-        m = self.master()
-        if m is not None:
-            st = self.state
-            now = time.monotonic()     # acks wait on reports: SYNC, or no lease
-            m.ha.pump(now, st.visible_offset, st.draining or (
-                len(m.ack_waiters) > 0 and (m.sync_replication or not st.lease_valid(now))))
+        self.parts.pump(time.monotonic(), self.state.visible_offset)
 
     def _pump_schedule(self) -> None:
-        """Deliver delayed messages that came due (a master taking writes)."""
+        """Deliver delayed messages that came due and check transactions back
+        (a master taking writes)."""
         now = time.monotonic()
-        m = self.master()
-        if m is None or now < self._next_schedule or not self.writable():
-            return
-        self._next_schedule = now + SCHEDULE_INTERVAL_S
-        if m.schedule.pump(time.time_ns() // 1_000_000, self.state.visible_offset):
+        if self.parts.due_work(now, self.state.visible_offset, self.producers,
+                               lambda c, data: self.outbox.send(c, data, now)):
             self.state.appended = True
-        m.transactions.catch_up()
-        if now >= self._next_tx_check:
-            self._next_tx_check = now + TX_CHECK_ROUND_S
-            if m.transactions.check(time.time_ns() // 1_000_000, self.producers,
-                                    lambda c, data: self.outbox.send(c, data, now), self.config):
-                self.state.appended = True
-        m.transactions.commit_progress(self.state.visible_offset)
 
     def _drain_router(self) -> None:
         dispatch = self.dispatcher.dispatch
@@ -376,9 +356,8 @@ class Broker(BrokerCore):
                 parts = self.ha_router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            m = self.master()
-            if len(parts) == 2 and m is not None:
-                m.ha.on_message(parts[0], parts[1], now)
+            if len(parts) == 2:
+                self.parts.on_replication(parts[0], parts[1], now)
 
     # ------------------------------------------------------------ news and snapshots
     def _drain_notifications(self) -> None:
@@ -425,20 +404,17 @@ class Broker(BrokerCore):
         visibility.expire_waiters(self, now)
         if now < self._next_scan:
             return
-        cfg, m = self.config, self.master()
+        cfg = self.config
         self._next_scan = now + cfg.housekeeping_interval_ms / 1000
         if self.pull_hold.held:
             visibility.answer_pulls(self, self.pull_hold.take_expired(now))
         share.serve_held(self, now)          # messages visible again, overdue pops
-        if self.state.role == Role.SLAVE:
-            self.share_follower.catch_up(self.store)   # a promotion applies only the tail
         for identity in self.outbox.expire(now):
             n = self.pull_hold.forget(identity) + share.forget_holds(self, identity)
             log.info("forgot muted client %s (%d held pulls dropped)", identity.hex(), n)
-        if m is not None:
-            m.ha.housekeeping(now)
-            if self.state.draining:
-                role_switch.drain_for_handover(self)
+        self.parts.housekeeping(now, self.store, self.share_follower)
+        if self.parts.draining:
+            role_switch.drain_for_handover(self)
         self.publish()
         if now >= self._next_retention:
             self._next_retention = now + cfg.retention_check_interval_ms / 1000

@@ -202,7 +202,7 @@ def _durable(b: BrokerCore, m: MasterParts, identity: bytes, request_id: int, ty
              resp, end: int) -> Answer | None:
     """The answer now, or None when it waits until ``end`` is as durable as
     a send's (``MasterParts.wait_for_ack``)."""
-    if m.wait_for_ack(end, identity, request_id, resp, type_, leased=b.leased(), rewrite=True):
+    if m.wait_for_ack(end, identity, request_id, resp, type_, rewrite=True):
         return None
     return pb.OK, "", resp
 
@@ -218,12 +218,13 @@ def serve_held(b, now: float, topics: set[str] | None = None) -> None:
     holds = b.share_holds
     if not holds:
         return
-    m = b.master()
+    # a master taking writes serves them; else each is answered empty
+    m = b.parts.master_duties(b.not_writable_reason) if b.writable() else None
     keep = []
     dry: set[tuple[str, str]] = set()      # (group, topic) where a hold found nothing
     now_ms = _now_ms()
     for h in holds:
-        if m is None or not b.writable():
+        if m is None:
             b.answers.reply_held(h.identity, h.request_id, pb.POP, pb.NO_NEW_MESSAGE, "",
                                    pb.PopResponse())
             continue

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 from duomq.common.role import Role
 from duomq.format import record as rec
-from duomq.master.parts import LinkStatus, MasterParts
-from duomq.slave.parts import SlaveParts
+from duomq.master.parts import LinkStatus
 from duomq.store.residency import tail_residency
 
 
@@ -71,9 +70,9 @@ def take(b) -> BrokerSnapshot:
     log = store.commitlog
     report = store.recovery
     common = dict(
-        taken_at=time.monotonic(), role=st.role, epoch=st.epoch,
+        taken_at=time.monotonic(), role=parts.role, epoch=st.epoch,
         local_epoch=store.epoch_file.read(), stepping_down=st.stepping_down,
-        draining=st.draining, drained=st.stepping_down, min_offset=log.min_offset,
+        drained=st.stepping_down, min_offset=log.min_offset,
         max_offset=log.max_offset, flushed_offset=st.flushed_offset,
         confirmed_offset=st.visible_offset, segments=len(log.mfq.segments),
         messages_stored=store.messages_stored, redirects=st.redirects,
@@ -82,20 +81,7 @@ def take(b) -> BrokerSnapshot:
         promotable=b.config.promotable and not b.refetching(),
         recovery=str(report) if report is not None and report.damaged else "",
         cannot_write=store.cannot_write)
-    if isinstance(parts, MasterParts):
-        return BrokerSnapshot(
-            **common, in_sync_replicas=st.in_sync_replicas,
-            replicated_offset=st.replicated_offset,
-            in_sync_ids=frozenset(parts.ha.in_sync_ids(st.visible_offset)),
-            acks_possible=not parts.sync_replication or parts.ha.slaves_available(),
-            degraded=parts.degraded(st.in_sync_replicas), links=parts.links(),
-            transactions_pending=len(parts.transactions.book.pending),
-            share=parts.share.figures())
-    assert isinstance(parts, SlaveParts)
-    return BrokerSnapshot(
-        **common, following=parts.following, master_max_offset=parts.master_max,
-        lag_bytes=parts.lag_bytes(log.max_offset), lag_ms=parts.lag_ms(),
-        replication_halted=parts.halted)
+    return BrokerSnapshot(**common, **parts.snapshot_fields(st.visible_offset, log.max_offset))
 
 
 def _connections(b, port: str) -> tuple[int, int, int] | None:
@@ -119,7 +105,7 @@ def take_queues(b) -> QueueSnapshot:
     store, visible = b.store, b.state.visible_offset
     ends = {key: store.visible_max_offset(cq, visible) for key, cq in store.queues.items()}
     lag: dict[tuple[str, str, int], tuple[int, float]] = {}
-    if b.state.role is Role.MASTER:
+    if b.parts.leads:                      # the offsets committed are the master's
         now_ms = time.time() * 1000
         for (group, topic, qid), committed in b.offsets.items():
             cq = store.find_queue(topic, qid)

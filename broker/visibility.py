@@ -22,7 +22,6 @@ from duomq.broker.processors import (
     staged_readable,
 )
 from duomq.broker.requests import Request
-from duomq.common.role import Role
 from duomq.proto import pb
 
 
@@ -81,7 +80,7 @@ def recompute(b: BrokerCore) -> bool:
     """``AnswerBook.pay``'s update; True when it stays current until the
     next write (a slave's offsets move on the replication thread: never)."""
     update_visible(b)
-    return b.state.role == Role.MASTER
+    return b.parts.offsets_move_here
 
 
 def update_unless_current(b: BrokerCore) -> None:
@@ -92,17 +91,15 @@ def update_unless_current(b: BrokerCore) -> None:
     waits for an ack. What it reads besides (the flushed offset, the slaves'
     acks) moves only under SYNC_FLUSH or SYNC replication, where sends do
     not update them, or on news the loop reads before serving requests."""
-    if b.answers.current() and not b.store.appended:
-        m = b.master()
-        if m is None or not len(m.ack_waiters):
-            return
+    if b.answers.current() and not b.store.appended and not b.parts.acks_waiting():
+        return
     update_visible(b)
 
 
 def update_visible(b: BrokerCore) -> None:
     """Recompute the replicated and visible offsets; answer what they allow."""
     st = b.state
-    visible = b.parts.visible(b.store.dispatched_offset, st)
+    visible = b.parts.visible(b.store.dispatched_offset, st.flushed_offset)
     appended, pending = b.store.appended, b.pending_queues
     while appended:                  # the queues written to (bounded: one key per queue)
         topic, qid, upto = appended.popleft()
@@ -119,8 +116,7 @@ def update_visible(b: BrokerCore) -> None:
     # a consumer's answer waited behind the producer's, ~200 us under perf
     # at a SYNC ack (`bench/send_timeline.py` with E2E=1); and when a pull
     # was answered, at the turn's end (as an ASYNC send's that woke one)
-    if st.role == Role.MASTER:
-        release_waiters(b, late=woke)
+    release_waiters(b, late=woke)
 
 
 def answer_ready_pulls(b: BrokerCore, visible: int) -> None:
@@ -140,39 +136,31 @@ def answer_ready_pulls(b: BrokerCore, visible: int) -> None:
 
 
 def release_waiters(b: BrokerCore, late: bool = False) -> None:
-    """Ack the writes whose conditions now hold: under the quorum rule with
-    the lease, else only what every slave of the in-sync set holds (a
-    successor may exist, and it is one of them). ``late``: the acks leave
-    at the end of the loop's turn (``AnswerBook.end_turn``)."""
-    m = b.master()
-    if m is None or not len(m.ack_waiters):
+    """Ack the writes whose conditions now hold (``MasterParts.ready_acks``;
+    a slave has none). ``late``: the acks leave at the end of the loop's
+    turn (``AnswerBook.end_turn``)."""
+    parts = b.parts
+    if not parts.acks_waiting():
         return
     now = time.monotonic()
-    st = b.state
-    leased = st.lease_valid(now)
-    if not leased and not m.acks_without_lease():
-        return
-    for w in m.ack_waiters.release(*m.conditions(st.flushed_offset, st.replicated_offset,
-                                                 leased)):
-        b.metrics.ack_wait.observe(now - w.since)
-        if w.type == pb.SEND:
-            b.mark_replicas(w.response)
+    ready = parts.ready_acks(b.state.flushed_offset, now)
+    observe, answers = b.metrics.ack_wait.observe, b.answers
+    for w in ready:
+        observe(now - w.since)
         if late:
-            b.answers.at_turn_end(Request(w.identity, w.request_id, w.type, None),
-                                  (pb.OK, "", w.response))
+            answers.at_turn_end(Request(w.identity, w.request_id, w.type, None),
+                                (pb.OK, "", w.response))
         else:
-            b.answers.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
+            answers.reply(w.identity, w.request_id, w.type, pb.OK, "", w.response)
 
 
 def expire_waiters(b: BrokerCore, now: float) -> None:
     """Answer the writes past a deadline with their condition unmet."""
-    m = b.master()
-    if m is None:
+    parts = b.parts
+    if not parts.acks_waiting():
         return
-    cfg, st = b.config, b.state
-    leased = st.lease_valid(now)
-    for w, status in m.ack_waiters.expire(now, *m.conditions(st.flushed_offset,
-                                                              st.replicated_offset, leased)):
+    cfg = b.config
+    for w, status in parts.overdue_acks(b.state.flushed_offset, now):
         what = ("not flushed within sync_flush_timeout_ms "
                 f"({cfg.sync_flush_timeout_ms} ms)") if status == pb.FLUSH_DISK_TIMEOUT \
             else (f"not held by the slaves in sync (sync_replicas {cfg.sync_replicas}, "

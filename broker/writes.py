@@ -66,9 +66,9 @@ def send(b: BrokerCore, r: Request) -> Answer | None:
         return pb.SLAVE_NOT_AVAILABLE, (
             f"stored, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
             f"slaves are in sync to confirm it"), resp
-    if m.wait_for_ack(end, r.identity, r.request_id, resp, leased=b.leased()):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp):
         return None
-    b.mark_replicas(resp)
+    m.mark_replicas(resp)
     return pb.OK, "", resp
 
 
@@ -127,9 +127,9 @@ def _stored_before(b: BrokerCore, m: MasterParts, r: Request, req: pb.SendReques
         return True, (pb.SLAVE_NOT_AVAILABLE, (
             f"stored before, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) "
             f"slaves are in sync to confirm it"), resp)
-    if m.wait_for_ack(end, r.identity, r.request_id, resp, leased=b.leased()):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp):
         return True, None
-    b.mark_replicas(resp)
+    m.mark_replicas(resp)
     return True, (pb.OK, "", resp)
 
 
@@ -189,8 +189,7 @@ def send_back(b: BrokerCore, r: Request) -> Answer | None:
     b.state.appended = True
     where = topic if topic != d.SCHEDULE_TOPIC else RETRY_PREFIX + req.consumer_group
     resp = pb.SendBackResponse(topic=where, physical_offset=put.physical_offsets[0])
-    if m.wait_for_ack(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK,
-                      leased=b.leased(), rewrite=True):
+    if m.wait_for_ack(put.end_offset, r.identity, r.request_id, resp, pb.SEND_BACK, rewrite=True):
         return None
     return pb.OK, "", resp
 
@@ -231,8 +230,7 @@ def end_transaction(b: BrokerCore, r: Request) -> Answer | None:
         return pb.SLAVE_NOT_AVAILABLE, (
             f"ended, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves "
             f"are in sync to confirm it"), resp
-    if m.wait_for_ack(end, r.identity, r.request_id, resp, pb.END_TRANSACTION,
-                      leased=b.leased()):
+    if m.wait_for_ack(end, r.identity, r.request_id, resp, pb.END_TRANSACTION):
         return None
     return pb.OK, "", resp
 

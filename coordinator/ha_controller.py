@@ -243,9 +243,6 @@ class HaController:
         self._term = (epoch, raw, stat.version)
         return True
 
-    def _grant_lease(self, t0: float) -> None:
-        self.post(Lease(t0 + master_ack_lease_s(self.lease_s)))
-
     def _on_state(self, state) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):
             self.post(Lease(0.0))            # stop acking at once
@@ -420,8 +417,10 @@ class HaController:
                  claim.start_offset)
         if claim.gone is not None:
             self._forget_member(claim.gone, claim.epoch)
-        self._grant_lease(t0)
-        self.post(Promote(claim.epoch, self.isr_published))
+        # the term's first lease comes with the order: the serving thread
+        # keeps a lease only in a master's parts
+        self.post(Promote(claim.epoch, self.isr_published,
+                          t0 + master_ack_lease_s(self.lease_s)))
         try:
             self.zk.delete(p.switchover(g))
         except NoNodeError:

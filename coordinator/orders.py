@@ -14,10 +14,12 @@ from duomq.common.role import Role
 
 @dataclass(frozen=True)
 class Promote:
-    """Become master at ``epoch`` (the controller holds the master node and
-    published the in-sync set ``isr``)."""
+    """Become master at ``epoch`` (the controller holds the master node,
+    published the in-sync set ``isr`` and grants the term its first lease,
+    ``lease_until``, monotonic s)."""
     epoch: int
     isr: frozenset[int] | None
+    lease_until: float = 0.0
 
 
 @dataclass(frozen=True)

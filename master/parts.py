@@ -3,13 +3,17 @@ the replication links to its slaves (``ha_service``), the sends waiting for
 their flush and replication (``ack_waiters``), delayed and retried messages
 (``schedule``, ``requeue``), transactions, queue locks for orderly
 consumers, and the consumer groups' retry and dead-letter topics
-(``group_topics``). The serving thread makes one on promotion and drops it
-on demotion (``broker.role_switch``); handlers reach master duties only
-through it, so a slave has none of them by construction."""
+(``group_topics``), and the term's state (its lease, a drain, the offset
+its slaves confirm, how many are in sync). The serving thread makes one on
+promotion and drops it on demotion (``broker.role_switch``); handlers
+reach master duties only through it, so a slave has none of them by
+construction. It answers every call of ``broker.role_parts.RoleParts``."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.delay import parse_levels
@@ -26,14 +30,20 @@ from duomq.proto import pb
 from duomq.replication.ha_service import HAService, LinkStatus
 from duomq.replication.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave
 from duomq.store.residency import window_residency
-from duomq.store.share_book import ShareBook
+from duomq.store.share_book import ShareBook, ShareFollower
 from duomq.transport.zsend import Sent
 
-__all__ = ["LinkStatus", "MasterParts"]
+__all__ = ["AckWaiter", "LinkStatus", "MasterParts"]
+SCHEDULE_INTERVAL_S = 0.02   # how often due delayed messages are looked for
+TX_CHECK_ROUND_S = 1.0      # how often pending transactions are looked at for check-backs
 
 
 class MasterParts:
     role = Role.MASTER
+    leads = True
+    offsets_move_here = True      # the serving thread writes and computes them
+    following = False
+    draining = False              # handing over (this term's: ``drain``)
 
     @staticmethod
     def on_writer(job) -> None:
@@ -42,14 +52,16 @@ class MasterParts:
         job()
 
     def __init__(self, store, config: BrokerConfig, epoch: int, offsets,
-                 ha_socket: Sent, counters, zk=None, share: ShareBook | None = None):
+                 ha_socket: Sent, counters, zk=None, share: ShareBook | None = None,
+                 lease_until: float = 0.0):
         """Own the log at ``epoch``: consume queues complete, the log
         fsynced, the epoch on disk; delayed messages and transactions resume
         from the progress the old master replicated; the replication links
         start afresh. ``zk``: the retry and dead-letter topics of the
         consumer groups heard from are created there (None: not at all).
         ``share``: the share groups' state as the slave kept it (None: the
-        share log is replayed)."""
+        share log is replayed). ``lease_until``: the lease the controller
+        granted with the claim (monotonic s)."""
         store.dispatch()
         store.epoch = epoch          # stamped into every record this term writes (message ids)
         self.flushed_at_start = store.commitlog.flush()
@@ -74,6 +86,18 @@ class MasterParts:
             if zk is not None else None
         if self.group_topics is not None:
             self.group_topics.start()
+        # the term's state (the serving thread's)
+        self.lease_until = lease_until   # monotonic; acks and takes writes only before it
+        self.draining = False            # handing over: no new writes
+        self.drain_started = 0.0         # when (monotonic s): only reports since count
+        self.replicated_offset = -1      # SYNC writes may be acked up to here (-1: too few
+                                         # slaves in sync)
+        self.in_sync_replicas = 0        # slaves that count for SYNC acks now
+        self._next_schedule = 0.0
+        self._next_tx_check = 0.0
+
+    def apply(self, config: BrokerConfig) -> None:
+        self.config = config
 
     # ------------------------------------------------------------ the term's end
     def stop(self, why: str) -> list[tuple[AckWaiter, int, str]]:
@@ -86,18 +110,45 @@ class MasterParts:
                  f"the master stepped down ({why}) before this send was confirmed; it is "
                  f"stored here but may be lost") for w in self.ack_waiters.drain()]
 
-    def ready_to_hand_over(self, since: float) -> bool:
+    def ready_to_hand_over(self) -> bool:
         """A draining master may hand over once a transferring slave holds
-        all it wrote, by a report sent since the drain began (``since``,
-        monotonic s: a hung slave whose last report was in sync would take
-        the master node and leave the group without one until its session
-        expired), and no send waits for its conditions."""
+        all it wrote, by a report sent since the drain began (a hung slave
+        whose last report was in sync would take the master node and leave
+        the group without one until its session expired), and no send
+        waits for its conditions."""
         return len(self.ack_waiters) == 0 and \
-            self.ha.heard_holding(self.store.commitlog.max_offset, since)
+            self.ha.heard_holding(self.store.commitlog.max_offset, self.drain_started)
 
     def ask_reports(self, now: float, confirmed: int) -> None:
         """Every slave asked for a report at once (a hand-over began)."""
         self.ha.ask_reports(now, confirmed)
+
+    def drain(self, now: float, confirmed: int) -> bool:
+        """A planned switchover: writes refused from now on, the slaves asked
+        for reports; True when it began here (it was not draining)."""
+        if self.draining:
+            return False
+        self.draining, self.drain_started = True, now
+        self.ask_reports(now, confirmed)
+        return True
+
+    # ------------------------------------------------------------ the lease
+    def lease_valid(self, now: float) -> bool:
+        return now < self.lease_until
+
+    def writable(self, now: float) -> bool:
+        """Takes writes: not handing over, and holding its lease or able to
+        ack without it (``acks_without_lease``)."""
+        return not self.draining and (now < self.lease_until or self.acks_without_lease())
+
+    def why_not_writable(self, who: str, master_address: str | None) -> str:
+        if self.draining:
+            return "the master is handing over to a slave (planned switchover)"
+        return ("the master's ZooKeeper lease has lapsed and allow_lagging_promotion is on (or "
+                "no in-sync set is published): not accepting writes")
+
+    def master_duties(self, why: Callable[[], str]) -> MasterParts:
+        return self
 
     # ------------------------------------------------------------ acks
     def conditions(self, flushed: int, replicated: int, leased: bool) -> tuple[float, float]:
@@ -122,7 +173,7 @@ class MasterParts:
         return self.ha.isr is not None and not self.config.allow_lagging_promotion
 
     def wait_for_ack(self, end_offset: int, identity: bytes, request_id: int, response,
-                     type_: int = pb.SEND, leased: bool = True, rewrite: bool = False) -> bool:
+                     type_: int = pb.SEND, rewrite: bool = False) -> bool:
         """Register a write (a send, a send back, an end of transaction) that
         waits for its conditions; False when none applies (ack it now).
         Without the lease every write waits for the in-sync set. A
@@ -130,11 +181,11 @@ class MasterParts:
         master the group is alone in (``alone``) waits for no slave: its
         source is as durable as it was, a slave that never saw it can only
         deliver a message again later."""
+        now = time.monotonic()
         alone = rewrite and self.alone()      # no election could pick another: none to wait for
-        replicate = not alone and (self.sync_replication or not leased)
+        replicate = not alone and (self.sync_replication or not self.lease_valid(now))
         if not (self.sync_flush or replicate):
             return False
-        now = time.monotonic()
         cfg = self.config
         self.ack_waiters.add(AckWaiter(
             end_offset,
@@ -157,12 +208,43 @@ class MasterParts:
         a write is stored but cannot be confirmed (SLAVE_NOT_AVAILABLE)."""
         return self.sync_replication and not self.ha.slaves_available()
 
-    def degraded(self, in_sync_replicas: int) -> bool:
+    def degraded(self) -> bool:
         """A SYNC master acking with fewer slaves than sync_replicas."""
-        return self.sync_replication and in_sync_replicas < self.config.sync_replicas
+        return self.sync_replication and self.in_sync_replicas < self.config.sync_replicas
+
+    def mark_replicas(self, resp) -> None:
+        """Say on a send's answer how many slaves were in sync when it was acked."""
+        resp.in_sync_replicas = self.in_sync_replicas
+        resp.degraded = self.degraded()
+
+    def acks_waiting(self) -> int:
+        return len(self.ack_waiters)
+
+    def ready_acks(self, flushed: int, now: float) -> list[AckWaiter]:
+        """The writes whose conditions now hold, their answers marked: under
+        the quorum rule with the lease, else only what every slave of the
+        in-sync set holds (a successor may exist, and it is one of them)."""
+        if not len(self.ack_waiters):
+            return []
+        leased = self.lease_valid(now)
+        if not leased and not self.acks_without_lease():
+            return []
+        ready = self.ack_waiters.release(*self.conditions(flushed, self.replicated_offset,
+                                                          leased))
+        for w in ready:
+            if w.type == pb.SEND:
+                self.mark_replicas(w.response)
+        return ready
+
+    def overdue_acks(self, flushed: int, now: float) -> list[tuple[AckWaiter, int]]:
+        """The writes past a deadline with their condition unmet."""
+        if not len(self.ack_waiters):
+            return []
+        return self.ack_waiters.expire(now, *self.conditions(
+            flushed, self.replicated_offset, self.lease_valid(now)))
 
     # ------------------------------------------------------------ what consumers see
-    def visible(self, end: int, state) -> int:
+    def visible(self, end: int, flushed: int) -> int:
         """What consumers may read of ``end`` (the dispatched log): the flushed
         offset under SYNC_FLUSH, the offset the slaves hold under SYNC
         replication, and from the term's first turn everything the master
@@ -174,16 +256,16 @@ class MasterParts:
         stored and readable, as RocketMQ's), unless a slave is catching up
         to be listed: then it holds still until that slave has it all (a
         slave joins the in-sync set only holding the visible offset,
-        ``HAService.in_sync_ids``). Sets the state's replicated offset and
+        ``HAService.in_sync_ids``). Sets the term's replicated offset and
         in-sync count."""
-        replicated, state.in_sync_replicas = self.ha.ack_state()
-        if not state.lease_valid(time.monotonic()):     # as acks are: the in-sync set holds it
+        replicated, self.in_sync_replicas = self.ha.ack_state()
+        if not self.lease_valid(time.monotonic()):     # as acks are: the in-sync set holds it
             held = self.ha.isr_held_offset()
             replicated = None if held is None or replicated is None else min(replicated, held)
-        state.replicated_offset = replicated if replicated is not None else -1
+        self.replicated_offset = replicated if replicated is not None else -1
         visible = end
         if self.sync_flush:
-            visible = min(visible, state.flushed_offset)
+            visible = min(visible, flushed)
         if self.sync_replication:
             if replicated is not None:
                 visible = min(visible, replicated)
@@ -191,7 +273,7 @@ class MasterParts:
                 visible = 0
         return max(visible, self.start_offset)
 
-    def read_advice(self, phys: int, total_memory: int) -> int | None:
+    def read_advice(self, phys: int, total_memory: int, master_id: int | None = None) -> int | None:
         """The slave a pull at commit-log offset ``phys`` should go to: an
         in-sync one when the backlog there is cold (its page-cache residency)
         or, where residency cannot be told, deeper than
@@ -207,6 +289,18 @@ class MasterParts:
         go = master_says_go_to_slave(behind, total_memory, self.config.access_in_memory_max_ratio,
                                      resident, True)
         return min(slaves) if go else None
+
+    @staticmethod
+    def lag_refusal(bound_ms: int, who: str) -> tuple[int | None, tuple | None]:
+        return None, None              # a master is behind no one
+
+    @staticmethod
+    def lag_bytes(local_end: int) -> int:
+        return 0
+
+    @staticmethod
+    def master_silent_s(now: float) -> float:
+        return -1.0
 
     # ------------------------------------------------------------ delayed and requeued
     def placements(self, msgs: list[MessageExt], queue_id: int, now_ms: int,
@@ -231,16 +325,63 @@ class MasterParts:
         if self.group_topics is not None:
             self.group_topics.heard((consumer_group,))
 
+    def left_reader(self, group: str, client: str) -> None:
+        self.share.left_reader(group, client)
+
+    # ------------------------------------------------------------ the serving loop
+    def pump(self, now: float, visible: int) -> None:
+        """Send the slaves what they lack, and the confirmed offset when it
+        moved (acks wait on reports: SYNC, or no lease)."""
+        self.ha.pump(now, visible, self.draining or (
+            len(self.ack_waiters) > 0 and (self.sync_replication or not self.lease_valid(now))))
+
+    def linger_due(self) -> float | None:
+        return self.ha.linger_due
+
+    def on_replication(self, identity: bytes, data: bytes, now: float) -> None:
+        self.ha.on_message(identity, data, now)
+
+    def due_work(self, now: float, visible: int, producers: Callable[[str, str], list[bytes]],
+                 send: Callable[[bytes, bytes], Any]) -> bool:
+        """Delayed messages that came due delivered, pending transactions
+        checked back (while taking writes); True when it wrote."""
+        if now < self._next_schedule or not self.writable(now):
+            return False
+        self._next_schedule = now + SCHEDULE_INTERVAL_S
+        wrote = bool(self.schedule.pump(time.time_ns() // 1_000_000, visible))
+        self.transactions.catch_up()
+        if now >= self._next_tx_check:
+            self._next_tx_check = now + TX_CHECK_ROUND_S
+            if self.transactions.check(time.time_ns() // 1_000_000, producers, send,
+                                       self.config):
+                wrote = True
+        self.transactions.commit_progress(visible)
+        return wrote
+
+    def housekeeping(self, now: float, store, follower: ShareFollower) -> None:
+        self.ha.housekeeping(now)
+
     # ------------------------------------------------------------ status
     def links(self) -> tuple[LinkStatus, ...]:
         return self.ha.status()
 
-    def describe(self, resp: pb.BrokerStatusResponse, in_sync_replicas: int) -> None:
+    def describe(self, resp: pb.BrokerStatusResponse) -> None:
         """A status answer's master fields."""
-        resp.in_sync_replicas, resp.degraded = in_sync_replicas, self.degraded(in_sync_replicas)
+        resp.replicated_offset = self.replicated_offset
+        resp.in_sync_replicas, resp.degraded = self.in_sync_replicas, self.degraded()
         resp.transactions_pending = len(self.transactions.book.pending)
         resp.isr.extend(sorted(self.ha.isr or ()))
         for link in self.ha.status():
             resp.replicas.add(broker_id=link.broker_id, address=link.address, state=link.state,
                               acked_offset=link.acked_offset, lag_bytes=link.lag_bytes)
         self.share.describe(resp, int(time.time() * 1000))
+
+    def snapshot_fields(self, visible: int, log_end: int) -> dict[str, Any]:
+        """The snapshot's master fields (``broker.snapshot``)."""
+        return dict(in_sync_replicas=self.in_sync_replicas,
+                    replicated_offset=self.replicated_offset,
+                    in_sync_ids=frozenset(self.ha.in_sync_ids(visible)),
+                    acks_possible=not self.sync_replication or self.ha.slaves_available(),
+                    degraded=self.degraded(), links=self.links(),
+                    transactions_pending=len(self.transactions.book.pending),
+                    share=self.share.figures(), draining=self.draining)

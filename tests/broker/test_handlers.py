@@ -56,9 +56,9 @@ def make_core(tmp_path, ctx, role=Role.MASTER, **settings):
     if role is Role.MASTER:
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
-        core.parts = MasterParts(core.store, cfg, 1, core.offsets, sock, core.metrics)
-        core.state.role, core.state.epoch = Role.MASTER, 1
-        core.state.lease_until = time.monotonic() + 3600
+        core.parts = MasterParts(core.store, cfg, 1, core.offsets, sock, core.metrics,
+                                 lease_until=time.monotonic() + 3600)
+        core.state.epoch = 1
         core._sock = sock
     return core
 
@@ -216,7 +216,7 @@ def test_bad_requests_are_refused_by_name(master):
                                              records=records(1)))
     with pytest.raises(BadRequestError, match="queue_offset"):
         call(master, pb.PULL, pb.PullRequest(topic=TOPIC, queue_id=0, queue_offset=-1))
-    master.state.lease_until = 0.0                  # the lease lapsed: fenced
+    master.parts.lease_until = 0.0                  # the lease lapsed: fenced
     with pytest.raises(ServiceNotAvailableError, match="lease"):
         call(master, pb.SEND, pb.SendRequest(topic=TOPIC, queue_id=0, count=1,
                                              records=records(1)))

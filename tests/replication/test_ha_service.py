@@ -305,10 +305,10 @@ def test_a_sync_master_alone_in_the_isr_without_its_lease_acks_no_send(store_of,
     ha.isr = frozenset({0})
     m = object.__new__(MasterParts)
     m.ha, m.config, m.sync_flush, m.sync_replication = ha, store.config, False, True
-    m.ack_waiters = AckWaiters()
+    m.ack_waiters, m.lease_until = AckWaiters(), 0.0     # its lease lapsed
     end = store.commitlog.max_offset
     assert ha.isr_held_offset() == end                       # nobody else could be elected
     assert m.conditions(end, -1, leased=False) == (NEVER, -1)  # but no slave holds it
     assert m.conditions(end, end, leased=False) == (NEVER, end)
-    assert m.wait_for_ack(end, b"p", 1, None, leased=False)   # a send waits
-    assert not m.wait_for_ack(end, b"p", 2, None, leased=False, rewrite=True)   # a rewrite not
+    assert m.wait_for_ack(end, b"p", 1, None)                 # a send waits
+    assert not m.wait_for_ack(end, b"p", 2, None, rewrite=True)   # a rewrite not
