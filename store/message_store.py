@@ -1,7 +1,9 @@
 """MessageStore: the commit log plus its consume queues, for the broker.
 This module holds its lifecycle (start and recovery, close, the
-checkpoint, truncation, retention); the write path is ``writes``, the read
-path ``reads``, consume-queue dispatch ``reput``.
+checkpoint, truncation, retention); it composes the write path
+(``writes``), the read path (``reads``) and consume-queue dispatch
+(``reput``), each holding the store's files by reference, and names their
+public calls as its own.
 
 One thread writes the store (``one_writer``: the serving thread, or a
 slave's replication thread while it runs; a write from another thread is
@@ -28,12 +30,14 @@ from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import ConsumeQueue
 from duomq.store.epoch_file import EpochFile
 from duomq.store.key_index import KeyIndex
+from duomq.store.one_writer import OneWriter
 from duomq.store.producer_state import ProducerStates
-from duomq.store.reads import FILTER_SCAN_ENTRIES, Fresh, GetResult, StoreReads
+from duomq.store.reads import FILTER_SCAN_ENTRIES, GetResult, StoreReads
 from duomq.store.recovery import RecoveryReport, recover
 from duomq.store.reput import Reput
 from duomq.store.retention import deletable_prefix
-from duomq.store.writes import PutResult, SecondHalf, StoreWrites
+from duomq.store.view import Fresh
+from duomq.store.writes import PutResult, StoreWrites
 
 __all__ = ["FILTER_SCAN_ENTRIES", "GetResult", "MessageStore", "PutResult"]
 
@@ -43,11 +47,10 @@ log = logging.getLogger(__name__)
 PRODUCER_SNAPSHOT_S = 10.0   # the producer-state snapshot is written at most this often
 
 
-class MessageStore(StoreWrites, StoreReads, Reput):
+class MessageStore:
     def __init__(self, config: BrokerConfig):
         self.config = config
-        self.full_logged = -60.0      # monotonic: when a full disk was last logged
-        self.cannot_write = ""        # why the last write failed (a full disk); "": it did not
+        self.writer = OneWriter()     # the one thread that writes it (``one_writer``)
         self.epoch = 0                # the master's epoch, stamped into each record (MasterParts)
         root = config.data_dir
         os.makedirs(root, exist_ok=True)
@@ -60,7 +63,6 @@ class MessageStore(StoreWrites, StoreReads, Reput):
                               config.index_max_entries)
         self.dispatched_offset = 0   # commit-log offset whose CQ entries are all written
         self.fresh: Fresh | None = None   # the batch written last, for a pull of it
-        self._unfinished: SecondHalf | None = None   # a write's second half (its finish)
         # (topic, queue, commit-log end) of each write of consume-queue entries,
         # for the serving thread to look at only those queues' held pulls
         # (written by the store's writer: the serving thread, or a slave's
@@ -81,6 +83,36 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         self.producer_state_path = os.path.join(root, "producer_state.json")
         self._snapshot_at = -PRODUCER_SNAPSHOT_S
         self._snapshot_offset = -1             # the offset the last snapshot was taken at
+        # its parts, and their calls as the store's
+        self.writes = writes = StoreWrites(self)
+        self.reads = reads = StoreReads(self)
+        self.reput = reput = Reput(self)
+        self.put_batch, self.put_records = writes.put_batch, writes.put_records
+        self.append_raw = writes.append_raw
+        self.read_raw, self.get_messages = reads.read_raw, reads.get_messages
+        self.read_record, self.query_by_key = reads.read_record, reads.query_by_key
+        self.store_timestamp, self.offset_by_time = reads.store_timestamp, reads.offset_by_time
+        self.physical_at = reads.physical_at
+        self.visible_max_offset = StoreReads.visible_max_offset
+        self.dispatch, self.check_dispatch = reput.dispatch, reput.check_dispatch
+        self.write_dispatch = reput.write_dispatch
+
+    @property
+    def owner(self) -> int | None:
+        return self.writer.owner
+
+    def adopt(self) -> None:
+        """The calling thread writes this store from now on (``one_writer``)."""
+        self.writer.adopt()
+
+    def hand_over(self, ident: int) -> None:
+        """The thread ``ident`` writes this store from now on (``one_writer``)."""
+        self.writer.hand_over(ident)
+
+    @property
+    def cannot_write(self) -> str:
+        """Why the last write failed (a full disk, since when); "": it did not."""
+        return self.writes.cannot_write
 
     def start(self) -> RecoveryReport:
         self.adopt()           # this thread is the store's one writer (``one_writer``)
@@ -116,7 +148,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
                                 os.path.join(self.config.data_dir, "quarantine"),
                                 self._first_entry_after, self._known_end(), sequenced)
         self.producers.truncate(self.commitlog.max_offset)
-        self._observe(sequenced)
+        self.observe_sequenced(sequenced)
         end = self.commitlog.max_offset
         for cq in list(self.queues.values()):
             n = cq.truncate_beyond(end)
@@ -186,8 +218,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         the checkpoint: a clean restart replays nothing (a snapshot taken up
         to PRODUCER_SNAPSHOT_S earlier would make it read that much of the log
         again, through the mapping, keeping those pages mapped)."""
-        if self._unfinished is not None:
-            self._unfinished.finish()
+        self.writes.finish_unfinished()
         self.commitlog.flush()
         self.checkpoint(final=True)
         self._close_files()
@@ -216,7 +247,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
         master): commit log, consume queues, checkpoint. Returns the bytes and
         records removed. Only while nothing else writes or reads the store
         (but the checkpoint thread, which it waits for)."""
-        self._writer("a cut of the log")
+        self.writer.check("a cut of the log")
         with self._checkpoint_lock:
             return self._truncate_to(offset)
 
@@ -279,7 +310,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
             self._checkpointed = offset
         return offset
 
-    def _observe(self, sequenced: list[int], checked: bool = False) -> None:
+    def observe_sequenced(self, sequenced: list[int], checked: bool = False) -> None:
         """Idempotent batches' first records, stored or dispatched: their
         producers' sequences. ``checked``: the records were checked moments
         ago on this thread (a dispatch's scan), and are read as they lie (a
@@ -295,7 +326,7 @@ class MessageStore(StoreWrites, StoreReads, Reput):
                        now_s: float | None = None) -> int:
         """Delete expired commit-log segments and consume-queue entries below
         them (holding the queues against the checkpoint thread)."""
-        self._writer("retention")
+        self.writer.check("retention")
         mfq = self.commitlog.mfq
         with self._cq_lock:
             n = deletable_prefix(list(mfq.segments), time.time() if now_s is None else now_s,

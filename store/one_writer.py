@@ -21,7 +21,10 @@ class NotTheWriter(RuntimeError):
 
 
 class OneWriter:
-    owner: int | None = None     # the writer's thread ident (None: not started)
+    """The store's writer, shared by the store and the parts that write it."""
+
+    def __init__(self) -> None:
+        self.owner: int | None = None     # the writer's thread ident (None: not started)
 
     def adopt(self) -> None:
         """The calling thread writes this store from now on (``start`` calls
@@ -32,10 +35,11 @@ class OneWriter:
         """The thread ``ident`` writes this store from now on: the writer
         gives it back to the thread it took it from (a slave's replication
         thread when it ends). Only the writer may."""
-        self._writer("a hand-over")
+        self.check("a hand-over")
         self.owner = ident
 
-    def _writer(self, what: str) -> None:
+    def check(self, what: str) -> None:
+        """NotTheWriter unless the calling thread is the writer (``what``: the write)."""
         owner = self.owner
         if owner is not None and threading.get_ident() != owner:
             me = threading.current_thread().name

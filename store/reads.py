@@ -1,23 +1,20 @@
 """The store's read path: a queue's messages for a pull (tag-filtered,
 each entry checked against its record, a damaged entry repaired or
 refused), a record by commit-log offset or by key, offsets by time, and the
-raw log a master streams to slaves. Part of ``MessageStore``; the serving
+raw log a master streams to slaves. A part of ``MessageStore``; the serving
 thread calls it."""
 
 from __future__ import annotations
 
-import collections
 import logging
 from dataclasses import dataclass
 
-from duomq.common.config import BrokerConfig
 from duomq.common.message import PullStatus
 from duomq.format import record as rec
-from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue
-from duomq.store.key_index import KeyIndex
-from duomq.store.producer_state import ProducerStates
+from duomq.store.view import Fresh, StoreView
 
+__all__ = ["FILTER_SCAN_ENTRIES", "Fresh", "GetResult", "StoreReads"]
 log = logging.getLogger(__name__)
 FILTER_SCAN_ENTRIES = 16_000   # most consume-queue entries one filtered read looks at
 _PHYSICAL = rec.fields("physical_offset")
@@ -37,31 +34,16 @@ class GetResult:
                                    # | NO_MATCHED_MESSAGE (all scanned entries filtered out)
 
 
-@dataclass(slots=True, frozen=True)
-class Fresh:
-    """The batch written last (``StoreWrites._stored``), as written: a pull of
-    exactly it (a consumer at its queue's end, its pull held for it) is
-    answered from these bytes, without reading the queue and the log back."""
-    topic: str
-    queue_id: int
-    queue_offset: int
-    count: int
-    records: bytearray            # its records as stored, sealed
-    end: int                      # the commit log's end after it
-
-
 class StoreReads:
-    # the store's parts (set by ``MessageStore.__init__``)
-    config: BrokerConfig
-    commitlog: CommitLog
-    queues: dict[tuple[str, int], ConsumeQueue]
-    index: KeyIndex
-    producers: ProducerStates
-    appended: collections.deque[tuple[str, int, int]]
-    dispatched_offset: int
-    messages_stored: int
-    full_logged: float
-    fresh: Fresh | None            # None after any other change of the log
+    """The store's read path, composed into ``MessageStore`` (which names
+    its public calls)."""
+
+    def __init__(self, store: StoreView) -> None:
+        self.store = store
+        self.config = store.config
+        self.commitlog = store.commitlog
+        self.queues = store.queues
+        self.index = store.index
 
     def read_raw(self, offset: int, max_bytes: int):
         """Commit-log bytes from ``offset`` as they lie on disk, within one
@@ -96,7 +78,7 @@ class StoreReads:
             return GetResult(b"", 0, lo if offset < lo else hi, lo, hi, PullStatus.OFFSET_ILLEGAL)
         if offset >= hi:
             return GetResult(b"", 0, offset, lo, hi, PullStatus.NO_NEW_MESSAGE)
-        fresh = self.fresh
+        fresh = self.store.fresh
         if fresh is not None and offset == fresh.queue_offset and hi == offset + fresh.count \
                 and tag_codes is None and fresh.count <= max_count \
                 and len(fresh.records) <= max_bytes and fresh.queue_id == queue_id \

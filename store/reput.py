@@ -1,27 +1,22 @@
 """Consume-queue entries for records the commit log holds but no queue
 points to yet (RocketMQ's ``ReputMessageService``): what a slave applied,
 and what recovery found past the checkpoint. Every record is checked
-(magic, lengths, CRC) before an entry points to it. Part of
+(magic, lengths, CRC) before an entry points to it. A part of
 ``MessageStore``."""
 
 from __future__ import annotations
 
-import collections
 import logging
 import zlib
 from dataclasses import dataclass
 
-from duomq.common.config import BrokerConfig
 from duomq.common.errors import InvalidNameError
 from duomq.common.names import validate_queue
 from duomq.format import record as rec
 from duomq.format.crc import crc32c
 from duomq.store import bulk_dispatch
-from duomq.store.commitlog import CommitLog
-from duomq.store.consume_queue import ConsumeQueue, pack_entries
-from duomq.store.key_index import KeyIndex
-from duomq.store.one_writer import OneWriter
-from duomq.store.producer_state import ProducerStates
+from duomq.store.consume_queue import pack_entries
+from duomq.store.view import StoreView
 
 log = logging.getLogger(__name__)
 # the header fields dispatch reads
@@ -54,23 +49,19 @@ def _queue_name(topic: bytes, queue_id: int) -> str:
     return name
 
 
-class Reput(OneWriter):
-    # the store's parts (set by ``MessageStore.__init__``)
-    config: BrokerConfig
-    commitlog: CommitLog
-    queues: dict[tuple[str, int], ConsumeQueue]
-    index: KeyIndex
-    producers: ProducerStates
-    appended: collections.deque[tuple[str, int, int]]
-    dispatched_offset: int
-    messages_stored: int
-    full_logged: float
+class Reput:
+    """Consume-queue dispatch, composed into ``MessageStore`` (which names
+    its public calls)."""
 
-    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        raise NotImplementedError       # MessageStore's
-
-    def _observe(self, sequenced: list[int], checked: bool = False) -> None:
-        raise NotImplementedError       # MessageStore's
+    def __init__(self, store: StoreView) -> None:
+        self.store = store
+        self.config = store.config
+        self.commitlog = store.commitlog
+        self.queues = store.queues
+        self.index = store.index
+        self.producers = store.producers
+        self.appended = store.appended
+        self.writer = store.writer
 
     def dispatch(self) -> int:
         """Build consume-queue entries for complete records past
@@ -86,7 +77,7 @@ class Reput(OneWriter):
         slave acks once this holds and its log is flushed, then writes the
         entries (``write_dispatch``), before it checks the next chunk."""
         mfq = self.commitlog.mfq
-        pos, end, n = self.dispatched_offset, self.commitlog.max_offset, 0
+        pos, end, n = self.store.dispatched_offset, self.commitlog.max_offset, 0
         pending: dict[tuple[bytes, int], list] = {}   # (topic, queue) -> [[first qoff, flat]]
         keyed: list = []                              # (topic, keys, phys, store time)
         sequenced: list[int] = []                     # idempotent batches' first records
@@ -104,26 +95,26 @@ class Reput(OneWriter):
         for topic, qid in pending:
             if (str(topic, "utf-8", "replace"), qid) not in self.queues:
                 _queue_name(topic, qid)
-        return Dispatch(self.dispatched_offset, pos, n, pending, keyed, sequenced)
+        return Dispatch(self.store.dispatched_offset, pos, n, pending, keyed, sequenced)
 
     def write_dispatch(self, d: Dispatch) -> int:
         """``dispatch``'s second half: the checked records' entries written,
         their keys indexed, idempotent batches observed, and
         ``dispatched_offset`` moved. Returns how many records that was."""
-        self._writer("consume-queue entries")
-        if d.start != self.dispatched_offset:
+        self.writer.check("consume-queue entries")
+        if d.start != self.store.dispatched_offset:
             raise ValueError(f"a dispatch checked from {d.start} cannot be written at "
-                             f"{self.dispatched_offset}")
+                             f"{self.store.dispatched_offset}")
         for key, runs in d.pending.items():            # one consume-queue write per run
             for run in runs:
                 self._dispatch_entries(key, run)
         if d.keyed:
             self.index.add(d.keyed)
-        self._observe(d.sequenced, checked=True)   # by the dispatch's scan
+        self.store.observe_sequenced(d.sequenced, checked=True)   # by the dispatch's scan
         # the queues first: whoever sees the new offset finds them (the serving thread)
         self.appended.extend((str(t, "utf-8"), q, d.end) for t, q in d.pending)
-        self.dispatched_offset = d.end
-        self.messages_stored += d.count
+        self.store.dispatched_offset = d.end
+        self.store.messages_stored += d.count
         return d.count
 
     def _dispatch_segment(self, seg, rel: int, pending: dict, keyed: list, sequenced: list
@@ -216,7 +207,7 @@ class Reput(OneWriter):
         first, flat = batch
         if not flat:
             return
-        cq = self.consume_queue(str(key[0], "utf-8"), key[1])   # named as checked
+        cq = self.store.consume_queue(str(key[0], "utf-8"), key[1])   # named as checked
         count = len(flat) // 3
         if first == cq.max_offset:
             cq.append(pack_entries(flat, count), first)

@@ -1,7 +1,7 @@
 """The master's write path of the store: a producer's batch checked, placed,
 sealed and written (``put_batch``), records the broker writes again
 (``put_records``), and a slave's byte-identical append of the master's log
-(``append_raw``). Part of ``MessageStore``; the store's one writer calls it
+(``append_raw``). A part of ``MessageStore``; the store's one writer calls it
 (``one_writer``: the serving thread as master, the replication thread as
 slave)."""
 
@@ -25,7 +25,7 @@ from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
 from duomq.store.key_index import KeyIndex
 from duomq.store.one_writer import OneWriter
 from duomq.store.producer_state import Batch, ProducerStates
-from duomq.store.reads import Fresh
+from duomq.store.view import Fresh, StoreView
 
 log = logging.getLogger(__name__)
 _FLAGS = rec.fields("flags")
@@ -69,24 +69,28 @@ class PutResult:
     rest: SecondHalf | None = None  # put_batch(later=True): what is left to write
 
 
-class StoreWrites(OneWriter):
-    # the store's parts (set by ``MessageStore.__init__``)
-    config: BrokerConfig
-    commitlog: CommitLog
-    queues: dict[tuple[str, int], ConsumeQueue]
-    index: KeyIndex
-    producers: ProducerStates
-    appended: collections.deque[tuple[str, int, int]]
-    dispatched_offset: int
-    messages_stored: int
-    full_logged: float
-    cannot_write: str              # why the last write failed ("": it did not): a full disk
-    fresh: Fresh | None            # the batch written last (``reads.Fresh``)
-    _unfinished: SecondHalf | None  # a second half not written yet: the next write finishes it
-    epoch: int                     # stamped into every record written (the master's epoch)
+class StoreWrites:
+    """The store's write path, composed into ``MessageStore`` (which names
+    its public calls): the store's parts it writes are kept here by
+    reference, the offsets it moves are the store's."""
 
-    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        raise NotImplementedError       # MessageStore's
+    def __init__(self, store: StoreView) -> None:
+        self.store = store
+        self.config: BrokerConfig = store.config
+        self.commitlog: CommitLog = store.commitlog
+        self.index: KeyIndex = store.index
+        self.producers: ProducerStates = store.producers
+        self.appended: collections.deque[tuple[str, int, int]] = store.appended
+        self.writer: OneWriter = store.writer
+        self.full_logged = -60.0       # monotonic: when a full disk was last logged
+        self.cannot_write = ""         # why the last write failed (a full disk); "": it did not
+        # a second half not written yet (``put_batch(later=True)``): the next write finishes it
+        self.unfinished: SecondHalf | None = None
+
+    def finish_unfinished(self) -> None:
+        """Write what a ``put_batch(later=True)`` left, if anything (the store's close)."""
+        if self.unfinished is not None:
+            self.unfinished.finish()
 
     def put_batch(self, topic: str, queue_id: int, buf: bytearray, count: int,
                   numbering: tuple[int, int, int] | None = None,
@@ -106,9 +110,9 @@ class StoreWrites(OneWriter):
         store (the serving loop: after the send's ack, before it serves the
         next request; issue 41); the next write finishes it first. RocketMQ
         builds its queues from the log after the ack too (its reput)."""
-        self._writer("a write")
-        if self._unfinished is not None:
-            self._unfinished.finish()
+        self.writer.check("a write")
+        if self.unfinished is not None:
+            self.unfinished.finish()
         try:
             put = self._put_batch(topic, queue_id, buf, count, numbering, later)
         except OSError as exc:
@@ -146,16 +150,16 @@ class StoreWrites(OneWriter):
             buf, topic_b, self.config.max_message_bytes, count, crcs)
         sizes = list(map(operator.sub, bounds[1:], bounds))
         offsets, plan = self.commitlog.place(sizes)
-        cq = self.consume_queue(topic, queue_id)
+        cq = self.store.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
         if bulk:
-            seal.patch_and_seal(buf, bounds, queue_id, qoff, offsets, now, self.epoch)
+            seal.patch_and_seal(buf, bounds, queue_id, qoff, offsets, now, self.store.epoch)
         else:
             patch, at = rec.PATCH.pack_into, rec.PATCH_OFFSET
             crc_of, set_crc, ca = crc32c, rec.CRC.pack_into, rec.CRC_OFFSET
             mv, hs = memoryview(buf), rec.HEADER_SIZE
-            stamp, ea = rec.epoch_stamp(self.epoch), rec.EPOCH_AT
+            stamp, ea = rec.epoch_stamp(self.store.epoch), rec.EPOCH_AT
             for qo, start, phys, born, c in zip(itertools.count(qoff), bounds, offsets, borns,
                                                 crcs):
                 patch(buf, start + at, queue_id, qo, phys, born, now)
@@ -185,11 +189,11 @@ class StoreWrites(OneWriter):
         seg = self.commitlog.open_room(len(buf))
         if loops is None or seg is None:
             return None
-        cq = self.consume_queue(topic, queue_id)
+        cq = self.store.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
         staged = loops.stage(buf, topic_b, self.config.max_message_bytes, count, queue_id, qoff,
-                             seg.base + seg.wrote, now, self.epoch)
+                             seg.base + seg.wrote, now, self.store.epoch)
         if staged is None:
             return None
         offsets, entries, keyed = staged
@@ -199,7 +203,7 @@ class StoreWrites(OneWriter):
         self.commitlog.append_to(seg, buf)
         end = seg.base + seg.wrote
         if later:
-            rest = self._unfinished = SecondHalf(
+            rest = self.unfinished = SecondHalf(
                 self, cq, entries, Fresh(topic, queue_id, qoff, count, buf, end), topic_b,
                 numbering, offsets, keyed, now)
             return PutResult(qoff, offsets, end, rest)
@@ -212,10 +216,10 @@ class StoreWrites(OneWriter):
         """``SecondHalf.finish``: its queue entries written (into space
         reserved before the records were written) and the rest of
         ``_stored``."""
-        self._writer("a send's queue entries")
+        self.writer.check("a send's queue entries")
         rest.done = True
-        if self._unfinished is rest:
-            self._unfinished = None
+        if self.unfinished is rest:
+            self.unfinished = None
         fresh = rest.fresh
         topic, queue_id, qoff = fresh.topic, fresh.queue_id, fresh.queue_offset
         try:
@@ -246,9 +250,9 @@ class StoreWrites(OneWriter):
         elif _FLAGS.unpack_from(buf, 0)[0] & rec.FLAG_SEQUENCED:
             self.producers.observe_record(memoryview(buf), offsets[0])
         self.appended.append((topic, queue_id, end))
-        self.fresh = fresh or Fresh(topic, queue_id, qoff, count, buf, end)
-        self.dispatched_offset = end
-        self.messages_stored += count
+        self.store.fresh = fresh or Fresh(topic, queue_id, qoff, count, buf, end)
+        self.store.dispatched_offset = end
+        self.store.messages_stored += count
 
     def put_records(self, items: list[tuple[str, int, bytes]]) -> list[PutResult]:
         """Store records the broker writes again (delayed, due, sent back),
@@ -263,11 +267,11 @@ class StoreWrites(OneWriter):
     def append_raw(self, offset: int, data) -> int:
         """A slave's write: the master's bytes at the same offset (byte-identical
         logs). ``offset`` must be this log's end. Returns the new end."""
-        self._writer("a replicated chunk")
+        self.writer.check("a replicated chunk")
         end = self.commitlog.max_offset
         if offset != end:
             raise ValueError(f"replicated chunk at {offset} but the log ends at {end}")
-        self.fresh = None
+        self.store.fresh = None
         mfq = self.commitlog.mfq
         view = memoryview(data)
         pos = offset
