@@ -43,7 +43,10 @@ class AnswerBook:
         self._late: list[tuple[Request, Answer]] = []    # to leave at the turn's end
         self._rest: SecondHalf | None = None     # a send's second half, owed
         self._offsets_owed = False    # an ASYNC send was acked before its offsets moved
-        self._current = False         # the offsets were computed after the last request
+        # the visible offsets were computed after the last request served (an
+        # ASYNC send's, paid) and stay so until something is written or the
+        # turn ends (``visibility.update_unless_current``)
+        self.current = False
 
     def bind(self, outbox: Outbox, recompute: Callable[[], bool]) -> None:
         self.outbox, self._recompute = outbox, recompute
@@ -84,7 +87,9 @@ class AnswerBook:
         self._late.append((request, answer))
 
     def end_turn(self) -> None:
-        """Send what waited for the turn's end (the loop, last in a turn)."""
+        """Send what waited for the turn's end (the loop, last in a turn); the
+        next turn's news may move what the offsets read (``current``)."""
+        self.current = False
         if self._late:
             late, self._late = self._late, []
             for request, answer in late:
@@ -109,7 +114,7 @@ class AnswerBook:
     def serving(self) -> None:
         """A request is about to be served: what the ones before it left, paid."""
         self.settle()
-        self._current = False
+        self.current = False
 
     def settle(self) -> None:
         """Pay what the sends answered so far left for after their acks."""
@@ -128,19 +133,8 @@ class AnswerBook:
         if rest is not None:
             self._rest = None
             rest.finish()
-        self._current = self._recompute()
+        self.current = self._recompute()
 
     @property
     def offsets_owed(self) -> bool:
         return self._offsets_owed
-
-    def turn_begins(self) -> None:
-        """A turn of the loop begins: news may have moved what the offsets
-        read (``current``)."""
-        self._current = False
-
-    def current(self) -> bool:
-        """The visible offsets were computed after the last request served
-        (an ASYNC send's, paid) and stay so until something is written
-        (``visibility.update_unless_current``)."""
-        return self._current

@@ -277,7 +277,6 @@ class Broker(BrokerCore):
                                           else self._poll_ms()))
                 if events:
                     busy.woke()
-                answers.turn_begins()
                 if outbox.waiting:
                     outbox.flush()
                 if notify_key in events:

@@ -91,7 +91,7 @@ def update_unless_current(b: BrokerCore) -> None:
     waits for an ack. What it reads besides (the flushed offset, the slaves'
     acks) moves only under SYNC_FLUSH or SYNC replication, where sends do
     not update them, or on news the loop reads before serving requests."""
-    if b.answers.current() and not b.store.appended and not b.parts.acks_waiting():
+    if b.answers.current and not b.store.appended and not b.parts.acks_waiting():
         return
     update_visible(b)
 

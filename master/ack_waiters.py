@@ -28,6 +28,7 @@ class AckWaiter:
 class AckWaiters:
     def __init__(self):
         self._q: deque[AckWaiter] = deque()
+        self.queue = self._q          # read only: ``len`` of it, without a Python call
 
     def __len__(self):
         return len(self._q)

@@ -81,6 +81,7 @@ class MasterParts:
         self.ha = HAService(store, config, ha_socket, epoch, offsets)
         self.share = ShareService(store, config, share)  # share groups
         self.ack_waiters = AckWaiters()
+        self._waiting = self.ack_waiters.queue   # (``acks_waiting``: read every turn)
         self.queue_locks = QueueLocks()  # holders take their queues again on renewal
         self.group_topics = GroupTopics(zk, config.cluster, config.group) \
             if zk is not None else None
@@ -218,15 +219,15 @@ class MasterParts:
         resp.degraded = self.degraded()
 
     def acks_waiting(self) -> int:
-        return len(self.ack_waiters)
+        return len(self._waiting)
 
     def ready_acks(self, flushed: int, now: float) -> list[AckWaiter]:
         """The writes whose conditions now hold, their answers marked: under
         the quorum rule with the lease, else only what every slave of the
         in-sync set holds (a successor may exist, and it is one of them)."""
-        if not len(self.ack_waiters):
+        if not self._waiting:
             return []
-        leased = self.lease_valid(now)
+        leased = now < self.lease_until
         if not leased and not self.acks_without_lease():
             return []
         ready = self.ack_waiters.release(*self.conditions(flushed, self.replicated_offset,
@@ -238,10 +239,10 @@ class MasterParts:
 
     def overdue_acks(self, flushed: int, now: float) -> list[tuple[AckWaiter, int]]:
         """The writes past a deadline with their condition unmet."""
-        if not len(self.ack_waiters):
+        if not self._waiting:
             return []
         return self.ack_waiters.expire(now, *self.conditions(
-            flushed, self.replicated_offset, self.lease_valid(now)))
+            flushed, self.replicated_offset, now < self.lease_until))
 
     # ------------------------------------------------------------ what consumers see
     def visible(self, end: int, flushed: int) -> int:
@@ -333,7 +334,7 @@ class MasterParts:
         """Send the slaves what they lack, and the confirmed offset when it
         moved (acks wait on reports: SYNC, or no lease)."""
         self.ha.pump(now, visible, self.draining or (
-            len(self.ack_waiters) > 0 and (self.sync_replication or not self.lease_valid(now))))
+            len(self._waiting) > 0 and (self.sync_replication or now >= self.lease_until)))
 
     def linger_due(self) -> float | None:
         return self.ha.linger_due

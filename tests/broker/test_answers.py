@@ -132,17 +132,17 @@ def test_owed_offsets_are_computed_once_and_stay_current_until_the_next_request(
     book = book_on(router, recompute)
     book.owe(put_later(store, b"one").rest)
     book.owe_offsets()
-    assert book.offsets_owed and not book.current()
+    assert book.offsets_owed and not book.current
     book.settle()
-    assert calls == [2] and not book.offsets_owed and book.current()
+    assert calls == [2] and not book.offsets_owed and book.current
     book.settle()
     assert calls == [2]                      # paid once
     book.serving()                           # the next request: no longer current
-    assert not book.current()
+    assert not book.current
     book.pay()
-    assert book.current()
-    book.turn_begins()
-    assert not book.current()
+    assert book.current
+    book.end_turn()                          # the turn ends: its news next
+    assert not book.current
 
 
 def test_a_slaves_offsets_are_never_current(wire):
@@ -150,7 +150,7 @@ def test_a_slaves_offsets_are_never_current(wire):
     book = book_on(router, recompute=lambda: False)
     book.owe_offsets()
     book.settle()
-    assert not book.current()
+    assert not book.current
 
 
 def test_an_unbound_book_says_so():
