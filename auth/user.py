@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 from duomq.auth.acl import Policy
 from duomq.auth.quotas import Quotas
-from duomq.common.credentials import ZK_ADMIN, ZK_CLIENT, z85_key
+from duomq.common.curve import z85_key
 from duomq.common.errors import ConfigError
 from duomq.coordinator.auth_nodes import UserNode
 from duomq.coordinator.nodes import NodeError
+from duomq.coordinator.zk_login import ZK_ADMIN, ZK_CLIENT
 
 # names ZAP gives the broker key and no key; ZooKeeper principals
 RESERVED = frozenset({"broker", "anonymous", ZK_ADMIN, ZK_CLIENT})

@@ -15,10 +15,10 @@ from kazoo.security import ACL, Id, Permissions
 
 from duomq.auth.user import RESERVED, User
 from duomq.auth.zk_keeper import AclSweeper
-from duomq.common.credentials import ZK_ADMIN
 from duomq.common.errors import ConfigError
 from duomq.common.names import validate_name
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.zk_login import ZK_ADMIN
 
 log = logging.getLogger(__name__)
 

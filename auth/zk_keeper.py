@@ -41,13 +41,13 @@ from kazoo.security import ACL
 from duomq.auth import zk_acls
 from duomq.auth.acl import Policy
 from duomq.auth.user import User
-from duomq.common.credentials import admin_ids, retired_ids
 from duomq.common.errors import ConfigError
 from duomq.common.service import ServiceThread
 from duomq.coordinator.auth_nodes import AdminsNode
 from duomq.coordinator.group_nodes import GroupAccessNode
 from duomq.coordinator.nodes import NodeError
 from duomq.coordinator.paths import ROOT, ZkPaths
+from duomq.coordinator.zk_login import admin_ids, retired_ids
 
 log = logging.getLogger(__name__)
 BATCH = 256                 # nodes read at once (asynchronous calls in flight)

@@ -21,7 +21,7 @@ import sys
 from one_broker import alternated, medians
 from run_all import child, result
 
-from duomq.common.credentials import init_cluster_keys
+from duomq.auth.credentials import init_cluster_keys
 from duomq.testing.harness import LocalCluster
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"

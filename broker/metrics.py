@@ -28,9 +28,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from duomq import __version__
+from duomq.auth.credentials import METRICS_TOKEN, load_metrics_token
 from duomq.broker.snapshot import BrokerSnapshot, QueueSnapshot, lag_by_topic
 from duomq.common import metrics
-from duomq.common.credentials import METRICS_TOKEN, load_metrics_token
 from duomq.common.gc_pauses import GcWatch
 from duomq.common.metrics import Histogram, busy_poll_families, labelled
 from duomq.common.role import Role

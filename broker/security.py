@@ -14,24 +14,19 @@ from kazoo.exceptions import NodeExistsError
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from duomq.auth.acl import ADMIN
+from duomq.auth.credentials import load_admin_key, load_broker_keys, load_broker_trust
 from duomq.auth.domains import CLIENT_DOMAIN, HA_DOMAIN
 from duomq.auth.guard import Guard
 from duomq.auth.user import User
 from duomq.auth.users import UserAdmin, UserRegistry
 from duomq.auth.zk_keeper import AclKeeper, AclSweeper
 from duomq.common.config import BrokerConfig
-from duomq.common.credentials import (
-    load_admin_key,
-    load_broker_keys,
-    load_broker_trust,
-    load_zk_secret,
-    zk_access_for_admin,
-)
 from duomq.common.errors import ConfigError
 from duomq.common.zk_tls import load_ca
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.paths import ROOT, ZkPaths
+from duomq.coordinator.zk_login import load_zk_secret, zk_access_for_admin
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,6 @@ from duomq.broker.processors import HANDLERS
 from duomq.broker.security import BrokerSecurity, refuse_plaintext_in_secured_cluster
 from duomq.broker.snapshot import QueueSnapshot, take, take_queues
 from duomq.common.config import BrokerConfig
-from duomq.common.credentials import broker_zk_sasl
 from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
 from duomq.common.gc_pauses import GcWatch
@@ -46,6 +45,7 @@ from duomq.common.service import PeriodicService, ServiceThread
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.ha_controller import HaController
 from duomq.coordinator.registry import BrokerRegistry
+from duomq.coordinator.zk_login import broker_zk_sasl
 from duomq.flush import make_flush_service
 from duomq.format import native
 from duomq.proto import pb

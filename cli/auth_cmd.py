@@ -35,36 +35,34 @@ from kazoo.security import ACL, Id, Permissions
 
 from duomq.auth import quotas
 from duomq.auth.acl import Policy
+from duomq.auth.credentials import Credentials, init_cluster_keys, rotate_broker_keys
 from duomq.auth.user import User
 from duomq.auth.users import UserAdmin
 from duomq.auth.zk_keeper import AclSweeper
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
-from duomq.common.credentials import (
-    CREDENTIALS_ENV,
-    ZK_ADMIN,
-    ZK_SASL,
-    ZK_SECRET_NEXT,
-    ZK_SECRET_PREVIOUS,
-    Credentials,
-    KeyPair,
-    admin_ids,
-    digest_id,
-    env_zk_access,
-    env_zk_sasl,
-    init_cluster_keys,
-    is_admin,
-    load_zk_sasl,
-    retired_ids,
-    rotate_broker_keys,
-    rotate_zk_secret_files,
-    user_zk_login,
-    zk_access_for_admin,
-)
+from duomq.common.curve import KeyPair
 from duomq.common.errors import ConfigError
 from duomq.common.zk_tls import DEFAULT_HOSTS, load_ca
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.auth_nodes import AdminsNode
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.zk_login import (
+    CREDENTIALS_ENV,
+    ZK_ADMIN,
+    ZK_SASL,
+    ZK_SECRET_NEXT,
+    ZK_SECRET_PREVIOUS,
+    admin_ids,
+    digest_id,
+    env_zk_access,
+    env_zk_sasl,
+    is_admin,
+    load_zk_sasl,
+    retired_ids,
+    rotate_zk_secret_files,
+    user_zk_login,
+    zk_access_for_admin,
+)
 
 ADMIN_USER = "admin"
 
@@ -233,7 +231,7 @@ STEPS = {"new": "restart the brokers one at a time (each then accepts the next k
 
 
 def metrics_token(args) -> int:
-    from duomq.common.credentials import write_metrics_token
+    from duomq.auth.credentials import write_metrics_token
     if not os.path.isdir(args.auth_dir):
         raise ConfigError(f"--auth-dir {args.auth_dir}: no such directory")
     path, wrote = write_metrics_token(args.auth_dir)

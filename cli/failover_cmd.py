@@ -17,13 +17,13 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint
 from duomq.cli.health_cmd import add_target, broker_status, local_credentials, target
-from duomq.common.credentials import broker_zk_login
 from duomq.common.errors import DuomqError
 from duomq.common.grace import GRACE_ENV, grace_from_env, handover_budget
 from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.nodes import MasterNode, SwitchoverNode
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.zk_login import broker_zk_login
 
 
 def add(sub) -> None:

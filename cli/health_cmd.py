@@ -18,15 +18,10 @@ import socket
 import time
 from urllib.parse import urlsplit
 
+from duomq.auth.credentials import Credentials, load_broker_keys, load_broker_trust, resolve_credentials
 from duomq.cli.common import add_json, emit
 from duomq.client.remoting import KeyMismatch, RemotingClient
 from duomq.common.config import BrokerConfig
-from duomq.common.credentials import (
-    Credentials,
-    load_broker_keys,
-    load_broker_trust,
-    resolve_credentials,
-)
 from duomq.common.errors import DuomqError
 from duomq.proto import pb
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kazoo.exceptions import NoNodeError
 
+from duomq.auth.credentials import resolve_credentials
 from duomq.cli.common import add_endpoint, add_json, emit, endpoint, table
 from duomq.client.base import raise_for, secured
 from duomq.client.remoting import RemotingClient
-from duomq.common.credentials import resolve_credentials
 from duomq.common.endpoint import EXPOSED, exposed_without_auth
 from duomq.common.errors import ConfigError
 from duomq.common.role import Role

@@ -25,12 +25,12 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client.core import Metric
 
+from duomq.auth.credentials import Credentials, resolve_credentials
 from duomq.client.cluster.members import BrokerMembers
 from duomq.client.cluster.routes import RouteTable, TopicRoute
 from duomq.client.metrics import ClientCollector, ClientMetrics
 from duomq.client.remoting import RemotingClient
 from duomq.client.scheduler import Scheduler
-from duomq.common.credentials import CREDENTIALS_ENV, Credentials, resolve_credentials
 from duomq.common.endpoint import resolve_endpoint
 from duomq.common.errors import (
     AuthenticationError,
@@ -49,6 +49,7 @@ from duomq.coordinator import zk as zkutil
 from duomq.coordinator.auth_nodes import UserNode
 from duomq.coordinator.nodes import MemberNode, NodeError
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.zk_login import CREDENTIALS_ENV
 from duomq.proto import pb
 
 log = logging.getLogger(__name__)

@@ -36,11 +36,11 @@ from typing import Any
 
 import zmq
 
+from duomq.auth.credentials import Credentials
 from duomq.client import liveness
 from duomq.client.monitor_events import MISMATCH, WATCHED, KeyMismatch, _lost
 from duomq.client.waiters import Answer, Direct
 from duomq.common.config_fields import TRANSPORTS
-from duomq.common.credentials import Credentials
 from duomq.common.errors import (
     AuthenticationError,
     BrokerGoneError,

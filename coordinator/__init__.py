@@ -1,5 +1,5 @@
 """The brokers' coordination in ZooKeeper (through kazoo): the connection
-(``zk``), the layout (``paths``), every node's type (``nodes``,
+(``zk``) and its logins (``zk_login``), the layout (``paths``), every node's type (``nodes``,
 ``group_nodes``, ``auth_nodes``), topic admin (``topics``), a broker's
 registration (``registry``), and the HA controller: a pure cycle over a
 frozen view of the group (``ha_cycle``, with ``election``) run by a thread

@@ -20,17 +20,12 @@ from kazoo.retry import KazooRetry
 from kazoo.security import ACL, make_digest_acl
 
 from duomq.common import endpoint
-from duomq.common.credentials import (
-    SASL_FILE_ENV,
-    ZK_ADMIN,
-    env_zk_access,
-    env_zk_sasl,
-)
 from duomq.common.errors import AuthenticationError, ServiceNotAvailableError
 from duomq.common.zk_tls import ca_file
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.nodes import MemberNode, NodeError
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.zk_login import SASL_FILE_ENV, ZK_ADMIN, env_zk_access, env_zk_sasl
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from duomq.common.credentials import init_cluster_keys
+from duomq.auth.credentials import init_cluster_keys
 from duomq.common.endpoint import DEFAULT_CLUSTER, DEV_STATE, read_dev_state
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil

@@ -22,8 +22,8 @@ import shutil
 import subprocess
 import time
 
-from duomq.common.credentials import env_zk_access
 from duomq.coordinator.zk import server_mode
+from duomq.coordinator.zk_login import env_zk_access
 from duomq.drill.faults import Broker, DrillError
 from duomq.drill.netfilter import NetfilterError
 from duomq.drill.resets import Resetter, stop_all

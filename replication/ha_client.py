@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import zmq
 
 from duomq.common.config import FlushDiskType, ReplicationMode
-from duomq.common.credentials import KeyPair
+from duomq.common.curve import KeyPair
 from duomq.common.service import ServiceThread
 from duomq.format.record import RecordError
 from duomq.proto import codec, pb

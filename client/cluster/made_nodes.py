@@ -9,9 +9,9 @@ from __future__ import annotations
 from kazoo.exceptions import NoAuthError, NoNodeError
 
 from duomq.auth.zk_acls import made_node_acl
-from duomq.common.credentials import digest_id
 from duomq.coordinator.group_nodes import GroupAccessNode
 from duomq.coordinator.nodes import NodeError
+from duomq.coordinator.zk_login import digest_id
 
 
 def own_id(zk) -> str | None:

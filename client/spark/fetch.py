@@ -12,10 +12,10 @@ import logging
 import time
 from dataclasses import dataclass
 
+from duomq.auth.credentials import Credentials
 from duomq.client.cluster.members import BrokerMembers, read_candidates
 from duomq.client.remoting import RemotingClient
 from duomq.client.spark.arrow import records_to_batch
-from duomq.common.credentials import Credentials
 from duomq.common.errors import DuomqError, RequestTimeoutError, for_status
 from duomq.common.subscription import parse
 from duomq.coordinator import zk as zkutil

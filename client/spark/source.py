@@ -38,10 +38,10 @@ from duomq.client.spark.options import (
     nest,
     plan_ranges,
 )
-from duomq.common.credentials import CREDENTIALS_ENV
 from duomq.common.errors import ConfigError, DuomqError, TopicNotExistError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.topics import TopicAdmin
+from duomq.coordinator.zk_login import CREDENTIALS_ENV
 
 log = logging.getLogger(__name__)
 DEFAULT_GROUP = "duomq-spark"

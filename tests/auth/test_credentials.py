@@ -6,18 +6,16 @@ import os
 
 import pytest
 
-from duomq.common.credentials import (
+from duomq.auth.credentials import (
     Credentials,
-    KeyPair,
-    broker_zk_sasl,
     init_cluster_keys,
     load_broker_keys,
     load_broker_trust,
-    load_zk_sasl,
     rotate_broker_keys,
-    user_zk_login,
 )
+from duomq.common.curve import KeyPair
 from duomq.common.errors import ConfigError
+from duomq.coordinator.zk_login import broker_zk_sasl, load_zk_sasl, user_zk_login
 
 
 def test_init_writes_keys_and_an_admin_that_reads_back(tmp_path):
@@ -124,3 +122,33 @@ def test_zookeeper_tls_keys_are_written_and_the_ca_travels_in_the_credentials(tm
     (tmp_path / "c.json").write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match="tls_ca is not a PEM certificate"):
         Credentials.load(str(tmp_path / "c.json"))
+
+
+@pytest.mark.parametrize("change, access", [
+    (lambda d: None, "its own"),
+    (lambda d: d.pop("zookeeper"), None),
+    (lambda d: d.update(zookeeper={"digest": "client:pw"}), None),   # refused as the file is
+    (lambda d: d.update(zookeeper={"digest": "nopassword"}), None),
+    (lambda d: d["zookeeper"].update(sasl=3), None),
+])
+def test_the_zookeeper_access_of_the_credentials_variable_is_checked_as_the_file_is(
+        tmp_path, monkeypatch, change, access):
+    """``env_zk_access`` (coordinator.zk_login, below auth: the ZooKeeper
+    connection reads it) takes the file's ``zookeeper`` field with the same
+    checks ``Credentials.load`` makes, and None where those refuse it."""
+    from duomq.coordinator.zk_login import env_zk_access
+    good = Credentials("alice", KeyPair.new(), KeyPair.new().public, user_zk_login("alice"))
+    doc = json.loads(good.to_json())
+    change(doc)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setenv("DUOMQ_CREDENTIALS", str(path))
+    got = env_zk_access()
+    if access is None:
+        assert got is None
+    else:
+        assert got == good.zookeeper and got["digest"].startswith("alice:")
+    path.write_text("{not json")
+    assert env_zk_access() is None
+    monkeypatch.delenv("DUOMQ_CREDENTIALS")
+    assert env_zk_access() is None

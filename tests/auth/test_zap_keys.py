@@ -9,7 +9,7 @@ from duomq.auth.acl import ADMIN
 from duomq.auth.user import User
 from duomq.auth.users import UserRegistry
 from duomq.auth.zap import _Keys
-from duomq.common.credentials import KeyPair
+from duomq.common.curve import KeyPair
 
 
 def test_a_users_key_waits_for_the_users_and_a_broker_key_does_not():

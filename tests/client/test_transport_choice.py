@@ -8,8 +8,9 @@ import threading
 import pytest
 import zmq
 
+from duomq.auth.credentials import Credentials
 from duomq.client.remoting import RemotingClient
-from duomq.common.credentials import Credentials, KeyPair
+from duomq.common.curve import KeyPair
 from duomq.common.errors import ConfigError
 from duomq.proto import codec, pb
 from duomq.transport.dealer import ZmtpDealer

@@ -18,17 +18,19 @@ import zmq
 from kazoo.exceptions import NoAuthError
 
 from duomq.auth.acl import Policy
+from duomq.auth.credentials import Credentials
 from duomq.auth.user import User
 from duomq.auth.users import UserAdmin
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.remoting import RemotingClient
-from duomq.common.credentials import Credentials, KeyPair, digest_id, user_zk_login
+from duomq.common.curve import KeyPair
 from duomq.common.errors import AuthenticationError, AuthorizationError, ConfigError
 from duomq.common.message import MessageQueue
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.auth_nodes import AuthConfigNode
 from duomq.coordinator.paths import ZkPaths
 from duomq.coordinator.topics import TopicAdmin
+from duomq.coordinator.zk_login import digest_id, user_zk_login
 from duomq.drill.netfilter import zookeeper_ports
 from duomq.proto import codec, pb
 from duomq.testing.harness import read_node, run_cli, wait_for, wait_slaves_hold

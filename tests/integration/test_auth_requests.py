@@ -13,11 +13,12 @@ import time
 import pytest
 
 from duomq.auth.acl import NEEDS, Permission, Policy, needs, topic_read
+from duomq.auth.credentials import Credentials
 from duomq.auth.user import User
 from duomq.auth.users import UserAdmin
 from duomq.client import Message, Producer, TransactionProducer
 from duomq.client.remoting import RemotingClient
-from duomq.common.credentials import Credentials, KeyPair
+from duomq.common.curve import KeyPair
 from duomq.common.errors import AuthenticationError
 from duomq.common.message import MessageQueue
 from duomq.common.transaction import TransactionState, parse_transaction_id

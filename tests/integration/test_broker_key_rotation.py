@@ -14,8 +14,8 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from duomq.auth.credentials import Credentials, load_broker_keys
 from duomq.client import Message, Producer, PullConsumer
-from duomq.common.credentials import Credentials, load_broker_keys
 from duomq.common.errors import AuthenticationError, DuomqError
 from duomq.common.message import MessageQueue
 from duomq.coordinator.paths import ZkPaths

@@ -8,9 +8,10 @@ import pytest
 import zmq
 
 from duomq.auth.acl import Policy
+from duomq.auth.credentials import Credentials, init_cluster_keys
 from duomq.auth.user import User
 from duomq.auth.users import UserAdmin
-from duomq.common.credentials import Credentials, KeyPair, init_cluster_keys
+from duomq.common.curve import KeyPair
 from duomq.common.message import decode_records
 from duomq.coordinator import zk as zkutil
 from duomq.format import record as rec

@@ -11,15 +11,16 @@ import pytest
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
+from duomq.auth.credentials import Credentials
 from duomq.auth.zk_keeper import ROTATION_SETTLE_S
 from duomq.client import Message, Producer, PullConsumer, PushConsumer
 from duomq.client.cluster import offset_reset
 from duomq.client.cluster.made_nodes import acl_in_group
-from duomq.common.credentials import Credentials, admin_ids, zk_access_for_admin
 from duomq.common.message import MessageQueue
 from duomq.common.role import Role
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
+from duomq.coordinator.zk_login import admin_ids, zk_access_for_admin
 from duomq.proto import pb
 from duomq.testing.harness import run_cli, wait_for
 
@@ -361,7 +362,7 @@ def test_a_sweep_that_read_the_users_before_one_was_added_keeps_its_nodes(secure
     user that is really gone is deleted."""
     from duomq.auth import zk_keeper
     from duomq.auth.zk_keeper import AclSweeper
-    from duomq.common.credentials import admin_ids
+    from duomq.coordinator.zk_login import admin_ids
     cluster, _keys, admin, *_ = secured
     paths = ZkPaths(cluster.cluster)
     conn = zkutil.connect(cluster.zookeeper)

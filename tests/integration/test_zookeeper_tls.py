@@ -11,8 +11,8 @@ import pathlib
 import pytest
 from kazoo.client import KazooClient
 
+from duomq.auth.credentials import Credentials
 from duomq.client import Producer
-from duomq.common.credentials import Credentials
 from duomq.common.errors import ServiceNotAvailableError
 from duomq.coordinator.zk import four_letter
 from duomq.testing.harness import run_cli
