@@ -11,5 +11,5 @@ both roles use (``pull_hold``, ``health``, ``metrics``). A role's own duties
 are reached only through its parts (``duomq.master.parts``,
 ``duomq.slave.parts``), by the calls both answer (``role_parts``), and
 only ``role_switch`` makes them; the role is decided by
-``coordinator.ha_controller``.
+``controller.ha_controller``.
 """

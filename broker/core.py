@@ -27,8 +27,8 @@ from duomq.common.config import BrokerConfig, FlushDiskType, ReplicationMode
 from duomq.common.errors import AuthorizationError
 from duomq.common.memory import usable_memory
 from duomq.common.role import Role
+from duomq.controller.registry import BrokerRegistry
 from duomq.coordinator.nodes import MemberNode
-from duomq.coordinator.registry import BrokerRegistry
 from duomq.flush.services import FlushService
 from duomq.store import MessageStore
 from duomq.store.consumer_offsets import ConsumerOffsetManager

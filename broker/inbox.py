@@ -1,5 +1,5 @@
 """News for the serving thread from any other thread. A note is a typed
-value (the HA controller's orders, ``coordinator.orders``; ``Flushed`` from
+value (the HA controller's orders, ``controller.orders``; ``Flushed`` from
 the flush service; ``ScrapeWanted`` from a metrics scrape; ``Wake``): it is
 appended to a queue (``collections.deque`` appends and pops are atomic),
 then a write to an eventfd wakes the loop, which polls it beside its ports

@@ -39,7 +39,7 @@ from duomq.common.errors import (
 )
 from duomq.common.message import PullStatus, decode_records, lookup_key, make_msg_id
 from duomq.common.names import DLQ_PREFIX, RETRY_PREFIX, validate_name
-from duomq.coordinator.election import cut_from
+from duomq.controller.election import cut_from
 from duomq.format import record as rec
 from duomq.format.record import RecordError
 from duomq.proto import pb

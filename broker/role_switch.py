@@ -1,5 +1,5 @@
 """The serving thread carries out the HA controller's orders
-(``coordinator.orders``): it swaps the role's parts (``master.parts``,
+(``controller.orders``): it swaps the role's parts (``master.parts``,
 ``slave.parts``), updates the state, answers what a demoted master owed, and
 publishes a snapshot at once so that the controller sees the new role. The
 decisions are the controller's; nothing here talks to ZooKeeper."""
@@ -17,7 +17,7 @@ from duomq.broker.role_parts import RoleParts
 from duomq.broker.security import BrokerSecurity
 from duomq.broker.state import BrokerState
 from duomq.common.config import BrokerConfig
-from duomq.coordinator.orders import (
+from duomq.controller.orders import (
     Demote,
     Drain,
     Follow,
@@ -52,7 +52,7 @@ class Seat(Protocol):
     answers: AnswerBook
 
     @property
-    def registry(self) -> Any: ...          # coordinator.registry.BrokerRegistry, once started
+    def registry(self) -> Any: ...          # controller.registry.BrokerRegistry, once started
 
     @property
     def ha_router(self) -> Sent: ...

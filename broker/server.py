@@ -7,7 +7,7 @@ A broker plays one role at a time, whose parts it holds (``master.parts``,
 acks a send once its flush (SYNC_FLUSH) and its replication (SYNC)
 conditions hold (``visibility``); as slave it follows the master, serves
 read-only pulls and answers writes with NOT_MASTER. The HA controller
-(``coordinator.ha_controller``) decides the role and sends typed orders
+(``controller.ha_controller``) decides the role and sends typed orders
 through the inbox (``inbox``); this thread carries them out
 (``role_switch``) and publishes what it is as a snapshot (``snapshot``),
 which the controller, the member-info writer and metrics scrapes read.
@@ -42,9 +42,9 @@ from duomq.common.errors import ConfigError
 from duomq.common.gc_pauses import GcWatch
 from duomq.common.grace import STOP_S
 from duomq.common.service import PeriodicService, ServiceThread
+from duomq.controller.ha_controller import HaController
+from duomq.controller.registry import BrokerRegistry
 from duomq.coordinator import zk as zkutil
-from duomq.coordinator.ha_controller import HaController
-from duomq.coordinator.registry import BrokerRegistry
 from duomq.coordinator.zk_login import broker_zk_sasl
 from duomq.flush import make_flush_service
 from duomq.format import native

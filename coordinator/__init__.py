@@ -1,10 +1,8 @@
-"""The brokers' coordination in ZooKeeper (through kazoo): the connection
-(``zk``) and its logins (``zk_login``), the layout (``paths``), every node's type (``nodes``,
-``group_nodes``, ``auth_nodes``), topic admin (``topics``), a broker's
-registration (``registry``), and the HA controller: a pure cycle over a
-frozen view of the group (``ha_cycle``, with ``election``) run by a thread
-(``ha_controller``) that sends typed orders to the serving loop
-(``orders``). The clients' view of the cluster (routes, members, group
+"""The cluster's layout in ZooKeeper (through kazoo), which brokers, clients
+and tools share: the connection (``zk``) and its logins (``zk_login``), the
+layout (``paths``), every node's type (``nodes``, ``group_nodes``,
+``auth_nodes``) and topic admin (``topics``). A broker's registration and
+the HA controller are ``duomq.controller``'s. The clients' view of the cluster (routes, members, group
 membership, queue owners, offset resets) is in ``duomq.client.cluster``.
 
 Layout (``paths.ZkPaths``)::

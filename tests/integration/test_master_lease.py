@@ -1,5 +1,5 @@
 """Failover without waiting for the dead master's ZooKeeper session, with
-fencing that holds under pauses (coordinator/master_lease.py). Defaults
+fencing that holds under pauses (controller/master_lease.py). Defaults
 throughout (master_lease_ms 1800, zk_session_timeout_ms 15000): a master
 killed with kill -9 is replaced and its group acks again within three
 seconds; a one-second pause of the master causes no failover; a master

@@ -17,10 +17,10 @@ import pytest
 import zmq
 
 from duomq.common.config import BrokerConfig
-from duomq.coordinator.ha_cycle import NO_CUT
+from duomq.controller.ha_cycle import NO_CUT
+from duomq.controller.registry import BrokerRegistry
 from duomq.coordinator.nodes import MasterNode, MemberNode
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.registry import BrokerRegistry
 from duomq.format import record as rec
 from duomq.proto import codec, pb
 from duomq.replication.ha_client import HAClient

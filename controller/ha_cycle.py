@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from duomq.common.role import Role
-from duomq.coordinator.election import Member, Snapshot, choose_master, truncation_point
+from duomq.controller.election import Member, Snapshot, choose_master, truncation_point
 from duomq.coordinator.nodes import EpochNode, IsrNode, MasterNode, MemberNode, SwitchoverNode
 
 CONNECTED, SUSPENDED, LOST = "CONNECTED", "SUSPENDED", "LOST"

@@ -15,10 +15,10 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from duomq.common.config import BrokerConfig
+from duomq.controller.registry import BrokerRegistry
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.nodes import MasterNode, MemberNode, RouteNode
 from duomq.coordinator.paths import ZkPaths
-from duomq.coordinator.registry import BrokerRegistry
 from duomq.coordinator.topics import TopicConfig
 
 pytestmark = pytest.mark.integration

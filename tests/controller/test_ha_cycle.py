@@ -4,7 +4,7 @@ the drills exercise, each asserting the actions and the sentence logged."""
 from dataclasses import replace
 
 from duomq.common.role import Role
-from duomq.coordinator.ha_cycle import (
+from duomq.controller.ha_cycle import (
     HALT_WAIT_S,
     LOST,
     NO_CUT,

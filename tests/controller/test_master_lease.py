@@ -1,6 +1,6 @@
-"""The slaves' count of a master's silence (coordinator/master_lease.py)."""
+"""The slaves' count of a master's silence (controller/master_lease.py)."""
 
-from duomq.coordinator.master_lease import MasterSilence, master_ack_lease_s, renew_period_s
+from duomq.controller.master_lease import MasterSilence, master_ack_lease_s, renew_period_s
 
 LEASE, PROMPT = 1.8, 0.3
 

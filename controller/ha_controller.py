@@ -35,17 +35,9 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Zook
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from duomq.common.role import Role
-from duomq.coordinator import ha_cycle as hc
-from duomq.coordinator.master_lease import MasterSilence, master_ack_lease_s, renew_period_s
-from duomq.coordinator.nodes import (
-    EpochNode,
-    IsrNode,
-    MasterNode,
-    MemberNode,
-    NodeError,
-    SwitchoverNode,
-)
-from duomq.coordinator.orders import (
+from duomq.controller import ha_cycle as hc
+from duomq.controller.master_lease import MasterSilence, master_ack_lease_s, renew_period_s
+from duomq.controller.orders import (
     Demote,
     Drain,
     Follow,
@@ -56,6 +48,14 @@ from duomq.coordinator.orders import (
     Order,
     Promote,
     Serving,
+)
+from duomq.coordinator.nodes import (
+    EpochNode,
+    IsrNode,
+    MasterNode,
+    MemberNode,
+    NodeError,
+    SwitchoverNode,
 )
 from duomq.coordinator.paths import ZkPaths
 

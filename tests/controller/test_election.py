@@ -1,4 +1,4 @@
-from duomq.coordinator.election import (
+from duomq.controller.election import (
     Member,
     Snapshot,
     choose_master,
@@ -67,7 +67,7 @@ def test_a_silent_member_is_no_candidate_unless_it_may_hold_more():
 
 
 def test_silence_counts_only_while_zookeeper_answers():
-    from duomq.coordinator.master_lease import MasterSilence
+    from duomq.controller.master_lease import MasterSilence
     s = MasterSilence(1.8, 0.3)
     assert s.unchanged_for(0.0, 5.0) == 0.0          # no prompt answer yet
     s.probed(None, 0.0, 0.01)
