@@ -30,8 +30,8 @@ from many_queues_bench import create_topics
 from one_broker import one_broker
 
 from duomq.client import MessageQueue, PushConsumer
-from duomq.client.allocate import allocate_averagely
 from duomq.client.cluster.queue_owners import node_name
+from duomq.client.consumer.allocate import allocate_averagely
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
 

@@ -17,7 +17,7 @@ import time
 from duomq.cli.common import add_endpoint, add_json, add_metrics_port, emit, endpoint, say_metrics
 from duomq.client import Message, Producer
 from duomq.client.base import ClientBase
-from duomq.client.producer import BATCH_MAX_BYTES, SendResult
+from duomq.client.producer.producer import BATCH_MAX_BYTES, SendResult
 from duomq.common import duration
 from duomq.common.errors import ConfigError
 from duomq.common.message import MessageQueue

@@ -74,7 +74,7 @@ def _end_request(offset: int, action: pb.TransactionAction, epoch: int | None
 
 def resolve(args) -> int:
     from duomq.client.base import raise_for
-    from duomq.client.transaction_producer import UNCONFIRMED
+    from duomq.client.producer.transaction import UNCONFIRMED
     try:
         group, offset, epoch = parse_transaction_id_epoch(args.id)
     except ValueError as exc:

@@ -15,12 +15,14 @@ The names are imported on first use, so that a module of this package
 import importlib
 
 _HOME = {
-    "PullConsumer": "consumer", "PullResult": "consumer", "PullStatus": "consumer",
-    "Producer": "producer", "SendResult": "producer", "SendStatus": "producer",
-    "PushConsumer": "push_consumer",
-    "SimpleConsumer": "simple_consumer", "ReceivedMessage": "simple_consumer",
-    "TransactionProducer": "transaction_producer",
-    "TransactionSendResult": "transaction_producer",
+    "PullConsumer": "consumer.pull", "PullResult": "consumer.pull",
+    "PullStatus": "consumer.pull",
+    "Producer": "producer.producer", "SendResult": "producer.producer",
+    "SendStatus": "producer.producer",
+    "PushConsumer": "consumer.push",
+    "SimpleConsumer": "consumer.simple", "ReceivedMessage": "consumer.simple",
+    "TransactionProducer": "producer.transaction",
+    "TransactionSendResult": "producer.transaction",
     "TransactionState": "duomq.common.transaction",
     "ConsumerConfig": "duomq.common.client_config",
     "ProducerConfig": "duomq.common.client_config",
@@ -46,7 +48,7 @@ def __getattr__(name: str):
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(home if "." in home else f"{__name__}.{home}")
+    module = importlib.import_module(home if home.startswith("duomq.") else f"{__name__}.{home}")
     value = getattr(module, name)
     globals()[name] = value
     return value

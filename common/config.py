@@ -62,7 +62,7 @@ def _enum(cls, value, name):
 
 FRAME_ENVELOPE_BYTES = 64 * KIB            # a request's framing around its records
 ANY_HOSTS = ("0.0.0.0", "::", "*")        # listen_host values that bind every interface
-ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.allocate
+ALLOCATE_STRATEGIES = ("average", "circle", "consistent_hash")   # duomq.client.consumer.allocate
 MAX_BUSY_POLL_US = 10_000                  # busy_poll_us: longer spins only burn CPU
 MAX_HA_LINGER_MS = 100                     # ha_linger_ms: longer only delays slave reads
 

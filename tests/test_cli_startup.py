@@ -5,7 +5,7 @@ subcommands still load and parse as before."""
 import subprocess
 import sys
 
-HEAVY = ("kazoo", "duomq.client.consumer", "duomq.client.producer", "duomq.coordinator.zk",
+HEAVY = ("kazoo", "duomq.client.consumer.pull", "duomq.client.producer.producer", "duomq.coordinator.zk",
          "pyspark")
 
 

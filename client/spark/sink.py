@@ -26,7 +26,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from duomq.client.producer import BATCH_MAX_BYTES, Producer, SendStatus
+from duomq.client.producer.producer import BATCH_MAX_BYTES, Producer, SendStatus
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.common.message import Message, MessageQueue
 from duomq.coordinator.topics import TopicAdmin

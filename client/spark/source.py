@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from duomq.client.cluster.members import read_candidates
-from duomq.client.consumer import PullConsumer
+from duomq.client.consumer.pull import PullConsumer
 from duomq.client.spark.arrow import SCHEMA_DDL
 from duomq.client.spark.fetch import ReadTask, read_task
 from duomq.client.spark.options import (

@@ -2,14 +2,14 @@ import itertools
 
 import pytest
 
-from duomq.client.allocate import (
+from duomq.client.consumer.allocate import (
     STRATEGIES,
     allocate_averagely,
     allocate_by_circle,
     allocate_consistent_hash,
     strategy,
 )
-from duomq.client.selector import RoundRobinSelector, select_by_key
+from duomq.client.producer.selector import RoundRobinSelector, select_by_key
 from duomq.common.client_config import ConsumerConfig
 from duomq.common.config import ALLOCATE_STRATEGIES
 from duomq.common.errors import ConfigError
@@ -58,7 +58,7 @@ def test_round_robin_skips_failed_groups_and_key_hash_is_stable():
 
 
 def test_fault_avoidance_expires():
-    from duomq.client.selector import FaultAvoidance
+    from duomq.client.producer.selector import FaultAvoidance
     f = FaultAvoidance(5.0)
     f.failed("a", now=100.0)
     assert f.avoided(101.0) == {"a"}

@@ -1,7 +1,7 @@
 import threading
 import time
 
-from duomq.client.consume_service import ConsumePool
+from duomq.client.consumer.consume_service import ConsumePool
 
 
 def test_threads_are_started_only_as_the_load_needs_them():

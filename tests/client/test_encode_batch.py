@@ -5,7 +5,7 @@ import array
 
 import pytest
 
-from duomq.client.producer import encode_batch
+from duomq.client.producer.producer import encode_batch
 from duomq.common.errors import MessageTooLargeError
 from duomq.common.message import Message
 from duomq.format import record as rec

@@ -4,9 +4,9 @@ time still lets the queue go."""
 
 import time
 
-from duomq.client import handoff
-from duomq.client.handoff import Releaser
-from duomq.client.process_queue import ProcessQueue
+from duomq.client.consumer import handoff as handoff
+from duomq.client.consumer.handoff import Releaser
+from duomq.client.consumer.process_queue import ProcessQueue
 from duomq.common.message import MessageExt, MessageQueue
 
 MQ = MessageQueue("T", "broker-a", 0)
@@ -122,7 +122,7 @@ def test_which_failed_commits_the_committer_calls_refused():
     other failure; True once stored."""
     from types import SimpleNamespace
 
-    from duomq.client.offset_committer import OffsetCommitter
+    from duomq.client.consumer.offset_committer import OffsetCommitter
     from duomq.common.errors import (
         AuthenticationError,
         AuthorizationError,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from duomq.client.offset_file import LocalOffsetStore, default_path
+from duomq.client.consumer.offset_file import LocalOffsetStore, default_path
 from duomq.common.client_config import ConsumerConfig
 from duomq.common.errors import ConfigError, InvalidNameError
 from duomq.common.message import MessageQueue

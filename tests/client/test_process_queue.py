@@ -1,6 +1,6 @@
 """The consume window: the committed offset is the oldest unconsumed message."""
 
-from duomq.client.process_queue import ProcessQueue
+from duomq.client.consumer.process_queue import ProcessQueue
 from duomq.common.message import MessageExt, MessageQueue
 
 MQ = MessageQueue("T", "broker-a", 0)

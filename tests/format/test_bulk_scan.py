@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from duomq.client.producer import encode_batch
+from duomq.client.producer.producer import encode_batch
 from duomq.common.idempotence import sequencing
 from duomq.common.message import Message
 from duomq.format import bulk_scan

@@ -11,7 +11,7 @@ import struct
 import crc32c
 import pytest
 
-from duomq.client.producer import BROKER_ROUTED, encode_batch
+from duomq.client.producer.producer import BROKER_ROUTED, encode_batch
 from duomq.common.message import Message, decode_records
 from duomq.common.transaction import TRANSACTION
 from duomq.format import record as rec
@@ -286,7 +286,7 @@ def test_encode_numbered_gives_encode_batchs_bytes_with_the_numbering_dict(c, se
     the same bytes, or, for what C leaves to the Python (a delay, a
     transaction, a message naming a numbering property itself, a record
     over the limit), the same outcome as the Python path gives."""
-    from duomq.client.producer import encode_numbered
+    from duomq.client.producer.producer import encode_numbered
     from duomq.common.errors import MessageTooLargeError
     from duomq.common.idempotence import MAX_PRODUCER_ID, SEQUENCE, SEQUENCING, sequencing
     from duomq.format import native

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from crc32c import crc32c
 
-from duomq.client.producer import encode_batch
+from duomq.client.producer.producer import encode_batch
 from duomq.common.message import Message
 from duomq.format import record as rec
 from duomq.format import seal

@@ -12,7 +12,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from duomq.client import Message, Producer, PullConsumer
-from duomq.client.producer import encode_batch
+from duomq.client.producer.producer import encode_batch
 from duomq.client.remoting import RemotingClient
 from duomq.common.idempotence import sequencing
 from duomq.common.message import MessageQueue

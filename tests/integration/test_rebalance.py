@@ -65,7 +65,7 @@ def test_members_split_queues_by_the_strategy_they_name(local_cluster):
     local_cluster.add_broker("broker-b")
     local_cluster.create_topic("Events", queues=4)        # 8 queues over two groups
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    from duomq.client.allocate import allocate_by_circle
+    from duomq.client.consumer.allocate import allocate_by_circle
 
     def pull_nothing(msg):
         pass

@@ -69,7 +69,7 @@ def test_observed_records_give_the_same_table_read_in_c_or_in_python(loops, monk
     import random
     import struct
 
-    from duomq.client.producer import encode_batch
+    from duomq.client.producer.producer import encode_batch
     from duomq.common.idempotence import sequence_of, sequencing
     from duomq.common.message import Message
     from duomq.format import native

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from duomq.client.producer import Producer, SendResult, SendStatus
+from duomq.client.producer.producer import Producer, SendResult, SendStatus
 from duomq.client.shape import check_shape
 from duomq.common import transaction as tx
 from duomq.common.delay import REAL_QID, REAL_TOPIC

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from duomq.client.consumer import PullConsumer
-from duomq.client.offset_file import LocalOffsetStore
-from duomq.client.process_queue import ProcessQueue
+from duomq.client.consumer.offset_file import LocalOffsetStore
+from duomq.client.consumer.process_queue import ProcessQueue
+from duomq.client.consumer.pull import PullConsumer
 from duomq.common.errors import AuthenticationError, AuthorizationError
 from duomq.common.message import MessageQueue
 from duomq.common.names import RETRY_PREFIX

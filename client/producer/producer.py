@@ -28,8 +28,12 @@ from typing import Any
 from duomq.client.backoff import RefusalBackoff
 from duomq.client.base import ClientBase
 from duomq.client.metrics import FAILURE, SUCCESS, error_name
-from duomq.client.selector import FaultAvoidance, RoundRobinSelector, select_by_key
-from duomq.client.send_attempts import SendAttempts, SendResult, SendStatus  # noqa: F401  (re-exported)
+from duomq.client.producer.selector import FaultAvoidance, RoundRobinSelector, select_by_key
+from duomq.client.producer.send_attempts import (  # noqa: F401  (re-exported)
+    SendAttempts,
+    SendResult,
+    SendStatus,
+)
 from duomq.client.shape import check_shape
 from duomq.common.client_config import ProducerConfig
 from duomq.common.config import FRAME_ENVELOPE_BYTES

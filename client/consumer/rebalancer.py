@@ -21,14 +21,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from duomq.client.allocate import Strategy
 from duomq.client.cluster.queue_owners import QueueOwners
-from duomq.client.consumer import PullConsumer
-from duomq.client.handoff import Releaser
-from duomq.client.offset_committer import OffsetCommitter
-from duomq.client.process_queue import ProcessQueue
-from duomq.client.pull_loop import PULL_RETRY_S, PullLoop
-from duomq.client.queue_locker import QueueLocker
+from duomq.client.consumer.allocate import Strategy
+from duomq.client.consumer.handoff import Releaser
+from duomq.client.consumer.offset_committer import OffsetCommitter
+from duomq.client.consumer.process_queue import ProcessQueue
+from duomq.client.consumer.pull import PullConsumer
+from duomq.client.consumer.pull_loop import PULL_RETRY_S, PullLoop
+from duomq.client.consumer.queue_locker import QueueLocker
 from duomq.common.errors import TopicNotExistError
 from duomq.common.message import MessageQueue
 from duomq.common.names import RETRY_PREFIX

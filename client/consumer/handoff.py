@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from duomq.client.process_queue import ProcessQueue
+from duomq.client.consumer.process_queue import ProcessQueue
 from duomq.common.message import MessageQueue
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 
 from duomq.client.base import ClientBase, raise_for
-from duomq.client.consumer import by_broker_group
+from duomq.client.consumer.pull import by_broker_group
 from duomq.common.message import MessageQueue
 from duomq.proto import pb
 

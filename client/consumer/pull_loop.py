@@ -18,8 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from duomq.client.consumer import PullConsumer, PullStatus, pull_result
-from duomq.client.process_queue import ProcessQueue
+from duomq.client.consumer.process_queue import ProcessQueue
+from duomq.client.consumer.pull import PullConsumer, PullStatus, pull_result
 from duomq.common.delay import RETRY_TOPIC
 from duomq.common.errors import BrokerSystemError, ReplicaLagError, for_status
 from duomq.common.subscription import Subscription

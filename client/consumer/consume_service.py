@@ -16,8 +16,8 @@ import queue
 import threading
 import time
 
+from duomq.client.consumer.process_queue import Chunk, ProcessQueue
 from duomq.client.metrics import FAILURE, SUCCESS
-from duomq.client.process_queue import Chunk, ProcessQueue
 from duomq.common.metrics import Histogram
 
 log = logging.getLogger(__name__)

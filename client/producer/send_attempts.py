@@ -10,13 +10,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from duomq.client.selector import FaultAvoidance
+from duomq.client.producer.selector import FaultAvoidance
 from duomq.common.client_config import ProducerConfig
 from duomq.common.errors import NoRouteError, for_status
 from duomq.common.message import MessageQueue, make_msg_id
 from duomq.proto import pb
 
-log = logging.getLogger("duomq.client.producer")
+log = logging.getLogger("duomq.client.producer.producer")
 ATTEMPT_GRACE_S = 2.0   # an attempt waits the broker's ack wait plus this, if retries remain
 
 

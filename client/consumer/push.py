@@ -31,19 +31,19 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from duomq.client import queue_locker
-from duomq.client.allocate import Strategy, strategy
 from duomq.client.base import raise_for
 from duomq.client.cluster.membership import GroupMembership
 from duomq.client.cluster.offset_reset import ResetWatch
 from duomq.client.cluster.queue_owners import QueueOwners
-from duomq.client.consume_service import ConcurrentService, OrderlyService
-from duomq.client.consumer import EVERYTHING, PullConsumer
-from duomq.client.offset_committer import OffsetCommitter
-from duomq.client.offset_file import LocalOffsetStore, default_path
-from duomq.client.process_queue import ProcessQueue
-from duomq.client.pull_loop import PullLoop
-from duomq.client.rebalancer import Rebalancer
+from duomq.client.consumer import queue_locker as queue_locker
+from duomq.client.consumer.allocate import Strategy, strategy
+from duomq.client.consumer.consume_service import ConcurrentService, OrderlyService
+from duomq.client.consumer.offset_committer import OffsetCommitter
+from duomq.client.consumer.offset_file import LocalOffsetStore, default_path
+from duomq.client.consumer.process_queue import ProcessQueue
+from duomq.client.consumer.pull import EVERYTHING, PullConsumer
+from duomq.client.consumer.pull_loop import PullLoop
+from duomq.client.consumer.rebalancer import Rebalancer
 from duomq.client.shape import check_shape
 from duomq.common.client_config import ConsumerConfig
 from duomq.common.message import MessageExt, MessageQueue
