@@ -409,7 +409,7 @@ class Broker(BrokerCore):
             visibility.answer_pulls(self, self.pull_hold.take_expired(now))
         share.serve_held(self, now)          # messages visible again, overdue pops
         for identity in self.outbox.expire(now):
-            n = self.pull_hold.forget(identity) + share.forget_holds(self, identity)
+            n = self.pull_hold.forget(identity) + self.pop_hold.forget(identity)
             log.info("forgot muted client %s (%d held pulls dropped)", identity.hex(), n)
         self.parts.housekeeping(now, self.store, self.share_follower)
         if self.parts.draining:

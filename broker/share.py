@@ -8,17 +8,18 @@ would be (SYNC_FLUSH, SYNC replication), so a failover or a restart finds
 every answered change. A message due again after ``max_deliveries`` deliveries
 goes to ``%DLQ%<group>`` instead, with its delivery count.
 
-POPs that find nothing are held (long polling) and looked at again when a
-queue of their topic is written to and on every housekeeping turn (for
-messages whose invisible time ended)."""
+POPs that find nothing are held (long polling, ``pop_hold`` beside the
+pull's ``pull_hold``) and looked at again when a queue of their topic is
+written to and on every housekeeping turn (for messages whose invisible
+time ended)."""
 
 from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
 
 from duomq.broker.core import BrokerCore
+from duomq.broker.pop_hold import HeldPop
 from duomq.broker.requests import Answer, Request, client_key, hosted, master_only, writable
 from duomq.common import subscription
 from duomq.common.errors import (
@@ -37,15 +38,6 @@ MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 100, 12 * 3600 * 1000
 DEFAULT_POP_MESSAGES = 32
 MAX_CLIENT_ID = 256
 MAX_RECEIPTS = 1024                 # receipts one share ack may name
-
-
-@dataclass
-class HeldPop:
-    identity: bytes
-    request_id: int
-    request: pb.PopRequest
-    deadline: float                 # monotonic s: answered empty then
-    owner: str = ""                 # who asked (``requests.client_key``)
 
 
 # ------------------------------------------------------------ handlers
@@ -74,8 +66,8 @@ def pop(b: BrokerCore, r: Request) -> Answer | None:
     wait_ms = min(req.max_wait_ms, b.config.long_polling_timeout_ms)
     if wait_ms > 0:
         _may_hold(b, r.user)
-        b.share_holds.append(HeldPop(r.identity, r.request_id, req,
-                                     time.monotonic() + wait_ms / 1000, who))
+        b.pop_hold.hold(HeldPop(r.identity, r.request_id, req,
+                                time.monotonic() + wait_ms / 1000, who))
         return None
     return pb.NO_NEW_MESSAGE, "", pb.PopResponse()
 
@@ -127,7 +119,7 @@ def _may_hold(b: BrokerCore, user: str | None) -> None:
     if b.guard is None or user is None:
         return
     mine = user + "/"
-    held = sum(1 for h in b.share_holds if h.owner.startswith(mine))
+    held = b.pop_hold.held_by(mine)
     limit = b.quota(user, "held_pops")
     if held >= limit:
         raise QuotaExceededError(f"user {user!r} has {held} POPs held on this broker, its quota "
@@ -215,9 +207,9 @@ def serve_held(b, now: float, topics: set[str] | None = None) -> None:
     Holds of one group and topic see one state: once one of them finds
     nothing, the others are not asked (a thousand idle consumers cost one
     look per write, not a thousand)."""
-    holds = b.share_holds
-    if not holds:
+    if not b.pop_hold:
         return
+    holds = list(b.pop_hold)
     # a master taking writes serves them; else each is answered empty
     m = b.parts.master_duties(b.not_writable_reason) if b.writable() else None
     keep = []
@@ -258,13 +250,7 @@ def serve_held(b, now: float, topics: set[str] | None = None) -> None:
     if topics is None and m is not None:
         for key in dry:                          # looked at: the exact time of the next due
             m.share.book.settle_due(key)
-    b.share_holds = keep
-
-
-def forget_holds(b, identity: bytes) -> int:
-    n = len(b.share_holds)
-    b.share_holds = [h for h in b.share_holds if h.identity != identity]
-    return n - len(b.share_holds)
+    b.pop_hold.keep_only(keep)
 
 
 def _now_ms() -> int:
