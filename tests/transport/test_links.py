@@ -5,6 +5,7 @@ socket monitor), with nothing asked of the caller about which it holds."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
@@ -75,9 +76,12 @@ def test_a_blocking_send_waits_for_a_connection_and_its_answer_through_its_own_p
     sends once a ROUTER does; the answer wakes the dealer's own ``poller``
     over its ``poll_keys`` and ``spin_read`` sees it waiting."""
     ctx = zmq.Context()
-    probe = ctx.socket(zmq.ROUTER)
-    port = probe.bind_to_random_port("tcp://127.0.0.1")
-    probe.close(linger=0)                        # a port nobody listens on
+    # a port bound but not listening: a connect is refused, and no other
+    # process takes it meanwhile (a port closed at once was taken by a
+    # broker another test started, once, on a loaded run)
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    port = held.getsockname()[1]
     address = f"tcp://127.0.0.1:{port}"
     d = make(ctx, native, address, immediate=True)
     router = ctx.socket(zmq.ROUTER)
@@ -87,6 +91,7 @@ def test_a_blocking_send_waits_for_a_connection_and_its_answer_through_its_own_p
         assert not d.send_when_open(b"lost", 0.3)
         assert time.monotonic() - t0 < 2.0 and d.why
         d.take_lost()
+        held.close()
         router.bind(address)
         deadline = time.monotonic() + 5
         while not d.send_when_open(b"ping", 0.3):
@@ -108,6 +113,7 @@ def test_a_blocking_send_waits_for_a_connection_and_its_answer_through_its_own_p
             poller.poll(100)
         assert d.recv(zmq.NOBLOCK) == b"pong"
     finally:
+        held.close()
         d.close(linger=0)
         router.close(linger=0)
         ctx.term()
