@@ -2,8 +2,9 @@
 retention (RocketMQ's ``store/``).
 
 ``MessageStore`` ties them together for the broker (``message_store``: its
-lifecycle; ``writes``, ``reads`` and ``reput``: the write path, the read
-path and consume-queue dispatch); every piece below it is a small module:
+lifecycle; it composes ``writes``, ``reads`` and ``reput``, the write path,
+the read path and consume-queue dispatch, which share what ``view`` names
+and one writer, ``one_writer``); every piece below it is a small module:
 ``segment`` (one preallocated file), ``mapped_file_queue`` (a directory of
 segments named by their 20-digit base offset), ``commitlog``,
 ``consume_queue``, ``checkpoint``, ``recovery``, ``retention``,
