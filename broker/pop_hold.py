@@ -23,30 +23,29 @@ class HeldPop:
 
 class PopHoldService:
     def __init__(self) -> None:
-        self._held: list[HeldPop] = []
-
-    def __bool__(self) -> bool:
-        return bool(self._held)
+        # the POPs held, in order (read only; the serving turn asks whether
+        # any is held on every send, without a Python call: ``if hold.held``)
+        self.held: list[HeldPop] = []
 
     def __len__(self) -> int:
-        return len(self._held)
+        return len(self.held)
 
     def __iter__(self) -> Iterator[HeldPop]:
-        return iter(self._held)
+        return iter(self.held)
 
     def hold(self, pop: HeldPop) -> None:
-        self._held.append(pop)
+        self.held.append(pop)
 
     def keep_only(self, pops: list[HeldPop]) -> None:
         """Hold ``pops`` alone from now on (a look answered the others)."""
-        self._held = pops
+        self.held = pops
 
     def held_by(self, prefix: str) -> int:
         """POPs held for owners whose key starts with ``prefix`` (a user's: its quota)."""
-        return sum(1 for h in self._held if h.owner.startswith(prefix))
+        return sum(1 for h in self.held if h.owner.startswith(prefix))
 
     def forget(self, identity: bytes) -> int:
         """Drop the POPs a connection holds (a muted client); how many."""
-        n = len(self._held)
-        self._held = [h for h in self._held if h.identity != identity]
-        return n - len(self._held)
+        n = len(self.held)
+        self.held = [h for h in self.held if h.identity != identity]
+        return n - len(self.held)

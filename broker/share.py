@@ -207,9 +207,9 @@ def serve_held(b, now: float, topics: set[str] | None = None) -> None:
     Holds of one group and topic see one state: once one of them finds
     nothing, the others are not asked (a thousand idle consumers cost one
     look per write, not a thousand)."""
-    if not b.pop_hold:
+    holds = b.pop_hold.held
+    if not holds:
         return
-    holds = list(b.pop_hold)
     # a master taking writes serves them; else each is answered empty
     m = b.parts.master_duties(b.not_writable_reason) if b.writable() else None
     keep = []

@@ -64,10 +64,10 @@ def before_answer(b: BrokerCore, request: Request, answer) -> bool:
     if request.type != pb.SEND or b.sync_flush or b.sync_replication:
         return False
     book = b.answers
-    if b.pull_hold.held or b.pop_hold:
+    if b.pull_hold.held or b.pop_hold.held:
         woken = book.woken
         key = answer_staged(b)
-        if b.pop_hold or key is None or key in b.pull_hold.held:
+        if b.pop_hold.held or key is None or key in b.pull_hold.held:
             book.pay()       # other holds on that queue: before the ack, as ever
         else:
             book.owe_offsets()
@@ -131,7 +131,7 @@ def answer_ready_pulls(b: BrokerCore, visible: int) -> None:
             del pending[key]
     if b.pull_hold.held and keys:
         answer_pulls(b, b.pull_hold.take_ready(lambda t, q: visible_max(b, t, q), keys))
-    if b.pop_hold and keys:
+    if b.pop_hold.held and keys:
         share.serve_held(b, time.monotonic(), {t for t, _q in keys})
 
 

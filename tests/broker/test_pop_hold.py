@@ -12,11 +12,11 @@ def pop(identity: bytes, rid: int, owner: str) -> HeldPop:
 
 def test_pops_are_held_in_order_counted_by_owner_and_forgotten_by_connection():
     hold = PopHoldService()
-    assert not hold and len(hold) == 0
+    assert not hold.held and len(hold) == 0
     a, b, c = pop(b"c1", 1, "alice/w1"), pop(b"c2", 2, "bob/w1"), pop(b"c1", 3, "alice/w2")
     for p in (a, b, c):
         hold.hold(p)
-    assert hold and [p.request_id for p in hold] == [1, 2, 3]
+    assert hold.held and [p.request_id for p in hold] == [1, 2, 3]
     assert (hold.held_by("alice/"), hold.held_by("bob/"), hold.held_by("carol/")) == (2, 1, 0)
     assert hold.forget(b"c1") == 2 and [p.request_id for p in hold] == [2]
     assert hold.forget(b"c1") == 0
