@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from duomq.common.message import PullStatus
 from duomq.format import record as rec
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue
-from duomq.store.view import Fresh, StoreView
+from duomq.store.view import Fresh, StorePart
 
 __all__ = ["FILTER_SCAN_ENTRIES", "Fresh", "GetResult", "StoreReads"]
 log = logging.getLogger(__name__)
@@ -34,16 +34,9 @@ class GetResult:
                                    # | NO_MATCHED_MESSAGE (all scanned entries filtered out)
 
 
-class StoreReads:
+class StoreReads(StorePart):
     """The store's read path, composed into ``MessageStore`` (which names
     its public calls)."""
-
-    def __init__(self, store: StoreView) -> None:
-        self.store = store
-        self.config = store.config
-        self.commitlog = store.commitlog
-        self.queues = store.queues
-        self.index = store.index
 
     def read_raw(self, offset: int, max_bytes: int):
         """Commit-log bytes from ``offset`` as they lie on disk, within one

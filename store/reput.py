@@ -16,7 +16,7 @@ from duomq.format import record as rec
 from duomq.format.crc import crc32c
 from duomq.store import bulk_dispatch
 from duomq.store.consume_queue import pack_entries
-from duomq.store.view import StoreView
+from duomq.store.view import StorePart
 
 log = logging.getLogger(__name__)
 # the header fields dispatch reads
@@ -49,19 +49,9 @@ def _queue_name(topic: bytes, queue_id: int) -> str:
     return name
 
 
-class Reput:
+class Reput(StorePart):
     """Consume-queue dispatch, composed into ``MessageStore`` (which names
     its public calls)."""
-
-    def __init__(self, store: StoreView) -> None:
-        self.store = store
-        self.config = store.config
-        self.commitlog = store.commitlog
-        self.queues = store.queues
-        self.index = store.index
-        self.producers = store.producers
-        self.appended = store.appended
-        self.writer = store.writer
 
     def dispatch(self) -> int:
         """Build consume-queue entries for complete records past

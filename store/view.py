@@ -1,6 +1,6 @@
 """What the store's composed parts (``writes``, ``reads``, ``reput``) share
-of the ``MessageStore`` that holds them (``StoreView``), and the batch
-written last (``Fresh``). The parts keep the store's files by reference;
+of the ``MessageStore`` that holds them (``StoreView``, kept by each
+``StorePart``), and the batch written last (``Fresh``). The parts keep the store's files by reference;
 the offsets they move are the store's own fields."""
 
 from __future__ import annotations
@@ -47,3 +47,19 @@ class StoreView(Protocol):
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue: ...
 
     def observe_sequenced(self, sequenced: list[int], checked: bool = False) -> None: ...
+
+
+class StorePart:
+    """A part ``MessageStore`` composes (its write path, read path,
+    dispatch): the store's files and its one writer kept by reference, the
+    offsets it moves read and written on ``store``."""
+
+    def __init__(self, store: StoreView) -> None:
+        self.store = store
+        self.config = store.config
+        self.commitlog = store.commitlog
+        self.queues = store.queues
+        self.index = store.index
+        self.producers = store.producers
+        self.appended = store.appended
+        self.writer = store.writer

@@ -7,7 +7,6 @@ slave)."""
 
 from __future__ import annotations
 
-import collections
 import errno
 import itertools
 import logging
@@ -15,17 +14,13 @@ import operator
 import time
 from dataclasses import dataclass
 
-from duomq.common.config import BrokerConfig
 from duomq.common.errors import StoreFullError
 from duomq.format import bulk_scan, native, seal
 from duomq.format import record as rec
 from duomq.format.crc import crc32c
-from duomq.store.commitlog import CommitLog
 from duomq.store.consume_queue import CQ_UNIT, ConsumeQueue, pack_entries
-from duomq.store.key_index import KeyIndex
-from duomq.store.one_writer import OneWriter
-from duomq.store.producer_state import Batch, ProducerStates
-from duomq.store.view import Fresh, StoreView
+from duomq.store.producer_state import Batch
+from duomq.store.view import Fresh, StorePart, StoreView
 
 log = logging.getLogger(__name__)
 _FLAGS = rec.fields("flags")
@@ -69,19 +64,13 @@ class PutResult:
     rest: SecondHalf | None = None  # put_batch(later=True): what is left to write
 
 
-class StoreWrites:
+class StoreWrites(StorePart):
     """The store's write path, composed into ``MessageStore`` (which names
     its public calls): the store's parts it writes are kept here by
     reference, the offsets it moves are the store's."""
 
     def __init__(self, store: StoreView) -> None:
-        self.store = store
-        self.config: BrokerConfig = store.config
-        self.commitlog: CommitLog = store.commitlog
-        self.index: KeyIndex = store.index
-        self.producers: ProducerStates = store.producers
-        self.appended: collections.deque[tuple[str, int, int]] = store.appended
-        self.writer: OneWriter = store.writer
+        super().__init__(store)
         self.full_logged = -60.0       # monotonic: when a full disk was last logged
         self.cannot_write = ""         # why the last write failed (a full disk); "": it did not
         # a second half not written yet (``put_batch(later=True)``): the next write finishes it
