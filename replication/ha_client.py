@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from duomq.common.curve import KeyPair
 from duomq.common.service import ServiceThread
 from duomq.format.record import RecordError
 from duomq.proto import codec, pb
+from duomq.replication.priority import lift_idle_threads, lower_priority
 from duomq.transport.dealer import ZmtpDealer
 from duomq.transport.links import Dealer, LibzmqDealer
 from duomq.transport.zsend import readable
@@ -58,6 +58,7 @@ MAX_BACKOFF_S = 5.0
 REPORT_DELAY_S = 0.005
 HEARD_GRACE_S = 0.5     # a heartbeat this late still counts as on time (lag_ms)
 RECONNECT_S = 0.1       # a native link dials again at most this often (libzmq's RECONNECT_IVL)
+STARVED_S = 1.0         # a link under SCHED_IDLE this long without a turn is starved
 
 
 class ReplicationHalted(Exception):
@@ -67,6 +68,30 @@ class ReplicationHalted(Exception):
 class OtherEpoch(Exception):
     """The peer at the address is the master of another epoch than the one
     this link follows: nothing it sends is applied."""
+
+
+def libzmq_link_options(heartbeat_ms: int) -> dict[int, int]:
+    """A libzmq link's DEALER options.
+
+    ZMTP heartbeats: a connection that stops carrying anything (a cut link,
+    not a reset) is closed and dialled again by ZeroMQ within two heartbeat
+    periods, instead of waiting out TCP's retransmission backoff (after a 5 s
+    cut, the stream came back 1.2-2.8 s after the heal); a connect whose SYN
+    is lost is retried every half beat.
+
+    No receive high-water mark (0). With one and heartbeats together, libzmq
+    4.3 aborts the whole broker (``Assertion failed: _input_stopped
+    (src/stream_engine_base.cpp:396)``, libzmq#3937 and #4767, open): the
+    pipe to this thread fills, the engine stops reading, a heartbeat times
+    out, and the stale wake-up of the pipe restarts the reconnected engine's
+    input. A slave restarted on a loaded secured pair died so. What is in
+    flight is bounded by the master instead: at most ``ha_window_bytes`` of
+    log unacknowledged, and a link silent for ``ha_housekeeping_ms`` dropped
+    at both ends."""
+    return {zmq.LINGER: 0, zmq.RCVHWM: 0,
+            zmq.HEARTBEAT_IVL: max(1, heartbeat_ms // 2),
+            zmq.HEARTBEAT_TIMEOUT: 2 * heartbeat_ms,
+            zmq.CONNECT_TIMEOUT: max(1, heartbeat_ms // 2)}
 
 
 @dataclass(frozen=True)
@@ -128,6 +153,25 @@ class HAClient(ServiceThread):
         self._jobs: collections.deque[Callable[[], None]] = collections.deque()
         self._posting = threading.Lock()     # a post against the thread's end
         self.ended = False            # the thread has stopped and handed the store back
+        self.idle = False             # under SCHED_IDLE (ASYNC, ha_apply_idle) until starved
+        self.turn_at = 0.0            # when the thread last had a turn (0: not started)
+
+    def lift_if_starved(self, now: float) -> bool:
+        """The serving thread's check (it keeps the broker's priority): a
+        thread under SCHED_IDLE gets no CPU at all while the host's cores are
+        busy, so a link that has had no turn for ``STARVED_S`` stops falling
+        behind without end: it runs ``ha_apply_nice`` nicer from now on, with
+        the ZeroMQ threads it started (one went 35 s without a turn on a
+        loaded machine, missing a hand-over it was asked to report for).
+        True when it lifted the link now."""
+        if not self.idle or self.turn_at == 0.0 or now - self.turn_at < STARVED_S:
+            return False
+        self.idle = False
+        lifted = lift_idle_threads(self.config.ha_apply_nice)
+        log.warning("the replication thread had no turn for %.1f s under SCHED_IDLE (the "
+                    "host's CPUs are busy): %d thread(s) now run %d nicer than the broker "
+                    "instead", now - self.turn_at, lifted, self.config.ha_apply_nice)
+        return True
 
     def lag_ms(self, now: float | None = None) -> int:
         """How far this slave is behind its master, in ms: 0 while the last
@@ -178,7 +222,7 @@ class HAClient(ServiceThread):
         self.store.adopt()            # the store's one writer until this thread ends
         try:
             if self.config.replication is ReplicationMode.ASYNC:   # under SYNC, acks wait on us
-                lower_priority(self.config.ha_apply_idle, self.config.ha_apply_nice)
+                self.idle = lower_priority(self.config.ha_apply_idle, self.config.ha_apply_nice)
             self.ctx = zmq.Context(1)     # after that: its I/O thread inherits the priority
             try:
                 self._run()
@@ -195,6 +239,7 @@ class HAClient(ServiceThread):
     def _run(self) -> None:
         backoff = 0.1
         while not self.stopped:
+            self.turn_at = time.monotonic()
             self._run_jobs()
             address = self.master_ha_address()
             if not address:
@@ -225,17 +270,8 @@ class HAClient(ServiceThread):
         cfg = self.config
         assert self.ctx is not None        # made by run()
         sock = self.ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVHWM, 64)
-        # ZMTP heartbeats: a connection that stops carrying anything (a cut
-        # link, not a reset) is closed and dialled again by ZeroMQ within
-        # two heartbeat periods, instead of waiting out TCP's retransmission
-        # backoff (after a 5 s cut, the stream came back 1.2-2.8 s after the
-        # heal); a connect whose SYN is lost is retried every half beat
-        beat = cfg.ha_heartbeat_ms
-        sock.setsockopt(zmq.HEARTBEAT_IVL, max(1, beat // 2))
-        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 2 * beat)
-        sock.setsockopt(zmq.CONNECT_TIMEOUT, max(1, beat // 2))
+        for option, value in libzmq_link_options(cfg.ha_heartbeat_ms).items():
+            sock.setsockopt(option, value)
         if self.curve is not None:
             # broker keys both ways: the master admits only them, and we
             # follow only a master that holds the secret half of one
@@ -277,6 +313,7 @@ class HAClient(ServiceThread):
                     # reports coalesce; one the master waits on goes at once
                     urgent = resync = False
                     while not resync:
+                        self.turn_at = time.monotonic()
                         resync, wanted = self._apply(sock.recv_multipart(copy=False))
                         urgent = urgent or wanted
                         if not readable(sock):
@@ -288,7 +325,7 @@ class HAClient(ServiceThread):
                     elif report_at is None:
                         report_at = self.last_heard + REPORT_DELAY_S
                     self._finish()         # after the report: the ack waits on none of it
-                now = time.monotonic()
+                now = self.turn_at = time.monotonic()
                 if now - self.last_heard > cfg.ha_housekeeping_ms / 1000:
                     log.warning("replication link to %s silent for %.1f s: re-dialling", address,
                                 now - self.last_heard)
@@ -385,23 +422,3 @@ class HAClient(ServiceThread):
                              address=self.config.address, resync=resync)
         sock.send(codec.encode_request(0, pb.HA_REPORT, report))
 
-
-def lower_priority(idle: bool, nice: int) -> None:
-    """Put the calling thread (and the threads it starts) under SCHED_IDLE,
-    or, without ``idle`` or where that is refused, make it ``nice`` nicer
-    (Linux scheduling policy and niceness are per thread). Best effort:
-    logged if refused."""
-    tid = threading.get_native_id()
-    if idle:
-        try:
-            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-            return
-        except (OSError, AttributeError) as exc:
-            log.warning("SCHED_IDLE refused for the replication thread (%s); "
-                        "using ha_apply_nice", exc)
-    if nice <= 0:
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-    except OSError as exc:
-        log.warning("could not lower the replication thread's priority: %s", exc)

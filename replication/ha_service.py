@@ -157,10 +157,15 @@ class HAService:
         return link.acked_offset != before
 
     def heard_holding(self, end: int, since: float) -> bool:
-        """Whether a streaming slave holds ``end``, by a report it sent at or
-        after ``since`` (monotonic s): alive now, not only when it last spoke."""
+        """Whether a streaming slave of the published in-sync set holds
+        ``end``, by a report it sent at or after ``since`` (monotonic s):
+        alive now, not only when it last spoke. One outside the set would
+        hold everything and still not be elected: the group left without
+        a master (a slave restarted just before a switchover was so)."""
         return any(link.state is HaState.TRANSFER and link.acked_offset >= end
-                   and link.last_heard >= since for link in self.links.values())
+                   and link.last_heard >= since
+                   and (self.isr is None or link.broker_id in self.isr)
+                   for link in self.links.values())
 
     # ------------------------------------------------------------ outbound
     def ask_reports(self, now: float, confirmed: int) -> None:

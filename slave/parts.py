@@ -205,9 +205,10 @@ class SlaveParts:
     def due_work(now: float, visible: int, producers, send) -> bool:
         return False
 
-    @staticmethod
-    def housekeeping(now: float, store, follower) -> None:
+    def housekeeping(self, now: float, store, follower) -> None:
         follower.catch_up(store)      # the share groups' state: a promotion applies only the tail
+        if self._client is not None:
+            self._client.lift_if_starved(now)     # a link SCHED_IDLE left without CPU
 
     @staticmethod
     def left_reader(group: str, client: str) -> None:

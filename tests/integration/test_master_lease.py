@@ -153,8 +153,13 @@ def test_a_silent_slave_holding_acked_writes_the_live_one_lacks_is_waited_for(lo
         b.start(wait=False)
         deadline = time.monotonic() + 8.0                  # four leases and more
         while time.monotonic() < deadline:
-            assert (master_info(zk, cl) or before).broker_id != b.broker_id, \
-                "the slave lacking acked writes took over"
+            if (master_info(zk, cl) or before).broker_id == b.broker_id:
+                said = [line for line in b.log_tail(300).splitlines() if "HA: " in line]
+                raise AssertionError(
+                    f"the slave lacking acked writes took over ({master_info(zk, cl)} after "
+                    f"{before}, ISR {isr_members(zk, cl)}, "
+                    f"A held {node(a) and node(a).max_offset}; B's HA said: "
+                    + " | ".join(line.split("HA: ", 1)[1] for line in said[-6:]) + ")")
             time.sleep(0.05)
         assert "is silent but last held offset" in b.log_tail(300)
     finally:

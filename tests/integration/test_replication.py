@@ -3,6 +3,8 @@ pulls, SYNC acks that never lie, offsets copied to the slave."""
 
 import filecmp
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -176,6 +178,47 @@ def test_async_replication_applies_the_log_at_a_lower_priority(local_cluster, sm
     assert prio[slave.pid] == ("other", 0)            # the serving thread
     assert sum(v == lowered for v in prio.values()) == threads
     assert all(v == ("other", 0) for v in prio.values() if v != lowered)
+
+
+@pytest.mark.parametrize("settings", [{}, ZEROMQ_LINK])
+def test_a_slave_starved_under_sched_idle_is_lifted_and_catches_up(local_cluster, small_store,
+                                                                   remoting, settings):
+    """SCHED_IDLE gets no CPU while every core is busy: busy loops on the
+    slave's CPU starved a replication thread for 35 s on a loaded machine
+    (it could not report for a hand-over). The serving thread sees the link
+    go without a turn and lifts it (and libzmq's threads) to ha_apply_nice:
+    the slave catches up with the loop still running."""
+    master = local_cluster.add_broker("broker-a", 0, replication="ASYNC", **small_store)
+    slave = local_cluster.add_broker("broker-a", 1, replication="ASYNC", **small_store,
+                                     **settings)
+    local_cluster.create_topic("Starved", queues=1)
+    cpu = max(os.sched_getaffinity(0))
+    with Producer(zookeeper=local_cluster.zookeeper, cluster=local_cluster.cluster) as p:
+        wait_for(lambda: p.send(Message("Starved", b"x")).ok, what="an acked send")
+        end = status(remoting, master).max_physical_offset
+        wait_for(lambda: status(remoting, slave).max_physical_offset == end, what="the slave")
+        assert sum(v[0] == "idle" for v in thread_priorities(slave.pid).values()) >= 1
+        for tid in os.listdir(f"/proc/{slave.pid}/task"):      # the slave's threads on one CPU
+            os.sched_setaffinity(int(tid), {cpu})
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                 preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+                for _ in range(3)]         # the serving thread gets a quarter of the CPU
+        try:
+            time.sleep(0.3)
+            for _ in range(10):
+                assert p.send_batch([Message("Starved", b"y" * 1000)] * 200).ok
+            end = status(remoting, master).max_physical_offset
+            wait_for(lambda: status(remoting, slave).max_physical_offset == end, 15,
+                     "the starved slave to catch up while the CPU stays busy")
+            assert "had no turn for" in slave.log_tail(50)
+        finally:
+            for b in busy:
+                b.kill()
+                b.wait()
+    prio = thread_priorities(slave.pid)
+    assert not any(v[0] == "idle" for v in prio.values())
+    assert prio[slave.pid] == ("other", 0)
+    assert sum(v == ("other", 10) for v in prio.values()) == (3 if settings else 1)
 
 
 @pytest.mark.parametrize("replication", ["ASYNC", "SYNC"])

@@ -147,6 +147,23 @@ def test_without_the_lease_every_listed_slave_and_every_set_being_written_counts
     assert ha.isr_held_offset() is None                 # a listed slave with no link
 
 
+def test_a_hand_over_waits_for_a_slave_holding_all_to_be_in_the_published_isr(store_of, link):
+    """A slave that caught up but is not yet in the in-sync set ZooKeeper
+    holds would not be elected: handing over to it leaves the group
+    without a master (seen: a slave restarted just before a switchover)."""
+    store = store_of(replication="ASYNC")
+    ha, link_, _ = ten_records_sent(link[0], store)
+    end = store.commitlog.max_offset
+    link_.acked_offset, link_.last_heard = end, 5.0
+    ha.isr = frozenset({0})                        # the master alone, as published
+    assert not ha.heard_holding(end, 4.0)
+    ha.isr = frozenset({0, 1})                     # IsrPublished: the slave listed
+    assert ha.heard_holding(end, 4.0)
+    assert not ha.heard_holding(end, 6.0)          # its report came before the drain
+    link_.acked_offset = end - 1
+    assert not ha.heard_holding(end, 4.0)          # it lacks the last byte
+
+
 def test_a_slave_of_an_older_release_gets_nothing_and_is_named(store_of, link, caplog):
     """A report as releases before epoch-bound links sent it (no epoch
     field): the master opens no link, credits nothing, sends nothing, and
