@@ -19,7 +19,6 @@ from duomq.broker import role_switch
 from duomq.broker.answers import AnswerBook
 from duomq.broker.health import BrokerHealth
 from duomq.broker.metrics import BrokerMetrics
-from duomq.broker.pop_hold import PopHoldService
 from duomq.broker.pull_hold import PullRequestHoldService
 from duomq.broker.role_parts import RoleParts
 from duomq.broker.snapshot import BrokerSnapshot
@@ -31,9 +30,10 @@ from duomq.common.role import Role
 from duomq.controller.registry import BrokerRegistry
 from duomq.coordinator.nodes import MemberNode
 from duomq.flush.services import FlushService
+from duomq.share.book import ShareFollower
+from duomq.share.pop_hold import PopHoldService
 from duomq.store import MessageStore
 from duomq.store.consumer_offsets import ConsumerOffsetManager
-from duomq.store.share_book import ShareFollower
 
 
 @dataclass
@@ -53,7 +53,7 @@ class BrokerCore:
         self.store = MessageStore(config)
         self.offsets = ConsumerOffsetManager(os.path.join(config.data_dir, "consumer_offsets.json"))
         self.pull_hold = PullRequestHoldService()
-        self.pop_hold = PopHoldService()         # POPs waiting for messages (broker/share.py)
+        self.pop_hold = PopHoldService()         # POPs waiting for messages (share/handlers.py)
         self.share_follower = ShareFollower()    # a slave's copy of the share groups' state
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC

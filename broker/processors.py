@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 
 from duomq.auth.acl import topic_read
-from duomq.broker import share
 from duomq.broker.admin import broker_config, delete_group
 from duomq.broker.core import BrokerCore, Client
 from duomq.broker.health import readiness
@@ -44,6 +43,7 @@ from duomq.format import record as rec
 from duomq.format.record import RecordError
 from duomq.proto import pb
 from duomq.proto.wire import PullAnswer
+from duomq.share import handlers as share
 from duomq.store.reads import Fresh
 
 QUERY_DEFAULT_NUM = 32        # messages a lookup by key returns unless asked (RocketMQ's)

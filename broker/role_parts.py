@@ -16,7 +16,7 @@ from duomq.proto import pb
 
 if TYPE_CHECKING:
     from duomq.master.parts import AckWaiter, MasterParts
-    from duomq.store.share_book import ShareFollower
+    from duomq.share.book import ShareFollower
 
 
 class RoleParts(Protocol):

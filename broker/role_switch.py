@@ -28,10 +28,10 @@ from duomq.controller.orders import (
     Promote,
 )
 from duomq.master.parts import MasterParts
+from duomq.share.book import ShareFollower
 from duomq.slave.parts import LinkCurve, SlaveParts, truncate
 from duomq.store import MessageStore
 from duomq.store.consumer_offsets import ConsumerOffsetManager
-from duomq.store.share_book import ShareFollower
 from duomq.transport.zsend import Sent
 
 log = logging.getLogger(__name__)

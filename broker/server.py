@@ -27,7 +27,7 @@ from typing import Any
 
 import zmq
 
-from duomq.broker import role_switch, share, visibility
+from duomq.broker import role_switch, visibility
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import Dispatcher
 from duomq.broker.inbox import Inbox, ScrapeWanted
@@ -49,6 +49,7 @@ from duomq.coordinator.zk_login import broker_zk_sasl
 from duomq.flush import make_flush_service
 from duomq.format import native
 from duomq.proto import pb
+from duomq.share import handlers as share
 from duomq.transport.busy_poll import BusyPoll
 from duomq.transport.ports import Port, PortError, listening, poller_for
 from duomq.transport.zsend import readable

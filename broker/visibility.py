@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 
-from duomq.broker import share
 from duomq.broker.core import BrokerCore
 from duomq.broker.dispatcher import handle
 from duomq.broker.processors import (
@@ -23,6 +22,7 @@ from duomq.broker.processors import (
 )
 from duomq.broker.requests import Request
 from duomq.proto import pb
+from duomq.share import handlers as share
 
 
 def before_answer(b: BrokerCore, request: Request, answer) -> bool:

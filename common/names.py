@@ -22,7 +22,7 @@ SYSTEM_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX)
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"       # RocketMQ's name for delayed messages
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"      # RocketMQ's: transactions' half messages
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"     # ... and how each one ended
-SHARE_LOG_TOPIC = "DUOMQ_SYS_SHARE_LOG"     # share groups' pops and acks (broker/share.py)
+SHARE_LOG_TOPIC = "DUOMQ_SYS_SHARE_LOG"     # share groups' pops and acks (share/handlers.py)
 INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC,    # the broker's own:
                              SHARE_LOG_TOPIC})                        # clients never name them
 MAX_QUEUES = 1024                            # queues of one topic on one broker group

@@ -24,13 +24,13 @@ from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
 from duomq.master.group_topics import GroupTopics
 from duomq.master.queue_locks import QueueLocks
 from duomq.master.schedule import ScheduleService
-from duomq.master.share_service import ShareService
 from duomq.master.transactions import TransactionService
 from duomq.proto import pb
 from duomq.replication.ha_service import HAService, LinkStatus
 from duomq.replication.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_slave
+from duomq.share.book import ShareBook, ShareFollower
+from duomq.share.service import ShareService
 from duomq.store.residency import window_residency
-from duomq.store.share_book import ShareBook, ShareFollower
 from duomq.transport.zsend import Sent
 
 __all__ = ["AckWaiter", "LinkStatus", "MasterParts"]

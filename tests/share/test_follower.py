@@ -7,8 +7,8 @@ import pytest
 from duomq.common.config import BrokerConfig
 from duomq.common.names import SHARE_LOG_TOPIC
 from duomq.format import record as rec
+from duomq.share.book import ShareFollower, encode_op, replay
 from duomq.store import MessageStore
-from duomq.store.share_book import ShareFollower, encode_op, replay
 
 
 @pytest.fixture

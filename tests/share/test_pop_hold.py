@@ -1,9 +1,9 @@
-"""The share groups' long polling (broker/pop_hold.py), beside the pull's:
+"""The share groups' long polling (share/pop_hold.py), beside the pull's:
 POPs held in order, counted by owner (a user's quota of held pops),
 forgotten by connection, and kept only as a look leaves them."""
 
-from duomq.broker.pop_hold import HeldPop, PopHoldService
 from duomq.proto import pb
+from duomq.share.pop_hold import HeldPop, PopHoldService
 
 
 def pop(identity: bytes, rid: int, owner: str) -> HeldPop:

@@ -15,7 +15,7 @@ The state changes only by ops, which the master writes to the share log
 replicated, flushed and recovered like any other, so a broker that becomes
 master, or starts again, rebuilds the same state by replaying it
 (``replay``); a slave keeps it current as the log arrives
-(``ShareFollower``). The master's side is ``master.share_service``. Ops are JSON objects about one queue:
+(``ShareFollower``). The master's side is ``share.service``. Ops are JSON objects about one queue:
 
   pop      {"op": "pop", "g", "t", "q", "s": start, "p": next before,
             "n": next after, "i": [[offset, count], ...], "d": deadline, "a": now,

@@ -1,7 +1,7 @@
 """Long polling of share groups (RocketMQ 5's POP long polling), beside
 the pull's (``pull_hold``): a POP that finds nothing is held until a queue
 of its topic is written to, messages of its group come due again, or its
-deadline passes (``broker.share.serve_held`` looks). Pure bookkeeping; the
+deadline passes (``share.handlers.serve_held`` looks). Pure bookkeeping; the
 serving thread owns it."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from duomq.store.share_book import ReceiptError, ShareBook, decode_op, encode_op
+from duomq.share.book import ReceiptError, ShareBook, decode_op, encode_op
 
 K = ("g", "T", 0)
 

@@ -1,5 +1,5 @@
-"""A master's share groups (``broker/share.py`` serves the requests): the
-book (``store.share_book``) as the share log left it at promotion, what a pop
+"""A master's share groups (``share/handlers.py`` serves the requests): the
+book (``share.book``) as the share log left it at promotion, what a pop
 hands out, how receipts are judged, and the changes written to the share
 log and applied. The caller checks the request and answers it, once what
 ``write`` stored is durable."""
@@ -14,9 +14,9 @@ from duomq.common.names import SHARE_LOG_TOPIC
 from duomq.common.subscription import Subscription
 from duomq.format import record as rec
 from duomq.master import requeue
-from duomq.store import share_book
+from duomq.share import book as share_book
+from duomq.share.book import Held, ReceiptError, ShareBook, encode_op
 from duomq.store.consume_queue import CQ_UNIT
-from duomq.store.share_book import Held, ReceiptError, ShareBook, encode_op
 
 DELIVERY_COUNT = "DELIVERY_COUNT"   # a dead-lettered message's deliveries (property)
 _SIZE_QOFF = rec.fields("total_size", "queue_offset")

@@ -2,7 +2,7 @@
 POP hands a share group's next visible messages to whichever consumer asks,
 each invisible to the others until its deadline; SHARE_ACK accepts, releases
 or renews them by receipt. The master's parts hold the state
-(``master.share_service``): every change is an op written to the share log
+(``share.service``): every change is an op written to the share log
 and applied, and the answer waits until that write is as durable as a send
 would be (SYNC_FLUSH, SYNC replication), so a failover or a restart finds
 every answered change. A message due again after ``max_deliveries`` deliveries
@@ -19,7 +19,6 @@ import secrets
 import time
 
 from duomq.broker.core import BrokerCore
-from duomq.broker.pop_hold import HeldPop
 from duomq.broker.requests import Answer, Request, client_key, hosted, master_only, writable
 from duomq.common import subscription
 from duomq.common.errors import (
@@ -31,6 +30,7 @@ from duomq.common.errors import (
 from duomq.common.names import validate_name
 from duomq.master.parts import MasterParts
 from duomq.proto import pb
+from duomq.share.pop_hold import HeldPop
 
 DEFAULT_MAX_DELIVERIES = 16         # RocketMQ's maxReconsumeTimes
 MAX_DELIVERIES = 1000
