@@ -42,10 +42,11 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 stamp="$VENV/.duomq-installed"
-# reinstalled when pyproject.toml or the C loops (or their layout.h) change (pip builds format/_native.c, proto/_wire.c and transport/_zmtp.c in place);
+# reinstalled when pyproject.toml or the C loops (their sources and headers in format/, proto/ and
+# transport/) change (pip builds format/_native, proto/_wire and transport/_zmtp in place);
 # the stamp names the build the venv holds now, not every build it ever held (a checkout back to
 # an earlier source must build it again)
-want="$(cat pyproject.toml format/_native.c format/layout.h proto/_wire.c transport/_zmtp.c | sha256sum | cut -c1-16) $EXTRAS"
+want="$(cat pyproject.toml $(find format proto transport -name '*.[ch]' | LC_ALL=C sort) | sha256sum | cut -c1-16) $EXTRAS"
 if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q -e ".[$EXTRAS]"

@@ -1,4 +1,4 @@
-# common/_zmtp.c
+# transport/_zmtp.c (and csrc/)
 from collections import deque
 
 IOV_MAX: int
