@@ -6,6 +6,7 @@ under SYNC_FLUSH or SYNC replication, deferred until durable (``None``)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from duomq.auth.acl import topic_read
 from duomq.broker.core import BrokerCore
@@ -79,8 +80,7 @@ def _numbering(req: pb.SendRequest) -> tuple[int, int, int] | None:
     data = req.records
     if len(data) < rec.HEADER_SIZE or not _FLAGS.unpack_from(data, 0)[0] & rec.FLAG_SEQUENCED:
         return None
-    loops = native.LOOPS         # the plain case in C: the same numbers as below, or None
-    got = loops.sequence(data) if loops is not None else None
+    got = _sequence(data)        # the plain case in C: the same numbers as below, or None
     if got is not None:
         pid, seq, count = got
     else:
@@ -252,3 +252,12 @@ def list_transactions(b: BrokerCore, r: Request) -> Answer:
     return pb.OK, "", resp
 
 
+
+
+_sequence: Any = native.declined     # bound by _bind: the C loops' sequence, or declining all
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _sequence
+    _sequence = loops.sequence if loops is not None else native.declined

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from duomq.common.errors import BadRequestError
 from duomq.common.idempotence import SEQUENCING
@@ -158,13 +158,9 @@ def decode_records(buf, broker_group: str = "") -> list[MessageExt]:
     in one C loop (``format/_native.c``'s ``decode``) when it is built and
     every record is a whole format-3 one, else record by record here (the
     reference: the tests compare both)."""
-    loops = native.LOOPS
-    if loops is not None:
-        # (properties and hosts read in C too: None for the Python readers)
-        out = loops.decode(buf, broker_group, MessageExt, None, None, SEQUENCING)
-        if out is not None:
-            return out
-    return _decode_records(buf, broker_group)
+    # (properties and hosts read in C too: None for the Python readers)
+    out = _decode(buf, broker_group, MessageExt, None, None, SEQUENCING)
+    return out if out is not None else _decode_records(buf, broker_group)
 
 
 def _decode_records(buf, broker_group: str) -> list[MessageExt]:
@@ -213,3 +209,12 @@ def _decode_records(buf, broker_group: str) -> list[MessageExt]:
                           born, stored, born_host, flags, broker_group))
         pos += size
     return out
+
+
+_decode: Any = native.declined     # bound by _bind: the C decode, or declining all
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _decode
+    _decode = loops.decode if loops is not None else native.declined

@@ -71,7 +71,7 @@ BULK_MIN = 96      # without the C loops, records a batch needs before numpy pay
 def pays(count: int) -> bool:
     """Whether a batch of ``count`` records goes through ``scan`` and
     ``seal.patch_and_seal`` (else record by record): always with the C loops."""
-    return native.LOOPS is not None or count >= BULK_MIN
+    return _ALWAYS or count >= BULK_MIN
 
 
 def scan(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
@@ -79,9 +79,7 @@ def scan(buf: bytearray, topic: bytes, max_record_bytes: int, count: int,
                                    list[tuple[int, int, int]]] | None:
     """What ``record.scan_batch`` returns for a well-formed batch (and the
     payload CRCs appended to ``crcs``), or None for one it must look at."""
-    loops = native.LOOPS
-    checked = loops.scan(buf, topic, max_record_bytes, count) if loops is not None \
-        else _checked(buf, topic, max_record_bytes, count)
+    checked = _check(buf, topic, max_record_bytes, count)
     if checked is None:
         return None
     bounds, borns, payload_crcs, texted = checked
@@ -145,3 +143,14 @@ def _texts(buf: bytearray, bounds: list[int], tlen: int, texted: list[int], hash
     except UnicodeDecodeError:
         return False
     return True
+
+
+_ALWAYS = False           # bound by _bind: the C loops take any batch
+_check: Any = _checked    # the C scan, or numpy's
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _ALWAYS, _check
+    _ALWAYS = loops is not None
+    _check = loops.scan if loops is not None else _checked

@@ -81,19 +81,15 @@ def seals(rows: Any) -> Any:
     return out
 
 
-def patch_and_seal(buf: bytearray, bounds: Sequence[int], queue_id: int, first_qoff: int,
+def _patch_and_seal(buf: bytearray, bounds: Sequence[int], queue_id: int, first_qoff: int,
                    offsets: Sequence[int], store_ts_ms: int, epoch: int = 0) -> None:
     """What ``record.PATCH``, the epoch stamp and ``record.seal`` do record
     by record, for a whole producer batch in ``buf``: records at
     ``bounds[:-1]`` (as ``scan_batch`` returns them, each carrying its
     payload CRC) get queue id, queue offsets from ``first_qoff``, physical
     ``offsets``, the store time and ``epoch``, then their stored crc. The
-    born time stays as the producer set it. The C loops do it record by
-    record when there are some (``format/native.py``)."""
-    loops = native.LOOPS
-    if loops is not None:
-        loops.seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms, epoch)
-        return
+    born time stays as the producer set it. ``patch_and_seal`` is this, or
+    the C loops' ``seal`` when there are some (``format/native.py``)."""
     n = len(bounds) - 1
     at = np.array(bounds[:-1], np.int64)
     at += _ROW_AT
@@ -111,3 +107,12 @@ def patch_and_seal(buf: bytearray, bounds: Sequence[int], queue_id: int, first_q
     rows[:, _EPOCH:_EPOCH + rec.EPOCH_BYTES] = np.frombuffer(rec.epoch_stamp(epoch), U8)
     rows[:, :4] = seals(rows).astype(">u4").view(U8).reshape(n, 4)
     windows(buf, _WRITTEN)[at] = rows[:, :_WRITTEN]
+
+
+patch_and_seal: Any = _patch_and_seal     # bound by _bind: the C seal, or numpy's
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global patch_and_seal
+    patch_and_seal = loops.seal if loops is not None else _patch_and_seal

@@ -89,18 +89,8 @@ def scan(mm: Any, base: int, starts: list[int], end: int):
     if not (size == HS + lt + lg + lk + h["props_len"] + h["body_len"]).all():
         return None
     payload = at + HS
-    loops = native.LOOPS
-    if loops is not None:
-        if loops.first_unsealed(buf, at.tolist()) >= 0:
-            return None
-    else:
-        # bytes slices: copying ~100 bytes and a CRC of bytes beat a CRC of a memoryview
-        crcs = list(map(crc32c, map(buf.__getitem__, map(slice, payload.tolist(),
-                                                         (at + size).tolist()))))
-        rows = headers[:, rec.CRC_OFFSET:HS].copy()
-        rows[:, :4] = np.array(crcs, ">u4").view(np.uint8).reshape(n, 4)
-        if not (seal.seals(rows) == h["crc"]).all():
-            return None
+    if not _all_sealed(buf, at, size, payload, headers, h):
+        return None
     tags_at = payload + lt
     hashes = np.zeros(n, np.int64)
     tagged = np.flatnonzero(lg)
@@ -131,3 +121,29 @@ def scan(mm: Any, base: int, starts: list[int], end: int):
         keyed.append((topics[i], buf[k:k + int(lk[i])], int(phys[i]), int(h["store_ts_ms"][i])))
     sequenced = phys[np.flatnonzero(h["flags"] & rec.FLAG_SEQUENCED)].tolist()
     return runs, keyed, sequenced
+
+
+def _all_sealed_numpy(buf: bytes, at: Any, size: Any, payload: Any, headers: Any, h: Any) -> bool:
+    """Whether every record's crc is its seal, in numpy."""
+    # bytes slices: copying ~100 bytes and a CRC of bytes beat a CRC of a memoryview
+    crcs = list(map(crc32c, map(buf.__getitem__, map(slice, payload.tolist(),
+                                                     (at + size).tolist()))))
+    rows = headers[:, rec.CRC_OFFSET:HS].copy()
+    rows[:, :4] = np.array(crcs, ">u4").view(np.uint8).reshape(len(at), 4)
+    return bool((seal.seals(rows) == h["crc"]).all())
+
+
+def _all_sealed_c(buf: bytes, at: Any, size: Any, payload: Any, headers: Any, h: Any) -> bool:
+    """The same, by the C loops' first_unsealed."""
+    return bool(_first_unsealed(buf, at.tolist()) < 0)
+
+
+_all_sealed: Any = _all_sealed_numpy      # bound by _bind
+_first_unsealed: Any = native.declined
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _all_sealed, _first_unsealed
+    _all_sealed = _all_sealed_c if loops is not None else _all_sealed_numpy
+    _first_unsealed = loops.first_unsealed if loops is not None else native.declined

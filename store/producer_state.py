@@ -23,7 +23,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from duomq.common.errors import ConfigError
 from duomq.common.idempotence import sequence_of
@@ -84,8 +84,7 @@ class ProducerStates:
         # the plain case in C, as a master's send reads it (a slave observes
         # every idempotent batch it dispatches: ~10 us each in Python); any
         # other spelling, and every error, from the Python
-        loops = native.LOOPS
-        got = loops.sequence(view) if loops is not None else None
+        got = _sequence(view)
         try:
             pid, seq, count = got if got is not None else sequence_of(rec.decode_properties(
                 bytes(view[p + lt + lg + lk:p + lt + lg + lk + lp])))
@@ -155,3 +154,12 @@ class ProducerStates:
             for pid, topic, qid, batches in rows:
                 self._by[(pid, topic, qid)] = {b.seq: b for b in batches[-WINDOW:]}
         return offset
+
+
+_sequence: Any = native.declined     # bound by _bind: the C loops' sequence, or declining all
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _sequence
+    _sequence = loops.sequence if loops is not None else native.declined

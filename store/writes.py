@@ -13,6 +13,7 @@ import logging
 import operator
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from duomq.common.errors import StoreFullError
 from duomq.format import bulk_scan, native, seal
@@ -174,14 +175,13 @@ class StoreWrites(StorePart):
         the queue entries packed): a batch that fits the open segment. None,
         with nothing changed, for any other (no C loops, a segment to roll,
         anything the checks refuse): ``_put_batch``'s own path then."""
-        loops = native.LOOPS
         seg = self.commitlog.open_room(len(buf))
-        if loops is None or seg is None:
+        if seg is None:
             return None
         cq = self.store.consume_queue(topic, queue_id)
         qoff = cq.max_offset
         now = time.time_ns() // 1_000_000
-        staged = loops.stage(buf, topic_b, self.config.max_message_bytes, count, queue_id, qoff,
+        staged = _stage(buf, topic_b, self.config.max_message_bytes, count, queue_id, qoff,
                              seg.base + seg.wrote, now, self.store.epoch)
         if staged is None:
             return None
@@ -280,3 +280,12 @@ class StoreWrites(StorePart):
         if self.cannot_write:
             self.cannot_write = ""
         return pos
+
+
+_stage: Any = native.declined     # bound by _bind: the C loops' stage, or declining all
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _stage
+    _stage = loops.stage if loops is not None else native.declined

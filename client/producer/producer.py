@@ -86,12 +86,9 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     common case (the loop says None and this one encodes it)."""
     given = msgs
     msgs, flags = _numbered(msgs, numbering)
-    loops = native.LOOPS
-    if loops is not None:
-        done = loops.encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED,
-                            flags)
-        if done is not None:
-            return done, False
+    done = _encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED, flags)
+    if done is not None:
+        return done, False
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt
@@ -157,12 +154,10 @@ def encode_numbered(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: 
     and no copy of that message: issue 41's lean send), else
     ``encode_batch``'s own path, which decides the rest (a delay, a
     transaction, a name of the numbering's own, a record too large)."""
-    loops = native.LOOPS
-    if loops is not None:
-        done = loops.encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED,
-                            rec.FLAG_SEQUENCED, SEQUENCING, pid, seq, len(msgs))
-        if done is not None:
-            return done, False
+    done = _encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED,
+                   rec.FLAG_SEQUENCED, SEQUENCING, pid, seq, len(msgs))
+    if done is not None:
+        return done, False
     return encode_batch(msgs, topic, born_ts_ms, host, max_message_bytes,
                         sequencing(pid, seq, len(msgs)))
 
@@ -531,3 +526,12 @@ class Producer(ClientBase):
         self._retries.shutdown(wait=True)
         super().close()
         self._callbacks.shutdown(wait=True)
+
+
+_encode: Any = native.declined     # bound by _bind: the C loops' encode, or declining all
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _encode
+    _encode = loops.encode if loops is not None else native.declined

@@ -148,7 +148,7 @@ fail:
 }
 
 PyDoc_STRVAR(seal_doc,
-"seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms, epoch)\n\n"
+"seal(buf, bounds, queue_id, first_qoff, offsets, store_ts_ms, epoch=0)\n\n"
 "Patch and seal, in place, the records of buf at bounds[:len(offsets)]\n"
 "(each carrying its payload CRC): queue id, queue offsets from first_qoff,\n"
 "physical offsets, store time, the epoch (flags bytes 0..2), then crc = CRC-32C of the header from PATCH_OFFSET\n"
@@ -159,9 +159,9 @@ static PyObject *py_seal(PyObject *self, PyObject *args)
     Py_buffer b;
     PyObject *bounds_o, *offsets_o;
     int queue_id;
-    unsigned int epoch;
+    unsigned int epoch = 0;
     long long first_qoff, store_ts;
-    if (!PyArg_ParseTuple(args, "w*OiLOLI", &b, &bounds_o, &queue_id, &first_qoff, &offsets_o,
+    if (!PyArg_ParseTuple(args, "w*OiLOL|I", &b, &bounds_o, &queue_id, &first_qoff, &offsets_o,
                           &store_ts, &epoch))
         return NULL;
     epoch &= 0x7FFFFFu;

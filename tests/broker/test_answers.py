@@ -96,7 +96,7 @@ def put_later(store, body: bytes):
                            1, later=True)
 
 
-def test_a_sends_second_half_is_owed_until_settled_and_written_once(wire, store):
+def test_a_sends_second_half_is_owed_until_settled_and_written_once(wire, store, c_loops):
     router, _dealer, _identity = wire
     book = book_on(router)
     put = put_later(store, b"one")

@@ -268,7 +268,7 @@ def test_an_operator_deletes_a_groups_offsets_and_changes_runtime_settings(maste
 
 
 def test_a_held_pull_answered_from_the_staged_batch_is_answered_as_after_its_second_half(
-        tmp_path, ctx, monkeypatch):
+        tmp_path, ctx, monkeypatch, c_loops):
     """An ASYNC send answers the PULLs held at its queue's end from its staged
     batch, before the batch's second half (``visibility.answer_staged``). For
     300 random batches and held pulls (limits at, below and above the batch,

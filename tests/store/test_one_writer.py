@@ -73,7 +73,7 @@ def test_a_write_from_another_thread_is_refused_and_changes_nothing(store, what)
     assert store.find_queue("T", 0).max_offset == queue + 1
 
 
-def test_a_deferred_sends_second_half_is_written_by_the_writer_only(store):
+def test_a_deferred_sends_second_half_is_written_by_the_writer_only(store, c_loops):
     """``put_batch(later=True)`` leaves its queue entries owed (the
     result's ``rest``); its ``finish`` from another thread is refused and
     leaves them owed, and the writer's own finish writes them, once (a
@@ -93,7 +93,7 @@ def test_a_deferred_sends_second_half_is_written_by_the_writer_only(store):
     assert on_another_thread(rest.finish) is None
 
 
-def test_the_next_write_finishes_a_second_half_left_owed(store):
+def test_the_next_write_finishes_a_second_half_left_owed(store, c_loops):
     """A write after a ``put_batch(later=True)`` whose rest nobody finished
     writes that rest first: the queue's offsets stay in order."""
     queue = store.find_queue("T", 0).max_offset

@@ -110,7 +110,7 @@ def test_a_write_finished_later_leaves_the_store_as_one_done_at_once(tmp_path, m
     assert files(str(tmp_path / "b")) == files(str(tmp_path / "a"))
 
 
-def test_before_finish_only_the_log_has_the_batch(tmp_path):
+def test_before_finish_only_the_log_has_the_batch(tmp_path, c_loops):
     s = open_store(tmp_path)
     try:
         s.put_batch("Other", 0, bytearray(rec.encode_record(b"Other", b"", b"", b"", b"o", 1)),
@@ -135,7 +135,7 @@ def test_before_finish_only_the_log_has_the_batch(tmp_path):
         s.close()
 
 
-def test_closing_the_store_finishes_a_write_left_for_later(tmp_path):
+def test_closing_the_store_finishes_a_write_left_for_later(tmp_path, c_loops):
     s = open_store(tmp_path)
     s.put_batch("Other", 0, bytearray(rec.encode_record(b"Other", b"", b"", b"", b"o", 1)), 1)
     data, k, numbering = batch(random.Random(3), 0, 4, 0)
@@ -166,7 +166,7 @@ def test_a_refused_batch_leaves_nothing_owed(tmp_path, later):
         s.close()
 
 
-def test_a_second_half_that_fails_is_rebuilt_from_the_log_at_the_next_start(tmp_path):
+def test_a_second_half_that_fails_is_rebuilt_from_the_log_at_the_next_start(tmp_path, c_loops):
     """The queue entries of an acked send that cannot be written (an I/O
     error after the ack) raise out of its ``finish``, which stops the broker;
     closing still works, and the next start rebuilds them from the log."""
