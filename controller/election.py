@@ -27,6 +27,9 @@ class Member:
     stepping_down: bool = False  # a master handing over (planned switchover)
     promotable: bool = True      # false: a read replica
     silent: bool = False         # its node went unrefreshed for a lease: presumed dead
+    # it held all its master had as it last heard (a slave whose link never
+    # heard the master, or not caught up, cannot vouch for the others' writes)
+    caught_up: bool = True
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,24 @@ def choose_master(s: Snapshot) -> Decision:
         in_isr, lagging = live, True
     best = max(in_isr, key=lambda m: (m.broker_id == s.preferred, m.max_offset, -m.broker_id))
     # a silent member is no candidate, but one that last said it held more
-    # than the best live one may be alive after all: it is waited for
-    ahead = [m for m in s.members if m.silent and m.promotable and m.max_offset > best.max_offset
+    # than the best live one may be alive after all: it is waited for. Its
+    # node may be a second old, so it may hold more than it said: unless the
+    # best live one held all its master had when it last heard it, every
+    # silent in-sync member is waited for (a slave restarted while the other
+    # acked writes alone, the master dead and the other paused: same stale
+    # offsets, and the restarted one took over without them)
+    ahead = [m for m in s.members if m.silent and m.promotable
+             and (m.max_offset > best.max_offset or not best.caught_up)
              and (s.isr is None or m.broker_id in s.isr)]
     if ahead:
         m = max(ahead, key=lambda m: m.max_offset)
+        why = f"more than any live candidate ({best.max_offset})" \
+            if m.max_offset > best.max_offset else \
+            f"and broker {best.broker_id}, the best live candidate (offset {best.max_offset}), " \
+            f"did not hold all its master had as it last heard it"
         return Decision(None, f"broker {m.broker_id} is silent but last held offset "
-                              f"{m.max_offset}, more than any live candidate ({best.max_offset}): "
-                              f"waiting for it to return or for its session to end")
+                              f"{m.max_offset}, {why}: waiting for it to return or for its "
+                              f"session to end")
     why = "lagging broker (allow_lagging_promotion)" if lagging else "in-sync broker"
     return Decision(best.broker_id, f"{why} {best.broker_id} at offset {best.max_offset} takes "
                                     f"over", lagging, tuple(sorted(m.broker_id for m in in_isr)))

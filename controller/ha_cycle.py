@@ -149,7 +149,8 @@ def _snapshot(view: GroupView, gone: int | None = None) -> Snapshot:
     """The election's input; ``gone``: a master presumed dead (its lease
     expired), whose member node may outlive it until its session ends."""
     members = tuple(Member(m.broker_id, m.max_offset, m.epoch, m.stepping_down, m.promotable,
-                           m.broker_id in view.silent and m.broker_id != view.me)
+                           m.broker_id in view.silent and m.broker_id != view.me,
+                           0 < m.master_max_offset <= m.max_offset)
                     for m in view.members if m.broker_id != gone)
     preferred = view.switchover.target if view.switchover else None
     holder = view.master.broker_id if view.master and not view.master_expired else None

@@ -66,6 +66,22 @@ def test_a_silent_member_is_no_candidate_unless_it_may_hold_more():
     assert d.candidate == 2
 
 
+def test_a_candidate_that_cannot_vouch_for_its_masters_writes_waits_for_every_silent_member():
+    """A silent member's node may be a second old: the same offset as the
+    best live one, or less, and it may still hold acked writes the other
+    lacks (it acked them alone while the other was down). A live candidate
+    that held all its master had when it last heard it goes ahead; one whose
+    link never heard the master (restarted after it died) waits."""
+    for stale in (100, 80):
+        vouching = (Member(1, stale, silent=True), Member(2, 100, caught_up=True))
+        assert choose_master(Snapshot(vouching, frozenset({0, 1, 2}), None)).candidate == 2
+        restarted = (Member(1, stale, silent=True), Member(2, 100, caught_up=False))
+        d = choose_master(Snapshot(restarted, frozenset({0, 1, 2}), None))
+        assert d.candidate is None and "broker 1 is silent" in d.reason
+        d = choose_master(Snapshot(restarted, frozenset({0, 2}), None))   # not in sync: no wait
+        assert d.candidate == 2
+
+
 def test_silence_counts_only_while_zookeeper_answers():
     from duomq.controller.master_lease import MasterSilence
     s = MasterSilence(1.8, 0.3)

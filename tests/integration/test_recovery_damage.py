@@ -80,7 +80,10 @@ def test_a_damaged_old_master_refetches_from_its_group_and_rejoins_whole(local_c
     wait_for(lambda: master_id(local_cluster.zookeeper, local_cluster.cluster) == 1,
              what="broker 1 to take over")
     old.start(wait=False)
-    wait_for(lambda: member(local_cluster, old).promotable is True
+    # the node of the killed process outlives it until its session ends, and
+    # says the same offset: the new process's node is the one to wait for
+    wait_for(lambda: member(local_cluster, old).pid == old.pid
+             and member(local_cluster, old).promotable is True
              and member(local_cluster, old).max_offset == member(local_cluster, new).max_offset,
              what="the old master to fetch the cut range again")
     assert "DAMAGE below data written later" in member(local_cluster, old).recovery
