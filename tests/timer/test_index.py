@@ -1,0 +1,101 @@
+"""The timer index on real files: entries found by their slot, in the order
+added; a checkpoint makes them durable and says where indexing resumes; a
+crash at any point after one (before the next, or in the middle of writing
+the wheel) finds exactly what it named; a damaged checkpoint starts over."""
+
+import os
+
+import pytest
+
+from duomq.timer import index as ti
+from duomq.timer.index import RECALL, TIMER, TimerEntry, TimerIndex, TimerIndexError
+
+T0 = 1_800_000_000_000          # a slot start (ms) well after the epoch
+
+
+def test_entries_are_found_by_slot_in_the_order_added(tmp_path):
+    idx = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    idx.add(T0 + 500, 100, 40)
+    idx.add(T0 + 10, 200, 41)
+    idx.add(T0 + 1500, 300, 42)
+    idx.add(T0 + 999, 100, 60, RECALL)
+    assert idx.entries(T0) == [TimerEntry(T0 + 500, 100, 40, TIMER),
+                               TimerEntry(T0 + 10, 200, 41, TIMER),
+                               TimerEntry(T0 + 999, 100, 60, RECALL)]
+    assert idx.entries(T0 + 1000) == [TimerEntry(T0 + 1500, 300, 42, TIMER)]
+    assert idx.entries(T0 + 2000) == [] and idx.count(T0) == 3
+    assert idx.slot_start(T0 + 1999) == T0 + 1000
+
+
+def test_a_slot_of_another_turn_of_the_ring_is_empty(tmp_path):
+    idx = TimerIndex(str(tmp_path), slot_ms=1000, slots=10)
+    idx.add(T0 + 1, 1, 1)
+    later = T0 + 10 * 1000                     # the same slot, one turn on
+    assert idx.entries(later) == []
+    idx.add(later + 2, 2, 2)                   # the slot begins again
+    assert idx.entries(later) == [TimerEntry(later + 2, 2, 2, TIMER)]
+    assert idx.entries(T0) == []
+
+
+def test_a_checkpoint_survives_a_crash_and_what_came_after_it_is_indexed_again(tmp_path):
+    idx = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    for k in range(50):
+        idx.add(T0 + k * 100, k, 10)
+    idx.checkpoint(50)
+    for k in range(50, 60):                    # indexed, not checkpointed: a crash now
+        idx.add(T0 + k * 100, k, 10)
+    idx.close()
+    again = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    assert again.position == 50
+    got = [e.phys for s in range(7) for e in again.entries(T0 + s * 1000)]
+    assert got == list(range(50))              # the ten after it: gone, to be indexed again
+    for k in range(50, 60):
+        again.add(T0 + k * 100, k, 10)
+    got = [e.phys for s in range(7) for e in again.entries(T0 + s * 1000)]
+    assert got == list(range(60))              # once each
+
+
+def test_a_crash_while_the_wheel_is_written_applies_the_checkpoint_again(tmp_path, monkeypatch):
+    idx = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    idx.add(T0 + 1, 1, 10)
+    idx.checkpoint(1)
+    idx.add(T0 + 2, 2, 10)
+    idx.add(T0 + 3000, 3, 10)
+
+    def crash(changes):
+        raise OSError("killed while writing the wheel")
+    monkeypatch.setattr(idx, "_apply", crash)
+    with pytest.raises(OSError):
+        idx.checkpoint(3)                       # the journal is written, the wheel is not
+    monkeypatch.undo()
+    idx.close()
+    again = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    assert again.position == 3
+    assert [e.phys for e in again.entries(T0)] == [1, 2]
+    assert [e.phys for e in again.entries(T0 + 3000)] == [3]
+
+
+def test_a_damaged_checkpoint_starts_the_index_over(tmp_path):
+    idx = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    idx.add(T0 + 1, 1, 10)
+    idx.checkpoint(1)
+    idx.close()
+    path = tmp_path / "checkpoint"
+    raw = bytearray(path.read_bytes())
+    raw[3] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    again = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    assert again.position == 0 and again.entries(T0) == [] and again.log_length == 0
+
+
+def test_a_wheel_of_another_shape_is_refused_and_memory_is_the_changed_slots(tmp_path):
+    idx = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    for k in range(1000):
+        idx.add(T0 + k * 10, k, 10)            # ten slots
+    assert len(idx._dirty) == 10
+    idx.checkpoint(1000)
+    assert not idx._dirty
+    idx.close()
+    assert os.path.getsize(tmp_path / "wheel") == 100 * ti.SLOT.size
+    with pytest.raises(TimerIndexError, match="holds 100 slots, not 50"):
+        TimerIndex(str(tmp_path), slot_ms=1000, slots=50)
