@@ -259,6 +259,7 @@ class HAClient(ServiceThread):
             except Exception:
                 log.exception("replication from %s failed", address)
             if not self.stopped:
+                self.turn_at = time.monotonic() + backoff    # asleep until then, not starved
                 self.wait_for_running(backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
 
