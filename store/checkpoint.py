@@ -7,10 +7,11 @@ Written to a temporary file, fsynced and renamed over the old one.
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 import zlib
+
+from duomq.common.atomic_file import write_atomically
 
 _FMT = struct.Struct(">qqI")
 
@@ -35,16 +36,4 @@ class Checkpoint:
 
     def write(self, offset: int) -> None:
         head = struct.pack(">qq", offset, int(time.time() * 1000))
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, head + struct.pack(">I", zlib.crc32(head)))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomically(self.path, head + struct.pack(">I", zlib.crc32(head)))

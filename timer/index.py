@@ -29,6 +29,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from duomq.common.atomic_file import write_atomically
+
 TIMER, RECALL = 1, 2                 # an entry's kind
 ENTRY = struct.Struct(">qqiiq")      # deliver_at, phys, size, kind, prev
 SLOT = struct.Struct(">qqq")         # start, last entry, count
@@ -95,15 +97,7 @@ class TimerIndex:
         changes = sorted(self._dirty.items())
         body = _HEAD.pack(position, self.log_length, len(changes)) + b"".join(
             _CHANGE.pack(i, *slot) for i, slot in changes)
-        tmp = self._path("checkpoint.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, body + struct.pack(">I", zlib.crc32(body)))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._path("checkpoint"))
-        _fsync_dir(self.directory)
+        write_atomically(self._path("checkpoint"), body + struct.pack(">I", zlib.crc32(body)))
         self._apply(changes)
         self._dirty.clear()
         self.position = position
@@ -179,10 +173,3 @@ class TimerIndex:
         os.ftruncate(self._log, length)
         return position, length
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
