@@ -32,6 +32,7 @@ from duomq.share.book import ShareFollower
 from duomq.slave.parts import LinkCurve, SlaveParts, truncate
 from duomq.store import MessageStore
 from duomq.store.consumer_offsets import ConsumerOffsetManager
+from duomq.timer.indexer import TimerIndexer
 from duomq.transport.zsend import Sent
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class Seat(Protocol):
     offsets: ConsumerOffsetManager
     metrics: BrokerMetrics
     share_follower: ShareFollower
+    timer_indexer: TimerIndexer
     answers: AnswerBook
 
     @property
@@ -131,7 +133,7 @@ def promote(b: Seat, epoch: int, isr: frozenset[int] | None, lease_until: float 
     published the in-sync set ``isr`` and granted the lease ``lease_until``)."""
     b.parts.stop("promoted")
     m = MasterParts(b.store, b.config, epoch, b.offsets, b.ha_router, b.metrics, b.zk,
-                    b.share_follower.hand_over(b.store), lease_until)
+                    b.share_follower.hand_over(b.store), lease_until, b.timer_indexer)
     m.ha.isr = isr
     b.parts = m
     st = b.state
@@ -166,6 +168,7 @@ def follow(b: Seat, epoch: int, cut: int) -> None:
     if truncate(b.store, epoch, cut):
         b.metrics.truncations += 1
         b.share_follower.reset()          # it may have applied ops the cut took
+        b.timer_indexer.check(b.store)    # it may have indexed timers the cut took
         st.visible_offset = min(st.visible_offset, cut)
         st.flushed_offset = min(st.flushed_offset, cut)
     registry = b.registry

@@ -140,6 +140,7 @@ class Broker(BrokerCore):
         log.info("%s", self.store.start())
         self.metrics.recovery_seconds = time.monotonic() - t0
         self.offsets.load()
+        self.timer_indexer.check(self.store)     # a tail the recovery cut: indexed again
         self.state.flushed_offset = self.store.commitlog.mfq.flushed_offset()
         self.state.epoch = self.store.epoch_file.read()
         if self.security is not None:
@@ -244,6 +245,7 @@ class Broker(BrokerCore):
                                "broker shut down before the send was durable; it is stored",
                                None)
         self.offsets.persist(force=True)
+        self.timer_indexer.close()
         self.store.close()
         zkutil.close(self.zk)
         self.inbox.close()
@@ -413,6 +415,8 @@ class Broker(BrokerCore):
             n = self.pull_hold.forget(identity) + self.pop_hold.forget(identity)
             log.info("forgot muted client %s (%d held pulls dropped)", identity.hex(), n)
         self.parts.housekeeping(now, self.store, self.share_follower)
+        if not self.parts.leads:                 # (a master indexes before it fires)
+            self.timer_indexer.catch_up(self.store)
         if self.parts.draining:
             role_switch.drain_for_handover(self)
         self.publish()

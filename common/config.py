@@ -208,6 +208,12 @@ class BrokerConfig:
                                              # not acked holds back at most this many after it
     # --- delays, retries
     message_delay_level: str = DEFAULT_LEVELS  # delay levels 1..N (RocketMQ's 18 by default)
+    timer_max_delay_ms: int = 7 * 86_400_000   # a timer message's delivery time at most this
+                                             # far ahead (RocketMQ's timerMaxDelaySec: 3 days)
+    timer_slot_ms: int = 1000                # the timer wheel's slot (RIP-43's precision;
+                                             # a timer fires at its time within a slot)
+    timer_memory_timers: int = 100_000       # timers of the due slot held in memory at most
+                                             # (past it a slot's timers fire in slot order)
     transaction_timeout_ms: int = 6000       # a transaction pending this long is checked back
     transaction_check_interval_ms: int = 60_000   # ... at most this often (RocketMQ's)
     transaction_check_max: int = 15          # check-backs before it is rolled back
@@ -236,7 +242,12 @@ class BrokerConfig:
                   "sync_replicas", "ha_max_gap_bytes", "ha_housekeeping_ms", "ha_heartbeat_ms",
                   "ha_transfer_batch_bytes", "ha_window_bytes", "read_advice_ttl_ms",
                   "cq_entries_per_segment", "max_message_bytes", "segment_size_bytes",
-                  "index_slot_count", "index_max_entries", "share_max_held", "share_window")
+                  "index_slot_count", "index_max_entries", "share_max_held", "share_window",
+                  "timer_max_delay_ms", "timer_slot_ms", "timer_memory_timers")
+        if self.timer_slot_ms > 60_000 or self.timer_max_delay_ms // self.timer_slot_ms > 1 << 26:
+            raise ConfigError(f"timer_slot_ms: {self.timer_slot_ms} must be at most 60000 and "
+                              f"leave at most {1 << 26} slots in timer_max_delay_ms "
+                              f"({self.timer_max_delay_ms})")
         parse_levels(self.message_delay_level)
         if self.min_sync_replicas is None:
             set_("min_sync_replicas", self.sync_replicas)

@@ -4,10 +4,13 @@ time on top of them, and the properties that carry both.
 A delayed message is stored in the internal topic ``SCHEDULE_TOPIC``, in the
 queue of its level (``level - 1``); every message of one queue waits the same
 time, so each queue comes due in the order it was written and the broker's
-schedule service reads it like a consumer. A message with ``DELIVER_AT`` rides
-the levels as a timing wheel would: it goes to the longest level not past its
-time, comes due, and goes on to the next level until less than the shortest
-level is left, then to its topic; at most one shortest level late (1 s).
+schedule service reads it like a consumer. A message with ``DELIVER_AT`` (a
+timer message) is stored in ``TIMER_TOPIC`` and fired at its time by the
+master's timer service (``master/timers.py``, over ``timer/``); one that a
+broker before timers stored in the schedule topic rides the levels as a
+timing wheel would: it goes to the longest level not past its time, comes
+due, and goes on to the next level until less than the shortest level is
+left, then to its topic.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from duomq.common.errors import ConfigError
 from duomq.common.names import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # where delays are stored
 
 SCHEDULE_GROUP = "%SCHEDULE%"              # its progress lives in the offset table
+TIMER_GROUP = "%TIMER%"                    # the timers' fire progress, in the offset table
 DEFAULT_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 # message properties
@@ -27,6 +31,7 @@ REAL_QID = "REAL_QID"
 RETRY_TOPIC = "RETRY_TOPIC"            # a retried message's original topic
 RECONSUME_TIME = "RECONSUME_TIME"      # times a message was sent back for a retry
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # the id of the first stored copy
+RECALL_OF = "RECALL_OF"                # a recall record: the commit-log offset of its timer
 SCHEDULING = frozenset((DELAY, DELIVER_AT, REAL_TOPIC, REAL_QID))
 
 

@@ -2,8 +2,8 @@
 and clusters: ``[A-Za-z0-9_-]{1,127}``. The prefixes ``%RETRY%`` and ``%DLQ%``
 are reserved for the system's own retry and dead-letter topics, and the
 broker's internal topics (``SCHEDULE_TOPIC_XXXX``, the transactions'
-``RMQ_SYS_TRANS_HALF_TOPIC`` and ``RMQ_SYS_TRANS_OP_HALF_TOPIC``) are not a
-client's.
+``RMQ_SYS_TRANS_HALF_TOPIC`` and ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, the share
+log, the timers' ``DUOMQ_SYS_TIMER``) are not a client's.
 
 A topic name and a queue id become a directory of the store: the store checks
 them with ``validate_queue`` whatever path a record came through."""
@@ -23,8 +23,9 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"       # RocketMQ's name for delayed messa
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"      # RocketMQ's: transactions' half messages
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"     # ... and how each one ended
 SHARE_LOG_TOPIC = "DUOMQ_SYS_SHARE_LOG"     # share groups' pops and acks (share/handlers.py)
+TIMER_TOPIC = "DUOMQ_SYS_TIMER"             # timer messages until due, and their recalls
 INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC,    # the broker's own:
-                             SHARE_LOG_TOPIC})                        # clients never name them
+                             SHARE_LOG_TOPIC, TIMER_TOPIC})           # clients never name them
 MAX_QUEUES = 1024                            # queues of one topic on one broker group
 
 

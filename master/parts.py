@@ -24,6 +24,7 @@ from duomq.master.ack_waiters import NEVER, AckWaiter, AckWaiters
 from duomq.master.group_topics import GroupTopics
 from duomq.master.queue_locks import QueueLocks
 from duomq.master.schedule import ScheduleService
+from duomq.master.timers import TimerService
 from duomq.master.transactions import TransactionService
 from duomq.proto import pb
 from duomq.replication.ha_service import HAService, LinkStatus
@@ -31,6 +32,7 @@ from duomq.replication.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_s
 from duomq.share.book import ShareBook, ShareFollower
 from duomq.share.service import ShareService
 from duomq.store.residency import window_residency
+from duomq.timer.indexer import TimerIndexer, index_dir
 from duomq.transport.zsend import Sent
 
 __all__ = ["AckWaiter", "LinkStatus", "MasterParts"]
@@ -53,7 +55,7 @@ class MasterParts:
 
     def __init__(self, store, config: BrokerConfig, epoch: int, offsets,
                  ha_socket: Sent, counters, zk=None, share: ShareBook | None = None,
-                 lease_until: float = 0.0):
+                 lease_until: float = 0.0, timer_indexer: TimerIndexer | None = None):
         """Own the log at ``epoch``: consume queues complete, the log
         fsynced, the epoch on disk; delayed messages and transactions resume
         from the progress the old master replicated; the replication links
@@ -61,7 +63,8 @@ class MasterParts:
         consumer groups heard from are created there (None: not at all).
         ``share``: the share groups' state as the slave kept it (None: the
         share log is replayed). ``lease_until``: the lease the controller
-        granted with the claim (monotonic s)."""
+        granted with the claim (monotonic s). ``timer_indexer``: the timer
+        index as this broker kept it (None: opened here)."""
         store.dispatch()
         store.epoch = epoch          # stamped into every record this term writes (message ids)
         self.flushed_at_start = store.commitlog.flush()
@@ -75,6 +78,10 @@ class MasterParts:
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.schedule = ScheduleService(store, offsets, self.delay_levels, config.group)
+        if timer_indexer is None:
+            timer_indexer = TimerIndexer(index_dir(config.data_dir), config.timer_slot_ms,
+                                         config.timer_max_delay_ms)
+        self.timers = TimerService(store, offsets, timer_indexer, config, config.group)
         self.transactions = TransactionService(store, offsets, self.delay_levels, config.group,
                                                counters)
         self.transactions.catch_up()     # the pending transactions, as the old master left them
@@ -309,7 +316,8 @@ class MasterParts:
         """Where each of a batch's messages is stored: a delayed one in its
         level's queue of the schedule topic, a transaction's half message in
         the half topic (marked with ``user``), the others in their queue."""
-        return [requeue.schedule(m, queue_id, self.delay_levels, now_ms, user) for m in msgs]
+        cap = self.config.timer_max_delay_ms
+        return [requeue.schedule(m, queue_id, self.delay_levels, now_ms, user, cap) for m in msgs]
 
     def sent_back(self, msg: MessageExt, group: str, max_reconsume_times: int,
                   delay_level: int, dead_letter: bool) -> tuple:
@@ -337,19 +345,33 @@ class MasterParts:
             len(self._waiting) > 0 and (self.sync_replication or now >= self.lease_until)))
 
     def linger_due(self) -> float | None:
-        return self.ha.linger_due
+        """When the loop must wake: a lingering transfer, or the next timer
+        message due (while taking writes)."""
+        due = self.ha.linger_due
+        now = time.monotonic()
+        if not self.writable(now):
+            return due
+        wait_ms = self.timers.next_due() - time.time_ns() // 1_000_000
+        wake = now + max(0, wait_ms) / 1000
+        return wake if due is None else min(due, wake)
 
     def on_replication(self, identity: bytes, data: bytes, now: float) -> None:
         self.ha.on_message(identity, data, now)
 
     def due_work(self, now: float, visible: int, producers: Callable[[str, str], list[bytes]],
                  send: Callable[[bytes, bytes], Any]) -> bool:
-        """Delayed messages that came due delivered, pending transactions
-        checked back (while taking writes); True when it wrote."""
-        if now < self._next_schedule or not self.writable(now):
+        """Delayed messages and timers that came due delivered (a timer at
+        its time, between rounds too), pending transactions checked back
+        (while taking writes); True when it wrote."""
+        if not self.writable(now):
             return False
+        now_ms = time.time_ns() // 1_000_000
+        if now < self._next_schedule:         # between rounds: a timer that came due
+            return self.timers.next_due() <= now_ms and bool(self.timers.pump(now_ms, visible))
         self._next_schedule = now + SCHEDULE_INTERVAL_S
-        wrote = bool(self.schedule.pump(time.time_ns() // 1_000_000, visible))
+        wrote = bool(self.schedule.pump(now_ms, visible))
+        if self.timers.pump(now_ms, visible):
+            wrote = True
         self.transactions.catch_up()
         if now >= self._next_tx_check:
             self._next_tx_check = now + TX_CHECK_ROUND_S

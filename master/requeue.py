@@ -1,5 +1,7 @@
 """Records the broker writes again (pure): a delayed message into the
-schedule topic, a due one into its topic or its next level, a failed one into
+schedule topic, a due one into its topic or its next level, a timer message
+into the timer topic and, come due, into its topic (or a recall of it into
+the timer topic), a failed one into
 ``%RETRY%<group>`` or ``%DLQ%<group>``, a transaction's half message into
 the half topic and, committed, into its topic. Each returns ``(topic, queue_id,
 record)`` with the record in the producer's layout (the store patches the
@@ -13,10 +15,11 @@ from duomq.common import delay as d
 from duomq.common import transaction as tx
 from duomq.common.errors import BadRequestError
 from duomq.common.message import MessageExt
-from duomq.common.names import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, validate_queue
+from duomq.common.names import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, TIMER_TOPIC, validate_queue
 from duomq.format import record as rec
 
 Requeued = tuple[str, int, bytes]
+MAX_DELAY_MS = 7 * 86_400_000          # timer_max_delay_ms's default
 
 
 def _record(msg: MessageExt, topic: str, props: dict[str, str]) -> bytes:
@@ -32,31 +35,74 @@ def _scheduled(msg: MessageExt, props: dict[str, str], real_topic: str, real_qid
     return d.SCHEDULE_TOPIC, level - 1, _record(msg, d.SCHEDULE_TOPIC, props)
 
 
-def asked_level(props: dict[str, str], levels: tuple[int, ...], now_ms: int) -> int:
-    """The level a producer's message goes to first (0: not delayed, or due)."""
+def asked_level(props: dict[str, str], levels: tuple[int, ...]) -> int:
+    """The delay level a producer's message asks for (0: none)."""
     try:
-        if d.DELIVER_AT in props:
-            return d.hop_level(levels, int(props[d.DELIVER_AT]) - now_ms)
-        if d.DELAY in props:
-            return min(max(int(props[d.DELAY]), 0), len(levels))
+        return min(max(int(props[d.DELAY]), 0), len(levels)) if d.DELAY in props else 0
     except ValueError:
-        raise BadRequestError(f"{d.DELIVER_AT} and {d.DELAY} must be integers, got "
-                              f"{props.get(d.DELIVER_AT, props.get(d.DELAY))!r}") from None
-    return 0
+        raise BadRequestError(f"{d.DELAY} must be a delay level (an integer), got "
+                              f"{props[d.DELAY]!r}") from None
+
+
+def deliver_at(props: dict[str, str], now_ms: int, max_delay_ms: int) -> int:
+    """The delivery time a timer message asks for (epoch ms), checked: at
+    most ``max_delay_ms`` ahead; 0: it asks for none."""
+    text = props.get(d.DELIVER_AT)
+    if text is None:
+        return 0
+    try:
+        at = int(text)
+    except ValueError:
+        at = -1
+    if at < 0:
+        raise BadRequestError(f"{d.DELIVER_AT} must be a delivery time in epoch milliseconds, "
+                              f"got {text[:40]!r}")
+    if at - now_ms > max_delay_ms:
+        raise BadRequestError(
+            f"a delivery time {(at - now_ms) / 86_400_000:.1f} days ahead is past this broker's "
+            f"timer_max_delay_ms ({max_delay_ms / 86_400_000:g} days): not stored")
+    return at
 
 
 def schedule(msg: MessageExt, queue_id: int, levels: tuple[int, ...], now_ms: int,
-             user: str | None = None) -> Requeued:
+             user: str | None = None, max_delay_ms: int = MAX_DELAY_MS) -> Requeued:
     """A producer's message to ``msg.topic``/``queue_id``: a transaction's
-    half message to the half topic (``user``: who sent it); held in the
-    schedule topic when it asks for a delay; else as it is."""
+    half message to the half topic (``user``: who sent it); a timer message
+    (a delivery time ahead) in the timer topic; held in the schedule topic
+    when it asks for a delay level; else as it is (a delivery time past:
+    delivered at once)."""
+    at = deliver_at(msg.properties, now_ms, max_delay_ms)   # a half's, checked as it is sent
     if msg.properties.get(tx.TRANSACTION) == "true":
         return half(msg, queue_id, user)
-    level = asked_level(msg.properties, levels, now_ms)
+    if at > now_ms:
+        props = {k: v for k, v in msg.properties.items() if k != d.DELAY}
+        props.update({d.REAL_TOPIC: msg.topic, d.REAL_QID: str(queue_id)})
+        return TIMER_TOPIC, 0, _record(msg, TIMER_TOPIC, props)
+    level = 0 if at else asked_level(msg.properties, levels)
     if level == 0:
         props = {k: v for k, v in msg.properties.items() if k not in d.SCHEDULING}
         return msg.topic, queue_id, _record(msg, msg.topic, props)
     return _scheduled(msg, msg.properties, msg.topic, queue_id, level)
+
+
+def fired(msg: MessageExt) -> Requeued:
+    """A timer message that came due: to its topic and queue, with the id
+    its producer was given (``ORIGIN_MESSAGE_ID``: fired again by the next
+    master after a failover, its consumer recognises the duplicate)."""
+    props = dict(msg.properties)
+    props.setdefault(d.ORIGIN_MESSAGE_ID, msg.msg_id)
+    real_topic, real_qid = _real_queue(msg, "timer message")
+    clean = {k: v for k, v in props.items() if k not in d.SCHEDULING}
+    return real_topic, real_qid, _record(msg, real_topic, clean)
+
+
+def recall(topic: str, origin: int, at: int, now_ms: int) -> Requeued:
+    """The record that recalls the timer message stored at ``origin`` for
+    ``topic`` at ``at``: in the timer topic, indexed in the timer's slot."""
+    props = {d.RECALL_OF: str(origin), d.DELIVER_AT: str(at), d.REAL_TOPIC: topic}
+    return TIMER_TOPIC, 0, rec.encode_record(TIMER_TOPIC.encode(), b"", b"",
+                                             rec.encode_properties(props), b"", now_ms,
+                                             rec.NO_HOST, 0)
 
 
 def _real_queue(msg: MessageExt, what: str) -> tuple[str, int]:
@@ -126,12 +172,13 @@ def half(msg: MessageExt, queue_id: int, user: str | None = None) -> Requeued:
 
 def committed(msg: MessageExt, levels: tuple[int, ...], now_ms: int) -> Requeued:
     """A committed half message, as it was sent: to its topic and queue (or
-    the schedule topic, when it asked for a delay), with the transaction's
-    id and without the half's own properties."""
+    the schedule or timer topic, when it asked for a delay), with the
+    transaction's id and without the half's own properties. (Its delivery
+    time was checked when the half was sent: none is refused now.)"""
     props = msg.properties
     real_topic, real_qid = _real_queue(msg, "half message")
     clean = {k: v for k, v in props.items()
              if k not in (tx.TRANSACTION, tx.CHECK_TIMES, tx.USER, d.REAL_TOPIC, d.REAL_QID)}
     clean[tx.HALF_ID] = msg.msg_id
     return schedule(dataclasses.replace(msg, topic=real_topic, properties=clean), real_qid,
-                    levels, now_ms)
+                    levels, now_ms, max_delay_ms=1 << 62)

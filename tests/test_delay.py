@@ -3,6 +3,7 @@ import pytest
 from duomq.common import delay as d
 from duomq.common.errors import BadRequestError, ConfigError
 from duomq.common.message import MessageExt, decode_records
+from duomq.common.names import TIMER_TOPIC
 from duomq.format import record as rec
 from duomq.master import requeue
 
@@ -66,10 +67,31 @@ def test_a_message_asking_for_a_delay_goes_to_its_level_queue_and_back():
         (b"b", "tag", "k1 k2", 123, "10.0.0.1:99")
 
 
-def test_a_delivery_time_rides_the_levels():
-    m = stored(props={"DELIVER_AT": str(65_000)})
-    topic, qid, s = decode(requeue.schedule(m, 0, LEVELS, 0))
-    assert (topic, qid) == (d.SCHEDULE_TOPIC, 4)                      # 1m
+def test_a_delivery_time_goes_to_the_timer_topic_and_when_due_to_its_queue():
+    m = stored(props={"DELIVER_AT": str(65_000), "x": "1"})
+    topic, qid, t = decode(requeue.schedule(m, 3, LEVELS, 0))
+    assert (topic, qid) == (TIMER_TOPIC, 0)
+    assert t.properties == {"DELIVER_AT": "65000", "x": "1", "REAL_TOPIC": "T", "REAL_QID": "3"}
+    t.broker_group, t.physical_offset = "broker-a", 7
+    topic, qid, out = decode(requeue.fired(t))
+    assert (topic, qid) == ("T", 3) and out.properties == {
+        "x": "1", "ORIGIN_MESSAGE_ID": "broker-a:000000000000000000000007"}
+    assert (out.body, out.tags, out.keys) == (m.body, m.tags, m.keys)
+    # a time past: delivered at once; too far ahead, not a number, negative: refused
+    assert decode(requeue.schedule(stored(props={"DELIVER_AT": "5"}), 1, LEVELS, 10))[:2] == ("T", 1)
+    for bad, why in (("999999999", "past this broker's timer_max_delay_ms"),
+                     ("soon", "epoch milliseconds"), ("-4", "epoch milliseconds")):
+        with pytest.raises(BadRequestError, match=why):
+            requeue.schedule(stored(props={"DELIVER_AT": bad}), 0, LEVELS, 0, max_delay_ms=86_400_000)
+    topic, _q, r = decode(requeue.recall("T", 7, 65_000, 5))
+    assert topic == TIMER_TOPIC and r.properties == {"RECALL_OF": "7", "DELIVER_AT": "65000",
+                                                     "REAL_TOPIC": "T"} and r.body == b""
+
+
+def test_a_delivery_time_stored_in_the_schedule_topic_still_rides_the_levels():
+    # (records a broker before timers stored there: the schedule service hops them on)
+    s = stored(topic=d.SCHEDULE_TOPIC, props={"DELIVER_AT": str(65_000), "REAL_TOPIC": "T",
+                                               "REAL_QID": "0", "DELAY": "5"})
     s.broker_group, s.physical_offset = "broker-a", 7
     topic, qid, s2 = decode(requeue.due(s, LEVELS, 60_000))
     assert (topic, qid) == (d.SCHEDULE_TOPIC, 1)                      # 5s left: 5s
@@ -77,7 +99,6 @@ def test_a_delivery_time_rides_the_levels():
     topic, _qid, last = decode(requeue.due(s2, LEVELS, 65_000))
     assert topic == "T" and last.properties["ORIGIN_MESSAGE_ID"] == \
         "broker-a:000000000000000000000007"                             # the first hop's, kept
-    assert decode(requeue.schedule(stored(props={"DELIVER_AT": "5"}), 1, LEVELS, 10))[:2] == ("T", 1)
 
 
 def test_a_bad_delay_property_is_a_bad_request():

@@ -1,15 +1,17 @@
 """The timer index: where each pending timer message lies in the commit log,
 found by when it comes due (RIP-43's timer log and timer wheel, on disk).
 
-- The timer log (``timerlog``): 32-byte entries, appended in the order
+- The timer log (``timerlog``): 40-byte entries, appended in the order
   timers are indexed: its delivery time (ms, 8 bytes), the record's
   commit-log offset (8) and size (4), its kind (4: a timer, or the recall of
-  one), and the entry before it in the same slot (8; -1: none).
+  one), the entry before it of the same kind in the same slot (8; -1: none)
+  and the timer's first copy (8: the offset a recall names).
 - The wheel (``wheel``): a ring of ``slots`` slots of ``slot_ms`` each; a
   time's slot is ``(t // slot_ms) % slots``, holding the slot's start (8; a
-  start of another turn of the ring: the slot is empty), its last entry
-  (8) and how many it has (8). A slot's entries are read back along the
-  chain from the last.
+  start of another turn of the ring: the slot is empty), its last timer
+  (8), how many timers it has (8) and its last recall (8). A slot's timers
+  (and, apart, its recalls) are read back along the chain from the last:
+  a slot's recalls are read before its timers are fired.
 - The checkpoint (``checkpoint``): how far indexing went (``position``, in
   whatever the caller indexes, a queue offset of the timer topic), the timer
   log's length then, and the slots changed since the checkpoint before (a
@@ -32,11 +34,12 @@ from dataclasses import dataclass
 from duomq.common.atomic_file import write_atomically
 
 TIMER, RECALL = 1, 2                 # an entry's kind
-ENTRY = struct.Struct(">qqiiq")      # deliver_at, phys, size, kind, prev
-SLOT = struct.Struct(">qqq")         # start, last entry, count
-_HEAD = struct.Struct(">qqi")        # journal: position, timer log length, slots changed
-_CHANGE = struct.Struct(">qqqq")     # journal: slot index, start, last, count
+ENTRY = struct.Struct(">qqiiqq")     # deliver_at, phys, size, kind, prev, origin
+SLOT = struct.Struct(">qqqq")        # start, last timer, timers, last recall
+_HEAD = struct.Struct(">qqqi")       # journal: position, timer log length, slot_ms, slots changed
+_CHANGE = struct.Struct(">qqqqq")    # journal: slot index, start, last, count, last recall
 EMPTY = -1
+_NO_SLOT = (EMPTY, EMPTY, 0, EMPTY)
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,21 @@ class TimerEntry:
     deliver_at: int                  # epoch ms
     phys: int                        # the timer record's commit-log offset
     size: int
-    kind: int                        # TIMER or RECALL (of the timer at phys)
+    kind: int                        # TIMER or RECALL
+    origin: int                      # the timer's first copy (a recall's target)
 
 
 class TimerIndexError(Exception):
     """The index's files cannot be used (a wheel of another shape)."""
+
+
+def remove(directory: str) -> None:
+    """Remove an index's files (it is built again from the timer topic)."""
+    for name in ("checkpoint", "wheel", "timerlog"):
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            pass
 
 
 class TimerIndex:
@@ -62,14 +75,14 @@ class TimerIndex:
             raise ValueError("slot_ms and slots must be positive")
         os.makedirs(directory, exist_ok=True)
         self.directory, self.slot_ms, self.slots = directory, slot_ms, slots
-        self._dirty: dict[int, tuple[int, int, int]] = {}   # slot index -> (start, last, count)
+        self._dirty: dict[int, tuple[int, int, int, int]] = {}   # slot index -> its slot
         self._log = os.open(self._path("timerlog"), os.O_RDWR | os.O_CREAT, 0o644)
         self._wheel_fd = os.open(self._path("wheel"), os.O_RDWR | os.O_CREAT, 0o644)
         size = slots * SLOT.size
         have = os.fstat(self._wheel_fd).st_size
         if have not in (0, size):
             raise TimerIndexError(f"{self._path('wheel')} holds {have // SLOT.size} slots, not "
-                              f"{slots}: remove the timer index to build it again")
+                                  f"{slots}: the index is built again")
         if have == 0:
             os.ftruncate(self._wheel_fd, size)        # sparse: untouched slots take no disk
         self._wheel = mmap.mmap(self._wheel_fd, size)
@@ -79,23 +92,29 @@ class TimerIndex:
         return os.path.join(self.directory, name)
 
     # ------------------------------------------------------------ writing
-    def add(self, deliver_at: int, phys: int, size: int, kind: int = TIMER) -> None:
-        """Index one timer (or a recall of the timer at ``phys``)."""
+    def add(self, deliver_at: int, phys: int, size: int, kind: int = TIMER,
+            origin: int | None = None) -> None:
+        """Index one timer at ``phys`` (``origin``: its first copy, if this
+        is not it), or a recall (at ``phys``) of the timer first stored at
+        ``origin``."""
         i, start = self._slot_of(deliver_at)
-        s_start, last, count = self._slot(i)
+        s_start, last, count, recall = self._slot(i)
         if s_start != start:                  # empty, or a slot of another turn
-            last, count = EMPTY, 0
+            last, count, recall = EMPTY, 0, EMPTY
         at = self.log_length
-        os.pwrite(self._log, ENTRY.pack(deliver_at, phys, size, kind, last), at)
+        prev = recall if kind == RECALL else last
+        os.pwrite(self._log, ENTRY.pack(deliver_at, phys, size, kind, prev,
+                                        phys if origin is None else origin), at)
         self.log_length = at + ENTRY.size
-        self._dirty[i] = (start, at, count + 1)
+        self._dirty[i] = (start, at, count + 1, recall) if kind != RECALL else \
+            (start, last, count, at)
 
     def checkpoint(self, position: int) -> None:
         """Everything added so far is durable, and indexing resumes at
         ``position`` after a crash."""
         os.fsync(self._log)
         changes = sorted(self._dirty.items())
-        body = _HEAD.pack(position, self.log_length, len(changes)) + b"".join(
+        body = _HEAD.pack(position, self.log_length, self.slot_ms, len(changes)) + b"".join(
             _CHANGE.pack(i, *slot) for i, slot in changes)
         write_atomically(self._path("checkpoint"), body + struct.pack(">I", zlib.crc32(body)))
         self._apply(changes)
@@ -107,26 +126,48 @@ class TimerIndex:
         """The start of the slot holding time ``t``."""
         return t - t % self.slot_ms
 
-    def entries(self, slot_start: int) -> list[TimerEntry]:
-        """The entries of the slot starting at ``slot_start``, in the order
-        they were added (a slot of another turn of the ring: none)."""
+    def head(self, slot_start: int) -> tuple[int, int]:
+        """``(last timer, timers)`` of the slot starting at ``slot_start``
+        (``(EMPTY, 0)``: none, or only a slot of another turn of the ring)."""
         i, start = self._slot_of(slot_start)
-        s_start, last, count = self._slot(i)
-        if s_start != start:
-            return []
+        s_start, last, count, _recall = self._slot(i)
+        return (last, count) if s_start == start else (EMPTY, 0)
+
+    def read_chain(self, at: int, most: int) -> tuple[list[TimerEntry], int]:
+        """Up to ``most`` entries along a chain from the entry at ``at``
+        (newest first), and where the chain goes on (EMPTY: its end)."""
         out: list[TimerEntry] = []
-        at = last
-        while at != EMPTY and len(out) < count:
-            deliver_at, phys, size, kind, prev = ENTRY.unpack(os.pread(self._log, ENTRY.size, at))
-            out.append(TimerEntry(deliver_at, phys, size, kind))
+        while at != EMPTY and len(out) < most:
+            deliver_at, phys, size, kind, prev, origin = ENTRY.unpack(
+                os.pread(self._log, ENTRY.size, at))
+            out.append(TimerEntry(deliver_at, phys, size, kind, origin))
             at = prev
+        return out, at
+
+    def entries(self, slot_start: int) -> list[TimerEntry]:
+        """The timers of the slot starting at ``slot_start``, in the order
+        they were added (a slot of another turn of the ring: none)."""
+        last, count = self.head(slot_start)
+        out, _ = self.read_chain(last, count)
         out.reverse()
         return out
 
-    def count(self, slot_start: int) -> int:
+    def recalls(self, slot_start: int) -> list[TimerEntry]:
+        """The recalls of the slot starting at ``slot_start``, newest first."""
         i, start = self._slot_of(slot_start)
-        s_start, _last, count = self._slot(i)
-        return count if s_start == start else 0
+        s_start, _last, _count, recall = self._slot(i)
+        if s_start != start:
+            return []
+        return self.read_chain(recall, 1 << 62)[0]
+
+    def last(self) -> TimerEntry | None:
+        """The entry indexed last (None: none)."""
+        if self.log_length < ENTRY.size:
+            return None
+        return self.read_chain(self.log_length - ENTRY.size, 1)[0][0]
+
+    def count(self, slot_start: int) -> int:
+        return self.head(slot_start)[1]
 
     def close(self) -> None:
         self._wheel.close()
@@ -138,18 +179,18 @@ class TimerIndex:
         start = self.slot_start(t)
         return (start // self.slot_ms) % self.slots, start
 
-    def _slot(self, i: int) -> tuple[int, int, int]:
+    def _slot(self, i: int) -> tuple[int, int, int, int]:
         got = self._dirty.get(i)
         if got is not None:
             return got
-        start, last, count = SLOT.unpack_from(self._wheel, i * SLOT.size)
-        if count == 0:                        # never written (a sparse file's zeros)
-            return EMPTY, EMPTY, 0
-        return start, last, count
+        start, last, count, recall = SLOT.unpack_from(self._wheel, i * SLOT.size)
+        if start == 0 and count == 0:         # never written (a sparse file's zeros)
+            return _NO_SLOT
+        return start, last, count, recall
 
     def _apply(self, changes) -> None:
-        for i, (start, last, count) in changes:
-            SLOT.pack_into(self._wheel, i * SLOT.size, start, last, count)
+        for i, slot in changes:
+            SLOT.pack_into(self._wheel, i * SLOT.size, *slot)
         self._wheel.flush()
 
     def _recover(self) -> tuple[int, int]:
@@ -165,10 +206,13 @@ class TimerIndex:
             position, length, changes = 0, 0, []
             self._wheel[:] = bytes(len(self._wheel))   # nothing can be trusted: start over
         else:
-            position, length, n = _HEAD.unpack_from(body)
-            changes = [(i, (start, last, count)) for i, start, last, count in
-                       (_CHANGE.unpack_from(body, _HEAD.size + k * _CHANGE.size)
-                        for k in range(n))]
+            position, length, slot_ms, n = _HEAD.unpack_from(body)
+            if slot_ms != self.slot_ms:
+                raise TimerIndexError(f"{self._path('checkpoint')} is of slots of {slot_ms} ms, "
+                                      f"not {self.slot_ms}: the index is built again")
+            changes = [(k[0], k[1:]) for k in
+                       (_CHANGE.unpack_from(body, _HEAD.size + j * _CHANGE.size)
+                        for j in range(n))]
         self._apply(changes)
         os.ftruncate(self._log, length)
         return position, length

@@ -18,12 +18,19 @@ def test_entries_are_found_by_slot_in_the_order_added(tmp_path):
     idx.add(T0 + 500, 100, 40)
     idx.add(T0 + 10, 200, 41)
     idx.add(T0 + 1500, 300, 42)
-    idx.add(T0 + 999, 100, 60, RECALL)
-    assert idx.entries(T0) == [TimerEntry(T0 + 500, 100, 40, TIMER),
-                               TimerEntry(T0 + 10, 200, 41, TIMER),
-                               TimerEntry(T0 + 999, 100, 60, RECALL)]
-    assert idx.entries(T0 + 1000) == [TimerEntry(T0 + 1500, 300, 42, TIMER)]
+    idx.add(T0 + 999, 400, 60, RECALL, origin=100)
+    idx.add(T0 + 20, 500, 43, origin=90)            # a later copy of the timer first at 90
+    assert idx.entries(T0) == [TimerEntry(T0 + 500, 100, 40, TIMER, 100),
+                               TimerEntry(T0 + 10, 200, 41, TIMER, 200),
+                               TimerEntry(T0 + 20, 500, 43, TIMER, 90)]
+    assert idx.recalls(T0) == [TimerEntry(T0 + 999, 400, 60, RECALL, 100)]
+    assert idx.entries(T0 + 1000) == [TimerEntry(T0 + 1500, 300, 42, TIMER, 300)]
+    assert idx.recalls(T0 + 1000) == []
     assert idx.entries(T0 + 2000) == [] and idx.count(T0) == 3
+    last, count = idx.head(T0)
+    first, on = idx.read_chain(last, 2)               # newest first, in pieces
+    rest, end = idx.read_chain(on, 10)
+    assert [e.phys for e in first + rest] == [500, 200, 100] and end == ti.EMPTY
     assert idx.slot_start(T0 + 1999) == T0 + 1000
 
 
@@ -33,7 +40,7 @@ def test_a_slot_of_another_turn_of_the_ring_is_empty(tmp_path):
     later = T0 + 10 * 1000                     # the same slot, one turn on
     assert idx.entries(later) == []
     idx.add(later + 2, 2, 2)                   # the slot begins again
-    assert idx.entries(later) == [TimerEntry(later + 2, 2, 2, TIMER)]
+    assert idx.entries(later) == [TimerEntry(later + 2, 2, 2, TIMER, 2)]
     assert idx.entries(T0) == []
 
 
@@ -99,3 +106,7 @@ def test_a_wheel_of_another_shape_is_refused_and_memory_is_the_changed_slots(tmp
     assert os.path.getsize(tmp_path / "wheel") == 100 * ti.SLOT.size
     with pytest.raises(TimerIndexError, match="holds 100 slots, not 50"):
         TimerIndex(str(tmp_path), slot_ms=1000, slots=50)
+    with pytest.raises(TimerIndexError, match="slots of 1000 ms, not 500"):
+        TimerIndex(str(tmp_path), slot_ms=500, slots=100)
+    ti.remove(str(tmp_path))
+    assert TimerIndex(str(tmp_path), slot_ms=500, slots=50).position == 0

@@ -1,0 +1,182 @@
+"""The timer service (RocketMQ 5's ``TimerMessageStore``, the firing half):
+on the master, timer messages that come due are written from the timer
+topic to their topics, at their time (``timer.wheel``), from the index every
+broker keeps (``timer.indexer``).
+
+It runs on the broker's loop, which owns every write to the store. Its
+progress is two consumer offsets of ``TIMER_GROUP``, committed only once
+what fired before them is visible (flushed, and held by the in-sync slaves
+under SYNC replication): queue 1, the time the wheel fired through (every
+timer due before it fired, ms), and queue 0, the timer topic's queue offset
+below which no timer indexed late is left unfired. They reach slaves with
+the replication stream, so the next master resumes there: it walks its own
+wheel from that time, and reads the timer topic from the queue offset to
+the end for timers due before it (indexed late) that are still to fire. A
+timer fired just before a crash may fire again (its copy keeps the id its
+producer was given: ``ORIGIN_MESSAGE_ID``), none is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+
+from duomq.common import delay as d
+from duomq.common.errors import BadRequestError
+from duomq.common.message import decode_records
+from duomq.common.names import TIMER_TOPIC
+from duomq.master import requeue
+from duomq.timer.index import TIMER, TimerEntry
+from duomq.timer.indexer import TimerIndexer, entry_of
+from duomq.timer.wheel import Wheel
+
+log = logging.getLogger(__name__)
+BATCH = 2048               # most timers fired per pump
+INDEX_MOST = 16_384        # most timer records indexed per pump
+RESCAN_MOST = 4096         # most records read again per pump when resuming
+MAX_PENDING = 10_000       # progress points waiting to be visible (then merged)
+P_QUEUE, Q_QUEUE = 1, 0    # TIMER_GROUP's offsets: the time fired through, the late scan's
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TimerService:
+    def __init__(self, store, offsets, indexer: TimerIndexer, config, broker_group: str,
+                 now: int | None = None):
+        """Resume where the group's last master left off: the index
+        caught up to the log's end, the wheel at the slot it reached, the
+        timers it had not fired of earlier slots read again."""
+        self.store, self.offsets, self.indexer = store, offsets, indexer
+        self.config, self.broker_group = config, broker_group
+        self.wheel_started = False
+        index = indexer.hand_over(store)
+        now = now_ms() if now is None else now
+        p = offsets.fetch(d.TIMER_GROUP, TIMER_TOPIC, P_QUEUE)
+        q = offsets.fetch(d.TIMER_GROUP, TIMER_TOPIC, Q_QUEUE)
+        self.wheel = Wheel(index, p if p > 0 else now, config.timer_memory_timers)
+        self.resumed_at = self.wheel.through
+        cq = store.find_queue(TIMER_TOPIC, 0)
+        low = cq.min_offset if cq is not None else 0
+        self._rescan, self._rescan_end = max(q, low, 0), indexer.next
+        self._unfired: list[tuple[int | None, TimerEntry]] = []   # a write that failed
+        self._pending: deque[tuple[int, int, int]] = deque()      # (log end, slot, queue offset)
+        self._marked = (p, q)
+        self.fired = 0
+        self.lags: list[int] = []         # fire lag (ms) of what fired since last taken
+        log.info("timers resume at %d with the timer topic read again from %d to %d",
+                 self.resumed_at, self._rescan, self._rescan_end)
+
+    # ------------------------------------------------------------ the loop's
+    def pump(self, now: int, visible_end: int) -> int:
+        """Index what arrived, fire what is due, commit the progress that is
+        visible. Returns the number of records written."""
+        wheel = self.wheel
+        self.indexer.catch_up(self.store, INDEX_MOST, wheel.indexed)
+        self._read_again()
+        todo = self._unfired + wheel.due(now, BATCH)
+        self._unfired = []
+        written = self._fire(todo, now) if todo else 0
+        self._mark()
+        self._commit(visible_end)
+        return written
+
+    def next_due(self) -> int:
+        """When the next timer may come due (epoch ms; 0: now)."""
+        if self._rescan < self._rescan_end:
+            return 0
+        return self.wheel.next_due()        # (what a full disk refused: every round)
+
+    # ------------------------------------------------------------ inside
+    def _read_again(self) -> None:
+        """Resuming: timers the last master indexed late and may not have
+        fired (due before the time it fired through, from its late scan's
+        offset on) join the late ones, a bounded number at a time."""
+        if self._rescan >= self._rescan_end or len(self.wheel.late) >= RESCAN_MOST:
+            return
+        got = self.store.get_messages(TIMER_TOPIC, 0, self._rescan,
+                                      min(RESCAN_MOST, self._rescan_end - self._rescan),
+                                      8 << 20, self.store.commitlog.max_offset)
+        if not got.count:                  # (below the queue's start: from there; else done)
+            self._rescan = got.next_offset if got.next_offset > self._rescan else self._rescan_end
+            return
+        pos = 0
+        for q, msg in enumerate(decode_records(got.records), self._rescan):
+            size = int.from_bytes(got.records[pos:pos + 4], "big")
+            pos += size
+            e = entry_of(msg, size)
+            if e is not None and e.kind == TIMER and e.deliver_at < self.resumed_at:
+                self.wheel.late.append((q, e))
+        self._rescan = got.next_offset
+
+    def _fire(self, todo: list[tuple[int | None, TimerEntry]], now: int) -> int:
+        placed, read = [], self.store.read_record
+        for _q, e in todo:
+            view = read(e.phys)
+            onward = self._onward(e, view) if view is not None else None
+            if onward is None:
+                if view is None:
+                    log.error("timer at %d of %s is gone from the log (retention, or a cut): "
+                              "not fired", e.phys, TIMER_TOPIC)
+                continue
+            placed.append(onward)
+        if not placed:
+            return 0
+        try:
+            self.store.put_records(placed)
+        except OSError as exc:             # a full disk: fired on a later pump, none lost
+            log.error("cannot fire %d timers now: %s", len(placed), exc)
+            self._unfired = todo
+            return 0
+        self.fired += len(placed)
+        self.lags.extend(now - e.deliver_at for _q, e in todo)
+        return len(placed)
+
+    def _onward(self, e: TimerEntry, view):
+        """Where a due timer goes: ``(topic, queue_id, record)``, or None
+        (logged) when the record is not that timer or cannot be delivered."""
+        msg = decode_records(view, self.broker_group)[0]
+        if msg.topic != TIMER_TOPIC or msg.properties.get(d.DELIVER_AT) != str(e.deliver_at):
+            log.error("the record at %d is not the timer indexed there (%s): not fired", e.phys,
+                      msg.topic)
+            return None
+        try:
+            topic, qid, record = requeue.fired(msg)
+        except BadRequestError as exc:
+            error = str(exc)
+        else:
+            if len(record) <= self.store.config.max_message_bytes:
+                return topic, qid, record
+            error = (f"delivered it is {len(record)} bytes, over max_message_bytes "
+                     f"({self.store.config.max_message_bytes})")
+        log.error("timer message %s cannot be delivered and stays in %s: %s", msg.msg_id,
+                  TIMER_TOPIC, error)
+        return None
+
+    def _mark(self) -> None:
+        """A progress point: the time the wheel fired through and the
+        oldest timer indexed late not fired yet, made good once the log's
+        end now is visible."""
+        slot = min([self.wheel.through] + [e.deliver_at for q, e in self._unfired if q is None])
+        lows = [q for q, _e in self.wheel.late] + [q for q, _e in self._unfired if q is not None]
+        low = min([self.indexer.next, self._rescan if self._rescan < self._rescan_end
+                   else self.indexer.next] + lows)
+        if (slot, low) == self._marked:
+            return
+        self._marked = (slot, low)
+        point = (self.store.commitlog.max_offset, slot, low)
+        if len(self._pending) >= MAX_PENDING:
+            self._pending[-1] = point          # merged: made good a little later
+        else:
+            self._pending.append(point)
+
+    def _commit(self, visible_end: int) -> None:
+        pending, last = self._pending, None
+        while pending and pending[0][0] <= visible_end:
+            last = pending.popleft()
+        if last is not None:
+            _end, slot, low = last
+            self.offsets.commit(d.TIMER_GROUP, TIMER_TOPIC, Q_QUEUE, low)
+            self.offsets.commit(d.TIMER_GROUP, TIMER_TOPIC, P_QUEUE, slot)

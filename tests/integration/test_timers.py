@@ -1,0 +1,113 @@
+"""Timer messages against a real broker: any delivery time, delivered at it
+and never before, the wheel resumed after kill -9 from its checkpoint
+(the timers read again are the few past it, not every pending one)."""
+
+import random
+import re
+import threading
+import time
+
+import pytest
+
+from duomq.client import Message, Producer, PushConsumer, SendStatus
+from duomq.testing.harness import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+class Arrivals:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.at: dict[bytes, list[float]] = {}
+
+    def __call__(self, m):
+        with self.lock:
+            self.at.setdefault(m.body, []).append(time.time())
+
+
+def consume(zk, cl, group, topic, arrivals):
+    return PushConsumer(group, topic=topic, on_message=arrivals, zookeeper=zk, cluster=cl,
+                        consume_from="first", consume_threads=0).start()
+
+
+def lateness(arrivals, due):
+    return sorted(min(arrivals.at[b]) - at for b, at in due.items())
+
+
+def test_timers_at_random_times_come_at_their_time_and_never_early(local_cluster, small_store):
+    local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.create_topic("Timed", queues=2)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    arrivals, rng = Arrivals(), random.Random(70)
+    c = consume(zk, cl, "timed", "Timed", arrivals)
+    try:
+        with Producer(zookeeper=zk, cluster=cl) as p:
+            t0 = time.time()
+            due = {b"t%04d" % i: t0 + 0.5 + rng.random() * 8 for i in range(1000)}
+            items = list(due.items())
+            for k in range(0, len(items), 50):
+                p.send_batch([Message("Timed", b, deliver_at_ms=int(at * 1000))
+                              for b, at in items[k:k + 50]])
+            due[b"past"] = t0
+            p.send(Message("Timed", b"past", deliver_at_ms=int(t0 * 1000) - 3_600_000))
+        wait_for(lambda: len(arrivals.at) == len(due), timeout_s=30, what="every timer")
+        time.sleep(0.5)
+    finally:
+        c.shutdown()
+    late = lateness(arrivals, due)
+    print(f"fire lag p50 {late[len(late) // 2] * 1000:.1f} ms, p99 "
+          f"{late[int(len(late) * 0.99)] * 1000:.1f} ms")
+    assert late[0] >= -0.002, f"a timer came {-late[0] * 1000:.0f} ms early"
+    assert late[-1] < 2.0, f"p99 {late[int(len(late) * 0.99)] * 1000:.0f} ms, max {late[-1]:.2f} s"
+    assert all(len(v) == 1 for v in arrivals.at.values()), "delivered twice"
+
+
+def test_a_timer_too_far_ahead_or_not_a_time_is_refused_and_nothing_stored(local_cluster):
+    local_cluster.add_broker("broker-a", timer_max_delay_ms=3_600_000)
+    local_cluster.create_topic("Timed", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    with Producer(zookeeper=zk, cluster=cl, retry_times_when_send_failed=0) as p:
+        far = int(time.time() * 1000) + 2 * 3_600_000
+        with pytest.raises(Exception, match="timer_max_delay_ms"):
+            p.send(Message("Timed", b"far", deliver_at_ms=far))
+        bad = Message("Timed", b"bad")
+        bad.properties["DELIVER_AT"] = "tomorrow"
+        with pytest.raises(Exception, match="epoch milliseconds"):
+            p.send(bad)
+        assert p.send(Message("Timed", b"ok", deliver_at_ms=far - 3_600_000)).status is \
+            SendStatus.SEND_OK
+
+
+def test_kill_9_resumes_the_wheel_from_its_checkpoint(local_cluster, small_store):
+    broker = local_cluster.add_broker("broker-a", flush="SYNC_FLUSH",
+                                      offset_persist_interval_ms=100, **small_store)
+    local_cluster.create_topic("Timed", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    t0 = time.time()
+    due = {b"k%04d" % i: t0 + 4 + (i % 300) * 0.01 for i in range(3000)}
+    items = list(due.items())
+    with Producer(zookeeper=zk, cluster=cl) as p:
+        for k in range(0, len(items), 100):
+            p.send_batch([Message("Timed", b, deliver_at_ms=int(at * 1000))
+                          for b, at in items[k:k + 100]])
+    time.sleep(1.5)                            # indexed and checkpointed (every second)
+    broker.kill()
+    broker.start()
+    arrivals = Arrivals()
+    c = consume(zk, cl, "timed", "Timed", arrivals)
+    try:
+        wait_for(lambda: len(arrivals.at) == len(due), timeout_s=30, what="every timer")
+    finally:
+        c.shutdown()
+    late = lateness(arrivals, due)
+    assert late[0] >= -0.002 and late[-1] < 5.0
+    with open(broker.log_path) as f:
+        text = f.read()
+    assert "built again" not in text
+    opened = re.findall(r"timer index opened: (\d+) timer records indexed", text)
+    assert opened[-1] == "3000", opened          # the restart indexed none of them again
+    resumed = re.findall(r"timers resume at \d+ with the timer topic read again from "
+                         r"(\d+) to (\d+)", text)
+    assert resumed, text[-3000:]
+    low, high = map(int, resumed[-1])
+    assert high == 3000 and high - low < 3000, resumed   # not every pending timer read again
