@@ -184,6 +184,7 @@ NEEDS: dict[int, Need] = {
     pb.BROKER_CONFIG: lambda m, c: [Permission("Cluster", c, "Admin" if m.set else "Get")],
     pb.POP: lambda m, c: _topic_sub(m.topic, m.consumer_group),
     pb.SHARE_ACK: lambda m, c: _topic_sub(m.topic, m.consumer_group),
+    pb.RECALL: lambda m, c: [Permission("Topic", m.topic, "Pub")],
 }
 # the same, as README's security table says it (a test keeps them one)
 RULES: dict[int, str] = {
@@ -214,6 +215,7 @@ RULES: dict[int, str] = {
     pb.BROKER_CONFIG: "Cluster:C:Get to read, Cluster:C:Admin to change",
     pb.POP: "as a pull",
     pb.SHARE_ACK: "as a pull",
+    pb.RECALL: "Topic:T:Pub (the handle must be of that topic)",
 }
 # request types no client sends: replication (its own port, the broker key
 # only) and the broker's check-back push

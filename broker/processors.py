@@ -27,7 +27,7 @@ from duomq.broker.requests import (
     master_only,
     stored_record,
 )
-from duomq.broker.writes import end_transaction, list_transactions, send, send_back
+from duomq.broker.writes import end_transaction, list_transactions, recall, send, send_back
 from duomq.common import subscription
 from duomq.common.errors import (
     BadRequestError,
@@ -468,6 +468,7 @@ HANDLERS: dict[int, Handler] = {
     pb.GET_MESSAGE: get_message,
     pb.QUERY_BY_KEY: query_by_key,
     pb.END_TRANSACTION: end_transaction,
+    pb.RECALL: recall,
     pb.LIST_TRANSACTIONS: list_transactions,
     pb.DELETE_GROUP: delete_group,
     pb.BROKER_CONFIG: broker_config,

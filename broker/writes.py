@@ -12,6 +12,7 @@ from duomq.auth.acl import topic_read
 from duomq.broker.core import BrokerCore
 from duomq.broker.requests import Answer, Request, hosted, master_only, stored_record, writable
 from duomq.common import delay as d
+from duomq.common import recall_handle
 from duomq.common.errors import (
     BadRequestError,
     InvalidNameError,
@@ -203,6 +204,33 @@ def _may_send_back(b: BrokerCore, r: Request, topic: str, group: str) -> None:
         raise BadRequestError(f"a send back of group {group!r} names a message of topic "
                               f"{topic!r}, which that group does not consume: nothing was copied")
     b.require(r.user, topic_read(topic, group))
+
+
+# ------------------------------------------------------------ timers
+def recall(b: BrokerCore, r: Request) -> Answer | None:
+    """Recall a timer message stored here that has not come due, by the
+    handle its send gave (``common/recall_handle``): a recall record in the
+    timer topic (replicated: a failover does not bring the timer back),
+    acked under the same rules as a send."""
+    req: pb.RecallRequest = r.message
+    m = master_only(b)
+    topic, msg_id, at = recall_handle.parse(req.handle)
+    if topic != req.topic:
+        raise BadRequestError(f"the recall handle is of topic {topic!r}, not {req.topic!r}: "
+                              f"nothing recalled")
+    writable(b)
+    placed = m.timers.recall(topic, msg_id, at, int(time.time() * 1000))
+    put = b.store.put_records([placed])[-1]
+    m.timers.recalled(rec.parse_msg_id(msg_id)[1], at)
+    b.state.appended = True
+    resp = pb.RecallResponse(msg_id=msg_id, deliver_at_ms=at)
+    if m.slaves_missing():
+        return pb.SLAVE_NOT_AVAILABLE, (
+            f"recalled, but fewer than min_sync_replicas ({b.config.min_sync_replicas}) slaves "
+            f"are in sync to confirm it"), resp
+    if m.wait_for_ack(put.end_offset, r.identity, r.request_id, resp, pb.RECALL):
+        return None
+    return pb.OK, "", resp
 
 
 # ------------------------------------------------------------ transactions

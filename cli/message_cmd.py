@@ -1,5 +1,7 @@
 """``duomq message get ID`` and ``duomq message find --topic T --key K``:
-stored messages by id, and by key through the brokers' key index."""
+stored messages by id, and by key through the brokers' key index;
+``duomq message recall TOPIC HANDLE``: a timer message cancelled before it
+comes due."""
 
 from __future__ import annotations
 
@@ -24,11 +26,16 @@ def add(sub) -> None:
                    help="stored at or before (default: now)")
     f.add_argument("--max", type=int, default=32, dest="max_num",
                    help="most messages (default 32, at most 64 per broker group)")
-    for q in (g, f):
+    r = verbs.add_parser("recall", help="cancel a timer message that has not come due, by "
+                         "the recall handle its send printed (produce --json)")
+    r.add_argument("topic", metavar="TOPIC")
+    r.add_argument("handle", metavar="HANDLE")
+    for q in (g, f, r):
         add_endpoint(q)
         add_json(q)
     g.set_defaults(func=get)
     f.set_defaults(func=find)
+    r.set_defaults(func=recall)
 
 
 def _show(args, messages) -> None:
@@ -60,4 +67,16 @@ def find(args) -> int:
     _show(args, found)
     if not args.json:
         print(f"{len(found)} message(s) with key {args.key!r} in {args.topic!r}")
+    return 0
+
+
+def recall(args) -> int:
+    from duomq.client import Producer
+    zookeeper, cluster = endpoint(args)
+    with Producer(zookeeper=zookeeper, cluster=cluster) as p:
+        msg_id = p.recall(args.topic, args.handle)
+    if args.json:
+        emit({"recalled": msg_id, "topic": args.topic})
+    else:
+        print(f"recalled {msg_id} of {args.topic!r}: it will not be delivered")
     return 0

@@ -18,7 +18,7 @@ from duomq.cli.common import add_endpoint, add_json, add_metrics_port, emit, end
 from duomq.client import Message, Producer
 from duomq.client.base import ClientBase
 from duomq.client.producer.producer import BATCH_MAX_BYTES, SendResult
-from duomq.common import duration
+from duomq.common import duration, recall_handle
 from duomq.common.errors import ConfigError
 from duomq.common.message import MessageQueue
 
@@ -143,6 +143,9 @@ class Run:
                         "queue_offset": offset, "status": r.status.value}
                 if r.duplicate:
                     line["duplicate"] = True
+                at = int(batch[i].properties.get("DELIVER_AT", 0)) if i < len(batch) else 0
+                if at and r.deliver_at_ms:            # a timer: what recalls it
+                    line["recall_handle"] = recall_handle.make(r.queue.topic, msg_id, at)
                 print(json.dumps(line) if self.args.json else
                       f"{msg_id} {line['queue']}@{offset} {r.status.value}")
         self.progress()

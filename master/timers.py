@@ -26,6 +26,7 @@ from duomq.common import delay as d
 from duomq.common.errors import BadRequestError
 from duomq.common.message import decode_records
 from duomq.common.names import TIMER_TOPIC
+from duomq.format.record import parse_msg_id_epoch
 from duomq.master import requeue
 from duomq.timer.index import TIMER, TimerEntry
 from duomq.timer.indexer import TimerIndexer, entry_of
@@ -82,6 +83,33 @@ class TimerService:
         self._mark()
         self._commit(visible_end)
         return written
+
+    def recall(self, topic: str, msg_id: str, at: int, now: int) -> tuple[str, int, bytes]:
+        """The record that recalls the timer ``msg_id`` of ``topic`` due at
+        ``at`` (a handle's parts), checked against what is stored: it must
+        be that timer, not due yet, not recalled before. BadRequestError
+        names why not; nothing is written here."""
+        group, phys, _epoch = parse_msg_id_epoch(msg_id)     # (the id checks the epoch)
+        if group != self.broker_group:
+            raise BadRequestError(f"the recall handle is of broker group {group!r}, not "
+                                  f"{self.broker_group!r}: nothing recalled")
+        view = self.store.read_record(phys)
+        msg = decode_records(view, group)[0] if view is not None else None
+        if msg is None or msg.topic != TIMER_TOPIC or msg.msg_id != msg_id or \
+                msg.properties.get(d.REAL_TOPIC) != topic or \
+                msg.properties.get(d.DELIVER_AT) != str(at) or d.RECALL_OF in msg.properties:
+            raise BadRequestError(f"no timer message of topic {topic!r} is stored for this "
+                                  f"recall handle ({msg_id}, due at {at}): nothing recalled")
+        if at <= now:
+            raise BadRequestError(f"timer message {msg_id} came due {(now - at) / 1000:.1f} s "
+                                  f"ago and was delivered: too late to recall")
+        if self.wheel.is_recalled(phys, at):
+            raise BadRequestError(f"timer message {msg_id} was recalled before: nothing changed")
+        return requeue.recall(topic, phys, at, now)
+
+    def recalled(self, origin: int, at: int) -> None:
+        """A recall was written: the timer does not fire, from now on."""
+        self.wheel.ask_recall(origin, at)
 
     def next_due(self) -> int:
         """When the next timer may come due (epoch ms; 0: now)."""

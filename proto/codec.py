@@ -42,6 +42,7 @@ MESSAGES = {
     pb.BROKER_CONFIG: (pb.BrokerConfigRequest, pb.BrokerConfigResponse),
     pb.POP: (pb.PopRequest, pb.PopResponse),
     pb.SHARE_ACK: (pb.ShareAckRequest, pb.ShareAckResponse),
+    pb.RECALL: (pb.RecallRequest, pb.RecallResponse),
 }
 
 

@@ -32,6 +32,7 @@ class RequestType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BROKER_CONFIG: _ClassVar[RequestType]
     POP: _ClassVar[RequestType]
     SHARE_ACK: _ClassVar[RequestType]
+    RECALL: _ClassVar[RequestType]
 
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -102,6 +103,7 @@ DELETE_GROUP: RequestType
 BROKER_CONFIG: RequestType
 POP: RequestType
 SHARE_ACK: RequestType
+RECALL: RequestType
 OK: Status
 FLUSH_DISK_TIMEOUT: Status
 FLUSH_SLAVE_TIMEOUT: Status
@@ -801,3 +803,19 @@ class ShareAckResponse(_message.Message):
     errors: _containers.RepeatedScalarFieldContainer[str]
     deadline_ms: int
     def __init__(self, statuses: _Optional[_Iterable[int]] = ..., errors: _Optional[_Iterable[str]] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+
+class RecallRequest(_message.Message):
+    __slots__ = ("topic", "handle")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    handle: str
+    def __init__(self, topic: _Optional[str] = ..., handle: _Optional[str] = ...) -> None: ...
+
+class RecallResponse(_message.Message):
+    __slots__ = ("msg_id", "deliver_at_ms")
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    msg_id: str
+    deliver_at_ms: int
+    def __init__(self, msg_id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ...) -> None: ...

@@ -35,10 +35,12 @@ from duomq.client.producer.send_attempts import (  # noqa: F401  (re-exported)
     SendStatus,
 )
 from duomq.client.shape import check_shape
+from duomq.common import recall_handle
 from duomq.common.client_config import ProducerConfig
 from duomq.common.config import FRAME_ENVELOPE_BYTES
-from duomq.common.delay import SCHEDULING
+from duomq.common.delay import DELIVER_AT, SCHEDULING
 from duomq.common.errors import (
+    BadRequestError,
     BrokerUnreachableError,
     ConfigError,
     DuomqError,
@@ -48,9 +50,10 @@ from duomq.common.errors import (
     NotMasterError,
     RequestTimeoutError,
     ServiceNotAvailableError,
+    for_status,
 )
 from duomq.common.idempotence import SEQUENCING, sequencing
-from duomq.common.message import Message, MessageQueue
+from duomq.common.message import Message, MessageQueue, parse_msg_id
 from duomq.common.names import validate_name
 from duomq.common.transaction import TRANSACTION
 from duomq.format import native
@@ -255,7 +258,40 @@ class Producer(ClientBase):
             if result is not None:
                 if self._backoff.waiting():
                     self._backoff.stored(mq.broker_group)
+                result.deliver_at_ms = _timer_at(msgs[0])
                 return result
+
+    def recall(self, topic: str, handle: str, timeout_ms: int | None = None) -> str:
+        """Cancel a timer message of ``topic`` that has not come due, by
+        the handle its send gave (``SendResult.recall_handle``); returns its
+        message id. A recall after it came due, of a handle that is garbage,
+        of another topic's or recalled before, raises BadRequestError and
+        changes nothing. Acked as a send is (replicated: a failover does not
+        bring the timer back)."""
+        of_topic, msg_id, _at = recall_handle.parse(handle)
+        if of_topic != topic:
+            raise BadRequestError(f"the recall handle is of topic {of_topic!r}, not {topic!r}: "
+                                  f"nothing recalled")
+        group = parse_msg_id(msg_id)[0]
+        deadline = time.monotonic() + (timeout_ms or self.config.send_timeout_ms) / 1000
+        req = pb.RecallRequest(topic=topic, handle=handle)
+        while True:
+            try:
+                status, error, _resp = self.remoting.call(
+                    self.master_address(group, topic), pb.RECALL, req,
+                    max(0.05, deadline - time.monotonic()))
+                if status == pb.SLAVE_NOT_AVAILABLE:     # stored on a master alone, as a send
+                    log.warning("recall of %s stored, not confirmed by a slave: %s", msg_id,
+                                error)
+                if status in (pb.OK, pb.SLAVE_NOT_AVAILABLE):
+                    return msg_id
+                raise for_status(status, error)
+            except DuomqError as exc:
+                if not exc.retriable or time.monotonic() + 0.2 >= deadline:
+                    raise
+                log.info("recalling %s: %s; trying again", msg_id, exc)
+                self.after_failure(exc, topic, group)
+                time.sleep(0.2)
 
     def send_async(self, msg: Message | Sequence[Message], callback: Callable | None = None, *,
                    sharding_key: str | None = None, selector: Selector | None = None, arg=None,
@@ -535,3 +571,13 @@ _encode: Any = native.declined     # bound by _bind: the C loops' encode, or dec
 def _bind(loops: Any) -> None:
     global _encode
     _encode = loops.encode if loops is not None else native.declined
+
+
+def _timer_at(msg: Message) -> int:
+    """A timer message's delivery time, if it is ahead (0: none, or past:
+    delivered at once, nothing to recall)."""
+    text = msg.properties.get(DELIVER_AT)
+    if not text:
+        return 0
+    at = int(text)
+    return at if at > time.time() * 1000 else 0

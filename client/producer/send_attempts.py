@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from duomq.client.producer.selector import FaultAvoidance
+from duomq.common import recall_handle
 from duomq.common.client_config import ProducerConfig
 from duomq.common.errors import NoRouteError, for_status
 from duomq.common.message import MessageQueue, make_msg_id
@@ -49,6 +50,15 @@ class SendResult:
                                               # again (offsets: the first store's, if known)
     stored_epoch: int = 0                     # a duplicate's first store's epoch, when it was
                                               # another master's (0: ``epoch`` stored it)
+    deliver_at_ms: int = 0                    # a timer message's delivery time (the first's)
+
+    @property
+    def recall_handle(self) -> str:
+        """What ``Producer.recall`` takes to cancel the (first) message, a
+        timer message, before it comes due ("": not a timer message)."""
+        if not self.deliver_at_ms or not self.physical_offsets:
+            return ""
+        return recall_handle.make(self.queue.topic, self.msg_ids[0], self.deliver_at_ms)
 
     @property
     def ok(self) -> bool:

@@ -164,6 +164,7 @@ def naming(type_: int, topic: str) -> list:
         pb.END_TRANSACTION: [pb.EndTransactionRequest(producer_group="p", topic=topic)],
         pb.POP: [pb.PopRequest(consumer_group="mine", topic=topic)],
         pb.SHARE_ACK: [pb.ShareAckRequest(consumer_group="mine", topic=topic)],
+        pb.RECALL: [pb.RecallRequest(topic=topic)],
     }.get(type_, [])
 
 
@@ -180,7 +181,7 @@ def test_no_policy_reaches_a_reserved_topic_by_any_request(policy, topic):
         for m in naming(type_, topic):
             named += 1
             assert pol.lacking(needs(type_, m, "c")) is not None, (policy, topic, type_)
-    assert named == 13
+    assert named == 14
     assert pol.lacking(topic_read(topic, None)) is not None
     assert pol.lacking(topic_read(topic, "mine")) is not None
 

@@ -87,11 +87,17 @@ def world(secured):
         sent = p.send(Message("Secret", b"stored", keys="k1"),
                       queue=MessageQueue("Secret", "broker-a", 0))
         assert sent.ok
+        timer = p.send(Message("Secret", b"later", deliver_at_ms=int(time.time() * 1000) +
+                               3_600_000), queue=MessageQueue("Secret", "broker-a", 0))
+        TIMER_HANDLE[0] = timer.recall_handle
     users = Users(zk, cl, admin)
     try:
         yield cluster, admin, master, sent, users
     finally:
         users.close()
+
+
+TIMER_HANDLE = [""]     # a timer of Secret (the world's): what a recall names
 
 
 def samples(cl: str, offset: int, half: int, client_id: str) -> dict[int, object]:
@@ -130,6 +136,7 @@ def samples(cl: str, offset: int, half: int, client_id: str) -> dict[int, object
         pb.SHARE_ACK: pb.ShareAckRequest(consumer_group=GROUP, topic="Secret", action=pb.ACCEPT,
                                          receipts=[pb.Receipt(queue_id=0, queue_offset=0,
                                                               delivery_count=1)]),
+        pb.RECALL: pb.RecallRequest(topic="Secret", handle=TIMER_HANDLE[0]),
     }
 
 

@@ -2,6 +2,7 @@
 and never before, the wheel resumed after kill -9 from its checkpoint
 (the timers read again are the few past it, not every pending one)."""
 
+import json
 import random
 import re
 import threading
@@ -111,3 +112,56 @@ def test_kill_9_resumes_the_wheel_from_its_checkpoint(local_cluster, small_store
     assert resumed, text[-3000:]
     low, high = map(int, resumed[-1])
     assert high == 3000 and high - low < 3000, resumed   # not every pending timer read again
+
+
+def test_recall_before_due_and_every_bad_recall(local_cluster, small_store):
+    """A recalled timer is never delivered; a recall of one that came due,
+    replayed, garbage, forged for another topic or for another message is a
+    clear error and cancels nothing; the CLI recalls by the handle that
+    `produce --json` printed."""
+    from duomq.common import recall_handle
+    from duomq.common.errors import BadRequestError
+    from duomq.testing.harness import run_cli
+    local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.create_topic("Timed", queues=1)
+    local_cluster.create_topic("Other", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    env = {"DUOMQ_ZOOKEEPER": zk, "DUOMQ_CLUSTER": cl}
+    arrivals = Arrivals()
+    c = consume(zk, cl, "timed", "Timed", arrivals)
+    try:
+        with Producer(zookeeper=zk, cluster=cl) as p:
+            at = int(time.time() * 1000) + 2500
+            keep = p.send(Message("Timed", b"keep", deliver_at_ms=at))
+            gone = p.send(Message("Timed", b"gone", deliver_at_ms=at))
+            soon = p.send(Message("Timed", b"soon", deliver_at_ms=at - 2000))
+            assert p.send(Message("Timed", b"plain")).recall_handle == ""
+            assert p.recall("Timed", gone.recall_handle) == gone.msg_id
+            with pytest.raises(BadRequestError, match="recalled before"):
+                p.recall("Timed", gone.recall_handle)                 # replayed
+            with pytest.raises(BadRequestError, match="is not a recall handle"):
+                p.recall("Timed", "garbage-handle")
+            with pytest.raises(BadRequestError, match="of topic 'Timed', not 'Other'"):
+                p.recall("Other", keep.recall_handle)
+            forged = recall_handle.make("Other", keep.msg_id, at)   # the right id, another topic
+            with pytest.raises(BadRequestError, match="no timer message of topic 'Other'"):
+                p.recall("Other", forged)
+            wrong_time = recall_handle.make("Timed", keep.msg_id, at + 1)
+            with pytest.raises(BadRequestError, match="no timer message"):
+                p.recall("Timed", wrong_time)
+            wait_for(lambda: b"soon" in arrivals.at, timeout_s=10, what="the early timer")
+            with pytest.raises(BadRequestError, match="too late to recall"):
+                p.recall("Timed", soon.recall_handle)
+        out = run_cli("produce", "Timed", "by-cli", "--delay", "30s", "--json", env=env).stdout
+        line = next(json.loads(x) for x in out.splitlines() if "recall_handle" in x)
+        done = run_cli("message", "recall", "Timed", line["recall_handle"], env=env).stdout
+        assert f"recalled {line['msg_id']}" in done
+        again = run_cli("message", "recall", "Timed", line["recall_handle"], env=env, check=False)
+        assert again.returncode != 0 and "recalled before" in again.stderr + again.stdout
+        assert "Traceback" not in again.stderr
+        wait_for(lambda: b"keep" in arrivals.at, timeout_s=10, what="the timer kept")
+        time.sleep(0.5)
+    finally:
+        c.shutdown()
+    assert b"gone" not in arrivals.at and b"by-cli" not in arrivals.at
+    assert min(arrivals.at[b"keep"]) >= at / 1000 - 0.002
