@@ -191,8 +191,8 @@ class TimerService:
         lows = [q for q, _e in self.wheel.late] + [q for q, _e in self._unfired if q is not None]
         low = min([self.indexer.next, self._rescan if self._rescan < self._rescan_end
                    else self.indexer.next] + lows)
-        if (slot, low) == self._marked:
-            return
+        if (slot, low) == self._marked or self.store.find_queue(TIMER_TOPIC, 0) is None:
+            return                    # (no timer ever: no %TIMER% offsets, no group counted)
         self._marked = (slot, low)
         point = (self.store.commitlog.max_offset, slot, low)
         if len(self._pending) >= MAX_PENDING:
