@@ -29,7 +29,7 @@ from duomq.common.names import TIMER_TOPIC
 from duomq.format.record import parse_msg_id_epoch
 from duomq.master import requeue
 from duomq.timer.index import TIMER, TimerEntry
-from duomq.timer.indexer import TimerIndexer, entry_of
+from duomq.timer.indexer import TimerIndexer, entry_of, record_sizes
 from duomq.timer.wheel import Wheel
 
 log = logging.getLogger(__name__)
@@ -130,10 +130,9 @@ class TimerService:
         if not got.count:                  # (below the queue's start: from there; else done)
             self._rescan = got.next_offset if got.next_offset > self._rescan else self._rescan_end
             return
-        pos = 0
-        for q, msg in enumerate(decode_records(got.records), self._rescan):
-            size = int.from_bytes(got.records[pos:pos + 4], "big")
-            pos += size
+        records = got.records
+        for q, (msg, size) in enumerate(zip(decode_records(records), record_sizes(records),
+                                            strict=True), self._rescan):
             e = entry_of(msg, size)
             if e is not None and e.kind == TIMER and e.deliver_at < self.resumed_at:
                 self.wheel.late.append((q, e))

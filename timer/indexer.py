@@ -43,7 +43,8 @@ def entry_of(msg, size: int) -> TimerEntry | None:
     return TimerEntry(at, msg.physical_offset, size, TIMER, msg.physical_offset)
 
 
-def _sizes(records) -> list[int]:
+def record_sizes(records) -> list[int]:
+    """The size of each record of concatenated ``records``."""
     out, pos, n = [], 0, len(records)
     while pos < n:
         size = rec.SIZE_MAGIC.unpack_from(records, pos)[0]
@@ -115,7 +116,7 @@ class TimerIndexer:
                     continue
                 break
             records = got.records
-            for q, (msg, size) in enumerate(zip(decode_records(records), _sizes(records),
+            for q, (msg, size) in enumerate(zip(decode_records(records), record_sizes(records),
                                                 strict=True), offset):
                 e = entry_of(msg, size)
                 if e is not None:
