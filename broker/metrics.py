@@ -63,6 +63,9 @@ class BrokerMetrics:
         self.duplicates_refused = 0     # idempotent retries of batches stored before
         self.transaction_checks = 0     # check-backs sent (as master)
         self.transactions_discarded = 0  # rolled back after transaction_check_max check-backs
+        self.timers_fired = 0           # timer messages delivered to their topics (as master)
+        self.timers_recalled = 0        # timer messages recalled (as master)
+        self.timer_lag = Histogram()    # a timer fired, from its time to written
         self.truncations = 0            # times it cut its log to follow a new master
         self.retention_deleted = 0      # commit-log segments deleted by retention
         self.recovery_seconds = 0.0     # the store's recovery at start
@@ -191,7 +194,10 @@ def _histograms(m: BrokerMetrics) -> Iterator[Metric]:
             ("duomq_ack_wait_seconds", m.ack_wait,
              "A send under SYNC_FLUSH or SYNC replication, from stored to acked"),
             ("duomq_pull_hold_seconds", m.pull_hold,
-             "A long poll, from held to answered")):
+             "A long poll, from held to answered"),
+            ("duomq_timer_fire_lag_seconds", m.timer_lag,
+             "A timer message, from its delivery time to written to its topic (visible "
+             "once durable under the group's policy)")):
         h = HistogramMetricFamily(name, text)
         h.add_metric([], hist.buckets(), hist.total)
         yield h
@@ -274,6 +280,13 @@ def _transactions(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
     yield inflight
     yield redeliveries
     yield dead
+    yield labelled(GaugeMetricFamily, "duomq_timers_pending", "Master: timer messages "
+                   "stored and not delivered or recalled yet, by topic", ["topic"],
+                   s.timers_pending)
+    yield CounterMetricFamily("duomq_timers_fired", "Master: timer messages delivered to "
+                              "their topics when due", value=m.timers_fired)
+    yield CounterMetricFamily("duomq_timers_recalled", "Master: timer messages recalled "
+                              "before they came due", value=m.timers_recalled)
     yield CounterMetricFamily("duomq_transaction_checks", "Check-backs sent to producers",
                               value=m.transaction_checks)
     yield CounterMetricFamily("duomq_transactions_discarded",

@@ -444,6 +444,7 @@ def broker_status(b: BrokerCore, r: Request) -> Answer:
     b.parts.describe(resp)
     resp.transaction_checks = b.metrics.transaction_checks
     resp.transactions_discarded = b.metrics.transactions_discarded
+    resp.timers_fired, resp.timers_recalled = b.metrics.timers_fired, b.metrics.timers_recalled
     for (topic, qid), cq in sorted(store.queues.items()):
         resp.queues.add(topic=topic, queue_id=qid, min_offset=cq.min_offset,
                         max_offset=store.visible_max_offset(cq, st.visible_offset))

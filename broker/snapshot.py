@@ -47,6 +47,7 @@ class BrokerSnapshot:
     replicated_offset: int = 0         # SYNC writes may be acked up to here (-1: too few slaves)
     links: tuple[LinkStatus, ...] = ()
     transactions_pending: int = 0
+    timers_pending: dict[str, int] = field(default_factory=dict)   # topic -> timers not fired
     # share groups: group -> (messages held, deliveries past the first, moved to the DLQ)
     share: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     # a slave

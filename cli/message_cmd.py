@@ -38,9 +38,37 @@ def add(sub) -> None:
     r.set_defaults(func=recall)
 
 
+def timer_state(m, now_ms: int) -> dict:
+    """A stored timer message (in the timer topic): its topic and when it
+    comes due, or came due (then it was delivered, unless it was recalled).
+    Anything else: {}."""
+    import time
+
+    from duomq.common import delay as d
+    from duomq.common.names import TIMER_TOPIC
+    props = m.properties
+    if m.topic != TIMER_TOPIC or d.RECALL_OF in props:
+        return {}
+    try:
+        at = int(props[d.DELIVER_AT])
+    except (KeyError, ValueError):
+        return {}
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at / 1000)) + \
+        f".{at % 1000:03d}"
+    if at > now_ms:
+        due = f"comes due {when} (in {(at - now_ms) / 1000:,.1f} s) on {props.get(d.REAL_TOPIC)}"
+    else:
+        due = (f"came due {when} ({(now_ms - at) / 1000:,.1f} s ago): delivered to "
+               f"{props.get(d.REAL_TOPIC)} unless recalled")
+    return {"timer_topic": props.get(d.REAL_TOPIC, ""), "deliver_at_ms": at, "due": due}
+
+
 def _show(args, messages) -> None:
+    import time
+    now = int(time.time() * 1000)
     for m in messages:
         row = message_json(m)
+        row.update(timer_state(m, now))
         if args.json:
             emit(row)
         else:

@@ -52,6 +52,21 @@ def _delay_ms(text: str) -> int:
         raise argparse.ArgumentTypeError(f"--delay: {exc}") from None
 
 
+def _deliver_at(text: str) -> int:
+    """--deliver-at: epoch milliseconds or ISO 8601 (local time unless it
+    names a zone); a time ago is refused: that is what --delay is for."""
+    import datetime
+    t = text.strip()
+    if t.isdigit():
+        return int(t)
+    try:
+        return int(datetime.datetime.fromisoformat(t).timestamp() * 1000)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--deliver-at: not a time: {text!r} (epoch ms, or ISO 8601 such as "
+            f"2026-12-05T09:30:00; for a time from now use --delay 37m)") from None
+
+
 def add(sub) -> None:
     p = sub.add_parser("produce", help="send messages")
     p.add_argument("topic")
@@ -66,8 +81,12 @@ def add(sub) -> None:
                    help="the messages' key (space-separated for several)")
     p.add_argument("--property", action="append", type=_property, default=[],
                    metavar="NAME=VALUE", help="a user property (repeatable)")
-    p.add_argument("--delay", type=_delay_ms, metavar="DURATION",
-                   help="deliver this long after it is sent (10s, 5m, 1h)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=_delay_ms, metavar="DURATION",
+                      help="deliver this long after it is sent (10s, 5m, 1h)")
+    when.add_argument("--deliver-at", type=_deliver_at, metavar="TIME",
+                      help="deliver at this time: epoch ms or ISO 8601 (2026-12-05T09:30; "
+                           "local time unless it names a zone); a time past: at once")
     p.add_argument("--queue", metavar="[GROUP/]ID",
                    help="send to this queue (GROUP/ID, or ID when one broker group serves "
                         "the topic)")
@@ -144,10 +163,13 @@ class Run:
                 if r.duplicate:
                     line["duplicate"] = True
                 at = int(batch[i].properties.get("DELIVER_AT", 0)) if i < len(batch) else 0
-                if at and r.deliver_at_ms:            # a timer: what recalls it
+                due = ""
+                if at and r.deliver_at_ms:            # a timer: when, and what recalls it
+                    line["deliver_at_ms"] = at
                     line["recall_handle"] = recall_handle.make(r.queue.topic, msg_id, at)
+                    due = " due " + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at / 1000))
                 print(json.dumps(line) if self.args.json else
-                      f"{msg_id} {line['queue']}@{offset} {r.status.value}")
+                      f"{msg_id} {line['queue']}@{offset} {r.status.value}{due}")
         self.progress()
 
     def failure(self, batch: list[Message], exc: Exception) -> None:
@@ -177,6 +199,7 @@ def run(args) -> int:
     state = Run(args)
     properties = dict(args.property)
     deliver_in = args.delay
+    deliver_at = args.deliver_at or 0
     interrupted = False
     with Producer(args.group, zookeeper=zookeeper, cluster=cluster,
                   metrics_port=args.metrics_port) as producer:
@@ -199,7 +222,7 @@ def run(args) -> int:
                 batch.append(Message(args.topic, body, tags=args.tags, keys=args.keys,
                                      properties=dict(properties) if properties else None,
                                      deliver_at_ms=int(time.time() * 1000) + deliver_in
-                                     if deliver_in else 0))
+                                     if deliver_in else deliver_at))
                 size += len(body)
                 if len(batch) >= args.batch or size >= BATCH_MAX_BYTES:
                     flush()

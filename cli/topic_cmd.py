@@ -108,8 +108,10 @@ def _describe(cfg: TopicConfig, zookeeper: str, cluster: str, zk, as_json: bool)
     """A topic's queues with their min and max offsets and the master serving
     each broker group's (an unreachable group's are left out, with why)."""
     from duomq.client import PullConsumer
+    from duomq.proto import pb
     rows: list[dict] = []
     problems: dict[str, str] = {}
+    timers: dict[str, int] = {}
     with PullConsumer("duomq-admin", zookeeper=zookeeper, cluster=cluster, zk=zk) as c:
         for group, n in sorted(cfg.queues.items()):
             try:
@@ -118,10 +120,16 @@ def _describe(cfg: TopicConfig, zookeeper: str, cluster: str, zk, as_json: bool)
                     mq = MessageQueue(cfg.name, group, q)
                     rows.append({"group": group, "queue": q, "min_offset": c.min_offset(mq),
                                  "max_offset": c.max_offset(mq), "master": master})
+                status, error, resp = c.remoting.call(master, pb.BROKER_STATUS,
+                                                      pb.BrokerStatusRequest(), 5)
+                if status != pb.OK:
+                    raise DuomqError(f"status of {master}: {error}")
+                timers[group] = resp.timers_pending.get(cfg.name, 0)
             except DuomqError as exc:
                 problems[group] = str(exc)
     out = {"topic": cfg.name, "queues": cfg.queues, "total_queues": cfg.total_queues,
-           "perm": cfg.perm, "order": cfg.order, "queue_offsets": rows, "unreachable": problems}
+           "perm": cfg.perm, "order": cfg.order, "queue_offsets": rows,
+           "timers_pending": timers, "unreachable": problems}
     if as_json:
         emit(out)
         return 0
@@ -130,6 +138,9 @@ def _describe(cfg: TopicConfig, zookeeper: str, cluster: str, zk, as_json: bool)
     print(table([[r["group"], r["queue"], r["min_offset"], r["max_offset"],
                   r["max_offset"] - r["min_offset"], r["master"]] for r in rows],
                 ["broker group", "queue", "min", "max", "messages", "master"]))
+    if any(timers.values()):
+        print("timer messages pending: " + ", ".join(
+            f"{g} {n:,}" for g, n in sorted(timers.items())))
     for group, why in sorted(problems.items()):
         print(f"{group}: {why}")
     return 0

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -26,8 +27,9 @@ class Message:
     string with keys separated by spaces, or a list); ``tags``: one tag used
     for filtering; ``properties``: str -> str. ``delay_level`` (1..18 with the
     default levels ``1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h
-    2h``) or ``deliver_at_ms`` (epoch ms) holds the message at the broker until
-    then (kept in properties as ``DELAY`` and ``DELIVER_AT``).
+    2h``), ``deliver_at_ms`` (epoch ms) or ``delay_ms`` (from now: the same as
+    ``deliver_at_ms`` = now + ``delay_ms``) holds the message at the broker
+    until then (kept in properties as ``DELAY`` and ``DELIVER_AT``).
     """
 
     topic: str
@@ -38,7 +40,7 @@ class Message:
 
     def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, tags: str = "",
                  keys: str | list[str] = "", properties: dict[str, str] | None = None,
-                 delay_level: int = 0, deliver_at_ms: int = 0):
+                 delay_level: int = 0, deliver_at_ms: int = 0, delay_ms: int = 0):
         # written by hand: one call per message on the producer's hot path
         if type(body) is not bytes:
             if isinstance(body, str):
@@ -54,6 +56,12 @@ class Message:
         self.tags = tags
         self.keys = keys
         self.properties = {} if properties is None else properties
+        if delay_ms:
+            if type(delay_ms) is not int or delay_ms < 0:
+                raise ValueError(f"delay_ms must be milliseconds >= 0, got {delay_ms!r}")
+            if deliver_at_ms:
+                raise ValueError("give deliver_at_ms or delay_ms, not both")
+            deliver_at_ms = int(time.time() * 1000) + delay_ms
         if delay_level or deliver_at_ms:
             self.properties = dict(self.properties)
             if delay_level:

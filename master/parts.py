@@ -81,7 +81,7 @@ class MasterParts:
         if timer_indexer is None:
             timer_indexer = TimerIndexer(index_dir(config.data_dir), config.timer_slot_ms,
                                          config.timer_max_delay_ms)
-        self.timers = TimerService(store, offsets, timer_indexer, config, config.group)
+        self.timers = TimerService(store, offsets, timer_indexer, config, config.group, counters)
         self.transactions = TransactionService(store, offsets, self.delay_levels, config.group,
                                                counters)
         self.transactions.catch_up()     # the pending transactions, as the old master left them
@@ -393,6 +393,7 @@ class MasterParts:
         resp.replicated_offset = self.replicated_offset
         resp.in_sync_replicas, resp.degraded = self.in_sync_replicas, self.degraded()
         resp.transactions_pending = len(self.transactions.book.pending)
+        resp.timers_pending.update(self.timers.pending())
         resp.isr.extend(sorted(self.ha.isr or ()))
         for link in self.ha.status():
             resp.replicas.add(broker_id=link.broker_id, address=link.address, state=link.state,
@@ -407,4 +408,5 @@ class MasterParts:
                     acks_possible=not self.sync_replication or self.ha.slaves_available(),
                     degraded=self.degraded(), links=self.links(),
                     transactions_pending=len(self.transactions.book.pending),
+                    timers_pending=self.timers.pending(),
                     share=self.share.figures(), draining=self.draining)

@@ -28,6 +28,7 @@ from duomq.common.message import decode_records
 from duomq.common.names import TIMER_TOPIC
 from duomq.format.record import parse_msg_id_epoch
 from duomq.master import requeue
+from duomq.timer.counts import BUCKET_MS
 from duomq.timer.index import TIMER, TimerEntry
 from duomq.timer.indexer import TimerIndexer, entry_of, record_sizes
 from duomq.timer.wheel import Wheel
@@ -46,10 +47,11 @@ def now_ms() -> int:
 
 class TimerService:
     def __init__(self, store, offsets, indexer: TimerIndexer, config, broker_group: str,
-                 now: int | None = None):
+                 counters, now: int | None = None):
         """Resume where the group's last master left off: the index
         caught up to the log's end, the wheel at the slot it reached, the
-        timers it had not fired of earlier slots read again."""
+        timers it had not fired of earlier slots read again. ``counters``:
+        the broker's metrics (timers fired, their lag, recalled)."""
         self.store, self.offsets, self.indexer = store, offsets, indexer
         self.config, self.broker_group = config, broker_group
         self.wheel_started = False
@@ -65,8 +67,9 @@ class TimerService:
         self._unfired: list[tuple[int | None, TimerEntry]] = []   # a write that failed
         self._pending: deque[tuple[int, int, int]] = deque()      # (log end, slot, queue offset)
         self._marked = (p, q)
-        self.fired = 0
-        self.lags: list[int] = []         # fire lag (ms) of what fired since last taken
+        self.counters = counters
+        self._minute = 0                  # the minute of the last fired (ms // BUCKET_MS)
+        self._fired_in: dict[str, int] = {}    # topic -> timers of that minute fired
         log.info("timers resume at %d with the timer topic read again from %d to %d",
                  self.resumed_at, self._rescan, self._rescan_end)
 
@@ -110,6 +113,13 @@ class TimerService:
     def recalled(self, origin: int, at: int) -> None:
         """A recall was written: the timer does not fire, from now on."""
         self.wheel.ask_recall(origin, at)
+        self.counters.timers_recalled += 1
+
+    def pending(self) -> dict[str, int]:
+        """Each topic's timers not fired or recalled yet (``timer.counts``)."""
+        through = self.wheel.through
+        fired = self._fired_in if self._minute == through // BUCKET_MS else None
+        return self.indexer.counts.pending(through, fired)
 
     def next_due(self) -> int:
         """When the next timer may come due (epoch ms; 0: now)."""
@@ -139,7 +149,7 @@ class TimerService:
         self._rescan = got.next_offset
 
     def _fire(self, todo: list[tuple[int | None, TimerEntry]], now: int) -> int:
-        placed, read = [], self.store.read_record
+        placed, read, fired = [], self.store.read_record, []
         for _q, e in todo:
             view = read(e.phys)
             onward = self._onward(e, view) if view is not None else None
@@ -149,6 +159,7 @@ class TimerService:
                               "not fired", e.phys, TIMER_TOPIC)
                 continue
             placed.append(onward)
+            fired.append((onward[0], e.deliver_at))
         if not placed:
             return 0
         try:
@@ -157,9 +168,20 @@ class TimerService:
             log.error("cannot fire %d timers now: %s", len(placed), exc)
             self._unfired = todo
             return 0
-        self.fired += len(placed)
-        self.lags.extend(now - e.deliver_at for _q, e in todo)
+        self._count(fired, now)
         return len(placed)
+
+    def _count(self, fired: list[tuple[str, int]], now: int) -> None:
+        c = self.counters
+        c.timers_fired += len(fired)
+        observe = c.timer_lag.observe
+        for topic, at in fired:
+            observe(max(0, now - at) / 1000)
+            minute = at // BUCKET_MS
+            if minute > self._minute:
+                self._minute, self._fired_in = minute, {}
+            if minute == self._minute:
+                self._fired_in[topic] = self._fired_in.get(topic, 0) + 1
 
     def _onward(self, e: TimerEntry, view):
         """Where a due timer goes: ``(topic, queue_id, record)``, or None

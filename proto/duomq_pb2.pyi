@@ -371,7 +371,14 @@ class BrokerStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatusResponse(_message.Message):
-    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas", "flushes", "read_redirects", "ready", "ready_reason", "master_max_offset", "master_silent_s", "in_sync_replicas", "sync_replicas", "min_sync_replicas", "degraded", "isr", "transactions_pending", "transaction_checks", "transactions_discarded", "share_queues")
+    __slots__ = ("broker_group", "broker_id", "role", "flush", "min_physical_offset", "max_physical_offset", "flushed_offset", "confirmed_offset", "queues", "group_offsets", "bad_requests", "messages_stored", "clients", "epoch", "master_address", "replicated_offset", "replicas", "flushes", "read_redirects", "ready", "ready_reason", "master_max_offset", "master_silent_s", "in_sync_replicas", "sync_replicas", "min_sync_replicas", "degraded", "isr", "transactions_pending", "transaction_checks", "transactions_discarded", "share_queues", "timers_pending", "timers_fired", "timers_recalled")
+    class TimersPendingEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     BROKER_GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -404,6 +411,9 @@ class BrokerStatusResponse(_message.Message):
     TRANSACTION_CHECKS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONS_DISCARDED_FIELD_NUMBER: _ClassVar[int]
     SHARE_QUEUES_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_FIRED_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_RECALLED_FIELD_NUMBER: _ClassVar[int]
     broker_group: str
     broker_id: int
     role: str
@@ -436,7 +446,10 @@ class BrokerStatusResponse(_message.Message):
     transaction_checks: int
     transactions_discarded: int
     share_queues: _containers.RepeatedCompositeFieldContainer[ShareQueueStatus]
-    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., flushes: _Optional[int] = ..., read_redirects: _Optional[int] = ..., ready: _Optional[bool] = ..., ready_reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., master_silent_s: _Optional[float] = ..., in_sync_replicas: _Optional[int] = ..., sync_replicas: _Optional[int] = ..., min_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., isr: _Optional[_Iterable[int]] = ..., transactions_pending: _Optional[int] = ..., transaction_checks: _Optional[int] = ..., transactions_discarded: _Optional[int] = ..., share_queues: _Optional[_Iterable[_Union[ShareQueueStatus, _Mapping]]] = ...) -> None: ...
+    timers_pending: _containers.ScalarMap[str, int]
+    timers_fired: int
+    timers_recalled: int
+    def __init__(self, broker_group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., flush: _Optional[str] = ..., min_physical_offset: _Optional[int] = ..., max_physical_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., group_offsets: _Optional[_Iterable[_Union[GroupOffsetStatus, _Mapping]]] = ..., bad_requests: _Optional[int] = ..., messages_stored: _Optional[int] = ..., clients: _Optional[int] = ..., epoch: _Optional[int] = ..., master_address: _Optional[str] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., flushes: _Optional[int] = ..., read_redirects: _Optional[int] = ..., ready: _Optional[bool] = ..., ready_reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., master_silent_s: _Optional[float] = ..., in_sync_replicas: _Optional[int] = ..., sync_replicas: _Optional[int] = ..., min_sync_replicas: _Optional[int] = ..., degraded: _Optional[bool] = ..., isr: _Optional[_Iterable[int]] = ..., transactions_pending: _Optional[int] = ..., transaction_checks: _Optional[int] = ..., transactions_discarded: _Optional[int] = ..., share_queues: _Optional[_Iterable[_Union[ShareQueueStatus, _Mapping]]] = ..., timers_pending: _Optional[_Mapping[str, int]] = ..., timers_fired: _Optional[int] = ..., timers_recalled: _Optional[int] = ...) -> None: ...
 
 class ShareQueueStatus(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "start_offset", "next_offset", "held", "oldest_held_ms", "redelivered")

@@ -138,3 +138,23 @@ def test_a_half_message_waits_in_the_half_topic_and_commits_as_sent():
     assert decode(requeue.committed(half, LEVELS, 0))[:2] == ("T", 1)
     with pytest.raises(BadRequestError, match="producer group"):
         requeue.schedule(stored(props={"TRAN_MSG": "true"}), 0, LEVELS, 0)
+
+
+def test_a_delay_ms_is_a_delivery_time_from_now():
+    import time
+
+    from duomq.common.message import Message
+    before = int(time.time() * 1000)
+    at = int(Message("T", b"x", delay_ms=37 * 60_000).properties["DELIVER_AT"])
+    assert before + 37 * 60_000 <= at <= int(time.time() * 1000) + 37 * 60_000
+    assert "DELIVER_AT" not in Message("T", b"x", delay_ms=0).properties
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"delay_ms": -1}, "delay_ms"), ({"delay_ms": 1.5}, "delay_ms"),
+    ({"delay_ms": 1000, "deliver_at_ms": 1}, "not both"),
+    ({"deliver_at_ms": -3}, "epoch milliseconds")])
+def test_a_bad_delay_ms_or_both_times_is_refused(kw, match):
+    from duomq.common.message import Message
+    with pytest.raises(ValueError, match=match):
+        Message("T", b"x", **kw)

@@ -19,6 +19,8 @@ duomq_commitlog_bytes 1048576
 duomq_disk_free_bytes 25
 duomq_disk_total_bytes 100
 duomq_replication_connections 1
+duomq_timers_pending{topic="Orders"} 7
+duomq_timers_pending{topic="Reminders"} 12
 """
 SLAVE = """
 duomq_replication_lag_bytes{slave_id="1",seen_by="slave"} 2048
@@ -49,8 +51,8 @@ def test_rates_and_rows():
     assert (master.links_open, master.links_lost, slave.links_open, slave.links_lost) == \
         (1, None, None, 3)
     assert (dead.links_open, dead.links_lost) == (None, None)
-    assert [(t.topic, t.in_rate, t.stored) for t in v.topics] == \
-        [("Orders", 1000.0, 3000), ("Clicks", 100.0, 300)]
+    assert [(t.topic, t.in_rate, t.stored, t.timers) for t in v.topics] == \
+        [("Orders", 1000.0, 3000, 7), ("Clicks", 100.0, 300, 0), ("Reminders", None, 0, 12)]
     assert [(r.topic, r.group, r.lag, r.age_s, r.out_rate) for r in v.lags] == \
         [("Orders", "billing", 70, 2.5, 500.0), ("Clicks", "stats", 3, 0.0, 0.0)]
     assert v.groups_without_master == ["broker-b"]
@@ -65,7 +67,7 @@ def test_first_frame_has_no_rates_and_a_restart_counts_from_zero():
 
 
 def test_top_n():
-    v = build(None, snap(10.0, 1, 2, 0, 1), top=1)
+    v = build(None, snap(10.0, 1, 2, 0, 1), top=1)    # (Reminders: timers, nothing stored)
     assert [t.topic for t in v.topics] == ["Clicks"] and len(v.lags) == 1
 
 

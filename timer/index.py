@@ -16,7 +16,8 @@ found by when it comes due (RIP-43's timer log and timer wheel, on disk).
   whatever the caller indexes, a queue offset of the timer topic), the timer
   log's length then, and the slots changed since the checkpoint before (a
   journal of them, so that the wheel file is only ever written with what a
-  checkpoint names). After a crash the journal is applied again, the log cut
+  checkpoint names), then what the caller keeps beside (``extra``: the
+  timer counts, as of ``position``). After a crash the journal is applied again, the log cut
   back to its length, and indexing resumes at ``position``: no timer indexed
   twice, none lost.
 
@@ -86,6 +87,7 @@ class TimerIndex:
         if have == 0:
             os.ftruncate(self._wheel_fd, size)        # sparse: untouched slots take no disk
         self._wheel = mmap.mmap(self._wheel_fd, size)
+        self.extra = b""                 # the caller's, with the last checkpoint
         self.position, self.log_length = self._recover()
 
     def _path(self, name: str) -> str:
@@ -109,17 +111,17 @@ class TimerIndex:
         self._dirty[i] = (start, at, count + 1, recall) if kind != RECALL else \
             (start, last, count, at)
 
-    def checkpoint(self, position: int) -> None:
+    def checkpoint(self, position: int, extra: bytes = b"") -> None:
         """Everything added so far is durable, and indexing resumes at
-        ``position`` after a crash."""
+        ``position`` after a crash, with ``extra`` (``self.extra`` then)."""
         os.fsync(self._log)
         changes = sorted(self._dirty.items())
         body = _HEAD.pack(position, self.log_length, self.slot_ms, len(changes)) + b"".join(
-            _CHANGE.pack(i, *slot) for i, slot in changes)
+            _CHANGE.pack(i, *slot) for i, slot in changes) + extra
         write_atomically(self._path("checkpoint"), body + struct.pack(">I", zlib.crc32(body)))
         self._apply(changes)
         self._dirty.clear()
-        self.position = position
+        self.position, self.extra = position, extra
 
     # ------------------------------------------------------------ reading
     def slot_start(self, t: int) -> int:
@@ -213,6 +215,7 @@ class TimerIndex:
             changes = [(k[0], k[1:]) for k in
                        (_CHANGE.unpack_from(body, _HEAD.size + j * _CHANGE.size)
                         for j in range(n))]
+            self.extra = body[_HEAD.size + n * _CHANGE.size:]
         self._apply(changes)
         os.ftruncate(self._log, length)
         return position, length

@@ -21,6 +21,7 @@ from duomq.common import delay as d
 from duomq.common.message import decode_records
 from duomq.common.names import TIMER_TOPIC
 from duomq.format import record as rec
+from duomq.timer.counts import TimerCounts
 from duomq.timer.index import ENTRY, RECALL, TIMER, TimerEntry, TimerIndex, TimerIndexError, remove
 
 log = logging.getLogger(__name__)
@@ -63,15 +64,18 @@ class TimerIndexer:
         self.next = 0                             # the timer topic's next queue offset to index
         self._checkpoint_at = 0.0
         self.rebuilds = 0
+        self.counts = TimerCounts()               # pending by topic and minute, as indexed
 
     def _open(self) -> TimerIndex:
         try:
             idx = TimerIndex(self.directory, self.slot_ms, self.slots)
-        except TimerIndexError as exc:
+            self.counts = TimerCounts.decode(idx.extra) if idx.position else TimerCounts()
+        except (TimerIndexError, ValueError) as exc:
             log.warning("timer index: %s", exc)
             remove(self.directory)
             self.rebuilds += 1
             idx = TimerIndex(self.directory, self.slot_ms, self.slots)
+            self.counts = TimerCounts()
         self.next = idx.position
         log.info("timer index opened: %d timer records indexed (checkpoint), %d entries",
                  idx.position, idx.log_length // ENTRY.size)
@@ -107,7 +111,7 @@ class TimerIndexer:
         if cq is None:
             return True
         offset, end, done = max(self.next, cq.min_offset), store.commitlog.max_offset, 0
-        add = idx.add
+        add, count = idx.add, self.counts.add
         while done < most:
             got = store.get_messages(TIMER_TOPIC, 0, offset, min(1024, most - done), 8 << 20, end)
             if not got.count:
@@ -121,6 +125,8 @@ class TimerIndexer:
                 e = entry_of(msg, size)
                 if e is not None:
                     add(e.deliver_at, e.phys, e.size, e.kind, e.origin)
+                    count(msg.properties.get(d.REAL_TOPIC, ""), e.deliver_at,
+                          -1 if e.kind == RECALL else 1)
                     if listener is not None:
                         listener(e, q)
             done += got.count
@@ -139,7 +145,8 @@ class TimerIndexer:
 
     def checkpoint(self, now: float | None = None) -> None:
         if self.index is not None and (self.index.position != self.next or self.index._dirty):
-            self.index.checkpoint(self.next)
+            self.counts.prune(time.time_ns() // 1_000_000)
+            self.index.checkpoint(self.next, self.counts.encode())
         self._checkpoint_at = (time.monotonic() if now is None else now) + CHECKPOINT_S
 
     def _rebuild(self, why: str) -> None:

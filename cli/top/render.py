@@ -15,7 +15,7 @@ ROLE_STYLE = {Role.MASTER: "bold green", Role.SLAVE: "cyan"}
 # the tables' columns (docs/operations/watching.md describes each)
 BROKER_COLUMNS = ("group", "id", "role", "epoch", "address", "in", "out", "in-sync",
                   "repl lag", "lag age", "log", "disk free", "tail cached", "links")
-TOPIC_COLUMNS = ("topic", "in", "stored")
+TOPIC_COLUMNS = ("topic", "in", "stored", "timers")
 LAG_COLUMNS = ("topic", "consumer group", "lag", "oldest", "out")
 
 
@@ -78,7 +78,8 @@ def screen(view: View, cluster: str, zookeeper: str, interval_s: float) -> Group
     for col in TOPIC_COLUMNS:
         t.add_column(col, justify="left" if col == "topic" else "right")
     for tr in view.topics:
-        t.add_row(tr.topic, rate(tr.in_rate), f"{tr.stored:,.0f}")
+        t.add_row(tr.topic, rate(tr.in_rate), f"{tr.stored:,.0f}",
+                  f"{tr.timers:,.0f}" if tr.timers else "-")
     parts.append(t)
     t = Table(title="Consumer groups by lag", title_justify="left")
     for col in LAG_COLUMNS:

@@ -41,6 +41,7 @@ class TopicRow:
     topic: str
     in_rate: float | None
     stored: float
+    timers: float = 0.0             # timer messages pending (masters' count)
 
 
 @dataclass
@@ -103,6 +104,7 @@ def build(prev: Snapshot | None, cur: Snapshot, top: int = 10) -> View:
     lag: dict[tuple[str, ...], float] = defaultdict(float)
     age: dict[tuple[str, ...], float] = defaultdict(float)
     masters: dict[str, int] = defaultdict(int)
+    timers: dict[str, float] = defaultdict(float)
     for b in cur.brokers:
         s = b.samples
         old = before.get((b.group, b.broker_id))
@@ -142,6 +144,9 @@ def build(prev: Snapshot | None, cur: Snapshot, top: int = 10) -> View:
                 if r is not None:
                     out_rate[key] += r
         if role is Role.MASTER:
+            for (topic,), n in _by(s, "duomq_timers_pending", "topic").items():
+                timers[topic] += n
+                topic_in.setdefault(topic, 0.0)
             for key, n in _by(s, "duomq_consumer_lag_messages", "topic", "consumer_group").items():
                 lag[key] += n
             for (name, labels), v in s.items():
@@ -149,7 +154,8 @@ def build(prev: Snapshot | None, cur: Snapshot, top: int = 10) -> View:
                     d = dict(labels)
                     key = (d.get("topic", ""), d.get("consumer_group", ""))
                     age[key] = max(age[key], v)
-    topics = sorted((TopicRow(t, topic_rate[t] if t in topic_rated else None, n)
+    topics = sorted((TopicRow(t, topic_rate[t] if t in topic_rated else None, n,
+                              timers.get(t, 0.0))
                      for t, n in topic_in.items()),
                     key=lambda r: (-(r.in_rate or 0.0), -r.stored, r.topic))[:top]
     lags = sorted((LagRow(t, g, n, age.get((t, g), 0.0),

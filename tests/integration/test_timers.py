@@ -160,8 +160,79 @@ def test_recall_before_due_and_every_bad_recall(local_cluster, small_store):
         assert again.returncode != 0 and "recalled before" in again.stderr + again.stdout
         assert "Traceback" not in again.stderr
         wait_for(lambda: b"keep" in arrivals.at, timeout_s=10, what="the timer kept")
+        iso_at = int(time.time()) + 2                       # whole seconds: ISO has no ms here
+        iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(iso_at))
+        out = run_cli("produce", "Timed", "at-iso", "--deliver-at", iso, "-v", env=env).stdout
+        assert f"due {iso}" in out, out
+        run_cli("produce", "Timed", "at-epoch", "--deliver-at", str(iso_at * 1000), env=env)
+        for bad in (["--deliver-at", "tomorrow"], ["--deliver-at", "30m"],
+                    ["--delay", "3s", "--deliver-at", str(iso_at * 1000)]):
+            r = run_cli("produce", "Timed", "bad", *bad, env=env, check=False)
+            assert r.returncode == 2 and "Traceback" not in r.stderr, (bad, r.stderr)
+        wait_for(lambda: b"at-iso" in arrivals.at and b"at-epoch" in arrivals.at,
+                 timeout_s=10, what="the timers the CLI set at a time")
         time.sleep(0.5)
     finally:
         c.shutdown()
     assert b"gone" not in arrivals.at and b"by-cli" not in arrivals.at
+    assert b"bad" not in arrivals.at
     assert min(arrivals.at[b"keep"]) >= at / 1000 - 0.002
+    assert min(min(arrivals.at[b"at-iso"]), min(arrivals.at[b"at-epoch"])) >= iso_at - 0.002
+
+
+def test_operators_see_pending_timers_their_lag_and_when_one_comes_due(local_cluster,
+                                                                       small_store):
+    """Metrics (pending by topic, fired, recalled, the fire lag histogram),
+    `topic describe` and `message get` tell what timers wait; the pending
+    count survives kill -9 (it is in the index's checkpoint)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from duomq.testing.harness import member_node, run_cli
+    broker = local_cluster.add_broker("broker-a", offset_persist_interval_ms=100, **small_store)
+    local_cluster.create_topic("Timed", queues=2)
+    local_cluster.create_topic("Other", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    env = {"DUOMQ_ZOOKEEPER": zk, "DUOMQ_CLUSTER": cl}
+
+    def metrics():
+        url = member_node(zk, cl, "broker-a", 0).metrics
+        with urllib.request.urlopen(url, timeout=5) as r:
+            text = r.read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(text) for s in f.samples}
+
+    def pending(topic):
+        return metrics().get(("duomq_timers_pending", (("topic", topic),)), 0)
+
+    far = int(time.time() * 1000) + 600_000
+    soon = int(time.time() * 1000) + 1500
+    with Producer(zookeeper=zk, cluster=cl) as p:
+        far_sent = [p.send(Message("Timed", b"far%d" % i, deliver_at_ms=far + i))
+                    for i in range(50)]
+        p.send_batch([Message("Timed", b"soon%d" % i, deliver_at_ms=soon) for i in range(20)])
+        p.send_batch([Message("Other", b"o%d" % i, delay_ms=600_000) for i in range(5)])
+        for r in far_sent[:3]:
+            p.recall("Timed", r.recall_handle)
+    wait_for(lambda: pending("Timed") == 47, timeout_s=10,
+             what="the far timers pending, the recalled and the fired not")
+    m = metrics()
+    assert m[("duomq_timers_pending", (("topic", "Other"),))] == 5
+    assert m[("duomq_timers_fired_total", ())] == 20
+    assert m[("duomq_timers_recalled_total", ())] == 3
+    assert m[("duomq_timer_fire_lag_seconds_count", ())] == 20
+    assert m[("duomq_timer_fire_lag_seconds_bucket", (("le", "0.1"),))] >= 19   # (a loaded CI)
+    out = run_cli("topic", "describe", "Timed", env=env).stdout
+    assert "timer messages pending: broker-a 47" in out, out
+    got = json.loads(run_cli("topic", "describe", "Other", "--json", env=env).stdout)
+    assert got["timers_pending"] == {"broker-a": 5}
+    shown = run_cli("message", "get", far_sent[10].msg_id, env=env).stdout
+    assert "comes due" in shown and "on Timed" in shown, shown
+    row = json.loads(run_cli("message", "get", far_sent[10].msg_id, "--json", env=env).stdout)
+    assert row["deliver_at_ms"] == far + 10 and row["timer_topic"] == "Timed"
+    time.sleep(1.5)                             # the index checkpointed (every second)
+    broker.kill()
+    broker.start()
+    wait_for(lambda: pending("Timed") == 47 and pending("Other") == 5, timeout_s=15,
+             what="the pending counts after kill -9")
