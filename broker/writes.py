@@ -21,7 +21,7 @@ from duomq.common.errors import (
 )
 from duomq.common.idempotence import sequence_of
 from duomq.common.message import decode_records
-from duomq.common.names import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, reserved, validate_name
+from duomq.common.names import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, TIMER_TOPIC, reserved, validate_name
 from duomq.common.transaction import TransactionState
 from duomq.format import native
 from duomq.format import record as rec
@@ -145,7 +145,12 @@ def _put_scheduled(b: BrokerCore, m: MasterParts, req: pb.SendRequest,
     buf = bytearray(req.records)
     rec.scan_batch(buf, req.topic.encode(), cfg.max_message_bytes, req.count)
     now = int(time.time() * 1000)
-    placed = m.placements(decode_records(buf, cfg.group), req.queue_id, now, user)
+    msgs = decode_records(buf, cfg.group)
+    timers = m.timers_batch(msgs, req.queue_id, now)
+    if timers is not None:                        # timers only: one write, one C loop
+        put = b.store.put_batch(TIMER_TOPIC, 0, bytearray(timers), len(msgs))
+        return SendAnswer(cfg.group, -1, put.physical_offsets), put.end_offset
+    placed = m.placements(msgs, req.queue_id, now, user)
     halves = sum(1 for topic, _q, _r in placed if topic == HALF_TOPIC)
     if halves and b.guard is not None and user is not None:
         m.transactions.catch_up()                  # the halves sent just before counted

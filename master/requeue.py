@@ -10,12 +10,14 @@ broker fields), body, tags, keys and born time kept."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from duomq.common import delay as d
 from duomq.common import transaction as tx
 from duomq.common.errors import BadRequestError
 from duomq.common.message import MessageExt
 from duomq.common.names import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, TIMER_TOPIC, validate_queue
+from duomq.format import native
 from duomq.format import record as rec
 
 Requeued = tuple[str, int, bytes]
@@ -83,6 +85,53 @@ def schedule(msg: MessageExt, queue_id: int, levels: tuple[int, ...], now_ms: in
         props = {k: v for k, v in msg.properties.items() if k not in d.SCHEDULING}
         return msg.topic, queue_id, _record(msg, msg.topic, props)
     return _scheduled(msg, msg.properties, msg.topic, queue_id, level)
+
+
+class _Out:
+    """A record to encode in the C loop (what it reads of a message)."""
+    __slots__ = ("topic", "body", "tags", "keys", "properties")
+
+    def __init__(self, body, tags: str, keys: str, properties: dict[str, str]):
+        self.topic, self.body, self.tags, self.keys = TIMER_TOPIC, body, tags, keys
+        self.properties = properties
+
+
+def timers_batch(msgs: list[MessageExt], queue_id: int, now_ms: int, max_delay_ms: int,
+                 max_record_bytes: int) -> bytes | None:
+    """A producer's batch of timer messages only (every one due ahead, none
+    asking for a level or a half, all born at one time on one host, no
+    flags: what a client's batch of timers is) for the timer topic, in one
+    C loop: the bytes ``schedule`` gives record by record. None: not such a
+    batch, or the C loop declines it (then ``schedule`` says what is wrong)."""
+    if _encode is native.declined or not msgs:
+        return None
+    first = msgs[0]
+    born, host = first.born_timestamp_ms, first.born_host
+    out = []
+    real = str(queue_id)
+    for m in msgs:
+        p = m.properties
+        if m.born_timestamp_ms != born or m.born_host != host or m.flags or \
+                d.DELAY in p or tx.TRANSACTION in p or \
+                deliver_at(p, now_ms, max_delay_ms) <= now_ms:
+            return None
+        props = dict(p)
+        props[d.REAL_TOPIC] = m.topic
+        props[d.REAL_QID] = real
+        out.append(_Out(m.body, m.tags, m.keys, props))
+    h, _, port = host.rpartition(":")
+    return _encode(out, TIMER_TOPIC, born, rec.pack_host(h, int(port)) if h else rec.NO_HOST,
+                   max_record_bytes, _NOTHING_ROUTED, 0)
+
+
+_NOTHING_ROUTED: frozenset[str] = frozenset()
+_encode: Any = native.declined     # bound by _bind: the C loops' encode, or declining all
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _encode
+    _encode = loops.encode if loops is not None else native.declined
 
 
 def fired(msg: MessageExt) -> Requeued:

@@ -158,3 +158,22 @@ def test_a_bad_delay_ms_or_both_times_is_refused(kw, match):
     from duomq.common.message import Message
     with pytest.raises(ValueError, match=match):
         Message("T", b"x", **kw)
+
+
+def test_a_batch_of_timers_is_encoded_in_one_loop_to_the_bytes_of_one_by_one():
+    from duomq.format import native
+    msgs = [stored(props={"DELIVER_AT": str(65_000 + i), "x": "1"}, body=b"b%d" % i)
+            for i in range(4)]
+    one_by_one = b"".join(requeue.schedule(m, 3, LEVELS, 0)[2] for m in msgs)
+    got = requeue.timers_batch(msgs, 3, 0, requeue.MAX_DELAY_MS, 1 << 20)
+    assert got == (one_by_one if native.LOOPS is not None else None)
+    # not timers only: placed one by one (a time past, a level, a half, a time too far)
+    for props in ({"DELIVER_AT": "0"}, {"DELIVER_AT": "65000", "DELAY": "2"},
+                  {"DELIVER_AT": "65000", "TRAN_MSG": "true"}, {}):
+        assert requeue.timers_batch(msgs + [stored(props=props)], 3, 10, requeue.MAX_DELAY_MS,
+                                    1 << 20) is None
+    if native.LOOPS is None:
+        return                              # (without C loops every batch goes one by one)
+    with pytest.raises(BadRequestError, match="timer_max_delay_ms"):
+        requeue.timers_batch(msgs, 3, 0, 1000, 1 << 20)
+    assert requeue.timers_batch(msgs, 3, 0, requeue.MAX_DELAY_MS, 40) is None   # too large

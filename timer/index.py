@@ -88,6 +88,7 @@ class TimerIndex:
             os.ftruncate(self._wheel_fd, size)        # sparse: untouched slots take no disk
         self._wheel = mmap.mmap(self._wheel_fd, size)
         self.extra = b""                 # the caller's, with the last checkpoint
+        self._unwritten = bytearray()    # entries added and not written yet (one pwrite)
         self.position, self.log_length = self._recover()
 
     def _path(self, name: str) -> str:
@@ -105,8 +106,8 @@ class TimerIndex:
             last, count, recall = EMPTY, 0, EMPTY
         at = self.log_length
         prev = recall if kind == RECALL else last
-        os.pwrite(self._log, ENTRY.pack(deliver_at, phys, size, kind, prev,
-                                        phys if origin is None else origin), at)
+        self._unwritten += ENTRY.pack(deliver_at, phys, size, kind, prev,
+                                      phys if origin is None else origin)
         self.log_length = at + ENTRY.size
         self._dirty[i] = (start, at, count + 1, recall) if kind != RECALL else \
             (start, last, count, at)
@@ -114,6 +115,7 @@ class TimerIndex:
     def checkpoint(self, position: int, extra: bytes = b"") -> None:
         """Everything added so far is durable, and indexing resumes at
         ``position`` after a crash, with ``extra`` (``self.extra`` then)."""
+        self._write()
         os.fsync(self._log)
         changes = sorted(self._dirty.items())
         body = _HEAD.pack(position, self.log_length, self.slot_ms, len(changes)) + b"".join(
@@ -138,6 +140,7 @@ class TimerIndex:
     def read_chain(self, at: int, most: int) -> tuple[list[TimerEntry], int]:
         """Up to ``most`` entries along a chain from the entry at ``at``
         (newest first), and where the chain goes on (EMPTY: its end)."""
+        self._write()
         out: list[TimerEntry] = []
         while at != EMPTY and len(out) < most:
             deliver_at, phys, size, kind, prev, origin = ENTRY.unpack(
@@ -172,11 +175,23 @@ class TimerIndex:
         return self.head(slot_start)[1]
 
     def close(self) -> None:
+        self._write()
         self._wheel.close()
         os.close(self._wheel_fd)
         os.close(self._log)
 
     # ------------------------------------------------------------ inside
+    def _write(self) -> None:
+        """The entries added since the last write, in one pwrite."""
+        if self._unwritten:
+            n = len(self._unwritten)
+            at = self.log_length - n
+            view = memoryview(self._unwritten)
+            while view:
+                done = os.pwrite(self._log, view, at)
+                view, at = view[done:], at + done
+            self._unwritten = bytearray()
+
     def _slot_of(self, t: int) -> tuple[int, int]:
         start = self.slot_start(t)
         return (start // self.slot_ms) % self.slots, start

@@ -69,6 +69,7 @@ BATCH_MAX_BYTES = 4 << 20   # tools that batch (the CLI, the Spark sink) send at
                             # much per request: well below a broker's max_frame_bytes
 _BORN = rec.fields("born_ts_ms")
 BROKER_ROUTED = frozenset(SCHEDULING | {TRANSACTION})   # properties that send a message elsewhere first
+_NOTHING_ROUTED: frozenset[str] = frozenset()
 
 
 def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: bytes,
@@ -92,6 +93,9 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     done = _encode(msgs, topic, born_ts_ms, host, max_message_bytes, BROKER_ROUTED, flags)
     if done is not None:
         return done, False
+    done = _routed(given, topic, born_ts_ms, host, max_message_bytes)
+    if done is not None:
+        return done, True
     topic_b = topic.encode()
     lt = len(topic_b)
     plain_size = rec.HEADER_SIZE + lt
@@ -147,6 +151,16 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
     if scheduled and numbering is not None:   # routed by the broker: not numbered
         return encode_batch(given, topic, born_ts_ms, host, max_message_bytes)
     return b"".join(parts), scheduled
+
+
+def _routed(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: bytes,
+            max_message_bytes: int) -> bytes | None:
+    """A batch the broker routes (timers, delays, halves), encoded in the C
+    loop as plain records with properties, never numbered; None: not such a
+    batch, or the loop does not take it."""
+    if any(m.properties and not BROKER_ROUTED.isdisjoint(m.properties) for m in msgs):
+        return _encode(msgs, topic, born_ts_ms, host, max_message_bytes, _NOTHING_ROUTED, 0)
+    return None
 
 
 def encode_numbered(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: bytes,

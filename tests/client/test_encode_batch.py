@@ -95,3 +95,17 @@ def test_a_delayed_batch_is_never_numbered():
     data, scheduled = encode_batch(msgs, "T", 1, HOST, 1 << 20, sequencing(1, 0, 2))
     assert scheduled and data == encode_batch(msgs, "T", 1, HOST, 1 << 20)[0]
     assert not rec.fields("flags").unpack_from(data, 0)[0] & rec.FLAG_SEQUENCED
+
+
+def test_a_batch_of_timers_delays_and_halves_encodes_like_encode_record_unnumbered():
+    """The batches the broker routes (timers above all: any time, many at a
+    time) take the C loop too, to the same bytes as the Python, unnumbered."""
+    from duomq.common.idempotence import sequencing
+    msgs = [Message("T", b"t%d" % i, tags="a", keys="k", deliver_at_ms=10 ** 12 + i)
+            for i in range(5)] + [Message("T", b"lvl", delay_level=3),
+                                  Message("T", b"half", properties={"TRAN_MSG": "true"}),
+                                  Message("T", b"plain")]
+    for numbering in (None, sequencing(7, 3, len(msgs))):
+        data, scheduled = encode_batch(msgs, "T", 99, HOST, 1 << 20, numbering)
+        assert scheduled and data == reference(msgs, 99)
+        assert not rec.fields("flags").unpack_from(data, 0)[0] & rec.FLAG_SEQUENCED

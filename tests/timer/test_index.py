@@ -51,7 +51,8 @@ def test_a_checkpoint_survives_a_crash_and_what_came_after_it_is_indexed_again(t
     idx.checkpoint(50)
     for k in range(50, 60):                    # indexed, not checkpointed: a crash now
         idx.add(T0 + k * 100, k, 10)
-    idx.close()
+    # a kill -9 now: not closed, nothing more written (entries are written in one
+    # pwrite at a checkpoint or a read: the checkpoint's own must be on disk)
     again = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
     assert again.position == 50
     got = [e.phys for s in range(7) for e in again.entries(T0 + s * 1000)]
