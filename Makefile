@@ -47,6 +47,7 @@ bench: install
 	$(PY) bench/tx_bench.py
 	$(PY) bench/idempotence_bench.py
 	$(PY) bench/share_bench.py
+	$(PY) bench/timer_bench.py
 
 bench-beside-peers: install   # the README's table: the peers' harness (Redis, NATS R3) and run_all.py in one sitting
 	$(PY) bench/beside_peers.py
@@ -70,6 +71,7 @@ bench-quick: install
 	BENCH_QUICK=1 MODE=sync $(PY) bench/auth_bench.py
 	BENCH_QUICK=1 $(PY) bench/tx_bench.py
 	BENCH_QUICK=1 $(PY) bench/idempotence_bench.py
+	BENCH_QUICK=1 $(PY) bench/timer_bench.py
 
 proto: install
 	bash scripts/gen_proto.sh

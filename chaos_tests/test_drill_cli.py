@@ -64,7 +64,13 @@ def test_kill_master_drill_on_a_sync_pair(dev, tmp_path):
     assert r["id_conflicts"] == 0 and r["foreign_errors"] == {}
     assert r["duplicated"] == r["duplicated_rewrites"]
     kinds = r["notes"]["acked_by_kind"]
-    assert set(kinds) == {"plain", "delayed", "transactional"} and min(kinds.values()) > 0
+    assert set(kinds) == {"plain", "delayed", "timer", "transactional"} and \
+        min(kinds.values()) > 0
+    # every acked timer (any time, or a level) fired, the new master alone included;
+    # one fired just before a kill may fire again: counted, and a re-write
+    assert r["timers_acked"] == kinds["delayed"] + kinds["timer"] and r["timers_lost"] == 0
+    assert r["timers_fired_twice"] <= r["duplicated_rewrites"]
+    assert re.search(rf"timers acked/lost/fired twice +{r['timers_acked']} / 0 / \d", p.stdout)
     back = r["notes"]["read_back_by_kind"]
     assert all(back[k] >= n for k, n in kinds.items()), r["notes"]
     assert "message ids naming two messages  0" in p.stdout
@@ -95,8 +101,9 @@ def test_zookeeper_outage_drill_writes_go_on_and_nobody_fails_over(dev, tmp_path
 
 
 def test_session_expiry_and_a_random_schedule_replayed_by_its_seed(dev, tmp_path):
-    """A session expiry, then a random schedule run twice with one seed: the
-    same faults at the same times, nothing lost, no rule left behind (the
+    """A session expiry, then a random schedule run twice with one seed
+    under the mixed load: the same faults at the same times, nothing lost
+    (no timer either), no rule left behind (the
     random scenario on a sync pair: test_every_scenario_runs_on_a_sync_pair
     runs each of its parts)."""
     env = dev("--slaves", "2", "--flush", "sync", "--replication", "sync",
@@ -109,9 +116,11 @@ def test_session_expiry_and_a_random_schedule_replayed_by_its_seed(dev, tmp_path
     runs = []
     for i in range(2):
         p, r = drill_run(env, tmp_path / f"random{i}.json", "random", 2, "--seed", "11",
-                         "--duration", "4")
+                         "--duration", "4", "--load", "mixed")
         assert "seed 11 (replay with --seed 11)" in p.stderr and r["notes"]["seed"] == 11
-        assert r["lost"] == 0 and r["duplicated"] == 0 and r["guarantees_held"], r
+        assert r["lost"] == 0 and r["guarantees_held"], r
+        assert r["duplicated"] == r["duplicated_rewrites"], r      # timers, commits: re-writes
+        assert r["timers_acked"] > 0 and r["timers_lost"] == 0, r
         runs.append([(pr["scenario"], pr["held_s"]) for pr in r["per_round"]])
         rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
         assert r["notes"]["fault_tag"] not in rules, "the drill left iptables rules behind"
@@ -302,7 +311,7 @@ def test_share_group_drills_kill_a_reader_and_the_master(dev, tmp_path):
         assert "share group:" in p.stdout
         if mixed:
             kinds = r["notes"]["acked_by_kind"]
-            assert set(kinds) == {"plain", "delayed", "transactional"}, kinds
+            assert set(kinds) == {"plain", "delayed", "timer", "transactional"}, kinds
             assert min(kinds.values()) > 0 and r["unreadable_under_fault"] == 0, r["notes"]
             assert r["id_conflicts"] == 0 and r["foreign_errors"] == {}
             # a body acked under two ids was stored twice: a re-write the audit saw too

@@ -48,8 +48,9 @@ def add(sub) -> None:
                    help="each producer keeps one queue; check per-queue order")
     r.add_argument("--load", choices=["plain", "mixed"], default="plain",
                    help="mixed: beside --producers plain ones, a producer of delayed messages "
-                        "(level 1) and a transactional one (each committed), all checked "
-                        "alike (a timer once due; one delivered twice is counted, not failed)")
+                        "(level 1), one of timer messages (0.3-3 s ahead) and a transactional "
+                        "one (each committed), all checked alike (a timer once due; timers "
+                        "lost and fired twice are counted; one fired twice does not fail)")
     r.add_argument("--seed", type=int, default=None,
                    help="the random schedule's seed (default: drawn and printed, to replay "
                         "a failing run)")

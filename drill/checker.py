@@ -46,8 +46,11 @@ class Op:
     offset: int = -1         # the commit-log offset it was stored at (-1: not known)
     msg_id: str = ""         # the id the send's answer gave ("": none)
     foreign: bool = False    # it raised an exception that is not a duomq error
-    kind: str = "plain"      # plain, delayed (due at ``due``) or transactional (a commit)
+    kind: str = "plain"      # plain, delayed or timer (due at ``due``), transactional (a commit)
     due: float = 0.0         # monotonic s a delayed message comes due (0: at once)
+
+
+TIMER_KINDS = frozenset({"delayed", "timer"})    # held by the broker until due
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,9 @@ class Report:
     duplicated: int = 0
     duplicated_rewrites: int = 0      # of duplicated: timers moved and transactions
                                       # committed again by the next master
+    timers_acked: int = 0             # acked timer and delayed messages (the mixed load)
+    timers_lost: int = 0              # of them, never read back (in lost)
+    timers_fired_twice: int = 0       # extra copies of them read back (in duplicated)
     longest_gap_s: float = 0.0        # the longest time in any round without an acked send
     truncated_acked: int = -1         # acked sends a broker cut from its log (-1: logs not read)
     recovered: int = 0
@@ -249,6 +255,10 @@ def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
                duplicated_bodies=[b.decode(errors="replace") for b in sorted(
                    (b for b, n in counts.items() if n > 1),      # a timer's last
                    key=lambda b: (b in sent and sent[b].kind != "plain", b))][:10])
+    timers = {b for b, op in sent.items() if op.kind in TIMER_KINDS and op.outcome in ACKED}
+    r.timers_acked = len(timers)
+    r.timers_lost = len(timers & set(lost))
+    r.timers_fired_twice = sum(counts[b] - 1 for b in timers if counts[b] > 1)
     ends = [rd.fault_at for rd in rounds[1:]] + [None]
     last = max((op.ended for op in ops), default=0.0)
     for rd, until in zip(rounds, ends, strict=True):

@@ -43,8 +43,13 @@ def outcome_of_error(exc: BaseException) -> str:
     return "unknown"
 
 
-DELAY_LEVEL = 1            # the mixed load's timers: the first level (1 s by default)
+DELAY_LEVEL = 1            # the mixed load's delayed messages: the first level (1 s by default)
 DELAY_S = 1.0
+
+
+def timer_delay_s(seq: int) -> float:
+    """The mixed load's timer messages: due 0.3 to 3 s after they are sent."""
+    return 0.3 + (seq * 7919) % 2700 / 1000
 
 
 class Workload:
@@ -52,10 +57,11 @@ class Workload:
     at a time (bodies ``<run>-<worker>-<seq>``); with ``ordered`` each worker
     keeps one queue (a sharding key), so per-queue order can be checked.
     ``consumers`` PushConsumer members of one group read along. ``mixed``:
-    beside them, one thread sending delayed messages (delay level 1) and one
-    sending transactional ones (each committed by its local transaction),
-    journaled alike (an acked timer is due ``DELAY_S`` after its ack; a
-    transaction is acked when its half was and its commit answered)."""
+    beside them, one thread sending delayed messages (delay level 1), one
+    sending timer messages (each at a time 0.3 to 3 s ahead) and one sending
+    transactional ones (each committed by its local transaction), journaled
+    alike (a delayed message is due ``DELAY_S`` after its ack, a timer at its
+    time; a transaction is acked when its half was and its commit answered)."""
 
     def __init__(self, zookeeper: str, cluster: str, topic: str, *, producers: int = 2,
                  consumers: int = 1, ordered: bool = False, mixed: bool = False,
@@ -68,7 +74,7 @@ class Workload:
         self.delivered = 0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        kinds = ["plain"] * producers + (["delayed", "transactional"] if mixed else [])
+        kinds = ["plain"] * producers + (["delayed", "timer", "transactional"] if mixed else [])
         self.threads = [threading.Thread(target=self._work, args=(w, kind), daemon=True,
                                          name=f"drill-producer-{w}")
                         for w, kind in enumerate(kinds)]
@@ -114,9 +120,11 @@ class Workload:
                 body = (prefix + f"{seq:09d}").encode()
                 started = time.monotonic()
                 group, epoch, queue, offset, msg_id, foreign = "", 0, -1, -1, "", False
+                ahead = timer_delay_s(seq) if kind == "timer" else 0.0
                 try:
                     msg = Message(self.topic, body, delay_level=DELAY_LEVEL
-                                  if kind == "delayed" else 0)
+                                  if kind == "delayed" else 0,
+                                  deliver_at_ms=int((time.time() + ahead) * 1000) if ahead else 0)
                     if isinstance(p, TransactionProducer):
                         t = p.send_in_transaction(msg, _commit, sharding_key=key)
                         r = t.send_result
@@ -134,9 +142,9 @@ class Workload:
                     outcome, status = outcome_of_error(exc), type(exc).__name__
                     foreign = not isinstance(exc, DuomqError)
                 ended = time.monotonic()
+                due = ended + DELAY_S if kind == "delayed" else started + ahead if ahead else 0.0
                 op = Op(body, worker, seq, started, ended, outcome, status, group,
-                        epoch, queue, offset, msg_id, foreign, kind,
-                        ended + DELAY_S if kind == "delayed" else 0.0)
+                        epoch, queue, offset, msg_id, foreign, kind, due)
                 with self.lock:
                     self.ops.append(op)
                 if outcome not in ACKED:

@@ -41,6 +41,9 @@ def summary(report: Report) -> str:
         ("acked, unreadable under a fault", r.unreadable_under_fault),
         ("unexpected", r.unexpected),
         ("duplicated", r.duplicated), ("recovered", r.recovered),
+        *([("timers acked/lost/fired twice",
+            f"{r.timers_acked} / {r.timers_lost} / {r.timers_fired_twice}")]
+          if r.timers_acked else []),
         ("longest gap without an ack (s)", r.longest_gap_s),
         ("acked, cut from a broker's log", "not read" if r.truncated_acked < 0
          else r.truncated_acked),

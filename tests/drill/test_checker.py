@@ -1,6 +1,7 @@
 """The drill's checker (pure): Jepsen's total-queue figures, RTO, split brain."""
 
 from duomq.drill.checker import Op, Round, check, order_violations, rto, split_brain
+from duomq.drill.report import summary
 
 
 def op(body, outcome, started, ended=None, worker=0, seq=0, epoch=1, group="broker-a"):
@@ -174,3 +175,17 @@ def test_a_timer_or_a_commit_written_twice_is_counted_not_failed():
     plain = check("kill-master", ops, [(0, b"t"), (0, b"x"), (0, b"p"), (1, b"p")], rounds,
                   durable=True)
     assert plain.duplicated == 1 and not plain.guarantees_held
+
+
+def test_timers_lost_and_fired_twice_are_counted_apart():
+    import dataclasses
+    ops = [op(b"p", "ok", 0.1),
+           dataclasses.replace(op(b"t1", "ok", 0.2), kind="timer", due=1.0),
+           dataclasses.replace(op(b"t2", "ok", 0.3), kind="timer", due=2.0),
+           dataclasses.replace(op(b"d1", "ok", 0.4), kind="delayed", due=1.4),
+           dataclasses.replace(op(b"t3", "failed", 0.5), kind="timer", due=2.0)]
+    back = [(0, b"p"), (0, b"t1"), (0, b"t1"), (0, b"t1"), (1, b"d1")]
+    r = check("kill-master", ops, back, [Round(0, "kill", 0.05)], durable=True)
+    assert (r.timers_acked, r.timers_lost, r.timers_fired_twice) == (3, 1, 2)
+    assert r.lost == 1 and r.duplicated == r.duplicated_rewrites == 2
+    assert "timers acked/lost/fired twice    3 / 1 / 2" in summary(r)

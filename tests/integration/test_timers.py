@@ -3,6 +3,7 @@ and never before, the wheel resumed after kill -9 from its checkpoint
 (the timers read again are the few past it, not every pending one)."""
 
 import json
+import os
 import random
 import re
 import threading
@@ -236,3 +237,54 @@ def test_operators_see_pending_timers_their_lag_and_when_one_comes_due(local_clu
     broker.start()
     wait_for(lambda: pending("Timed") == 47 and pending("Other") == 5, timeout_s=15,
              what="the pending counts after kill -9")
+
+
+def test_a_restart_with_a_million_timers_pending_reads_none_of_them_again(local_cluster):
+    """1,000,000 timers pending (1 to 2 days ahead), kill -9: the restart
+    opens the index at its checkpoint and reads again only the timer records
+    past the last offsets committed (none, once they were persisted), fires
+    a new timer at its time, and still counts a million pending."""
+    from duomq.proto import pb
+    from duomq.testing.harness import member_node
+    broker = local_cluster.add_broker("broker-a", offset_persist_interval_ms=200)
+    local_cluster.create_topic("Timed", queues=4)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    n, now, day = 1_000_000, int(time.time() * 1000), 86_400_000
+    body = b"x" * 50
+    with Producer(zookeeper=zk, cluster=cl) as p:
+        for lo in range(0, n, 1024):
+            p.send_batch([Message("Timed", body, deliver_at_ms=now + day + (i * 7919) % day)
+                          for i in range(lo, lo + 1024)][:n - lo])
+
+    def status():
+        with Producer(zookeeper=zk, cluster=cl) as p:
+            address = member_node(zk, cl, "broker-a", 0).address
+            return p.remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 10)[2]
+    wait_for(lambda: status().timers_pending.get("Timed") == n, timeout_s=120,
+             what="a million timers indexed")
+    time.sleep(1.5)                             # the index checkpointed, the offsets persisted
+    mark = os.path.getsize(broker.log_path)
+    broker.kill()
+    t0 = time.monotonic()
+    broker.start()
+    serving = time.monotonic() - t0
+    arrivals = Arrivals()
+    c = consume(zk, cl, "timed", "Timed", arrivals)
+    try:
+        with Producer(zookeeper=zk, cluster=cl) as p:
+            at = int(time.time() * 1000) + 500
+            p.send(Message("Timed", b"after", deliver_at_ms=at))
+        wait_for(lambda: b"after" in arrivals.at, timeout_s=20, what="a timer after the restart")
+    finally:
+        c.shutdown()
+    assert arrivals.at[b"after"][0] >= at / 1000 - 0.002
+    with open(broker.log_path) as f:
+        f.seek(mark)
+        text = f.read()
+    print(f"a million pending: serving again {serving:.2f} s after kill -9")
+    assert "built again" not in text
+    assert re.findall(r"timer index opened: (\d+) timer records indexed", text) == [str(n)]
+    low, high = map(int, re.findall(r"timers resume at \d+ with the timer topic read again "
+                                    r"from (\d+) to (\d+)", text)[0])
+    assert high == n and high - low <= 1024, (low, high)   # at most the last batch
+    assert status().timers_pending.get("Timed") == n
