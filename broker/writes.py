@@ -147,8 +147,11 @@ def _put_scheduled(b: BrokerCore, m: MasterParts, req: pb.SendRequest,
     now = int(time.time() * 1000)
     msgs = decode_records(buf, cfg.group)
     timers = m.timers_batch(msgs, req.queue_id, now)
-    if timers is not None:                        # timers only: one write, one C loop
-        put = b.store.put_batch(TIMER_TOPIC, 0, bytearray(timers), len(msgs))
+    if timers is not None:                        # timers only: one write, one C loop,
+        data, ats = timers                        # indexed at once, queued after the ack
+        put = b.store.put_batch(TIMER_TOPIC, 0, bytearray(data), len(msgs), later=True)
+        b.answers.owe(put.rest)
+        m.timers.sent(put.queue_offset, put.physical_offsets, data, ats, req.topic)
         return SendAnswer(cfg.group, -1, put.physical_offsets), put.end_offset
     placed = m.placements(msgs, req.queue_id, now, user)
     halves = sum(1 for topic, _q, _r in placed if topic == HALF_TOPIC)

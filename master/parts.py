@@ -319,9 +319,10 @@ class MasterParts:
         cap = self.config.timer_max_delay_ms
         return [requeue.schedule(m, queue_id, self.delay_levels, now_ms, user, cap) for m in msgs]
 
-    def timers_batch(self, msgs: list[MessageExt], queue_id: int, now_ms: int) -> bytes | None:
-        """A batch of timers only, for the timer topic in one C loop (None:
-        ``placements`` places it)."""
+    def timers_batch(self, msgs: list[MessageExt], queue_id: int,
+                     now_ms: int) -> tuple[bytes, list[int]] | None:
+        """A batch of timers only, for the timer topic in one C loop, with
+        each one's delivery time (None: ``placements`` places it)."""
         return requeue.timers_batch(msgs, queue_id, now_ms, self.config.timer_max_delay_ms,
                                     self.config.max_message_bytes)
 

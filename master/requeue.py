@@ -10,6 +10,7 @@ broker fields), body, tags, keys and born time kept."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from duomq.common import delay as d
@@ -97,31 +98,39 @@ class _Out:
 
 
 def timers_batch(msgs: list[MessageExt], queue_id: int, now_ms: int, max_delay_ms: int,
-                 max_record_bytes: int) -> bytes | None:
+                 max_record_bytes: int) -> tuple[bytes, list[int]] | None:
     """A producer's batch of timer messages only (every one due ahead, none
     asking for a level or a half, all born at one time on one host, no
     flags: what a client's batch of timers is) for the timer topic, in one
-    C loop: the bytes ``schedule`` gives record by record. None: not such a
-    batch, or the C loop declines it (then ``schedule`` says what is wrong)."""
+    C loop: the bytes ``schedule`` gives record by record, and each one's
+    delivery time. None: not such a batch, or the C loop declines it (then
+    ``schedule`` says what is wrong)."""
     if _encode is native.declined or not msgs:
         return None
     first = msgs[0]
     born, host = first.born_timestamp_ms, first.born_host
-    out = []
+    out, ats = [], []
     real = str(queue_id)
     for m in msgs:
         p = m.properties
-        if m.born_timestamp_ms != born or m.born_host != host or m.flags or \
-                d.DELAY in p or tx.TRANSACTION in p or \
-                deliver_at(p, now_ms, max_delay_ms) <= now_ms:
+        at = deliver_at(p, now_ms, max_delay_ms)
+        if at <= now_ms or m.born_timestamp_ms != born or m.born_host != host or m.flags or \
+                d.DELAY in p or tx.TRANSACTION in p:
             return None
         props = dict(p)
         props[d.REAL_TOPIC] = m.topic
         props[d.REAL_QID] = real
         out.append(_Out(m.body, m.tags, m.keys, props))
+        ats.append(at)
+    data = _encode(out, TIMER_TOPIC, born, _packed_host(host), max_record_bytes,
+                   _NOTHING_ROUTED, 0)
+    return None if data is None else (data, ats)
+
+
+@functools.lru_cache(maxsize=1024)
+def _packed_host(host: str) -> bytes:
     h, _, port = host.rpartition(":")
-    return _encode(out, TIMER_TOPIC, born, rec.pack_host(h, int(port)) if h else rec.NO_HOST,
-                   max_record_bytes, _NOTHING_ROUTED, 0)
+    return rec.pack_host(h, int(port)) if h else rec.NO_HOST
 
 
 _NOTHING_ROUTED: frozenset[str] = frozenset()

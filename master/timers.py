@@ -110,6 +110,15 @@ class TimerService:
             raise BadRequestError(f"timer message {msg_id} was recalled before: nothing changed")
         return requeue.recall(topic, phys, at, now)
 
+    def sent(self, queue_offset: int, phys: list[int], records: bytes, ats: list[int],
+             topic: str) -> None:
+        """A batch of timers of ``topic`` a producer sent, ``records`` just
+        stored at ``phys`` from ``queue_offset`` of the timer topic: indexed
+        now, without reading it back (when the index is at that offset;
+        else the next catch-up reads it)."""
+        self.indexer.sent(queue_offset, phys, record_sizes(records), ats, topic,
+                          self.wheel.indexed)
+
     def recalled(self, origin: int, at: int) -> None:
         """A recall was written: the timer does not fire, from now on."""
         self.wheel.ask_recall(origin, at)

@@ -111,6 +111,9 @@ class TimerIndexer:
         if cq is None:
             return True
         offset, end, done = max(self.next, cq.min_offset), store.commitlog.max_offset, 0
+        if offset >= cq.max_offset:                 # (the send path indexed the rest)
+            self._maybe_checkpoint()
+            return True
         add, count = idx.add, self.counts.add
         while done < most:
             got = store.get_messages(TIMER_TOPIC, 0, offset, min(1024, most - done), 8 << 20, end)
@@ -132,10 +135,30 @@ class TimerIndexer:
             done += got.count
             offset = got.next_offset
         self.next = offset
+        self._maybe_checkpoint()
+        return done < most
+
+    def _maybe_checkpoint(self) -> None:
         now = time.monotonic()
         if now >= self._checkpoint_at:
             self.checkpoint(now)
-        return done < most
+
+    def sent(self, queue_offset: int, phys: list[int], sizes: list[int], ats: list[int],
+             topic: str, listener: Listener | None = None) -> None:
+        """Timers of ``topic`` just stored at ``phys`` (``sizes`` bytes) from
+        ``queue_offset`` of the timer topic, due at ``ats``:
+        the entries ``catch_up`` would make of them, made without reading
+        them back (the master's send path), when the index is at
+        ``queue_offset`` (else ``catch_up`` reads them in their turn)."""
+        if self.index is None or queue_offset != self.next:
+            return
+        add, count = self.index.add, self.counts.add
+        for q, (p, size, at) in enumerate(zip(phys, sizes, ats, strict=True), queue_offset):
+            add(at, p, size, TIMER, p)
+            count(topic, at)
+            if listener is not None:
+                listener(TimerEntry(at, p, size, TIMER, p), q)
+        self.next = queue_offset + len(phys)
 
     def hand_over(self, store, listener: Listener | None = None) -> TimerIndex:
         """The index at the log's end (a promotion: the tail indexed now)."""

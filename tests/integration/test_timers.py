@@ -288,3 +288,45 @@ def test_a_restart_with_a_million_timers_pending_reads_none_of_them_again(local_
                                     r"from (\d+) to (\d+)", text)[0])
     assert high == n and high - low <= 1024, (low, high)   # at most the last batch
     assert status().timers_pending.get("Timed") == n
+
+
+def test_the_masters_index_made_at_the_send_is_the_slaves_made_from_the_log(local_cluster):
+    """The master indexes a batch of timers as it stores it (nothing read
+    back); its slave indexes the same records from the replicated log: the
+    two indexes hold the same entries, slot by slot, and the same counts."""
+    from duomq.testing.harness import wait_slaves_hold
+    from duomq.timer.counts import TimerCounts
+    from duomq.timer.index import TimerIndex
+    from duomq.timer.indexer import TimerIndexer
+    master = local_cluster.add_broker("broker-a", 0)
+    slave = local_cluster.add_broker("broker-a", 1)
+    local_cluster.create_topic("Timed", queues=3)
+    local_cluster.create_topic("Other", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    t0 = (int(time.time()) + 60) * 1000
+    rng = random.Random(7)
+    with Producer(zookeeper=zk, cluster=cl) as p:
+        for k in range(40):
+            p.send_batch([Message("Timed", b"b%d-%d" % (k, i), deliver_at_ms=t0 + rng.randrange(
+                30_000)) for i in range(50)])
+            p.send(Message("Other", b"one%d" % k, deliver_at_ms=t0 + rng.randrange(30_000)))
+        mixed = [Message("Timed", b"now"), Message("Timed", b"later", deliver_at_ms=t0 + 5)]
+        p.send_batch(mixed)                           # not timers only: placed one by one
+        p.recall("Timed", p.send(Message("Timed", b"gone", deliver_at_ms=t0 + 7)).recall_handle)
+        p.send(Message("Timed", b"last"))             # after all of them in the log
+    wait_slaves_hold(zk, cl, "Timed")
+    time.sleep(1.5)                                   # both indexes checkpointed
+    master.stop()
+    slave.stop()
+    indexer = TimerIndexer("", 1000, 7 * 86_400_000)   # (the slot count brokers use)
+    got = []
+    for b in (master, slave):
+        idx = TimerIndex(os.path.join(b.data_dir, "store", "timer"), 1000, indexer.slots)
+        got.append(([[(e.deliver_at, e.phys, e.size, e.kind, e.origin)
+                      for e in idx.entries(t0 + s * 1000) + idx.recalls(t0 + s * 1000)]
+                     for s in range(31)], idx.position, TimerCounts.decode(idx.extra).pending(t0)))
+        idx.close()
+    (m_slots, m_pos, m_counts), (s_slots, s_pos, s_counts) = got
+    assert m_pos == s_pos == 40 * 51 + 3 and sum(map(len, m_slots)) == 40 * 51 + 3
+    assert m_slots == s_slots
+    assert m_counts == s_counts == {"Timed": 40 * 50 + 1, "Other": 40}
