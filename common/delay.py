@@ -32,6 +32,8 @@ RETRY_TOPIC = "RETRY_TOPIC"            # a retried message's original topic
 RECONSUME_TIME = "RECONSUME_TIME"      # times a message was sent back for a retry
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # the id of the first stored copy
 RECALL_OF = "RECALL_OF"                # a recall record: the commit-log offset of its timer
+TIMER_ORIGIN = "TIMER_ORIGIN"          # a timer's copy rolled forward: its first copy's offset
+BROKER_ONLY = frozenset((RECALL_OF, TIMER_ORIGIN))   # what only the broker writes
 SCHEDULING = frozenset((DELAY, DELIVER_AT, REAL_TOPIC, REAL_QID))
 
 

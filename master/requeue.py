@@ -47,6 +47,16 @@ def asked_level(props: dict[str, str], levels: tuple[int, ...]) -> int:
                               f"{props[d.DELAY]!r}") from None
 
 
+def broker_only(props: dict[str, str]) -> None:
+    """A producer's message naming what only the broker writes (a recall, a
+    timer's rolled copy) is refused: stored in the timer topic it would
+    cancel another's timer."""
+    for name in d.BROKER_ONLY:
+        if name in props:
+            raise BadRequestError(f"property {name} is the broker's own (it marks a recall "
+                                  f"or a timer's copy): a message may not carry it; not stored")
+
+
 def deliver_at(props: dict[str, str], now_ms: int, max_delay_ms: int) -> int:
     """The delivery time a timer message asks for (epoch ms), checked: at
     most ``max_delay_ms`` ahead; 0: it asks for none."""
@@ -74,6 +84,7 @@ def schedule(msg: MessageExt, queue_id: int, levels: tuple[int, ...], now_ms: in
     (a delivery time ahead) in the timer topic; held in the schedule topic
     when it asks for a delay level; else as it is (a delivery time past:
     delivered at once)."""
+    broker_only(msg.properties)
     at = deliver_at(msg.properties, now_ms, max_delay_ms)   # a half's, checked as it is sent
     if msg.properties.get(tx.TRANSACTION) == "true":
         return half(msg, queue_id, user)
@@ -113,6 +124,8 @@ def timers_batch(msgs: list[MessageExt], queue_id: int, now_ms: int, max_delay_m
     real = str(queue_id)
     for m in msgs:
         p = m.properties
+        if d.RECALL_OF in p or d.TIMER_ORIGIN in p:
+            broker_only(p)
         at = deliver_at(p, now_ms, max_delay_ms)
         if at <= now_ms or m.born_timestamp_ms != born or m.born_host != host or m.flags or \
                 d.DELAY in p or tx.TRANSACTION in p:

@@ -178,3 +178,18 @@ def test_a_batch_of_timers_is_encoded_in_one_loop_to_the_bytes_of_one_by_one():
     with pytest.raises(BadRequestError, match="timer_max_delay_ms"):
         requeue.timers_batch(msgs, 3, 0, 1000, 1 << 20)
     assert requeue.timers_batch(msgs, 3, 0, requeue.MAX_DELAY_MS, 40) is None   # too large
+
+
+@pytest.mark.parametrize("name", ["RECALL_OF", "TIMER_ORIGIN"])
+def test_a_message_naming_what_only_the_broker_writes_is_refused(name):
+    """A producer's timer carrying RECALL_OF would be indexed as a recall
+    of another's timer (cancelling it); TIMER_ORIGIN, as a copy of it."""
+    m = stored(props={"DELIVER_AT": "65000", name: "4096"})
+    with pytest.raises(BadRequestError, match=f"{name} is the broker's own"):
+        requeue.schedule(m, 0, LEVELS, 0)
+    from duomq.format import native
+    if native.LOOPS is not None:              # (without them: schedule, one by one)
+        with pytest.raises(BadRequestError, match=f"{name} is the broker's own"):
+            requeue.timers_batch([m], 0, 0, requeue.MAX_DELAY_MS, 1 << 20)
+    with pytest.raises(BadRequestError, match=f"{name} is the broker's own"):
+        requeue.schedule(stored(props={name: "1"}), 0, LEVELS, 0)     # (no time: the same)

@@ -330,3 +330,32 @@ def test_the_masters_index_made_at_the_send_is_the_slaves_made_from_the_log(loca
     assert m_pos == s_pos == 40 * 51 + 3 and sum(map(len, m_slots)) == 40 * 51 + 3
     assert m_slots == s_slots
     assert m_counts == s_counts == {"Timed": 40 * 50 + 1, "Other": 40}
+
+
+def test_a_producer_cannot_forge_a_recall_of_anothers_timer(local_cluster, small_store):
+    """A message carrying RECALL_OF (what a recall record is indexed by) or
+    TIMER_ORIGIN, sent as a timer, single or in a batch of timers: refused,
+    nothing stored, and the timer it named is delivered at its time."""
+    from duomq.common.errors import BadRequestError
+    from duomq.format.record import parse_msg_id_epoch
+    local_cluster.add_broker("broker-a", **small_store)
+    local_cluster.create_topic("Timed", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    arrivals = Arrivals()
+    c = consume(zk, cl, "timed", "Timed", arrivals)
+    try:
+        with Producer(zookeeper=zk, cluster=cl, retry_times_when_send_failed=0) as p:
+            at = int(time.time() * 1000) + 2000
+            victim = p.send(Message("Timed", b"victim", deliver_at_ms=at))
+            phys = str(parse_msg_id_epoch(victim.msg_id)[1])
+            for name in ("RECALL_OF", "TIMER_ORIGIN"):
+                evil = [Message("Timed", b"evil", deliver_at_ms=at, properties={name: phys})]
+                with pytest.raises(BadRequestError, match="broker's own"):
+                    p.send(evil[0])
+                with pytest.raises(BadRequestError, match="broker's own"):
+                    p.send_batch([Message("Timed", b"ok", deliver_at_ms=at)] * 3 + evil)
+        wait_for(lambda: b"victim" in arrivals.at, timeout_s=10, what="the victim's timer")
+        time.sleep(0.5)
+    finally:
+        c.shutdown()
+    assert set(arrivals.at) == {b"victim"}           # nothing of the refused batches stored
