@@ -34,7 +34,7 @@ from duomq.share.book import ShareFollower
 from duomq.share.pop_hold import PopHoldService
 from duomq.store import MessageStore
 from duomq.store.consumer_offsets import ConsumerOffsetManager
-from duomq.timer.indexer import TimerIndexer, index_dir
+from duomq.timer.indexer import TimerIndexer
 
 
 @dataclass
@@ -57,8 +57,7 @@ class BrokerCore:
         self.pop_hold = PopHoldService()         # POPs waiting for messages (share/handlers.py)
         self.share_follower = ShareFollower()    # a slave's copy of the share groups' state
         # the timer messages by when they come due, on every role (``timer.indexer``)
-        self.timer_indexer = TimerIndexer(index_dir(config.data_dir), config.timer_slot_ms,
-                                          config.timer_max_delay_ms)
+        self.timer_indexer = TimerIndexer.of(config)
         self.sync_flush = config.flush is FlushDiskType.SYNC_FLUSH
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.clients: dict[str, Client] = {}     # by user and client id (client_key)

@@ -65,6 +65,7 @@ class BrokerMetrics:
         self.transactions_discarded = 0  # rolled back after transaction_check_max check-backs
         self.timers_fired = 0           # timer messages delivered to their topics (as master)
         self.timers_recalled = 0        # timer messages recalled (as master)
+        self.timers_rolled = 0          # timer messages copied forward before retention (master)
         self.timer_lag = Histogram()    # a timer fired, from its time to written
         self.truncations = 0            # times it cut its log to follow a new master
         self.retention_deleted = 0      # commit-log segments deleted by retention
@@ -287,6 +288,9 @@ def _transactions(m: BrokerMetrics, s: BrokerSnapshot) -> Iterator[Metric]:
                               "their topics when due", value=m.timers_fired)
     yield CounterMetricFamily("duomq_timers_recalled", "Master: timer messages recalled "
                               "before they came due", value=m.timers_recalled)
+    yield CounterMetricFamily("duomq_timers_rolled", "Master: timer messages due beyond "
+                              "the commit log's retention copied forward (a new copy, the "
+                              "old one left to retention)", value=m.timers_rolled)
     yield CounterMetricFamily("duomq_transaction_checks", "Check-backs sent to producers",
                               value=m.transaction_checks)
     yield CounterMetricFamily("duomq_transactions_discarded",

@@ -32,7 +32,7 @@ from duomq.replication.read_advice import ADVICE_MIN_BEHIND, master_says_go_to_s
 from duomq.share.book import ShareBook, ShareFollower
 from duomq.share.service import ShareService
 from duomq.store.residency import window_residency
-from duomq.timer.indexer import TimerIndexer, index_dir
+from duomq.timer.indexer import TimerIndexer
 from duomq.transport.zsend import Sent
 
 __all__ = ["AckWaiter", "LinkStatus", "MasterParts"]
@@ -79,8 +79,7 @@ class MasterParts:
         self.sync_replication = config.replication is ReplicationMode.SYNC
         self.schedule = ScheduleService(store, offsets, self.delay_levels, config.group)
         if timer_indexer is None:
-            timer_indexer = TimerIndexer(index_dir(config.data_dir), config.timer_slot_ms,
-                                         config.timer_max_delay_ms)
+            timer_indexer = TimerIndexer.of(config)
         self.timers = TimerService(store, offsets, timer_indexer, config, config.group, counters)
         self.transactions = TransactionService(store, offsets, self.delay_levels, config.group,
                                                counters)

@@ -163,8 +163,19 @@ def fired(msg: MessageExt) -> Requeued:
     props = dict(msg.properties)
     props.setdefault(d.ORIGIN_MESSAGE_ID, msg.msg_id)
     real_topic, real_qid = _real_queue(msg, "timer message")
-    clean = {k: v for k, v in props.items() if k not in d.SCHEDULING}
+    clean = {k: v for k, v in props.items() if k not in d.SCHEDULING and k != d.TIMER_ORIGIN}
     return real_topic, real_qid, _record(msg, real_topic, clean)
+
+
+def rolled(msg: MessageExt, origin: int) -> Requeued:
+    """A timer not due yet whose copy is getting old (``timer.indexer.roll_ms``):
+    a new copy in the timer topic, naming its first copy (``origin``, what a
+    recall names) and the id its producer was given; the old copy is left to
+    retention."""
+    props = dict(msg.properties)
+    props[d.TIMER_ORIGIN] = str(origin)
+    props.setdefault(d.ORIGIN_MESSAGE_ID, msg.msg_id)
+    return TIMER_TOPIC, 0, _record(msg, TIMER_TOPIC, props)
 
 
 def recall(topic: str, origin: int, at: int, now_ms: int) -> Requeued:

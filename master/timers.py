@@ -30,7 +30,7 @@ from duomq.format.record import parse_msg_id_epoch
 from duomq.master import requeue
 from duomq.timer.counts import BUCKET_MS
 from duomq.timer.index import TIMER, TimerEntry
-from duomq.timer.indexer import TimerIndexer, entry_of, record_sizes
+from duomq.timer.indexer import TimerIndexer, entry_of, entry_time, record_sizes
 from duomq.timer.wheel import Wheel
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ BATCH = 2048               # most timers fired per pump
 INDEX_MOST = 16_384        # most timer records indexed per pump
 RESCAN_MOST = 4096         # most records read again per pump when resuming
 MAX_PENDING = 10_000       # progress points waiting to be visible (then merged)
+RECOUNT_MOST = 20_000      # timers fired of the resumed minute recounted at most
 P_QUEUE, Q_QUEUE = 1, 0    # TIMER_GROUP's offsets: the time fired through, the late scan's
 
 
@@ -70,6 +71,7 @@ class TimerService:
         self.counters = counters
         self._minute = 0                  # the minute of the last fired (ms // BUCKET_MS)
         self._fired_in: dict[str, int] = {}    # topic -> timers of that minute fired
+        self._recount_minute()
         log.info("timers resume at %d with the timer topic read again from %d to %d",
                  self.resumed_at, self._rescan, self._rescan_end)
 
@@ -97,6 +99,12 @@ class TimerService:
             raise BadRequestError(f"the recall handle is of broker group {group!r}, not "
                                   f"{self.broker_group!r}: nothing recalled")
         view = self.store.read_record(phys)
+        if view is None and phys < self.store.commitlog.min_offset:
+            raise BadRequestError(
+                f"timer message {msg_id} was sent before the oldest record the commit log "
+                f"keeps (file_reserved_hours): its copy rolled forward cannot be checked "
+                f"against the handle, nothing recalled (recall within "
+                f"{self.indexer.roll * 2 / 3_600_000:g} hours of the send)")
         msg = decode_records(view, group)[0] if view is not None else None
         if msg is None or msg.topic != TIMER_TOPIC or msg.msg_id != msg_id or \
                 msg.properties.get(d.REAL_TOPIC) != topic or \
@@ -116,7 +124,7 @@ class TimerService:
         stored at ``phys`` from ``queue_offset`` of the timer topic: indexed
         now, without reading it back (when the index is at that offset;
         else the next catch-up reads it)."""
-        self.indexer.sent(queue_offset, phys, record_sizes(records), ats, topic,
+        self.indexer.sent(queue_offset, phys, record_sizes(records), ats, topic, now_ms(),
                           self.wheel.indexed)
 
     def recalled(self, origin: int, at: int) -> None:
@@ -137,6 +145,30 @@ class TimerService:
         return self.wheel.next_due()        # (what a full disk refused: every round)
 
     # ------------------------------------------------------------ inside
+    def _recount_minute(self, most: int = RECOUNT_MOST) -> None:
+        """What the last master fired of the minute it resumes in (the
+        timers of its slots before ``through``, not recalled), by topic, so
+        that the pending counts do not count them again; past ``most`` of
+        them, left out (the counts are high until the minute passes)."""
+        index, through = self.indexer.opened(), self.wheel.through
+        minute = through // BUCKET_MS
+        fired: dict[str, int] = {}
+        seen = 0
+        for start in range(minute * BUCKET_MS, index.slot_start(through) + 1, index.slot_ms):
+            recalled = {r.origin for r in index.recalls(start)}
+            for e in index.entries(start):
+                if e.deliver_at >= through or e.origin in recalled:
+                    continue
+                seen += 1
+                if seen > most:
+                    return
+                view = self.store.read_record(e.phys)
+                props = decode_records(view)[0].properties if view is not None else {}
+                if props.get(d.DELIVER_AT) == str(e.deliver_at):     # fired, not rolled
+                    topic = props.get(d.REAL_TOPIC, "")
+                    fired[topic] = fired.get(topic, 0) + 1
+        self._minute, self._fired_in = minute, fired
+
     def _read_again(self) -> None:
         """Resuming: timers the last master indexed late and may not have
         fired (due before the time it fired through, from its late scan's
@@ -152,13 +184,13 @@ class TimerService:
         records = got.records
         for q, (msg, size) in enumerate(zip(decode_records(records), record_sizes(records),
                                             strict=True), self._rescan):
-            e = entry_of(msg, size)
+            e = entry_of(msg, size, self.indexer.roll)
             if e is not None and e.kind == TIMER and e.deliver_at < self.resumed_at:
                 self.wheel.late.append((q, e))
         self._rescan = got.next_offset
 
     def _fire(self, todo: list[tuple[int | None, TimerEntry]], now: int) -> int:
-        placed, read, fired = [], self.store.read_record, []
+        placed, read, fired, rolled = [], self.store.read_record, [], 0
         for _q, e in todo:
             view = read(e.phys)
             onward = self._onward(e, view) if view is not None else None
@@ -168,7 +200,10 @@ class TimerService:
                               "not fired", e.phys, TIMER_TOPIC)
                 continue
             placed.append(onward)
-            fired.append((onward[0], e.deliver_at))
+            if onward[0] == TIMER_TOPIC:
+                rolled += 1
+            else:
+                fired.append((onward[0], e.deliver_at))
         if not placed:
             return 0
         try:
@@ -178,6 +213,7 @@ class TimerService:
             self._unfired = todo
             return 0
         self._count(fired, now)
+        self.counters.timers_rolled += rolled
         return len(placed)
 
     def _count(self, fired: list[tuple[str, int]], now: int) -> None:
@@ -193,21 +229,28 @@ class TimerService:
                 self._fired_in[topic] = self._fired_in.get(topic, 0) + 1
 
     def _onward(self, e: TimerEntry, view):
-        """Where a due timer goes: ``(topic, queue_id, record)``, or None
-        (logged) when the record is not that timer or cannot be delivered."""
+        """Where a due timer goes: ``(topic, queue_id, record)`` (a copy
+        rolled forward goes to the timer topic again), or None (logged)
+        when the record is not that timer or cannot be delivered."""
         msg = decode_records(view, self.broker_group)[0]
-        if msg.topic != TIMER_TOPIC or msg.properties.get(d.DELIVER_AT) != str(e.deliver_at):
+        try:
+            at = int(msg.properties[d.DELIVER_AT]) if msg.topic == TIMER_TOPIC else -1
+        except (KeyError, ValueError):
+            at = -1
+        if e.deliver_at not in (at, entry_time(at, msg.store_timestamp_ms, self.indexer.roll)):
             log.error("the record at %d is not the timer indexed there (%s): not fired", e.phys,
                       msg.topic)
             return None
-        try:
-            topic, qid, record = requeue.fired(msg)
+        try:                               # getting old before it is due: a new copy
+            topic, qid, record = requeue.rolled(msg, e.origin) if at > e.deliver_at else \
+                requeue.fired(msg)
         except BadRequestError as exc:
             error = str(exc)
         else:
             if len(record) <= self.store.config.max_message_bytes:
                 return topic, qid, record
-            error = (f"delivered it is {len(record)} bytes, over max_message_bytes "
+            error = (f"{'copied' if topic == TIMER_TOPIC else 'delivered'} it is "
+                     f"{len(record)} bytes, over max_message_bytes "
                      f"({self.store.config.max_message_bytes})")
         log.error("timer message %s cannot be delivered and stays in %s: %s", msg.msg_id,
                   TIMER_TOPIC, error)

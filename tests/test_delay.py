@@ -193,3 +193,27 @@ def test_a_message_naming_what_only_the_broker_writes_is_refused(name):
             requeue.timers_batch([m], 0, 0, requeue.MAX_DELAY_MS, 1 << 20)
     with pytest.raises(BadRequestError, match=f"{name} is the broker's own"):
         requeue.schedule(stored(props={name: "1"}), 0, LEVELS, 0)     # (no time: the same)
+
+
+def test_a_timer_beyond_the_roll_is_indexed_to_be_rolled_and_its_copy_names_its_first():
+    from duomq.timer.index import TIMER
+    from duomq.timer.indexer import ROLL_MAX_MS, entry_of, entry_time, roll_ms
+    assert roll_ms(72) == ROLL_MAX_MS and roll_ms(12) == 6 * 3_600_000 and roll_ms(0) == 1000
+    assert entry_time(5000, 0, 10_000) == 5000 and entry_time(50_000, 7, 10_000) == 10_007
+    m = stored(topic=TIMER_TOPIC, props={"DELIVER_AT": str(10 ** 6), "REAL_TOPIC": "T",
+                                         "REAL_QID": "2"})
+    m.broker_group = "broker-a"
+    e = entry_of(m, 99, roll=1000)
+    assert (e.deliver_at, e.phys, e.kind, e.origin) == (m.store_timestamp_ms + 1000, 4096,
+                                                         TIMER, 4096)
+    topic, qid, copy = decode(requeue.rolled(m, 4096))
+    assert (topic, qid) == (TIMER_TOPIC, 0)
+    assert copy.properties["TIMER_ORIGIN"] == "4096"
+    assert copy.properties["ORIGIN_MESSAGE_ID"] == m.msg_id and copy.body == m.body
+    copy.physical_offset, copy.broker_group, copy.store_timestamp_ms = 9000, "broker-a", 10 ** 6
+    assert entry_of(copy, 99, roll=1000).origin == 4096          # what a recall names
+    again = decode(requeue.rolled(copy, 4096))[2]
+    assert again.properties["ORIGIN_MESSAGE_ID"] == m.msg_id      # the first id, always
+    out = decode(requeue.fired(copy))[2]
+    assert "TIMER_ORIGIN" not in out.properties and "DELIVER_AT" not in out.properties
+    assert out.properties["ORIGIN_MESSAGE_ID"] == m.msg_id

@@ -29,19 +29,40 @@ CHECKPOINT_S = 1.0                 # how often what was indexed is made durable
 Listener = Callable[[TimerEntry, int], None]    # an entry just indexed, its queue offset
 
 
-def entry_of(msg, size: int) -> TimerEntry | None:
+ROLL_MAX_MS = 86_400_000           # a timer's copy is rolled forward at least daily
+
+
+def roll_ms(file_reserved_hours: float) -> int:
+    """How long after it was stored a timer's copy is rolled forward (a new
+    copy stored, the old one left to retention): half the commit log's
+    retention, at most a day, so that no pending timer's record is ever
+    older than retention keeps (RocketMQ 5's timer roll)."""
+    return max(1000, int(min(ROLL_MAX_MS, file_reserved_hours * 3_600_000 / 2)))
+
+
+def entry_time(at: int, stored_ms: int, roll: int) -> int:
+    """When a timer copy stored at ``stored_ms`` for ``at`` comes up in the
+    wheel: at its time, or, further ahead than ``roll``, when it is rolled."""
+    return at if at - stored_ms <= roll else stored_ms + roll
+
+
+def entry_of(msg, size: int, roll: int = ROLL_MAX_MS) -> TimerEntry | None:
     """The index entry of a record of the timer topic, ``size`` bytes
-    (None: not one a timer index holds: logged)."""
+    (None: not one a timer index holds: logged). A timer further ahead than
+    ``roll`` is indexed when it is to be rolled; a rolled copy names its
+    first copy (``origin``, what a recall names); a recall at the timer's time."""
     props = msg.properties
     try:
         at = int(props[d.DELIVER_AT])
         if d.RECALL_OF in props:
             return TimerEntry(at, msg.physical_offset, size, RECALL, int(props[d.RECALL_OF]))
+        origin = int(props.get(d.TIMER_ORIGIN, msg.physical_offset))
     except (KeyError, ValueError):
         log.error("record %s of %s has no valid %s: not a timer, left alone", msg.msg_id,
                   TIMER_TOPIC, d.DELIVER_AT)
         return None
-    return TimerEntry(at, msg.physical_offset, size, TIMER, msg.physical_offset)
+    return TimerEntry(entry_time(at, msg.store_timestamp_ms, roll), msg.physical_offset, size,
+                      TIMER, origin)
 
 
 def record_sizes(records) -> list[int]:
@@ -55,9 +76,11 @@ def record_sizes(records) -> list[int]:
 
 
 class TimerIndexer:
-    def __init__(self, directory: str, slot_ms: int, max_delay_ms: int):
+    def __init__(self, directory: str, slot_ms: int, max_delay_ms: int,
+                 roll: int = ROLL_MAX_MS):
         self.directory = directory
         self.slot_ms = slot_ms
+        self.roll = roll
         # a turn of the ring covers the longest delay from the slot being fired, and an hour
         self.slots = -(-(max_delay_ms + 3_600_000) // slot_ms)
         self.index: TimerIndex | None = None      # opened at the first catch_up (the store started)
@@ -65,6 +88,12 @@ class TimerIndexer:
         self._checkpoint_at = 0.0
         self.rebuilds = 0
         self.counts = TimerCounts()               # pending by topic and minute, as indexed
+
+    @classmethod
+    def of(cls, config) -> TimerIndexer:
+        """A broker's, by its settings."""
+        return cls(index_dir(config.data_dir), config.timer_slot_ms, config.timer_max_delay_ms,
+                   roll_ms(config.file_reserved_hours))
 
     def _open(self) -> TimerIndex:
         try:
@@ -114,7 +143,7 @@ class TimerIndexer:
         if offset >= cq.max_offset:                 # (the send path indexed the rest)
             self._maybe_checkpoint()
             return True
-        add, count = idx.add, self.counts.add
+        add, count, roll = idx.add, self.counts.add, self.roll
         while done < most:
             got = store.get_messages(TIMER_TOPIC, 0, offset, min(1024, most - done), 8 << 20, end)
             if not got.count:
@@ -125,11 +154,13 @@ class TimerIndexer:
             records = got.records
             for q, (msg, size) in enumerate(zip(decode_records(records), record_sizes(records),
                                                 strict=True), offset):
-                e = entry_of(msg, size)
+                e = entry_of(msg, size, roll)
                 if e is not None:
                     add(e.deliver_at, e.phys, e.size, e.kind, e.origin)
-                    count(msg.properties.get(d.REAL_TOPIC, ""), e.deliver_at,
-                          -1 if e.kind == RECALL else 1)
+                    props = msg.properties
+                    if e.kind == RECALL or d.TIMER_ORIGIN not in props:   # (not a copy)
+                        count(props.get(d.REAL_TOPIC, ""), int(props[d.DELIVER_AT]),
+                              -1 if e.kind == RECALL else 1)
                     if listener is not None:
                         listener(e, q)
             done += got.count
@@ -144,13 +175,15 @@ class TimerIndexer:
             self.checkpoint(now)
 
     def sent(self, queue_offset: int, phys: list[int], sizes: list[int], ats: list[int],
-             topic: str, listener: Listener | None = None) -> None:
+             topic: str, now_ms: int, listener: Listener | None = None) -> None:
         """Timers of ``topic`` just stored at ``phys`` (``sizes`` bytes) from
-        ``queue_offset`` of the timer topic, due at ``ats``:
+        ``queue_offset`` of the timer topic, due at ``ats``, by ``now_ms``:
         the entries ``catch_up`` would make of them, made without reading
         them back (the master's send path), when the index is at
-        ``queue_offset`` (else ``catch_up`` reads them in their turn)."""
-        if self.index is None or queue_offset != self.next:
+        ``queue_offset`` and none is to be rolled (else ``catch_up`` reads
+        them in their turn)."""
+        if self.index is None or queue_offset != self.next or \
+                max(ats) - now_ms > self.roll - 1000:       # (stored by now: rolled later)
             return
         add, count = self.index.add, self.counts.add
         for q, (p, size, at) in enumerate(zip(phys, sizes, ats, strict=True), queue_offset):

@@ -359,3 +359,59 @@ def test_a_producer_cannot_forge_a_recall_of_anothers_timer(local_cluster, small
     finally:
         c.shutdown()
     assert set(arrivals.at) == {b"victim"}           # nothing of the refused batches stored
+
+
+def test_timers_due_past_the_logs_retention_are_rolled_forward_and_delivered(local_cluster,
+                                                                           small_store):
+    """Retention of 7.2 s (the roll: 3.6 s) and 1 MiB segments filled by
+    other traffic: timers due 14 s ahead outlive their first copies' segments
+    (deleted), each is copied forward before that, delivered once at its
+    time with the id its producer was given; one recalled early stays
+    recalled through its copies."""
+    from duomq.proto import pb
+    from duomq.testing.harness import member_node
+    broker = local_cluster.add_broker("broker-a", file_reserved_hours=0.002,
+                                      retention_check_interval_ms=300,
+                                      retention_wait_for_consumers=False, **small_store)
+    local_cluster.create_topic("Timed", queues=2)
+    local_cluster.create_topic("Filler", queues=1)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    ids: dict[bytes, str] = {}
+
+    class Seen(Arrivals):
+        def __call__(self, m):
+            super().__call__(m)
+            ids[m.body] = m.properties.get("ORIGIN_MESSAGE_ID", "")
+
+    arrivals = Seen()
+    c = consume(zk, cl, "timed", "Timed", arrivals)
+    try:
+        with Producer(zookeeper=zk, cluster=cl) as p:
+            at = int(time.time() * 1000) + 14_000
+            sent = {b"t%03d" % i: p.send(Message("Timed", b"t%03d" % i, deliver_at_ms=at + i * 5))
+                    for i in range(100)}
+            p.recall("Timed", sent.pop(b"t050").recall_handle)
+            first = min(parse_phys(r.msg_id) for r in sent.values())
+            filler = b"f" * 60_000
+            while time.time() * 1000 < at - 1000:          # segments fill, age and go
+                p.send_batch([Message("Filler", filler)] * 8)
+                time.sleep(0.05)
+            address = member_node(zk, cl, "broker-a", 0).address
+            st = p.remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)[2]
+        assert st.min_physical_offset > first + (1 << 20), "retention deleted no first copy"
+        wait_for(lambda: len(arrivals.at) >= len(sent), timeout_s=15, what="every timer")
+        time.sleep(1.0)
+    finally:
+        c.shutdown()
+    assert set(arrivals.at) == set(sent)                       # the recalled one: never
+    assert all(len(v) == 1 for v in arrivals.at.values()), "delivered twice"
+    for body, r in sent.items():
+        assert ids[body] == r.msg_id                            # the id it was sent with
+        assert min(arrivals.at[body]) >= (at + int(body[1:]) * 5) / 1000 - 0.002
+    with open(broker.log_path) as f:
+        assert "gone from the log" not in f.read()
+
+
+def parse_phys(msg_id: str) -> int:
+    from duomq.format.record import parse_msg_id_epoch
+    return parse_msg_id_epoch(msg_id)[1]
