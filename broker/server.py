@@ -244,7 +244,10 @@ class Broker(BrokerCore):
             self.answers.reply(w.identity, w.request_id, w.type, pb.SERVICE_NOT_AVAILABLE,
                                "broker shut down before the send was durable; it is stored",
                                None)
-        self.offsets.persist(force=True)
+        try:
+            self.offsets.persist(force=True)
+        except OSError as exc:              # a full disk: the last persisted ones stand
+            log.error("cannot persist the consumer offsets at stop: %s", exc)
         self.timer_indexer.close()
         self.store.close()
         zkutil.close(self.zk)

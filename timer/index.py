@@ -140,11 +140,13 @@ class TimerIndex:
     def read_chain(self, at: int, most: int) -> tuple[list[TimerEntry], int]:
         """Up to ``most`` entries along a chain from the entry at ``at``
         (newest first), and where the chain goes on (EMPTY: its end)."""
-        self._write()
         out: list[TimerEntry] = []
-        while at != EMPTY and len(out) < most:
-            deliver_at, phys, size, kind, prev, origin = ENTRY.unpack(
-                os.pread(self._log, ENTRY.size, at))
+        unwritten = self._unwritten
+        written = self.log_length - len(unwritten)   # (the rest is read from memory: a
+        while at != EMPTY and len(out) < most:       # read never writes, nor fails on a full disk)
+            raw = unwritten[at - written:at - written + ENTRY.size] if at >= written else \
+                os.pread(self._log, ENTRY.size, at)
+            deliver_at, phys, size, kind, prev, origin = ENTRY.unpack(raw)
             out.append(TimerEntry(deliver_at, phys, size, kind, origin))
             at = prev
         return out, at
@@ -175,7 +177,10 @@ class TimerIndex:
         return self.head(slot_start)[1]
 
     def close(self) -> None:
-        self._write()
+        try:
+            self._write()
+        except OSError:                  # (a full disk: the next start indexes them again)
+            pass
         self._wheel.close()
         os.close(self._wheel_fd)
         os.close(self._log)
@@ -206,9 +211,12 @@ class TimerIndex:
         return start, last, count, recall
 
     def _apply(self, changes) -> None:
+        """Slots written with pwrite, never through the map: a page of the
+        sparse file that a full disk cannot allocate is ENOSPC, not SIGBUS."""
         for i, slot in changes:
-            SLOT.pack_into(self._wheel, i * SLOT.size, *slot)
-        self._wheel.flush()
+            os.pwrite(self._wheel_fd, SLOT.pack(*slot), i * SLOT.size)
+        if changes:
+            os.fdatasync(self._wheel_fd)
 
     def _recover(self) -> tuple[int, int]:
         """The checkpoint's journal applied to the wheel again, the log cut
@@ -221,7 +229,9 @@ class TimerIndex:
         body, crc = raw[:-4], raw[-4:]
         if len(raw) < _HEAD.size + 4 or struct.unpack(">I", crc)[0] != zlib.crc32(body):
             position, length, changes = 0, 0, []
-            self._wheel[:] = bytes(len(self._wheel))   # nothing can be trusted: start over
+            size = len(self._wheel)          # nothing can be trusted: start over
+            os.ftruncate(self._wheel_fd, 0)  # (zeros again, sparse: nothing to allocate)
+            os.ftruncate(self._wheel_fd, size)
         else:
             position, length, slot_ms, n = _HEAD.unpack_from(body)
             if slot_ms != self.slot_ms:

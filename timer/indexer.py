@@ -88,6 +88,7 @@ class TimerIndexer:
         self._checkpoint_at = 0.0
         self.rebuilds = 0
         self.counts = TimerCounts()               # pending by topic and minute, as indexed
+        self.cannot_checkpoint = ""               # why the last checkpoint failed (a full disk)
 
     @classmethod
     def of(cls, config) -> TimerIndexer:
@@ -200,10 +201,20 @@ class TimerIndexer:
         return self.opened()
 
     def checkpoint(self, now: float | None = None) -> None:
+        self._checkpoint_at = (time.monotonic() if now is None else now) + CHECKPOINT_S
         if self.index is not None and (self.index.position != self.next or self.index._dirty):
             self.counts.prune(time.time_ns() // 1_000_000)
-            self.index.checkpoint(self.next, self.counts.encode())
-        self._checkpoint_at = (time.monotonic() if now is None else now) + CHECKPOINT_S
+            try:
+                self.index.checkpoint(self.next, self.counts.encode())
+            except OSError as exc:     # a full disk: kept in memory, checkpointed when it can
+                if not self.cannot_checkpoint:
+                    log.error("timer index: cannot checkpoint (%s): what was indexed since "
+                              "is kept in memory and checkpointed once the disk has room", exc)
+                self.cannot_checkpoint = str(exc)
+                return
+            if self.cannot_checkpoint:
+                log.info("timer index: checkpointed again")
+                self.cannot_checkpoint = ""
 
     def _rebuild(self, why: str) -> None:
         log.warning("timer index built again from %s: %s", TIMER_TOPIC, why)

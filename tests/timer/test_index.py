@@ -111,3 +111,27 @@ def test_a_wheel_of_another_shape_is_refused_and_memory_is_the_changed_slots(tmp
         TimerIndex(str(tmp_path), slot_ms=500, slots=100)
     ti.remove(str(tmp_path))
     assert TimerIndex(str(tmp_path), slot_ms=500, slots=50).position == 0
+
+
+def test_a_checkpoint_on_a_full_disk_fails_and_loses_nothing(tmp_path, monkeypatch):
+    """Every write of the index refused (ENOSPC): the checkpoint says so,
+    what was added is still read back (from memory), and once the disk has
+    room the next checkpoint makes all of it durable."""
+    import errno
+    idx = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    for k in range(20):
+        idx.add(T0 + k * 100, k, 10)
+    real = os.pwrite
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(OSError):
+        idx.checkpoint(20)
+    assert [e.phys for e in idx.entries(T0)] == list(range(10))      # read from memory
+    assert idx.position == 0
+    monkeypatch.setattr(os, "pwrite", real)
+    idx.checkpoint(20)
+    again = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)     # (a kill -9 now)
+    assert again.position == 20
+    assert [e.phys for s in range(2) for e in again.entries(T0 + s * 1000)] == list(range(20))
