@@ -69,6 +69,7 @@ class TimerService:
         self._pending: deque[tuple[int, int, int]] = deque()      # (log end, slot, queue offset)
         self._marked = (p, q)
         self.counters = counters
+        self._fired_through = 0           # the latest time an entry the wheel gave fired for
         self._minute = 0                  # the minute of the last fired (ms // BUCKET_MS)
         self._fired_in: dict[str, int] = {}    # topic -> timers of that minute fired
         self._recount_minute()
@@ -111,9 +112,10 @@ class TimerService:
                 msg.properties.get(d.DELIVER_AT) != str(at) or d.RECALL_OF in msg.properties:
             raise BadRequestError(f"no timer message of topic {topic!r} is stored for this "
                                   f"recall handle ({msg_id}, due at {at}): nothing recalled")
-        if at <= now:
-            raise BadRequestError(f"timer message {msg_id} came due {(now - at) / 1000:.1f} s "
-                                  f"ago and was delivered: too late to recall")
+        fired_by = max(now, self._fired_through, self.wheel.through - 1)
+        if at <= fired_by:              # (the wheel's progress too: a clock stepped back)
+            raise BadRequestError(f"timer message {msg_id} came due {(fired_by - at) / 1000:.1f}"
+                                  f" s ago and was delivered: too late to recall")
         if self.wheel.is_recalled(phys, at):
             raise BadRequestError(f"timer message {msg_id} was recalled before: nothing changed")
         return requeue.recall(topic, phys, at, now)
@@ -190,6 +192,7 @@ class TimerService:
         self._rescan = got.next_offset
 
     def _fire(self, todo: list[tuple[int | None, TimerEntry]], now: int) -> int:
+        self._fired_through = max(self._fired_through, max(e.deliver_at for _q, e in todo))
         placed, read, fired, rolled = [], self.store.read_record, [], 0
         for _q, e in todo:
             view = read(e.phys)
