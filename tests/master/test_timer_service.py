@@ -92,7 +92,7 @@ def test_a_pump_that_fired_a_full_batch_refuses_to_recall_what_it_fired(service)
     ts.pump(T0 + 950, store.commitlog.max_offset)        # one batch of them
     fired = delivered(store)
     assert len(fired) == BATCH
-    by_body = {b"t%d" % i: (msg_id, at) for i, (msg_id, at) in enumerate(zip(ids, ats))}
+    by_body = {b"t%d" % i: (msg_id, at) for i, (msg_id, at) in enumerate(zip(ids, ats, strict=True))}
     for body in fired[::97]:
         msg_id, at = by_body[body]
         with pytest.raises(BadRequestError, match="too late to recall"):
