@@ -5,6 +5,7 @@ new master, none early, none lost; a copy fired twice (one the old master
 fired just before it died) keeps the id its producer was given
 (ORIGIN_MESSAGE_ID), and is counted."""
 
+import re
 import threading
 import time
 from collections import Counter
@@ -101,3 +102,71 @@ def test_a_recall_acked_before_a_kill_9_holds_on_the_new_master(local_cluster):
         wait_for(lambda: len(got) >= 100, timeout_s=30, what=lambda: f"{len(got)} of 100 kept")
         time.sleep(1.5)
     assert set(got) == {b"r%03d" % i for i in range(1, 200, 2)}, "a recalled timer came back"
+
+
+def test_timers_cut_from_a_log_never_fire_and_the_rest_fire_once(local_cluster):
+    """ASYNC pair: 100 timers replicated, 100 more acked by the master alone
+    (its slave stopped), the master killed; the slave takes over and stores
+    100 timers of its own where the cut tail lay. The old master comes back,
+    cuts its tail (the index it made of it is built again) and takes over in
+    turn: it fires the replicated and the new master's timers, each once and
+    at its time, never one of the cut tail (nor what its stale index named)."""
+    from duomq.testing.harness import isr_members
+    settings = dict(replication="ASYNC", zk_session_timeout_ms=4000, slave_timeout_ms=2000,
+                    segment_size_bytes=1 << 20, max_message_bytes=64 << 10,
+                    ha_transfer_batch_bytes=1024, ha_window_bytes=1024)
+    zk, cl = local_cluster.zookeeper, local_cluster.cluster
+    old = local_cluster.add_broker("broker-a", 0, **settings)
+    slave = local_cluster.add_broker("broker-a", 1, **settings)
+    local_cluster.create_topic("Timers", queues=1)
+    at = int(time.time() * 1000) + 25_000
+    due = {}
+    with Producer(zookeeper=zk, cluster=cl) as p:
+        def timers(prefix: bytes) -> None:
+            batch = [Message("Timers", prefix + b"%03d" % i, deliver_at_ms=at + i) for i in
+                     range(100)]
+            for k in range(0, 100, 10):
+                assert p.send_batch(batch[k:k + 10]).status is SendStatus.SEND_OK
+            due.update({m.body: at + i for i, m in enumerate(batch)})
+        timers(b"shared")
+        time.sleep(0.5)
+        wait_for(lambda: 1 in isr_members(zk, cl), what="the slave in sync")
+        slave.suspend()
+        timers(b"tail")                           # ASYNC: acked by the master alone
+        time.sleep(0.3)                           # indexed (and checkpointed, soon)
+    time.sleep(1.2)
+    old.kill()
+    slave.resume()
+    wait_for(lambda: master_id(zk, cl) == 1, what="the slave to take over")
+    with Producer(zookeeper=zk, cluster=cl) as p:
+        timers(b"new")                            # where the cut tail lay in the log
+    old.start()
+    wait_for(lambda: "built again" in old.log_tail(50_000), what="the old master's index "
+             "built again after its log was cut")
+    wait_for(lambda: 0 in isr_members(zk, cl), timeout_s=30, what="the old master in sync")
+    time.sleep(1.5)                               # its index caught up and checkpointed
+    slave.kill()
+    wait_for(lambda: master_id(zk, cl) == 0, what="the old master to take over again")
+    got: dict[bytes, list[float]] = {}
+    lock = threading.Lock()
+
+    def arrived(m):
+        with lock:
+            got.setdefault(m.body, []).append(time.time())
+    c = PushConsumer("timers", topic="Timers", on_message=arrived, zookeeper=zk, cluster=cl,
+                     consume_from="first", consume_threads=0).start()
+    cut = int(re.search(r"truncated \d+ bytes \((\d+) records\)",
+                        old.log_tail(200_000)).group(1))
+    kept = 100 - cut                              # (what the slave had of the tail)
+    assert cut > 0
+    try:
+        want = {b for b in due if not b.startswith(b"tail")} | \
+            {b"tail%03d" % i for i in range(kept)}
+        wait_for(lambda: want <= set(got), timeout_s=40, what="the shared and new timers")
+        time.sleep(1.0)
+    finally:
+        c.shutdown()
+    assert set(got) == want, f"cut from the log and fired: {sorted(set(got) - want)[:5]}"
+    assert all(len(v) == 1 for v in got.values()), "a timer fired twice"
+    assert all(min(got[b]) >= due[b] / 1000 - 0.002 for b in got), "a timer came early"
+    assert "not the timer indexed there" not in old.log_tail(200_000)
