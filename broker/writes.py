@@ -151,7 +151,8 @@ def _put_scheduled(b: BrokerCore, m: MasterParts, req: pb.SendRequest,
         data, ats = timers                        # indexed at once, queued after the ack
         put = b.store.put_batch(TIMER_TOPIC, 0, bytearray(data), len(msgs), later=True)
         b.answers.owe(put.rest)
-        m.timers.sent(put.queue_offset, put.physical_offsets, data, ats, req.topic)
+        m.timers.sent(put.queue_offset, put.physical_offsets, data, ats, req.topic,
+                      put.stored_ms)
         return SendAnswer(cfg.group, -1, put.physical_offsets), put.end_offset
     placed = m.placements(msgs, req.queue_id, now, user)
     halves = sum(1 for topic, _q, _r in placed if topic == HALF_TOPIC)

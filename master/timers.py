@@ -121,12 +121,12 @@ class TimerService:
         return requeue.recall(topic, phys, at, now)
 
     def sent(self, queue_offset: int, phys: list[int], records: bytes, ats: list[int],
-             topic: str) -> None:
+             topic: str, stored_ms: int) -> None:
         """A batch of timers of ``topic`` a producer sent, ``records`` just
-        stored at ``phys`` from ``queue_offset`` of the timer topic: indexed
-        now, without reading it back (when the index is at that offset;
-        else the next catch-up reads it)."""
-        self.indexer.sent(queue_offset, phys, record_sizes(records), ats, topic, now_ms(),
+        stored at ``phys`` from ``queue_offset`` of the timer topic at
+        ``stored_ms``: indexed now, without reading it back (when the index
+        is at that offset; else the next catch-up reads it)."""
+        self.indexer.sent(queue_offset, phys, record_sizes(records), ats, topic, stored_ms,
                           self.wheel.indexed)
 
     def recalled(self, origin: int, at: int) -> None:

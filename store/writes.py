@@ -63,6 +63,7 @@ class PutResult:
     physical_offsets: list[int]    # commit-log offset of each record
     end_offset: int                # commit-log offset just past the batch
     rest: SecondHalf | None = None  # put_batch(later=True): what is left to write
+    stored_ms: int = 0             # the store time its records carry (epoch ms)
 
 
 class StoreWrites(StorePart):
@@ -166,7 +167,7 @@ class StoreWrites(StorePart):
         end = offsets[-1] + sizes[-1]
         self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, keyed,
                      now)
-        return PutResult(qoff, offsets, end)
+        return PutResult(qoff, offsets, end, stored_ms=now)
 
     def _put_staged(self, topic: str, topic_b: bytes, queue_id: int, buf: bytearray,
                     count: int, numbering: tuple[int, int, int] | None,
@@ -195,11 +196,11 @@ class StoreWrites(StorePart):
             rest = self.unfinished = SecondHalf(
                 self, cq, entries, Fresh(topic, queue_id, qoff, count, buf, end), topic_b,
                 numbering, offsets, keyed, now)
-            return PutResult(qoff, offsets, end, rest)
+            return PutResult(qoff, offsets, end, rest, now)
         cq.append(entries, qoff)
         self._stored(topic, topic_b, queue_id, buf, count, numbering, qoff, offsets, end, keyed,
                      now)
-        return PutResult(qoff, offsets, end)
+        return PutResult(qoff, offsets, end, stored_ms=now)
 
     def _finish(self, rest: SecondHalf) -> None:
         """``SecondHalf.finish``: its queue entries written (into space

@@ -176,22 +176,21 @@ class TimerIndexer:
             self.checkpoint(now)
 
     def sent(self, queue_offset: int, phys: list[int], sizes: list[int], ats: list[int],
-             topic: str, now_ms: int, listener: Listener | None = None) -> None:
-        """Timers of ``topic`` just stored at ``phys`` (``sizes`` bytes) from
-        ``queue_offset`` of the timer topic, due at ``ats``, by ``now_ms``:
-        the entries ``catch_up`` would make of them, made without reading
-        them back (the master's send path), when the index is at
-        ``queue_offset`` and none is to be rolled (else ``catch_up`` reads
-        them in their turn)."""
-        if self.index is None or queue_offset != self.next or \
-                max(ats) - now_ms > self.roll - 1000:       # (stored by now: rolled later)
+             topic: str, stored_ms: int, listener: Listener | None = None) -> None:
+        """Timers of ``topic`` just stored at ``phys`` (``sizes`` bytes) at
+        ``stored_ms`` from ``queue_offset`` of the timer topic, due at
+        ``ats``: the entries ``catch_up`` would make of them, made without
+        reading them back (the master's send path), when the index is at
+        ``queue_offset`` (else ``catch_up`` reads them in their turn)."""
+        if self.index is None or queue_offset != self.next:
             return
-        add, count = self.index.add, self.counts.add
+        add, count, roll = self.index.add, self.counts.add, self.roll
         for q, (p, size, at) in enumerate(zip(phys, sizes, ats, strict=True), queue_offset):
-            add(at, p, size, TIMER, p)
+            when = at if at - stored_ms <= roll else stored_ms + roll     # (entry_time)
+            add(when, p, size, TIMER, p)
             count(topic, at)
             if listener is not None:
-                listener(TimerEntry(at, p, size, TIMER, p), q)
+                listener(TimerEntry(when, p, size, TIMER, p), q)
         self.next = queue_offset + len(phys)
 
     def hand_over(self, store, listener: Listener | None = None) -> TimerIndex:

@@ -175,6 +175,9 @@ def encode_numbered(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: 
                    rec.FLAG_SEQUENCED, SEQUENCING, pid, seq, len(msgs))
     if done is not None:
         return done, False
+    routed = _routed(msgs, topic, born_ts_ms, host, max_message_bytes)   # (never numbered)
+    if routed is not None:
+        return routed, True
     return encode_batch(msgs, topic, born_ts_ms, host, max_message_bytes,
                         sequencing(pid, seq, len(msgs)))
 

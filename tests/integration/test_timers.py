@@ -298,18 +298,25 @@ def test_the_masters_index_made_at_the_send_is_the_slaves_made_from_the_log(loca
     from duomq.timer.counts import TimerCounts
     from duomq.timer.index import TimerIndex
     from duomq.timer.indexer import TimerIndexer
-    master = local_cluster.add_broker("broker-a", 0)
-    slave = local_cluster.add_broker("broker-a", 1)
+    roll = dict(file_reserved_hours=0.01)       # timers over 18 s ahead: indexed for a roll
+    master = local_cluster.add_broker("broker-a", 0, **roll)
+    slave = local_cluster.add_broker("broker-a", 1, **roll)
     local_cluster.create_topic("Timed", queues=3)
     local_cluster.create_topic("Other", queues=1)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
-    t0 = (int(time.time()) + 60) * 1000
+    start = int(time.time()) * 1000
+    t0 = start + 10_000                           # due 10 to 40 s ahead: some rolled
     rng = random.Random(7)
+    ats = {t0 + 5, t0 + 7}
+
+    def at() -> int:
+        ats.add(t := t0 + rng.randrange(30_000))
+        return t
     with Producer(zookeeper=zk, cluster=cl) as p:
         for k in range(40):
-            p.send_batch([Message("Timed", b"b%d-%d" % (k, i), deliver_at_ms=t0 + rng.randrange(
-                30_000)) for i in range(50)])
-            p.send(Message("Other", b"one%d" % k, deliver_at_ms=t0 + rng.randrange(30_000)))
+            p.send_batch([Message("Timed", b"b%d-%d" % (k, i), deliver_at_ms=at())
+                          for i in range(50)])
+            p.send(Message("Other", b"one%d" % k, deliver_at_ms=at()))
         mixed = [Message("Timed", b"now"), Message("Timed", b"later", deliver_at_ms=t0 + 5)]
         p.send_batch(mixed)                           # not timers only: placed one by one
         p.recall("Timed", p.send(Message("Timed", b"gone", deliver_at_ms=t0 + 7)).recall_handle)
@@ -323,12 +330,14 @@ def test_the_masters_index_made_at_the_send_is_the_slaves_made_from_the_log(loca
     for b in (master, slave):
         idx = TimerIndex(os.path.join(b.data_dir, "store", "timer"), 1000, indexer.slots)
         got.append(([[(e.deliver_at, e.phys, e.size, e.kind, e.origin)
-                      for e in idx.entries(t0 + s * 1000) + idx.recalls(t0 + s * 1000)]
-                     for s in range(31)], idx.position, TimerCounts.decode(idx.extra).pending(t0)))
+                      for e in idx.entries(start + s * 1000) + idx.recalls(start + s * 1000)]
+                     for s in range(45)], idx.position,
+                    TimerCounts.decode(idx.extra).pending(start)))
         idx.close()
     (m_slots, m_pos, m_counts), (s_slots, s_pos, s_counts) = got
     assert m_pos == s_pos == 40 * 51 + 3 and sum(map(len, m_slots)) == 40 * 51 + 3
     assert m_slots == s_slots
+    assert any(e[0] not in ats for slot in m_slots for e in slot)   # some indexed for a roll
     assert m_counts == s_counts == {"Timed": 40 * 50 + 1, "Other": 40}
 
 
