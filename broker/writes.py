@@ -29,6 +29,7 @@ from duomq.master.parts import MasterParts
 from duomq.proto import pb
 from duomq.proto.wire import SendAnswer
 from duomq.store.producer_state import OLD
+from duomq.timer.indexer import record_sizes
 
 _FLAGS = rec.fields("flags")
 _LENGTHS = rec.fields("topic_len", "tags_len", "keys_len", "props_len")
@@ -142,16 +143,20 @@ def _put_scheduled(b: BrokerCore, m: MasterParts, req: pb.SendRequest,
     half topic, within its user's quota of open transactions. Everything is
     validated before anything is stored."""
     cfg = b.config
-    buf = bytearray(req.records)
-    rec.scan_batch(buf, req.topic.encode(), cfg.max_message_bytes, req.count)
     now = int(time.time() * 1000)
-    msgs = decode_records(buf, cfg.group)
-    timers = m.timers_batch(msgs, req.queue_id, now)
+    timers = m.timer_records(req.records, req.count, req.topic, req.queue_id, now)
+    if timers is None:
+        buf = bytearray(req.records)
+        rec.scan_batch(buf, req.topic.encode(), cfg.max_message_bytes, req.count)
+        msgs = decode_records(buf, cfg.group)
+        decoded = m.timers_batch(msgs, req.queue_id, now)
+        if decoded is not None:
+            timers = decoded[0], decoded[1], record_sizes(decoded[0])
     if timers is not None:                        # timers only: one write, one C loop,
-        data, ats = timers                        # indexed at once, queued after the ack
-        put = b.store.put_batch(TIMER_TOPIC, 0, bytearray(data), len(msgs), later=True)
+        data, ats, sizes = timers                 # indexed at once, queued after the ack
+        put = b.store.put_batch(TIMER_TOPIC, 0, bytearray(data), len(ats), later=True)
         b.answers.owe(put.rest)
-        m.timers.sent(put.queue_offset, put.physical_offsets, data, ats, req.topic,
+        m.timers.sent(put.queue_offset, put.physical_offsets, sizes, ats, req.topic,
                       put.stored_ms)
         return SendAnswer(cfg.group, -1, put.physical_offsets), put.end_offset
     placed = m.placements(msgs, req.queue_id, now, user)

@@ -325,6 +325,14 @@ class MasterParts:
         return requeue.timers_batch(msgs, queue_id, now_ms, self.config.timer_max_delay_ms,
                                     self.config.max_message_bytes)
 
+    def timer_records(self, buf, count: int, topic: str, queue_id: int,
+                      now_ms: int) -> tuple[bytes, list[int], list[int]] | None:
+        """A batch of timers only, checked and rewritten still encoded (None:
+        ``timers_batch`` or ``placements`` takes it)."""
+        return requeue.timers_records(buf, count, topic, queue_id, now_ms,
+                                      self.config.timer_max_delay_ms,
+                                      self.config.max_message_bytes)
+
     def sent_back(self, msg: MessageExt, group: str, max_reconsume_times: int,
                   delay_level: int, dead_letter: bool) -> tuple:
         """Where a message ``group`` failed goes: its retry topic (delayed) or

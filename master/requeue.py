@@ -146,14 +146,28 @@ def _packed_host(host: str) -> bytes:
     return rec.pack_host(h, int(port)) if h else rec.NO_HOST
 
 
+def timers_records(buf: bytes | bytearray, count: int, topic: str, queue_id: int, now_ms: int,
+                   max_delay_ms: int, max_record_bytes: int
+                   ) -> tuple[bytes, list[int], list[int]] | None:
+    """``timers_batch`` of a producer's batch still encoded, checked and
+    rewritten in one C loop (nothing decoded): the records, each one's
+    delivery time and size. None: the C loop does not take it (every doubt
+    goes to the decoding path, which says what is wrong)."""
+    return _timers(buf, count, topic.encode(), str(queue_id).encode(), now_ms, max_delay_ms,
+                   max_record_bytes, _TIMER_TOPIC)
+
+
 _NOTHING_ROUTED: frozenset[str] = frozenset()
+_TIMER_TOPIC = TIMER_TOPIC.encode()
 _encode: Any = native.declined     # bound by _bind: the C loops' encode, or declining all
+_timers: Any = native.declined     # and their timers
 
 
 @native.chosen
 def _bind(loops: Any) -> None:
-    global _encode
+    global _encode, _timers
     _encode = loops.encode if loops is not None else native.declined
+    _timers = loops.timers if loops is not None else native.declined
 
 
 def fired(msg: MessageExt) -> Requeued:

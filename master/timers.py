@@ -120,14 +120,13 @@ class TimerService:
             raise BadRequestError(f"timer message {msg_id} was recalled before: nothing changed")
         return requeue.recall(topic, phys, at, now)
 
-    def sent(self, queue_offset: int, phys: list[int], records: bytes, ats: list[int],
+    def sent(self, queue_offset: int, phys: list[int], sizes: list[int], ats: list[int],
              topic: str, stored_ms: int) -> None:
-        """A batch of timers of ``topic`` a producer sent, ``records`` just
-        stored at ``phys`` from ``queue_offset`` of the timer topic at
-        ``stored_ms``: indexed now, without reading it back (when the index
-        is at that offset; else the next catch-up reads it)."""
-        self.indexer.sent(queue_offset, phys, record_sizes(records), ats, topic, stored_ms,
-                          self.wheel.indexed)
+        """A batch of timers of ``topic`` a producer sent, just stored at
+        ``phys`` (``sizes`` bytes each) from ``queue_offset`` of the timer
+        topic at ``stored_ms``: indexed now, without reading it back (when
+        the index is at that offset; else the next catch-up reads it)."""
+        self.indexer.sent(queue_offset, phys, sizes, ats, topic, stored_ms, self.wheel.indexed)
 
     def recalled(self, origin: int, at: int) -> None:
         """A recall was written: the timer does not fire, from now on."""

@@ -217,3 +217,51 @@ def test_a_timer_beyond_the_roll_is_indexed_to_be_rolled_and_its_copy_names_its_
     out = decode(requeue.fired(copy))[2]
     assert "TIMER_ORIGIN" not in out.properties and "DELIVER_AT" not in out.properties
     assert out.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
+
+
+def producer_batch(msgs, born=123, host=rec.pack_host("10.0.0.1", 99)):
+    return b"".join(rec.encode_record(m.topic.encode(), m.tags.encode(), m.keys.encode(),
+                                      rec.encode_properties(m.properties), bytes(m.body), born,
+                                      host) for m in msgs)
+
+
+def test_a_batch_of_timers_checked_and_rewritten_still_encoded_is_what_decoding_gives():
+    """The C loop (master/requeue.timers_records) against the decoding path
+    (timers_batch): the same records, delivery times and sizes; every batch
+    it is not sure of declined."""
+    from duomq.common.message import Message
+    from duomq.format import native
+    from duomq.timer.indexer import record_sizes
+    if native.LOOPS is None:
+        pytest.skip("no C loops in this build (DUOMQ_NATIVE=0): the decoding path alone")
+    cap, big = requeue.MAX_DELAY_MS, 1 << 20
+    msgs = [Message("T", b"body%d" % i, tags="tg" if i % 2 else "", keys="k%d" % i,
+                    properties={"x": "1"} if i % 3 else None, deliver_at_ms=65_000 + i)
+            for i in range(7)]
+    raw = producer_batch(msgs)
+    got = requeue.timers_records(raw, 7, "T", 3, 0, cap, big)
+    want = requeue.timers_batch(decode_records(raw, "broker-a"), 3, 0, cap, big)
+    assert got == (want[0], want[1], record_sizes(want[0]))
+    decline = [
+        (raw, 6, "T", 0, cap, big),                              # the count
+        (raw, 7, "U", 0, cap, big),                              # another topic
+        (raw, 7, "T", 65_003, cap, big),                         # one due already
+        (raw, 7, "T", 0, 65_004, big),                           # one too far
+        (raw, 7, "T", 0, cap, len(raw) // 7),                    # too large once rewritten
+        (raw[:-1] + bytes([raw[-1] ^ 1]), 7, "T", 0, cap, big),  # a damaged payload
+        (producer_batch(msgs[:3]) + producer_batch(msgs[3:], born=124), 7, "T", 0, cap, big),
+    ]
+    for args in decline:
+        assert requeue.timers_records(args[0], args[1], args[2], 3, args[3], args[4],
+                                      args[5]) is None, args[1:]
+    for props in ({"DELIVER_AT": "65000", "DELAY": "2"}, {"DELIVER_AT": "65000",
+                                                         "TRAN_MSG": "true"},
+                  {"DELIVER_AT": "65000", "RECALL_OF": "1"}, {"DELIVER_AT": "6.5e4"},
+                  {"DELIVER_AT": "65000", "REAL_TOPIC": "X"}, {"x": "1"},
+                  {"DELIVER_AT": "65000", "note": "caf\u00e9"}):
+        odd = Message("T", b"odd", properties=props)
+        assert requeue.timers_records(producer_batch([msgs[0], odd]), 2, "T", 3, 0, cap,
+                                      big) is None, props
+    twice = rec.encode_record(b"T", b"", b"", b"DELIVER_AT\x0165000\x02DELIVER_AT\x0165001\x02",
+                              b"b", 123, rec.pack_host("10.0.0.1", 99))
+    assert requeue.timers_records(twice, 1, "T", 3, 0, cap, big) is None

@@ -57,26 +57,6 @@ static int int64s(PyObject *seq, Py_ssize_t n, int64_t *out, const char *what)
     return 0;
 }
 
-/* The size of the producer's record at r (end - pos bytes left in the batch)
- * when it checks as scan and stage check it: format-3 magic, lengths that add
- * up, at most max_bytes, the topic, its payload's CRC-32C in its crc field
- * (returned in *payload_crc); -1 otherwise. */
-static int64_t checked_record(const uint8_t *r, Py_ssize_t left, long long max_bytes,
-                              const uint8_t *topic, Py_ssize_t tlen, uint32_t *payload_crc)
-{
-    if (left < HS)
-        return -1;
-    int64_t size = (int32_t)be32(r + OFF_TOTAL_SIZE);
-    if (size < HS || size > left || size > max_bytes || (int32_t)be32(r + OFF_MAGIC) != RECORD_MAGIC
-        || stated(r, size) < 0 || be16(r + OFF_TOPIC_LEN) != tlen || memcmp(r + HS, topic, tlen) != 0)
-        return -1;
-    uint32_t c = crc32c(0, r + HS, (size_t)(size - HS));
-    if (c != be32(r + OFF_CRC))
-        return -1;
-    *payload_crc = c;
-    return size;
-}
-
 PyDoc_STRVAR(scan_doc,
 "scan(buf, topic, max_record_bytes, count) -> (bounds, borns, crcs, texts) or None\n\n"
 "A producer's batch walked and checked record by record: each of the count\n"

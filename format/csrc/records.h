@@ -63,9 +63,29 @@ static inline int64_t stated(const uint8_t *r, int64_t size)
     return want == size ? size - HS : -1;
 }
 
+/* The size of the producer's record at r (end - pos bytes left in the batch)
+ * when it checks as scan and stage check it: format-3 magic, lengths that add
+ * up, at most max_bytes, the topic, its payload's CRC-32C in its crc field
+ * (returned in *payload_crc); -1 otherwise. */
+static inline int64_t checked_record(const uint8_t *r, Py_ssize_t left, long long max_bytes,
+                              const uint8_t *topic, Py_ssize_t tlen, uint32_t *payload_crc)
+{
+    if (left < HS)
+        return -1;
+    int64_t size = (int32_t)be32(r + OFF_TOTAL_SIZE);
+    if (size < HS || size > left || size > max_bytes || (int32_t)be32(r + OFF_MAGIC) != RECORD_MAGIC
+        || stated(r, size) < 0 || be16(r + OFF_TOPIC_LEN) != tlen || memcmp(r + HS, topic, tlen) != 0)
+        return -1;
+    uint32_t c = crc32c(0, r + HS, (size_t)(size - HS));
+    if (c != be32(r + OFF_CRC))
+        return -1;
+    *payload_crc = c;
+    return size;
+}
+
 /* the methods of each codec, added to the module by ../_native.c */
 extern PyMethodDef duomq_crc_methods[], duomq_batch_methods[], duomq_encode_methods[],
-    duomq_decode_methods[];
+    duomq_decode_methods[], duomq_timers_methods[];
 int duomq_encode_init(void);
 
 #endif
