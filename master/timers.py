@@ -126,7 +126,9 @@ class TimerService:
         ``phys`` (``sizes`` bytes each) from ``queue_offset`` of the timer
         topic at ``stored_ms``: indexed now, without reading it back (when
         the index is at that offset; else the next catch-up reads it)."""
-        self.indexer.sent(queue_offset, phys, sizes, ats, topic, stored_ms, self.wheel.indexed)
+        w = self.wheel
+        self.indexer.sent(queue_offset, phys, sizes, ats, topic, stored_ms, w.indexed,
+                          w.near())
 
     def recalled(self, origin: int, at: int) -> None:
         """A recall was written: the timer does not fire, from now on."""

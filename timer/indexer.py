@@ -176,12 +176,15 @@ class TimerIndexer:
             self.checkpoint(now)
 
     def sent(self, queue_offset: int, phys: list[int], sizes: list[int], ats: list[int],
-             topic: str, stored_ms: int, listener: Listener | None = None) -> None:
+             topic: str, stored_ms: int, listener: Listener | None = None,
+             near: int = 1 << 62) -> None:
         """Timers of ``topic`` just stored at ``phys`` (``sizes`` bytes) at
         ``stored_ms`` from ``queue_offset`` of the timer topic, due at
         ``ats``: the entries ``catch_up`` would make of them, made without
         reading them back (the master's send path), when the index is at
-        ``queue_offset`` (else ``catch_up`` reads them in their turn)."""
+        ``queue_offset`` (else ``catch_up`` reads them in their turn);
+        ``listener`` is told of those due before ``near`` only (the wheel
+        cares for no other)."""
         if self.index is None or queue_offset != self.next:
             return
         add, count, roll = self.index.add, self.counts.add, self.roll
@@ -189,7 +192,7 @@ class TimerIndexer:
             when = at if at - stored_ms <= roll else stored_ms + roll     # (entry_time)
             add(when, p, size, TIMER, p)
             count(topic, at)
-            if listener is not None:
+            if listener is not None and when < near:
                 listener(TimerEntry(when, p, size, TIMER, p), q)
         self.next = queue_offset + len(phys)
 

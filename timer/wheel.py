@@ -58,6 +58,11 @@ class Wheel:
         elif start == self.slot and self._cursor is not None:
             self._push(entry)                  # the open slot's chain was read from before it
 
+    def near(self) -> int:
+        """The time before which a timer just indexed matters to the wheel
+        (late, or of the open slot); ``indexed`` of any later one does nothing."""
+        return max(self.through, self.slot + self.slot_ms)
+
     def ask_recall(self, origin: int, deliver_at: int) -> None:
         """A recall just written (it is indexed on a later turn): the timer
         does not fire meanwhile."""

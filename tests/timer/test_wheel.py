@@ -74,10 +74,12 @@ def test_a_timer_indexed_for_a_passed_slot_fires_at_once_with_its_queue_offset(t
     assert wheel.oldest_late() == 41 and wheel.next_due() == 0
     assert [(q, e.phys) for q, e in wheel.due(T0 + 2500, 10)] == [(41, 77)]
     idx.add(T0 + 2600, 78, 10)                               # the open slot's: held
+    assert T0 + 2600 < wheel.near()
     wheel.indexed(idx.entries(T0 + 2000)[0], 42)
     assert wheel.next_due() == T0 + 2600 and fired(wheel, T0 + 2599) == []
     assert fired(wheel, T0 + 2600) == [78]
     idx.add(T0 + 5000, 79, 10)                               # a later slot's: the wheel has it
+    assert wheel.near() <= T0 + 5000                         # (the send path need not tell it)
     wheel.indexed(idx.entries(T0 + 5000)[0], 43)
     assert wheel.held() == 0 and fired(wheel, T0 + 4999) == [] and fired(wheel, T0 + 5000) == [79]
 
