@@ -219,7 +219,10 @@ def test_a_timer_beyond_the_roll_is_indexed_to_be_rolled_and_its_copy_names_its_
     assert out.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
 
 
-def producer_batch(msgs, born=123, host=rec.pack_host("10.0.0.1", 99)):
+HOST = rec.pack_host("10.0.0.1", 99)
+
+
+def producer_batch(msgs, born=123, host=HOST):
     return b"".join(rec.encode_record(m.topic.encode(), m.tags.encode(), m.keys.encode(),
                                       rec.encode_properties(m.properties), bytes(m.body), born,
                                       host) for m in msgs)
@@ -235,7 +238,7 @@ def test_a_batch_of_timers_checked_and_rewritten_still_encoded_is_what_decoding_
     if native.LOOPS is None:
         pytest.skip("no C loops in this build (DUOMQ_NATIVE=0): the decoding path alone")
     cap, big = requeue.MAX_DELAY_MS, 1 << 20
-    msgs = [Message("T", b"body%d" % i, tags="tg" if i % 2 else "", keys="k%d" % i,
+    msgs = [Message("T", b"body%d" % i, tags="tg" if i % 2 else "", keys=f"k{i}",
                     properties={"x": "1"} if i % 3 else None, deliver_at_ms=65_000 + i)
             for i in range(7)]
     raw = producer_batch(msgs)
