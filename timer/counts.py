@@ -30,6 +30,14 @@ class TimerCounts:
         minute = at // BUCKET_MS
         b[minute] = b.get(minute, 0) + n
 
+    def add_many(self, topic: str, ats: list[int]) -> None:
+        """One timer of ``topic`` indexed for each time of ``ats``."""
+        b = self.buckets[topic]
+        get = b.get
+        for at in ats:
+            minute = at // BUCKET_MS
+            b[minute] = get(minute, 0) + 1
+
     def pending(self, through: int, fired: dict[str, int] | None = None) -> dict[str, int]:
         """Each topic's pending timers, the wheel having fired through
         ``through`` (ms) and ``fired`` (topic -> n) of its minute."""

@@ -112,6 +112,25 @@ class TimerIndex:
         self._dirty[i] = (start, at, count + 1, recall) if kind != RECALL else \
             (start, last, count, at)
 
+    def add_timers(self, whens: list[int], phys: list[int], sizes: list[int]) -> None:
+        """``add`` of each of a batch of timers, each its own first copy
+        (the send path's: one loop, names bound once)."""
+        slot_ms, slots, dirty, unwritten = self.slot_ms, self.slots, self._dirty, self._unwritten
+        get, read, pack, size_e = dirty.get, self._slot, ENTRY.pack, ENTRY.size
+        at = self.log_length
+        for when, p, size in zip(whens, phys, sizes, strict=True):
+            start = when - when % slot_ms
+            i = (start // slot_ms) % slots
+            slot = get(i) or read(i)
+            if slot[0] == start:
+                last, count, recall = slot[1], slot[2], slot[3]
+            else:                             # empty, or a slot of another turn
+                last, count, recall = EMPTY, 0, EMPTY
+            unwritten += pack(when, p, size, TIMER, last, p)
+            dirty[i] = (start, at, count + 1, recall)
+            at += size_e
+        self.log_length = at
+
     def checkpoint(self, position: int, extra: bytes = b"") -> None:
         """Everything added so far is durable, and indexing resumes at
         ``position`` after a crash, with ``extra`` (``self.extra`` then)."""

@@ -187,13 +187,15 @@ class TimerIndexer:
         cares for no other)."""
         if self.index is None or queue_offset != self.next:
             return
-        add, count, roll = self.index.add, self.counts.add, self.roll
-        for q, (p, size, at) in enumerate(zip(phys, sizes, ats, strict=True), queue_offset):
-            when = at if at - stored_ms <= roll else stored_ms + roll     # (entry_time)
-            add(when, p, size, TIMER, p)
-            count(topic, at)
-            if listener is not None and when < near:
-                listener(TimerEntry(when, p, size, TIMER, p), q)
+        roll, far = self.roll, stored_ms + self.roll
+        whens = [at if at - stored_ms <= roll else far for at in ats]     # (entry_time)
+        self.index.add_timers(whens, phys, sizes)
+        self.counts.add_many(topic, ats)
+        if listener is not None:
+            for q, (when, p, size) in enumerate(zip(whens, phys, sizes, strict=True),
+                                                queue_offset):
+                if when < near:
+                    listener(TimerEntry(when, p, size, TIMER, p), q)
         self.next = queue_offset + len(phys)
 
     def hand_over(self, store, listener: Listener | None = None) -> TimerIndex:

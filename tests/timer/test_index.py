@@ -135,3 +135,22 @@ def test_a_checkpoint_on_a_full_disk_fails_and_loses_nothing(tmp_path, monkeypat
     again = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)     # (a kill -9 now)
     assert again.position == 20
     assert [e.phys for s in range(2) for e in again.entries(T0 + s * 1000)] == list(range(20))
+
+
+def test_a_batch_of_timers_added_at_once_is_indexed_as_one_by_one(tmp_path):
+    import random
+    rng = random.Random(3)
+    whens = [T0 + rng.randrange(5000) for _ in range(300)] + [T0 + 100 * 1000 + 5]  # another turn
+    phys, sizes = list(range(0, 301 * 50, 50)), [50] * 301
+    one = TimerIndex(str(tmp_path / "one"), slot_ms=1000, slots=100)
+    many = TimerIndex(str(tmp_path / "many"), slot_ms=1000, slots=100)
+    one.add(T0 + 10, 99_000, 7)                         # what was there before
+    many.add(T0 + 10, 99_000, 7)
+    for w, p, s in zip(whens, phys, sizes, strict=True):
+        one.add(w, p, s)
+    many.add_timers(whens, phys, sizes)
+    for k in (one, many):
+        k.checkpoint(302)
+    assert one.log_length == many.log_length
+    for start in [T0 + s * 1000 for s in range(6)] + [T0 + 100 * 1000]:
+        assert one.entries(start) == many.entries(start) and one.head(start) == many.head(start)
