@@ -8,8 +8,9 @@ An answer leaves now (``answer``, ``reply``; ``answer_held``/``reply_held``
 for a held request, which the book counts: ``woken``), or at the end of the
 loop's turn (``at_turn_end``: a send whose ack woke a consumer, see
 ``visibility``). What a send left for after its ack is owed here:
-its second half (``owe``: the store's ``SecondHalf``) and, for an ASYNC
-send, the visible offsets it moved (``owe_offsets``). Both are paid before
+its second half (``owe``: the store's ``SecondHalf``, and what reads it:
+``owe_call``) and, for an ASYNC send, the visible offsets it moved
+(``owe_offsets``). Both are paid before
 the next request is served (``serving``) and before the turn goes on
 (``settle``), so a pull or a retry sent after the ack finds the message.
 ``end_turn`` sends what waited for the turn's end."""
@@ -43,6 +44,7 @@ class AnswerBook:
         self._late: list[tuple[Request, Answer]] = []    # to leave at the turn's end
         self._rest: SecondHalf | None = None     # a send's second half, owed
         self._offsets_owed = False    # an ASYNC send was acked before its offsets moved
+        self._calls: list[Callable[[], object]] = []   # owed after the second half
         # the visible offsets were computed after the last request served (an
         # ASYNC send's, paid) and stay so until something is written or the
         # turn ends (``visibility.update_unless_current``)
@@ -101,6 +103,11 @@ class AnswerBook:
         if rest is not None:
             self._rest = rest
 
+    def owe_call(self, fn: Callable[[], object]) -> None:
+        """Work a send left for after its ack that reads what its second
+        half writes (the timer index of a batch of timers): run with it."""
+        self._calls.append(fn)
+
     def owe_offsets(self) -> None:
         """An ASYNC send's visible offsets, computed after its ack."""
         self._offsets_owed = True
@@ -122,8 +129,15 @@ class AnswerBook:
         if rest is not None:
             self._rest = None
             rest.finish()
+        if self._calls:
+            self._run_calls()
         if self._offsets_owed:
             self.pay()
+
+    def _run_calls(self) -> None:
+        calls, self._calls = self._calls, []
+        for fn in calls:
+            fn()
 
     def pay(self) -> None:
         """The second half written and the visible offsets an ASYNC send moved
@@ -133,6 +147,8 @@ class AnswerBook:
         if rest is not None:
             self._rest = None
             rest.finish()
+        if self._calls:
+            self._run_calls()
         self.current = self._recompute()
 
     @property

@@ -5,6 +5,7 @@ under SYNC_FLUSH or SYNC replication, deferred until durable (``None``)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -156,8 +157,9 @@ def _put_scheduled(b: BrokerCore, m: MasterParts, req: pb.SendRequest,
         data, ats, sizes = timers                 # indexed at once, queued after the ack
         put = b.store.put_batch(TIMER_TOPIC, 0, bytearray(data), len(ats), later=True)
         b.answers.owe(put.rest)
-        m.timers.sent(put.queue_offset, put.physical_offsets, sizes, ats, req.topic,
-                      put.stored_ms)
+        b.answers.owe_call(functools.partial(m.timers.sent, put.queue_offset,
+                                             put.physical_offsets, sizes, ats, req.topic,
+                                             put.stored_ms))
         return SendAnswer(cfg.group, -1, put.physical_offsets), put.end_offset
     placed = m.placements(msgs, req.queue_id, now, user)
     halves = sum(1 for topic, _q, _r in placed if topic == HALF_TOPIC)

@@ -55,13 +55,17 @@ class Message:
         self.body = body
         self.tags = tags
         self.keys = keys
-        self.properties = {} if properties is None else properties
         if delay_ms:
             if type(delay_ms) is not int or delay_ms < 0:
                 raise ValueError(f"delay_ms must be milliseconds >= 0, got {delay_ms!r}")
             if deliver_at_ms:
                 raise ValueError("give deliver_at_ms or delay_ms, not both")
-            deliver_at_ms = int(time.time() * 1000) + delay_ms
+            deliver_at_ms = time.time_ns() // 1_000_000 + delay_ms
+        if properties is None and not delay_level and type(deliver_at_ms) is int \
+                and deliver_at_ms > 0:                 # a timer alone: the common case
+            self.properties = {"DELIVER_AT": str(deliver_at_ms)}
+            return
+        self.properties = {} if properties is None else properties
         if delay_level or deliver_at_ms:
             self.properties = dict(self.properties)
             if delay_level:
