@@ -5,7 +5,8 @@ settings, 100-byte bodies:
   send         timer sends against plain sends of the same messages, in
                batches of 256 and one at a time (one outstanding), rounds
                alternated in one sitting: messages per second, medians and
-               the ratio (timer / plain)
+               the ratio (timer / plain); and batches of plain messages
+               with one property each (a timer's delivery time is one)
   fire         RATE timers a second coming due over FIRE_S seconds (sent
                ahead): the lag from each one's delivery time to its arrival
                at a PushConsumer (consume_threads = 0), p50 / p99 / max, the
@@ -66,8 +67,11 @@ def broker(name: str):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def rate_of(p: Producer, topic: str, n: int, timer: bool, batch: int) -> float:
+def rate_of(p: Producer, topic: str, n: int, timer: bool, batch: int,
+            prop: bool = False) -> float:
     def msg():
+        if prop:                                     # a plain message with one property
+            return Message(topic, BODY, properties={"ORDER": "x"})
         return Message(topic, BODY, delay_ms=3 * DAY_MS if timer else 0)
     t0 = time.perf_counter()
     if batch == 1:
@@ -89,11 +93,17 @@ def send_figures(zk: str, cl: str) -> dict:
                 topic = "Timed" if timer else "Plain"
                 got.setdefault(("batch", timer), []).append(rate_of(p, topic, SEND_N, timer, 256))
                 got.setdefault(("one", timer), []).append(rate_of(p, topic, ONE_N, timer, 1))
+                if not timer:
+                    got.setdefault(("batch", "prop"), []).append(
+                        rate_of(p, topic, SEND_N, False, 256, prop=True))
     out = {}
     for kind in ("batch", "one"):
         t, plain = statistics.median(got[(kind, True)]), statistics.median(got[(kind, False)])
         out[kind] = {"timer_per_s": round(t), "plain_per_s": round(plain),
                      "ratio": round(t / plain, 3)}
+    prop = statistics.median(got[("batch", "prop")])
+    out["batch"].update(plain_one_property_per_s=round(prop),
+                        ratio_to_one_property=round(out["batch"]["timer_per_s"] / prop, 3))
     return out
 
 
