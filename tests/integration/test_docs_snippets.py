@@ -24,6 +24,7 @@ CHECKS = {
     "with Producer() as producer:": ["SEND_OK", "b'order 42'"],
     'SimpleConsumer("workers"': ["b'job 0'", "b'job 4'"],
     "spark = local_session()": ["click 0"],
+    'timers.recall("Orders"': ["due at 1", "recalled broker-"],
 }
 
 
