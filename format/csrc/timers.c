@@ -70,6 +70,35 @@ static int64_t delivery_time(const uint8_t *p, Py_ssize_t n)
     return at;
 }
 
+/* The record r rewritten at w for the timer topic, nsize bytes: the header
+ * the producer's with its size, topic and properties lengths anew and the
+ * broker's fields zero (the store seals them), the topic, tags and keys,
+ * the properties and REAL_TOPIC and REAL_QID, the body, the payload's CRC
+ * last. Returns where the next record goes. */
+static uint8_t *rewrite(uint8_t *w, const uint8_t *r, Py_ssize_t nsize, const uint8_t *ttopic,
+                        Py_ssize_t ttlen, const uint8_t *topic, Py_ssize_t tlen,
+                        const uint8_t *qid, Py_ssize_t qlen, Py_ssize_t lgk, Py_ssize_t lp,
+                        Py_ssize_t lb)
+{
+    const uint8_t *text = r + HS + tlen;
+    memcpy(w, r, HS);
+    put32(w + OFF_TOTAL_SIZE, (uint32_t)nsize);
+    memset(w + OFF_QUEUE_ID, 0, OFF_BORN_TS_MS - OFF_QUEUE_ID);
+    memset(w + OFF_STORE_TS_MS, 0, 8);
+    put16(w + OFF_TOPIC_LEN, (uint16_t)ttlen);
+    put32(w + OFF_PROPS_LEN, (uint32_t)(lp + 10 + 2 + tlen + 8 + 2 + qlen));
+    uint8_t *o = w + HS;
+    memcpy(o, ttopic, ttlen); o += ttlen;
+    memcpy(o, text, lgk + lp); o += lgk + lp;
+    memcpy(o, "REAL_TOPIC", 10); o += 10; *o++ = PROP_SEP;
+    memcpy(o, topic, tlen); o += tlen; *o++ = PAIR_SEP;
+    memcpy(o, "REAL_QID", 8); o += 8; *o++ = PROP_SEP;
+    memcpy(o, qid, qlen); o += qlen; *o++ = PAIR_SEP;
+    memcpy(o, text + lgk + lp, lb); o += lb;
+    put32(w + OFF_CRC, crc32c(0, w + HS, (size_t)(nsize - HS)));
+    return o;
+}
+
 static PyObject *py_timers(PyObject *self, PyObject *args)
 {
     Py_buffer b, t, q, tt;
@@ -114,23 +143,8 @@ static PyObject *py_timers(PyObject *self, PyObject *args)
         Py_ssize_t nsize = size + grow;
         if (nsize > max_bytes)
             goto none;
-        /* the header: the producer's, its size, topic and properties lengths anew, the
-         * broker's fields zero (the store seals them), the payload's CRC last */
-        memcpy(w, r, HS);
-        put32(w + OFF_TOTAL_SIZE, (uint32_t)nsize);
-        memset(w + OFF_QUEUE_ID, 0, OFF_BORN_TS_MS - OFF_QUEUE_ID);
-        memset(w + OFF_STORE_TS_MS, 0, 8);
-        put16(w + OFF_TOPIC_LEN, (uint16_t)ttlen);
-        put32(w + OFF_PROPS_LEN, (uint32_t)(lp + extra));
-        uint8_t *o = w + HS;
-        memcpy(o, ttopic, ttlen); o += ttlen;
-        memcpy(o, text, lg + lk + lp); o += lg + lk + lp;
-        memcpy(o, "REAL_TOPIC", 10); o += 10; *o++ = PROP_SEP;
-        memcpy(o, topic, tlen); o += tlen; *o++ = PAIR_SEP;
-        memcpy(o, "REAL_QID", 8); o += 8; *o++ = PROP_SEP;
-        memcpy(o, qid, q.len); o += q.len; *o++ = PAIR_SEP;
-        memcpy(o, text + lg + lk + lp, lb); o += lb;
-        put32(w + OFF_CRC, crc32c(0, w + HS, (size_t)(nsize - HS)));
+        uint8_t *o = rewrite(w, r, nsize, ttopic, ttlen, topic, tlen, qid, q.len, lg + lk,
+                             lp, lb);
         PyObject *a = PyLong_FromLongLong(at), *s = PyLong_FromSsize_t(nsize);
         if (!a || !s) {
             Py_XDECREF(a); Py_XDECREF(s);

@@ -37,6 +37,9 @@ def lateness(arrivals, due):
 
 
 def test_timers_at_random_times_come_at_their_time_and_never_early(local_cluster, small_store):
+    """2,000 timers at random times over 60 s, and one in the past: each
+    delivered once, none early, all within seconds (the figure of its lag is
+    bench/timer_bench.py's)."""
     local_cluster.add_broker("broker-a", **small_store)
     local_cluster.create_topic("Timed", queues=2)
     zk, cl = local_cluster.zookeeper, local_cluster.cluster
@@ -45,14 +48,14 @@ def test_timers_at_random_times_come_at_their_time_and_never_early(local_cluster
     try:
         with Producer(zookeeper=zk, cluster=cl) as p:
             t0 = time.time()
-            due = {b"t%04d" % i: t0 + 0.5 + rng.random() * 8 for i in range(1000)}
+            due = {b"t%04d" % i: t0 + 0.5 + rng.random() * 60 for i in range(2000)}
             items = list(due.items())
             for k in range(0, len(items), 50):
                 p.send_batch([Message("Timed", b, deliver_at_ms=int(at * 1000))
                               for b, at in items[k:k + 50]])
             due[b"past"] = t0
             p.send(Message("Timed", b"past", deliver_at_ms=int(t0 * 1000) - 3_600_000))
-        wait_for(lambda: len(arrivals.at) == len(due), timeout_s=30, what="every timer")
+        wait_for(lambda: len(arrivals.at) == len(due), timeout_s=90, what="every timer")
         time.sleep(0.5)
     finally:
         c.shutdown()
