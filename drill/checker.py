@@ -259,6 +259,12 @@ def check(scenario: str, ops: list[Op], read_back: list[tuple[int, bytes]],
     r.timers_acked = len(timers)
     r.timers_lost = len(timers & set(lost))
     r.timers_fired_twice = sum(counts[b] - 1 for b in timers if counts[b] > 1)
+    if r.timers_fired_twice:              # a level's (the schedule service's) or a timer's
+        twice: collections.Counter[str] = collections.Counter()
+        for b in timers:
+            if counts[b] > 1:
+                twice[sent[b].kind] += counts[b] - 1
+        r.notes["fired_twice_by_kind"] = dict(twice)
     ends = [rd.fault_at for rd in rounds[1:]] + [None]
     last = max((op.ended for op in ops), default=0.0)
     for rd, until in zip(rounds, ends, strict=True):

@@ -187,5 +187,6 @@ def test_timers_lost_and_fired_twice_are_counted_apart():
     back = [(0, b"p"), (0, b"t1"), (0, b"t1"), (0, b"t1"), (1, b"d1")]
     r = check("kill-master", ops, back, [Round(0, "kill", 0.05)], durable=True)
     assert (r.timers_acked, r.timers_lost, r.timers_fired_twice) == (3, 1, 2)
+    assert r.notes["fired_twice_by_kind"] == {"timer": 2}
     assert r.lost == 1 and r.duplicated == r.duplicated_rewrites == 2
     assert "timers acked/lost/fired twice    3 / 1 / 2" in summary(r)
