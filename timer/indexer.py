@@ -187,8 +187,8 @@ class TimerIndexer:
         cares for no other)."""
         if self.index is None or queue_offset != self.next:
             return
-        roll, far = self.roll, stored_ms + self.roll
-        whens = [at if at - stored_ms <= roll else far for at in ats]     # (entry_time)
+        roll = self.roll
+        whens = [entry_time(at, stored_ms, roll) for at in ats]
         self.index.add_timers(whens, phys, sizes)
         self.counts.add_many(topic, ats)
         if listener is not None:

@@ -379,7 +379,8 @@ def test_timers_due_past_the_logs_retention_are_rolled_forward_and_delivered(loc
     other traffic: timers due 14 s ahead outlive their first copies' segments
     (deleted), each is copied forward before that, delivered once at its
     time with the id its producer was given; one recalled early stays
-    recalled through its copies."""
+    recalled through its copies, and so does one recalled once its copy had
+    been rolled forward."""
     from duomq.proto import pb
     from duomq.testing.harness import member_node
     broker = local_cluster.add_broker("broker-a", file_reserved_hours=0.002,
@@ -405,8 +406,12 @@ def test_timers_due_past_the_logs_retention_are_rolled_forward_and_delivered(loc
             p.recall("Timed", sent.pop(b"t050").recall_handle)
             first = min(parse_phys(r.msg_id) for r in sent.values())
             filler = b"f" * 60_000
+            late_recall = time.time() + 6                  # past the first roll (3.6 s)
             while time.time() * 1000 < at - 1000:          # segments fill, age and go
                 p.send_batch([Message("Filler", filler)] * 8)
+                if late_recall and time.time() > late_recall:
+                    late_recall = 0                        # a copy rolled forward: recalled too
+                    p.recall("Timed", sent.pop(b"t070").recall_handle)
                 time.sleep(0.05)
             address = member_node(zk, cl, "broker-a", 0).address
             st = p.remoting.call(address, pb.BROKER_STATUS, pb.BrokerStatusRequest(), 5)[2]
