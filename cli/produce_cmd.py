@@ -162,7 +162,7 @@ class Run:
                         "queue_offset": offset, "status": r.status.value}
                 if r.duplicate:
                     line["duplicate"] = True
-                at = int(batch[i].properties.get("DELIVER_AT", 0)) if i < len(batch) else 0
+                at = batch[i].deliver_at_ms if i < len(batch) else 0
                 due = ""
                 if at and r.deliver_at_ms:            # a timer: when, and what recalls it
                     line["deliver_at_ms"] = at

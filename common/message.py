@@ -27,9 +27,11 @@ class Message:
     string with keys separated by spaces, or a list); ``tags``: one tag used
     for filtering; ``properties``: str -> str. ``delay_level`` (1..18 with the
     default levels ``1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h
-    2h``), ``deliver_at_ms`` (epoch ms) or ``delay_ms`` (from now: the same as
-    ``deliver_at_ms`` = now + ``delay_ms``) holds the message at the broker
-    until then (kept in properties as ``DELAY`` and ``DELIVER_AT``).
+    2h``, kept in properties as ``DELAY``), ``deliver_at_ms`` (epoch ms) or
+    ``delay_ms`` (from now: the same as ``deliver_at_ms`` = now +
+    ``delay_ms``) holds the message at the broker until then. A timer's time
+    is the attribute ``deliver_at_ms`` (0: none), sent as the property
+    ``DELIVER_AT`` (the property given in ``properties`` works too, alone).
     """
 
     topic: str
@@ -37,6 +39,7 @@ class Message:
     tags: str
     keys: str
     properties: dict[str, str]
+    deliver_at_ms: int
 
     def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, tags: str = "",
                  keys: str | list[str] = "", properties: dict[str, str] | None = None,
@@ -55,28 +58,36 @@ class Message:
         self.body = body
         self.tags = tags
         self.keys = keys
-        if delay_ms:
-            if type(delay_ms) is not int or delay_ms < 0:
-                raise ValueError(f"delay_ms must be milliseconds >= 0, got {delay_ms!r}")
-            if deliver_at_ms:
-                raise ValueError("give deliver_at_ms or delay_ms, not both")
-            deliver_at_ms = time.time_ns() // 1_000_000 + delay_ms
-        if properties is None and not delay_level and type(deliver_at_ms) is int \
-                and deliver_at_ms > 0:                 # a timer alone: the common case
-            self.properties = {"DELIVER_AT": str(deliver_at_ms)}
-            return
         self.properties = {} if properties is None else properties
-        if delay_level or deliver_at_ms:
-            self.properties = dict(self.properties)
-            if delay_level:
-                if type(delay_level) is not int or delay_level < 0:
-                    raise ValueError(f"delay_level must be a level >= 1, got {delay_level!r}")
-                self.properties["DELAY"] = str(delay_level)
-            if deliver_at_ms:
-                if type(deliver_at_ms) is not int or deliver_at_ms < 0:
-                    raise ValueError(f"deliver_at_ms must be epoch milliseconds, got "
-                                     f"{deliver_at_ms!r}")
-                self.properties["DELIVER_AT"] = str(deliver_at_ms)
+        if delay_ms:
+            if type(delay_ms) is not int or delay_ms < 0 or deliver_at_ms:
+                _refuse_delay(delay_ms, deliver_at_ms)
+            deliver_at_ms = _now_ns() // 1_000_000 + delay_ms
+        elif deliver_at_ms and (type(deliver_at_ms) is not int or deliver_at_ms < 0):
+            raise ValueError(f"deliver_at_ms must be epoch milliseconds, got {deliver_at_ms!r}")
+        self.deliver_at_ms = deliver_at_ms
+        if delay_level or (deliver_at_ms and properties and "DELIVER_AT" in properties):
+            if type(delay_level) is not int or delay_level < 0:
+                raise ValueError(f"delay_level must be a level >= 1, got {delay_level!r}")
+            if deliver_at_ms and properties and "DELIVER_AT" in properties:
+                raise ValueError("give deliver_at_ms (or delay_ms) or a DELIVER_AT property, "
+                                 "not both")
+            self.properties = {**self.properties, "DELAY": str(delay_level)}
+
+    def wire_properties(self) -> dict[str, str]:
+        """The properties as sent: ``properties``, and a timer's ``DELIVER_AT``."""
+        if not self.deliver_at_ms:
+            return self.properties
+        return {**self.properties, "DELIVER_AT": str(self.deliver_at_ms)}
+
+
+_now_ns = time.time_ns
+
+
+def _refuse_delay(delay_ms: object, deliver_at_ms: object) -> None:
+    if type(delay_ms) is not int or delay_ms < 0:        # (bool: an int, but not a delay)
+        raise ValueError(f"delay_ms must be milliseconds >= 0, got {delay_ms!r}")
+    raise ValueError("give deliver_at_ms or delay_ms, not both")
 
 
 @dataclass(slots=True)

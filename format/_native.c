@@ -12,7 +12,7 @@
  * fails when the header or this build differs from the Python layout.
  *
  * One source file per codec, in csrc/ (records.h says what they share):
- * crc.c, batch.c, encode.c, decode.c, timers.c. This file makes the module of them. */
+ * crc.c, batch.c, encode.c, decode.c, timers.c, wheel.c. This file makes the module of them. */
 
 #include "csrc/records.h"
 
@@ -72,7 +72,8 @@ PyMODINIT_FUNC PyInit__native(void)
         || PyModule_AddFunctions(m, duomq_batch_methods) < 0
         || PyModule_AddFunctions(m, duomq_encode_methods) < 0
         || PyModule_AddFunctions(m, duomq_decode_methods) < 0
-        || PyModule_AddFunctions(m, duomq_timers_methods) < 0) {
+        || PyModule_AddFunctions(m, duomq_timers_methods) < 0
+        || PyModule_AddFunctions(m, duomq_wheel_methods) < 0) {
         Py_DECREF(m);
         return NULL;
     }

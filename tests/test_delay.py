@@ -145,15 +145,20 @@ def test_a_delay_ms_is_a_delivery_time_from_now():
 
     from duomq.common.message import Message
     before = int(time.time() * 1000)
-    at = int(Message("T", b"x", delay_ms=37 * 60_000).properties["DELIVER_AT"])
+    m = Message("T", b"x", delay_ms=37 * 60_000)
+    at = m.deliver_at_ms
     assert before + 37 * 60_000 <= at <= int(time.time() * 1000) + 37 * 60_000
-    assert "DELIVER_AT" not in Message("T", b"x", delay_ms=0).properties
+    assert m.wire_properties() == {"DELIVER_AT": str(at)} and m.properties == {}
+    plain = Message("T", b"x", delay_ms=0)
+    assert plain.deliver_at_ms == 0 and plain.wire_properties() == {}
 
 
 @pytest.mark.parametrize("kw,match", [
     ({"delay_ms": -1}, "delay_ms"), ({"delay_ms": 1.5}, "delay_ms"),
     ({"delay_ms": 1000, "deliver_at_ms": 1}, "not both"),
-    ({"deliver_at_ms": -3}, "epoch milliseconds")])
+    ({"deliver_at_ms": -3}, "epoch milliseconds"), ({"deliver_at_ms": 1.5e12}, "epoch milli"),
+    ({"delay_ms": True}, "delay_ms"),
+    ({"deliver_at_ms": 5, "properties": {"DELIVER_AT": "6"}}, "not both")])
 def test_a_bad_delay_ms_or_both_times_is_refused(kw, match):
     from duomq.common.message import Message
     with pytest.raises(ValueError, match=match):
@@ -224,8 +229,8 @@ HOST = rec.pack_host("10.0.0.1", 99)
 
 def producer_batch(msgs, born=123, host=HOST):
     return b"".join(rec.encode_record(m.topic.encode(), m.tags.encode(), m.keys.encode(),
-                                      rec.encode_properties(m.properties), bytes(m.body), born,
-                                      host) for m in msgs)
+                                      rec.encode_properties(m.wire_properties()), bytes(m.body),
+                                      born, host) for m in msgs)
 
 
 def test_a_batch_of_timers_checked_and_rewritten_still_encoded_is_what_decoding_gives():

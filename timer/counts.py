@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 import zlib
 from collections import defaultdict
+from typing import Any
+
+from duomq.format import native
 
 BUCKET_MS = 60_000
 KEEP_PAST_MS = 86_400_000       # minutes past kept this long (a master far behind)
@@ -33,6 +36,8 @@ class TimerCounts:
     def add_many(self, topic: str, ats: list[int]) -> None:
         """One timer of ``topic`` indexed for each time of ``ats``."""
         b = self.buckets[topic]
+        if _count_minutes(b, ats, BUCKET_MS) is not None:        # the C loop's
+            return
         get = b.get
         for at in ats:
             minute = at // BUCKET_MS
@@ -76,3 +81,12 @@ class TimerCounts:
         except (zlib.error, ValueError, TypeError, AttributeError) as exc:
             raise ValueError(f"not timer counts: {exc}") from None
         return out
+
+
+_count_minutes: Any = native.declined     # bound by _bind: the C loop, or declining all
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _count_minutes
+    _count_minutes = loops.count_minutes if loops is not None else native.declined

@@ -31,8 +31,10 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 from duomq.common.atomic_file import write_atomically
+from duomq.format import native
 
 TIMER, RECALL = 1, 2                 # an entry's kind
 ENTRY = struct.Struct(">qqiiqq")     # deliver_at, phys, size, kind, prev, origin
@@ -41,6 +43,12 @@ _HEAD = struct.Struct(">qqqi")       # journal: position, timer log length, slot
 _CHANGE = struct.Struct(">qqqqq")    # journal: slot index, start, last, count, last recall
 EMPTY = -1
 _NO_SLOT = (EMPTY, EMPTY, 0, EMPTY)
+
+
+def entry_time(at: int, stored_ms: int, roll: int) -> int:
+    """When a timer copy stored at ``stored_ms`` for ``at`` comes up in the
+    wheel: at its time, or, further ahead than ``roll``, when it is rolled."""
+    return at if at - stored_ms <= roll else stored_ms + roll
 
 
 @dataclass(frozen=True)
@@ -112,13 +120,26 @@ class TimerIndex:
         self._dirty[i] = (start, at, count + 1, recall) if kind != RECALL else \
             (start, last, count, at)
 
-    def add_timers(self, whens: list[int], phys: list[int], sizes: list[int]) -> None:
-        """``add`` of each of a batch of timers, each its own first copy
-        (the send path's: one loop, names bound once)."""
+    def add_sent(self, ats: list[int], stored_ms: int, roll: int, phys: list[int],
+                 sizes: list[int], near: int = 1 << 62) -> list[int]:
+        """``add`` of each timer of a batch just stored at ``stored_ms`` (its
+        own first copy, due at ``ats[k]``, at ``phys[k]``, ``sizes[k]``
+        bytes), at its wheel time (``entry_time``); the positions ``k`` whose
+        wheel time is before ``near``. The send path's: one C loop
+        (``format/csrc/wheel.c``), or this one, names bound once."""
+        done = _wheel_add(ats, stored_ms, roll, phys, sizes, self.slot_ms, self.slots,
+                          self._dirty, self._slot, self._unwritten, self.log_length, near)
+        if done is not None:
+            self.log_length, soon = done
+            return soon
         slot_ms, slots, dirty, unwritten = self.slot_ms, self.slots, self._dirty, self._unwritten
         get, read, pack, size_e = dirty.get, self._slot, ENTRY.pack, ENTRY.size
+        if not len(ats) == len(phys) == len(sizes):
+            raise ValueError("ats, phys and sizes differ in length")
+        whens = [due if due - stored_ms <= roll else stored_ms + roll for due in ats]
         at = self.log_length
-        for when, p, size in zip(whens, phys, sizes, strict=True):
+        soon = []
+        for k, (when, p, size) in enumerate(zip(whens, phys, sizes, strict=True)):
             start = when - when % slot_ms
             i = (start // slot_ms) % slots
             slot = get(i) or read(i)
@@ -129,7 +150,10 @@ class TimerIndex:
             unwritten += pack(when, p, size, TIMER, last, p)
             dirty[i] = (start, at, count + 1, recall)
             at += size_e
+            if when < near:
+                soon.append(k)
         self.log_length = at
+        return soon
 
     def checkpoint(self, position: int, extra: bytes = b"") -> None:
         """Everything added so far is durable, and indexing resumes at
@@ -264,3 +288,11 @@ class TimerIndex:
         os.ftruncate(self._log, length)
         return position, length
 
+
+_wheel_add: Any = native.declined     # bound by _bind: the C loop, or declining all
+
+
+@native.chosen
+def _bind(loops: Any) -> None:
+    global _wheel_add
+    _wheel_add = loops.wheel_add if loops is not None else native.declined

@@ -22,7 +22,16 @@ from duomq.common.message import decode_records
 from duomq.common.names import TIMER_TOPIC
 from duomq.format import record as rec
 from duomq.timer.counts import TimerCounts
-from duomq.timer.index import ENTRY, RECALL, TIMER, TimerEntry, TimerIndex, TimerIndexError, remove
+from duomq.timer.index import (
+    ENTRY,
+    RECALL,
+    TIMER,
+    TimerEntry,
+    TimerIndex,
+    TimerIndexError,
+    entry_time,
+    remove,
+)
 
 log = logging.getLogger(__name__)
 CHECKPOINT_S = 1.0                 # how often what was indexed is made durable
@@ -38,12 +47,6 @@ def roll_ms(file_reserved_hours: float) -> int:
     retention, at most a day, so that no pending timer's record is ever
     older than retention keeps (RocketMQ 5's timer roll)."""
     return max(1000, int(min(ROLL_MAX_MS, file_reserved_hours * 3_600_000 / 2)))
-
-
-def entry_time(at: int, stored_ms: int, roll: int) -> int:
-    """When a timer copy stored at ``stored_ms`` for ``at`` comes up in the
-    wheel: at its time, or, further ahead than ``roll``, when it is rolled."""
-    return at if at - stored_ms <= roll else stored_ms + roll
 
 
 def entry_of(msg, size: int, roll: int = ROLL_MAX_MS) -> TimerEntry | None:
@@ -187,15 +190,13 @@ class TimerIndexer:
         cares for no other)."""
         if self.index is None or queue_offset != self.next:
             return
-        roll = self.roll
-        whens = [entry_time(at, stored_ms, roll) for at in ats]
-        self.index.add_timers(whens, phys, sizes)
+        soon = self.index.add_sent(ats, stored_ms, self.roll, phys, sizes, near)
         self.counts.add_many(topic, ats)
         if listener is not None:
-            for q, (when, p, size) in enumerate(zip(whens, phys, sizes, strict=True),
-                                                queue_offset):
-                if when < near:
-                    listener(TimerEntry(when, p, size, TIMER, p), q)
+            for k in soon:
+                p = phys[k]
+                listener(TimerEntry(entry_time(ats[k], stored_ms, self.roll), p, sizes[k], TIMER,
+                                    p), queue_offset + k)
         self.next = queue_offset + len(phys)
 
     def hand_over(self, store, listener: Listener | None = None) -> TimerIndex:

@@ -15,6 +15,7 @@ asynchronous send travel on different sockets and keep no order between them.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import secrets
@@ -112,13 +113,13 @@ def encode_batch(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: byt
         body = m.body
         if type(body) is not bytes:   # bytearray or memoryview: len() must count bytes
             body = bytes(body)
-        if m.properties:
+        props = m.wire_properties() if m.deliver_at_ms else m.properties
+        if props:
             if not scheduled:
-                scheduled = not BROKER_ROUTED.isdisjoint(m.properties)
+                scheduled = not BROKER_ROUTED.isdisjoint(props)
             r = rec.encode_record(topic_b, m.tags.encode() if m.tags else b"",
                                   m.keys.encode() if m.keys else b"",
-                                  rec.encode_properties(m.properties), body, born_ts_ms, host,
-                                  flags)
+                                  rec.encode_properties(props), body, born_ts_ms, host, flags)
             flags = 0                  # the first record's only
             size = len(r)
         elif m.tags or m.keys:
@@ -158,7 +159,8 @@ def _routed(msgs: Sequence[Message], topic: str, born_ts_ms: int, host: bytes,
     """A batch the broker routes (timers, delays, halves), encoded in the C
     loop as plain records with properties, never numbered; None: not such a
     batch, or the loop does not take it."""
-    if any(m.properties and not BROKER_ROUTED.isdisjoint(m.properties) for m in msgs):
+    if any(m.deliver_at_ms or (m.properties and not BROKER_ROUTED.isdisjoint(m.properties))
+           for m in msgs):
         return _encode(msgs, topic, born_ts_ms, host, max_message_bytes, _NOTHING_ROUTED, 0)
     return None
 
@@ -188,9 +190,9 @@ def _numbered(msgs: Sequence[Message],
     copy: the caller's message is left as it is), and the first record's flags."""
     if numbering is None:
         return msgs, 0
-    first = msgs[0]
-    return [Message(first.topic, first.body, first.tags, first.keys,
-                    {**first.properties, **numbering}), *msgs[1:]], rec.FLAG_SEQUENCED
+    first = copy.copy(msgs[0])
+    first.properties = {**first.properties, **numbering}
+    return [first, *msgs[1:]], rec.FLAG_SEQUENCED
 
 
 def _local_host() -> bytes:
@@ -593,8 +595,5 @@ def _bind(loops: Any) -> None:
 def _timer_at(msg: Message) -> int:
     """A timer message's delivery time, if it is ahead (0: none, or past:
     delivered at once, nothing to recall)."""
-    text = msg.properties.get(DELIVER_AT)
-    if not text:
-        return 0
-    at = int(text)
+    at = msg.deliver_at_ms or int(msg.properties.get(DELIVER_AT) or 0)
     return at if at > time.time() * 1000 else 0

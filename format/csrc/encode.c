@@ -14,13 +14,16 @@ PyDoc_STRVAR(encode_doc,
 "SEQUENCING): the first record's properties end with them, the producer id\n"
 "in hex and the sequence and count in decimal, as encode_batch's numbering\n"
 "dict puts them (None when the first message names one of them itself, or\n"
-"a number is negative: the Python then decides).\n"
+"a number is negative: the Python then decides). A message's deliver_at_ms\n"
+"(a timer's time, 0: none) follows its properties as DELIVER_AT.\n"
 "None when a message is not a case this\n"
 "loop takes (another topic, a body that is not bytes, tags or keys that are\n"
 "not str or are over 65535 bytes, properties that are not a dict of str to\n"
-"str, a property named in routed (a delayed or transactional message) or\n"
-"holding a separator, a record over max_record_bytes): the Python encoder\n"
-"then encodes the batch and says what is wrong with it, if anything is.");
+"str, a property named in routed (a delayed or transactional message; a\n"
+"timer when routed names DELIVER_AT, or one that names it in its properties\n"
+"too, or a deliver_at_ms that is not an int from 0) or holding a separator,\n"
+"a record over max_record_bytes): the Python encoder then encodes the batch\n"
+"and says what is wrong with it, if anything is.");
 
 typedef struct {
     PyObject *body, *tags, *keys, *props;   /* references held while encoding (props: bytes) */
@@ -28,13 +31,54 @@ typedef struct {
     Py_ssize_t lg, lk;
 } plain_t;
 
-static PyObject *s_topic, *s_body, *s_tags, *s_keys, *s_properties;
+static PyObject *s_topic, *s_body, *s_tags, *s_keys, *s_properties, *s_deliver_at_ms,
+                *s_DELIVER_AT;
 
 int duomq_encode_init(void)
 {
     return (s_topic = PyUnicode_InternFromString("topic")) && (s_body = PyUnicode_InternFromString("body"))
         && (s_tags = PyUnicode_InternFromString("tags")) && (s_keys = PyUnicode_InternFromString("keys"))
-        && (s_properties = PyUnicode_InternFromString("properties")) ? 0 : -1;
+        && (s_properties = PyUnicode_InternFromString("properties"))
+        && (s_deliver_at_ms = PyUnicode_InternFromString("deliver_at_ms"))
+        && (s_DELIVER_AT = PyUnicode_InternFromString("DELIVER_AT")) ? 0 : -1;
+}
+
+/* A message's deliver_at_ms: 0 none, the time, -1 with an exception, -2 not
+ * an int from 0 (the Python says what is wrong). */
+static long long deliver_at(PyObject *m)
+{
+    PyObject *v = PyObject_GetAttr(m, s_deliver_at_ms);
+    if (v == NULL) {                   /* (a record of the broker's own: its time in properties) */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    long long at = -2;
+    if (PyLong_CheckExact(v)) {
+        int over;
+        at = PyLong_AsLongLongAndOverflow(v, &over);
+        if (over || at < 0)
+            at = -2;
+    }
+    Py_DECREF(v);
+    return at;
+}
+
+/* e->props followed by the DELIVER_AT property of at: 0, or -1 with an exception. */
+static int with_delivery(plain_t *e, long long at)
+{
+    char tail[48];
+    int lt = snprintf(tail, sizeof tail, "DELIVER_AT\x01%lld\x02", at);
+    Py_ssize_t had = e->props != NULL ? PyBytes_GET_SIZE(e->props) : 0;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, had + lt);
+    if (out == NULL)
+        return -1;
+    if (had)
+        memcpy(PyBytes_AS_STRING(out), PyBytes_AS_STRING(e->props), (size_t)had);
+    memcpy(PyBytes_AS_STRING(out) + had, tail, (size_t)lt);
+    Py_XSETREF(e->props, out);
+    return 0;
 }
 
 /* a str attribute's UTF-8 (empty for ""); -1: not a str of at most 65535 bytes */
@@ -178,17 +222,27 @@ static int plain_message(PyObject *m, plain_t *e, PyObject *topic, PyObject *rou
     Py_DECREF(v);
     if (!same)
         return 0;
+    long long at = deliver_at(m);             /* a timer: routed, or its property added */
+    int timer = at > 0 ? PySet_Contains(routed, s_DELIVER_AT) : 0;
+    if (at == -1 || timer < 0)
+        return -1;
+    if (at == -2 || timer)
+        return 0;
     if ((v = PyObject_GetAttr(m, s_properties)) == NULL)
         return -1;
     int any = PyObject_IsTrue(v);
     int own = any > 0 && ln > 0 ? names_numbering(v, names) : 0;
-    if (any > 0 && own == 0)
+    int twice = any > 0 && at > 0                 /* DELIVER_AT given twice: the Python's case */
+        ? (PyDict_CheckExact(v) ? PyDict_Contains(v, s_DELIVER_AT) : 1) : 0;
+    if (any > 0 && own == 0 && twice == 0)
         e->props = props_bytes(v, routed);
     Py_DECREF(v);
-    if (any < 0 || own < 0 || (any > 0 && own == 0 && e->props == NULL))
+    if (any < 0 || own < 0 || twice < 0 || (any > 0 && own == 0 && !twice && e->props == NULL))
         return -1;
-    if (own > 0 || e->props == Py_None)
+    if (own > 0 || twice || e->props == Py_None)
         return 0;
+    if (at > 0 && with_delivery(e, at) < 0)
+        return -1;
     Py_ssize_t lp = (e->props != NULL ? PyBytes_GET_SIZE(e->props) : 0) + ln;
     if ((e->body = PyObject_GetAttr(m, s_body)) == NULL || (e->tags = PyObject_GetAttr(m, s_tags)) == NULL
         || (e->keys = PyObject_GetAttr(m, s_keys)) == NULL)

@@ -85,7 +85,7 @@ static inline int64_t checked_record(const uint8_t *r, Py_ssize_t left, long lon
 
 /* the methods of each codec, added to the module by ../_native.c */
 extern PyMethodDef duomq_crc_methods[], duomq_batch_methods[], duomq_encode_methods[],
-    duomq_decode_methods[], duomq_timers_methods[];
+    duomq_decode_methods[], duomq_timers_methods[], duomq_wheel_methods[];
 int duomq_encode_init(void);
 
 #endif

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("hot_loops")   # each test with the C encod
 
 def reference(msgs, now):
     return b"".join(rec.encode_record(m.topic.encode(), m.tags.encode(), m.keys.encode(),
-                                      rec.encode_properties(m.properties), bytes(m.body), now,
+                                      rec.encode_properties(m.wire_properties()), bytes(m.body), now,
                                       HOST) for m in msgs)
 
 
@@ -109,3 +109,23 @@ def test_a_batch_of_timers_delays_and_halves_encodes_like_encode_record_unnumber
         data, scheduled = encode_batch(msgs, "T", 99, HOST, 1 << 20, numbering)
         assert scheduled and data == reference(msgs, 99)
         assert not rec.fields("flags").unpack_from(data, 0)[0] & rec.FLAG_SEQUENCED
+
+
+def test_a_timers_time_is_its_last_property_on_the_wire():
+    """``deliver_at_ms`` is an attribute (no dict made per timer) sent as the
+    property DELIVER_AT after the others; one set in properties after the
+    message was made gives way to it (sent once); one that is not a time
+    goes to the broker as given (which refuses it)."""
+    from duomq.client.producer.producer import encode_numbered
+    msgs = [Message("T", b"a", delay_ms=60_000), Message("T", b"b", deliver_at_ms=10 ** 12,
+                                                        properties={"x": "1", "y": "2"})]
+    mutated = Message("T", b"c", deliver_at_ms=10 ** 12 + 1)
+    mutated.properties["DELIVER_AT"] = "5"
+    odd = Message("T", b"d", deliver_at_ms=10 ** 12)
+    odd.deliver_at_ms = "soon"                                       # type: ignore[assignment]
+    for batch in (msgs, msgs + [mutated], [odd]):
+        data, scheduled = encode_numbered(batch, "T", 5, HOST, 1 << 20, 9, 1)
+        assert scheduled and data == reference(batch, 5)
+    props = rec.decode_properties(rec.encode_properties(msgs[1].wire_properties()))
+    assert list(props) == ["x", "y", "DELIVER_AT"] and msgs[1].properties == {"x": "1", "y": "2"}
+    assert mutated.wire_properties()["DELIVER_AT"] == str(10 ** 12 + 1)

@@ -36,3 +36,17 @@ def test_minutes_a_day_past_are_forgotten():
     c.add("B", now + BUCKET_MS)
     c.prune(now)
     assert list(c.buckets) == ["B"]
+
+
+def test_a_batch_is_counted_as_one_by_one(hot_loops):
+    import random
+    rng = random.Random(5)
+    ats = sorted(rng.randrange(-180_000, 600_000) for _ in range(500)) + [5, 5, 70_000, -1]
+    many, one = TimerCounts(), TimerCounts()
+    for c in (many, one):
+        c.add("T", 30_000, 4)                            # what was counted before
+    many.add_many("T", ats)
+    for at in ats:
+        one.add("T", at)
+    assert many.buckets == one.buckets and sum(many.buckets["T"].values()) == len(ats) + 4
+    assert many.buckets["T"][-1] == one.buckets["T"][-1] > 0       # floor: before the epoch

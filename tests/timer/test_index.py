@@ -8,7 +8,7 @@ import os
 import pytest
 
 from duomq.timer import index as ti
-from duomq.timer.index import RECALL, TIMER, TimerEntry, TimerIndex, TimerIndexError
+from duomq.timer.index import RECALL, TIMER, TimerEntry, TimerIndex, TimerIndexError, entry_time
 
 T0 = 1_800_000_000_000          # a slot start (ms) well after the epoch
 
@@ -137,20 +137,41 @@ def test_a_checkpoint_on_a_full_disk_fails_and_loses_nothing(tmp_path, monkeypat
     assert [e.phys for s in range(2) for e in again.entries(T0 + s * 1000)] == list(range(20))
 
 
-def test_a_batch_of_timers_added_at_once_is_indexed_as_one_by_one(tmp_path):
+def test_a_batch_of_timers_added_at_once_is_indexed_as_one_by_one(tmp_path, hot_loops):
     import random
     rng = random.Random(3)
-    whens = [T0 + rng.randrange(5000) for _ in range(300)] + [T0 + 100 * 1000 + 5]  # another turn
-    phys, sizes = list(range(0, 301 * 50, 50)), [50] * 301
+    stored, roll = T0 - 1000, 60_000
+    ats = [T0 + rng.randrange(5000) for _ in range(300)] + [T0 + 100 * 1000 + 5]  # another turn
+    ats += [T0 + 10, T0 + 10, T0 + 90_000, T0 + 3_000_000]           # the same slot; rolled
+    phys, sizes = list(range(0, len(ats) * 50, 50)), [50 + k for k in range(len(ats))]
     one = TimerIndex(str(tmp_path / "one"), slot_ms=1000, slots=100)
     many = TimerIndex(str(tmp_path / "many"), slot_ms=1000, slots=100)
-    one.add(T0 + 10, 99_000, 7)                         # what was there before
-    many.add(T0 + 10, 99_000, 7)
+    for k in (one, many):                                # what was there before, written
+        k.add(T0 + 10, 99_000, 7)
+        k.add(T0 + 4000, 99_100, 7)
+        k.checkpoint(2)
+    one.add(T0 + 1500, 98_000, 8)                         # and dirty
+    many.add(T0 + 1500, 98_000, 8)
+    whens = [entry_time(at, stored, roll) for at in ats]
     for w, p, s in zip(whens, phys, sizes, strict=True):
         one.add(w, p, s)
-    many.add_timers(whens, phys, sizes)
+    soon = many.add_sent(ats, stored, roll, phys, sizes, near=T0 + 2000)
+    assert soon == [k for k, w in enumerate(whens) if w < T0 + 2000] and soon
+    assert whens[-2:] == [T0 - 1000 + roll] * 2                    # further ahead: rolled
     for k in (one, many):
         k.checkpoint(302)
     assert one.log_length == many.log_length
-    for start in [T0 + s * 1000 for s in range(6)] + [T0 + 100 * 1000]:
+    for start in sorted({w - w % 1000 for w in whens} | {T0 + s * 1000 for s in range(6)}):
         assert one.entries(start) == many.entries(start) and one.head(start) == many.head(start)
+    assert many.add_sent([], stored, roll, [], []) == []
+
+
+def test_a_batch_of_bad_timers_adds_nothing(tmp_path, hot_loops):
+    idx = TimerIndex(str(tmp_path), slot_ms=1000, slots=100)
+    idx.add(T0, 1, 5)
+    before = (idx.log_length, dict(idx._dirty), bytes(idx._unwritten))
+    with pytest.raises((TypeError, ValueError)):
+        idx.add_sent([T0, "x"], 0, 60_000, [1, 2], [5, 5])
+    with pytest.raises(ValueError):
+        idx.add_sent([T0, T0], 0, 60_000, [1], [5, 5])
+    assert (idx.log_length, dict(idx._dirty), bytes(idx._unwritten)) == before
