@@ -33,6 +33,9 @@ def add(sub) -> None:
                                 "broker; the CLI uses the admin's credentials on it")
             q.add_argument("--zookeepers", type=int, default=1, choices=[1, 3, 5],
                            help="ZooKeeper servers: 3 or 5 run an ensemble (default 1)")
+            q.add_argument("--proxy", action="store_true",
+                           help="also start a `duomq proxy` (RocketMQ 5's gRPC protocol, for "
+                                "the official clients); dev env exports it as DUOMQ_PROXY")
             q.add_argument("--store-size", metavar="SIZE",
                            help="give each broker's store a filesystem of its own of SIZE "
                                 "(e.g. 256M; a loop-mounted ext4 image, root only), with "
@@ -87,6 +90,8 @@ def env_lines(st: dict) -> list[str]:
              f"export DUOMQ_DEV_DIR={st['data_dir']}"]
     if st.get("credentials"):
         lines.append(f"export DUOMQ_CREDENTIALS={st['credentials']['admin']}")
+    if st.get("proxy"):
+        lines.append(f"export DUOMQ_PROXY={st['proxy']['address']}")
     return lines
 
 
@@ -106,7 +111,7 @@ def run(args) -> int:
                         cluster=args.cluster or "DefaultCluster", settings=settings,
                         zookeepers=args.zookeepers,
                         store_size=volumes.parse_size(args.store_size) if args.store_size
-                        else None, auth=args.auth)
+                        else None, auth=args.auth, proxy=args.proxy)
     elif args.dev_cmd == "status":
         st = cluster.status(args.data_dir)
     else:
@@ -128,6 +133,10 @@ def run(args) -> int:
                       *([_free(b)] if volumed else [])] for b in st["brokers"]],
                     ["group", "id", "role", "address", "pid", "alive",
                      *(["store free"] if volumed else [])]))
+        if st.get("proxy"):
+            p = st["proxy"]
+            print(f"proxy {p['address']}  pid {p['pid']}  alive {'yes' if p['alive'] else 'no'}"
+                  "  (RocketMQ 5 gRPC: the official clients' endpoint)")
         if args.dev_cmd == "up":
             print("\nevery duomq command finds this cluster; from another shell, or for "
                   "your own code:\n  eval \"$(duomq dev env" + (

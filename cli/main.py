@@ -20,7 +20,7 @@ COMMANDS = {"dev": "dev_cmd", "broker": "broker_cmd", "topic": "topic_cmd",
             "failover": "failover_cmd", "health": "health_cmd", "message": "message_cmd",
             "dlq": "dlq_cmd", "group": "group_cmd", "drill": "drill_cmd", "top": "top_cmd",
             "auth": "auth_cmd", "tx": "tx_cmd", "rollout": "rollout_cmd",
-            "cluster": "cluster_cmd"}
+            "cluster": "cluster_cmd", "proxy": "proxy_cmd"}
 
 
 def parser(only: str | None = None) -> argparse.ArgumentParser:

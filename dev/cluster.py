@@ -16,6 +16,7 @@ from duomq.common.endpoint import DEFAULT_CLUSTER, DEV_STATE, read_dev_state
 from duomq.common.errors import ConfigError, DuomqError
 from duomq.coordinator import zk as zkutil
 from duomq.coordinator.paths import ZkPaths
+from duomq.dev import proxy as dev_proxy
 from duomq.dev import volumes
 from duomq.dev.brokers import (
     cached_bytes,
@@ -82,7 +83,8 @@ def wait_all_registered(zookeeper: str, cluster: str, brokers: list[dict],
 def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
        replication: str = "async", zookeeper: str | None = None,
        cluster: str = DEFAULT_CLUSTER, settings: dict | None = None,
-       zookeepers: int = 1, store_size: int | None = None, auth: bool = False) -> dict:
+       zookeepers: int = 1, store_size: int | None = None, auth: bool = False,
+       proxy: bool = False) -> dict:
     if slaves < 0:
         raise ConfigError("--slaves: must be >= 0")
     if zookeepers not in (1, 3, 5):
@@ -140,6 +142,9 @@ def up(data_dir: str, *, groups: int = 1, slaves: int = 0, flush: str = "async",
                     state["brokers"].sort(key=lambda b: (b["group"], b["id"]))
                     _write_state(data_dir, state)
             wait_all_registered(state["zookeeper"], cluster, started)
+        if proxy:
+            state["proxy"] = dev_proxy.start(data_dir, state["zookeeper"], cluster)
+            _write_state(data_dir, state)
     except BaseException:
         down(data_dir)
         raise
@@ -155,6 +160,8 @@ def status(data_dir: str) -> dict:
            "zookeeper_alive": alive(state.get("zookeeper_pid"), state.get("zookeeper_started"))
            if state.get("zookeeper_pid")
            else None, "brokers": []}
+    if state.get("proxy"):
+        out["proxy"] = dev_proxy.status(state["proxy"])
     if state.get("credentials"):
         out["credentials"] = state["credentials"]
         os.environ.setdefault("DUOMQ_CREDENTIALS", state["credentials"]["admin"])
@@ -204,7 +211,7 @@ def down(data_dir: str) -> dict:
     state = read_dev_state(data_dir)
     if state is None:
         return {"stopped": []}
-    stopped = []
+    stopped = ["proxy"] if dev_proxy.down(state.get("proxy")) else []
     for b in state["brokers"]:
         if stop(b["pid"], b.get("started"), timeout_s=20):
             stopped.append(f"{b['group']}/{b['id']}")

@@ -1,0 +1,165 @@
+"""``apache.rocketmq.v2.MessagingService``, answered through duomq's client
+library: routes from the cluster's ZooKeeper, sends through one duomq
+Producer shared by every client of this proxy (idempotent: a retry of the
+proxy's own does not store twice). An RPC not served yet answers
+NOT_IMPLEMENTED naming itself; none raises into gRPC (an unexpected error
+is INTERNAL_SERVER_ERROR with its reason, logged)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from duomq.client import Producer
+from duomq.proxy import convert, routes
+from duomq.proxy.convert import status
+from duomq.proxy.protocol import d, rpc, s
+from duomq.proxy.telemetry import Telemetry
+
+log = logging.getLogger("duomq.proxy")
+
+ROUTE_WAIT_S = 1.0            # a first answer for a topic's route
+
+
+def _guarded(response_type):
+    """A unary RPC that answers ``response_type(status=...)`` on any error."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(self, request, context):
+            try:
+                return fn(self, request, context)
+            except Exception as exc:              # never into gRPC: a status, logged
+                log.exception("%s failed", fn.__name__)
+                return response_type(status=status(convert.error_code(exc),
+                                                   f"{fn.__name__}: {exc}"))
+        return call
+    return wrap
+
+
+class MessagingService(rpc.MessagingServiceServicer):
+    def __init__(self, producer: Producer, own: tuple[str, int], max_body_bytes: int):
+        self.producer = producer
+        self.own = own                     # (host, port) to name when a client names none
+        self.telemetry = Telemetry(max_body_bytes)
+
+    # ------------------------------------------------------------ routes, clients
+    @_guarded(s.QueryRouteResponse)
+    def QueryRoute(self, request, context):
+        topic = request.topic.name
+        if not topic:
+            return s.QueryRouteResponse(status=status(d.ILLEGAL_TOPIC, "QueryRoute names no "
+                                                                      "topic"))
+        route = self.producer.routes.get(topic, ROUTE_WAIT_S)
+        if not route.groups:
+            return s.QueryRouteResponse(status=status(
+                d.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist in cluster "
+                                   f"{self.producer.cluster!r} (duomq topic create {topic})"))
+        where = routes.endpoints(request.endpoints if request.HasField("endpoints") else None,
+                                 self.own)
+        queues = routes.message_queues(topic, request.topic.resource_namespace, route.groups,
+                                       where)
+        return s.QueryRouteResponse(status=status(d.OK), message_queues=queues)
+
+    @_guarded(s.HeartbeatResponse)
+    def Heartbeat(self, request, context):
+        self.telemetry.seen(context, request.client_type)
+        return s.HeartbeatResponse(status=status(d.OK))
+
+    @_guarded(s.NotifyClientTerminationResponse)
+    def NotifyClientTermination(self, request, context):
+        self.telemetry.gone(context)
+        return s.NotifyClientTerminationResponse(status=status(d.OK))
+
+    def Telemetry(self, request_iterator, context):
+        return self.telemetry.stream(request_iterator, context)
+
+    # ------------------------------------------------------------ sending
+    @_guarded(s.SendMessageResponse)
+    def SendMessage(self, request, context):
+        if not request.messages:
+            return s.SendMessageResponse(status=status(d.BAD_REQUEST, "SendMessage holds no "
+                                                                      "message"))
+        try:
+            outs = [convert.outgoing(m) for m in request.messages]
+        except convert.ConvertError as exc:
+            return s.SendMessageResponse(status=status(exc.code, str(exc)))
+        if len({o.message.topic for o in outs}) > 1:
+            return s.SendMessageResponse(status=status(
+                d.BAD_REQUEST, "the messages of one SendMessage must share a topic"))
+        entries: list[s.SendResultEntry] = []
+        for batch in _one_group_each(outs):
+            entries.extend(self._send(batch))
+        codes = {e.status.code for e in entries}
+        top = entries[0].status if len(codes) == 1 else status(d.MULTIPLE_RESULTS,
+                                                               "entries differ")
+        return s.SendMessageResponse(status=top, entries=entries)
+
+    def _send(self, batch: list[convert.Outgoing]) -> list[s.SendResultEntry]:
+        try:
+            r = self.producer.send_batch([o.message for o in batch],
+                                         sharding_key=batch[0].group or None)
+        except Exception as exc:
+            st = status(convert.error_code(exc), str(exc))
+            return [s.SendResultEntry(status=st, message_id=o.message_id) for o in batch]
+        code = convert.SEND_CODES.get(r.status.value, d.INTERNAL_SERVER_ERROR)
+        st = status(code, "OK" if code == d.OK else f"stored, but {r.status.value}")
+        ids = r.msg_ids
+        return [s.SendResultEntry(status=st, message_id=o.message_id or ids[i],
+                                  offset=r.queue_offset + i if r.queue_offset >= 0 else 0,
+                                  recall_handle=r.recall_handle if i == 0 else "")
+                for i, o in enumerate(batch)]
+
+    # ------------------------------------------------------------ not served yet
+    def _not_yet(self, name: str, response_type):
+        return response_type(status=status(d.NOT_IMPLEMENTED,
+                                           f"duomq proxy does not serve {name} yet"))
+
+    def QueryAssignment(self, request, context):
+        return self._not_yet("QueryAssignment", s.QueryAssignmentResponse)
+
+    def ReceiveMessage(self, request, context):
+        yield self._not_yet("ReceiveMessage", s.ReceiveMessageResponse)
+
+    def AckMessage(self, request, context):
+        return self._not_yet("AckMessage", s.AckMessageResponse)
+
+    def ForwardMessageToDeadLetterQueue(self, request, context):
+        return self._not_yet("ForwardMessageToDeadLetterQueue",
+                             s.ForwardMessageToDeadLetterQueueResponse)
+
+    def PullMessage(self, request, context):
+        yield self._not_yet("PullMessage", s.PullMessageResponse)
+
+    def UpdateOffset(self, request, context):
+        return self._not_yet("UpdateOffset", s.UpdateOffsetResponse)
+
+    def GetOffset(self, request, context):
+        return self._not_yet("GetOffset", s.GetOffsetResponse)
+
+    def QueryOffset(self, request, context):
+        return self._not_yet("QueryOffset", s.QueryOffsetResponse)
+
+    def EndTransaction(self, request, context):
+        return self._not_yet("EndTransaction", s.EndTransactionResponse)
+
+    def ChangeInvisibleDuration(self, request, context):
+        return self._not_yet("ChangeInvisibleDuration", s.ChangeInvisibleDurationResponse)
+
+    def RecallMessage(self, request, context):
+        return self._not_yet("RecallMessage", s.RecallMessageResponse)
+
+    def SyncLiteSubscription(self, request, context):
+        return self._not_yet("SyncLiteSubscription", s.SyncLiteSubscriptionResponse)
+
+
+def _one_group_each(outs: list[convert.Outgoing]) -> list[list[convert.Outgoing]]:
+    """The messages in runs that go to one queue: all of them, unless FIFO
+    messages of different message groups are among them (each group's run
+    to its own queue, in order)."""
+    runs: list[list[convert.Outgoing]] = []
+    for o in outs:
+        if runs and runs[-1][0].group == o.group:
+            runs[-1].append(o)
+        else:
+            runs.append([o])
+    return runs
