@@ -8,8 +8,10 @@ properties as duomq's; a delivery time becomes a timer message."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
+from duomq.common import delay as dl
 from duomq.common import errors
 from duomq.common.message import Message
 from duomq.proxy.protocol import d
@@ -17,6 +19,9 @@ from duomq.proxy.protocol import d
 UNIQ_KEY = "UNIQ_KEY"              # the client's message id (RocketMQ's property)
 MESSAGE_GROUP = "__SHARDINGKEY"     # a FIFO message's group (RocketMQ 5's property)
 RESERVED = frozenset({UNIQ_KEY, MESSAGE_GROUP})
+# duomq's own properties: not a user's (a received message's user_properties leave them out)
+SYSTEM = RESERVED | dl.SCHEDULING | frozenset({dl.RETRY_TOPIC, dl.RECONSUME_TIME,
+                                              dl.ORIGIN_MESSAGE_ID})
 _MS_NOT_S = 10 ** 11                # a "seconds" past this is ms (year 5138 in s; 1973 in ms)
 
 
@@ -72,6 +77,40 @@ def outgoing(m) -> Outgoing:
     msg = Message(m.topic.name, m.body, tags=sp.tag, keys=list(sp.keys), properties=props,
                   deliver_at_ms=at)
     return Outgoing(msg, sp.message_id, sp.message_group, sp.message_type)
+
+
+def _timestamp(ts, ms: int) -> None:
+    ts.seconds, ts.nanos = ms // 1000, ms % 1000 * 1_000_000
+
+
+def incoming(m, receipt_handle: str) -> d.Message:
+    """A message duomq delivered (a ``ReceivedMessage``) as the protocol's,
+    with ``receipt_handle``."""
+    props = m.properties
+    out = d.Message(body=m.body)
+    out.topic.name = m.topic
+    out.user_properties.update({k: v for k, v in props.items() if k not in SYSTEM})
+    sp = out.system_properties
+    sp.message_id = props.get(UNIQ_KEY) or m.msg_id
+    if m.tags:
+        sp.tag = m.tags
+    sp.keys.extend(m.key_list)
+    sp.body_digest.type, sp.body_digest.checksum = d.CRC32, f"{zlib.crc32(m.body):08X}"
+    sp.body_encoding = d.IDENTITY
+    group = props.get(MESSAGE_GROUP, "")
+    at = props.get(dl.DELIVER_AT, "")
+    sp.message_type = d.FIFO if group else d.DELAY if at else d.NORMAL
+    if group:
+        sp.message_group = group
+    if at.isdigit():
+        _timestamp(sp.delivery_timestamp, int(at))
+    _timestamp(sp.born_timestamp, m.born_timestamp_ms)
+    _timestamp(sp.store_timestamp, m.store_timestamp_ms)
+    sp.born_host, sp.store_host = m.born_host, m.broker_group
+    sp.queue_id, sp.queue_offset = m.queue_id, m.queue_offset
+    sp.delivery_attempt = m.delivery_count
+    sp.receipt_handle = receipt_handle
+    return out
 
 
 # duomq's send statuses (client/producer SendStatus values) -> the protocol's codes

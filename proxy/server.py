@@ -77,6 +77,7 @@ class ProxyServer:
         if self._server is not None:
             self.service.telemetry.close()
             self._server.stop(grace_s).wait()
+            self.service.consuming.close()
             self._server = None
         if self.producer is not None:
             self.producer.close()

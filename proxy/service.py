@@ -12,6 +12,7 @@ import logging
 
 from duomq.client import Producer
 from duomq.proxy import convert, routes
+from duomq.proxy.consume import Consuming
 from duomq.proxy.convert import status
 from duomq.proxy.protocol import d, rpc, s
 from duomq.proxy.telemetry import Telemetry
@@ -41,6 +42,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self.producer = producer
         self.own = own                     # (host, port) to name when a client names none
         self.telemetry = Telemetry(max_body_bytes)
+        self.consuming = Consuming(producer)
 
     # ------------------------------------------------------------ routes, clients
     @_guarded(s.QueryRouteResponse)
@@ -109,6 +111,8 @@ class MessagingService(rpc.MessagingServiceServicer):
                                   recall_handle=r.recall_handle if i == 0 else "")
                 for i, o in enumerate(batch)]
 
+    # ------------------------------------------------------------ receiving: consume.py
+
     # ------------------------------------------------------------ not served yet
     def _not_yet(self, name: str, response_type):
         return response_type(status=status(d.NOT_IMPLEMENTED,
@@ -118,10 +122,16 @@ class MessagingService(rpc.MessagingServiceServicer):
         return self._not_yet("QueryAssignment", s.QueryAssignmentResponse)
 
     def ReceiveMessage(self, request, context):
-        yield self._not_yet("ReceiveMessage", s.ReceiveMessageResponse)
+        try:
+            yield from self.consuming.receive(request, context)
+        except Exception as exc:               # never into gRPC: a status, logged
+            log.exception("ReceiveMessage failed")
+            yield s.ReceiveMessageResponse(status=status(convert.error_code(exc),
+                                                         f"ReceiveMessage: {exc}"))
 
+    @_guarded(s.AckMessageResponse)
     def AckMessage(self, request, context):
-        return self._not_yet("AckMessage", s.AckMessageResponse)
+        return self.consuming.ack(request, context)
 
     def ForwardMessageToDeadLetterQueue(self, request, context):
         return self._not_yet("ForwardMessageToDeadLetterQueue",
@@ -142,11 +152,20 @@ class MessagingService(rpc.MessagingServiceServicer):
     def EndTransaction(self, request, context):
         return self._not_yet("EndTransaction", s.EndTransactionResponse)
 
+    @_guarded(s.ChangeInvisibleDurationResponse)
     def ChangeInvisibleDuration(self, request, context):
-        return self._not_yet("ChangeInvisibleDuration", s.ChangeInvisibleDurationResponse)
+        return self.consuming.change_invisible(request, context)
 
+    @_guarded(s.RecallMessageResponse)
     def RecallMessage(self, request, context):
-        return self._not_yet("RecallMessage", s.RecallMessageResponse)
+        if not request.topic.name or not request.recall_handle:
+            return s.RecallMessageResponse(status=status(
+                d.BAD_REQUEST, "RecallMessage needs a topic and a recall handle"))
+        try:
+            msg_id = self.producer.recall(request.topic.name, request.recall_handle)
+        except Exception as exc:
+            return s.RecallMessageResponse(status=status(convert.error_code(exc), str(exc)))
+        return s.RecallMessageResponse(status=status(d.OK), message_id=msg_id)
 
     def SyncLiteSubscription(self, request, context):
         return self._not_yet("SyncLiteSubscription", s.SyncLiteSubscriptionResponse)

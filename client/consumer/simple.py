@@ -113,7 +113,7 @@ class SimpleConsumer(ClientBase):
         failure: DuomqError | None = None
         for topic, group in order:
             try:
-                got = self._pop(topic, group, max_messages, 0)
+                got = self.pop(topic, group, max_messages, 0)
             except DuomqError as exc:     # one broker group down: the others still serve
                 failure = exc
                 continue
@@ -127,7 +127,7 @@ class SimpleConsumer(ClientBase):
         if wait_ms == 0:
             return []
         topic, group = answered[0]
-        return self._pop(topic, group, max_messages, wait_ms)
+        return self.pop(topic, group, max_messages, wait_ms)
 
     def _targets(self) -> list[tuple[str, str]]:
         out = []
@@ -136,15 +136,20 @@ class SimpleConsumer(ClientBase):
                 out.append((topic, group))
         return out
 
-    def _pop(self, topic: str, group: str, max_messages: int,
-             wait_ms: int) -> list[ReceivedMessage]:
+    def pop(self, topic: str, group: str, max_messages: int, wait_ms: int, *,
+             expression: str | None = None, invisible_ms: int | None = None,
+             client_id: str | None = None) -> list[ReceivedMessage]:
+        """One POP at ``group``'s master; ``expression``, ``invisible_ms``
+        and ``client_id`` stand in for the consumer's own (a gateway that
+        pops for the clients it serves: duomq proxy)."""
         cfg = self.config
+        expression = self.subscriptions[topic] if expression is None else expression
         req = pb.PopRequest(consumer_group=self.group, topic=topic, max_messages=max_messages,
-                            invisible_ms=cfg.invisible_duration_ms, max_wait_ms=wait_ms,
-                            subscription=self.subscriptions[topic],
+                            invisible_ms=invisible_ms or cfg.invisible_duration_ms,
+                            max_wait_ms=wait_ms, subscription=expression,
                             max_deliveries=cfg.max_deliveries,
                             from_first=cfg.consume_from == "first", slave_reads=cfg.slave_reads,
-                            client_id=self.client_id)
+                            client_id=client_id or self.client_id)
         address = self.master_address(group, topic)
         self._popped_at.add(address)
         try:
@@ -160,7 +165,7 @@ class SimpleConsumer(ClientBase):
             refused = for_status(status, error)
             self.after_failure(refused, topic, group)
             raise refused
-        sub = parse(self.subscriptions[topic])
+        sub = parse(expression)
         out = []
         got = decode_records(resp.records, group)
         self._count_reads(group, self._master_id(group), len(got))
@@ -293,19 +298,8 @@ class SimpleConsumer(ClientBase):
         batches = [(target, all_[i:i + RECEIPTS_PER_ACK]) for target, all_ in by_target.items()
                    for i in range(0, len(all_), RECEIPTS_PER_ACK)]
         for (group, topic), batch in batches:
-            req = pb.ShareAckRequest(consumer_group=self.group, topic=topic, action=action,
-                                     ms=ms, client_id=self.client_id)
-            for m in batch:
-                req.receipts.add(queue_id=m.queue_id, queue_offset=m.queue_offset,
-                                 delivery_count=m.delivery_count, key=m.receipt_key)
-            address = self.master_address(group, topic)
-            try:
-                status, error, resp = self.remoting.call(address, pb.SHARE_ACK, req,
-                                                         self.timeout_s)
-            except DuomqError as exc:
-                self.after_failure(exc, topic, group)
-                raise
-            raise_for(status, error)
+            resp = self.share_ack(group, topic, [(m.queue_id, m.queue_offset, m.delivery_count,
+                                                  m.receipt_key) for m in batch], action, ms)
             for m, st, why in zip(batch, resp.statuses, resp.errors, strict=True):
                 if st != pb.OK:
                     expired.append(f"{why} (receipt {m.receipt})")
@@ -313,6 +307,24 @@ class SimpleConsumer(ClientBase):
                     m.invisible_until_ms = resp.deadline_ms
         if expired:
             raise ReceiptExpiredError(f"RECEIPT_EXPIRED: {'; '.join(expired)}")
+
+    def share_ack(self, group: str, topic: str, receipts: list[tuple[int, int, int, int]],
+                  action: pb.ShareAction, ms: int, client_id: str | None = None):
+        """One SHARE_ACK at ``group``'s master of ``receipts`` (queue id,
+        queue offset, delivery count, key; at most RECEIPTS_PER_ACK): its
+        answer (a status per receipt, and a renewal's deadline)."""
+        req = pb.ShareAckRequest(consumer_group=self.group, topic=topic, action=action,
+                                 ms=ms, client_id=client_id or self.client_id)
+        for qid, offset, count, key in receipts:
+            req.receipts.add(queue_id=qid, queue_offset=offset, delivery_count=count, key=key)
+        address = self.master_address(group, topic)
+        try:
+            status, error, resp = self.remoting.call(address, pb.SHARE_ACK, req, self.timeout_s)
+        except DuomqError as exc:
+            self.after_failure(exc, topic, group)
+            raise
+        raise_for(status, error)
+        return resp
 
 
 def _fields(m: MessageExt) -> dict[str, Any]:

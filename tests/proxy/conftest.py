@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+import time
+import types
 import uuid
 
 import pytest
 
+from duomq.client import PullConsumer
 from duomq.coordinator import zk as zkutil
 from duomq.testing.harness import LocalCluster
 
@@ -50,3 +53,38 @@ def rmq_config(proxied):
     from rocketmq.v5.client import ClientConfiguration, Credentials
     _cluster, proxy = proxied
     return ClientConfiguration(proxy.address, Credentials("", ""), request_timeout=5)
+
+
+@pytest.fixture(scope="session")
+def rmq():
+    """The helpers below: ``rmq.producer``, ``rmq.message``, ``rmq.read_all``."""
+    return types.SimpleNamespace(producer=rmq_producer, message=rmq_message, read_all=read_all)
+
+
+def rmq_producer(config, topic):
+    from rocketmq.v5.producer import Producer
+    p = Producer(config, (topic,))
+    p.startup()
+    return p
+
+
+def rmq_message(topic, body, **kw):
+    from rocketmq.v5.model import Message
+    m = Message()
+    m.topic, m.body = topic, body
+    for k, v in kw.items():
+        setattr(m, k, v)
+    return m
+
+
+def read_all(cluster, topic, n, timeout_s=15.0):
+    """Every message of the topic's queues, by duomq's own pull consumer."""
+    got = []
+    with PullConsumer("check", zookeeper=cluster.zookeeper, cluster=cluster.cluster) as c:
+        deadline = time.monotonic() + timeout_s
+        while len(got) < n and time.monotonic() < deadline:
+            got = []
+            for mq in c.queues(topic):
+                got.extend(c.pull(mq, 0, 1000).messages)
+            time.sleep(0.2)
+    return got

@@ -8,51 +8,21 @@ import time
 
 import pytest
 
-from duomq.client import PullConsumer
 from duomq.proxy.convert import MESSAGE_GROUP, UNIQ_KEY
 
 
-def rmq_producer(config, topic):
-    from rocketmq.v5.producer import Producer
-    p = Producer(config, (topic,))
-    p.startup()
-    return p
-
-
-def rmq_message(topic, body, **kw):
-    from rocketmq.v5.model import Message
-    m = Message()
-    m.topic, m.body = topic, body
-    for k, v in kw.items():
-        setattr(m, k, v)
-    return m
-
-
-def read_all(cluster, topic, n, timeout_s=15.0):
-    """Every message of the topic's queues, by duomq's own pull consumer."""
-    got = []
-    with PullConsumer("check", zookeeper=cluster.zookeeper, cluster=cluster.cluster) as c:
-        deadline = time.monotonic() + timeout_s
-        while len(got) < n and time.monotonic() < deadline:
-            got = []
-            for mq in c.queues(topic):
-                got.extend(c.pull(mq, 0, 1000).messages)
-            time.sleep(0.2)
-    return got
-
-
-def test_normal_messages_are_stored_with_what_the_client_gave_them(proxied, topic, rmq_config):
+def test_normal_messages_are_stored_with_what_the_client_gave_them(proxied, topic, rmq_config, rmq):
     cluster, _ = proxied
-    p = rmq_producer(rmq_config, topic)
+    p = rmq.producer(rmq_config, topic)
     try:
         receipts = []
         for i in range(20):
-            m = rmq_message(topic, b"body-%d" % i, tag="TagA", keys=f"k{i}")
+            m = rmq.message(topic, b"body-%d" % i, tag="TagA", keys=f"k{i}")
             m.add_property("order", str(i))
             receipts.append(p.send(m))
     finally:
         p.shutdown()
-    got = read_all(cluster, topic, 20)
+    got = rmq.read_all(cluster, topic, 20)
     assert sorted(m.body for m in got) == sorted(b"body-%d" % i for i in range(20))
     by_body = {m.body: m for m in got}
     for i, r in enumerate(receipts):
@@ -62,16 +32,16 @@ def test_normal_messages_are_stored_with_what_the_client_gave_them(proxied, topi
     assert len({m.queue_id for m in got}) > 1                  # spread over the queues
 
 
-def test_a_message_groups_messages_share_a_queue_in_order(proxied, topic, rmq_config):
+def test_a_message_groups_messages_share_a_queue_in_order(proxied, topic, rmq_config, rmq):
     cluster, _ = proxied
-    p = rmq_producer(rmq_config, topic)
+    p = rmq.producer(rmq_config, topic)
     try:
         for i in range(30):
-            p.send(rmq_message(topic, b"%s-%02d" % (b"ab"[i % 2:i % 2 + 1], i),
+            p.send(rmq.message(topic, b"%s-%02d" % (b"ab"[i % 2:i % 2 + 1], i),
                                message_group=f"g{i % 2}"))
     finally:
         p.shutdown()
-    got = read_all(cluster, topic, 30)
+    got = rmq.read_all(cluster, topic, 30)
     for g in ("g0", "g1"):
         mine = [m for m in got if m.properties.get(MESSAGE_GROUP) == g]
         assert len(mine) == 15 and len({m.queue_id for m in mine}) == 1
@@ -79,26 +49,47 @@ def test_a_message_groups_messages_share_a_queue_in_order(proxied, topic, rmq_co
         assert [int(m.body[2:]) for m in mine] == sorted(int(m.body[2:]) for m in mine)
 
 
-def test_a_delay_message_comes_due_at_its_time(proxied, topic, rmq_config):
+def test_a_delay_message_comes_due_at_its_time(proxied, topic, rmq_config, rmq):
     cluster, _ = proxied
-    p = rmq_producer(rmq_config, topic)
+    p = rmq.producer(rmq_config, topic)
     try:
         at = int(time.time() * 1000) + 2000
-        r = p.send(rmq_message(topic, b"later", delivery_timestamp=at))
+        r = p.send(rmq.message(topic, b"later", delivery_timestamp=at))
         assert r.recall_handle                                  # a timer: recallable
-        assert read_all(cluster, topic, 1, timeout_s=0.5) == []  # not before its time
+        assert rmq.read_all(cluster, topic, 1, timeout_s=0.5) == []  # not before its time
     finally:
         p.shutdown()
-    got = read_all(cluster, topic, 1, timeout_s=10)
+    got = rmq.read_all(cluster, topic, 1, timeout_s=10)
     assert [m.body for m in got] == [b"later"] and time.time() * 1000 >= at - 5
 
 
-def test_an_unknown_topic_is_refused_with_the_protocols_code(proxied, rmq_config):
+def test_an_unknown_topic_is_refused_with_the_protocols_code(proxied, rmq_config, rmq):
     from rocketmq.v5.producer import Producer
     p = Producer(rmq_config, ("NoSuchTopic",))
     p.startup()
     try:
         with pytest.raises(Exception, match="NoSuchTopic"):
-            p.send(rmq_message("NoSuchTopic", b"x"))
+            p.send(rmq.message("NoSuchTopic", b"x"))
     finally:
         p.shutdown()
+
+
+def test_a_delay_message_recalled_before_its_time_is_never_delivered(proxied, topic, rmq_config, rmq):
+    from rocketmq.v5.exception import BadRequestException
+    cluster, _ = proxied
+    p = rmq.producer(rmq_config, topic)
+    try:
+        at = int(time.time() * 1000) + 1500
+        r = p.send(rmq.message(topic, b"recalled", delivery_timestamp=at))
+        kept = p.send(rmq.message(topic, b"kept", delivery_timestamp=at))
+        p.recall_message(topic, r.recall_handle)
+        with pytest.raises(BadRequestException, match="recalled before"):
+            p.recall_message(topic, r.recall_handle)                   # twice: refused
+        with pytest.raises(BadRequestException):
+            p.recall_message(topic, "garbage")
+        with pytest.raises(Exception, match="topic"):
+            p.recall_message("Other", kept.recall_handle)             # another topic's
+    finally:
+        p.shutdown()
+    time.sleep(2.5)
+    assert [m.body for m in rmq.read_all(cluster, topic, 1, timeout_s=5)] == [b"kept"]
