@@ -221,7 +221,10 @@ class RemotingClient:
         return ready
 
     def _check_gone(self, wake, address: str, gone: int, type_: int) -> None:
-        """Woken while waiting: raise if ``address`` was given up on since ``gone``."""
+        """Woken while waiting: raise if ``address`` was given up on since
+        ``gone``, or the client was closed (its wake-ups with it)."""
+        if self._closed:
+            raise ClientClosedError("client is closed")
         _clear(wake)
         count, why = self._gone.get(address, (0, ""))
         if count != gone:

@@ -59,3 +59,22 @@ def message_queues(topic: str, namespace: str, groups: dict, where: d.Endpoints,
             mq.broker.endpoints.CopyFrom(where)
             out.append(mq)
     return out
+
+
+ALL_QUEUES = -1       # an assignment's queue id: every queue of its broker group
+
+
+def assignments(topic: str, namespace: str, groups: dict, where: d.Endpoints) -> list:
+    """A PushConsumer's assignment: one queue a readable broker group, naming
+    all its queues (a POP at the group serves every queue of it)."""
+    out = []
+    for name in sorted(groups):
+        if not groups[name].perm & PERM_READ:
+            continue
+        mq = d.MessageQueue(id=ALL_QUEUES, permission=permission(groups[name].perm),
+                            accept_message_types=ALL_TYPES)
+        mq.topic.name, mq.topic.resource_namespace = topic, namespace
+        mq.broker.name, mq.broker.id = name, 0
+        mq.broker.endpoints.CopyFrom(where)
+        out.append(mq)
+    return out

@@ -118,8 +118,24 @@ class MessagingService(rpc.MessagingServiceServicer):
         return response_type(status=status(d.NOT_IMPLEMENTED,
                                            f"duomq proxy does not serve {name} yet"))
 
+    @_guarded(s.QueryAssignmentResponse)
     def QueryAssignment(self, request, context):
-        return self._not_yet("QueryAssignment", s.QueryAssignmentResponse)
+        """A PushConsumer's queues: one a broker group (every queue of it:
+        the group's POP serves them all), served at this proxy."""
+        topic = request.topic.name
+        if not topic or not request.group.name:
+            return s.QueryAssignmentResponse(status=status(
+                d.BAD_REQUEST, "QueryAssignment needs a topic and a group"))
+        route = self.producer.routes.get(topic, ROUTE_WAIT_S)
+        if not route.groups:
+            return s.QueryAssignmentResponse(status=status(
+                d.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+        where = routes.endpoints(request.endpoints if request.HasField("endpoints") else None,
+                                 self.own)
+        queues = routes.assignments(topic, request.topic.resource_namespace, route.groups, where)
+        return s.QueryAssignmentResponse(status=status(d.OK),
+                                         assignments=[d.Assignment(message_queue=q)
+                                                      for q in queues])
 
     def ReceiveMessage(self, request, context):
         try:

@@ -31,8 +31,17 @@ def client_id(context) -> str:
     return ""
 
 
-def merged(given: d.Settings, max_body_bytes: int) -> d.Settings:
-    """The server's settings for a client that sent ``given``."""
+# a consumer's retries: RocketMQ's 18 delay levels (1 s ... 2 h) after each failed attempt
+RETRY_DELAYS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800,
+                  3600, 7200)
+RECEIVE_BATCH = 32
+LONG_POLLING_S = 20
+
+
+def merged(given: d.Settings, max_body_bytes: int, max_deliveries: int = 16) -> d.Settings:
+    """The server's settings for a client that sent ``given``: a producer's
+    retries and largest body; a consumer's retries (``max_deliveries``
+    attempts, then the group's dead-letter queue), batch and long polling."""
     out = d.Settings()
     out.CopyFrom(given)
     if given.client_type == d.PRODUCER:
@@ -41,6 +50,14 @@ def merged(given: d.Settings, max_body_bytes: int) -> d.Settings:
         exp.initial.nanos, exp.max.seconds, exp.multiplier = BACKOFF_INITIAL_NS, BACKOFF_MAX_S, 2
         out.publishing.max_body_size = max_body_bytes
         out.publishing.validate_message_type = True
+    elif given.client_type in (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER):
+        out.backoff_policy.max_attempts = max_deliveries
+        for delay in RETRY_DELAYS_S[:max(max_deliveries - 1, 1)]:
+            out.backoff_policy.customized_backoff.next.add(seconds=delay)
+        sub = out.subscription
+        sub.receive_batch_size = sub.receive_batch_size or RECEIVE_BATCH
+        if not sub.long_polling_timeout.seconds:
+            sub.long_polling_timeout.seconds = LONG_POLLING_S
     return out
 
 
