@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from duomq.common import delay as dl
 from duomq.common import errors
+from duomq.common import transaction as tx
 from duomq.common.message import Message
 from duomq.proxy.protocol import d
 
@@ -20,8 +21,9 @@ UNIQ_KEY = "UNIQ_KEY"              # the client's message id (RocketMQ's propert
 MESSAGE_GROUP = "__SHARDINGKEY"     # a FIFO message's group (RocketMQ 5's property)
 RESERVED = frozenset({UNIQ_KEY, MESSAGE_GROUP})
 # duomq's own properties: not a user's (a received message's user_properties leave them out)
-SYSTEM = RESERVED | dl.SCHEDULING | frozenset({dl.RETRY_TOPIC, dl.RECONSUME_TIME,
-                                              dl.ORIGIN_MESSAGE_ID})
+SYSTEM = RESERVED | dl.SCHEDULING | frozenset({
+    dl.RETRY_TOPIC, dl.RECONSUME_TIME, dl.ORIGIN_MESSAGE_ID, tx.TRANSACTION, tx.PRODUCER_GROUP,
+    tx.CHECK_TIMES, tx.USER, tx.HALF_ID})
 _MS_NOT_S = 10 ** 11                # a "seconds" past this is ms (year 5138 in s; 1973 in ms)
 
 
@@ -71,6 +73,9 @@ def outgoing(m) -> Outgoing:
     if sp.message_group:
         props[MESSAGE_GROUP] = sp.message_group
     at = delivery_ms(sp.delivery_timestamp) if sp.HasField("delivery_timestamp") else 0
+    if sp.message_type == d.TRANSACTION and sp.message_group:
+        raise ConvertError(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                           "a message group on a transactional message")
     if at and sp.message_type in (d.FIFO, d.TRANSACTION):
         raise ConvertError(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                            "a delivery time on a FIFO or transactional message")
@@ -108,7 +113,7 @@ def incoming(m, receipt_handle: str) -> d.Message:
     _timestamp(sp.store_timestamp, m.store_timestamp_ms)
     sp.born_host, sp.store_host = m.born_host, m.broker_group
     sp.queue_id, sp.queue_offset = m.queue_id, m.queue_offset
-    sp.delivery_attempt = m.delivery_count
+    sp.delivery_attempt = getattr(m, "delivery_count", 1)
     sp.receipt_handle = receipt_handle
     return out
 

@@ -10,10 +10,11 @@ from concurrent import futures
 
 import grpc
 
-from duomq.client import Producer
+from duomq.client import TransactionProducer
 from duomq.common.errors import ConfigError
 from duomq.proxy.protocol import rpc
 from duomq.proxy.service import MessagingService
+from duomq.proxy.transactions import PROXY_GROUP
 
 log = logging.getLogger("duomq.proxy")
 
@@ -31,7 +32,7 @@ class ProxyServer:
                  workers: int = WORKERS):
         self.zookeeper, self.cluster = zookeeper, cluster
         self.host, self.port, self.advertise, self.workers = host, port, advertise, workers
-        self.producer: Producer | None = None
+        self.producer: TransactionProducer | None = None
         self._server: grpc.Server | None = None
 
     @property
@@ -40,8 +41,8 @@ class ProxyServer:
         return f"{host}:{self.port}"
 
     def start(self) -> ProxyServer:
-        self.producer = Producer("PROXY_PRODUCER", zookeeper=self.zookeeper,
-                                 cluster=self.cluster)
+        self.producer = TransactionProducer(PROXY_GROUP, zookeeper=self.zookeeper,
+                                            cluster=self.cluster)
         server = grpc.server(futures.ThreadPoolExecutor(self.workers,
                                                         thread_name_prefix="duomq-proxy"))
         try:

@@ -16,6 +16,7 @@ from duomq.proxy.consume import Consuming
 from duomq.proxy.convert import status
 from duomq.proxy.protocol import d, rpc, s
 from duomq.proxy.telemetry import Telemetry
+from duomq.proxy.transactions import Transactions, half_properties, transaction_id
 
 log = logging.getLogger("duomq.proxy")
 
@@ -43,6 +44,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self.own = own                     # (host, port) to name when a client names none
         self.telemetry = Telemetry(max_body_bytes)
         self.consuming = Consuming(producer)
+        self.transactions = Transactions(producer, self.telemetry)
 
     # ------------------------------------------------------------ routes, clients
     @_guarded(s.QueryRouteResponse)
@@ -97,19 +99,28 @@ class MessagingService(rpc.MessagingServiceServicer):
         return s.SendMessageResponse(status=top, entries=entries)
 
     def _send(self, batch: list[convert.Outgoing]) -> list[s.SendResultEntry]:
+        if batch[0].kind == d.TRANSACTION:     # a half message each: a transaction each
+            return [e for o in batch for e in self._send_half(o)]
         try:
             r = self.producer.send_batch([o.message for o in batch],
                                          sharding_key=batch[0].group or None)
         except Exception as exc:
             st = status(convert.error_code(exc), str(exc))
             return [s.SendResultEntry(status=st, message_id=o.message_id) for o in batch]
-        code = convert.SEND_CODES.get(r.status.value, d.INTERNAL_SERVER_ERROR)
-        st = status(code, "OK" if code == d.OK else f"stored, but {r.status.value}")
-        ids = r.msg_ids
-        return [s.SendResultEntry(status=st, message_id=o.message_id or ids[i],
-                                  offset=r.queue_offset + i if r.queue_offset >= 0 else 0,
-                                  recall_handle=r.recall_handle if i == 0 else "")
-                for i, o in enumerate(batch)]
+        return _entries(batch, r)
+
+    def _send_half(self, o: convert.Outgoing) -> list[s.SendResultEntry]:
+        o.message.properties = half_properties(o.message.properties)
+        try:
+            r = self.producer.send(o.message)
+        except Exception as exc:
+            return [s.SendResultEntry(status=status(convert.error_code(exc), str(exc)),
+                                      message_id=o.message_id)]
+        return _entries([o], r, transaction_id(r))
+
+    @_guarded(s.EndTransactionResponse)
+    def EndTransaction(self, request, context):
+        return self.transactions.end(request, context)
 
     # ------------------------------------------------------------ receiving: consume.py
 
@@ -165,9 +176,6 @@ class MessagingService(rpc.MessagingServiceServicer):
     def QueryOffset(self, request, context):
         return self._not_yet("QueryOffset", s.QueryOffsetResponse)
 
-    def EndTransaction(self, request, context):
-        return self._not_yet("EndTransaction", s.EndTransactionResponse)
-
     @_guarded(s.ChangeInvisibleDurationResponse)
     def ChangeInvisibleDuration(self, request, context):
         return self.consuming.change_invisible(request, context)
@@ -187,13 +195,26 @@ class MessagingService(rpc.MessagingServiceServicer):
         return self._not_yet("SyncLiteSubscription", s.SyncLiteSubscriptionResponse)
 
 
+def _entries(batch: list[convert.Outgoing], r, tid: str = "") -> list[s.SendResultEntry]:
+    """Each message's entry of one store's SendResult ``r``."""
+    code = convert.SEND_CODES.get(r.status.value, d.INTERNAL_SERVER_ERROR)
+    st = status(code, "OK" if code == d.OK else f"stored, but {r.status.value}")
+    ids = r.msg_ids
+    return [s.SendResultEntry(status=st, message_id=o.message_id or ids[i],
+                              offset=r.queue_offset + i if r.queue_offset >= 0 else 0,
+                              recall_handle=r.recall_handle if i == 0 else "",
+                              transaction_id=tid)
+            for i, o in enumerate(batch)]
+
+
 def _one_group_each(outs: list[convert.Outgoing]) -> list[list[convert.Outgoing]]:
     """The messages in runs that go to one queue: all of them, unless FIFO
     messages of different message groups are among them (each group's run
-    to its own queue, in order)."""
+    to its own queue, in order), or transactional ones (a transaction each)."""
     runs: list[list[convert.Outgoing]] = []
     for o in outs:
-        if runs and runs[-1][0].group == o.group:
+        if runs and runs[-1][0].group == o.group and \
+                (runs[-1][0].kind == d.TRANSACTION) == (o.kind == d.TRANSACTION):
             runs[-1].append(o)
         else:
             runs.append([o])

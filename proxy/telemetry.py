@@ -68,6 +68,7 @@ class Session:
     language: int = 0
     version: str = ""
     hostname: str = ""
+    topics: frozenset = frozenset()        # a producer's: what it publishes
     last_seen: float = field(default_factory=time.monotonic)
     outbox: queue.Queue = field(default_factory=queue.Queue, repr=False)
 
@@ -88,6 +89,12 @@ class Telemetry:
         if client_type:
             sess.client_type = client_type
         return sess
+
+    def publishers(self, topic: str) -> list[Session]:
+        """The producer clients with a stream open here that publish ``topic``."""
+        with self._lock:
+            return [x for x in self.sessions.values()
+                    if x.client_type == d.PRODUCER and topic in x.topics]
 
     def gone(self, context) -> None:
         """A client said it terminates: forgotten (its stream is the client's
@@ -142,6 +149,7 @@ class Telemetry:
             st = cmd.settings
             sess.client_type, sess.language = st.client_type, st.user_agent.language
             sess.version, sess.hostname = st.user_agent.version, st.user_agent.hostname
+            sess.topics = frozenset(t.name for t in st.publishing.topics)
             return s.TelemetryCommand(status=status(d.OK),
                                       settings=merged(st, self.max_body_bytes))
         if kind is None:

@@ -34,7 +34,7 @@ def message(topic, body=b"x", **props):
 
 NOT_YET = [("ForwardMessageToDeadLetterQueue", s.ForwardMessageToDeadLetterQueueRequest()),
            ("UpdateOffset", s.UpdateOffsetRequest()), ("GetOffset", s.GetOffsetRequest()),
-           ("QueryOffset", s.QueryOffsetRequest()), ("EndTransaction", s.EndTransactionRequest()),
+           ("QueryOffset", s.QueryOffsetRequest()),
            ("SyncLiteSubscription", s.SyncLiteSubscriptionRequest())]
 
 
