@@ -79,6 +79,7 @@ class ProxyServer:
             self.service.telemetry.close()
             self._server.stop(grace_s).wait()
             self.service.consuming.close()
+            self.service.offsets.close()
             self._server = None
         if self.producer is not None:
             self.producer.close()

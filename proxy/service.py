@@ -11,8 +11,10 @@ import functools
 import logging
 
 from duomq.client import Producer
+from duomq.common.errors import DuomqError
 from duomq.proxy import convert, routes
 from duomq.proxy.consume import Consuming
+from duomq.proxy.offsets import Offsets
 from duomq.proxy.convert import status
 from duomq.proxy.protocol import d, rpc, s
 from duomq.proxy.telemetry import Telemetry
@@ -45,6 +47,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self.telemetry = Telemetry(max_body_bytes)
         self.consuming = Consuming(producer)
         self.transactions = Transactions(producer, self.telemetry)
+        self.offsets = Offsets(producer)
 
     # ------------------------------------------------------------ routes, clients
     @_guarded(s.QueryRouteResponse)
@@ -122,6 +125,28 @@ class MessagingService(rpc.MessagingServiceServicer):
     def EndTransaction(self, request, context):
         return self.transactions.end(request, context)
 
+    # ------------------------------------------------------------ offsets: offsets.py
+    def PullMessage(self, request, context):
+        try:
+            yield from self.offsets.pull(request)
+        except Exception as exc:               # never into gRPC: a status, logged
+            if not isinstance(exc, (convert.ConvertError, DuomqError)):
+                log.exception("PullMessage failed")
+            yield s.PullMessageResponse(status=status(convert.error_code(exc),
+                                                      f"PullMessage: {exc}"))
+
+    @_guarded(s.UpdateOffsetResponse)
+    def UpdateOffset(self, request, context):
+        return self.offsets.update(request)
+
+    @_guarded(s.GetOffsetResponse)
+    def GetOffset(self, request, context):
+        return self.offsets.get(request)
+
+    @_guarded(s.QueryOffsetResponse)
+    def QueryOffset(self, request, context):
+        return self.offsets.query(request)
+
     # ------------------------------------------------------------ receiving: consume.py
 
     # ------------------------------------------------------------ not served yet
@@ -163,18 +188,6 @@ class MessagingService(rpc.MessagingServiceServicer):
     def ForwardMessageToDeadLetterQueue(self, request, context):
         return self._not_yet("ForwardMessageToDeadLetterQueue",
                              s.ForwardMessageToDeadLetterQueueResponse)
-
-    def PullMessage(self, request, context):
-        yield self._not_yet("PullMessage", s.PullMessageResponse)
-
-    def UpdateOffset(self, request, context):
-        return self._not_yet("UpdateOffset", s.UpdateOffsetResponse)
-
-    def GetOffset(self, request, context):
-        return self._not_yet("GetOffset", s.GetOffsetResponse)
-
-    def QueryOffset(self, request, context):
-        return self._not_yet("QueryOffset", s.QueryOffsetResponse)
 
     @_guarded(s.ChangeInvisibleDurationResponse)
     def ChangeInvisibleDuration(self, request, context):
