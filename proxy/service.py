@@ -14,8 +14,8 @@ from duomq.client import Producer
 from duomq.common.errors import DuomqError
 from duomq.proxy import convert, routes
 from duomq.proxy.consume import Consuming
-from duomq.proxy.offsets import Offsets
 from duomq.proxy.convert import status
+from duomq.proxy.offsets import Offsets
 from duomq.proxy.protocol import d, rpc, s
 from duomq.proxy.telemetry import Telemetry
 from duomq.proxy.transactions import Transactions, half_properties, transaction_id
