@@ -10,7 +10,7 @@ import logging
 import signal
 import threading
 
-from duomq.cli.common import add_endpoint, endpoint
+from duomq.cli.common import add_endpoint, add_metrics_port, endpoint
 from duomq.common.errors import ConfigError
 
 
@@ -23,6 +23,7 @@ def add(sub) -> None:
     p.add_argument("--advertise", metavar="HOST:PORT",
                    help="the address routes name when a client names none (default: this "
                         "host's name and --port)")
+    add_metrics_port(p)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=run)
 
@@ -35,9 +36,11 @@ def run(args) -> int:
         raise ConfigError(f"--advertise {args.advertise!r} is not HOST:PORT")
     zookeeper, cluster = endpoint(args)
     proxy = ProxyServer(zookeeper, cluster, port=args.port, host=args.host,
-                        advertise=args.advertise).start()
+                        advertise=args.advertise, metrics_port=args.metrics_port).start()
     print(f"duomq proxy: apache.rocketmq.v2.MessagingService on {args.host}:{proxy.port} "
-          f"for cluster {cluster} (ZooKeeper {zookeeper})", flush=True)
+          f"for cluster {cluster} (ZooKeeper {zookeeper})"
+          + (f"; metrics on http://{args.host}:{proxy.metrics_port}/metrics"
+             if proxy.metrics_port >= 0 else ""), flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -7,11 +7,14 @@ from __future__ import annotations
 import logging
 import socket
 from concurrent import futures
+from typing import Any
 
 import grpc
 
 from duomq.client import TransactionProducer
+from duomq.common import metrics
 from duomq.common.errors import ConfigError
+from duomq.proxy.metrics import ProxyCollector
 from duomq.proxy.protocol import rpc
 from duomq.proxy.service import MessagingService
 from duomq.proxy.transactions import PROXY_GROUP
@@ -29,8 +32,10 @@ class ProxyServer:
 
     def __init__(self, zookeeper: str | None = None, cluster: str | None = None, *,
                  port: int = DEFAULT_PORT, host: str = "0.0.0.0", advertise: str | None = None,
-                 workers: int = WORKERS):
+                 workers: int = WORKERS, metrics_port: int = -1):
         self.zookeeper, self.cluster = zookeeper, cluster
+        self.metrics_port = metrics_port      # -1: none; 0: a free one
+        self._metrics_server: Any = None
         self.host, self.port, self.advertise, self.workers = host, port, advertise, workers
         self.producer: TransactionProducer | None = None
         self._server: grpc.Server | None = None
@@ -57,6 +62,10 @@ class ProxyServer:
         own = self._advertised()
         service = MessagingService(self.producer, own, self.producer.config.max_message_bytes)
         rpc.add_MessagingServiceServicer_to_server(service, server)
+        if self.metrics_port >= 0:
+            self._metrics_server, self.metrics_port = metrics.serve(
+                ProxyCollector(service.metrics, service.telemetry), self.host,
+                self.metrics_port, "--metrics-port")
         server.start()
         self._server, self.service = server, service
         log.info("proxy serving apache.rocketmq.v2.MessagingService on %s:%d for cluster %s",
@@ -81,6 +90,10 @@ class ProxyServer:
             self.service.consuming.close()
             self.service.offsets.close()
             self._server = None
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
         if self.producer is not None:
             self.producer.close()
             self.producer = None

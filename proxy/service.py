@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 from duomq.client import Producer
 from duomq.common.errors import DuomqError
 from duomq.proxy import convert, routes
 from duomq.proxy.consume import Consuming
 from duomq.proxy.convert import status
+from duomq.proxy.metrics import ProxyMetrics
 from duomq.proxy.offsets import Offsets
 from duomq.proxy.protocol import d, rpc, s
 from duomq.proxy.telemetry import Telemetry
@@ -26,16 +28,43 @@ ROUTE_WAIT_S = 1.0            # a first answer for a topic's route
 
 
 def _guarded(response_type):
-    """A unary RPC that answers ``response_type(status=...)`` on any error."""
+    """A unary RPC that answers ``response_type(status=...)`` on any error,
+    counted in the metrics by its status code."""
     def wrap(fn):
         @functools.wraps(fn)
         def call(self, request, context):
+            t0 = time.perf_counter()
             try:
-                return fn(self, request, context)
+                out = fn(self, request, context)
             except Exception as exc:              # never into gRPC: a status, logged
                 log.exception("%s failed", fn.__name__)
-                return response_type(status=status(convert.error_code(exc),
-                                                   f"{fn.__name__}: {exc}"))
+                out = response_type(status=status(convert.error_code(exc),
+                                                  f"{fn.__name__}: {exc}"))
+            self.metrics.done(fn.__name__, out.status.code, time.perf_counter() - t0)
+            return out
+        return call
+    return wrap
+
+
+def _streamed(response_type):
+    """A server-streaming RPC: its responses, a status last whatever goes
+    wrong, counted by the last status it gave."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(self, request, context):
+            t0, code = time.perf_counter(), d.OK
+            try:
+                for r in fn(self, request, context):
+                    if r.HasField("status"):
+                        code = r.status.code
+                    yield r
+            except Exception as exc:              # never into gRPC: a status, logged
+                if not isinstance(exc, (convert.ConvertError, DuomqError)):
+                    log.exception("%s failed", fn.__name__)
+                code = convert.error_code(exc)
+                yield response_type(status=status(code, f"{fn.__name__}: {exc}"))
+            finally:
+                self.metrics.done(fn.__name__, code, time.perf_counter() - t0)
         return call
     return wrap
 
@@ -44,7 +73,8 @@ class MessagingService(rpc.MessagingServiceServicer):
     def __init__(self, producer: Producer, own: tuple[str, int], max_body_bytes: int):
         self.producer = producer
         self.own = own                     # (host, port) to name when a client names none
-        self.telemetry = Telemetry(max_body_bytes)
+        self.metrics = ProxyMetrics()
+        self.telemetry = Telemetry(max_body_bytes, self.metrics)
         self.consuming = Consuming(producer)
         self.transactions = Transactions(producer, self.telemetry)
         self.offsets = Offsets(producer)
@@ -126,14 +156,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         return self.transactions.end(request, context)
 
     # ------------------------------------------------------------ offsets: offsets.py
+    @_streamed(s.PullMessageResponse)
     def PullMessage(self, request, context):
-        try:
-            yield from self.offsets.pull(request)
-        except Exception as exc:               # never into gRPC: a status, logged
-            if not isinstance(exc, (convert.ConvertError, DuomqError)):
-                log.exception("PullMessage failed")
-            yield s.PullMessageResponse(status=status(convert.error_code(exc),
-                                                      f"PullMessage: {exc}"))
+        return self.offsets.pull(request)
 
     @_guarded(s.UpdateOffsetResponse)
     def UpdateOffset(self, request, context):
@@ -173,18 +198,15 @@ class MessagingService(rpc.MessagingServiceServicer):
                                          assignments=[d.Assignment(message_queue=q)
                                                       for q in queues])
 
+    @_streamed(s.ReceiveMessageResponse)
     def ReceiveMessage(self, request, context):
-        try:
-            yield from self.consuming.receive(request, context)
-        except Exception as exc:               # never into gRPC: a status, logged
-            log.exception("ReceiveMessage failed")
-            yield s.ReceiveMessageResponse(status=status(convert.error_code(exc),
-                                                         f"ReceiveMessage: {exc}"))
+        return self.consuming.receive(request, context)
 
     @_guarded(s.AckMessageResponse)
     def AckMessage(self, request, context):
         return self.consuming.ack(request, context)
 
+    @_guarded(s.ForwardMessageToDeadLetterQueueResponse)
     def ForwardMessageToDeadLetterQueue(self, request, context):
         return self._not_yet("ForwardMessageToDeadLetterQueue",
                              s.ForwardMessageToDeadLetterQueueResponse)
@@ -204,6 +226,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             return s.RecallMessageResponse(status=status(convert.error_code(exc), str(exc)))
         return s.RecallMessageResponse(status=status(d.OK), message_id=msg_id)
 
+    @_guarded(s.SyncLiteSubscriptionResponse)
     def SyncLiteSubscription(self, request, context):
         return self._not_yet("SyncLiteSubscription", s.SyncLiteSubscriptionResponse)
 

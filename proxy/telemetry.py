@@ -74,8 +74,9 @@ class Session:
 
 
 class Telemetry:
-    def __init__(self, max_body_bytes: int):
+    def __init__(self, max_body_bytes: int, metrics=None):
         self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
         self.sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
@@ -89,6 +90,10 @@ class Telemetry:
         if client_type:
             sess.client_type = client_type
         return sess
+
+    def snapshot(self) -> list[Session]:
+        with self._lock:
+            return list(self.sessions.values())
 
     def publishers(self, topic: str) -> list[Session]:
         """The producer clients with a stream open here that publish ``topic``."""
@@ -113,6 +118,8 @@ class Telemetry:
         reader = threading.Thread(target=self._read, args=(requests, sess),
                                   name=f"duomq-telemetry-{sess.client_id}", daemon=True)
         reader.start()
+        if self.metrics is not None:
+            self.metrics.stream(1)
         try:
             while context.is_active():
                 try:
@@ -123,6 +130,8 @@ class Telemetry:
                     return
                 yield cmd
         finally:
+            if self.metrics is not None:
+                self.metrics.stream(-1)
             with self._lock:
                 if self.sessions.get(sess.client_id) is sess and not context.is_active():
                     del self.sessions[sess.client_id]

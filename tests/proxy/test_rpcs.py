@@ -200,3 +200,38 @@ def test_garbage_on_the_port_is_dropped_and_the_proxy_goes_on(stub, proxied, top
 
 
 UNIQ_KEY = "UNIQ_KEY"
+
+
+def test_the_proxys_metrics_count_rpcs_by_code_and_its_clients(proxied, topic, rmq_config, rmq):
+    import urllib.request
+
+    from duomq.proxy.server import ProxyServer
+    cluster, _ = proxied
+    with ProxyServer(cluster.zookeeper, cluster.cluster, port=0, host="127.0.0.1",
+                     metrics_port=0) as proxy:
+        channel = grpc.insecure_channel(proxy.address)
+        probe = rpc.MessagingServiceStub(channel)
+        probe.SendMessage(s.SendMessageRequest(messages=[message(topic)]), metadata=META,
+                          timeout=5)
+        probe.SendMessage(s.SendMessageRequest(), metadata=META, timeout=5)
+        list(probe.PullMessage(s.PullMessageRequest(), metadata=META, timeout=5))
+        from rocketmq.v5.client import ClientConfiguration, Credentials
+        p = rmq.producer(ClientConfiguration(proxy.address, Credentials("", "")), topic)
+        try:
+            import time
+            deadline = time.monotonic() + 10         # (its settings reach the proxy after
+            while True:                              # its start-up: asynchronously)
+                text = urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/metrics",
+                                              timeout=5).read().decode()
+                if 'type="PRODUCER"' in text or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        finally:
+            p.shutdown()
+        channel.close()
+    assert 'duomq_proxy_rpcs_total{code="OK",rpc="SendMessage"} 1.0' in text
+    assert 'duomq_proxy_rpcs_total{code="BAD_REQUEST",rpc="SendMessage"} 1.0' in text
+    assert 'duomq_proxy_rpcs_total{code="BAD_REQUEST",rpc="PullMessage"} 1.0' in text
+    assert 'duomq_proxy_rpc_seconds_count{rpc="SendMessage"} 2.0' in text
+    assert 'duomq_proxy_clients{language="PYTHON",type="PRODUCER"} 1.0' in text
+    assert "duomq_proxy_streams_open 1.0" in text
