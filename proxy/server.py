@@ -14,6 +14,7 @@ import grpc
 from duomq.client import TransactionProducer
 from duomq.common import metrics
 from duomq.common.errors import ConfigError
+from duomq.proxy.health import Health
 from duomq.proxy.metrics import ProxyCollector
 from duomq.proxy.protocol import rpc
 from duomq.proxy.service import MessagingService
@@ -62,11 +63,13 @@ class ProxyServer:
         own = self._advertised()
         service = MessagingService(self.producer, own, self.producer.config.max_message_bytes)
         rpc.add_MessagingServiceServicer_to_server(service, server)
+        self.health = Health(self.producer, server)
         if self.metrics_port >= 0:
             self._metrics_server, self.metrics_port = metrics.serve(
                 ProxyCollector(service.metrics, service.telemetry), self.host,
                 self.metrics_port, "--metrics-port")
         server.start()
+        self.health.start()
         self._server, self.service = server, service
         log.info("proxy serving apache.rocketmq.v2.MessagingService on %s:%d for cluster %s",
                  self.host, self.port, self.producer.cluster)
@@ -85,6 +88,7 @@ class ProxyServer:
 
     def stop(self, grace_s: float = 2.0) -> None:
         if self._server is not None:
+            self.health.stop()
             self.service.telemetry.close()
             self._server.stop(grace_s).wait()
             self.service.consuming.close()
