@@ -1,5 +1,6 @@
 """Every Python snippet of the documentation (docs/**/*.md) run as written
-against a dev cluster (`duomq dev up --slaves 1`: a master and a slave) with the
+against a dev cluster (`duomq dev up --slaves 1 --proxy`: a master, a slave
+and a proxy for the official RocketMQ 5 clients) with the
 environment `duomq dev env` gives and the topics the page names: each exits
 0 and prints what it should. README's snippet runs in its tour
 (test_readme_tour.py). A new snippet needs a check here (the test fails on a
@@ -25,6 +26,7 @@ CHECKS = {
     'SimpleConsumer("workers"': ["b'job 0'", "b'job 4'"],
     "spark = local_session()": ["click 0"],
     'timers.recall("Orders"': ["due at 1", "recalled broker-"],
+    'ClientConfiguration(os.environ["DUOMQ_PROXY"]': ["sent 01"],    # the official client
 }
 
 
@@ -52,7 +54,7 @@ def test_every_docs_snippet_runs_as_written_against_the_dev_cluster(zk_server, t
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUOMQ_")}
     env.update(PATH=f"{Path(sys.executable).parent}:{env['PATH']}", HOME=str(tmp_path),
                DUOMQ_DEV_DIR=str(tmp_path / "dev"))
-    duomq("dev", "up", "--slaves", "1", "--zookeeper", zk_server.connect, "--cluster",
+    duomq("dev", "up", "--slaves", "1", "--proxy", "--zookeeper", zk_server.connect, "--cluster",
           f"Docs{os.getpid()}",
           env=env)
     try:
