@@ -49,6 +49,13 @@ class ProxyServer:
     def start(self) -> ProxyServer:
         self.producer = TransactionProducer(PROXY_GROUP, zookeeper=self.zookeeper,
                                             cluster=self.cluster)
+        if self.producer.credentials is not None:   # it would act for anyone as its own user
+            cluster = self.producer.cluster
+            self.producer.close()
+            raise ConfigError(f"cluster {cluster!r} is secured (auth = true), and the proxy "
+                              f"does not check RocketMQ clients' credentials yet: it would "
+                              f"serve every client as its own user; it fronts clusters "
+                              f"without auth only")
         server = grpc.server(futures.ThreadPoolExecutor(self.workers,
                                                         thread_name_prefix="duomq-proxy"))
         try:

@@ -38,3 +38,14 @@ def test_readiness_follows_the_masters(local_cluster):
         assert "has a master" in proxy.health.why
         local_cluster.add_broker("broker-b", 0)                  # another group's master
         assert wait_state(stub, SERVING) == SERVING and proxy.health.why == ""
+
+
+def test_a_secured_cluster_is_refused_until_the_proxy_checks_credentials(secured):
+    """The proxy would serve every RocketMQ client as its own user: on a
+    cluster with auth it refuses to start, in one line."""
+    import pytest
+
+    from duomq.common.errors import ConfigError
+    cluster = secured[0]
+    with pytest.raises(ConfigError, match="secured"):
+        ProxyServer(cluster.zookeeper, cluster.cluster, port=0, host="127.0.0.1").start()
