@@ -74,7 +74,7 @@ class Consuming:
             yield s.ReceiveMessageResponse(status=status(d.MESSAGE_NOT_FOUND, "no new message"))
             return
         now = s.ReceiveMessageResponse()
-        convert._timestamp(now.delivery_timestamp, int(time.time() * 1000))
+        convert.set_timestamp(now.delivery_timestamp, int(time.time() * 1000))
         yield now
         for m in got:
             handle = receipts.Receipt(m.broker_group, m.queue_id, m.queue_offset,

@@ -21,7 +21,7 @@ UNIQ_KEY = "UNIQ_KEY"              # the client's message id (RocketMQ's propert
 MESSAGE_GROUP = "__SHARDINGKEY"     # a FIFO message's group (RocketMQ 5's property)
 RESERVED = frozenset({UNIQ_KEY, MESSAGE_GROUP})
 # duomq's own properties: not a user's (a received message's user_properties leave them out)
-SYSTEM = RESERVED | dl.SCHEDULING | frozenset({
+SYSTEM = RESERVED | dl.SCHEDULING | dl.BROKER_ONLY | frozenset({
     dl.RETRY_TOPIC, dl.RECONSUME_TIME, dl.ORIGIN_MESSAGE_ID, tx.TRANSACTION, tx.PRODUCER_GROUP,
     tx.CHECK_TIMES, tx.USER, tx.HALF_ID})
 _MS_NOT_S = 10 ** 11                # a "seconds" past this is ms (year 5138 in s; 1973 in ms)
@@ -64,7 +64,7 @@ def outgoing(m) -> Outgoing:
         raise ConvertError(d.NOT_IMPLEMENTED, "GZIP message bodies are not supported: send "
                                               "IDENTITY")
     props = dict(m.user_properties)
-    clash = RESERVED.intersection(props)
+    clash = SYSTEM.intersection(props)         # (a user's DELAY or TRAN_MSG would route it)
     if clash:
         raise ConvertError(d.ILLEGAL_MESSAGE_PROPERTY_KEY,
                            f"user property {sorted(clash)[0]!r} is reserved")
@@ -84,7 +84,7 @@ def outgoing(m) -> Outgoing:
     return Outgoing(msg, sp.message_id, sp.message_group, sp.message_type)
 
 
-def _timestamp(ts, ms: int) -> None:
+def set_timestamp(ts, ms: int) -> None:
     ts.seconds, ts.nanos = ms // 1000, ms % 1000 * 1_000_000
 
 
@@ -108,9 +108,9 @@ def incoming(m, receipt_handle: str) -> d.Message:
     if group:
         sp.message_group = group
     if at.isdigit():
-        _timestamp(sp.delivery_timestamp, int(at))
-    _timestamp(sp.born_timestamp, m.born_timestamp_ms)
-    _timestamp(sp.store_timestamp, m.store_timestamp_ms)
+        set_timestamp(sp.delivery_timestamp, int(at))
+    set_timestamp(sp.born_timestamp, m.born_timestamp_ms)
+    set_timestamp(sp.store_timestamp, m.store_timestamp_ms)
     sp.born_host, sp.store_host = m.born_host, m.broker_group
     sp.queue_id, sp.queue_offset = m.queue_id, m.queue_offset
     sp.delivery_attempt = getattr(m, "delivery_count", 1)

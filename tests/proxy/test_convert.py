@@ -63,3 +63,14 @@ def test_permissions_and_queues_of_a_route():
     assert [(q.broker.name, q.id, q.permission) for q in qs] == [
         ("a", 0, d.READ_WRITE), ("a", 1, d.READ_WRITE), ("b", 0, d.READ)]
     assert routes.permission(PERM_WRITE) == d.WRITE and routes.permission(0) == d.NONE
+
+
+@pytest.mark.parametrize("name", ["UNIQ_KEY", "__SHARDINGKEY", "DELAY", "DELIVER_AT", "TRAN_MSG",
+                                  "PGROUP", "REAL_TOPIC", "RECALL_OF", "TIMER_ORIGIN"])
+def test_a_user_property_with_a_system_name_is_refused(name):
+    m = d.Message(body=b"b")
+    m.topic.name = "T"
+    m.user_properties[name] = "1"
+    with pytest.raises(convert.ConvertError, match="reserved") as e:
+        convert.outgoing(m)
+    assert e.value.code == d.ILLEGAL_MESSAGE_PROPERTY_KEY
